@@ -1,0 +1,141 @@
+# dlockd — GNU make build.
+#
+#   make            build the daemon, the CLI and the client library into $(BUILD)
+#   make run        install missing packages, build, run dlockd in the foreground
+#   make check      install missing packages, build, run every test
+#   make install    PREFIX=/usr DESTDIR=... installs everything
+#
+# SAN=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer into build/san.
+
+VERSION    := 0.1.0
+SOVERSION  := 1
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+
+ifeq ($(SAN),1)
+BUILD      ?= build/san
+SANFLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+else
+BUILD      ?= build
+SANFLAGS   :=
+endif
+
+CC         ?= cc
+WARNINGS   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+              -Wpointer-arith -Wformat=2 -Wundef -Wvla -Wwrite-strings -Wcast-align \
+              -Wnull-dereference -Wimplicit-fallthrough
+CFLAGS     ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' $(WARNINGS) $(SANFLAGS) \
+              -MMD -MP $(CFLAGS)
+LDFLAGS    ?=
+ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
+
+PKGS_DAEMON := libevent yaml-0.1
+CFLAGS_DAEMON = $(shell pkg-config --cflags $(PKGS_DAEMON))
+LIBS_DAEMON   = $(shell pkg-config --libs $(PKGS_DAEMON))
+CFLAGS_CHECK  = $(shell pkg-config --cflags check)
+LIBS_CHECK    = $(shell pkg-config --libs check)
+
+# Debian packages: what building needs, and what the tests need on top.
+DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev
+DEB_CHECK := check redis-tools python3 python3-redis valgrind
+
+DAEMON_SRC  := $(wildcard daemon/*.c)
+DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+DAEMON_LIB  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
+CLIENT_OBJ  := $(BUILD)/client/dlock.o
+CLIENT_PIC  := $(BUILD)/client/dlock.pic.o
+CLI_OBJ     := $(BUILD)/client/dlock_cli.o
+TEST_SRC    := $(wildcard tests/check_*.c)
+TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
+
+.PHONY: all run check unit integration deps deps-check install clean
+all: $(PROGS)
+
+$(BUILD)/daemon/%.o: daemon/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CFLAGS_DAEMON) -c $< -o $@
+
+$(BUILD)/client/%.o: client/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/client/%.pic.o: client/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -fPIC -c $< -o $@
+
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
+
+$(BUILD)/dlockd: $(DAEMON_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON)
+
+$(BUILD)/libdlock.a: $(CLIENT_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libdlock.so: $(CLIENT_PIC)
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libdlock.so.$(SOVERSION) -o $@.$(SOVERSION) $^
+	ln -sf libdlock.so.$(SOVERSION) $@
+
+$(BUILD)/libdlock.pc: client/libdlock.pc.in Makefile
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+$(BUILD)/dlock: $(CLI_OBJ) $(BUILD)/libdlock.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^
+
+# Every unit-test suite links the daemon's modules (all but main) and libdlock.
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(DAEMON_LIB) $(BUILD)/libdlock.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
+
+# Install the Debian packages that are missing (root runs apt-get, others use sudo).
+deps:
+	@DEB="$(DEB_BUILD)" sh tests/deps.sh
+deps-check:
+	@DEB="$(DEB_BUILD) $(DEB_CHECK)" sh tests/deps.sh
+
+run: deps
+	$(MAKE) all
+	$(BUILD)/dlockd -c conf/dlockd.yaml -l 127.0.0.1:7480 -l unix:$(BUILD)/dlockd.sock
+
+check: deps-check
+	$(MAKE) all $(TEST_BIN)
+	BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+
+unit: all $(TEST_BIN)
+	BUILD=$(BUILD) UNIT_ONLY=1 sh tests/run.sh $(TEST_BIN)
+
+integration: all
+	BUILD=$(BUILD) sh tests/integration/run.sh
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+	    $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSCONFDIR)/dlockd
+	install -m 0755 $(BUILD)/dlockd $(DESTDIR)$(SBINDIR)/dlockd
+	install -m 0755 $(BUILD)/dlock $(DESTDIR)$(BINDIR)/dlock
+	install -m 0644 $(BUILD)/libdlock.a $(DESTDIR)$(LIBDIR)/libdlock.a
+	install -m 0755 $(BUILD)/libdlock.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libdlock.so.$(SOVERSION)
+	ln -sf libdlock.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libdlock.so
+	install -m 0644 $(BUILD)/libdlock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/libdlock.pc
+	install -m 0644 client/dlock.h $(DESTDIR)$(INCLUDEDIR)/dlock.h
+	install -m 0644 client/dlock.1 $(DESTDIR)$(MANDIR)/man1/dlock.1
+	install -m 0644 conf/dlockd.yaml.5 $(DESTDIR)$(MANDIR)/man5/dlockd.yaml.5
+	install -m 0644 daemon/dlockd.8 $(DESTDIR)$(MANDIR)/man8/dlockd.8
+	test -e $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.yaml || \
+	    install -m 0644 conf/dlockd.yaml $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.yaml
+
+clean:
+	rm -rf build
+
+-include $(wildcard $(BUILD)/*/*.d)

@@ -1,0 +1,1314 @@
+/*
+ * libdlock — a blocking client for dlockd.
+ *
+ * One dlock_t is one connection. Commands are sent as RESP arrays of bulk
+ * strings (keys may hold any byte but NUL) and their replies are read with a
+ * small RESP3 reader over a read buffer. The connection speaks RESP3 (HELLO 3
+ * at connect), so the daemon can push ["lost", key, fence, reason] at any
+ * time: pushes that arrive while a reply is awaited are queued for
+ * dlock_poll_lost() and never taken for the reply.
+ *
+ * Errors: the daemon's error replies are kept verbatim ("NOTHELD key is not
+ * held ..."), their first word being the code. Local failures use the codes
+ *   ARG    a bad argument (nothing was sent)
+ *   IO     the connection failed or was closed
+ *   PROTO  the daemon's reply could not be read or was not what was expected
+ *   NOMEM  out of memory
+ * Once the connection itself failed (an I/O error, a reply that could not be
+ * read, no memory for a reply or a push) it is dead: every later call fails
+ * at once with the same error, and dlock_poll_lost() returns -1. An error
+ * reply, or a reply of an unexpected shape, leaves it usable.
+ */
+#include "dlock.h"
+
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0
+#endif
+
+#define DLOCK_DEFAULT_ADDR	"127.0.0.1:7480"
+#define DLOCK_DEFAULT_PORT	"7480"
+#define DLOCK_CONNECT_TIMEOUT_MS 10000	/* per address tried, and for HELLO */
+
+#define RESP_MAX_DEPTH		32		/* nesting of aggregates */
+#define RESP_MAX_LINE		(64 * 1024)	/* a header or simple line */
+#define RESP_MAX_BULK		(16 * 1024 * 1024) /* one bulk string */
+#define RESP_MAX_ELEMS		(1024 * 1024)	/* elements of one aggregate */
+#define RBUF_MIN		16384		/* initial read buffer */
+#define RBUF_MAX		(RESP_MAX_BULK + RESP_MAX_LINE) /* read buffer bound */
+
+/* Kinds of RESP values (RESP2 and RESP3). */
+enum resp_type {
+	RESP_SIMPLE,	/* +text */
+	RESP_ERROR,	/* -CODE text, or !len blob error */
+	RESP_INT,	/* :n */
+	RESP_BULK,	/* $len, or =len verbatim (format prefix removed) */
+	RESP_NULL,	/* _, $-1, *-1 */
+	RESP_DOUBLE,	/* ,text (kept as text) */
+	RESP_BOOL,	/* #t / #f (integer 1 / 0) */
+	RESP_BIGNUM,	/* (digits (kept as text) */
+	RESP_ARRAY,	/* *n */
+	RESP_MAP,	/* %n: 2n elements, key then value */
+	RESP_SET,	/* ~n */
+	RESP_PUSH	/* >n */
+};
+
+/* One parsed value; the tree owns its strings and elements. */
+struct resp {
+	enum resp_type type;	/* what it is */
+	long long integer;	/* RESP_INT, RESP_BOOL */
+	char *str;		/* string kinds: NUL-terminated copy, binary-safe with len */
+	size_t len;		/* length of str */
+	struct resp **elem;	/* aggregates: the elements (a map: keys and values) */
+	size_t n;		/* number of elem */
+};
+
+/* State of one parse attempt over the bytes buffered so far. */
+struct parser {
+	const char *buf;	/* unparsed bytes */
+	size_t len;		/* how many */
+	size_t pos;		/* bytes consumed by this attempt */
+	int nomem;		/* 1 if the failure was out of memory */
+	char why[128];		/* what was wrong, on a parse error */
+};
+
+enum {
+	PARSE_ERROR = -1,	/* malformed input or out of memory: see why/nomem */
+	PARSE_MORE = 0,		/* the buffer does not hold a whole value yet */
+	PARSE_OK = 1		/* a value was parsed */
+};
+
+/* A queued "lost" push. */
+struct lost {
+	struct lost *next;	/* next queued, or NULL */
+	char *key;		/* the key (NUL-terminated copy) */
+	size_t keylen;		/* its length */
+	long long fence;	/* the fence of the lost holding */
+};
+
+/* A connection to dlockd. */
+struct dlock {
+	int fd;			/* the socket */
+	int dead;		/* 1 once the connection failed: every call fails */
+	char *rbuf;		/* read buffer */
+	size_t rcap;		/* its size */
+	size_t rlen;		/* bytes held in it */
+	size_t rpos;		/* bytes of it already consumed */
+	char *wbuf;		/* buffer a command is formatted in */
+	size_t wcap;		/* its size */
+	struct lost *lost_head;	/* queued "lost" pushes, oldest first */
+	struct lost **lost_tail; /* where the next one goes */
+	char code[32];		/* code word of the last error, or "" */
+	char err[512];		/* text of the last error, or "" */
+	char dead_code[32];	/* code of the failure that killed the connection */
+	char dead_err[512];	/* its text */
+	int dead_errno;		/* and the errno that stands for it */
+};
+
+static void resp_free(struct resp *v);
+static int resp_parse(struct parser *p, int depth, struct resp **out);
+
+/* ---- errors ---- */
+
+/* Forget the last error (at the start of every call). */
+static void
+err_clear(dlock_t *d)
+{
+	d->code[0] = '\0';
+	d->err[0] = '\0';
+}
+
+/* Record a local error: code word and a printf-formatted sentence. */
+static void __attribute__((format(printf, 3, 4)))
+err_set(dlock_t *d, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	snprintf(d->code, sizeof(d->code), "%s", code);
+	va_start(ap, fmt);
+	vsnprintf(d->err, sizeof(d->err), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * Record a failure that leaves the connection unusable: later calls repeat
+ * it. errnum is the errno that stands for it. Always returns -1.
+ */
+static int __attribute__((format(printf, 4, 5)))
+err_dead(dlock_t *d, int errnum, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	snprintf(d->code, sizeof(d->code), "%s", code);
+	va_start(ap, fmt);
+	vsnprintf(d->err, sizeof(d->err), fmt, ap);
+	va_end(ap);
+	if (!d->dead) {
+		d->dead = 1;
+		memcpy(d->dead_code, d->code, sizeof(d->dead_code));
+		memcpy(d->dead_err, d->err, sizeof(d->dead_err));
+		d->dead_errno = errnum;
+	}
+	return -1;
+}
+
+/* Repeat the failure that killed the connection. Returns -1. */
+static int
+err_repeat_dead(dlock_t *d)
+{
+	memcpy(d->code, d->dead_code, sizeof(d->code));
+	memcpy(d->err, d->dead_err, sizeof(d->err));
+	return -1;
+}
+
+/*
+ * Record an error reply of the daemon: the text as sent (control bytes
+ * replaced by spaces), its first word as the code.
+ */
+static void
+err_reply(dlock_t *d, const struct resp *v)
+{
+	size_t n = v->len < sizeof(d->err) - 1 ? v->len : sizeof(d->err) - 1;
+	size_t c = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)v->str[i];
+		d->err[i] = (ch < 0x20 || ch == 0x7f) ? ' ' : (char)ch;
+	}
+	d->err[n] = '\0';
+	while (c < n && c < sizeof(d->code) - 1 && d->err[c] != ' ')
+		c++;
+	memcpy(d->code, d->err, c);
+	d->code[c] = '\0';
+	if (n == 0)
+		snprintf(d->err, sizeof(d->err), "ERR empty error reply");
+	if (c == 0)
+		snprintf(d->code, sizeof(d->code), "ERR");
+}
+
+/* ---- RESP3 reader ---- */
+
+/* Record a parse error. Returns PARSE_ERROR. */
+static int __attribute__((format(printf, 2, 3)))
+parse_fail(struct parser *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->why, sizeof(p->why), fmt, ap);
+	va_end(ap);
+	return PARSE_ERROR;
+}
+
+/* Record running out of memory. Returns PARSE_ERROR. */
+static int
+parse_nomem(struct parser *p)
+{
+	p->nomem = 1;
+	return parse_fail(p, "out of memory");
+}
+
+/*
+ * The line at p->pos, up to CRLF: sets *line (not NUL-terminated) and
+ * *linelen and moves past the CRLF.
+ */
+static int
+parse_line(struct parser *p, const char **line, size_t *linelen)
+{
+	const char *start = p->buf + p->pos;
+	size_t avail = p->len - p->pos;
+	const char *nl = memchr(start, '\n', avail);
+
+	if (nl == NULL)
+		return avail > RESP_MAX_LINE ? parse_fail(p, "line too long") : PARSE_MORE;
+	if (nl == start || nl[-1] != '\r')
+		return parse_fail(p, "line not ended by CRLF");
+	*line = start;
+	*linelen = (size_t)(nl - start) - 1;
+	p->pos += (size_t)(nl - start) + 1;
+	return PARSE_OK;
+}
+
+/* A strict decimal integer: optional '-', 1 to 19 digits, no overflow. */
+static int
+parse_ll(const char *s, size_t len, long long *out)
+{
+	size_t i = 0;
+	int neg = 0;
+	unsigned long long v = 0;
+
+	if (len > 0 && s[0] == '-') {
+		neg = 1;
+		i = 1;
+	}
+	if (i == len || len - i > 19)
+		return -1;
+	for (; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (unsigned long long)(s[i] - '0');
+	}
+	if (v > (unsigned long long)LLONG_MAX + (neg ? 1 : 0))
+		return -1;
+	*out = neg ? (long long)(0 - v) : (long long)v;
+	return 0;
+}
+
+/* A new value of type t, or NULL when out of memory. */
+static struct resp *
+resp_new(enum resp_type t)
+{
+	struct resp *v = calloc(1, sizeof(*v));
+
+	if (v != NULL)
+		v->type = t;
+	return v;
+}
+
+/* Free a value and everything in it. NULL is allowed. */
+static void
+resp_free(struct resp *v)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < v->n; i++)
+		resp_free(v->elem[i]);
+	free(v->elem);
+	free(v->str);
+	free(v);
+}
+
+/* A string value of type t holding a copy of s[0..len). */
+static int
+resp_string(struct parser *p, enum resp_type t, const char *s, size_t len,
+    struct resp **out)
+{
+	struct resp *v = resp_new(t);
+
+	if (v == NULL || (v->str = malloc(len + 1)) == NULL) {
+		free(v);
+		return parse_nomem(p);
+	}
+	memcpy(v->str, s, len);
+	v->str[len] = '\0';
+	v->len = len;
+	*out = v;
+	return PARSE_OK;
+}
+
+/*
+ * The payload of a $, = or ! value whose length line has been read: len
+ * bytes and CRLF.
+ */
+static int
+parse_blob(struct parser *p, char t, long long len, struct resp **out)
+{
+	enum resp_type type = t == '!' ? RESP_ERROR : RESP_BULK;
+	const char *s;
+	size_t n;
+
+	if (len < 0 || len > RESP_MAX_BULK)
+		return parse_fail(p, "bad string length %lld", len);
+	n = (size_t)len;
+	if (p->len - p->pos < n + 2)
+		return PARSE_MORE;
+	s = p->buf + p->pos;
+	if (s[n] != '\r' || s[n + 1] != '\n')
+		return parse_fail(p, "string not ended by CRLF");
+	p->pos += n + 2;
+	if (t == '=') {
+		/* Verbatim string: "txt:" or "mkd:" and the text. */
+		if (n < 4 || s[3] != ':')
+			return parse_fail(p, "bad verbatim string");
+		s += 4;
+		n -= 4;
+	}
+	return resp_string(p, type, s, n, out);
+}
+
+/* The elements of an aggregate of type t whose count line has been read. */
+static int
+parse_aggregate(struct parser *p, enum resp_type t, long long count,
+    int depth, struct resp **out)
+{
+	struct resp *v;
+	size_t n;
+	int r;
+
+	if (count < 0 || count > RESP_MAX_ELEMS)
+		return parse_fail(p, "bad aggregate length %lld", count);
+	n = (size_t)count * (t == RESP_MAP ? 2 : 1);
+	/* Every element takes at least 3 bytes: wait for them before allocating. */
+	if (n > (p->len - p->pos) / 3)
+		return PARSE_MORE;
+	if ((v = resp_new(t)) == NULL)
+		return parse_nomem(p);
+	if (n > 0 && (v->elem = calloc(n, sizeof(*v->elem))) == NULL) {
+		free(v);
+		return parse_nomem(p);
+	}
+	for (size_t i = 0; i < n; i++) {
+		r = resp_parse(p, depth + 1, &v->elem[i]);
+		if (r != PARSE_OK) {
+			v->n = i;
+			resp_free(v);
+			return r;
+		}
+	}
+	v->n = n;
+	*out = v;
+	return PARSE_OK;
+}
+
+/*
+ * Parse one value at p->pos. PARSE_OK sets *out (the caller frees it with
+ * resp_free); PARSE_MORE and PARSE_ERROR leave nothing to free. Attributes
+ * (|) are read and dropped: the value after them is returned.
+ */
+static int
+resp_parse(struct parser *p, int depth, struct resp **out)
+{
+	const char *line = NULL;
+	size_t linelen = 0;
+	long long n;
+	char t;
+	int r;
+
+	if (depth > RESP_MAX_DEPTH)
+		return parse_fail(p, "nesting too deep");
+	if (p->pos >= p->len)
+		return PARSE_MORE;
+	t = p->buf[p->pos++];
+	if ((r = parse_line(p, &line, &linelen)) != PARSE_OK)
+		return r;
+	switch (t) {
+	case '+':
+		return resp_string(p, RESP_SIMPLE, line, linelen, out);
+	case '-':
+		return resp_string(p, RESP_ERROR, line, linelen, out);
+	case ',':
+		return resp_string(p, RESP_DOUBLE, line, linelen, out);
+	case '(':
+		return resp_string(p, RESP_BIGNUM, line, linelen, out);
+	case ':':
+		if (parse_ll(line, linelen, &n) < 0)
+			return parse_fail(p, "bad integer");
+		if ((*out = resp_new(RESP_INT)) == NULL)
+			return parse_nomem(p);
+		(*out)->integer = n;
+		return PARSE_OK;
+	case '#':
+		if (linelen != 1 || (line[0] != 't' && line[0] != 'f'))
+			return parse_fail(p, "bad boolean");
+		if ((*out = resp_new(RESP_BOOL)) == NULL)
+			return parse_nomem(p);
+		(*out)->integer = line[0] == 't';
+		return PARSE_OK;
+	case '_':
+		if (linelen != 0)
+			return parse_fail(p, "bad null");
+		if ((*out = resp_new(RESP_NULL)) == NULL)
+			return parse_nomem(p);
+		return PARSE_OK;
+	case '$':
+	case '=':
+	case '!':
+		if (linelen == 1 && line[0] == '?')
+			return parse_fail(p, "streamed strings are not supported");
+		if (parse_ll(line, linelen, &n) < 0)
+			return parse_fail(p, "bad string length");
+		if (n == -1 && t == '$') {
+			if ((*out = resp_new(RESP_NULL)) == NULL)
+				return parse_nomem(p);
+			return PARSE_OK;
+		}
+		return parse_blob(p, t, n, out);
+	case '*':
+	case '%':
+	case '~':
+	case '>':
+	case '|':
+		if (linelen == 1 && line[0] == '?')
+			return parse_fail(p, "streamed aggregates are not supported");
+		if (parse_ll(line, linelen, &n) < 0)
+			return parse_fail(p, "bad aggregate length");
+		if (n == -1 && t == '*') {
+			if ((*out = resp_new(RESP_NULL)) == NULL)
+				return parse_nomem(p);
+			return PARSE_OK;
+		}
+		if (t == '|') {
+			struct resp *attr = NULL;
+
+			if ((r = parse_aggregate(p, RESP_MAP, n, depth, &attr)) != PARSE_OK)
+				return r;
+			resp_free(attr);
+			return resp_parse(p, depth + 1, out);
+		}
+		return parse_aggregate(p,
+		    t == '*' ? RESP_ARRAY : t == '%' ? RESP_MAP :
+		    t == '~' ? RESP_SET : RESP_PUSH, n, depth, out);
+	default:
+		return parse_fail(p, "unknown type byte 0x%02x",
+		    (unsigned)(unsigned char)t);
+	}
+}
+
+/* 1 if v is a string kind whose text equals s, ignoring case. */
+static int
+resp_is(const struct resp *v, const char *s)
+{
+	if (v == NULL || (v->type != RESP_SIMPLE && v->type != RESP_BULK))
+		return 0;
+	return strlen(s) == v->len && strncasecmp(v->str, s, v->len) == 0;
+}
+
+/* ---- connection I/O ---- */
+
+/*
+ * Read more bytes into the read buffer. nonblock: do not wait. Returns 1
+ * when bytes were read, 0 when none were ready (nonblock only), -1 when the
+ * connection failed or closed (the error is set and the connection dead).
+ */
+static int
+conn_fill(dlock_t *d, int nonblock)
+{
+	ssize_t n;
+
+	if (d->rpos > 0) {
+		memmove(d->rbuf, d->rbuf + d->rpos, d->rlen - d->rpos);
+		d->rlen -= d->rpos;
+		d->rpos = 0;
+	}
+	if (d->rcap - d->rlen < RBUF_MIN / 4) {
+		size_t cap = d->rcap * 2;
+		char *p;
+
+		if (cap > RBUF_MAX)
+			return err_dead(d, EPROTO, "PROTO", "reply from dlockd is too large");
+		if ((p = realloc(d->rbuf, cap)) == NULL)
+			return err_dead(d, ENOMEM, "NOMEM", "out of memory");
+		d->rbuf = p;
+		d->rcap = cap;
+	}
+	for (;;) {
+		n = recv(d->fd, d->rbuf + d->rlen, d->rcap - d->rlen,
+		    nonblock ? MSG_DONTWAIT : 0);
+		if (n > 0) {
+			d->rlen += (size_t)n;
+			return 1;
+		}
+		if (n == 0)
+			return err_dead(d, ECONNRESET, "IO", "connection closed by dlockd");
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			if (nonblock)
+				return 0;
+			/* Only the handshake sets a receive timeout. */
+			return err_dead(d, ETIMEDOUT, "IO", "dlockd did not answer within %d ms",
+			    DLOCK_CONNECT_TIMEOUT_MS);
+		}
+		if (errno == ECONNRESET)
+			return err_dead(d, ECONNRESET, "IO", "connection closed by dlockd");
+		return err_dead(d, errno, "IO", "cannot read from dlockd: %s",
+		    strerror(errno));
+	}
+}
+
+/* Queue a "lost" push; other pushes are ignored. 0, or -1 (dead). */
+static int
+push_handle(dlock_t *d, const struct resp *v)
+{
+	const struct resp *k;
+	struct lost *l;
+
+	if (v->n < 3 || !resp_is(v->elem[0], "lost"))
+		return 0;
+	k = v->elem[1];
+	if ((k->type != RESP_BULK && k->type != RESP_SIMPLE) ||
+	    v->elem[2]->type != RESP_INT)
+		return 0;
+	/* Losing track of a lost lock is not an option: fail the connection. */
+	if ((l = calloc(1, sizeof(*l))) == NULL ||
+	    (l->key = malloc(k->len + 1)) == NULL) {
+		free(l);
+		return err_dead(d, ENOMEM, "NOMEM", "out of memory");
+	}
+	memcpy(l->key, k->str, k->len);
+	l->key[k->len] = '\0';
+	l->keylen = k->len;
+	l->fence = v->elem[2]->integer;
+	*d->lost_tail = l;
+	d->lost_tail = &l->next;
+	return 0;
+}
+
+/*
+ * Take one complete value from the read buffer. Pushes are handled and not
+ * returned. PARSE_OK sets *out (the caller frees it), PARSE_MORE means more
+ * bytes are needed, PARSE_ERROR means the connection is dead.
+ */
+static int
+conn_take(dlock_t *d, struct resp **out)
+{
+	for (;;) {
+		struct parser p;
+		struct resp *v = NULL;
+		int r;
+
+		memset(&p, 0, sizeof(p));
+		p.buf = d->rbuf + d->rpos;
+		p.len = d->rlen - d->rpos;
+		r = resp_parse(&p, 0, &v);
+		if (r == PARSE_MORE)
+			return PARSE_MORE;
+		if (r == PARSE_ERROR) {
+			if (p.nomem)
+				return err_dead(d, ENOMEM, "NOMEM", "out of memory");
+			return err_dead(d, EPROTO, "PROTO", "unreadable reply from dlockd: %s",
+			    p.why);
+		}
+		d->rpos += p.pos;
+		if (v->type != RESP_PUSH) {
+			*out = v;
+			return PARSE_OK;
+		}
+		r = push_handle(d, v);
+		resp_free(v);
+		if (r < 0)
+			return PARSE_ERROR;
+	}
+}
+
+/* Wait for the next reply (not a push). 0 sets *out (caller frees), or -1. */
+static int
+conn_read_reply(dlock_t *d, struct resp **out)
+{
+	for (;;) {
+		int r = conn_take(d, out);
+
+		if (r == PARSE_OK)
+			return 0;
+		if (r == PARSE_ERROR)
+			return -1;
+		if (conn_fill(d, 0) < 0)
+			return -1;
+	}
+}
+
+/* Write all of buf. 0, or -1 (dead). */
+static int
+conn_write(dlock_t *d, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(d->fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EPIPE || errno == ECONNRESET)
+				return err_dead(d, ECONNRESET, "IO", "connection closed by dlockd");
+			return err_dead(d, errno, "IO", "cannot write to dlockd: %s",
+			    strerror(errno));
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Make room for need bytes in the command buffer. 0, or -1 (error set). */
+static int
+wbuf_reserve(dlock_t *d, size_t need)
+{
+	char *p;
+
+	if (need <= d->wcap)
+		return 0;
+	if ((p = realloc(d->wbuf, need)) == NULL) {
+		err_set(d, "NOMEM", "out of memory");
+		return -1;
+	}
+	d->wbuf = p;
+	d->wcap = need;
+	return 0;
+}
+
+/*
+ * Send argv[0..argc) as a RESP array of bulk strings and wait for the reply.
+ * Returns the reply (the caller frees it with resp_free), or NULL with the
+ * error set: locally, or from the daemon's error reply.
+ */
+static struct resp *
+call(dlock_t *d, int argc, const char *const argv[])
+{
+	struct resp *v;
+	size_t need = 32, len;
+
+	if (d->dead) {
+		err_repeat_dead(d);
+		return NULL;
+	}
+	for (int i = 0; i < argc; i++)
+		need += strlen(argv[i]) + 32;
+	if (wbuf_reserve(d, need) < 0)
+		return NULL;
+	len = (size_t)snprintf(d->wbuf, d->wcap, "*%d\r\n", argc);
+	for (int i = 0; i < argc; i++) {
+		size_t n = strlen(argv[i]);
+
+		len += (size_t)snprintf(d->wbuf + len, d->wcap - len, "$%zu\r\n", n);
+		memcpy(d->wbuf + len, argv[i], n);
+		len += n;
+		d->wbuf[len++] = '\r';
+		d->wbuf[len++] = '\n';
+	}
+	if (conn_write(d, d->wbuf, len) < 0 || conn_read_reply(d, &v) < 0)
+		return NULL;
+	if (v->type == RESP_ERROR) {
+		err_reply(d, v);
+		resp_free(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* Record a reply of an unexpected shape. Frees v. Returns -1. */
+static int
+unexpected(dlock_t *d, const char *cmd, struct resp *v)
+{
+	err_set(d, "PROTO", "unexpected reply to %s from dlockd", cmd);
+	resp_free(v);
+	return -1;
+}
+
+/* Check d and key. 0, or -1 (with the error set when d is usable). */
+static int
+check_key(dlock_t *d, const char *key)
+{
+	if (d == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	err_clear(d);
+	if (key == NULL) {
+		err_set(d, "ARG", "key is NULL");
+		return -1;
+	}
+	if (*key == '\0') {
+		err_set(d, "ARG", "key is empty");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- connecting ---- */
+
+/* Write an error for dlock_connect into err (errlen may be 0) and set errno. */
+static void __attribute__((format(printf, 4, 5)))
+connect_err(char *err, size_t errlen, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	errno = errnum;
+}
+
+/*
+ * Connect a socket to one address, waiting at most
+ * DLOCK_CONNECT_TIMEOUT_MS. Returns the blocking, close-on-exec socket, or
+ * -1 with errno set.
+ */
+static int
+connect_one(int family, int socktype, int protocol, const struct sockaddr *sa,
+    socklen_t salen)
+{
+	struct timespec start, now;
+	socklen_t elen = sizeof(int);
+	int fd, flags, e;
+
+	fd = socket(family, socktype | SOCK_CLOEXEC, protocol);
+	if (fd < 0)
+		return -1;
+	if (family == AF_UNIX) {
+		/* A Unix connect does not block for long; retry when interrupted. */
+		while (connect(fd, sa, salen) < 0) {
+			if (errno == EINTR)
+				continue;
+			e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		return fd;
+	}
+	if ((flags = fcntl(fd, F_GETFL)) < 0 ||
+	    fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		goto fail;
+	if (connect(fd, sa, salen) < 0) {
+		if (errno != EINPROGRESS)
+			goto fail;
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		for (;;) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			long long left;
+			int r;
+
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			left = DLOCK_CONNECT_TIMEOUT_MS -
+			    ((long long)(now.tv_sec - start.tv_sec) * 1000 +
+			    (now.tv_nsec - start.tv_nsec) / 1000000);
+			if (left <= 0) {
+				errno = ETIMEDOUT;
+				goto fail;
+			}
+			r = poll(&pfd, 1, (int)left);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				goto fail;
+			if (r > 0)
+				break;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) < 0)
+			goto fail;
+		if (e != 0) {
+			errno = e;
+			goto fail;
+		}
+	}
+	if (fcntl(fd, F_SETFL, flags) < 0)
+		goto fail;
+	return fd;
+fail:
+	e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+/*
+ * Open a socket to addr ("host:port", "[v6]:port", "host", "unix:/path" or
+ * "/path"). Returns it, or -1 with err and errno set.
+ */
+static int
+connect_addr(const char *addr, char *err, size_t errlen)
+{
+	struct addrinfo hints, *res, *ai;
+	char host[256], port[16];
+	const char *h, *colon, *end;
+	size_t hlen;
+	int fd = -1, e = 0, r;
+
+	if (strncmp(addr, "unix:", 5) == 0 || addr[0] == '/') {
+		struct sockaddr_un sun;
+		const char *path = addr[0] == '/' ? addr : addr + 5;
+
+		memset(&sun, 0, sizeof(sun));
+		sun.sun_family = AF_UNIX;
+		if (*path == '\0') {
+			connect_err(err, errlen, EINVAL, "bad address \"%s\": empty socket path", addr);
+			return -1;
+		}
+		if (strlen(path) >= sizeof(sun.sun_path)) {
+			connect_err(err, errlen, EINVAL, "bad address \"%s\": socket path too long", addr);
+			return -1;
+		}
+		memcpy(sun.sun_path, path, strlen(path) + 1);
+		fd = connect_one(AF_UNIX, SOCK_STREAM, 0, (struct sockaddr *)&sun,
+		    (socklen_t)sizeof(sun));
+		if (fd < 0)
+			connect_err(err, errlen, errno, "cannot connect to %s: %s",
+			    path, strerror(errno));
+		return fd;
+	}
+
+	/* host:port, [v6]:port, or a bare host with the default port. */
+	if (addr[0] == '[') {
+		h = addr + 1;
+		if ((end = strchr(h, ']')) == NULL || end == h ||
+		    (end[1] != '\0' && end[1] != ':')) {
+			connect_err(err, errlen, EINVAL, "bad address \"%s\": expected [ipv6]:port", addr);
+			return -1;
+		}
+		colon = end[1] == ':' ? end + 1 : NULL;
+	} else {
+		h = addr;
+		colon = strrchr(addr, ':');
+		if (colon != NULL && strchr(addr, ':') != colon) {
+			connect_err(err, errlen, EINVAL, "bad address \"%s\": write IPv6 addresses as [addr]:port", addr);
+			return -1;
+		}
+		end = colon != NULL ? colon : addr + strlen(addr);
+	}
+	hlen = (size_t)(end - h);
+	if (hlen == 0 || hlen >= sizeof(host)) {
+		connect_err(err, errlen, EINVAL, "bad address \"%s\": %s host", addr,
+		    hlen == 0 ? "empty" : "too long a");
+		return -1;
+	}
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	if (colon == NULL) {
+		snprintf(port, sizeof(port), "%s", DLOCK_DEFAULT_PORT);
+	} else {
+		long long pn;
+
+		if (parse_ll(colon + 1, strlen(colon + 1), &pn) < 0 || pn < 1 || pn > 65535) {
+			connect_err(err, errlen, EINVAL, "bad address \"%s\": the port must be a number from 1 to 65535", addr);
+			return -1;
+		}
+		snprintf(port, sizeof(port), "%lld", pn);
+	}
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	if ((r = getaddrinfo(host, port, &hints, &res)) != 0) {
+		if (r == EAI_SYSTEM)
+			connect_err(err, errlen, errno, "cannot resolve %s: %s", host, strerror(errno));
+		else
+			connect_err(err, errlen, EHOSTUNREACH, "cannot resolve %s: %s", host, gai_strerror(r));
+		return -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		fd = connect_one(ai->ai_family, ai->ai_socktype, ai->ai_protocol,
+		    ai->ai_addr, ai->ai_addrlen);
+		if (fd >= 0)
+			break;
+		e = errno;
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		connect_err(err, errlen, e != 0 ? e : ECONNREFUSED, "cannot connect to %s: %s", addr,
+		    strerror(e != 0 ? e : ECONNREFUSED));
+		return -1;
+	}
+	{
+		int one = 1;
+
+		/* Best effort: a request is one small write, send it at once. */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	return fd;
+}
+
+/* Set the receive timeout of fd (0 = none). */
+static void
+set_rcvtimeo(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+dlock_t *
+dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
+{
+	const char *argv[5] = { "HELLO", "3", "AUTH", "default", password };
+	struct resp *v;
+	dlock_t *d;
+
+	if (errlen > 0)
+		err[0] = '\0';
+	if (addr == NULL) {
+		addr = getenv("DLOCK_ADDR");
+		if (addr == NULL || *addr == '\0')
+			addr = DLOCK_DEFAULT_ADDR;
+	}
+	if (*addr == '\0') {
+		connect_err(err, errlen, EINVAL, "bad address: empty");
+		return NULL;
+	}
+	if ((d = calloc(1, sizeof(*d))) == NULL ||
+	    (d->rbuf = malloc(RBUF_MIN)) == NULL) {
+		free(d);
+		connect_err(err, errlen, ENOMEM, "out of memory");
+		return NULL;
+	}
+	d->rcap = RBUF_MIN;
+	d->lost_tail = &d->lost_head;
+	if ((d->fd = connect_addr(addr, err, errlen)) < 0) {
+		int e = errno;
+
+		free(d->rbuf);
+		free(d);
+		errno = e;
+		return NULL;
+	}
+
+	/* HELLO 3 [AUTH default password]: RESP3, so that "lost" can be pushed. */
+	set_rcvtimeo(d->fd, DLOCK_CONNECT_TIMEOUT_MS);
+	v = call(d, password != NULL && *password != '\0' ? 5 : 2, argv);
+	if (v == NULL) {
+		/* Dead: the failure's errno. Refused: EACCES, but for two codes. */
+		int e = d->dead ? d->dead_errno :
+		    strcmp(d->code, "NOPROTO") == 0 ? EPROTO :
+		    strcmp(d->code, "LIMIT") == 0 ? EAGAIN : EACCES;
+
+		connect_err(err, errlen, e, "%s: %s", addr, d->err);
+		dlock_close(d);
+		errno = e;
+		return NULL;
+	}
+	if (v->type != RESP_MAP) {
+		resp_free(v);
+		connect_err(err, errlen, EPROTO, "%s: unexpected reply to HELLO (is this dlockd?)", addr);
+		dlock_close(d);
+		errno = EPROTO;
+		return NULL;
+	}
+	resp_free(v);
+	set_rcvtimeo(d->fd, 0);
+	return d;
+}
+
+void
+dlock_close(dlock_t *d)
+{
+	struct lost *l, *next;
+
+	if (d == NULL)
+		return;
+	close(d->fd);
+	for (l = d->lost_head; l != NULL; l = next) {
+		next = l->next;
+		free(l->key);
+		free(l);
+	}
+	free(d->rbuf);
+	free(d->wbuf);
+	free(d);
+}
+
+/* ---- commands ---- */
+
+int
+dlock_lock(dlock_t *d, const char *key, const struct dlock_lock_opts *opts,
+    struct dlock_grant *out)
+{
+	static const struct dlock_lock_opts defaults = DLOCK_LOCK_OPTS_INIT;
+	const char *argv[10];
+	char ttl[24], wait[24], limit[24];
+	struct resp *v;
+	int argc = 0;
+
+	if (check_key(d, key) < 0)
+		return -1;
+	if (opts == NULL)
+		opts = &defaults;
+	if (opts->ttl_ms < 0) {
+		err_set(d, "ARG", "ttl_ms is negative");
+		return -1;
+	}
+	if (opts->wait_ms < -1) {
+		err_set(d, "ARG", "wait_ms must be -1 (forever), 0 or more");
+		return -1;
+	}
+	if (opts->limit < 0) {
+		err_set(d, "ARG", "limit is negative");
+		return -1;
+	}
+	if (opts->shared && opts->limit > 0) {
+		err_set(d, "ARG", "shared and limit cannot be combined");
+		return -1;
+	}
+	if (opts->detach && opts->ttl_ms == 0) {
+		err_set(d, "ARG", "detach needs a ttl");
+		return -1;
+	}
+	argv[argc++] = "LOCK";
+	argv[argc++] = key;
+	if (opts->ttl_ms > 0) {
+		snprintf(ttl, sizeof(ttl), "%lld", opts->ttl_ms);
+		argv[argc++] = "TTL";
+		argv[argc++] = ttl;
+	}
+	if (opts->wait_ms >= 0) {
+		snprintf(wait, sizeof(wait), "%lld", opts->wait_ms);
+		argv[argc++] = "WAIT";
+		argv[argc++] = wait;
+	}
+	if (opts->shared) {
+		argv[argc++] = "SHARED";
+	} else if (opts->limit > 0) {
+		snprintf(limit, sizeof(limit), "%d", opts->limit);
+		argv[argc++] = "LIMIT";
+		argv[argc++] = limit;
+	}
+	if (opts->detach)
+		argv[argc++] = "DETACH";
+
+	if ((v = call(d, argc, argv)) == NULL)
+		return -1;
+	if (v->type == RESP_NULL) {
+		resp_free(v);
+		return 0;
+	}
+	if (v->type != RESP_ARRAY || v->n < 3 ||
+	    v->elem[0]->type != RESP_BULK || v->elem[0]->len == 0 ||
+	    v->elem[0]->len >= sizeof(out->token) ||
+	    v->elem[1]->type != RESP_INT || v->elem[2]->type != RESP_INT)
+		return unexpected(d, "LOCK", v);
+	if (out != NULL) {
+		memset(out, 0, sizeof(*out));
+		memcpy(out->token, v->elem[0]->str, v->elem[0]->len);
+		out->fence = v->elem[1]->integer;
+		out->ttl_ms = v->elem[2]->integer;
+	}
+	resp_free(v);
+	return 1;
+}
+
+/* Send a command whose reply is an integer. The integer, or -1. */
+static long long
+call_int(dlock_t *d, const char *cmd, int argc, const char *const argv[])
+{
+	struct resp *v;
+	long long n;
+
+	if ((v = call(d, argc, argv)) == NULL)
+		return -1;
+	if (v->type != RESP_INT)
+		return unexpected(d, cmd, v);
+	n = v->integer;
+	resp_free(v);
+	return n;
+}
+
+long long
+dlock_unlock(dlock_t *d, const char *key, const char *token)
+{
+	const char *argv[3] = { "UNLOCK", key, token };
+
+	if (check_key(d, key) < 0)
+		return -1;
+	if (token != NULL && *token == '\0') {
+		err_set(d, "ARG", "token is empty");
+		return -1;
+	}
+	return call_int(d, "UNLOCK", token != NULL ? 3 : 2, argv);
+}
+
+long long
+dlock_extend(dlock_t *d, const char *key, long long ms, const char *token)
+{
+	char msbuf[24];
+	const char *argv[4] = { "EXTEND", key, msbuf, token };
+
+	if (check_key(d, key) < 0)
+		return -1;
+	if (ms <= 0) {
+		err_set(d, "ARG", "ms must be positive");
+		return -1;
+	}
+	if (token != NULL && *token == '\0') {
+		err_set(d, "ARG", "token is empty");
+		return -1;
+	}
+	snprintf(msbuf, sizeof(msbuf), "%lld", ms);
+	return call_int(d, "EXTEND", token != NULL ? 4 : 3, argv);
+}
+
+int
+dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
+{
+	const char *argv[2] = { "STATUS", key };
+	struct resp *v;
+
+	if (check_key(d, key) < 0)
+		return -1;
+	if (out == NULL) {
+		err_set(d, "ARG", "out is NULL");
+		return -1;
+	}
+	if ((v = call(d, 2, argv)) == NULL)
+		return -1;
+	/* A map in RESP3; a flat array of names and values is accepted too. */
+	if ((v->type != RESP_MAP && v->type != RESP_ARRAY) || v->n % 2 != 0)
+		return unexpected(d, "STATUS", v);
+	memset(out, 0, sizeof(*out));
+	out->ttl_ms = -1;
+	for (size_t i = 0; i < v->n; i += 2) {
+		const struct resp *name = v->elem[i], *val = v->elem[i + 1];
+
+		if (resp_is(name, "mode")) {
+			if ((val->type != RESP_BULK && val->type != RESP_SIMPLE) ||
+			    val->len >= sizeof(out->mode))
+				return unexpected(d, "STATUS", v);
+			memcpy(out->mode, val->str, val->len);
+			out->mode[val->len] = '\0';
+			continue;
+		}
+		long long *field =
+		    resp_is(name, "holders") ? &out->holders :
+		    resp_is(name, "waiters") ? &out->waiters :
+		    resp_is(name, "fence") ? &out->fence :
+		    resp_is(name, "ttl_ms") ? &out->ttl_ms :
+		    resp_is(name, "limit") ? &out->limit : NULL;
+		if (field == NULL)
+			continue;	/* a field added later */
+		if (val->type != RESP_INT)
+			return unexpected(d, "STATUS", v);
+		*field = val->integer;
+	}
+	resp_free(v);
+	if (out->mode[0] == '\0') {
+		err_set(d, "PROTO", "STATUS reply from dlockd has no mode");
+		return -1;
+	}
+	return 0;
+}
+
+int
+dlock_validate(dlock_t *d, const char *key, long long fence)
+{
+	char fbuf[24];
+	const char *argv[3] = { "VALIDATE", key, fbuf };
+	long long n;
+
+	if (check_key(d, key) < 0)
+		return -1;
+	snprintf(fbuf, sizeof(fbuf), "%lld", fence);
+	if ((n = call_int(d, "VALIDATE", 3, argv)) < 0)
+		return -1;
+	return n != 0;
+}
+
+int
+dlock_ping(dlock_t *d)
+{
+	const char *argv[1] = { "PING" };
+	struct resp *v;
+
+	if (d == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	err_clear(d);
+	if ((v = call(d, 1, argv)) == NULL)
+		return -1;
+	if (!resp_is(v, "PONG"))
+		return unexpected(d, "PING", v);
+	resp_free(v);
+	return 0;
+}
+
+char *
+dlock_info(dlock_t *d)
+{
+	const char *argv[1] = { "INFO" };
+	struct resp *v;
+	char *s;
+
+	if (d == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	err_clear(d);
+	if ((v = call(d, 1, argv)) == NULL)
+		return NULL;
+	if (v->type != RESP_BULK && v->type != RESP_SIMPLE) {
+		unexpected(d, "INFO", v);
+		return NULL;
+	}
+	s = v->str;	/* already a NUL-terminated copy: hand it over */
+	v->str = NULL;
+	resp_free(v);
+	return s;
+}
+
+/* ---- pushes ---- */
+
+int
+dlock_fd(const dlock_t *d)
+{
+	return d != NULL ? d->fd : -1;
+}
+
+/* Pop the oldest queued "lost" push into key/fence. */
+static void
+lost_pop(dlock_t *d, char *key, size_t keylen, long long *fence)
+{
+	struct lost *l = d->lost_head;
+
+	if ((d->lost_head = l->next) == NULL)
+		d->lost_tail = &d->lost_head;
+	if (key != NULL && keylen > 0) {
+		size_t n = l->keylen < keylen - 1 ? l->keylen : keylen - 1;
+
+		memcpy(key, l->key, n);
+		key[n] = '\0';
+	}
+	if (fence != NULL)
+		*fence = l->fence;
+	free(l->key);
+	free(l);
+}
+
+int
+dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence)
+{
+	struct resp *v;
+	int r;
+
+	if (d == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	err_clear(d);
+	/* Read whatever has arrived, without waiting. */
+	while (!d->dead) {
+		while ((r = conn_take(d, &v)) == PARSE_OK)
+			resp_free(v);	/* no command is pending: not ours to keep */
+		if (r == PARSE_ERROR || conn_fill(d, 1) <= 0)
+			break;
+	}
+	if (d->lost_head != NULL) {
+		lost_pop(d, key, keylen, fence);
+		if (d->dead)
+			err_clear(d);
+		return 1;
+	}
+	if (d->dead)
+		return err_repeat_dead(d);
+	return 0;
+}
+
+const char *
+dlock_error(const dlock_t *d)
+{
+	return d != NULL ? d->err : "no connection";
+}
+
+const char *
+dlock_error_code(const dlock_t *d)
+{
+	return d != NULL ? d->code : "ARG";
+}

@@ -1,0 +1,125 @@
+/*
+ * libdlock — a blocking client for dlockd.
+ *
+ *	dlock_t *d = dlock_connect("127.0.0.1:7480", NULL, err, sizeof(err));
+ *	struct dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+ *	struct dlock_grant g;
+ *	o.wait_ms = 5000;
+ *	if (dlock_lock(d, "jobs/nightly", &o, &g) == 1) {
+ *		... critical section, pass g.fence to the resource ...
+ *		dlock_unlock(d, "jobs/nightly", NULL);
+ *	}
+ *	dlock_close(d);
+ *
+ * Locks are bound to the connection: the daemon renews them while it is open
+ * and releases them when it closes (unless DETACH was asked). A dlock_t is not
+ * thread-safe; use one per thread.
+ */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DLOCK_EXPORT __attribute__((visibility("default")))
+
+typedef struct dlock dlock_t;
+
+/* Options of dlock_lock(). Start from DLOCK_LOCK_OPTS_INIT. */
+struct dlock_lock_opts {
+	long long ttl_ms;	/* lease; 0 = the daemon's default */
+	long long wait_ms;	/* -1 = wait until granted, 0 = try once */
+	int shared;		/* 1: shared (reader) mode */
+	int limit;		/* > 0: semaphore with this many permits */
+	int detach;		/* 1: not bound to the connection (needs ttl_ms) */
+};
+#define DLOCK_LOCK_OPTS_INIT { 0, -1, 0, 0, 0 }
+
+/* What a granted LOCK returns. */
+struct dlock_grant {
+	char token[128];	/* identifies the holding (for UNLOCK/EXTEND by token) */
+	long long fence;	/* fencing token: strictly increasing per key */
+	long long ttl_ms;	/* the lease granted */
+};
+
+/* What STATUS returns. */
+struct dlock_status {
+	char mode[16];		/* free, exclusive, shared or semaphore */
+	long long holders;	/* current holdings */
+	long long waiters;	/* queued LOCKs */
+	long long fence;	/* last fence issued for the key */
+	long long ttl_ms;	/* exclusive holder's remaining lease, -1 when none */
+	long long limit;	/* semaphore permits, 0 otherwise */
+};
+
+/*
+ * Connect to addr: "host:port", "[v6]:port", "host" (port 7480), "unix:/path"
+ * or a path starting with '/'; NULL uses $DLOCK_ADDR, else 127.0.0.1:7480.
+ * With a password (NULL or "" for none), authenticates (HELLO 3 AUTH). On
+ * failure returns NULL, writes why into err (errlen bytes, may be 0) and sets
+ * errno: EINVAL for a malformed address; EACCES when dlockd refused the
+ * handshake (a wrong password, say), but EAGAIN when it has too many clients
+ * and EPROTO when the peer does not speak the protocol; else the system error
+ * of the connection (ECONNREFUSED, ENOENT, ETIMEDOUT after 10 s, ...). The
+ * caller owns the handle (dlock_close).
+ */
+DLOCK_EXPORT dlock_t *dlock_connect(const char *addr, const char *password,
+    char *err, size_t errlen);
+/* Close the connection: every lock it holds that is not detached is released. */
+DLOCK_EXPORT void dlock_close(dlock_t *d);
+
+/*
+ * Lock key. Returns 1 granted (*out filled unless out is NULL), 0 not granted
+ * within wait_ms, -1 error (dlock_error). opts NULL means defaults. Without
+ * a wait_ms it blocks until granted.
+ */
+DLOCK_EXPORT int dlock_lock(dlock_t *d, const char *key,
+    const struct dlock_lock_opts *opts, struct dlock_grant *out);
+/* Unlock key (by token if not NULL). Holds remaining (0 = released), or -1. */
+DLOCK_EXPORT long long dlock_unlock(dlock_t *d, const char *key, const char *token);
+/* Extend key's lease to ms (by token if not NULL). The new TTL, or -1. */
+DLOCK_EXPORT long long dlock_extend(dlock_t *d, const char *key, long long ms,
+    const char *token);
+/* Status of key. 0, or -1. */
+DLOCK_EXPORT int dlock_status(dlock_t *d, const char *key, struct dlock_status *out);
+/* 1 if fence is a current holding of key, 0 if not, -1 on error. */
+DLOCK_EXPORT int dlock_validate(dlock_t *d, const char *key, long long fence);
+/* PING: 0 or -1. */
+DLOCK_EXPORT int dlock_ping(dlock_t *d);
+/* INFO text; the caller frees it. NULL on error. */
+DLOCK_EXPORT char *dlock_info(dlock_t *d);
+
+/*
+ * The connection's file descriptor, to poll() for pushes while holding a lock
+ * (the connection speaks RESP3), and a non-blocking check for one: returns 1
+ * and fills key/fence when a "lost" push arrived (key, keylen bytes, gets the
+ * key NUL-terminated and truncated to fit; key or fence may be NULL), 0 if
+ * none is pending, -1 when the connection failed or closed (its locks are
+ * then gone too; stop polling the descriptor, it stays readable). Pushes that
+ * arrived during other calls are queued and returned first, oldest first.
+ */
+DLOCK_EXPORT int dlock_fd(const dlock_t *d);
+DLOCK_EXPORT int dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence);
+
+/*
+ * The error of d's last call ("" after a call that succeeded): the daemon's
+ * reply ("NOTHELD key is not held ...") or a local reason ("connection closed
+ * by dlockd"). Once the connection itself failed (IO, or a reply that could
+ * not be read) every later call fails at once with the same error.
+ */
+DLOCK_EXPORT const char *dlock_error(const dlock_t *d);
+/*
+ * The code word of the last error or "": the daemon's (ERR, NOTHELD, LOST,
+ * LIMIT, BACKEND, NOAUTH, ...) or a local one: ARG (bad argument, nothing
+ * sent), IO (connection failed or closed), PROTO (unexpected reply), NOMEM.
+ */
+DLOCK_EXPORT const char *dlock_error_code(const dlock_t *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,103 @@
+/*
+ * backend — the asynchronous operations every lock backend provides.
+ *
+ * The lock table owns local state (holders, FIFO waiters, sessions) and asks
+ * the backend only for what must be agreed beyond this process: take a lease,
+ * renew it, release it, hand it over. Each operation completes through its
+ * callback exactly once, always later from the event loop, never from inside
+ * the call. Adding a backend is one new file and one line in backend.c.
+ */
+#ifndef DLOCKD_BACKEND_H
+#define DLOCKD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct evbuffer;
+struct event_base;
+struct conf;
+
+/* How a key is held. */
+enum lock_mode {
+	LOCK_EXCLUSIVE,		/* one holder */
+	LOCK_SHARED,		/* many shared holders, or one exclusive */
+	LOCK_SEMAPHORE		/* up to limit holders */
+};
+
+#define TOKEN_LEN 32		/* hex characters in a token */
+
+/* One lease as the backend sees it. Strings are only read during the call. */
+struct be_lock {
+	const char *key;	/* binary-safe key */
+	size_t keylen;
+	enum lock_mode mode;
+	unsigned limit;		/* permits, for LOCK_SEMAPHORE */
+	const char *token;	/* the owner value: TOKEN_LEN hex chars, NUL-terminated */
+	uint64_t ttl_ms;	/* lease to take or renew */
+};
+
+enum be_status {
+	BE_OK,			/* done */
+	BE_BUSY,		/* held elsewhere: a wakeup for this key will follow */
+	BE_NOTOWNER,		/* the lease is not ours any more */
+	BE_ERROR		/* backend unavailable or failed */
+};
+
+/* The outcome of one operation; valid during the callback only. */
+struct be_reply {
+	enum be_status status;
+	uint64_t fence;		/* acquire/transfer: the fence of the new holding */
+	const char *why;	/* BE_ERROR/BE_NOTOWNER: a sentence, or NULL */
+};
+
+typedef void be_cb(void *arg, const struct be_reply *reply);
+
+struct backend;
+
+/* The operations table of one backend. */
+struct backend_ops {
+	const char *name;	/* "memory", ... */
+	/* Set up be->priv. 0, or -1 after logging why. */
+	int (*create)(struct backend *be);
+	/* Complete every pending operation with BE_ERROR, then free be->priv. */
+	void (*destroy)(struct backend *be);
+	/* Take a new lease for lock->token, with a new fence. */
+	void (*acquire)(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg);
+	/* Drop lock->token's lease. */
+	void (*release)(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg);
+	/* Set lock->token's lease to lock->ttl_ms from now, if it is still ours. */
+	void (*renew)(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg);
+	/* Optional (NULL): hand from->token's exclusive lease to to->token with
+	 * a new fence, with no moment where the key is free. */
+	void (*transfer)(struct backend *be, const struct be_lock *from,
+	    const struct be_lock *to, be_cb *cb, void *arg);
+	/* Append "name:value\r\n" lines about the backend for INFO. */
+	void (*info)(struct backend *be, struct evbuffer *out);
+};
+
+/* Calls from a backend up to the lock table. */
+struct backend_up {
+	/* The key may be free now (after a BE_BUSY). May be spurious. */
+	void (*wakeup)(void *arg, const char *key, size_t keylen);
+	void *arg;
+};
+
+/* A backend instance. */
+struct backend {
+	const struct backend_ops *ops;	/* its operations */
+	struct event_base *base;	/* the event loop it completes on */
+	const struct conf *conf;	/* the configuration (backend.* keys) */
+	struct backend_up up;		/* set by the lock table */
+	void *priv;			/* the backend's own state */
+};
+
+/* Look up the backend named type and create an instance; NULL after logging
+ * why. The caller owns it (backend_destroy). */
+struct backend *backend_create(const char *type, struct event_base *base,
+    const struct conf *conf);
+void backend_destroy(struct backend *be);
+
+/* The memory backend's operations (be_memory.c). */
+extern const struct backend_ops be_memory_ops;
+
+#endif

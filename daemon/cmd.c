@@ -1,0 +1,575 @@
+/*
+ * cmd — the command table and its handlers.
+ *
+ * Each handler gets a validated frame (name known, arity checked, session
+ * authenticated unless the command is open) and writes exactly one reply,
+ * now or, after marking the session pending, from a lock-table completion.
+ */
+#include "cmd.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "backend.h"
+#include "codec.h"
+#include "conf.h"
+#include "locktab.h"
+#include "log.h"
+#include "metrics.h"
+#include "server.h"
+#include "session.h"
+
+#define CMD_OPEN 1		/* may run before AUTH */
+#define SEMAPHORE_MAX 1000000	/* largest LIMIT n */
+#define TTL_MIN_MS 10		/* shortest lease */
+
+typedef void cmd_fn(struct session *s, const struct codec_frame *f);
+
+/* X(id, name, min args, max args (-1: any), flags), names counted with the command. */
+#define COMMANDS(X) \
+	X(ping, "PING", 1, 2, CMD_OPEN) \
+	X(hello, "HELLO", 1, 7, CMD_OPEN) \
+	X(auth, "AUTH", 2, 3, CMD_OPEN) \
+	X(quit, "QUIT", 1, -1, CMD_OPEN) \
+	X(client, "CLIENT", 2, -1, 0) \
+	X(lock, "LOCK", 2, 10, 0) \
+	X(unlock, "UNLOCK", 2, 3, 0) \
+	X(extend, "EXTEND", 3, 4, 0) \
+	X(status, "STATUS", 2, 2, 0) \
+	X(validate, "VALIDATE", 3, 3, 0) \
+	X(locks, "LOCKS", 1, 1, 0) \
+	X(info, "INFO", 1, 2, 0)
+
+#define CMD_DECLARE(id, name, min, max, flags) static cmd_fn cmd_##id;
+COMMANDS(CMD_DECLARE)
+#undef CMD_DECLARE
+
+/* One command. */
+struct cmd {
+	const char *name;	/* upper case */
+	int min, max;		/* argument counts, the name included */
+	int flags;		/* CMD_OPEN */
+	cmd_fn *fn;		/* handler */
+};
+
+static const struct cmd commands[] = {
+#define CMD_ENTRY(id, name, min, max, flags) { name, min, max, flags, cmd_##id },
+	COMMANDS(CMD_ENTRY)
+#undef CMD_ENTRY
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static bool
+arg_is(const struct codec_frame *f, size_t i, const char *word)
+{
+	return i < f->argc && strcasecmp(f->argv[i], word) == 0;
+}
+
+/* Parse a decimal integer in [min, max]. 0, or -1. */
+static int
+arg_int(const struct codec_frame *f, size_t i, long long min, long long max, long long *out)
+{
+	const char *p = f->argv[i];
+	char *end;
+	if (f->argvlen[i] == 0 || f->argvlen[i] > 20 || !(*p == '-' || (*p >= '0' && *p <= '9')))
+		return -1;
+	errno = 0;
+	long long v = strtoll(p, &end, 10);
+	if (errno != 0 || end != p + f->argvlen[i] || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Check a key argument; replies and returns false when it is unusable. */
+static bool
+key_ok(struct session *s, const struct codec_frame *f, size_t i)
+{
+	if (f->argvlen[i] == 0 || f->argvlen[i] > (size_t)server.conf->max_key_bytes) {
+		codec_reply_error(session_out(s), "ERR", "keys must be 1 to %lld bytes",
+		    server.conf->max_key_bytes);
+		return false;
+	}
+	return true;
+}
+
+/* Compare secrets in time that does not depend on where they differ. */
+static bool
+secret_equal(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b);
+	unsigned char diff = alen != blen;
+	for (size_t i = 0; i < alen; i++)
+		diff |= (unsigned char)a[i] ^ (unsigned char)b[i % (blen ? blen : 1)];
+	return diff == 0;
+}
+
+/* Reply with the error for a lock-table status. */
+static void
+reply_lt_error(struct session *s, enum lt_status st, bool by_token)
+{
+	struct evbuffer *out = session_out(s);
+	switch (st) {
+	case LT_E_NOTHELD:
+		if (by_token)
+			codec_reply_error(out, "NOTHELD", "key is not held by that token");
+		else
+			codec_reply_error(out, "NOTHELD", "key is not held by this session");
+		break;
+	case LT_E_LOST:
+		codec_reply_error(out, "LOST", "the lock on this key was lost: its lease "
+		    "could not be kept");
+		break;
+	case LT_E_MODE:
+		codec_reply_error(out, "ERR", "this session holds the key in another mode; "
+		    "unlock it first");
+		break;
+	case LT_E_KIND:
+		codec_reply_error(out, "ERR", "the key is in use with another kind: every "
+		    "locker of a semaphore must give the same LIMIT, and a lock key takes none");
+		break;
+	case LT_E_WAITERS:
+		codec_reply_error(out, "LIMIT", "too many waiters on this key "
+		    "(limits.max_waiters_per_key is %lld)", server.conf->max_waiters_per_key);
+		break;
+	case LT_E_LOCKS:
+		codec_reply_error(out, "LIMIT", "too many locks held or awaited by this "
+		    "session (limits.max_locks_per_session is %lld)",
+		    server.conf->max_locks_per_session);
+		break;
+	case LT_E_BACKEND:
+		codec_reply_error(out, "BACKEND", "the lock backend failed; try again");
+		break;
+	case LT_E_CLOSING:
+		codec_reply_error(out, "ERR", "the server is shutting down");
+		break;
+	case LT_E_NOMEM:
+	default:
+		codec_reply_error(out, "ERR", "out of memory");
+		break;
+	}
+}
+
+/* [token, fence, ttl_ms] */
+static void
+reply_grant(struct session *s, const struct lt_grant *g)
+{
+	struct evbuffer *out = session_out(s);
+	codec_reply_array(out, 3);
+	codec_reply_bulk(out, g->token, TOKEN_LEN);
+	codec_reply_int(out, (long long)g->fence);
+	codec_reply_int(out, (long long)g->ttl_ms);
+}
+
+/* ---- completions -------------------------------------------------------- */
+
+static void
+lock_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
+{
+	struct session *s = arg;
+	(void)value;
+	if (st == LT_OK)
+		reply_grant(s, g);
+	else if (st == LT_NOT_GRANTED)
+		codec_reply_null_array(session_out(s), s->proto);
+	else
+		reply_lt_error(s, st, false);
+	session_resume(s);
+}
+
+static void
+int_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
+{
+	struct session *s = arg;
+	(void)g;
+	if (st == LT_OK)
+		codec_reply_int(session_out(s), value);
+	else
+		reply_lt_error(s, st, false);
+	session_resume(s);
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+static void
+cmd_ping(struct session *s, const struct codec_frame *f)
+{
+	if (f->argc == 2)
+		codec_reply_bulk(session_out(s), f->argv[1], f->argvlen[1]);
+	else
+		codec_reply_simple(session_out(s), "PONG");
+}
+
+/* Check password (and user name, which must be "default"). Replies on failure. */
+static bool
+auth_check(struct session *s, const char *user, const char *pass, size_t passlen)
+{
+	if (server.conf->password == NULL) {
+		codec_reply_error(session_out(s), "ERR",
+		    "AUTH called without any password configured");
+		return false;
+	}
+	bool ok = secret_equal(pass, passlen, server.conf->password);
+	if (user != NULL && strcmp(user, "default") != 0)
+		ok = false;
+	if (!ok) {
+		session_log(s, LOG_LEVEL_INFO, "authentication failed");
+		codec_reply_error(session_out(s), "WRONGPASS", "invalid password");
+		return false;
+	}
+	s->authed = true;
+	return true;
+}
+
+static void
+cmd_auth(struct session *s, const struct codec_frame *f)
+{
+	size_t p = f->argc - 1;
+	if (auth_check(s, f->argc == 3 ? f->argv[1] : NULL, f->argv[p], f->argvlen[p]))
+		codec_reply_simple(session_out(s), "OK");
+}
+
+static void
+cmd_hello(struct session *s, const struct codec_frame *f)
+{
+	struct evbuffer *out = session_out(s);
+	long long proto = s->proto;
+	const char *setname = NULL;
+	size_t i = 1;
+
+	if (f->argc > 1) {
+		if (arg_int(f, 1, 0, 1000, &proto) != 0 || (proto != 2 && proto != 3)) {
+			codec_reply_error(out, "NOPROTO", "unsupported protocol version");
+			return;
+		}
+		i = 2;
+	}
+	while (i < f->argc) {
+		if (arg_is(f, i, "AUTH") && i + 1 < f->argc) {
+			/* AUTH password, or AUTH username password */
+			bool two = i + 2 < f->argc && !arg_is(f, i + 2, "SETNAME");
+			const char *user = two ? f->argv[i + 1] : NULL;
+			size_t p = two ? i + 2 : i + 1;
+			if (!auth_check(s, user, f->argv[p], f->argvlen[p]))
+				return;
+			i = p + 1;
+		} else if (arg_is(f, i, "SETNAME") && i + 1 < f->argc) {
+			setname = f->argv[i + 1];
+			i += 2;
+		} else {
+			codec_reply_error(out, "ERR", "syntax error in HELLO");
+			return;
+		}
+	}
+	if (setname != NULL) {
+		char *name = strdup(setname);
+		if (name == NULL) {
+			codec_reply_error(out, "ERR", "out of memory");
+			return;
+		}
+		free(s->name);
+		s->name = name;
+	}
+	s->proto = (int)proto;
+	codec_reply_map(out, 6, s->proto);
+	codec_reply_cstr(out, "server");
+	codec_reply_cstr(out, "dlockd");
+	codec_reply_cstr(out, "version");
+	codec_reply_cstr(out, DLOCKD_VERSION);
+	codec_reply_cstr(out, "proto");
+	codec_reply_int(out, s->proto);
+	codec_reply_cstr(out, "id");
+	codec_reply_int(out, (long long)s->id);
+	codec_reply_cstr(out, "mode");
+	codec_reply_cstr(out, "standalone");
+	codec_reply_cstr(out, "backend");
+	codec_reply_cstr(out, server.be->ops->name);
+}
+
+static void
+cmd_quit(struct session *s, const struct codec_frame *f)
+{
+	(void)f;
+	codec_reply_simple(session_out(s), "OK");
+	s->closing = true;
+}
+
+static void
+cmd_client(struct session *s, const struct codec_frame *f)
+{
+	struct evbuffer *out = session_out(s);
+	if (arg_is(f, 1, "ID") && f->argc == 2) {
+		codec_reply_int(out, (long long)s->id);
+	} else if (arg_is(f, 1, "GETNAME") && f->argc == 2) {
+		if (s->name != NULL)
+			codec_reply_cstr(out, s->name);
+		else
+			codec_reply_null(out, s->proto);
+	} else if (arg_is(f, 1, "SETNAME") && f->argc == 3) {
+		char *name = strdup(f->argv[2]);
+		if (name == NULL) {
+			codec_reply_error(out, "ERR", "out of memory");
+			return;
+		}
+		free(s->name);
+		s->name = name;
+		codec_reply_simple(out, "OK");
+	} else if (arg_is(f, 1, "SETINFO") && f->argc == 4) {
+		codec_reply_simple(out, "OK");	/* library names: accepted, unused */
+	} else {
+		codec_reply_error(out, "ERR", "unknown CLIENT subcommand or wrong number of "
+		    "arguments (ID, GETNAME, SETNAME name)");
+	}
+}
+
+static void
+cmd_lock(struct session *s, const struct codec_frame *f)
+{
+	struct evbuffer *out = session_out(s);
+	struct lt_lock_req req = { f->argv[1], f->argvlen[1], LOCK_EXCLUSIVE, 0,
+	    (uint64_t)server.conf->default_ttl_ms, -1, 0 };
+	bool has_ttl = false, has_wait = false, shared = false, has_limit = false;
+	long long v;
+
+	if (!key_ok(s, f, 1))
+		return;
+	for (size_t i = 2; i < f->argc; i++) {
+		if (arg_is(f, i, "TTL") && !has_ttl && i + 1 < f->argc) {
+			if (arg_int(f, ++i, TTL_MIN_MS, server.conf->max_ttl_ms, &v) != 0) {
+				codec_reply_error(out, "ERR", "TTL must be %d to %lld ms",
+				    TTL_MIN_MS, server.conf->max_ttl_ms);
+				return;
+			}
+			req.ttl_ms = (uint64_t)v;
+			has_ttl = true;
+		} else if (arg_is(f, i, "WAIT") && !has_wait && i + 1 < f->argc) {
+			if (arg_int(f, ++i, 0, INT64_MAX / 2, &v) != 0) {
+				codec_reply_error(out, "ERR", "WAIT must be a number of ms, 0 or more");
+				return;
+			}
+			req.wait_ms = v;
+			has_wait = true;
+		} else if (arg_is(f, i, "SHARED") && !shared && !has_limit) {
+			req.mode = LOCK_SHARED;
+			shared = true;
+		} else if (arg_is(f, i, "LIMIT") && !shared && !has_limit && i + 1 < f->argc) {
+			if (arg_int(f, ++i, 1, SEMAPHORE_MAX, &v) != 0) {
+				codec_reply_error(out, "ERR", "LIMIT must be 1 to %d", SEMAPHORE_MAX);
+				return;
+			}
+			req.mode = LOCK_SEMAPHORE;
+			req.limit = (unsigned)v;
+			has_limit = true;
+		} else if (arg_is(f, i, "DETACH") && !req.detach) {
+			req.detach = 1;
+		} else {
+			codec_reply_error(out, "ERR", "syntax error: LOCK key [TTL ms] [WAIT ms] "
+			    "[SHARED | LIMIT n] [DETACH]");
+			return;
+		}
+	}
+	if (req.detach && !has_ttl) {
+		codec_reply_error(out, "ERR", "DETACH needs an explicit TTL");
+		return;
+	}
+	struct lt_grant g;
+	enum lt_status st = locktab_lock(s->owner, &req, &g, lock_done, s);
+	if (st == LT_PENDING)
+		s->pending = true;
+	else if (st == LT_OK)
+		reply_grant(s, &g);
+	else if (st == LT_NOT_GRANTED)
+		codec_reply_null_array(out, s->proto);
+	else
+		reply_lt_error(s, st, false);
+}
+
+static void
+cmd_unlock(struct session *s, const struct codec_frame *f)
+{
+	const char *token = f->argc == 3 ? f->argv[2] : NULL;
+	long long remaining = 0;
+	if (!key_ok(s, f, 1))
+		return;
+	enum lt_status st = locktab_unlock(s->owner, f->argv[1], f->argvlen[1], token,
+	    &remaining, int_done, s);
+	if (st == LT_PENDING)
+		s->pending = true;
+	else if (st == LT_OK)
+		codec_reply_int(session_out(s), remaining);
+	else
+		reply_lt_error(s, st, token != NULL);
+}
+
+static void
+cmd_extend(struct session *s, const struct codec_frame *f)
+{
+	const char *token = f->argc == 4 ? f->argv[3] : NULL;
+	long long ms;
+	if (!key_ok(s, f, 1))
+		return;
+	if (arg_int(f, 2, TTL_MIN_MS, server.conf->max_ttl_ms, &ms) != 0) {
+		codec_reply_error(session_out(s), "ERR", "TTL must be %d to %lld ms",
+		    TTL_MIN_MS, server.conf->max_ttl_ms);
+		return;
+	}
+	enum lt_status st = locktab_extend(s->owner, f->argv[1], f->argvlen[1],
+	    (uint64_t)ms, token, int_done, s);
+	if (st == LT_PENDING)
+		s->pending = true;
+	else
+		reply_lt_error(s, st, token != NULL);
+}
+
+static void
+cmd_status(struct session *s, const struct codec_frame *f)
+{
+	struct evbuffer *out = session_out(s);
+	struct lt_key_status ks;
+	if (!key_ok(s, f, 1))
+		return;
+	locktab_status(server.lt, f->argv[1], f->argvlen[1], &ks);
+	codec_reply_map(out, 6, s->proto);
+	codec_reply_cstr(out, "mode");
+	codec_reply_cstr(out, ks.mode);
+	codec_reply_cstr(out, "holders");
+	codec_reply_int(out, ks.holders);
+	codec_reply_cstr(out, "waiters");
+	codec_reply_int(out, ks.waiters);
+	codec_reply_cstr(out, "fence");
+	codec_reply_int(out, (long long)ks.fence);
+	codec_reply_cstr(out, "ttl_ms");
+	codec_reply_int(out, ks.ttl_ms);
+	codec_reply_cstr(out, "limit");
+	codec_reply_int(out, ks.limit);
+}
+
+static void
+cmd_validate(struct session *s, const struct codec_frame *f)
+{
+	long long fence;
+	if (!key_ok(s, f, 1))
+		return;
+	if (arg_int(f, 2, 0, INT64_MAX, &fence) != 0) {
+		codec_reply_error(session_out(s), "ERR", "fence must be a number, 0 or more");
+		return;
+	}
+	codec_reply_int(session_out(s),
+	    locktab_validate(server.lt, f->argv[1], f->argvlen[1], (uint64_t)fence));
+}
+
+static void
+locks_entry(void *arg, const struct lt_hold_info *h)
+{
+	struct evbuffer *out = arg;
+	codec_reply_array(out, 5);
+	codec_reply_bulk(out, h->key, h->keylen);
+	codec_reply_bulk(out, h->token, TOKEN_LEN);
+	codec_reply_int(out, (long long)h->fence);
+	codec_reply_cstr(out, locktab_mode_name(h->mode));
+	codec_reply_int(out, h->count);
+}
+
+static void
+cmd_locks(struct session *s, const struct codec_frame *f)
+{
+	struct evbuffer *out = session_out(s);
+	(void)f;
+	codec_reply_array(out, locktab_owner_holds(s->owner, NULL, NULL));
+	locktab_owner_holds(s->owner, locks_entry, out);
+}
+
+static void
+cmd_info(struct session *s, const struct codec_frame *f)
+{
+	struct evbuffer *text = evbuffer_new();
+	struct lt_stats st;
+	(void)f;
+	if (text == NULL) {
+		codec_reply_error(session_out(s), "ERR", "out of memory");
+		return;
+	}
+	locktab_stats(server.lt, &st);
+	evbuffer_add_printf(text,
+	    "# Server\r\nversion:%s\r\nbackend:%s\r\nprocess_id:%ld\r\nuptime_seconds:%llu\r\n"
+	    "\r\n# Clients\r\nconnected_clients:%llu\r\n",
+	    DLOCKD_VERSION, server.be->ops->name, (long)getpid(),
+	    (unsigned long long)((server_now_ms() - server.started_ms) / 1000),
+	    (unsigned long long)server.nsessions);
+#define METRICS_LINE(name, help) \
+	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)metrics.name);
+	METRICS(METRICS_LINE)
+#undef METRICS_LINE
+	evbuffer_add_printf(text,
+	    "\r\n# Locks\r\nkeys:%llu\r\nlocks_held:%llu\r\nwaiters:%llu\r\n"
+	    "grants_total:%llu\r\nreentrant_total:%llu\r\ntimeouts_total:%llu\r\n"
+	    "releases_total:%llu\r\nexpired_total:%llu\r\nlost_total:%llu\r\n"
+	    "handoffs_total:%llu\r\nbackend_errors_total:%llu\r\n\r\n# Backend\r\n",
+	    (unsigned long long)st.keys, (unsigned long long)st.holds,
+	    (unsigned long long)st.waiters, (unsigned long long)st.grants,
+	    (unsigned long long)st.reentrant, (unsigned long long)st.timeouts,
+	    (unsigned long long)st.releases, (unsigned long long)st.expired,
+	    (unsigned long long)st.lost, (unsigned long long)st.handoffs,
+	    (unsigned long long)st.backend_errors);
+	server.be->ops->info(server.be, text);
+	size_t len = evbuffer_get_length(text);
+	const unsigned char *p = evbuffer_pullup(text, -1);
+	codec_reply_bulk(session_out(s), p, len);
+	evbuffer_free(text);
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+void
+cmd_dispatch(struct session *s, const struct codec_frame *f)
+{
+	const struct cmd *c = NULL;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (f->argvlen[0] == strlen(commands[i].name) &&
+		    strcasecmp(f->argv[0], commands[i].name) == 0)
+			c = &commands[i];
+	if (c == NULL) {
+		char name[64];
+		size_t n = f->argvlen[0] < sizeof(name) - 1 ? f->argvlen[0] : sizeof(name) - 1;
+		for (size_t i = 0; i < n; i++) {
+			unsigned char ch = (unsigned char)f->argv[0][i];
+			name[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+		}
+		name[n] = '\0';
+		codec_reply_error(session_out(s), "ERR", "unknown command '%s'", name);
+		return;
+	}
+	if (!s->authed && !(c->flags & CMD_OPEN)) {
+		codec_reply_error(session_out(s), "NOAUTH", "Authentication required.");
+		return;
+	}
+	if ((int)f->argc < c->min || (c->max >= 0 && (int)f->argc > c->max)) {
+		codec_reply_error(session_out(s), "ERR",
+		    "wrong number of arguments for '%s' command", c->name);
+		return;
+	}
+	c->fn(s, f);
+}
+
+void
+cmd_push_lost(struct session *s, const char *key, size_t keylen, unsigned long long fence,
+    const char *reason)
+{
+	struct evbuffer *out = session_out(s);
+	if (s->proto < 3)
+		return;
+	codec_reply_push(out, 4, 3);
+	codec_reply_cstr(out, "lost");
+	codec_reply_bulk(out, key, keylen);
+	codec_reply_int(out, (long long)fence);
+	codec_reply_cstr(out, reason);
+}

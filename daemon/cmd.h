@@ -1,0 +1,20 @@
+/*
+ * cmd — the command table: names, arity, who may run them, handlers.
+ */
+#ifndef DLOCKD_CMD_H
+#define DLOCKD_CMD_H
+
+#include <stddef.h>
+
+struct session;
+struct codec_frame;
+
+/* Validate and run one request. The handler writes the reply, or marks the
+ * session pending and replies later. */
+void cmd_dispatch(struct session *s, const struct codec_frame *f);
+
+/* Push ["lost", key, fence, reason] to a RESP3 session. */
+void cmd_push_lost(struct session *s, const char *key, size_t keylen,
+    unsigned long long fence, const char *reason);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * codec — RESP request frames in, RESP2/RESP3 replies out.
+ *
+ * The codec never touches a socket. The connection layer feeds it the bytes it
+ * read (codec_feed) and asks for complete frames (codec_next), which yields a
+ * frame, "need more" or a sticky protocol error. Requests are RESP arrays of
+ * bulk strings, or inline commands: one line of words separated by blanks,
+ * with "double" (C escapes \n \r \t \\ \" \xHH) and 'single' quoting as
+ * redis-cli and Redis accept them. Empty lines and empty arrays (*0, *-1) are
+ * skipped, as Redis does.
+ *
+ * The reply writers append one RESP value to an evbuffer; proto is 2 or 3.
+ */
+#ifndef DLOCKD_CODEC_H
+#define DLOCKD_CODEC_H
+
+#include <stddef.h>
+
+struct evbuffer;
+struct codec;
+
+enum codec_status {
+	CODEC_ERROR = -1,	/* protocol error: see codec_error(); sticky */
+	CODEC_MORE = 0,		/* no complete frame buffered yet */
+	CODEC_FRAME = 1		/* *out holds a frame */
+};
+
+/* One request. Valid until the next codec_feed/codec_next/codec_destroy call. */
+struct codec_frame {
+	size_t argc;		/* number of arguments, at least 1 */
+	char **argv;		/* arguments; each also NUL-terminated */
+	size_t *argvlen;	/* their lengths (arguments are binary-safe) */
+	int is_inline;		/* 1 if it came as an inline command */
+};
+
+/*
+ * A new codec. max_frame_bytes bounds the wire size of one request (a larger
+ * one is a protocol error as soon as that is known); max_args bounds argc.
+ * Returns NULL when out of memory. The caller owns it (codec_destroy).
+ */
+struct codec *codec_create(size_t max_frame_bytes, size_t max_args);
+void codec_destroy(struct codec *c);
+
+/* Append bytes read from the peer. 0, or -1 when out of memory. */
+int codec_feed(struct codec *c, const void *data, size_t len) __attribute__((warn_unused_result));
+
+/* The next complete frame, CODEC_MORE, or CODEC_ERROR (also on every later call). */
+enum codec_status codec_next(struct codec *c, struct codec_frame *out);
+
+/* The error sentence, starting with "Protocol error: ", or NULL. */
+const char *codec_error(const struct codec *c);
+
+/* Bytes fed and not yet consumed by a returned frame. */
+size_t codec_buffered(const struct codec *c);
+
+/* Reply writers. Strings given to simple/error must not contain CR or LF
+ * (codec_reply_error replaces them with spaces). */
+void codec_reply_simple(struct evbuffer *out, const char *s);
+/* "-CODE message\r\n"; message is printf-formatted. */
+void codec_reply_error(struct evbuffer *out, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void codec_reply_int(struct evbuffer *out, long long v);
+void codec_reply_bulk(struct evbuffer *out, const void *data, size_t len);
+void codec_reply_cstr(struct evbuffer *out, const char *s);	/* bulk string of s */
+void codec_reply_null(struct evbuffer *out, int proto);		/* $-1 or _ */
+void codec_reply_null_array(struct evbuffer *out, int proto);	/* *-1 or _ */
+void codec_reply_array(struct evbuffer *out, size_t n);		/* *n header */
+void codec_reply_map(struct evbuffer *out, size_t npairs, int proto); /* *2n or %n */
+void codec_reply_push(struct evbuffer *out, size_t n, int proto);	/* *n or >n */
+
+#endif

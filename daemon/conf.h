@@ -1,0 +1,77 @@
+/*
+ * conf — the YAML configuration file, command-line overrides, defaults.
+ *
+ * conf_create() gives a struct whose fields are all UNSET; conf_load() parses
+ * a file into it through a directive table (name, type, offset, reloadable);
+ * conf_override_*() apply command-line options; conf_finish() fills the
+ * defaults and validates. Every problem is appended to c->errors as
+ * "file:line:column: message" (or "command line: message") and loading goes
+ * on, so all of them can be reported before exit.
+ */
+#ifndef DLOCKD_CONF_H
+#define DLOCKD_CONF_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#define CONF_UNSET (-1LL)
+
+enum conf_addr_kind { CONF_ADDR_TCP, CONF_ADDR_UNIX };
+
+/* One parsed listener address. */
+struct conf_addr {
+	enum conf_addr_kind kind;
+	char text[256];			/* as written, for logs */
+	char host[128];			/* TCP: host or IP without brackets */
+	int port;			/* TCP: 1..65535 (0 = any free port) */
+	char path[108];			/* UNIX: socket path */
+};
+
+struct conf {
+	char *path;			/* the file loaded, or NULL */
+
+	char **listen;			/* listener addresses as written */
+	size_t nlisten;
+	long long unix_socket_mode;	/* permission bits of Unix sockets */
+
+	char *password;			/* required password, NULL for none */
+	char *password_file;		/* where password was read from, or NULL */
+
+	char *backend_type;		/* "memory" (later "redis", ...) */
+
+	long long default_ttl_ms;	/* LOCK TTL when none is given */
+	long long max_ttl_ms;		/* largest TTL a LOCK or EXTEND may ask */
+
+	long long max_clients;		/* connections at once */
+	long long max_key_bytes;	/* bytes in a key */
+	long long max_request_bytes;	/* bytes in one request frame */
+	long long max_waiters_per_key;	/* queued LOCKs per key */
+	long long max_locks_per_session; /* held and queued locks per connection */
+
+	char *log_level;		/* debug, info, warn, error */
+	char *log_file;			/* NULL or "" for stderr */
+
+	char **errors;			/* every problem found, in order */
+	size_t nerrors;
+};
+
+/* A config with every field unset; NULL when out of memory. */
+struct conf *conf_create(void);
+void conf_destroy(struct conf *c);
+
+/* Parse path into c. 0 if no error was found, else -1 (see c->errors). */
+int conf_load(struct conf *c, const char *path);
+
+/* -l ADDR: the first call drops the listeners of the file; later ones add. */
+int conf_override_listen(struct conf *c, const char *addr);
+/* -b URL: "memory" (and later redis://, redlock://, etcd://). */
+int conf_override_backend(struct conf *c, const char *url);
+
+/* Fill defaults for what is unset and validate. 0, or -1 (see c->errors). */
+int conf_finish(struct conf *c);
+
+/* Parse "host:port", "[v6]:port" or "unix:/path". 0, or -1 with why set to a
+ * static sentence. */
+int conf_parse_addr(const char *s, struct conf_addr *out, const char **why);
+
+#endif

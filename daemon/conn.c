@@ -1,0 +1,307 @@
+/*
+ * conn — listeners and buffered connections on libevent.
+ */
+#include "conn.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "log.h"
+
+struct listener {
+	struct evconnlistener *ev;	/* libevent's listener */
+	accept_cb *cb;			/* told of each connection */
+	void *arg;
+	bool is_unix;			/* remove path on destroy */
+	char path[108];			/* Unix socket path */
+	char name[300];			/* address for logs */
+};
+
+struct conn {
+	struct bufferevent *bev;	/* socket and buffers */
+	struct event *ev_gone;		/* delivers CONN_GONE from the loop */
+	conn_cb *cb;			/* the owner */
+	void *arg;
+	bool closing;			/* conn_close() was called */
+};
+
+/* Describe a peer address for logs. */
+static void
+peer_name(const struct sockaddr *sa, char *out, size_t outlen)
+{
+	char host[INET6_ADDRSTRLEN];
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+		evutil_inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(out, outlen, "%s:%u", host, ntohs(in->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+		evutil_inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(out, outlen, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else {
+		snprintf(out, outlen, "unix");
+	}
+}
+
+static void
+on_accept(struct evconnlistener *ev, evutil_socket_t fd, struct sockaddr *sa, int salen,
+    void *arg)
+{
+	struct listener *l = arg;
+	char peer[80];
+	(void)ev;
+	(void)salen;
+	peer_name(sa, peer, sizeof(peer));
+	if (!l->is_unix) {
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	l->cb(l->arg, fd, peer);
+}
+
+static void
+on_accept_error(struct evconnlistener *ev, void *arg)
+{
+	struct listener *l = arg;
+	int err = EVUTIL_SOCKET_ERROR();
+	(void)ev;
+	/* EMFILE and friends: log and keep going; libevent retries */
+	log_error("accept on %s: %s", l->name, evutil_socket_error_to_string(err));
+}
+
+/* Remove a Unix socket file left by a daemon that is gone. 0 if the path is
+ * free now, -1 (logged) if it is in use or not a socket. */
+static int
+unix_clear_stale(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISSOCK(st.st_mode)) {
+		log_error("%s exists and is not a socket; not replacing it", path);
+		return -1;
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	int rc = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
+	int err = errno;
+	close(fd);
+	if (rc == 0) {
+		log_error("%s is in use by a running server", path);
+		return -1;
+	}
+	if (err != ECONNREFUSED) {
+		log_error("cannot check %s: %s", path, strerror(err));
+		return -1;
+	}
+	log_info("removing stale socket %s", path);
+	if (unlink(path) != 0 && errno != ENOENT) {
+		log_error("cannot remove %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+struct listener *
+listener_create(struct event_base *base, const struct conf_addr *addr, int unix_mode,
+    accept_cb *cb, void *arg)
+{
+	struct listener *l = calloc(1, sizeof(*l));
+	struct sockaddr_storage ss;
+	socklen_t sslen = 0;
+	unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC;
+	if (l == NULL) {
+		log_error("out of memory");
+		return NULL;
+	}
+	l->cb = cb;
+	l->arg = arg;
+	memset(&ss, 0, sizeof(ss));
+	if (addr->kind == CONF_ADDR_UNIX) {
+		struct sockaddr_un *sun = (struct sockaddr_un *)&ss;
+		l->is_unix = true;
+		snprintf(l->path, sizeof(l->path), "%s", addr->path);
+		snprintf(l->name, sizeof(l->name), "unix:%s", addr->path);
+		if (unix_clear_stale(addr->path) != 0) {
+			free(l);
+			return NULL;
+		}
+		sun->sun_family = AF_UNIX;
+		snprintf(sun->sun_path, sizeof(sun->sun_path), "%s", addr->path);
+		sslen = sizeof(*sun);
+	} else {
+		int sslen_i = sizeof(ss);
+		char spec[200];
+		snprintf(spec, sizeof(spec), strchr(addr->host, ':') ? "[%s]:%d" : "%s:%d",
+		    addr->host, addr->port);
+		if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)&ss, &sslen_i) != 0) {
+			log_error("listen %s: not a numeric address", addr->text);
+			free(l);
+			return NULL;
+		}
+		sslen = (socklen_t)sslen_i;
+		flags |= LEV_OPT_REUSEABLE;
+	}
+	mode_t old = 0;
+	if (l->is_unix)
+		old = umask(0777 & ~(mode_t)unix_mode);
+	l->ev = evconnlistener_new_bind(base, on_accept, l, flags, 511,
+	    (struct sockaddr *)&ss, (int)sslen);
+	int err = errno;
+	if (l->is_unix)
+		umask(old);
+	if (l->ev == NULL) {
+		log_error("listen %s: %s", addr->text, strerror(err));
+		free(l);
+		return NULL;
+	}
+	if (l->is_unix && chmod(l->path, (mode_t)unix_mode) != 0)
+		log_warn("chmod %s: %s", l->path, strerror(errno));
+	if (!l->is_unix) {
+		struct sockaddr_storage bound;
+		socklen_t blen = sizeof(bound);
+		if (getsockname(evconnlistener_get_fd(l->ev), (struct sockaddr *)&bound,
+		    &blen) == 0)
+			peer_name((struct sockaddr *)&bound, l->name, sizeof(l->name));
+	}
+	evconnlistener_set_error_cb(l->ev, on_accept_error);
+	return l;
+}
+
+void
+listener_destroy(struct listener *l)
+{
+	if (l == NULL)
+		return;
+	evconnlistener_free(l->ev);
+	if (l->is_unix)
+		unlink(l->path);
+	free(l);
+}
+
+void
+listener_enable(struct listener *l, int on)
+{
+	if (on)
+		evconnlistener_enable(l->ev);
+	else
+		evconnlistener_disable(l->ev);
+}
+
+const char *
+listener_name(const struct listener *l)
+{
+	return l->name;
+}
+
+static void
+on_read(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	(void)bev;
+	c->cb(c->arg, CONN_READ);
+}
+
+static void
+on_write(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	(void)bev;
+	if (c->closing)
+		event_active(c->ev_gone, EV_TIMEOUT, 0);
+}
+
+static void
+on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		c->cb(c->arg, CONN_GONE);
+}
+
+static void
+on_gone(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	(void)fd;
+	(void)what;
+	c->cb(c->arg, CONN_GONE);
+}
+
+struct conn *
+conn_create(struct event_base *base, evutil_socket_t fd, conn_cb *cb, void *arg)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		evutil_closesocket(fd);
+		return NULL;
+	}
+	c->cb = cb;
+	c->arg = arg;
+	c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->ev_gone = event_new(base, -1, 0, on_gone, c);
+	if (c->bev == NULL || c->ev_gone == NULL) {
+		if (c->bev != NULL)
+			bufferevent_free(c->bev);
+		else
+			evutil_closesocket(fd);
+		if (c->ev_gone != NULL)
+			event_free(c->ev_gone);
+		free(c);
+		return NULL;
+	}
+	bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	return c;
+}
+
+void
+conn_destroy(struct conn *c)
+{
+	if (c == NULL)
+		return;
+	bufferevent_free(c->bev);
+	event_free(c->ev_gone);
+	free(c);
+}
+
+struct evbuffer *
+conn_input(struct conn *c)
+{
+	return bufferevent_get_input(c->bev);
+}
+
+struct evbuffer *
+conn_output(struct conn *c)
+{
+	return bufferevent_get_output(c->bev);
+}
+
+void
+conn_close(struct conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	bufferevent_disable(c->bev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		event_active(c->ev_gone, EV_TIMEOUT, 0);
+}

@@ -1,0 +1,1429 @@
+/*
+ * locktab — the lock table.
+ *
+ * State is list membership:
+ *  - a waiter is on its key's FIFO list (and its owner's list) from LOCK until
+ *    it is granted, times out or is cancelled; it is QUEUED, or ACQUIRING while
+ *    the backend decides. Only a run of compatible waiters at the head of the
+ *    list is ever ACQUIRING.
+ *  - a holding is ACTIVE on its key's list (and, unless detached, on its
+ *    owner's list); LOST when its lease could not be kept: off the key, still
+ *    on the owner's list so that UNLOCK/EXTEND can answer LOST; GONE when on
+ *    no list, freed as soon as no backend operation refers to it.
+ * Keys are reference counted by their waiters and holdings; a key nobody
+ * refers to is kept on an idle list (for its last fence) and the oldest idle
+ * keys are freed when there are too many.
+ */
+#include "locktab.h"
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <time.h>
+
+#include "log.h"
+
+#define LT_IDLE_KEYS_MAX 4096	/* idle keys kept for their last fence */
+#define LT_RENEW_RETRY_MS 1000	/* longest pause before retrying a renewal */
+
+enum timer_kind { TIMER_WAITER, TIMER_HOLD };
+
+/* A deadline on the table's heap. */
+struct lt_timer {
+	uint64_t when;		/* due time; LT_NEVER when not on the heap */
+	size_t idx;		/* position on the heap */
+	enum timer_kind kind;	/* what it is embedded in */
+};
+
+enum waiter_state { W_QUEUED, W_ACQUIRING };
+enum hold_state { H_ACTIVE, H_LOST, H_GONE };
+
+struct lt_key;
+
+/* A queued LOCK. */
+struct lt_waiter {
+	struct lt_timer timer;		/* WAIT deadline (first member) */
+	struct lt_key *key;		/* its key (a reference) */
+	struct lt_owner *owner;		/* who asked; NULL once cancelled */
+	enum lock_mode mode;		/* wanted mode */
+	unsigned limit;			/* permits, for a semaphore */
+	uint64_t ttl_ms;		/* lease to take */
+	uint64_t deadline;		/* end of WAIT, LT_NEVER for none */
+	bool detach;			/* not bound to the owner once granted */
+	bool try_once;			/* WAIT 0 */
+	enum waiter_state state;	/* QUEUED or ACQUIRING */
+	lt_done_cb *done;		/* the LOCK's completion */
+	void *arg;			/* its argument */
+	char token[TOKEN_LEN + 1];	/* token of the holding to be */
+	TAILQ_ENTRY(lt_waiter) kentry;	/* on key->waiters */
+	TAILQ_ENTRY(lt_waiter) oentry;	/* on owner->waiters */
+};
+TAILQ_HEAD(waiter_list, lt_waiter);
+
+/* A granted LOCK. */
+struct lt_hold {
+	struct lt_timer timer;		/* renewal, loss or expiry (first member) */
+	struct lt_key *key;		/* its key (a reference) */
+	struct lt_owner *owner;		/* bound owner; NULL when detached */
+	enum lock_mode mode;		/* held mode */
+	unsigned limit;			/* permits, for a semaphore */
+	char token[TOKEN_LEN + 1];	/* identifies the holding */
+	uint64_t fence;			/* fence of the grant */
+	uint64_t ttl_ms;		/* lease length */
+	unsigned count;			/* hold count (reentrancy) */
+	uint64_t expires;		/* lease end, counted from the request that set it */
+	uint64_t renew_at;		/* next renewal (bound holdings) */
+	bool renewing;			/* a renewal is in flight */
+	enum hold_state state;		/* ACTIVE, LOST or GONE */
+	unsigned ops;			/* backend operations referring to it */
+	TAILQ_ENTRY(lt_hold) kentry;	/* on key->holders */
+	TAILQ_ENTRY(lt_hold) oentry;	/* on owner->holds */
+};
+TAILQ_HEAD(hold_list, lt_hold);
+
+/* A key in use, or idle and remembered for its fence. */
+struct lt_key {
+	struct lt_key *hnext;		/* hash chain */
+	uint64_t hash;			/* hash of name */
+	char *name;			/* the key (NUL-terminated copy) */
+	size_t len;			/* its length */
+	struct hold_list holders;	/* ACTIVE holdings */
+	struct waiter_list waiters;	/* FIFO */
+	unsigned nholders;		/* on holders */
+	unsigned nwaiters;		/* on waiters */
+	unsigned nacquiring;		/* waiters ACQUIRING */
+	unsigned nexcl;			/* exclusive holders and acquirers */
+	unsigned refs;			/* waiters and holdings referring to it */
+	uint64_t last_fence;		/* last fence granted */
+	bool blocked;			/* backend said BUSY: wait for a wakeup */
+	bool idle;			/* on lt->idle */
+	TAILQ_ENTRY(lt_key) ientry;	/* on lt->idle */
+};
+TAILQ_HEAD(key_list, lt_key);
+
+enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_RENEW, OP_EXTEND, OP_TRANSFER };
+
+/* A backend operation in flight. */
+struct lt_op {
+	struct locktab *lt;		/* the table */
+	enum op_kind kind;		/* what was asked */
+	struct lt_waiter *w;		/* ACQUIRE, TRANSFER: the waiter */
+	struct lt_hold *h;		/* RENEW, EXTEND, TRANSFER: the holding */
+	struct lt_owner *owner;		/* whose command waits on it, or NULL */
+	lt_done_cb *done;		/* that command's completion */
+	void *arg;			/* its argument */
+	uint64_t sent_at;		/* when it was sent */
+	uint64_t ttl_ms;		/* lease asked for */
+	TAILQ_ENTRY(lt_op) oentry;	/* on owner->ops */
+};
+TAILQ_HEAD(op_list, lt_op);
+
+/* A session. */
+struct lt_owner {
+	struct locktab *lt;		/* the table */
+	uint64_t id;			/* for logs */
+	lt_lost_cb *lost;		/* told of lost holdings */
+	void *arg;			/* its argument */
+	struct hold_list holds;		/* bound holdings, ACTIVE and LOST */
+	struct waiter_list waiters;	/* its waiting LOCKs */
+	struct op_list ops;		/* operations its commands wait on */
+	unsigned nholds;		/* ACTIVE ones on holds */
+	unsigned nwaiters;		/* on waiters */
+};
+
+struct locktab {
+	struct backend *be;		/* where leases are agreed */
+	struct lt_limits limits;	/* what is enforced */
+	lt_clock_fn *clock;		/* time source */
+	void *clock_arg;
+	lt_rearm_cb *rearm;		/* told when the earliest deadline moves */
+	void *rearm_arg;
+	uint64_t armed;			/* the deadline last told */
+	struct lt_key **buckets;	/* hash table of keys */
+	size_t nbuckets;		/* a power of two */
+	size_t nkeys;			/* keys in the table, idle ones too */
+	struct key_list idle;		/* keys nobody refers to, oldest first */
+	size_t nidle;			/* on idle */
+	struct lt_timer **heap;		/* deadlines, earliest first */
+	size_t heaplen, heapcap;
+	uint64_t inflight;		/* backend operations in flight */
+	uint64_t seed[2];		/* hash key */
+	bool closing;			/* locktab_shutdown was called */
+	struct lt_stats stats;		/* counters */
+};
+
+static void pump(struct locktab *lt, struct lt_key *k);
+static void hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o,
+    lt_done_cb *done, void *arg);
+
+/* ---- time ------------------------------------------------------------- */
+
+static uint64_t
+clock_monotonic_ms(void *arg)
+{
+	struct timespec ts;
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t
+locktab_now(const struct locktab *lt)
+{
+	return lt->clock(lt->clock_arg);
+}
+
+/* ---- the deadline heap ------------------------------------------------ */
+
+static void
+heap_swap(struct locktab *lt, size_t a, size_t b)
+{
+	struct lt_timer *t = lt->heap[a];
+	lt->heap[a] = lt->heap[b];
+	lt->heap[b] = t;
+	lt->heap[a]->idx = a;
+	lt->heap[b]->idx = b;
+}
+
+static void
+heap_up(struct locktab *lt, size_t i)
+{
+	while (i > 0 && lt->heap[(i - 1) / 2]->when > lt->heap[i]->when) {
+		heap_swap(lt, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void
+heap_down(struct locktab *lt, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < lt->heaplen && lt->heap[l]->when < lt->heap[m]->when)
+			m = l;
+		if (r < lt->heaplen && lt->heap[r]->when < lt->heap[m]->when)
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(lt, i, m);
+		i = m;
+	}
+}
+
+/* Take t off the heap if it is on it. */
+static void
+timer_clear(struct locktab *lt, struct lt_timer *t)
+{
+	if (t->when == LT_NEVER)
+		return;
+	size_t i = t->idx, last = lt->heaplen - 1;
+	if (i != last) {
+		heap_swap(lt, i, last);
+		lt->heaplen--;
+		heap_up(lt, i);
+		heap_down(lt, i);
+	} else {
+		lt->heaplen--;
+	}
+	t->when = LT_NEVER;
+}
+
+/* Put t on the heap for when (LT_NEVER takes it off). 0 or -1 (no memory). */
+static int
+timer_set(struct locktab *lt, struct lt_timer *t, uint64_t when)
+{
+	if (t->when != LT_NEVER) {
+		if (when == LT_NEVER) {
+			timer_clear(lt, t);
+			return 0;
+		}
+		t->when = when;
+		heap_up(lt, t->idx);
+		heap_down(lt, t->idx);
+		return 0;
+	}
+	if (when == LT_NEVER)
+		return 0;
+	if (lt->heaplen == lt->heapcap) {
+		size_t cap = lt->heapcap ? lt->heapcap * 2 : 64;
+		struct lt_timer **heap = realloc(lt->heap, cap * sizeof(*heap));
+		if (heap == NULL)
+			return -1;
+		lt->heap = heap;
+		lt->heapcap = cap;
+	}
+	t->when = when;
+	t->idx = lt->heaplen;
+	lt->heap[lt->heaplen++] = t;
+	heap_up(lt, t->idx);
+	return 0;
+}
+
+uint64_t
+locktab_next_deadline(const struct locktab *lt)
+{
+	return lt->heaplen ? lt->heap[0]->when : LT_NEVER;
+}
+
+/* Tell the rearm hook if the earliest deadline moved. */
+static void
+sync_timer(struct locktab *lt)
+{
+	uint64_t when = locktab_next_deadline(lt);
+	if (when != lt->armed) {
+		lt->armed = when;
+		if (lt->rearm != NULL)
+			lt->rearm(lt->rearm_arg, when);
+	}
+}
+
+/* ---- keys --------------------------------------------------------------- */
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND do { \
+	v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32); \
+	v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2; \
+	v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0; \
+	v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); \
+} while (0)
+
+/* SipHash-2-4 of the key with the table's random seed: clients choose keys,
+ * so the hash must not let them choose collisions. */
+static uint64_t
+key_hash(const struct locktab *lt, const char *key, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)key;
+	uint64_t k0 = lt->seed[0], k1 = lt->seed[1];
+	uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
+	uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
+	uint64_t b = (uint64_t)len << 56, m;
+	size_t i, tail = len & 7;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		memcpy(&m, p + i, 8);
+		v3 ^= m;
+		SIPROUND;
+		SIPROUND;
+		v0 ^= m;
+	}
+	for (size_t j = 0; j < tail; j++)
+		b |= (uint64_t)p[i + j] << (8 * j);
+	v3 ^= b;
+	SIPROUND;
+	SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static struct lt_key *
+key_find(const struct locktab *lt, const char *name, size_t len)
+{
+	uint64_t h = key_hash(lt, name, len);
+	for (struct lt_key *k = lt->buckets[h & (lt->nbuckets - 1)]; k; k = k->hnext)
+		if (k->hash == h && k->len == len && memcmp(k->name, name, len) == 0)
+			return k;
+	return NULL;
+}
+
+/* Double the buckets when the table is full; failure only costs speed. */
+static void
+key_grow(struct locktab *lt)
+{
+	size_t n = lt->nbuckets * 2;
+	struct lt_key **b = calloc(n, sizeof(*b));
+	if (b == NULL)
+		return;
+	for (size_t i = 0; i < lt->nbuckets; i++) {
+		struct lt_key *k, *next;
+		for (k = lt->buckets[i]; k; k = next) {
+			next = k->hnext;
+			k->hnext = b[k->hash & (n - 1)];
+			b[k->hash & (n - 1)] = k;
+		}
+	}
+	free(lt->buckets);
+	lt->buckets = b;
+	lt->nbuckets = n;
+}
+
+static void
+key_free(struct locktab *lt, struct lt_key *k)
+{
+	struct lt_key **pp = &lt->buckets[k->hash & (lt->nbuckets - 1)];
+	while (*pp != k)
+		pp = &(*pp)->hnext;
+	*pp = k->hnext;
+	if (k->idle) {
+		TAILQ_REMOVE(&lt->idle, k, ientry);
+		lt->nidle--;
+	}
+	lt->nkeys--;
+	free(k->name);
+	free(k);
+}
+
+/* The key named name, created if needed; NULL when out of memory. The caller
+ * must take a reference before returning to the loop. */
+static struct lt_key *
+key_get(struct locktab *lt, const char *name, size_t len)
+{
+	struct lt_key *k = key_find(lt, name, len);
+	if (k != NULL)
+		return k;
+	while (lt->nidle >= LT_IDLE_KEYS_MAX)
+		key_free(lt, TAILQ_FIRST(&lt->idle));
+	if (lt->nkeys >= lt->nbuckets)
+		key_grow(lt);
+	k = calloc(1, sizeof(*k));
+	if (k == NULL || (k->name = malloc(len + 1)) == NULL) {
+		free(k);
+		return NULL;
+	}
+	memcpy(k->name, name, len);
+	k->name[len] = '\0';
+	k->len = len;
+	k->hash = key_hash(lt, name, len);
+	TAILQ_INIT(&k->holders);
+	TAILQ_INIT(&k->waiters);
+	size_t b = k->hash & (lt->nbuckets - 1);
+	k->hnext = lt->buckets[b];
+	lt->buckets[b] = k;
+	lt->nkeys++;
+	/* new keys start idle: the first reference takes them off the list */
+	k->idle = true;
+	TAILQ_INSERT_TAIL(&lt->idle, k, ientry);
+	lt->nidle++;
+	return k;
+}
+
+static void
+key_ref(struct locktab *lt, struct lt_key *k)
+{
+	if (k->refs++ == 0) {
+		assert(k->idle);
+		TAILQ_REMOVE(&lt->idle, k, ientry);
+		lt->nidle--;
+		k->idle = false;
+		lt->stats.keys++;
+	}
+}
+
+static void
+key_unref(struct locktab *lt, struct lt_key *k)
+{
+	assert(k->refs > 0);
+	if (--k->refs == 0) {
+		assert(k->nholders == 0 && k->nwaiters == 0);
+		k->blocked = false;
+		k->idle = true;
+		TAILQ_INSERT_TAIL(&lt->idle, k, ientry);
+		lt->nidle++;
+		lt->stats.keys--;
+	}
+}
+
+/* Is the key used as a semaphore, and with how many permits? From its
+ * holdings, else its waiters. Returns false when it is not in use. */
+static bool
+key_kind(const struct lt_key *k, bool *sem, unsigned *limit)
+{
+	const struct lt_hold *h = TAILQ_FIRST(&k->holders);
+	const struct lt_waiter *w = TAILQ_FIRST(&k->waiters);
+	if (h != NULL) {
+		*sem = h->mode == LOCK_SEMAPHORE;
+		*limit = h->limit;
+	} else if (w != NULL) {
+		*sem = w->mode == LOCK_SEMAPHORE;
+		*limit = w->limit;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* Can a waiter of mode/limit be granted next to the holders and acquirers? */
+static bool
+key_compatible(const struct lt_key *k, enum lock_mode mode, unsigned limit)
+{
+	switch (mode) {
+	case LOCK_EXCLUSIVE:
+		return k->nholders == 0 && k->nacquiring == 0;
+	case LOCK_SHARED:
+		return k->nexcl == 0;
+	case LOCK_SEMAPHORE:
+		return k->nholders + k->nacquiring < limit;
+	}
+	return false;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* A fresh random token: 128 bits from the kernel's CSPRNG, in hex. */
+static void
+token_new(char out[TOKEN_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char raw[TOKEN_LEN / 2];
+	arc4random_buf(raw, sizeof(raw));
+	for (size_t i = 0; i < sizeof(raw); i++) {
+		out[2 * i] = hex[raw[i] >> 4];
+		out[2 * i + 1] = hex[raw[i] & 15];
+	}
+	out[TOKEN_LEN] = '\0';
+}
+
+/* How long before a lease ends it is declared lost: room for clock drift
+ * between this host and the backend's, and for the last renewal's trip. */
+static uint64_t
+lease_margin(uint64_t ttl_ms)
+{
+	return ttl_ms / 10;
+}
+
+/* The backend's view of a holding. */
+static struct be_lock
+hold_lock(const struct lt_hold *h)
+{
+	struct be_lock l = { h->key->name, h->key->len, h->mode, h->limit, h->token,
+	    h->ttl_ms };
+	return l;
+}
+
+/* A new operation record; NULL when out of memory. */
+static struct lt_op *
+op_new(struct locktab *lt, enum op_kind kind, struct lt_owner *o, lt_done_cb *done,
+    void *arg)
+{
+	struct lt_op *op = calloc(1, sizeof(*op));
+	if (op == NULL)
+		return NULL;
+	op->lt = lt;
+	op->kind = kind;
+	op->sent_at = locktab_now(lt);
+	if (o != NULL && done != NULL) {
+		op->owner = o;
+		op->done = done;
+		op->arg = arg;
+		TAILQ_INSERT_TAIL(&o->ops, op, oentry);
+	}
+	lt->inflight++;
+	return op;
+}
+
+/* Forget an operation record; its owner no longer waits on it. */
+static void
+op_free(struct lt_op *op)
+{
+	if (op->owner != NULL)
+		TAILQ_REMOVE(&op->owner->ops, op, oentry);
+	op->lt->inflight--;
+	free(op);
+}
+
+/* Tell the command waiting on op, if its owner still lives. */
+static void
+op_done(struct lt_op *op, enum lt_status st, const struct lt_grant *g, long long value)
+{
+	if (op->done != NULL)
+		op->done(op->arg, st, g, value);
+}
+
+/* Reschedule a holding's timer from its state. */
+static void
+hold_schedule(struct locktab *lt, struct lt_hold *h)
+{
+	uint64_t when;
+	if (h->state != H_ACTIVE)
+		when = LT_NEVER;
+	else if (h->owner == NULL)
+		when = h->expires;
+	else {
+		uint64_t lost_at = h->expires - lease_margin(h->ttl_ms);
+		when = h->renewing || h->renew_at > lost_at ? lost_at : h->renew_at;
+	}
+	if (timer_set(lt, &h->timer, when) != 0)
+		log_fatal("out of memory scheduling a lease");
+}
+
+/* Free a holding that is GONE and that no operation refers to. */
+static void
+hold_maybe_free(struct locktab *lt, struct lt_hold *h)
+{
+	if (h->state != H_GONE || h->ops > 0)
+		return;
+	key_unref(lt, h->key);
+	free(h);
+}
+
+/* Take an ACTIVE holding off its key (and optionally its owner). */
+static void
+hold_unlink_key(struct locktab *lt, struct lt_hold *h)
+{
+	struct lt_key *k = h->key;
+	assert(h->state == H_ACTIVE);
+	TAILQ_REMOVE(&k->holders, h, kentry);
+	k->nholders--;
+	if (h->mode == LOCK_EXCLUSIVE)
+		k->nexcl--;
+	lt->stats.holds--;
+	timer_clear(lt, &h->timer);
+	if (h->owner != NULL)
+		h->owner->nholds--;
+}
+
+/* Move a holding to GONE: off every list; freed when no operation needs it. */
+static void
+hold_gone(struct locktab *lt, struct lt_hold *h)
+{
+	if (h->state == H_ACTIVE)
+		hold_unlink_key(lt, h);
+	if (h->owner != NULL)
+		TAILQ_REMOVE(&h->owner->holds, h, oentry);
+	h->state = H_GONE;
+	hold_maybe_free(lt, h);
+}
+
+/* ---- backend completions ------------------------------------------------ */
+
+static void waiter_free(struct locktab *lt, struct lt_waiter *w);
+
+/* Fire-and-forget release of a lease nobody will hold. */
+static void
+release_quietly(struct locktab *lt, const struct be_lock *l);
+
+/* A holding's lease is no longer ours: take it off the key and tell. */
+static void
+hold_lose(struct locktab *lt, struct lt_hold *h, const char *reason)
+{
+	struct lt_key *k = h->key;
+	struct be_lock l = hold_lock(h);
+	log_warn("lock lost: key '%s' fence %llu: %s", k->name,
+	    (unsigned long long)h->fence, reason);
+	lt->stats.lost++;
+	hold_unlink_key(lt, h);
+	/* in case the lease still exists somewhere, let it go */
+	release_quietly(lt, &l);
+	if (h->owner != NULL) {
+		h->state = H_LOST;
+		if (h->owner->lost != NULL)
+			h->owner->lost(h->owner->arg, k->name, k->len, h->fence, reason);
+	} else {
+		h->state = H_GONE;
+	}
+	pump(lt, k);
+	hold_maybe_free(lt, h);
+}
+
+static void
+on_release(void *arg, const struct be_reply *r)
+{
+	struct lt_op *op = arg;
+	struct locktab *lt = op->lt;
+	if (r->status == BE_OK) {
+		op_done(op, LT_OK, NULL, 0);
+	} else if (r->status == BE_NOTOWNER) {
+		op_done(op, LT_E_LOST, NULL, 0);
+	} else {
+		lt->stats.backend_errors++;
+		op_done(op, LT_E_BACKEND, NULL, 0);
+	}
+	op_free(op);
+	sync_timer(lt);
+}
+
+static void
+release_quietly(struct locktab *lt, const struct be_lock *l)
+{
+	struct lt_op *op = op_new(lt, OP_RELEASE, NULL, NULL, NULL);
+	if (op == NULL) {
+		log_error("out of memory releasing a lease; it ends at its TTL");
+		return;
+	}
+	lt->be->ops->release(lt->be, l, on_release, op);
+}
+
+/* Turn waiter w into a holding with fence; tell its LOCK. */
+static void
+waiter_grant(struct locktab *lt, struct lt_waiter *w, uint64_t fence, uint64_t sent_at)
+{
+	struct lt_key *k = w->key;
+	struct lt_owner *o = w->owner;
+	if (fence > k->last_fence)
+		k->last_fence = fence;
+	if (o == NULL) {
+		/* cancelled while the backend decided: give it back */
+		struct be_lock l = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms };
+		release_quietly(lt, &l);
+		waiter_free(lt, w);
+		return;
+	}
+	struct lt_hold *h = calloc(1, sizeof(*h));
+	if (h == NULL) {
+		struct be_lock l = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms };
+		release_quietly(lt, &l);
+		if (w->done != NULL)
+			w->done(w->arg, LT_E_NOMEM, NULL, 0);
+		waiter_free(lt, w);
+		return;
+	}
+	h->timer.when = LT_NEVER;
+	h->timer.kind = TIMER_HOLD;
+	h->key = k;
+	key_ref(lt, k);
+	h->owner = w->detach ? NULL : o;
+	h->mode = w->mode;
+	h->limit = w->limit;
+	memcpy(h->token, w->token, sizeof(h->token));
+	h->fence = fence;
+	h->ttl_ms = w->ttl_ms;
+	h->count = 1;
+	h->expires = sent_at + w->ttl_ms;
+	h->renew_at = sent_at + w->ttl_ms / 3;
+	h->state = H_ACTIVE;
+	TAILQ_INSERT_TAIL(&k->holders, h, kentry);
+	k->nholders++;
+	if (h->mode == LOCK_EXCLUSIVE)
+		k->nexcl++;
+	if (h->owner != NULL) {
+		TAILQ_INSERT_TAIL(&o->holds, h, oentry);
+		o->nholds++;
+	}
+	lt->stats.holds++;
+	lt->stats.grants++;
+	hold_schedule(lt, h);
+
+	struct lt_grant g;
+	memcpy(g.token, h->token, sizeof(g.token));
+	g.fence = fence;
+	g.ttl_ms = h->ttl_ms;
+	g.count = 1;
+	lt_done_cb *done = w->done;
+	void *arg = w->arg;
+	waiter_free(lt, w);
+	done(arg, LT_OK, &g, 0);
+}
+
+/* A waiter leaves without a grant: tell its LOCK st (if it still waits). */
+static void
+waiter_fail(struct locktab *lt, struct lt_waiter *w, enum lt_status st)
+{
+	lt_done_cb *done = w->owner != NULL ? w->done : NULL;
+	void *arg = w->arg;
+	if (st == LT_NOT_GRANTED)
+		lt->stats.timeouts++;
+	waiter_free(lt, w);
+	if (done != NULL)
+		done(arg, st, NULL, 0);
+}
+
+/* The end of an ACQUIRING state, whatever the outcome. */
+static void
+waiter_settle(struct lt_waiter *w)
+{
+	assert(w->state == W_ACQUIRING);
+	w->state = W_QUEUED;
+	w->key->nacquiring--;
+	if (w->mode == LOCK_EXCLUSIVE)
+		w->key->nexcl--;
+}
+
+static void
+on_acquire(void *arg, const struct be_reply *r)
+{
+	struct lt_op *op = arg;
+	struct locktab *lt = op->lt;
+	struct lt_waiter *w = op->w;
+	struct lt_key *k = w->key;
+	uint64_t sent_at = op->sent_at;
+	op_free(op);
+	waiter_settle(w);
+	key_ref(lt, k);	/* keep k while its waiter may go */
+	switch (r->status) {
+	case BE_OK:
+		waiter_grant(lt, w, r->fence, sent_at);
+		break;
+	case BE_BUSY:
+		/* held beyond this process: the head waits for a wakeup */
+		k->blocked = true;
+		if (w->owner == NULL || w->try_once || w->deadline <= locktab_now(lt))
+			waiter_fail(lt, w, LT_NOT_GRANTED);
+		else if (timer_set(lt, &w->timer, w->deadline) != 0)
+			waiter_fail(lt, w, LT_E_NOMEM);
+		break;
+	case BE_NOTOWNER:
+	case BE_ERROR:
+		lt->stats.backend_errors++;
+		log_warn("backend could not lock '%s': %s", k->name,
+		    r->why ? r->why : "error");
+		waiter_fail(lt, w, LT_E_BACKEND);
+		break;
+	}
+	pump(lt, k);
+	key_unref(lt, k);
+	sync_timer(lt);
+}
+
+static void
+on_transfer(void *arg, const struct be_reply *r)
+{
+	struct lt_op *op = arg;
+	struct locktab *lt = op->lt;
+	struct lt_waiter *w = op->w;
+	struct lt_hold *h = op->h;
+	struct lt_key *k = w->key;
+	uint64_t sent_at = op->sent_at;
+	waiter_settle(w);
+	key_ref(lt, k);
+	switch (r->status) {
+	case BE_OK:
+		lt->stats.handoffs++;
+		op_done(op, LT_OK, NULL, 0);
+		waiter_grant(lt, w, r->fence, sent_at);
+		break;
+	case BE_BUSY:
+	case BE_NOTOWNER:
+		/* the old lease had ended: the waiter acquires as usual */
+		op_done(op, LT_E_LOST, NULL, 0);
+		break;
+	case BE_ERROR:
+		lt->stats.backend_errors++;
+		op_done(op, LT_E_BACKEND, NULL, 0);
+		waiter_fail(lt, w, LT_E_BACKEND);
+		break;
+	}
+	op_free(op);
+	h->ops--;
+	hold_maybe_free(lt, h);
+	pump(lt, k);
+	key_unref(lt, k);
+	sync_timer(lt);
+}
+
+static void
+on_renew(void *arg, const struct be_reply *r)
+{
+	struct lt_op *op = arg;
+	struct locktab *lt = op->lt;
+	struct lt_hold *h = op->h;
+	if (op->kind == OP_RENEW)
+		h->renewing = false;
+	if (h->state == H_ACTIVE) {
+		switch (r->status) {
+		case BE_OK:
+			if (op->kind == OP_EXTEND)
+				h->ttl_ms = op->ttl_ms;
+			if (op->sent_at + op->ttl_ms > h->expires || op->kind == OP_EXTEND)
+				h->expires = op->sent_at + op->ttl_ms;
+			h->renew_at = op->sent_at + h->ttl_ms / 3;
+			break;
+		case BE_BUSY:
+		case BE_NOTOWNER:
+			hold_lose(lt, h, r->why ? r->why : "the lease is held by another owner");
+			break;
+		case BE_ERROR: {
+			uint64_t retry = h->ttl_ms / 10;
+			lt->stats.backend_errors++;
+			if (retry > LT_RENEW_RETRY_MS)
+				retry = LT_RENEW_RETRY_MS;
+			h->renew_at = locktab_now(lt) + (retry ? retry : 1);
+			log_warn("renewing '%s' failed: %s", h->key->name,
+			    r->why ? r->why : "backend error");
+			break;
+		}
+		}
+		if (h->state == H_ACTIVE)
+			hold_schedule(lt, h);
+	}
+	if (op->kind == OP_EXTEND) {
+		if (r->status == BE_OK)
+			op_done(op, LT_OK, NULL, (long long)op->ttl_ms);
+		else if (r->status == BE_ERROR)
+			op_done(op, LT_E_BACKEND, NULL, 0);
+		else
+			op_done(op, LT_E_LOST, NULL, 0);
+	}
+	op_free(op);
+	h->ops--;
+	hold_maybe_free(lt, h);
+	sync_timer(lt);
+}
+
+/* ---- waiters ------------------------------------------------------------ */
+
+/* Take w off every list and free it. */
+static void
+waiter_free(struct locktab *lt, struct lt_waiter *w)
+{
+	struct lt_key *k = w->key;
+	assert(w->state == W_QUEUED);
+	timer_clear(lt, &w->timer);
+	TAILQ_REMOVE(&k->waiters, w, kentry);
+	k->nwaiters--;
+	if (TAILQ_EMPTY(&k->waiters))
+		k->blocked = false;
+	if (w->owner != NULL) {
+		TAILQ_REMOVE(&w->owner->waiters, w, oentry);
+		w->owner->nwaiters--;
+	}
+	lt->stats.waiters--;
+	key_unref(lt, k);
+	free(w);
+}
+
+/* Send w to the backend: an acquire, or a transfer from holding from. 0, or
+ * -1 when out of memory (nothing was changed). */
+static int
+waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
+    struct lt_owner *o, lt_done_cb *done, void *arg)
+{
+	struct lt_key *k = w->key;
+	struct lt_op *op = op_new(lt, from ? OP_TRANSFER : OP_ACQUIRE, o, done, arg);
+	if (op == NULL)
+		return -1;
+	timer_clear(lt, &w->timer);
+	w->state = W_ACQUIRING;
+	k->nacquiring++;
+	if (w->mode == LOCK_EXCLUSIVE)
+		k->nexcl++;
+	op->w = w;
+	struct be_lock to = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms };
+	if (from != NULL) {
+		struct be_lock fl = hold_lock(from);
+		op->h = from;
+		from->ops++;
+		lt->be->ops->transfer(lt->be, &fl, &to, on_transfer, op);
+	} else {
+		lt->be->ops->acquire(lt->be, &to, on_acquire, op);
+	}
+	return 0;
+}
+
+/* Start every waiter at the head of k's queue that can now be granted:
+ * strictly in order, stopping at the first that cannot. */
+static void
+pump(struct locktab *lt, struct lt_key *k)
+{
+	struct lt_waiter *w, *next;
+	if (k->blocked || lt->closing)
+		return;
+	for (w = TAILQ_FIRST(&k->waiters); w != NULL; w = next) {
+		next = TAILQ_NEXT(w, kentry);
+		if (w->state == W_ACQUIRING)
+			continue;
+		if (!key_compatible(k, w->mode, w->limit))
+			break;
+		if (waiter_start(lt, w, NULL, NULL, NULL, NULL) != 0)
+			waiter_fail(lt, w, LT_E_NOMEM);
+	}
+}
+
+/* A waiter's WAIT ran out. */
+static void
+waiter_expire(struct locktab *lt, struct lt_waiter *w)
+{
+	struct lt_key *k = w->key;
+	assert(w->state == W_QUEUED);
+	key_ref(lt, k);
+	waiter_fail(lt, w, LT_NOT_GRANTED);
+	/* a waiter that left the head may let those behind it go */
+	pump(lt, k);
+	key_unref(lt, k);
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static void
+on_wakeup(void *arg, const char *key, size_t keylen)
+{
+	struct locktab *lt = arg;
+	struct lt_key *k = key_find(lt, key, keylen);
+	if (k == NULL || k->refs == 0)
+		return;
+	k->blocked = false;
+	pump(lt, k);
+	sync_timer(lt);
+}
+
+struct locktab *
+locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *clock,
+    void *clock_arg, lt_rearm_cb *rearm, void *rearm_arg)
+{
+	struct locktab *lt = calloc(1, sizeof(*lt));
+	if (lt == NULL)
+		return NULL;
+	lt->nbuckets = 1024;
+	lt->buckets = calloc(lt->nbuckets, sizeof(*lt->buckets));
+	if (lt->buckets == NULL) {
+		free(lt);
+		return NULL;
+	}
+	lt->be = be;
+	lt->limits = *limits;
+	lt->clock = clock != NULL ? clock : clock_monotonic_ms;
+	lt->clock_arg = clock_arg;
+	lt->rearm = rearm;
+	lt->rearm_arg = rearm_arg;
+	lt->armed = LT_NEVER;
+	TAILQ_INIT(&lt->idle);
+	arc4random_buf(lt->seed, sizeof(lt->seed));
+	be->up.wakeup = on_wakeup;
+	be->up.arg = lt;
+	return lt;
+}
+
+void
+locktab_destroy(struct locktab *lt)
+{
+	if (lt == NULL)
+		return;
+	assert(lt->inflight == 0);
+	for (size_t i = 0; i < lt->nbuckets; i++) {
+		struct lt_key *k, *next;
+		for (k = lt->buckets[i]; k; k = next) {
+			next = k->hnext;
+			struct lt_hold *h;
+			/* detached holdings that outlived every owner */
+			while ((h = TAILQ_FIRST(&k->holders)) != NULL) {
+				hold_unlink_key(lt, h);
+				free(h);
+			}
+			free(k->name);
+			free(k);
+		}
+	}
+	free(lt->buckets);
+	free(lt->heap);
+	free(lt);
+}
+
+int
+locktab_idle(const struct locktab *lt)
+{
+	return lt->inflight == 0;
+}
+
+struct lt_owner *
+locktab_owner_create(struct locktab *lt, uint64_t id, lt_lost_cb *lost, void *arg)
+{
+	struct lt_owner *o = calloc(1, sizeof(*o));
+	if (o == NULL)
+		return NULL;
+	o->lt = lt;
+	o->id = id;
+	o->lost = lost;
+	o->arg = arg;
+	TAILQ_INIT(&o->holds);
+	TAILQ_INIT(&o->waiters);
+	TAILQ_INIT(&o->ops);
+	return o;
+}
+
+void
+locktab_owner_destroy(struct lt_owner *o)
+{
+	struct locktab *lt = o->lt;
+	struct lt_op *op;
+	struct lt_waiter *w;
+	struct lt_hold *h;
+
+	while ((op = TAILQ_FIRST(&o->ops)) != NULL) {
+		TAILQ_REMOVE(&o->ops, op, oentry);
+		op->owner = NULL;
+		op->done = NULL;
+	}
+	while ((w = TAILQ_FIRST(&o->waiters)) != NULL) {
+		struct lt_key *k = w->key;
+		if (w->state == W_ACQUIRING) {
+			/* the backend answers later; on_acquire gives it back */
+			TAILQ_REMOVE(&o->waiters, w, oentry);
+			o->nwaiters--;
+			w->owner = NULL;
+			w->done = NULL;
+			continue;
+		}
+		key_ref(lt, k);
+		w->done = NULL;
+		waiter_free(lt, w);
+		pump(lt, k);
+		key_unref(lt, k);
+	}
+	while ((h = TAILQ_FIRST(&o->holds)) != NULL) {
+		if (h->state == H_ACTIVE) {
+			lt->stats.releases++;
+			hold_release(lt, h, NULL, NULL, NULL);
+		} else
+			hold_gone(lt, h);
+	}
+	free(o);
+	sync_timer(lt);
+}
+
+/* The owner's ACTIVE holding of k (not detached ones), or NULL. */
+static struct lt_hold *
+owner_hold(const struct lt_owner *o, const struct lt_key *k)
+{
+	struct lt_hold *h;
+	if (k == NULL)
+		return NULL;
+	TAILQ_FOREACH(h, &k->holders, kentry)
+		if (h->owner == o)
+			return h;
+	return NULL;
+}
+
+/* The owner's LOST record for key, or NULL. */
+static struct lt_hold *
+owner_lost(const struct lt_owner *o, const char *key, size_t keylen, const char *token)
+{
+	struct lt_hold *h;
+	TAILQ_FOREACH(h, &o->holds, oentry)
+		if (h->state == H_LOST && h->key->len == keylen &&
+		    memcmp(h->key->name, key, keylen) == 0 &&
+		    (token == NULL || strcmp(h->token, token) == 0))
+			return h;
+	return NULL;
+}
+
+/* The ACTIVE holding of k whose token is token, or NULL. */
+static struct lt_hold *
+token_hold(const struct lt_key *k, const char *token)
+{
+	struct lt_hold *h;
+	if (k == NULL)
+		return NULL;
+	TAILQ_FOREACH(h, &k->holders, kentry)
+		if (strcmp(h->token, token) == 0)
+			return h;
+	return NULL;
+}
+
+enum lt_status
+locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant *g,
+    lt_done_cb *done, void *arg)
+{
+	struct locktab *lt = o->lt;
+	struct lt_key *k;
+	struct lt_hold *h;
+	bool sem;
+	unsigned limit;
+
+	if (lt->closing)
+		return LT_E_CLOSING;
+	k = key_find(lt, req->key, req->keylen);
+	if ((h = owner_lost(o, req->key, req->keylen, NULL)) != NULL)
+		hold_gone(lt, h);	/* locking again forgets the loss */
+	if (!req->detach && (h = owner_hold(o, k)) != NULL) {
+		if (h->mode != req->mode || h->limit != req->limit)
+			return LT_E_MODE;
+		h->count++;
+		lt->stats.reentrant++;
+		memcpy(g->token, h->token, sizeof(g->token));
+		g->fence = h->fence;
+		g->ttl_ms = h->ttl_ms;
+		g->count = h->count;
+		return LT_OK;
+	}
+	if (k != NULL && key_kind(k, &sem, &limit) &&
+	    (sem != (req->mode == LOCK_SEMAPHORE) || (sem && limit != req->limit)))
+		return LT_E_KIND;
+	if (k != NULL && k->nwaiters >= lt->limits.max_waiters_per_key)
+		return LT_E_WAITERS;
+	if (o->nholds + o->nwaiters >= lt->limits.max_locks_per_owner)
+		return LT_E_LOCKS;
+	if (req->wait_ms == 0 && k != NULL &&
+	    (!TAILQ_EMPTY(&k->waiters) || k->blocked ||
+	    !key_compatible(k, req->mode, req->limit))) {
+		lt->stats.timeouts++;
+		return LT_NOT_GRANTED;
+	}
+
+	if ((k = key_get(lt, req->key, req->keylen)) == NULL)
+		return LT_E_NOMEM;
+	struct lt_waiter *w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		return LT_E_NOMEM;
+	w->timer.when = LT_NEVER;
+	w->timer.kind = TIMER_WAITER;
+	w->key = k;
+	key_ref(lt, k);
+	w->owner = o;
+	w->mode = req->mode;
+	w->limit = req->limit;
+	w->ttl_ms = req->ttl_ms;
+	w->detach = req->detach != 0;
+	w->try_once = req->wait_ms == 0;
+	w->deadline = req->wait_ms > 0 ? locktab_now(lt) + (uint64_t)req->wait_ms : LT_NEVER;
+	w->state = W_QUEUED;
+	w->done = done;
+	w->arg = arg;
+	token_new(w->token);
+	TAILQ_INSERT_TAIL(&k->waiters, w, kentry);
+	k->nwaiters++;
+	TAILQ_INSERT_TAIL(&o->waiters, w, oentry);
+	o->nwaiters++;
+	lt->stats.waiters++;
+	if (timer_set(lt, &w->timer, w->deadline) != 0) {
+		w->done = NULL;
+		waiter_free(lt, w);
+		return LT_E_NOMEM;
+	}
+	pump(lt, k);
+	sync_timer(lt);
+	return LT_PENDING;
+}
+
+/*
+ * Release an ACTIVE holding: hand it straight to the next waiter when the
+ * backend can (transfer), else release it and wake the queue. done (if not
+ * NULL) is told when the backend has confirmed.
+ */
+static void
+hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_cb *done,
+    void *arg)
+{
+	struct lt_key *k = h->key;
+	struct lt_waiter *w = TAILQ_FIRST(&k->waiters);
+	struct be_lock l = hold_lock(h);
+
+	key_ref(lt, k);
+	hold_unlink_key(lt, h);
+	h->state = H_LOST;	/* off the key, still on its owner's list */
+	if (lt->be->ops->transfer == NULL || h->mode != LOCK_EXCLUSIVE || w == NULL ||
+	    w->state != W_QUEUED || w->mode != LOCK_EXCLUSIVE || k->blocked ||
+	    lt->closing || k->nholders != 0 || k->nacquiring != 0 ||
+	    waiter_start(lt, w, h, o, done, arg) != 0) {
+		struct lt_op *op = op_new(lt, OP_RELEASE, o, done, arg);
+		if (op == NULL) {
+			log_error("out of memory releasing '%s'; it ends at its TTL", k->name);
+			if (done != NULL)
+				done(arg, LT_E_NOMEM, NULL, 0);
+		} else {
+			lt->be->ops->release(lt->be, &l, on_release, op);
+		}
+		pump(lt, k);
+	}
+	if (h->owner != NULL)
+		TAILQ_REMOVE(&h->owner->holds, h, oentry);
+	h->state = H_GONE;
+	hold_maybe_free(lt, h);
+	key_unref(lt, k);
+}
+
+/* Find the holding an UNLOCK or EXTEND is about. */
+static enum lt_status
+find_hold(struct lt_owner *o, const char *key, size_t keylen, const char *token,
+    struct lt_hold **out)
+{
+	struct lt_key *k = key_find(o->lt, key, keylen);
+	struct lt_hold *h = token != NULL ? token_hold(k, token) : owner_hold(o, k);
+	if (h != NULL) {
+		*out = h;
+		return LT_OK;
+	}
+	if ((h = owner_lost(o, key, keylen, token)) != NULL) {
+		*out = h;
+		return LT_E_LOST;
+	}
+	return LT_E_NOTHELD;
+}
+
+enum lt_status
+locktab_unlock(struct lt_owner *o, const char *key, size_t keylen, const char *token,
+    long long *remaining, lt_done_cb *done, void *arg)
+{
+	struct locktab *lt = o->lt;
+	struct lt_hold *h;
+	enum lt_status st = find_hold(o, key, keylen, token, &h);
+	if (st == LT_E_LOST) {
+		hold_gone(lt, h);	/* told once */
+		sync_timer(lt);
+		return st;
+	}
+	if (st != LT_OK)
+		return st;
+	if (--h->count > 0) {
+		*remaining = h->count;
+		return LT_OK;
+	}
+	lt->stats.releases++;
+	hold_release(lt, h, o, done, arg);
+	sync_timer(lt);
+	return LT_PENDING;
+}
+
+enum lt_status
+locktab_extend(struct lt_owner *o, const char *key, size_t keylen, uint64_t ttl_ms,
+    const char *token, lt_done_cb *done, void *arg)
+{
+	struct locktab *lt = o->lt;
+	struct lt_hold *h;
+	enum lt_status st = find_hold(o, key, keylen, token, &h);
+	if (st != LT_OK)
+		return st;
+	struct lt_op *op = op_new(lt, OP_EXTEND, o, done, arg);
+	if (op == NULL)
+		return LT_E_NOMEM;
+	op->h = h;
+	op->ttl_ms = ttl_ms;
+	h->ops++;
+	struct be_lock l = hold_lock(h);
+	l.ttl_ms = ttl_ms;
+	lt->be->ops->renew(lt->be, &l, on_renew, op);
+	return LT_PENDING;
+}
+
+void
+locktab_status(struct locktab *lt, const char *key, size_t keylen, struct lt_key_status *out)
+{
+	struct lt_key *k = key_find(lt, key, keylen);
+	struct lt_hold *h = k != NULL ? TAILQ_FIRST(&k->holders) : NULL;
+	bool sem = false;
+	unsigned limit = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->mode = "free";
+	out->ttl_ms = -1;
+	if (k == NULL)
+		return;
+	out->holders = k->nholders;
+	out->waiters = k->nwaiters;
+	out->fence = k->last_fence;
+	if (key_kind(k, &sem, &limit) && sem)
+		out->limit = limit;
+	if (h == NULL)
+		return;
+	out->mode = locktab_mode_name(h->mode);
+	if (h->mode == LOCK_EXCLUSIVE) {
+		uint64_t now = locktab_now(lt);
+		out->ttl_ms = h->expires > now ? (int64_t)(h->expires - now) : 0;
+	}
+}
+
+int
+locktab_validate(struct locktab *lt, const char *key, size_t keylen, uint64_t fence)
+{
+	struct lt_key *k = key_find(lt, key, keylen);
+	struct lt_hold *h;
+	if (k == NULL)
+		return 0;
+	TAILQ_FOREACH(h, &k->holders, kentry)
+		if (h->fence == fence)
+			return 1;
+	return 0;
+}
+
+size_t
+locktab_owner_holds(const struct lt_owner *o, void (*fn)(void *arg,
+    const struct lt_hold_info *h), void *arg)
+{
+	const struct lt_hold *h;
+	size_t n = 0;
+	TAILQ_FOREACH(h, &o->holds, oentry) {
+		if (h->state != H_ACTIVE)
+			continue;
+		struct lt_hold_info info = { h->key->name, h->key->len, h->token, h->fence,
+		    h->mode, h->count };
+		if (fn != NULL)
+			fn(arg, &info);
+		n++;
+	}
+	return n;
+}
+
+/* A holding's deadline came: expire, declare lost or renew. */
+static void
+hold_due(struct locktab *lt, struct lt_hold *h, uint64_t now)
+{
+	if (h->owner == NULL) {
+		log_debug("detached lock on '%s' reached its TTL", h->key->name);
+		lt->stats.expired++;
+		hold_release(lt, h, NULL, NULL, NULL);
+		return;
+	}
+	if (now >= h->expires - lease_margin(h->ttl_ms)) {
+		hold_lose(lt, h, "the lease could not be renewed in time");
+		return;
+	}
+	if (!h->renewing) {
+		struct lt_op *op = op_new(lt, OP_RENEW, NULL, NULL, NULL);
+		if (op != NULL) {
+			op->h = h;
+			op->ttl_ms = h->ttl_ms;
+			h->ops++;
+			h->renewing = true;
+			struct be_lock l = hold_lock(h);
+			lt->be->ops->renew(lt->be, &l, on_renew, op);
+		} else {
+			h->renew_at = now + 1;
+		}
+	}
+	hold_schedule(lt, h);
+}
+
+void
+locktab_tick(struct locktab *lt)
+{
+	uint64_t now = locktab_now(lt);
+	while (lt->heaplen > 0 && lt->heap[0]->when <= now) {
+		struct lt_timer *t = lt->heap[0];
+		timer_clear(lt, t);
+		if (t->kind == TIMER_WAITER)
+			waiter_expire(lt, (struct lt_waiter *)t);
+		else
+			hold_due(lt, (struct lt_hold *)t, now);
+	}
+	sync_timer(lt);
+}
+
+void
+locktab_shutdown(struct locktab *lt)
+{
+	lt->closing = true;
+	for (size_t i = 0; i < lt->nbuckets; i++) {
+		struct lt_key *k, *next;
+		for (k = lt->buckets[i]; k; k = next) {
+			struct lt_waiter *w, *wn;
+			struct lt_hold *h, *hn;
+			key_ref(lt, k);
+			for (w = TAILQ_FIRST(&k->waiters); w; w = wn) {
+				wn = TAILQ_NEXT(w, kentry);
+				if (w->state == W_QUEUED)
+					waiter_fail(lt, w, LT_E_CLOSING);
+			}
+			for (h = TAILQ_FIRST(&k->holders); h; h = hn) {
+				hn = TAILQ_NEXT(h, kentry);
+				if (h->owner == NULL) {
+					lt->stats.releases++;
+					hold_release(lt, h, NULL, NULL, NULL);
+				}
+			}
+			next = k->hnext;
+			key_unref(lt, k);
+		}
+	}
+	sync_timer(lt);
+}
+
+void
+locktab_stats(const struct locktab *lt, struct lt_stats *out)
+{
+	*out = lt->stats;
+}
+
+const char *
+locktab_mode_name(enum lock_mode mode)
+{
+	switch (mode) {
+	case LOCK_EXCLUSIVE: return "exclusive";
+	case LOCK_SHARED: return "shared";
+	case LOCK_SEMAPHORE: return "semaphore";
+	}
+	return "?";
+}

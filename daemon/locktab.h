@@ -1,0 +1,181 @@
+/*
+ * locktab — the lock table: keys, holders, FIFO waiters, reentrancy,
+ * sessions, fences and deadlines.
+ *
+ * It knows nothing of sockets or of any backend's wire format. Each key has
+ * a list of holdings and a strict FIFO list of waiters; only waiters at the
+ * head that can be granted together are sent to the backend, so only they
+ * contend there. Holdings bound to an owner (a session) are renewed every
+ * TTL/3 while the owner lives and released when it is destroyed; detached
+ * holdings end at their TTL or by token.
+ *
+ * Time comes from an injectable clock (milliseconds, monotonic). The table
+ * does not run timers: it tells through the rearm hook when its earliest
+ * deadline changes, and locktab_tick() does what is due.
+ *
+ * Callbacks (done, lost) must not call back into the table: they record the
+ * outcome and return; the caller acts on it later from the event loop.
+ */
+#ifndef DLOCKD_LOCKTAB_H
+#define DLOCKD_LOCKTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+struct locktab;
+struct lt_owner;
+
+#define LT_NEVER UINT64_MAX	/* no deadline */
+
+/* Outcomes of the table's operations, immediate or through a callback. */
+enum lt_status {
+	LT_OK,			/* done: the out values are set */
+	LT_PENDING,		/* the done callback will tell */
+	LT_NOT_GRANTED,		/* LOCK: not granted within WAIT */
+	LT_E_NOTHELD,		/* not held by this owner (or that token) */
+	LT_E_LOST,		/* the holding was lost */
+	LT_E_MODE,		/* the owner holds the key in another mode */
+	LT_E_KIND,		/* semaphore vs lock, or another LIMIT */
+	LT_E_WAITERS,		/* max_waiters_per_key reached */
+	LT_E_LOCKS,		/* max_locks_per_session reached */
+	LT_E_BACKEND,		/* the backend failed */
+	LT_E_NOMEM,		/* out of memory */
+	LT_E_CLOSING		/* the table is shutting down */
+};
+
+/* A LOCK request. */
+struct lt_lock_req {
+	const char *key;	/* binary-safe; copied */
+	size_t keylen;
+	enum lock_mode mode;
+	unsigned limit;		/* permits for LOCK_SEMAPHORE */
+	uint64_t ttl_ms;	/* lease */
+	int64_t wait_ms;	/* -1 wait forever, 0 try once */
+	int detach;		/* 1: not bound to the owner */
+};
+
+/* A granted LOCK. */
+struct lt_grant {
+	char token[TOKEN_LEN + 1];	/* the holding's token */
+	uint64_t fence;			/* its fence */
+	uint64_t ttl_ms;		/* its lease */
+	unsigned count;			/* hold count (reentrancy) */
+};
+
+/* STATUS of a key. */
+struct lt_key_status {
+	const char *mode;	/* "free", "exclusive", "shared" or "semaphore" */
+	unsigned holders;	/* holdings */
+	unsigned waiters;	/* queued LOCKs */
+	uint64_t fence;		/* last fence known for the key, 0 if none */
+	int64_t ttl_ms;		/* exclusive holder's remaining lease, -1 if none */
+	unsigned limit;		/* semaphore permits, 0 otherwise */
+};
+
+/* Counters for INFO. */
+struct lt_stats {
+	uint64_t keys;		/* keys with holders or waiters */
+	uint64_t holds;		/* holdings now */
+	uint64_t waiters;	/* waiters now */
+	uint64_t grants;	/* LOCKs granted (not counting reentrant ones) */
+	uint64_t reentrant;	/* reentrant LOCKs */
+	uint64_t timeouts;	/* LOCKs not granted within WAIT */
+	uint64_t releases;	/* holdings released */
+	uint64_t expired;	/* detached holdings that reached their TTL */
+	uint64_t lost;		/* holdings lost (renewal failed) */
+	uint64_t handoffs;	/* releases handed straight to a waiter */
+	uint64_t backend_errors; /* backend operations that failed */
+};
+
+/* A finished operation: st is LT_OK (g for LOCK, value for UNLOCK/EXTEND),
+ * LT_NOT_GRANTED or an error. g is valid during the call only. */
+typedef void lt_done_cb(void *arg, enum lt_status st, const struct lt_grant *g,
+    long long value);
+/* A holding of the owner was lost; strings valid during the call only. */
+typedef void lt_lost_cb(void *arg, const char *key, size_t keylen, uint64_t fence,
+    const char *reason);
+/* The earliest deadline is now when (LT_NEVER: none). */
+typedef void lt_rearm_cb(void *arg, uint64_t when);
+/* The clock: milliseconds, monotonic. */
+typedef uint64_t lt_clock_fn(void *arg);
+
+/* Limits and defaults the table enforces. */
+struct lt_limits {
+	uint64_t max_waiters_per_key;	/* queued LOCKs per key */
+	uint64_t max_locks_per_owner;	/* holdings and waits per owner */
+};
+
+/*
+ * A new table on backend be (not owned; the table sets be->up). clock NULL
+ * uses CLOCK_MONOTONIC. NULL when out of memory. Caller owns it.
+ */
+struct locktab *locktab_create(struct backend *be, const struct lt_limits *limits,
+    lt_clock_fn *clock, void *clock_arg, lt_rearm_cb *rearm, void *rearm_arg);
+/* Free the table. Every owner must have been destroyed and no backend
+ * operation may be in flight (locktab_idle()). */
+void locktab_destroy(struct locktab *lt);
+
+/* 1 when no backend operation of the table is in flight. */
+int locktab_idle(const struct locktab *lt);
+/* The table's clock now. */
+uint64_t locktab_now(const struct locktab *lt);
+
+/* A new owner (session) with an id for logs and a lost callback (may be
+ * NULL). NULL when out of memory. */
+struct lt_owner *locktab_owner_create(struct locktab *lt, uint64_t id, lt_lost_cb *lost,
+    void *arg);
+/* Destroy an owner: its waits are cancelled, its bound holdings released,
+ * and none of its callbacks is called again. Detached holdings stay. */
+void locktab_owner_destroy(struct lt_owner *o);
+
+/*
+ * LOCK. Returns LT_OK with *g set (reentrant), LT_NOT_GRANTED (WAIT 0 and the
+ * key is taken), an error, or LT_PENDING: done(arg, ...) will be called once
+ * with LT_OK and the grant, LT_NOT_GRANTED or an error.
+ */
+enum lt_status locktab_lock(struct lt_owner *o, const struct lt_lock_req *req,
+    struct lt_grant *g, lt_done_cb *done, void *arg);
+/*
+ * UNLOCK key: the owner's holding, or the holding with token (any owner) if
+ * token is not NULL. LT_OK with *remaining > 0 (hold count went down), an
+ * error, or LT_PENDING until the backend confirms the release (value 0).
+ */
+enum lt_status locktab_unlock(struct lt_owner *o, const char *key, size_t keylen,
+    const char *token, long long *remaining, lt_done_cb *done, void *arg);
+/* EXTEND: set the lease to ttl_ms from now. LT_PENDING (value = ttl) or an error. */
+enum lt_status locktab_extend(struct lt_owner *o, const char *key, size_t keylen,
+    uint64_t ttl_ms, const char *token, lt_done_cb *done, void *arg);
+
+void locktab_status(struct locktab *lt, const char *key, size_t keylen,
+    struct lt_key_status *out);
+/* 1 if fence is a current holding of key, else 0. */
+int locktab_validate(struct locktab *lt, const char *key, size_t keylen, uint64_t fence);
+
+/* One holding of an owner, for LOCKS. */
+struct lt_hold_info {
+	const char *key;	/* valid during the callback */
+	size_t keylen;
+	const char *token;
+	uint64_t fence;
+	enum lock_mode mode;
+	unsigned count;		/* hold count */
+};
+/* Call fn for each live holding of o, oldest first; returns how many. */
+size_t locktab_owner_holds(const struct lt_owner *o,
+    void (*fn)(void *arg, const struct lt_hold_info *h), void *arg);
+
+/* Do everything due now: WAIT timeouts, renewals, detached expiry, loss. */
+void locktab_tick(struct locktab *lt);
+/* The earliest deadline, LT_NEVER if none. */
+uint64_t locktab_next_deadline(const struct locktab *lt);
+
+/* Stop: every waiter gets LT_E_CLOSING, detached holdings are released too,
+ * and no new LOCK is accepted. Owners must still be destroyed. */
+void locktab_shutdown(struct locktab *lt);
+
+void locktab_stats(const struct locktab *lt, struct lt_stats *out);
+const char *locktab_mode_name(enum lock_mode mode);
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * log — leveled logging to stderr or a file.
+ *
+ * log_debug() costs one branch when debug is off. Messages from libevent are
+ * routed here too (log_init installs event_set_log_callback).
+ */
+#ifndef DLOCKD_LOG_H
+#define DLOCKD_LOG_H
+
+#include <stdarg.h>
+
+enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
+
+/* The level below which messages are dropped; read by the macros. */
+extern enum log_level log_min_level;
+
+/* Parse "debug", "info", "warn" or "error"; -1 if it is none of them. */
+int log_level_parse(const char *name);
+const char *log_level_name(enum log_level level);
+
+/* Set the level and the destination (NULL or "" or "-": stderr). 0 or -1. */
+int log_init(enum log_level level, const char *path) __attribute__((warn_unused_result));
+void log_close(void);
+
+void log_write(enum log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void log_vwrite(enum log_level level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+/* Log at error level and exit(1). */
+void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+#define log_debug(...) do { if (log_min_level <= LOG_LEVEL_DEBUG) \
+	log_write(LOG_LEVEL_DEBUG, __VA_ARGS__); } while (0)
+#define log_info(...) do { if (log_min_level <= LOG_LEVEL_INFO) \
+	log_write(LOG_LEVEL_INFO, __VA_ARGS__); } while (0)
+#define log_warn(...) log_write(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_error(...) log_write(LOG_LEVEL_ERROR, __VA_ARGS__)
+
+#endif

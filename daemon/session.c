@@ -1,0 +1,205 @@
+/*
+ * session — one client connection.
+ */
+#include "session.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "cmd.h"
+#include "codec.h"
+#include "conf.h"
+#include "conn.h"
+#include "locktab.h"
+#include "log.h"
+#include "metrics.h"
+#include "server.h"
+
+#define SESSION_MAX_ARGS 1024		/* arguments in one request */
+#define SESSION_PIPELINE_FRAMES 16	/* request frames buffered behind a wait */
+#define SESSION_PIPELINE_MIN (1u << 20)	/* ... and at least this many bytes */
+
+void
+session_log(const struct session *s, int level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	if ((enum log_level)level < log_min_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_write((enum log_level)level, "client %llu %s: %s", (unsigned long long)s->id,
+	    s->peer, msg);
+}
+
+struct evbuffer *
+session_out(struct session *s)
+{
+	return conn_output(s->conn);
+}
+
+/* Run the buffered requests until one waits, input runs out or the session
+ * is closing. */
+static void
+session_run(struct session *s)
+{
+	while (!s->pending && !s->closing) {
+		struct codec_frame f;
+		enum codec_status st = codec_next(s->codec, &f);
+		if (st == CODEC_MORE)
+			break;
+		if (st == CODEC_ERROR) {
+			metrics.protocol_errors_total++;
+			session_log(s, LOG_LEVEL_INFO, "%s", codec_error(s->codec));
+			codec_reply_error(session_out(s), "ERR", "%s", codec_error(s->codec));
+			s->closing = true;
+			break;
+		}
+		metrics.commands_total++;
+		cmd_dispatch(s, &f);
+	}
+	if (s->closing)
+		conn_close(s->conn);
+}
+
+static void
+on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	session_run(arg);
+}
+
+void
+session_resume(struct session *s)
+{
+	s->pending = false;
+	event_active(s->ev_resume, EV_TIMEOUT, 0);
+}
+
+/* Move what the socket delivered into the codec. */
+static void
+session_read(struct session *s)
+{
+	struct evbuffer *in = conn_input(s->conn);
+	struct evbuffer_iovec vec[8];
+	int n;
+	while ((n = evbuffer_peek(in, -1, NULL, vec, 8)) > 0) {
+		size_t done = 0;
+		for (int i = 0; i < n && i < 8; i++) {
+			if (codec_feed(s->codec, vec[i].iov_base, vec[i].iov_len) != 0) {
+				session_log(s, LOG_LEVEL_ERROR, "out of memory: closing");
+				session_destroy(s);
+				return;
+			}
+			done += vec[i].iov_len;
+		}
+		evbuffer_drain(in, done);
+	}
+	size_t limit = (size_t)server.conf->max_request_bytes * SESSION_PIPELINE_FRAMES;
+	if (limit < SESSION_PIPELINE_MIN)
+		limit = SESSION_PIPELINE_MIN;
+	if (s->pending && codec_buffered(s->codec) > limit) {
+		metrics.protocol_errors_total++;
+		session_log(s, LOG_LEVEL_WARN, "too much input pipelined behind a wait: closing");
+		codec_reply_error(session_out(s), "ERR",
+		    "Protocol error: too much input pipelined behind a waiting command");
+		s->closing = true;
+		conn_close(s->conn);
+		return;
+	}
+	session_run(s);
+}
+
+static void
+on_conn(void *arg, enum conn_event ev)
+{
+	struct session *s = arg;
+	if (ev == CONN_READ)
+		session_read(s);
+	else
+		session_destroy(s);
+}
+
+static void
+on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *reason)
+{
+	struct session *s = arg;
+	session_log(s, LOG_LEVEL_WARN, "lost its lock (fence %llu): %s",
+	    (unsigned long long)fence, reason);
+	cmd_push_lost(s, key, keylen, (unsigned long long)fence, reason);
+}
+
+void
+session_accept(void *arg, evutil_socket_t fd, const char *peer)
+{
+	static const char full[] = "-LIMIT max number of clients reached\r\n";
+	(void)arg;
+	if (server.stopping) {
+		evutil_closesocket(fd);
+		return;
+	}
+	if (server.nsessions >= (uint64_t)server.conf->max_clients) {
+		metrics.rejected_connections++;
+		log_warn("refusing %s: max_clients (%lld) reached", peer,
+		    server.conf->max_clients);
+		/* best effort: the socket is fresh, its buffer has room */
+		if (send(fd, full, sizeof(full) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+			log_debug("could not tell %s why", peer);
+		evutil_closesocket(fd);
+		return;
+	}
+	struct session *s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		log_error("out of memory accepting %s", peer);
+		evutil_closesocket(fd);
+		return;
+	}
+	s->id = ++server.next_id;
+	snprintf(s->peer, sizeof(s->peer), "%s", peer);
+	s->proto = 2;
+	s->authed = server.conf->password == NULL;
+	s->codec = codec_create((size_t)server.conf->max_request_bytes, SESSION_MAX_ARGS);
+	s->owner = locktab_owner_create(server.lt, s->id, on_lost, s);
+	s->ev_resume = event_new(server.base, -1, 0, on_resume, s);
+	s->conn = conn_create(server.base, fd, on_conn, s);
+	if (s->codec == NULL || s->owner == NULL || s->ev_resume == NULL || s->conn == NULL) {
+		log_error("out of memory accepting %s", peer);
+		if (s->codec != NULL)
+			codec_destroy(s->codec);
+		if (s->owner != NULL)
+			locktab_owner_destroy(s->owner);
+		if (s->ev_resume != NULL)
+			event_free(s->ev_resume);
+		if (s->conn != NULL)
+			conn_destroy(s->conn);
+		free(s);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&server.sessions, s, entry);
+	server.nsessions++;
+	metrics.total_connections++;
+	session_log(s, LOG_LEVEL_DEBUG, "connected");
+}
+
+void
+session_destroy(struct session *s)
+{
+	session_log(s, LOG_LEVEL_DEBUG, "closed");
+	TAILQ_REMOVE(&server.sessions, s, entry);
+	server.nsessions--;
+	/* first the table: no lock callback may reach this session again */
+	locktab_owner_destroy(s->owner);
+	conn_destroy(s->conn);
+	codec_destroy(s->codec);
+	event_free(s->ev_resume);
+	free(s->name);
+	free(s);
+}

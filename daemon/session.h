@@ -1,0 +1,53 @@
+/*
+ * session — one client connection: its codec, its lock-table owner, and
+ * the in-order processing of its commands.
+ *
+ * Commands are answered in order. A command that waits (LOCK in the queue,
+ * UNLOCK/EXTEND until the backend confirms) makes the session pending: the
+ * frames behind it stay buffered until its completion writes the reply and
+ * schedules the session to run again from the event loop.
+ */
+#ifndef DLOCKD_SESSION_H
+#define DLOCKD_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/util.h>
+
+struct conn;
+struct codec;
+struct lt_owner;
+struct event;
+struct evbuffer;
+
+struct session {
+	uint64_t id;			/* unique for the daemon's life */
+	char peer[80];			/* peer address, for logs */
+	struct conn *conn;		/* the socket */
+	struct codec *codec;		/* request frames */
+	struct lt_owner *owner;		/* its locks in the table */
+	struct event *ev_resume;	/* runs the session again after a wait */
+	int proto;			/* 2 or 3 */
+	bool authed;			/* AUTH passed (or none needed) */
+	bool pending;			/* a command waits for its completion */
+	bool closing;			/* closing after the output is written */
+	char *name;			/* CLIENT SETNAME, or NULL */
+	TAILQ_ENTRY(session) entry;	/* on server.sessions */
+};
+
+/* Accept a connection on fd (owned from here on). */
+void session_accept(void *arg, evutil_socket_t fd, const char *peer);
+/* Close a session at once: its waits are cancelled, its locks released. */
+void session_destroy(struct session *s);
+/* Finish a waiting command: the reply was written to session_out(s). */
+void session_resume(struct session *s);
+/* Where replies go. */
+struct evbuffer *session_out(struct session *s);
+
+/* Per-session logging: prefixes the session id and peer. */
+void session_log(const struct session *s, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,874 @@
+/*
+ * check_client — tests of libdlock.
+ *
+ * Two groups:
+ *  - "reader": libdlock against a canned server started by the test itself
+ *    (bad addresses, refused connections, replies split byte by byte, pushes
+ *    between replies, RESP3 attributes, verbatim and blob error strings,
+ *    malformed replies). They need no daemon.
+ *  - "live": libdlock against a running dlockd whose address is in
+ *    DLOCK_TEST_ADDR (and password, if it has one, in DLOCK_TEST_PASSWORD).
+ *    Without DLOCK_TEST_ADDR every live test fails and says so.
+ *
+ * Run with CK_FORK=yes: every test runs in its own process.
+ */
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "dlock.h"
+
+#define TOKEN32 "0123456789abcdef0123456789abcdef"
+
+/* ---- helpers for the live tests ---- */
+
+/* The daemon's address; fails the test when DLOCK_TEST_ADDR is unset. */
+static const char *
+test_addr(void)
+{
+	const char *a = getenv("DLOCK_TEST_ADDR");
+
+	if (a == NULL || *a == '\0')
+		ck_abort_msg("DLOCK_TEST_ADDR is not set: start dlockd and set "
+		    "DLOCK_TEST_ADDR to its address (e.g. 127.0.0.1:7480)");
+	return a;
+}
+
+/* A new connection to the test daemon; fails the test if there is none. */
+static dlock_t *
+conn(void)
+{
+	const char *addr = test_addr();
+	char err[256];
+	dlock_t *d;
+
+	d = dlock_connect(addr, getenv("DLOCK_TEST_PASSWORD"), err, sizeof(err));
+	ck_assert_msg(d != NULL, "cannot connect to dlockd at %s: %s", addr, err);
+	return d;
+}
+
+/* A key no other test (or earlier run) uses: "check_client/<pid>.<ns>/name". */
+static void
+test_key(char *buf, size_t len, const char *name)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(buf, len, "check_client/%ld.%ld/%s", (long)getpid(),
+	    (long)ts.tv_nsec, name);
+}
+
+/* Options for one LOCK. */
+static struct dlock_lock_opts
+opts(long long ttl_ms, long long wait_ms, int shared, int limit, int detach)
+{
+	struct dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+
+	o.ttl_ms = ttl_ms;
+	o.wait_ms = wait_ms;
+	o.shared = shared;
+	o.limit = limit;
+	o.detach = detach;
+	return o;
+}
+
+/* Milliseconds of the monotonic clock. */
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Assert that d's last call failed with code. */
+static void
+assert_code(const dlock_t *d, const char *code)
+{
+	ck_assert_msg(strcmp(dlock_error_code(d), code) == 0,
+	    "expected error code %s, got \"%s\" (%s)", code,
+	    dlock_error_code(d), dlock_error(d));
+}
+
+/* ---- a canned server for the reader tests ---- */
+
+/* One step of a canned server. */
+struct step {
+	const char *reply;	/* bytes to write (NULL: none) */
+	size_t len;		/* their length; 0 means strlen(reply) */
+	int no_read;		/* 1: write without reading a request first */
+};
+
+/* A canned server process. */
+struct canned {
+	pid_t pid;		/* the server process */
+	char addr[64];		/* its address, "127.0.0.1:port" */
+};
+
+/* Wait until fd is readable, at most 5 s. 1 readable, 0 timeout. */
+static int
+wait_readable(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	int r;
+
+	while ((r = poll(&pfd, 1, 5000)) < 0 && errno == EINTR)
+		;
+	return r > 0;
+}
+
+/* The body of a canned server: serve one connection, then _exit. */
+static void
+canned_serve(int lfd, const struct step *steps, size_t nsteps, int drip,
+    int close_at_end)
+{
+	char buf[4096];
+	int fd, one = 1;
+
+	if (!wait_readable(lfd) || (fd = accept(lfd, NULL, NULL)) < 0)
+		_exit(1);
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	for (size_t i = 0; i < nsteps; i++) {
+		const char *r = steps[i].reply;
+		size_t len = r == NULL ? 0 : steps[i].len ? steps[i].len : strlen(r);
+
+		if (!steps[i].no_read &&
+		    (!wait_readable(fd) || read(fd, buf, sizeof(buf)) <= 0))
+			_exit(1);
+		for (size_t off = 0; off < len; ) {
+			size_t n = drip ? 1 : len - off;
+			ssize_t w = write(fd, r + off, n);
+
+			if (w <= 0)
+				_exit(1);
+			off += (size_t)w;
+			if (drip)
+				usleep(300);
+		}
+	}
+	if (!close_at_end)
+		while (wait_readable(fd) && read(fd, buf, sizeof(buf)) > 0)
+			;
+	close(fd);
+	_exit(0);
+}
+
+/*
+ * Start a canned server on a free loopback port that accepts one
+ * connection and plays steps: for each, it reads a request (unless no_read)
+ * and writes the reply (one byte at a time when drip). Then it closes at
+ * once (close_at_end) or when the client does.
+ */
+static void
+canned_start(struct canned *c, const struct step *steps, size_t nsteps,
+    int drip, int close_at_end)
+{
+	struct sockaddr_in sin;
+	socklen_t slen = sizeof(sin);
+	int lfd;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
+	snprintf(c->addr, sizeof(c->addr), "127.0.0.1:%d", ntohs(sin.sin_port));
+	c->pid = fork();
+	ck_assert_int_ge(c->pid, 0);
+	if (c->pid == 0)
+		canned_serve(lfd, steps, nsteps, drip, close_at_end);
+	close(lfd);
+}
+
+/* Wait for the canned server; assert that it played every step. */
+static void
+canned_wait(struct canned *c)
+{
+	int status;
+
+	ck_assert_int_eq(waitpid(c->pid, &status, 0), c->pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "canned server failed");
+}
+
+/* A free loopback TCP port nothing listens on. */
+static int
+free_port(void)
+{
+	struct sockaddr_in sin;
+	socklen_t slen = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &slen), 0);
+	close(fd);
+	return ntohs(sin.sin_port);
+}
+
+#define HELLO_REPLY "%2\r\n+server\r\n$6\r\ndlockd\r\n+proto\r\n:3\r\n"
+
+/* ---- reader tests (no daemon) ---- */
+
+START_TEST(test_connect_bad_address)
+{
+	static const char *const bad[] = {
+		"", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:port",
+		"127.0.0.1:", "::1:7480", "[::1", "[::1]x", "[]:7480", ":7480",
+		"unix:",
+	};
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		errno = 0;
+		ck_assert_ptr_null(dlock_connect(bad[i], NULL, err, sizeof(err)));
+		ck_assert_msg(errno == EINVAL, "%s: errno %d", bad[i], errno);
+		ck_assert_msg(strstr(err, "bad address") != NULL, "%s: %s", bad[i], err);
+	}
+	/* No room for the message is fine. */
+	ck_assert_ptr_null(dlock_connect("[::1", NULL, NULL, 0));
+}
+END_TEST
+
+START_TEST(test_connect_refused)
+{
+	char addr[64], err[256];
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+	ck_assert_ptr_null(dlock_connect(addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, ECONNREFUSED);
+	ck_assert_msg(strstr(err, "cannot connect to") != NULL &&
+	    strstr(err, addr) != NULL && strstr(err, strerror(ECONNREFUSED)) != NULL,
+	    "%s", err);
+
+	ck_assert_ptr_null(dlock_connect("unix:/nonexistent/dlockd.sock", NULL,
+	    err, sizeof(err)));
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_msg(strstr(err, "/nonexistent/dlockd.sock") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_reader_split_and_push)
+{
+	static const struct step steps[] = {
+		/* HELLO, with an attribute in front to be skipped */
+		{ "|1\r\n+hint\r\n:1\r\n" HELLO_REPLY, 0, 0 },
+		/* PING: a push arrives first, then the reply */
+		{ ">4\r\n$4\r\nlost\r\n$3\r\na b\r\n:42\r\n$7\r\nexpired\r\n+PONG\r\n", 0, 0 },
+		/* INFO as a RESP3 verbatim string */
+		{ "=17\r\ntxt:version:0.1.0\r\n", 0, 0 },
+		/* unasked: another push, then the server closes */
+		{ ">4\r\n+lost\r\n$1\r\nk\r\n:7\r\n+gone\r\n", 0, 1 },
+	};
+	struct canned c;
+	char key[8], err[256], *info;
+	long long fence = 0;
+	dlock_t *d;
+	int r, got_k = 0;
+
+	canned_start(&c, steps, 4, 1, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_ping(d), 0);
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
+	ck_assert_str_eq(key, "a b");
+	ck_assert_int_eq(fence, 42);
+	info = dlock_info(d);
+	ck_assert_ptr_nonnull(info);
+	ck_assert_str_eq(info, "version:0.1.0");
+	free(info);
+
+	/* Poll until the close is seen; the last push comes before it. */
+	for (int i = 0; i < 100; i++) {
+		r = dlock_poll_lost(d, key, 2, &fence);	/* key truncated to "k" */
+		if (r == 1) {
+			ck_assert_str_eq(key, "k");
+			ck_assert_int_eq(fence, 7);
+			got_k = 1;
+			continue;
+		}
+		if (r < 0)
+			break;
+		ck_assert_msg(wait_readable(dlock_fd(d)), "no close seen");
+	}
+	ck_assert_int_eq(r, -1);
+	ck_assert_int_eq(got_k, 1);
+	assert_code(d, "IO");
+	ck_assert_str_eq(dlock_error(d), "connection closed by dlockd");
+	/* Dead from now on: every call fails the same way, without I/O. */
+	ck_assert_int_eq(dlock_ping(d), -1);
+	assert_code(d, "IO");
+	ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), -1);
+	dlock_close(d);
+	canned_wait(&c);
+}
+END_TEST
+
+START_TEST(test_reader_replies)
+{
+	static const struct step steps[] = {
+		{ HELLO_REPLY, 0, 0 },
+		{ "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n", 0, 0 },	/* LOCK */
+		{ "_\r\n", 0, 0 },						/* LOCK */
+		{ "*-1\r\n", 0, 0 },						/* LOCK (RESP2 null) */
+		{ "-NOTHELD key is not held by this session\r\n", 0, 0 },	/* UNLOCK */
+		{ ":2\r\n", 0, 0 },						/* UNLOCK */
+		{ "%7\r\n+mode\r\n$6\r\nshared\r\n+holders\r\n:2\r\n"
+		  "+waiters\r\n:1\r\n+fence\r\n:99\r\n+ttl_ms\r\n:-1\r\n"
+		  "+limit\r\n:0\r\n+future\r\n#t\r\n", 0, 0 },		/* STATUS */
+		{ ":1\r\n", 0, 0 },						/* VALIDATE */
+		{ "+OK\r\n", 0, 0 },						/* EXTEND: wrong type */
+		{ "$4\r\nPONG\r\n", 0, 0 },					/* PING */
+		{ "!21\r\nSYNTAX invalid syntax\r\n", 0, 0 },			/* PING: blob error */
+		{ ":12x\r\n", 0, 0 },						/* PING: malformed */
+	};
+	struct dlock_grant g;
+	struct dlock_status st;
+	struct canned c;
+	char err[256];
+	dlock_t *d;
+
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_lock(d, "k", NULL, &g), 1);
+	ck_assert_str_eq(g.token, TOKEN32);
+	ck_assert_int_eq(g.fence, 7);
+	ck_assert_int_eq(g.ttl_ms, 30000);
+	ck_assert_int_eq(dlock_lock(d, "k", NULL, &g), 0);
+	ck_assert_int_eq(dlock_lock(d, "k", NULL, NULL), 0);
+	ck_assert_int_eq(dlock_unlock(d, "k", NULL), -1);
+	assert_code(d, "NOTHELD");
+	ck_assert_str_eq(dlock_error(d), "NOTHELD key is not held by this session");
+	ck_assert_int_eq(dlock_unlock(d, "k", NULL), 2);
+	ck_assert_str_eq(dlock_error_code(d), "");
+	ck_assert_int_eq(dlock_status(d, "k", &st), 0);
+	ck_assert_str_eq(st.mode, "shared");
+	ck_assert_int_eq(st.holders, 2);
+	ck_assert_int_eq(st.waiters, 1);
+	ck_assert_int_eq(st.fence, 99);
+	ck_assert_int_eq(st.ttl_ms, -1);
+	ck_assert_int_eq(st.limit, 0);
+	ck_assert_int_eq(dlock_validate(d, "k", 99), 1);
+	ck_assert_int_eq(dlock_extend(d, "k", 1000, NULL), -1);
+	assert_code(d, "PROTO");
+	/* A reply of the wrong type leaves the connection usable. */
+	ck_assert_int_eq(dlock_ping(d), 0);
+	ck_assert_int_eq(dlock_ping(d), -1);
+	assert_code(d, "SYNTAX");
+	ck_assert_str_eq(dlock_error(d), "SYNTAX invalid syntax");
+	ck_assert_int_eq(dlock_ping(d), -1);
+	assert_code(d, "PROTO");
+	ck_assert_msg(strstr(dlock_error(d), "bad integer") != NULL, "%s", dlock_error(d));
+	dlock_close(d);
+	canned_wait(&c);
+}
+END_TEST
+
+START_TEST(test_reader_handshake_failures)
+{
+	static const struct step garbage[] = {
+		{ "HTTP/1.1 400 Bad Request\r\n\r\n", 0, 0 },
+	};
+	static const struct step closed[] = {
+		{ NULL, 0, 0 },
+	};
+	static const struct step wrongpass[] = {
+		{ "-WRONGPASS invalid password\r\n", 0, 0 },
+	};
+	static const struct step notmap[] = {
+		{ "+OK\r\n", 0, 0 },
+	};
+	struct canned c;
+	char err[256];
+
+	canned_start(&c, garbage, 1, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_msg(strstr(err, "unreadable reply") != NULL, "%s", err);
+	canned_wait(&c);
+
+	canned_start(&c, closed, 1, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, ECONNRESET);
+	ck_assert_msg(strstr(err, "connection closed by dlockd") != NULL, "%s", err);
+	canned_wait(&c);
+
+	canned_start(&c, wrongpass, 1, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, "secret", err, sizeof(err)));
+	ck_assert_int_eq(errno, EACCES);
+	ck_assert_msg(strstr(err, "WRONGPASS invalid password") != NULL, "%s", err);
+	canned_wait(&c);
+
+	canned_start(&c, notmap, 1, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_msg(strstr(err, "unexpected reply to HELLO") != NULL, "%s", err);
+	canned_wait(&c);
+}
+END_TEST
+
+/* ---- live tests ---- */
+
+START_TEST(test_ping_info)
+{
+	dlock_t *d = conn();
+	char *info;
+
+	ck_assert_int_ge(dlock_fd(d), 0);
+	ck_assert_int_eq(dlock_ping(d), 0);
+	info = dlock_info(d);
+	ck_assert_msg(info != NULL, "INFO failed: %s", dlock_error(d));
+	ck_assert_msg(strstr(info, "version:") != NULL, "no version in INFO: %s", info);
+	free(info);
+	/* Nothing is pushed to an idle connection. */
+	ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), 0);
+	dlock_close(d);
+}
+END_TEST
+
+START_TEST(test_connect_default_addr_and_password)
+{
+	char err[256];
+	dlock_t *d;
+
+	/* NULL uses $DLOCK_ADDR. */
+	ck_assert_int_eq(setenv("DLOCK_ADDR", test_addr(), 1), 0);
+	d = dlock_connect(NULL, getenv("DLOCK_TEST_PASSWORD"), err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_ping(d), 0);
+	dlock_close(d);
+
+	/* A wrong password is refused by the daemon, with or without auth set. */
+	ck_assert_ptr_null(dlock_connect(test_addr(), "surely-not-the-password",
+	    err, sizeof(err)));
+	ck_assert_int_eq(errno, EACCES);
+	ck_assert_msg(strstr(err, "WRONGPASS") != NULL || strstr(err, "ERR") != NULL,
+	    "%s", err);
+}
+END_TEST
+
+START_TEST(test_lock_unlock_reentrant)
+{
+	struct dlock_grant g1, g2;
+	char key[128];
+	dlock_t *d = conn();
+
+	test_key(key, sizeof(key), "reentrant");
+	ck_assert_int_eq(dlock_lock(d, key, NULL, &g1), 1);
+	ck_assert_uint_eq(strlen(g1.token), 32);
+	ck_assert_uint_eq(strspn(g1.token, "0123456789abcdef"), 32);
+	ck_assert_int_gt(g1.fence, 0);
+	ck_assert_int_gt(g1.ttl_ms, 0);
+	/* Again on the same connection: the same holding, count 2. */
+	ck_assert_int_eq(dlock_lock(d, key, NULL, &g2), 1);
+	ck_assert_str_eq(g2.token, g1.token);
+	ck_assert_int_eq(g2.fence, g1.fence);
+	ck_assert_int_eq(dlock_unlock(d, key, NULL), 1);
+	ck_assert_int_eq(dlock_unlock(d, key, NULL), 0);
+	ck_assert_int_eq(dlock_unlock(d, key, NULL), -1);
+	assert_code(d, "NOTHELD");
+	/* Fences strictly increase with every grant of a key. */
+	ck_assert_int_eq(dlock_lock(d, key, NULL, &g2), 1);
+	ck_assert_int_gt(g2.fence, g1.fence);
+	ck_assert_str_ne(g2.token, g1.token);
+	ck_assert_int_eq(dlock_unlock(d, key, NULL), 0);
+	dlock_close(d);
+}
+END_TEST
+
+START_TEST(test_wait_not_granted)
+{
+	struct dlock_lock_opts o;
+	struct dlock_grant g;
+	char key[128];
+	dlock_t *a = conn(), *b = conn();
+	long long t0, dt;
+
+	test_key(key, sizeof(key), "wait");
+	ck_assert_int_eq(dlock_lock(a, key, NULL, &g), 1);
+	o = opts(0, 0, 0, 0, 0);
+	ck_assert_int_eq(dlock_lock(b, key, &o, &g), 0);
+	ck_assert_str_eq(dlock_error_code(b), "");
+	o.wait_ms = 200;
+	t0 = now_ms();
+	ck_assert_int_eq(dlock_lock(b, key, &o, &g), 0);
+	dt = now_ms() - t0;
+	ck_assert_msg(dt >= 180 && dt < 5000, "WAIT 200 took %lld ms", dt);
+	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
+	o.wait_ms = 0;
+	ck_assert_int_eq(dlock_lock(b, key, &o, &g), 1);
+	ck_assert_int_eq(dlock_unlock(b, key, NULL), 0);
+	dlock_close(a);
+	dlock_close(b);
+}
+END_TEST
+
+START_TEST(test_waiter_is_granted_on_release)
+{
+	struct dlock_status st;
+	struct dlock_grant g;
+	char key[128];
+	dlock_t *a = conn();
+	pid_t pid;
+	int status, i;
+
+	test_key(key, sizeof(key), "waiter");
+	ck_assert_int_eq(dlock_lock(a, key, NULL, &g), 1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* Another client queues for the key: exit 0 once granted. */
+		struct dlock_lock_opts o = opts(0, 10000, 0, 0, 0);
+		dlock_t *b = dlock_connect(test_addr(), getenv("DLOCK_TEST_PASSWORD"), NULL, 0);
+
+		_exit(b != NULL && dlock_lock(b, key, &o, NULL) == 1 ? 0 : 1);
+	}
+	for (i = 0; i < 500; i++) {
+		ck_assert_int_eq(dlock_status(a, key, &st), 0);
+		if (st.waiters == 1)
+			break;
+		usleep(10000);
+	}
+	ck_assert_msg(st.waiters == 1, "the waiter never showed in STATUS");
+	ck_assert_str_eq(st.mode, "exclusive");
+	ck_assert_int_eq(st.holders, 1);
+	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the waiter was not granted");
+	dlock_close(a);
+}
+END_TEST
+
+START_TEST(test_shared)
+{
+	struct dlock_lock_opts sh = opts(0, 0, 1, 0, 0), ex = opts(0, 0, 0, 0, 0);
+	struct dlock_status st;
+	struct dlock_grant ga, gb;
+	char key[128];
+	dlock_t *a = conn(), *b = conn(), *c = conn();
+
+	test_key(key, sizeof(key), "shared");
+	ck_assert_int_eq(dlock_lock(a, key, &sh, &ga), 1);
+	ck_assert_int_eq(dlock_lock(b, key, &sh, &gb), 1);
+	ck_assert_str_ne(ga.token, gb.token);
+	ck_assert_int_eq(dlock_lock(c, key, &ex, NULL), 0);
+	ck_assert_int_eq(dlock_status(c, key, &st), 0);
+	ck_assert_str_eq(st.mode, "shared");
+	ck_assert_int_eq(st.holders, 2);
+	ck_assert_int_eq(st.limit, 0);
+	ck_assert_int_eq(dlock_validate(c, key, ga.fence), 1);
+	ck_assert_int_eq(dlock_validate(c, key, gb.fence), 1);
+	/* A shared holder cannot re-lock exclusively on the same connection. */
+	ck_assert_int_eq(dlock_lock(a, key, &ex, NULL), -1);
+	assert_code(a, "ERR");
+	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
+	ck_assert_int_eq(dlock_unlock(b, key, NULL), 0);
+	ck_assert_int_eq(dlock_lock(c, key, &ex, NULL), 1);
+	dlock_close(a);
+	dlock_close(b);
+	dlock_close(c);
+}
+END_TEST
+
+START_TEST(test_semaphore)
+{
+	struct dlock_lock_opts two = opts(0, 0, 0, 2, 0);
+	struct dlock_lock_opts three = opts(0, 0, 0, 3, 0);
+	struct dlock_lock_opts ex = opts(0, 0, 0, 0, 0);
+	struct dlock_status st;
+	char key[128];
+	dlock_t *a = conn(), *b = conn(), *c = conn();
+
+	test_key(key, sizeof(key), "semaphore");
+	ck_assert_int_eq(dlock_lock(a, key, &two, NULL), 1);
+	ck_assert_int_eq(dlock_lock(b, key, &two, NULL), 1);
+	ck_assert_int_eq(dlock_lock(c, key, &two, NULL), 0);
+	ck_assert_int_eq(dlock_status(c, key, &st), 0);
+	ck_assert_str_eq(st.mode, "semaphore");
+	ck_assert_int_eq(st.holders, 2);
+	ck_assert_int_eq(st.limit, 2);
+	/* Every locker must use the same LIMIT, and only LIMIT lockers. */
+	ck_assert_int_eq(dlock_lock(c, key, &three, NULL), -1);
+	assert_code(c, "ERR");
+	ck_assert_int_eq(dlock_lock(c, key, &ex, NULL), -1);
+	assert_code(c, "ERR");
+	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
+	ck_assert_int_eq(dlock_lock(c, key, &two, NULL), 1);
+	dlock_close(a);
+	dlock_close(b);
+	dlock_close(c);
+}
+END_TEST
+
+START_TEST(test_detach_unlock_by_token)
+{
+	struct dlock_lock_opts det = opts(10000, 0, 0, 0, 1), try = opts(0, 0, 0, 0, 0);
+	struct dlock_status st;
+	struct dlock_grant g;
+	char key[128];
+	dlock_t *a = conn(), *b = conn();
+
+	test_key(key, sizeof(key), "detach");
+	ck_assert_int_eq(dlock_lock(a, key, &det, &g), 1);
+	ck_assert_int_eq(g.ttl_ms, 10000);
+	dlock_close(a);	/* a detached lock outlives its connection */
+	ck_assert_int_eq(dlock_lock(b, key, &try, NULL), 0);
+	ck_assert_int_eq(dlock_status(b, key, &st), 0);
+	ck_assert_str_eq(st.mode, "exclusive");
+	ck_assert_int_eq(st.holders, 1);
+	ck_assert_msg(st.ttl_ms > 0 && st.ttl_ms <= 10000, "ttl_ms %lld", st.ttl_ms);
+	/* Not held by b's session, but b has the token. */
+	ck_assert_int_eq(dlock_unlock(b, key, NULL), -1);
+	assert_code(b, "NOTHELD");
+	ck_assert_int_eq(dlock_extend(b, key, 20000, g.token), 20000);
+	ck_assert_int_eq(dlock_unlock(b, key, g.token), 0);
+	ck_assert_int_eq(dlock_unlock(b, key, g.token), -1);
+	assert_code(b, "NOTHELD");
+	ck_assert_int_eq(dlock_lock(b, key, &try, NULL), 1);
+	dlock_close(b);
+}
+END_TEST
+
+START_TEST(test_extend)
+{
+	struct dlock_lock_opts o = opts(1000, -1, 0, 0, 0);
+	struct dlock_status st;
+	struct dlock_grant g;
+	char key[128];
+	dlock_t *d = conn();
+
+	test_key(key, sizeof(key), "extend");
+	ck_assert_int_eq(dlock_lock(d, key, &o, &g), 1);
+	ck_assert_int_eq(g.ttl_ms, 1000);
+	ck_assert_int_eq(dlock_extend(d, key, 60000, NULL), 60000);
+	ck_assert_int_eq(dlock_status(d, key, &st), 0);
+	ck_assert_msg(st.ttl_ms > 1000 && st.ttl_ms <= 60000, "ttl_ms %lld", st.ttl_ms);
+	ck_assert_int_eq(dlock_extend(d, key, 30000, g.token), 30000);
+	ck_assert_int_eq(dlock_unlock(d, key, NULL), 0);
+	ck_assert_int_eq(dlock_extend(d, key, 60000, NULL), -1);
+	assert_code(d, "NOTHELD");
+	dlock_close(d);
+}
+END_TEST
+
+START_TEST(test_status_fields)
+{
+	struct dlock_lock_opts o = opts(30000, -1, 0, 0, 0);
+	struct dlock_status st;
+	struct dlock_grant g;
+	char key[128];
+	dlock_t *d = conn();
+
+	test_key(key, sizeof(key), "status");
+	ck_assert_int_eq(dlock_status(d, key, &st), 0);
+	ck_assert_str_eq(st.mode, "free");
+	ck_assert_int_eq(st.holders, 0);
+	ck_assert_int_eq(st.waiters, 0);
+	ck_assert_int_eq(st.fence, 0);
+	ck_assert_int_eq(st.ttl_ms, -1);
+	ck_assert_int_eq(st.limit, 0);
+	ck_assert_int_eq(dlock_lock(d, key, &o, &g), 1);
+	ck_assert_int_eq(dlock_status(d, key, &st), 0);
+	ck_assert_str_eq(st.mode, "exclusive");
+	ck_assert_int_eq(st.holders, 1);
+	ck_assert_int_eq(st.waiters, 0);
+	ck_assert_int_eq(st.fence, g.fence);
+	ck_assert_msg(st.ttl_ms > 0 && st.ttl_ms <= 30000, "ttl_ms %lld", st.ttl_ms);
+	ck_assert_int_eq(st.limit, 0);
+	dlock_close(d);
+}
+END_TEST
+
+START_TEST(test_validate)
+{
+	struct dlock_grant g;
+	char key[128];
+	dlock_t *d = conn(), *other = conn();
+
+	test_key(key, sizeof(key), "validate");
+	ck_assert_int_eq(dlock_lock(d, key, NULL, &g), 1);
+	ck_assert_int_eq(dlock_validate(other, key, g.fence), 1);
+	ck_assert_int_eq(dlock_validate(other, key, g.fence + 1), 0);
+	ck_assert_int_eq(dlock_validate(other, key, g.fence - 1), 0);
+	ck_assert_int_eq(dlock_unlock(d, key, NULL), 0);
+	ck_assert_int_eq(dlock_validate(other, key, g.fence), 0);
+	dlock_close(d);
+	dlock_close(other);
+}
+END_TEST
+
+START_TEST(test_notheld)
+{
+	char key[128];
+	dlock_t *d = conn();
+
+	test_key(key, sizeof(key), "notheld");
+	ck_assert_int_eq(dlock_unlock(d, key, NULL), -1);
+	assert_code(d, "NOTHELD");
+	ck_assert_msg(strncmp(dlock_error(d), "NOTHELD ", 8) == 0 &&
+	    strstr(dlock_error(d), "not held") != NULL, "%s", dlock_error(d));
+	ck_assert_int_eq(dlock_unlock(d, key, TOKEN32), -1);
+	assert_code(d, "NOTHELD");
+	/* An error reply leaves the connection usable. */
+	ck_assert_int_eq(dlock_ping(d), 0);
+	ck_assert_str_eq(dlock_error(d), "");
+	dlock_close(d);
+}
+END_TEST
+
+START_TEST(test_binary_key)
+{
+	struct dlock_lock_opts try = opts(0, 0, 0, 0, 0);
+	struct dlock_status st;
+	char key[192], prefix[128];
+	dlock_t *a = conn(), *b = conn();
+
+	test_key(prefix, sizeof(prefix), "bin");
+	snprintf(key, sizeof(key), "%s sp ace\x01\x7f\xff\r\n\"'*3$-:", prefix);
+	ck_assert_int_eq(dlock_lock(a, key, NULL, NULL), 1);
+	ck_assert_int_eq(dlock_lock(b, key, &try, NULL), 0);
+	ck_assert_int_eq(dlock_status(b, key, &st), 0);
+	ck_assert_int_eq(st.holders, 1);
+	/* The prefix up to the blank is another key. */
+	ck_assert_int_eq(dlock_lock(b, prefix, &try, NULL), 1);
+	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
+	ck_assert_int_eq(dlock_lock(b, key, &try, NULL), 1);
+	dlock_close(a);
+	dlock_close(b);
+}
+END_TEST
+
+START_TEST(test_close_releases)
+{
+	struct dlock_lock_opts try = opts(0, 0, 0, 0, 0), wait = opts(0, 5000, 0, 0, 0);
+	char key[128];
+	dlock_t *a = conn(), *b = conn();
+
+	test_key(key, sizeof(key), "close");
+	ck_assert_int_eq(dlock_lock(a, key, NULL, NULL), 1);
+	ck_assert_int_eq(dlock_lock(b, key, &try, NULL), 0);
+	dlock_close(a);
+	ck_assert_int_eq(dlock_lock(b, key, &wait, NULL), 1);
+	dlock_close(b);
+}
+END_TEST
+
+START_TEST(test_bad_arguments)
+{
+	struct dlock_lock_opts o;
+	struct dlock_status st;
+	char key[128];
+	dlock_t *d = conn();
+
+	test_key(key, sizeof(key), "args");
+	ck_assert_int_eq(dlock_lock(d, NULL, NULL, NULL), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_lock(d, "", NULL, NULL), -1);
+	assert_code(d, "ARG");
+	o = opts(0, -1, 1, 2, 0);	/* shared and limit */
+	ck_assert_int_eq(dlock_lock(d, key, &o, NULL), -1);
+	assert_code(d, "ARG");
+	o = opts(0, -1, 0, 0, 1);	/* detach without ttl */
+	ck_assert_int_eq(dlock_lock(d, key, &o, NULL), -1);
+	assert_code(d, "ARG");
+	o = opts(0, -2, 0, 0, 0);
+	ck_assert_int_eq(dlock_lock(d, key, &o, NULL), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_unlock(d, NULL, NULL), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_unlock(d, key, ""), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_extend(d, key, 0, NULL), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_status(d, "", &st), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_status(d, key, NULL), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_validate(d, NULL, 1), -1);
+	assert_code(d, "ARG");
+	/* The daemon checks the rest: a TTL below its minimum. */
+	o = opts(5, 0, 0, 0, 0);
+	ck_assert_int_eq(dlock_lock(d, key, &o, NULL), -1);
+	assert_code(d, "ERR");
+	/* None of it broke the connection; NULL handles are refused. */
+	ck_assert_int_eq(dlock_ping(d), 0);
+	ck_assert_int_eq(dlock_ping(NULL), -1);
+	ck_assert_int_eq(dlock_lock(NULL, key, NULL, NULL), -1);
+	ck_assert_int_eq(dlock_fd(NULL), -1);
+	dlock_close(NULL);
+	dlock_close(d);
+}
+END_TEST
+
+static Suite *
+client_suite(void)
+{
+	Suite *s = suite_create("client");
+	TCase *reader = tcase_create("reader");
+	TCase *live = tcase_create("live");
+
+	tcase_set_timeout(reader, 30);
+	tcase_add_test(reader, test_connect_bad_address);
+	tcase_add_test(reader, test_connect_refused);
+	tcase_add_test(reader, test_reader_split_and_push);
+	tcase_add_test(reader, test_reader_replies);
+	tcase_add_test(reader, test_reader_handshake_failures);
+	suite_add_tcase(s, reader);
+
+	tcase_set_timeout(live, 30);
+	tcase_add_test(live, test_ping_info);
+	tcase_add_test(live, test_connect_default_addr_and_password);
+	tcase_add_test(live, test_lock_unlock_reentrant);
+	tcase_add_test(live, test_wait_not_granted);
+	tcase_add_test(live, test_waiter_is_granted_on_release);
+	tcase_add_test(live, test_shared);
+	tcase_add_test(live, test_semaphore);
+	tcase_add_test(live, test_detach_unlock_by_token);
+	tcase_add_test(live, test_extend);
+	tcase_add_test(live, test_status_fields);
+	tcase_add_test(live, test_validate);
+	tcase_add_test(live, test_notheld);
+	tcase_add_test(live, test_binary_key);
+	tcase_add_test(live, test_close_releases);
+	tcase_add_test(live, test_bad_arguments);
+	suite_add_tcase(s, live);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(client_suite());
+	const char *addr = getenv("DLOCK_TEST_ADDR");
+	int failed;
+
+	if (addr == NULL || *addr == '\0')
+		fprintf(stderr, "check_client: DLOCK_TEST_ADDR is not set: the live "
+		    "tests need a running dlockd and will fail\n");
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,1025 @@
+/*
+ * check_conf — the config loader: good files, defaults, overrides, and the
+ * exact list of errors for each bad fixture under tests/conf/.
+ *
+ * Run from the top of the source tree, or with TOPDIR set to it.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conf.h"
+
+/* The file name of something in the source tree; the caller frees it. */
+static char *
+top_path(const char *rel)
+{
+	const char *top = getenv("TOPDIR");
+	char *path;
+
+	ck_assert_int_ge(asprintf(&path, "%s/%s", top != NULL && *top != '\0' ? top : ".",
+	    rel), 0);
+	return path;
+}
+
+/* The file name of fixture name; the caller frees it. */
+static char *
+fixture(const char *name)
+{
+	char rel[256];
+
+	snprintf(rel, sizeof(rel), "tests/conf/%s", name);
+	return top_path(rel);
+}
+
+/* Assert that c->errors is exactly want (NULL-terminated), each entry of want
+ * prefixed with "prefix:" (the file name, or "command line"). */
+static void
+expect_errors(const struct conf *c, const char *prefix, const char *const *want)
+{
+	size_t n = 0;
+	char all[8192] = "";
+
+	for (size_t i = 0; i < c->nerrors; i++) {
+		strncat(all, "\n  ", sizeof(all) - strlen(all) - 1);
+		strncat(all, c->errors[i], sizeof(all) - strlen(all) - 1);
+	}
+	while (want[n] != NULL)
+		n++;
+	ck_assert_msg(c->nerrors == n, "%zu errors, expected %zu:%s", c->nerrors, n, all);
+	for (size_t i = 0; i < n; i++) {
+		char *line;
+		ck_assert_int_ge(asprintf(&line, "%s:%s", prefix, want[i]), 0);
+		ck_assert_msg(strcmp(c->errors[i], line) == 0, "error %zu is\n  %s\nexpected\n  %s",
+		    i, c->errors[i], line);
+		free(line);
+	}
+}
+
+/* Load fixture name, finish, and assert the errors are exactly want (each
+ * given without the "file:" in front); conf_load() must return load_rc. */
+static void
+expect_fixture_rc(const char *name, int load_rc, const char *const *want)
+{
+	char *path = fixture(name);
+	struct conf *c = conf_create();
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(conf_load(c, path), load_rc);
+	ck_assert_int_eq(conf_finish(c), want[0] == NULL ? 0 : -1);
+	expect_errors(c, path, want);
+	conf_destroy(c);
+	free(path);
+}
+
+/* The same for errors that conf_load() finds itself. */
+static void
+expect_fixture(const char *name, const char *const *want)
+{
+	expect_fixture_rc(name, want[0] == NULL ? 0 : -1, want);
+}
+
+/* Load fixture name without errors; the caller destroys the result. */
+static struct conf *
+load_ok(const char *name)
+{
+	char *path = fixture(name);
+	struct conf *c = conf_create();
+	static const char *const none[] = { NULL };
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	expect_errors(c, path, none);
+	ck_assert_str_eq(c->path, path);
+	free(path);
+	return c;
+}
+
+/* Assert that every field of c holds its default. */
+static void
+expect_defaults(const struct conf *c)
+{
+	ck_assert_uint_eq(c->nlisten, 1);
+	ck_assert_str_eq(c->listen[0], "127.0.0.1:7480");
+	ck_assert_int_eq(c->unix_socket_mode, 0660);
+	ck_assert_ptr_null(c->password);
+	ck_assert_ptr_null(c->password_file);
+	ck_assert_str_eq(c->backend_type, "memory");
+	ck_assert_int_eq(c->default_ttl_ms, 30000);
+	ck_assert_int_eq(c->max_ttl_ms, 86400000);
+	ck_assert_int_eq(c->max_clients, 10000);
+	ck_assert_int_eq(c->max_key_bytes, 1024);
+	ck_assert_int_eq(c->max_request_bytes, 65536);
+	ck_assert_int_eq(c->max_waiters_per_key, 10000);
+	ck_assert_int_eq(c->max_locks_per_session, 10000);
+	ck_assert_str_eq(c->log_level, "info");
+	ck_assert_ptr_null(c->log_file);
+}
+
+/* A scratch directory for files a test writes; removed by scratch_rm(). */
+struct scratch {
+	char dir[256];		/* the directory */
+	char files[8][300];	/* files made in it */
+	int nfiles;		/* how many */
+};
+
+static void
+scratch_init(struct scratch *s)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "%s/check_conf.XXXXXX",
+	    tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(s->dir));
+}
+
+/* Write len bytes of data to file name in the scratch directory; returns the
+ * full name, owned by s. */
+static const char *
+scratch_write(struct scratch *s, const char *name, const char *data, size_t len)
+{
+	char dir[sizeof(s->dir)];
+	char *path;
+	FILE *fp;
+
+	ck_assert_int_lt(s->nfiles, 8);
+	memcpy(dir, s->dir, sizeof(dir));
+	path = s->files[s->nfiles++];
+	snprintf(path, sizeof(s->files[0]), "%s/%s", dir, name);
+	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+	ck_assert_uint_eq(fwrite(data, 1, len, fp), len);
+	ck_assert_int_eq(fclose(fp), 0);
+	return path;
+}
+
+static const char *
+scratch_text(struct scratch *s, const char *name, const char *text)
+{
+	return scratch_write(s, name, text, strlen(text));
+}
+
+static void
+scratch_rm(struct scratch *s)
+{
+	for (int i = 0; i < s->nfiles; i++)
+		unlink(s->files[i]);
+	rmdir(s->dir);
+}
+
+/* Load the YAML text as a file; the caller destroys the result. rc_load and
+ * rc_finish are the results expected. */
+static struct conf *
+load_text(struct scratch *s, const char *text, int rc_load, int rc_finish)
+{
+	const char *path = scratch_text(s, "t.yaml", text);
+	struct conf *c = conf_create();
+
+	ck_assert_int_eq(conf_load(c, path), rc_load);
+	ck_assert_int_eq(conf_finish(c), rc_finish);
+	unlink(path);
+	s->nfiles--;
+	return c;
+}
+
+/* --- good files --- */
+
+START_TEST(test_empty_file_gives_defaults)
+{
+	struct conf *c = load_ok("empty.yaml");
+	expect_defaults(c);
+	conf_destroy(c);
+
+	c = load_ok("comments.yaml");
+	expect_defaults(c);
+	conf_destroy(c);
+
+	c = load_ok("sections-empty.yaml");
+	expect_defaults(c);
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_no_file_gives_defaults)
+{
+	struct conf *c = conf_create();
+
+	ck_assert_ptr_null(c->path);
+	ck_assert_int_eq(c->max_clients, CONF_UNSET);
+	ck_assert_int_eq(c->unix_socket_mode, CONF_UNSET);
+	ck_assert_ptr_null(c->backend_type);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_uint_eq(c->nerrors, 0);
+	expect_defaults(c);
+	conf_destroy(c);
+	conf_destroy(NULL);
+}
+END_TEST
+
+START_TEST(test_all_keys)
+{
+	struct conf *c = load_ok("all.yaml");
+
+	ck_assert_uint_eq(c->nlisten, 3);
+	ck_assert_str_eq(c->listen[0], "127.0.0.1:17480");
+	ck_assert_str_eq(c->listen[1], "[::1]:17480");
+	ck_assert_str_eq(c->listen[2], "unix:/tmp/dlockd-test.sock");
+	ck_assert_int_eq(c->unix_socket_mode, 0600);
+	ck_assert_str_eq(c->password, "correct horse");
+	ck_assert_ptr_null(c->password_file);
+	ck_assert_str_eq(c->backend_type, "memory");
+	ck_assert_int_eq(c->default_ttl_ms, 5000);
+	ck_assert_int_eq(c->max_ttl_ms, 60000);
+	ck_assert_int_eq(c->max_clients, 100);
+	ck_assert_int_eq(c->max_key_bytes, 200);
+	ck_assert_int_eq(c->max_request_bytes, 4096);
+	ck_assert_int_eq(c->max_waiters_per_key, 7);
+	ck_assert_int_eq(c->max_locks_per_session, 9);
+	ck_assert_str_eq(c->log_level, "debug");
+	ck_assert_str_eq(c->log_file, "/var/log/dlockd.log");
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_flow_style_and_password_file)
+{
+	struct conf *c = load_ok("flow.yaml");
+	char *pwfile = fixture("pw.txt");
+
+	ck_assert_uint_eq(c->nlisten, 1);
+	ck_assert_str_eq(c->listen[0], "0.0.0.0:0");
+	ck_assert_int_eq(c->unix_socket_mode, 0640);
+	/* relative to the directory of the config file, line end dropped */
+	ck_assert_str_eq(c->password_file, pwfile);
+	ck_assert_str_eq(c->password, "s3cret pass");
+	ck_assert_int_eq(c->default_ttl_ms, 10);
+	ck_assert_int_eq(c->max_ttl_ms, 10);
+	ck_assert_int_eq(c->max_key_bytes, 32);
+	ck_assert_int_eq(c->max_request_bytes, 64);
+	ck_assert_int_eq(c->max_clients, 10000);
+	ck_assert_str_eq(c->log_level, "warn");
+	ck_assert_ptr_null(c->log_file);
+	free(pwfile);
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_shipped_config)
+{
+	char *path = top_path("conf/dlockd.yaml");
+	struct conf *c = conf_create();
+
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_uint_eq(c->nerrors, 0);
+	ck_assert_uint_eq(c->nlisten, 2);
+	ck_assert_str_eq(c->listen[0], "127.0.0.1:7480");
+	ck_assert_str_eq(c->listen[1], "unix:/run/dlockd/dlockd.sock");
+	/* everything else as the defaults, as its comments say */
+	ck_assert_int_eq(c->unix_socket_mode, 0660);
+	ck_assert_ptr_null(c->password);
+	ck_assert_ptr_null(c->password_file);
+	ck_assert_str_eq(c->backend_type, "memory");
+	ck_assert_int_eq(c->default_ttl_ms, 30000);
+	ck_assert_int_eq(c->max_ttl_ms, 86400000);
+	ck_assert_int_eq(c->max_clients, 10000);
+	ck_assert_int_eq(c->max_key_bytes, 1024);
+	ck_assert_int_eq(c->max_request_bytes, 65536);
+	ck_assert_int_eq(c->max_waiters_per_key, 10000);
+	ck_assert_int_eq(c->max_locks_per_session, 10000);
+	ck_assert_str_eq(c->log_level, "info");
+	ck_assert_ptr_null(c->log_file);
+	conf_destroy(c);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_modes)
+{
+	static const struct { const char *yaml; long long mode; } ok[] = {
+		{ "unix_socket_mode: \"0660\"\n", 0660 },
+		{ "unix_socket_mode: 0660\n", 0660 },	/* the text, read as octal */
+		{ "unix_socket_mode: '0600'\n", 0600 },
+		{ "unix_socket_mode: 660\n", 0660 },
+		{ "unix_socket_mode: 0777\n", 0777 },
+		{ "unix_socket_mode: 0\n", 0 },
+		{ "unix_socket_mode: \"00000777\"\n", 0777 },
+	};
+	struct scratch s;
+
+	scratch_init(&s);
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct conf *c = load_text(&s, ok[i].yaml, 0, 0);
+		ck_assert_msg(c->unix_socket_mode == ok[i].mode, "%s gave %llo", ok[i].yaml,
+		    c->unix_socket_mode);
+		conf_destroy(c);
+	}
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_numbers)
+{
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	c = load_text(&s, "limits:\n  max_clients: 1000000\n  max_waiters_per_key: +5\n"
+	    "  max_locks_per_session: 2147483647\n"
+	    "locks: { default_ttl_ms: 31536000000, max_ttl_ms: 31536000000 }\n", 0, 0);
+	ck_assert_int_eq(c->max_clients, 1000000);
+	ck_assert_int_eq(c->max_waiters_per_key, 5);
+	ck_assert_int_eq(c->max_locks_per_session, 2147483647);
+	ck_assert_int_eq(c->default_ttl_ms, 31536000000LL);
+	conf_destroy(c);
+
+	c = load_text(&s, "limits:\n  max_request_bytes: 536870912\n"
+	    "  max_key_bytes: 536870880\n", 0, 0);
+	ck_assert_int_eq(c->max_request_bytes, 536870912);
+	ck_assert_int_eq(c->max_key_bytes, 536870880);
+	conf_destroy(c);
+
+	/* an explicit !!int tag makes a quoted value a number */
+	c = load_text(&s, "limits: { max_clients: !!int \"77\" }\n", 0, 0);
+	ck_assert_int_eq(c->max_clients, 77);
+	conf_destroy(c);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_password_file_variants)
+{
+	struct scratch s;
+	struct conf *c;
+	char big[5000];
+	const char *path;
+	char *yaml;
+
+	scratch_init(&s);
+	/* CRLF and several line ends are dropped, inner blanks kept */
+	path = scratch_text(&s, "crlf.txt", " two words \r\n\r\n");
+	ck_assert_int_ge(asprintf(&yaml, "auth: { password_file: \"%s\" }\n", path), 0);
+	c = load_text(&s, yaml, 0, 0);
+	ck_assert_str_eq(c->password, " two words ");
+	ck_assert_str_eq(c->password_file, path);
+	conf_destroy(c);
+	free(yaml);
+
+	/* no line end at all */
+	path = scratch_text(&s, "bare.txt", "x");
+	ck_assert_int_ge(asprintf(&yaml, "auth:\n  password_file: %s\n", path), 0);
+	c = load_text(&s, yaml, 0, 0);
+	ck_assert_str_eq(c->password, "x");
+	conf_destroy(c);
+	free(yaml);
+
+	/* larger than 4096 bytes, even with a line end at the cut */
+	memset(big, 'a', sizeof(big));
+	big[4096] = '\n';
+	path = scratch_write(&s, "big.txt", big, sizeof(big));
+	ck_assert_int_ge(asprintf(&yaml, "auth:\n  password_file: %s\n", path), 0);
+	c = load_text(&s, yaml, -1, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], ":2:18: password file '"));
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "big.txt' is larger than 4096 bytes"));
+	ck_assert_ptr_null(c->password);
+	conf_destroy(c);
+	free(yaml);
+
+	/* 4096 bytes exactly is fine */
+	path = scratch_write(&s, "max.txt", big, 4096);
+	ck_assert_int_ge(asprintf(&yaml, "auth:\n  password_file: %s\n", path), 0);
+	c = load_text(&s, yaml, 0, 0);
+	ck_assert_uint_eq(strlen(c->password), 4096);
+	conf_destroy(c);
+	free(yaml);
+
+	/* a NUL byte inside */
+	path = scratch_write(&s, "nul.txt", "ab\0cd\n", 6);
+	ck_assert_int_ge(asprintf(&yaml, "auth:\n  password_file: %s\n", path), 0);
+	c = load_text(&s, yaml, -1, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "nul.txt' contains a NUL byte"));
+	conf_destroy(c);
+	free(yaml);
+
+	/* a directory cannot be read */
+	ck_assert_int_ge(asprintf(&yaml, "auth:\n  password_file: %s\n", s.dir), 0);
+	c = load_text(&s, yaml, -1, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], ":2:18: cannot read password file '"));
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "': Is a directory"));
+	conf_destroy(c);
+	free(yaml);
+
+	/* "" means none */
+	c = load_text(&s, "auth: { password: \"\", password_file: \"\" }\n", 0, 0);
+	ck_assert_ptr_null(c->password);
+	ck_assert_ptr_null(c->password_file);
+	conf_destroy(c);
+	scratch_rm(&s);
+}
+END_TEST
+
+/* --- errors --- */
+
+START_TEST(test_errors_all_reported)
+{
+	static const char *const want[] = {
+		"4:5: bad listen address 'localhost': missing port "
+		    "(expected host:port, [v6addr]:port or unix:/path)",
+		"5:19: 'unix_socket_mode' must be an octal mode such as 0660, not '0999'",
+		"6:1: unknown key 'bogus'",
+		"8:9: unknown backend type 'redis' (expected memory)",
+		"10:19: 'locks.default_ttl_ms' must be a decimal integer, not '30s'",
+		"11:15: 'locks.max_ttl_ms' must be between 10 and 31536000000, not 5",
+		"13:16: 'limits.max_clients' must be between 1 and 1000000, not 0",
+		"14:18: 'limits.max_key_bytes' must be between 1 and 536870880, not -1",
+		"15:22: 'limits.max_request_bytes' must be between 64 and 536870912, "
+		    "not 99999999999999999999999",
+		"16:24: 'limits.max_waiters_per_key' must be a decimal integer, not a mapping",
+		"17:26: 'limits.max_locks_per_session' must be a decimal integer, not a list",
+		"18:3: unknown key 'limits.max_client'",
+		"20:10: unknown log level 'verbose' (expected debug, info, warn or error)",
+		"21:3: duplicate key 'log.level' (first at line 20)",
+		"22:9: 'log.file' must be a string, not a list",
+		NULL
+	};
+	expect_fixture("errors.yaml", want);
+}
+END_TEST
+
+START_TEST(test_errors_keep_good_values)
+{
+	/* what was right in a file with errors is still taken */
+	char *path = fixture("errors.yaml");
+	struct conf *c = conf_create();
+
+	ck_assert_int_eq(conf_load(c, path), -1);
+	ck_assert_int_eq(c->max_clients, CONF_UNSET);
+	ck_assert_ptr_null(c->backend_type);
+	ck_assert_int_eq(conf_finish(c), -1);
+	/* the bad ones got their defaults, the list with a bad entry was dropped */
+	ck_assert_int_eq(c->max_clients, 10000);
+	ck_assert_int_eq(c->max_ttl_ms, 86400000);
+	ck_assert_uint_eq(c->nlisten, 1);
+	ck_assert_str_eq(c->listen[0], "127.0.0.1:7480");
+	ck_assert_uint_eq(c->nerrors, 15);
+	conf_destroy(c);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_syntax_error)
+{
+	static const char *const want[] = {
+		"5:2: syntax error: did not find expected key "
+		    "(while parsing a block mapping at line 1, column 1)",
+		NULL
+	};
+	expect_fixture("syntax.yaml", want);
+}
+END_TEST
+
+START_TEST(test_syntax_error_after_others)
+{
+	static const char *const want[] = {
+		"1:1: unknown key 'bogus'",
+		"6:1: syntax error: found unexpected end of stream "
+		    "(while scanning a quoted scalar at line 3, column 16)",
+		NULL
+	};
+	expect_fixture("syntax-late.yaml", want);
+}
+END_TEST
+
+START_TEST(test_bad_utf8)
+{
+	static const char *const want[] = {
+		" invalid trailing UTF-8 octet (0x22 at byte offset 18)",
+		NULL
+	};
+	expect_fixture("bad-utf8.yaml", want);
+}
+END_TEST
+
+START_TEST(test_anchors_and_aliases)
+{
+	static const char *const want[] = {
+		"1:9: anchors are not supported (&lim)",
+		"4:19: anchors are not supported (&ttl)",
+		"5:15: aliases are not supported (*ttl)",
+		"7:5: aliases are not supported (*lim)",
+		NULL
+	};
+	expect_fixture("alias.yaml", want);
+}
+END_TEST
+
+START_TEST(test_merge_key)
+{
+	static const char *const want[] = {
+		"1:1: unknown key 'base'",
+		"1:7: anchors are not supported (&b)",
+		"3:3: unknown key 'limits.<<'",
+		"3:7: aliases are not supported (*b)",
+		NULL
+	};
+	expect_fixture("merge.yaml", want);
+}
+END_TEST
+
+START_TEST(test_several_documents)
+{
+	static const char *const want[] = {
+		"3:1: several documents in one file are not supported",
+		NULL
+	};
+	expect_fixture("multidoc.yaml", want);
+}
+END_TEST
+
+START_TEST(test_top_level_not_mapping)
+{
+	static const char *const list[] = {
+		"1:1: the top level must be a mapping, not a list", NULL
+	};
+	static const char *const scalar[] = {
+		"1:1: the top level must be a mapping, not 'just some text'", NULL
+	};
+	expect_fixture("top-list.yaml", list);
+	expect_fixture("top-scalar.yaml", scalar);
+}
+END_TEST
+
+START_TEST(test_password_file_missing)
+{
+	char *pw = fixture("no-such-password.txt");
+	char *line;
+
+	ck_assert_int_ge(asprintf(&line, "2:18: cannot read password file '%s': "
+	    "No such file or directory", pw), 0);
+	const char *const want[] = { line, NULL };
+	expect_fixture("password-missing.yaml", want);
+	free(line);
+	free(pw);
+}
+END_TEST
+
+START_TEST(test_password_file_empty)
+{
+	char *pw = fixture("pw-empty.txt");
+	char *line;
+
+	ck_assert_int_ge(asprintf(&line, "2:18: password file '%s' is empty", pw), 0);
+	const char *const want[] = { line, NULL };
+	expect_fixture("password-empty.yaml", want);
+	free(line);
+	free(pw);
+}
+END_TEST
+
+START_TEST(test_password_both)
+{
+	static const char *const want[] = {
+		"3:18: 'auth.password' and 'auth.password_file' cannot both be set",
+		NULL
+	};
+	expect_fixture_rc("password-both.yaml", 0, want);
+}
+END_TEST
+
+START_TEST(test_listen_bad)
+{
+	static const char *const want[] = {
+		"2:5: bad listen address '': the address is empty",
+		"3:5: bad listen address '7480': missing port "
+		    "(expected host:port, [v6addr]:port or unix:/path)",
+		"4:5: bad listen address ':7480': the host is empty",
+		"5:5: bad listen address 'localhost:': the port is missing",
+		"6:5: bad listen address 'localhost:http': the port is not a number",
+		"7:5: bad listen address 'localhost:65536': the port is out of range (0..65535)",
+		"8:5: bad listen address 'local host:7480': "
+		    "the host has characters a host name cannot have",
+		"9:5: bad listen address '::1:7480': "
+		    "an IPv6 address must be in brackets, as in [::1]:7480",
+		"10:5: bad listen address '[::1': missing ']' after the IPv6 address",
+		"11:5: bad listen address '[]:7480': the host is empty",
+		"12:5: bad listen address '[::1]7480': "
+		    "missing ':port' after ']' (expected [v6addr]:port)",
+		"13:5: bad listen address '[::1]:': the port is missing",
+		"14:5: bad listen address '[not-v6]:7480': not an IPv6 address between the brackets",
+		"15:5: bad listen address 'unix:': the socket path is empty (expected unix:/path)",
+		"16:5: bad listen address 'unix:run/dlockd.sock': "
+		    "the socket path must be absolute (expected unix:/path)",
+		"17:5: bad listen address 'unix:/run/dlockd/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...': "
+		    "the socket path is too long",
+		"18:5: 'listen' entries must be addresses, not a mapping",
+		"19:4: 'listen' entries must be addresses, not an empty value",
+		"21:5: duplicate listen address '127.0.0.1:7480'",
+		NULL
+	};
+	expect_fixture("listen-bad.yaml", want);
+}
+END_TEST
+
+START_TEST(test_listen_shape)
+{
+	static const char *const empty[] = {
+		"1:9: 'listen' must have at least one address", NULL
+	};
+	static const char *const scalar[] = {
+		"1:9: 'listen' must be a list of addresses, not '127.0.0.1:7480'", NULL
+	};
+	expect_fixture_rc("listen-empty.yaml", 0, empty);
+	expect_fixture("listen-scalar.yaml", scalar);
+}
+END_TEST
+
+START_TEST(test_out_of_range)
+{
+	static const char *const want[] = {
+		"1:19: 'unix_socket_mode' must be between 0 and 0777, not 01000",
+		"3:19: 'locks.default_ttl_ms' must be between 10 and 31536000000, not 9",
+		"4:15: 'locks.max_ttl_ms' must be between 10 and 31536000000, not 31536000001",
+		"6:16: 'limits.max_clients' must be between 1 and 1000000, not 1000001",
+		"7:18: 'limits.max_key_bytes' must be between 1 and 536870880, not 0",
+		"8:22: 'limits.max_request_bytes' must be between 64 and 536870912, not 63",
+		"9:24: 'limits.max_waiters_per_key' must be between 1 and 2147483647, not 0",
+		"10:26: 'limits.max_locks_per_session' must be between 1 and 2147483647, "
+		    "not 2147483648",
+		NULL
+	};
+	expect_fixture("ranges.yaml", want);
+}
+END_TEST
+
+START_TEST(test_not_numbers)
+{
+	static const char *const want[] = {
+		"2:16: 'limits.max_clients' must be a decimal integer, not a quoted string",
+		"3:18: 'limits.max_key_bytes' must be a decimal integer, not '0x10'",
+		"4:22: 'limits.max_request_bytes' must be a decimal integer, not '1_000'",
+		"5:24: 'limits.max_waiters_per_key' must be a decimal integer, not '0100'",
+		"6:26: 'limits.max_locks_per_session' must be a decimal integer, not '1e3'",
+		"8:18: 'locks.default_ttl_ms' must be a decimal integer, not an empty value",
+		"9:15: 'locks.max_ttl_ms' must be a decimal integer, not '1.5'",
+		NULL
+	};
+	expect_fixture("numbers.yaml", want);
+}
+END_TEST
+
+START_TEST(test_wrong_types)
+{
+	static const char *const want[] = {
+		"1:7: 'auth' must be a mapping, not 'secret'",
+		"2:10: 'backend' must be a mapping, not a list",
+		"3:19: 'unix_socket_mode' must be an octal mode such as 0660, not a mapping",
+		"5:10: 'log.level' must be a string, not a list",
+		"6:9: 'log.file' must be a string, not a mapping",
+		"8:5: a key must be a scalar, not a list",
+		NULL
+	};
+	expect_fixture("types.yaml", want);
+}
+END_TEST
+
+START_TEST(test_tags)
+{
+	static const char *const want[] = {
+		"3:18: 'limits.max_key_bytes' must be a decimal integer, not a string",
+		"6:9: tag '!custom' is not supported",
+		"7:19: tag '!!float' is not supported",
+		NULL
+	};
+	expect_fixture("tags.yaml", want);
+}
+END_TEST
+
+START_TEST(test_duplicate_and_dotted_keys)
+{
+	static const char *const want[] = {
+		"5:1: duplicate key 'limits' (first at line 1)",
+		"7:1: unknown key 'log.level' (a dot does not nest keys: write a mapping)",
+		"8:1: unknown key ''",
+		NULL
+	};
+	expect_fixture("dup.yaml", want);
+}
+END_TEST
+
+START_TEST(test_cross_field)
+{
+	static const char *const want[] = {
+		"2:19: 'locks.default_ttl_ms' (90000) must not be greater than "
+		    "'locks.max_ttl_ms' (60000)",
+		"6:18: 'limits.max_key_bytes' (1000) must be at most "
+		    "'limits.max_request_bytes' - 32 (992)",
+		NULL
+	};
+	expect_fixture_rc("cross.yaml", 0, want);
+}
+END_TEST
+
+START_TEST(test_cross_field_with_defaults)
+{
+	/* the default is not in the file: the error points at the other key */
+	static const char *const want[] = {
+		"2:15: 'locks.default_ttl_ms' (30000) must not be greater than "
+		    "'locks.max_ttl_ms' (20000)",
+		"4:22: 'limits.max_key_bytes' (1024) must be at most "
+		    "'limits.max_request_bytes' - 32 (968)",
+		NULL
+	};
+	expect_fixture_rc("cross-default.yaml", 0, want);
+}
+END_TEST
+
+START_TEST(test_unopenable)
+{
+	char *path = fixture("no-such-file.yaml");
+	char *dir = top_path("tests/conf");
+	struct conf *c = conf_create();
+	static const char *const missing[] = {
+		" cannot open the file: No such file or directory", NULL
+	};
+	static const char *const notfile[] = { " not a regular file", NULL };
+
+	ck_assert_int_eq(conf_load(c, path), -1);
+	ck_assert_int_eq(conf_finish(c), -1);
+	expect_errors(c, path, missing);
+	conf_destroy(c);
+
+	c = conf_create();
+	ck_assert_int_eq(conf_load(c, dir), -1);
+	expect_errors(c, dir, notfile);
+	conf_destroy(c);
+	free(path);
+	free(dir);
+}
+END_TEST
+
+/* --- command line --- */
+
+START_TEST(test_override_listen_replaces_file)
+{
+	char *path = fixture("all.yaml");
+	struct conf *c = conf_create();
+
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_uint_eq(c->nlisten, 3);
+	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:9000"), 0);
+	ck_assert_int_eq(conf_override_listen(c, "unix:/tmp/x.sock"), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_uint_eq(c->nlisten, 2);
+	ck_assert_str_eq(c->listen[0], "127.0.0.1:9000");
+	ck_assert_str_eq(c->listen[1], "unix:/tmp/x.sock");
+	conf_destroy(c);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_override_before_load)
+{
+	/* the command line wins even when it comes first; the file is checked */
+	char *path = fixture("all.yaml");
+	struct conf *c = conf_create();
+
+	ck_assert_int_eq(conf_override_listen(c, "[::1]:0"), 0);
+	ck_assert_int_eq(conf_override_backend(c, "memory"), 0);
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_uint_eq(c->nlisten, 1);
+	ck_assert_str_eq(c->listen[0], "[::1]:0");
+	ck_assert_str_eq(c->backend_type, "memory");
+	ck_assert_int_eq(c->max_clients, 100);
+	conf_destroy(c);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_override_without_file)
+{
+	struct conf *c = conf_create();
+
+	ck_assert_int_eq(conf_override_listen(c, "localhost:7481"), 0);
+	ck_assert_int_eq(conf_override_backend(c, "memory"), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_uint_eq(c->nlisten, 1);
+	ck_assert_str_eq(c->listen[0], "localhost:7481");
+	ck_assert_str_eq(c->backend_type, "memory");
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_override_errors)
+{
+	struct conf *c = conf_create();
+	static const char *const want[] = {
+		" bad listen address 'nope': missing port "
+		    "(expected host:port, [v6addr]:port or unix:/path)",
+		" duplicate listen address '127.0.0.1:7000'",
+		" unknown backend URL 'redis://127.0.0.1:6379'",
+		" unknown backend URL ''",
+		NULL
+	};
+
+	ck_assert_int_eq(conf_override_listen(c, "nope"), -1);
+	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:7000"), 0);
+	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:7000"), -1);
+	/* port 0 twice is two listeners on two free ports */
+	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:0"), 0);
+	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:0"), 0);
+	ck_assert_int_eq(conf_override_backend(c, "redis://127.0.0.1:6379"), -1);
+	ck_assert_int_eq(conf_override_backend(c, ""), -1);
+	ck_assert_int_eq(conf_finish(c), -1);
+	expect_errors(c, "command line", want);
+	ck_assert_uint_eq(c->nlisten, 3);
+	ck_assert_str_eq(c->backend_type, "memory");
+	conf_destroy(c);
+}
+END_TEST
+
+/* --- conf_parse_addr --- */
+
+START_TEST(test_parse_addr_good)
+{
+	struct conf_addr a;
+	const char *why = NULL;
+	char path[200];
+
+	ck_assert_int_eq(conf_parse_addr("127.0.0.1:7480", &a, &why), 0);
+	ck_assert_int_eq(a.kind, CONF_ADDR_TCP);
+	ck_assert_str_eq(a.host, "127.0.0.1");
+	ck_assert_int_eq(a.port, 7480);
+	ck_assert_str_eq(a.text, "127.0.0.1:7480");
+
+	ck_assert_int_eq(conf_parse_addr("localhost:0", &a, &why), 0);
+	ck_assert_str_eq(a.host, "localhost");
+	ck_assert_int_eq(a.port, 0);
+
+	ck_assert_int_eq(conf_parse_addr("db-1.example_net.org:65535", &a, &why), 0);
+	ck_assert_str_eq(a.host, "db-1.example_net.org");
+	ck_assert_int_eq(a.port, 65535);
+
+	ck_assert_int_eq(conf_parse_addr("[::1]:7480", &a, &why), 0);
+	ck_assert_int_eq(a.kind, CONF_ADDR_TCP);
+	ck_assert_str_eq(a.host, "::1");
+	ck_assert_int_eq(a.port, 7480);
+	ck_assert_str_eq(a.text, "[::1]:7480");
+
+	ck_assert_int_eq(conf_parse_addr("[fe80::1%eth0]:1", &a, &why), 0);
+	ck_assert_str_eq(a.host, "fe80::1%eth0");
+	ck_assert_int_eq(a.port, 1);
+
+	ck_assert_int_eq(conf_parse_addr("[::ffff:192.0.2.1]:00080", &a, &why), 0);
+	ck_assert_int_eq(a.port, 80);
+
+	ck_assert_int_eq(conf_parse_addr("unix:/run/dlockd/dlockd.sock", &a, &why), 0);
+	ck_assert_int_eq(a.kind, CONF_ADDR_UNIX);
+	ck_assert_str_eq(a.path, "/run/dlockd/dlockd.sock");
+	ck_assert_str_eq(a.host, "");
+
+	/* the longest path that fits sun_path */
+	memset(path, 'p', sizeof(path));
+	memcpy(path, "unix:/", 6);
+	path[5 + sizeof(a.path) - 1] = '\0';
+	ck_assert_int_eq(conf_parse_addr(path, &a, &why), 0);
+	ck_assert_uint_eq(strlen(a.path), sizeof(a.path) - 1);
+	ck_assert_ptr_null(why);
+}
+END_TEST
+
+START_TEST(test_parse_addr_bad)
+{
+	static const struct { const char *in, *why; } bad[] = {
+		{ "", "the address is empty" },
+		{ "7480", "missing port (expected host:port, [v6addr]:port or unix:/path)" },
+		{ "localhost", "missing port (expected host:port, [v6addr]:port or unix:/path)" },
+		{ ":7480", "the host is empty" },
+		{ "localhost:", "the port is missing" },
+		{ "localhost:-1", "the port is not a number" },
+		{ "localhost:+80", "the port is not a number" },
+		{ "localhost:80 ", "the port is not a number" },
+		{ "localhost:65536", "the port is out of range (0..65535)" },
+		{ "localhost:99999999999999999999", "the port is out of range (0..65535)" },
+		{ "a/b:80", "the host has characters a host name cannot have" },
+		{ "::1:7480", "an IPv6 address must be in brackets, as in [::1]:7480" },
+		{ "[::1", "missing ']' after the IPv6 address" },
+		{ "[]:80", "the host is empty" },
+		{ "[::1]", "missing ':port' after ']' (expected [v6addr]:port)" },
+		{ "[::1]x80", "missing ':port' after ']' (expected [v6addr]:port)" },
+		{ "[::1]:", "the port is missing" },
+		{ "[::1]:http", "the port is not a number" },
+		{ "[127.0.0.1]:80", "not an IPv6 address between the brackets" },
+		{ "unix:", "the socket path is empty (expected unix:/path)" },
+		{ "unix:x.sock", "the socket path must be absolute (expected unix:/path)" },
+	};
+	struct conf_addr a;
+	const char *why;
+	char buf[400];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why = NULL;
+		ck_assert_msg(conf_parse_addr(bad[i].in, &a, &why) == -1, "'%s' accepted",
+		    bad[i].in);
+		ck_assert_ptr_nonnull(why);
+		ck_assert_msg(strcmp(why, bad[i].why) == 0, "'%s': %s", bad[i].in, why);
+	}
+
+	/* a socket path one byte too long for sun_path */
+	memset(buf, 'p', sizeof(buf));
+	memcpy(buf, "unix:/", 6);
+	buf[5 + sizeof(a.path)] = '\0';
+	ck_assert_int_eq(conf_parse_addr(buf, &a, &why), -1);
+	ck_assert_str_eq(why, "the socket path is too long");
+
+	/* a host longer than the field */
+	memset(buf, 'h', sizeof(buf));
+	strcpy(buf + sizeof(a.host), ":80");
+	ck_assert_int_eq(conf_parse_addr(buf, &a, &why), -1);
+	ck_assert_str_eq(why, "the host is too long");
+
+	/* longer than text */
+	memset(buf, 'h', sizeof(buf));
+	buf[sizeof(buf) - 1] = '\0';
+	ck_assert_int_eq(conf_parse_addr(buf, &a, &why), -1);
+	ck_assert_str_eq(why, "the address is too long");
+}
+END_TEST
+
+static Suite *
+conf_suite(void)
+{
+	Suite *s = suite_create("conf");
+	TCase *tc;
+
+	tc = tcase_create("good");
+	tcase_add_test(tc, test_empty_file_gives_defaults);
+	tcase_add_test(tc, test_no_file_gives_defaults);
+	tcase_add_test(tc, test_all_keys);
+	tcase_add_test(tc, test_flow_style_and_password_file);
+	tcase_add_test(tc, test_shipped_config);
+	tcase_add_test(tc, test_modes);
+	tcase_add_test(tc, test_numbers);
+	tcase_add_test(tc, test_password_file_variants);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("errors");
+	tcase_add_test(tc, test_errors_all_reported);
+	tcase_add_test(tc, test_errors_keep_good_values);
+	tcase_add_test(tc, test_syntax_error);
+	tcase_add_test(tc, test_syntax_error_after_others);
+	tcase_add_test(tc, test_bad_utf8);
+	tcase_add_test(tc, test_anchors_and_aliases);
+	tcase_add_test(tc, test_merge_key);
+	tcase_add_test(tc, test_several_documents);
+	tcase_add_test(tc, test_top_level_not_mapping);
+	tcase_add_test(tc, test_password_file_missing);
+	tcase_add_test(tc, test_password_file_empty);
+	tcase_add_test(tc, test_password_both);
+	tcase_add_test(tc, test_listen_bad);
+	tcase_add_test(tc, test_listen_shape);
+	tcase_add_test(tc, test_out_of_range);
+	tcase_add_test(tc, test_not_numbers);
+	tcase_add_test(tc, test_wrong_types);
+	tcase_add_test(tc, test_tags);
+	tcase_add_test(tc, test_duplicate_and_dotted_keys);
+	tcase_add_test(tc, test_cross_field);
+	tcase_add_test(tc, test_cross_field_with_defaults);
+	tcase_add_test(tc, test_unopenable);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("command line");
+	tcase_add_test(tc, test_override_listen_replaces_file);
+	tcase_add_test(tc, test_override_before_load);
+	tcase_add_test(tc, test_override_without_file);
+	tcase_add_test(tc, test_override_errors);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("addresses");
+	tcase_add_test(tc, test_parse_addr_good);
+	tcase_add_test(tc, test_parse_addr_bad);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(conf_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,2077 @@
+/*
+ * check_locktab — unit tests of the lock table (daemon/locktab.c).
+ *
+ * Most tests drive the table through a fake backend that records every
+ * operation the table asks for (kind, key, token, ttl, mode) and completes
+ * it only when the test says so, and through a clock the test moves by hand:
+ * every interleaving is chosen by the test and every outcome is exact. A few
+ * tests run on the memory backend and a real event loop. A randomized test
+ * with a fixed seed checks the table against a simple model.
+ *
+ * Every owner the tests create has a context with a "dead" flag, set before
+ * the owner is destroyed: a callback that reaches a dead owner fails the test.
+ */
+#include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "backend.h"
+#include "locktab.h"
+#include "log.h"
+
+#define EXCL LOCK_EXCLUSIVE
+#define SHRD LOCK_SHARED
+#define SEMA LOCK_SEMAPHORE
+
+#define NOWN 8			/* owners every fixture creates */
+#define FK_KEYMAX 64		/* longest key the fake backend records */
+#define WAIT_FOREVER (-1)
+
+/* ---- the fake backend ---------------------------------------------------- */
+
+enum fk_kind { FK_ACQUIRE, FK_RELEASE, FK_RENEW, FK_TRANSFER, FK_NKINDS };
+
+/* One operation the table asked the fake backend for. */
+struct fk_op {
+	enum fk_kind kind;		/* which operation */
+	char key[FK_KEYMAX];		/* its key (NUL-terminated copy) */
+	size_t keylen;			/* the key's length */
+	enum lock_mode mode;		/* the lease's mode */
+	unsigned limit;			/* its permits */
+	char token[TOKEN_LEN + 1];	/* the lease (transfer: the old one) */
+	char to[TOKEN_LEN + 1];		/* transfer: the new lease */
+	uint64_t ttl_ms;		/* lease asked for (transfer: the new one's) */
+	uint64_t at;			/* the test clock when asked */
+	be_cb *cb;			/* the table's completion */
+	void *arg;			/* and its argument */
+	bool done;			/* completed */
+};
+
+/* The fake backend's state. */
+struct fake {
+	struct fk_op *ops;		/* every operation asked, oldest first */
+	size_t nops, cap;		/* used and allocated entries of ops */
+	size_t *pend;			/* indexes into ops not completed, oldest first */
+	size_t npend, pcap;		/* used and allocated entries of pend */
+	unsigned count[FK_NKINDS];	/* operations asked, by kind */
+	uint64_t fence;			/* last fence drain() handed out */
+};
+
+static struct fake fk;		/* the fake backend of the running test */
+static struct backend fbe;	/* its backend instance */
+static uint64_t clk;		/* the test clock, in ms */
+
+/* Record an operation; the pointer is valid until the next one. */
+static struct fk_op *
+fk_record(enum fk_kind kind, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	if (fk.nops == fk.cap) {
+		fk.cap = fk.cap ? fk.cap * 2 : 64;
+		fk.ops = realloc(fk.ops, fk.cap * sizeof(*fk.ops));
+		ck_assert_ptr_nonnull(fk.ops);
+	}
+	if (fk.npend == fk.pcap) {
+		fk.pcap = fk.pcap ? fk.pcap * 2 : 64;
+		fk.pend = realloc(fk.pend, fk.pcap * sizeof(*fk.pend));
+		ck_assert_ptr_nonnull(fk.pend);
+	}
+	struct fk_op *op = &fk.ops[fk.nops];
+	memset(op, 0, sizeof(*op));
+	op->kind = kind;
+	ck_assert_uint_lt(l->keylen, FK_KEYMAX);
+	memcpy(op->key, l->key, l->keylen);
+	op->keylen = l->keylen;
+	op->mode = l->mode;
+	op->limit = l->limit;
+	ck_assert_uint_eq(strlen(l->token), TOKEN_LEN);
+	memcpy(op->token, l->token, TOKEN_LEN + 1);
+	op->ttl_ms = l->ttl_ms;
+	op->at = clk;
+	op->cb = cb;
+	op->arg = arg;
+	fk.pend[fk.npend++] = fk.nops++;
+	fk.count[kind]++;
+	return op;
+}
+
+static void
+fk_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	(void)be;
+	fk_record(FK_ACQUIRE, l, cb, arg);
+}
+
+static void
+fk_release(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	(void)be;
+	fk_record(FK_RELEASE, l, cb, arg);
+}
+
+static void
+fk_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	(void)be;
+	fk_record(FK_RENEW, l, cb, arg);
+}
+
+static void
+fk_transfer(struct backend *be, const struct be_lock *from, const struct be_lock *to,
+    be_cb *cb, void *arg)
+{
+	(void)be;
+	ck_assert_uint_eq(from->keylen, to->keylen);
+	ck_assert_uint_eq(strlen(to->token), TOKEN_LEN);
+	struct fk_op *op = fk_record(FK_TRANSFER, from, cb, arg);
+	memcpy(op->to, to->token, TOKEN_LEN + 1);
+	op->ttl_ms = to->ttl_ms;
+	op->mode = to->mode;
+}
+
+/* The fake backend, with and without the optional transfer. */
+static const struct backend_ops fake_ops = {
+	.name = "fake",
+	.acquire = fk_acquire,
+	.release = fk_release,
+	.renew = fk_renew,
+	.transfer = fk_transfer,
+};
+static const struct backend_ops fake_ops_nt = {
+	.name = "fake-no-transfer",
+	.acquire = fk_acquire,
+	.release = fk_release,
+	.renew = fk_renew,
+};
+
+/* The pending operation at position pos (0: the oldest); valid until the
+ * next operation is recorded. */
+static struct fk_op *
+fk_pending(size_t pos)
+{
+	ck_assert_uint_lt(pos, fk.npend);
+	return &fk.ops[fk.pend[pos]];
+}
+
+/* Complete the pending operation at position pos with st (and fence). */
+static void
+fk_complete_at(size_t pos, enum be_status st, uint64_t fence)
+{
+	ck_assert_uint_lt(pos, fk.npend);
+	size_t i = fk.pend[pos];
+	memmove(&fk.pend[pos], &fk.pend[pos + 1], (fk.npend - pos - 1) * sizeof(*fk.pend));
+	fk.npend--;
+	fk.ops[i].done = true;
+	be_cb *cb = fk.ops[i].cb;
+	void *arg = fk.ops[i].arg;
+	struct be_reply r = { st, st == BE_OK ? fence : 0,
+	    st == BE_OK ? NULL : "the fake backend says so" };
+	cb(arg, &r);
+}
+
+/* Complete the oldest pending operation. */
+static void
+fk_complete(enum be_status st, uint64_t fence)
+{
+	fk_complete_at(0, st, fence);
+}
+
+/* Position of the oldest pending operation of kind for token (NULL: any), or
+ * -1. A transfer matches its old or its new token. */
+static long
+fk_find(enum fk_kind kind, const char *token)
+{
+	for (size_t p = 0; p < fk.npend; p++) {
+		const struct fk_op *op = &fk.ops[fk.pend[p]];
+		if (op->kind != kind)
+			continue;
+		if (token == NULL || strcmp(op->token, token) == 0 ||
+		    (kind == FK_TRANSFER && strcmp(op->to, token) == 0))
+			return (long)p;
+	}
+	return -1;
+}
+
+/* Check that the pending operation at pos is of kind on key. */
+static struct fk_op *
+fk_expect(size_t pos, enum fk_kind kind, const char *key)
+{
+	struct fk_op *op = fk_pending(pos);
+	ck_assert_int_eq(op->kind, kind);
+	ck_assert_str_eq(op->key, key);
+	ck_assert_uint_eq(op->keylen, strlen(key));
+	return op;
+}
+
+/* Complete everything pending with BE_OK, and what that leads to. */
+static void
+drain(void)
+{
+	for (unsigned n = 0; fk.npend > 0; n++) {
+		ck_assert_uint_lt(n, 1000000);
+		fk_complete(BE_OK, ++fk.fence);
+	}
+}
+
+/* ---- the table under test, its owners and callbacks ---------------------- */
+
+/* A test's view of one owner. */
+struct octx {
+	struct lt_owner *o;		/* the owner, NULL once destroyed */
+	bool dead;			/* destroyed: its callbacks must not run */
+	int nlost;			/* lost callbacks */
+	char lost_key[FK_KEYMAX];	/* the last one's key */
+	uint64_t lost_fence;		/* its fence */
+	uint64_t lost_clock;		/* the clock when it came */
+	char lost_reason[128];		/* its reason */
+};
+
+/* The outcome of one LOCK, UNLOCK or EXTEND. */
+struct res {
+	struct octx *owner;		/* who asked */
+	int calls;			/* done callbacks */
+	enum lt_status st;		/* the last one's status */
+	struct lt_grant g;		/* its grant (or an immediate one) */
+	long long value;		/* its value, or UNLOCK's remaining count */
+	unsigned seq;			/* order of the callback among all */
+};
+
+static struct locktab *lt;		/* the table of the running test */
+static struct octx O[NOWN];		/* its owners */
+static unsigned seq;			/* done callbacks so far */
+static unsigned rearm_calls;		/* rearm hook calls */
+static uint64_t rearm_when;		/* the last deadline it was told */
+static struct event_base *base;		/* memory backend tests: the loop */
+static struct backend *mbe;		/* and the backend */
+static const struct lt_limits limits_default = { 10000, 10000 };
+
+static uint64_t
+test_clock(void *arg)
+{
+	(void)arg;
+	return clk;
+}
+
+static void
+test_rearm(void *arg, uint64_t when)
+{
+	(void)arg;
+	rearm_calls++;
+	rearm_when = when;
+}
+
+/* The done callback of every LOCK, UNLOCK and EXTEND of the tests. */
+static void
+on_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
+{
+	struct res *r = arg;
+	ck_assert_msg(r->owner == NULL || !r->owner->dead,
+	    "a done callback of a destroyed owner was called");
+	r->calls++;
+	r->st = st;
+	if (g != NULL)
+		r->g = *g;
+	r->value = value;
+	r->seq = ++seq;
+}
+
+/* The lost callback of every owner of the tests. */
+static void
+on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *reason)
+{
+	struct octx *c = arg;
+	ck_assert_msg(!c->dead, "a lost callback of a destroyed owner was called");
+	ck_assert_uint_lt(keylen, sizeof(c->lost_key));
+	ck_assert_ptr_nonnull(reason);
+	c->nlost++;
+	memcpy(c->lost_key, key, keylen);
+	c->lost_key[keylen] = '\0';
+	c->lost_fence = fence;
+	c->lost_clock = clk;
+	snprintf(c->lost_reason, sizeof(c->lost_reason), "%s", reason);
+}
+
+/* Create the table on be with limits, and the owners. */
+static void
+table_start(struct backend *be, const struct lt_limits *limits)
+{
+	seq = 0;
+	rearm_calls = 0;
+	rearm_when = LT_NEVER;
+	memset(O, 0, sizeof(O));
+	lt = locktab_create(be, limits, test_clock, NULL, test_rearm, NULL);
+	ck_assert_ptr_nonnull(lt);
+	ck_assert_ptr_eq(be->up.arg, lt);
+	ck_assert_ptr_nonnull(be->up.wakeup);
+	for (int i = 0; i < NOWN; i++) {
+		O[i].o = locktab_owner_create(lt, (uint64_t)i + 1, on_lost, &O[i]);
+		ck_assert_ptr_nonnull(O[i].o);
+	}
+}
+
+/* Destroy owner i; from now on none of its callbacks may run. */
+static void
+kill_owner(int i)
+{
+	ck_assert_ptr_nonnull(O[i].o);
+	O[i].dead = true;
+	locktab_owner_destroy(O[i].o);
+	O[i].o = NULL;
+}
+
+static void
+kill_all(void)
+{
+	for (int i = 0; i < NOWN; i++)
+		if (O[i].o != NULL)
+			kill_owner(i);
+}
+
+static void
+fake_start(const struct backend_ops *ops)
+{
+	memset(&fk, 0, sizeof(fk));
+	memset(&fbe, 0, sizeof(fbe));
+	fbe.ops = ops;
+	fbe.priv = &fk;
+	clk = 1000;
+	table_start(&fbe, &limits_default);
+}
+
+static void
+setup_fake(void)
+{
+	fake_start(&fake_ops);
+}
+
+static void
+setup_fake_nt(void)
+{
+	fake_start(&fake_ops_nt);
+}
+
+/* End a fake backend test: destroy the owners, complete every operation,
+ * and the table must be idle and free cleanly. */
+static void
+teardown_fake(void)
+{
+	kill_all();
+	drain();
+	ck_assert(locktab_idle(lt));
+	locktab_destroy(lt);
+	lt = NULL;
+	free(fk.ops);
+	free(fk.pend);
+	memset(&fk, 0, sizeof(fk));
+}
+
+/* Start again with other limits (before anything was locked). */
+static void
+restart(const struct lt_limits *limits)
+{
+	kill_all();
+	ck_assert(locktab_idle(lt));
+	locktab_destroy(lt);
+	table_start(&fbe, limits);
+}
+
+/* Run the memory backend's completions until the table is idle. */
+static void
+flush(void)
+{
+	for (int n = 0; !locktab_idle(lt); n++) {
+		ck_assert_int_lt(n, 1000);
+		ck_assert_int_ge(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+	}
+}
+
+static void
+setup_mem(void)
+{
+	clk = 1000;
+	base = event_base_new();
+	ck_assert_ptr_nonnull(base);
+	mbe = backend_create("memory", base, NULL);
+	ck_assert_ptr_nonnull(mbe);
+	table_start(mbe, &limits_default);
+}
+
+static void
+teardown_mem(void)
+{
+	kill_all();
+	flush();
+	locktab_destroy(lt);
+	lt = NULL;
+	backend_destroy(mbe);
+	mbe = NULL;
+	event_base_free(base);
+	base = NULL;
+}
+
+/* LOCK key for owner i; the outcome goes to r (reset first). */
+static enum lt_status
+lock(int i, const char *key, enum lock_mode mode, unsigned limit, uint64_t ttl,
+    int64_t wait, int detach, struct res *r)
+{
+	struct lt_lock_req q = { key, strlen(key), mode, limit, ttl, wait, detach };
+	memset(r, 0, sizeof(*r));
+	r->owner = &O[i];
+	ck_assert_ptr_nonnull(O[i].o);
+	return locktab_lock(O[i].o, &q, &r->g, on_done, r);
+}
+
+/* UNLOCK key (by token if not NULL) for owner i; an immediate remaining
+ * count goes to r->value. */
+static enum lt_status
+unlock(int i, const char *key, const char *token, struct res *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->owner = &O[i];
+	return locktab_unlock(O[i].o, key, strlen(key), token, &r->value, on_done, r);
+}
+
+static enum lt_status
+extend(int i, const char *key, uint64_t ttl, const char *token, struct res *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->owner = &O[i];
+	return locktab_extend(O[i].o, key, strlen(key), ttl, token, on_done, r);
+}
+
+static struct lt_key_status
+status(const char *key)
+{
+	struct lt_key_status s;
+	locktab_status(lt, key, strlen(key), &s);
+	return s;
+}
+
+static struct lt_stats
+stats(void)
+{
+	struct lt_stats s;
+	locktab_stats(lt, &s);
+	return s;
+}
+
+static int
+validate(const char *key, uint64_t fence)
+{
+	return locktab_validate(lt, key, strlen(key), fence);
+}
+
+/* Check that r was told exactly once that it was granted with fence. */
+static void
+assert_granted(const struct res *r, uint64_t fence)
+{
+	ck_assert_int_eq(r->calls, 1);
+	ck_assert_int_eq(r->st, LT_OK);
+	ck_assert_uint_eq(r->g.fence, fence);
+	ck_assert_uint_eq(strlen(r->g.token), TOKEN_LEN);
+	ck_assert_uint_eq(strspn(r->g.token, "0123456789abcdef"), TOKEN_LEN);
+	ck_assert_uint_eq(r->g.count, 1);
+}
+
+/* Owner i locks key and the fake backend grants it at once with fence. */
+static void
+hold(int i, const char *key, enum lock_mode mode, unsigned limit, uint64_t ttl, int detach,
+    uint64_t fence, struct res *r)
+{
+	size_t before = fk.npend;
+	ck_assert_int_eq(lock(i, key, mode, limit, ttl, WAIT_FOREVER, detach, r), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, before + 1);
+	struct fk_op *op = fk_expect(before, FK_ACQUIRE, key);
+	ck_assert_int_eq(op->mode, mode);
+	ck_assert_uint_eq(op->limit, limit);
+	ck_assert_uint_eq(op->ttl_ms, ttl);
+	char token[TOKEN_LEN + 1];
+	memcpy(token, op->token, sizeof(token));
+	fk_complete_at(before, BE_OK, fence);
+	assert_granted(r, fence);
+	ck_assert_str_eq(r->g.token, token);
+	ck_assert_uint_eq(r->g.ttl_ms, ttl);
+}
+
+/* Owner i unlocks its last hold of key; the backend confirms the release. */
+static void
+release(int i, const char *key)
+{
+	struct res u;
+	ck_assert_int_eq(unlock(i, key, NULL, &u), LT_PENDING);
+	long p = fk_find(FK_RELEASE, NULL);
+	ck_assert_int_ge(p, 0);
+	fk_complete_at((size_t)p, BE_OK, 0);
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_int_eq(u.value, 0);
+}
+
+/* Copy the token of the pending operation at pos. */
+static void
+pending_token(size_t pos, char out[TOKEN_LEN + 1])
+{
+	memcpy(out, fk_pending(pos)->token, TOKEN_LEN + 1);
+}
+
+/* ---- exclusive locks: FIFO ----------------------------------------------- */
+
+START_TEST(excl_fifo_five_owners)
+{
+	struct res r[5], u;
+	char tok[TOKEN_LEN + 1];
+
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(lock(i, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &r[i]),
+		    LT_PENDING);
+	/* only the head of the queue contends at the backend */
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 1);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_int_eq(fk_expect(0, FK_ACQUIRE, "k")->mode, EXCL);
+	ck_assert_uint_eq(fk_pending(0)->ttl_ms, 30000);
+	pending_token(0, tok);
+	fk_complete(BE_OK, 100);
+	assert_granted(&r[0], 100);
+	ck_assert_str_eq(r[0].g.token, tok);
+
+	for (int i = 0; i < 5; i++) {
+		struct lt_key_status s = status("k");
+		ck_assert_str_eq(s.mode, "exclusive");
+		ck_assert_uint_eq(s.holders, 1);
+		ck_assert_uint_eq(s.waiters, 4 - i);
+		ck_assert_uint_eq(s.fence, 100 + i);
+		ck_assert_int_eq(validate("k", 100 + i), 1);
+		for (int j = i + 1; j < 5; j++)
+			ck_assert_int_eq(r[j].calls, 0);
+
+		ck_assert_int_eq(unlock(i, "k", NULL, &u), LT_PENDING);
+		ck_assert_int_eq(validate("k", 100 + i), 0);
+		if (i == 4) {
+			ck_assert_uint_eq(fk.npend, 1);
+			ck_assert_str_eq(fk_expect(0, FK_RELEASE, "k")->token, r[i].g.token);
+			fk_complete(BE_OK, 0);
+			ck_assert_int_eq(u.calls, 1);
+			ck_assert_int_eq(u.st, LT_OK);
+			break;
+		}
+		/* the release, and an acquire for the next waiter only */
+		ck_assert_uint_eq(fk.npend, 2);
+		ck_assert_str_eq(fk_expect(0, FK_RELEASE, "k")->token, r[i].g.token);
+		fk_expect(1, FK_ACQUIRE, "k");
+		ck_assert_uint_eq(fk.count[FK_ACQUIRE], (unsigned)i + 2);
+		pending_token(1, tok);
+		s = status("k");
+		ck_assert_uint_eq(s.holders, 0);
+		ck_assert_uint_eq(s.waiters, 4 - i);
+		fk_complete(BE_OK, 0);
+		ck_assert_int_eq(u.calls, 1);
+		ck_assert_int_eq(u.st, LT_OK);
+		ck_assert_int_eq(u.value, 0);
+		ck_assert_int_eq(r[i + 1].calls, 0);
+		fk_complete(BE_OK, 101 + (uint64_t)i);
+		assert_granted(&r[i + 1], 101 + (uint64_t)i);
+		ck_assert_str_eq(r[i + 1].g.token, tok);
+	}
+	/* granted in arrival order, each exactly once */
+	for (int i = 0; i < 4; i++)
+		ck_assert_uint_lt(r[i].seq, r[i + 1].seq);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(r[i].calls, 1);
+	struct lt_key_status s = status("k");
+	ck_assert_str_eq(s.mode, "free");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_uint_eq(s.fence, 104);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.grants, 5);
+	ck_assert_uint_eq(st.releases, 5);
+	ck_assert_uint_eq(st.holds, 0);
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(st.keys, 0);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 5);
+	ck_assert_uint_eq(fk.count[FK_TRANSFER], 0);
+}
+END_TEST
+
+/* A release sends one acquire, for the head, and nothing for those behind
+ * it, even when the head's acquire stays unanswered a long time. */
+START_TEST(release_wakes_only_head)
+{
+	struct res h, r[4];
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(lock(i + 1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &r[i]),
+		    LT_PENDING);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 1);
+	release(0, "k");
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
+	ck_assert_uint_eq(fk.npend, 1);
+	/* more time, ticks and spurious wakeups do not start anyone else */
+	clk += 5000;
+	locktab_tick(lt);
+	fbe.up.wakeup(fbe.up.arg, "k", 1);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
+	fk_complete(BE_OK, 2);
+	assert_granted(&r[0], 2);
+	for (int i = 1; i < 4; i++)
+		ck_assert_int_eq(r[i].calls, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+}
+END_TEST
+
+/* ---- shared locks -------------------------------------------------------- */
+
+START_TEST(shared_granted_together)
+{
+	struct res r[3];
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(lock(i, "s", SHRD, 0, 30000, WAIT_FOREVER, 0, &r[i]), LT_PENDING);
+	/* all three are sent at once */
+	ck_assert_uint_eq(fk.npend, 3);
+	for (size_t p = 0; p < 3; p++)
+		ck_assert_int_eq(fk_expect(p, FK_ACQUIRE, "s")->mode, SHRD);
+	/* whatever order the backend answers in */
+	fk_complete_at(2, BE_OK, 10);
+	fk_complete_at(0, BE_OK, 11);
+	fk_complete_at(0, BE_OK, 12);
+	assert_granted(&r[2], 10);
+	assert_granted(&r[0], 11);
+	assert_granted(&r[1], 12);
+	struct lt_key_status s = status("s");
+	ck_assert_str_eq(s.mode, "shared");
+	ck_assert_uint_eq(s.holders, 3);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_int_eq(s.ttl_ms, -1);
+	ck_assert_uint_eq(s.limit, 0);
+	ck_assert_uint_eq(s.fence, 12);
+	for (uint64_t f = 10; f <= 12; f++)
+		ck_assert_int_eq(validate("s", f), 1);
+	ck_assert_str_ne(r[0].g.token, r[1].g.token);
+	ck_assert_str_ne(r[1].g.token, r[2].g.token);
+}
+END_TEST
+
+/* Shared holders; an exclusive waiter waits; shared lockers behind it wait
+ * too (no barging); the exclusive goes when the last shared one leaves; then
+ * the shared run behind it goes together. */
+START_TEST(shared_exclusive_no_barging)
+{
+	struct res s0, s1, x, s3, s4, t, u;
+
+	hold(0, "k", SHRD, 0, 30000, 0, 1, &s0);
+	hold(1, "k", SHRD, 0, 30000, 0, 2, &s1);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &x), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_int_eq(lock(3, "k", SHRD, 0, 30000, WAIT_FOREVER, 0, &s3), LT_PENDING);
+	ck_assert_int_eq(lock(4, "k", SHRD, 0, 30000, WAIT_FOREVER, 0, &s4), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
+	/* compatible with the holders, but there is a queue: try-once fails */
+	ck_assert_int_eq(lock(5, "k", SHRD, 0, 30000, 0, 0, &t), LT_NOT_GRANTED);
+	ck_assert_int_eq(t.calls, 0);
+	struct lt_key_status s = status("k");
+	ck_assert_str_eq(s.mode, "shared");
+	ck_assert_uint_eq(s.holders, 2);
+	ck_assert_uint_eq(s.waiters, 3);
+
+	/* one shared holder leaves: the exclusive still waits */
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_expect(0, FK_RELEASE, "k");
+	fk_complete(BE_OK, 0);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
+	ck_assert_int_eq(x.calls, 0);
+
+	/* the last one leaves: exactly the exclusive one is sent */
+	ck_assert_int_eq(unlock(1, "k", NULL, &u), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_expect(0, FK_RELEASE, "k");
+	ck_assert_int_eq(fk_expect(1, FK_ACQUIRE, "k")->mode, EXCL);
+	fk_complete(BE_OK, 0);
+	fk_complete(BE_OK, 3);
+	assert_granted(&x, 3);
+	ck_assert_int_eq(s3.calls, 0);
+	ck_assert_int_eq(s4.calls, 0);
+	s = status("k");
+	ck_assert_str_eq(s.mode, "exclusive");
+	ck_assert_uint_eq(s.holders, 1);
+	ck_assert_uint_eq(s.waiters, 2);
+
+	/* the exclusive leaves: both shared waiters are sent together */
+	ck_assert_int_eq(unlock(2, "k", NULL, &u), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 3);
+	fk_expect(0, FK_RELEASE, "k");
+	ck_assert_int_eq(fk_expect(1, FK_ACQUIRE, "k")->mode, SHRD);
+	ck_assert_int_eq(fk_expect(2, FK_ACQUIRE, "k")->mode, SHRD);
+	ck_assert_uint_eq(fk.count[FK_TRANSFER], 0);
+	fk_complete(BE_OK, 0);
+	fk_complete(BE_OK, 4);
+	fk_complete(BE_OK, 5);
+	assert_granted(&s3, 4);
+	assert_granted(&s4, 5);
+	s = status("k");
+	ck_assert_str_eq(s.mode, "shared");
+	ck_assert_uint_eq(s.holders, 2);
+	ck_assert_uint_eq(s.waiters, 0);
+}
+END_TEST
+
+/* An exclusive waiter that gives up lets the shared waiters behind it go. */
+START_TEST(exclusive_timeout_lets_shared_run)
+{
+	struct res s0, x, s2, s3;
+	hold(0, "k", SHRD, 0, 30000, 0, 1, &s0);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, 100, 0, &x), LT_PENDING);
+	ck_assert_int_eq(lock(2, "k", SHRD, 0, 30000, WAIT_FOREVER, 0, &s2), LT_PENDING);
+	ck_assert_int_eq(lock(3, "k", SHRD, 0, 30000, WAIT_FOREVER, 0, &s3), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 0);
+	clk += 100;
+	locktab_tick(lt);
+	ck_assert_int_eq(x.calls, 1);
+	ck_assert_int_eq(x.st, LT_NOT_GRANTED);
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_complete(BE_OK, 2);
+	fk_complete(BE_OK, 3);
+	assert_granted(&s2, 2);
+	assert_granted(&s3, 3);
+	ck_assert_uint_eq(status("k").holders, 3);
+}
+END_TEST
+
+/* ---- semaphores ---------------------------------------------------------- */
+
+START_TEST(semaphore_limit_fifo)
+{
+	struct res r[5], u;
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(lock(i, "m", SEMA, 3, 30000, WAIT_FOREVER, 0, &r[i]), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 3);
+	for (size_t p = 0; p < 3; p++) {
+		struct fk_op *op = fk_expect(p, FK_ACQUIRE, "m");
+		ck_assert_int_eq(op->mode, SEMA);
+		ck_assert_uint_eq(op->limit, 3);
+	}
+	for (int i = 0; i < 3; i++)
+		fk_complete(BE_OK, 10 + (uint64_t)i);
+	for (int i = 0; i < 3; i++)
+		assert_granted(&r[i], 10 + (uint64_t)i);
+	ck_assert_int_eq(r[3].calls, 0);
+	ck_assert_int_eq(r[4].calls, 0);
+	struct lt_key_status s = status("m");
+	ck_assert_str_eq(s.mode, "semaphore");
+	ck_assert_uint_eq(s.holders, 3);
+	ck_assert_uint_eq(s.waiters, 2);
+	ck_assert_uint_eq(s.limit, 3);
+	ck_assert_int_eq(s.ttl_ms, -1);
+
+	/* a permit comes back: the first waiter, only it, gets it */
+	ck_assert_int_eq(unlock(1, "m", NULL, &u), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_expect(0, FK_RELEASE, "m");
+	fk_expect(1, FK_ACQUIRE, "m");
+	fk_complete(BE_OK, 0);
+	fk_complete(BE_OK, 13);
+	assert_granted(&r[3], 13);
+	ck_assert_int_eq(r[4].calls, 0);
+	s = status("m");
+	ck_assert_uint_eq(s.holders, 3);
+	ck_assert_uint_eq(s.waiters, 1);
+
+	ck_assert_int_eq(unlock(0, "m", NULL, &u), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_complete(BE_OK, 0);
+	fk_complete(BE_OK, 14);
+	assert_granted(&r[4], 14);
+	ck_assert_uint_lt(r[3].seq, r[4].seq);
+	s = status("m");
+	ck_assert_uint_eq(s.holders, 3);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_uint_eq(fk.count[FK_TRANSFER], 0);
+}
+END_TEST
+
+START_TEST(semaphore_kind_mismatch)
+{
+	struct res r, w;
+	hold(0, "s", SEMA, 3, 30000, 0, 1, &r);
+	ck_assert_int_eq(lock(1, "s", SEMA, 4, 30000, WAIT_FOREVER, 0, &w), LT_E_KIND);
+	ck_assert_int_eq(lock(1, "s", SEMA, 2, 30000, 0, 0, &w), LT_E_KIND);
+	ck_assert_int_eq(lock(1, "s", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_KIND);
+	ck_assert_int_eq(lock(1, "s", SHRD, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_KIND);
+
+	hold(0, "x", EXCL, 0, 30000, 0, 2, &r);
+	ck_assert_int_eq(lock(1, "x", SEMA, 2, 30000, WAIT_FOREVER, 0, &w), LT_E_KIND);
+	hold(0, "sh", SHRD, 0, 30000, 0, 3, &r);
+	ck_assert_int_eq(lock(1, "sh", SEMA, 1, 30000, WAIT_FOREVER, 0, &w), LT_E_KIND);
+
+	/* a key with only a waiter (its acquire in flight) has a kind too */
+	ck_assert_int_eq(lock(2, "w", SEMA, 2, 30000, WAIT_FOREVER, 0, &r), LT_PENDING);
+	ck_assert_int_eq(lock(1, "w", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_KIND);
+	ck_assert_int_eq(lock(1, "w", SEMA, 5, 30000, WAIT_FOREVER, 0, &w), LT_E_KIND);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_int_eq(lock(1, "w", SEMA, 2, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_complete(BE_OK, 4);
+	fk_complete(BE_OK, 5);
+	assert_granted(&r, 4);
+	assert_granted(&w, 5);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(st.holds, 5);
+}
+END_TEST
+
+/* ---- reentrancy ---------------------------------------------------------- */
+
+START_TEST(reentrant_lock_unlock)
+{
+	struct res r, again, u;
+	hold(0, "k", EXCL, 0, 30000, 0, 7, &r);
+	for (unsigned n = 2; n <= 3; n++) {
+		ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &again), LT_OK);
+		ck_assert_int_eq(again.calls, 0);
+		ck_assert_str_eq(again.g.token, r.g.token);
+		ck_assert_uint_eq(again.g.fence, 7);
+		ck_assert_uint_eq(again.g.ttl_ms, 30000);
+		ck_assert_uint_eq(again.g.count, n);
+	}
+	/* a different TTL does not change the lease */
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 5000, 0, 0, &again), LT_OK);
+	ck_assert_uint_eq(again.g.count, 4);
+	ck_assert_uint_eq(again.g.ttl_ms, 30000);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 1);
+	ck_assert_uint_eq(fk.npend, 0);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.grants, 1);
+	ck_assert_uint_eq(st.reentrant, 3);
+	ck_assert_uint_eq(st.holds, 1);
+	ck_assert_uint_eq(status("k").holders, 1);
+
+	for (long long left = 3; left >= 1; left--) {
+		ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_OK);
+		ck_assert_int_eq(u.value, left);
+		ck_assert_int_eq(u.calls, 0);
+		ck_assert_uint_eq(fk.npend, 0);
+		ck_assert_int_eq(validate("k", 7), 1);
+	}
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "k")->token, r.g.token);
+	ck_assert_int_eq(u.calls, 0);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_int_eq(u.value, 0);
+	ck_assert_str_eq(status("k").mode, "free");
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_E_NOTHELD);
+	st = stats();
+	ck_assert_uint_eq(st.releases, 1);
+	ck_assert_uint_eq(st.holds, 0);
+
+	/* a semaphore permit is reentrant with the same LIMIT */
+	hold(1, "m", SEMA, 2, 30000, 0, 8, &r);
+	ck_assert_int_eq(lock(1, "m", SEMA, 2, 30000, WAIT_FOREVER, 0, &again), LT_OK);
+	ck_assert_uint_eq(again.g.count, 2);
+	ck_assert_uint_eq(again.g.fence, 8);
+	ck_assert_uint_eq(status("m").holders, 1);
+	/* and so is a shared hold */
+	hold(2, "s", SHRD, 0, 30000, 0, 9, &r);
+	ck_assert_int_eq(lock(2, "s", SHRD, 0, 30000, WAIT_FOREVER, 0, &again), LT_OK);
+	ck_assert_uint_eq(again.g.count, 2);
+	ck_assert_str_eq(again.g.token, r.g.token);
+}
+END_TEST
+
+START_TEST(relock_other_mode)
+{
+	struct res r, w;
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &r);
+	ck_assert_int_eq(lock(0, "k", SHRD, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_MODE);
+	ck_assert_int_eq(lock(0, "k", SEMA, 3, 30000, WAIT_FOREVER, 0, &w), LT_E_MODE);
+	hold(0, "s", SHRD, 0, 30000, 0, 2, &r);
+	ck_assert_int_eq(lock(0, "s", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_MODE);
+	hold(0, "m", SEMA, 3, 30000, 0, 3, &r);
+	ck_assert_int_eq(lock(0, "m", SEMA, 4, 30000, WAIT_FOREVER, 0, &w), LT_E_MODE);
+	ck_assert_int_eq(lock(0, "m", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_MODE);
+	ck_assert_int_eq(w.calls, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 3);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.reentrant, 0);
+	ck_assert_uint_eq(st.waiters, 0);
+}
+END_TEST
+
+/* ---- WAIT ---------------------------------------------------------------- */
+
+START_TEST(wait_timeout)
+{
+	struct res h, w;
+	clk = 5000;
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);	/* renewal due at 15000 */
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, 500, 0, &w), LT_PENDING);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 5500);
+	clk = 5499;
+	locktab_tick(lt);
+	ck_assert_int_eq(w.calls, 0);
+	ck_assert_uint_eq(status("k").waiters, 1);
+	clk = 5500;
+	locktab_tick(lt);
+	ck_assert_int_eq(w.calls, 1);
+	ck_assert_int_eq(w.st, LT_NOT_GRANTED);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.timeouts, 1);
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(status("k").waiters, 0);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 1);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 15000);
+	/* more ticks do not tell it again */
+	clk = 6000;
+	locktab_tick(lt);
+	ck_assert_int_eq(w.calls, 1);
+}
+END_TEST
+
+START_TEST(wait0_held_key)
+{
+	struct res h, w;
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);
+	size_t nops = fk.nops;
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, 0, 0, &w), LT_NOT_GRANTED);
+	ck_assert_int_eq(lock(1, "k", SHRD, 0, 30000, 0, 0, &w), LT_NOT_GRANTED);
+	ck_assert_int_eq(w.calls, 0);
+	ck_assert_uint_eq(fk.nops, nops);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.timeouts, 2);
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(status("k").waiters, 0);
+
+	/* a full semaphore */
+	hold(0, "m", SEMA, 1, 30000, 0, 2, &h);
+	nops = fk.nops;
+	ck_assert_int_eq(lock(1, "m", SEMA, 1, 30000, 0, 0, &w), LT_NOT_GRANTED);
+	ck_assert_uint_eq(fk.nops, nops);
+
+	/* a key whose acquire is in flight is taken */
+	ck_assert_int_eq(lock(2, "f", EXCL, 0, 30000, WAIT_FOREVER, 0, &h), LT_PENDING);
+	nops = fk.nops;
+	ck_assert_int_eq(lock(3, "f", EXCL, 0, 30000, 0, 0, &w), LT_NOT_GRANTED);
+	ck_assert_uint_eq(fk.nops, nops);
+
+	/* shared next to shared holders is tried */
+	hold(0, "s", SHRD, 0, 30000, 0, 3, &h);
+	ck_assert_int_eq(lock(1, "s", SHRD, 0, 30000, 0, 0, &w), LT_PENDING);
+	ck_assert_int_eq(fk_expect(fk.npend - 1, FK_ACQUIRE, "s")->mode, SHRD);
+	fk_complete_at(fk.npend - 1, BE_OK, 4);
+	assert_granted(&w, 4);
+	ck_assert_uint_eq(stats().timeouts, 4);
+}
+END_TEST
+
+START_TEST(wait0_free_key_busy)
+{
+	struct res w, w2;
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, 0, 0, &w), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_expect(0, FK_ACQUIRE, "k");
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(w.calls, 1);
+	ck_assert_int_eq(w.st, LT_NOT_GRANTED);
+	ck_assert_uint_eq(fk.npend, 0);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.timeouts, 1);
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(st.holds, 0);
+	struct lt_key_status s = status("k");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 0);
+	/* the key is not left waiting for a wakeup: the next LOCK is sent */
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &w2), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_complete(BE_OK, 1);
+	assert_granted(&w2, 1);
+}
+END_TEST
+
+/* ---- BUSY, wakeups and backend errors ------------------------------------ */
+
+START_TEST(busy_then_wakeup)
+{
+	struct res a, b, c;
+	char t0[TOKEN_LEN + 1];
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	pending_token(0, t0);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(a.calls, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+	struct lt_key_status s = status("k");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 2);
+	/* the key is taken elsewhere: try-once fails at once */
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, 0, 0, &c), LT_NOT_GRANTED);
+	/* neither time nor a wakeup for another key retries */
+	clk += 10000;
+	locktab_tick(lt);
+	fbe.up.wakeup(fbe.up.arg, "other", 5);
+	fbe.up.wakeup(fbe.up.arg, "kk", 2);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 1);
+	/* the wakeup retries the head only, with the same token */
+	fbe.up.wakeup(fbe.up.arg, "k", 1);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_str_eq(fk_expect(0, FK_ACQUIRE, "k")->token, t0);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
+	/* a spurious wakeup while it is decided sends nothing more */
+	fbe.up.wakeup(fbe.up.arg, "k", 1);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_complete(BE_OK, 9);
+	assert_granted(&a, 9);
+	ck_assert_str_eq(a.g.token, t0);
+	ck_assert_int_eq(b.calls, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_uint_eq(status("k").waiters, 1);
+}
+END_TEST
+
+START_TEST(busy_wait_deadline)
+{
+	struct res c, d, e;
+	clk = 1000;
+	ck_assert_int_eq(lock(0, "b", EXCL, 0, 30000, 1000, 0, &c), LT_PENDING);
+	/* while the backend decides there is no WAIT deadline */
+	ck_assert_uint_eq(locktab_next_deadline(lt), LT_NEVER);
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(c.calls, 0);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 2000);
+	ck_assert_uint_eq(rearm_when, 2000);
+	clk = 1999;
+	locktab_tick(lt);
+	ck_assert_int_eq(c.calls, 0);
+	clk = 2000;
+	locktab_tick(lt);
+	ck_assert_int_eq(c.calls, 1);
+	ck_assert_int_eq(c.st, LT_NOT_GRANTED);
+	ck_assert_uint_eq(stats().timeouts, 1);
+	ck_assert_uint_eq(fk.npend, 0);
+
+	/* WAIT runs out while the backend decides: its answer decides */
+	ck_assert_int_eq(lock(1, "c", EXCL, 0, 30000, 100, 0, &d), LT_PENDING);
+	ck_assert_int_eq(lock(2, "e", EXCL, 0, 30000, 100, 0, &e), LT_PENDING);
+	clk += 200;
+	locktab_tick(lt);
+	ck_assert_int_eq(d.calls, 0);
+	ck_assert_int_eq(e.calls, 0);
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(d.calls, 1);
+	ck_assert_int_eq(d.st, LT_NOT_GRANTED);
+	fk_complete(BE_OK, 5);
+	assert_granted(&e, 5);
+}
+END_TEST
+
+START_TEST(backend_error_on_acquire)
+{
+	struct res a, b, c;
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_complete(BE_ERROR, 0);
+	ck_assert_int_eq(a.calls, 1);
+	ck_assert_int_eq(a.st, LT_E_BACKEND);
+	ck_assert_uint_eq(stats().backend_errors, 1);
+	/* the one behind it is tried next */
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_expect(0, FK_ACQUIRE, "k");
+	fk_complete(BE_OK, 3);
+	assert_granted(&b, 3);
+	/* NOTOWNER on an acquire is a backend failure too */
+	ck_assert_int_eq(lock(2, "n", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_PENDING);
+	fk_complete(BE_NOTOWNER, 0);
+	ck_assert_int_eq(c.calls, 1);
+	ck_assert_int_eq(c.st, LT_E_BACKEND);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.backend_errors, 2);
+	ck_assert_uint_eq(st.grants, 1);
+	ck_assert_uint_eq(st.holds, 1);
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(status("n").holders, 0);
+}
+END_TEST
+
+/* ---- owners destroyed ---------------------------------------------------- */
+
+START_TEST(destroy_queued_waiter)
+{
+	struct res h, b, c;
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, 5000, 0, &c), LT_PENDING);
+	kill_owner(1);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_uint_eq(status("k").waiters, 1);
+	ck_assert_uint_eq(stats().waiters, 1);
+	release(0, "k");
+	/* exactly one acquire: the next live waiter */
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
+	fk_complete(BE_OK, 2);
+	assert_granted(&c, 2);
+	ck_assert_int_eq(b.calls, 0);
+}
+END_TEST
+
+START_TEST(destroy_while_acquiring)
+{
+	struct res a, b, c, d;
+	char t0[TOKEN_LEN + 1];
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	pending_token(0, t0);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	kill_owner(0);
+	ck_assert_uint_eq(fk.npend, 1);
+	/* granted to nobody: the lease is given back, the next one goes */
+	fk_complete(BE_OK, 5);
+	ck_assert_int_eq(a.calls, 0);
+	ck_assert_uint_eq(fk.npend, 2);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "k")->token, t0);
+	ck_assert_str_ne(fk_expect(1, FK_ACQUIRE, "k")->token, t0);
+	fk_complete(BE_OK, 0);
+	fk_complete(BE_OK, 6);
+	assert_granted(&b, 6);
+	struct lt_key_status s = status("k");
+	ck_assert_uint_eq(s.holders, 1);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_uint_eq(s.fence, 6);
+	ck_assert_int_eq(validate("k", 5), 0);
+	ck_assert_uint_eq(stats().grants, 1);
+
+	/* the backend answers BUSY instead: nothing to give back */
+	ck_assert_int_eq(lock(2, "j", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_PENDING);
+	ck_assert_int_eq(lock(3, "j", EXCL, 0, 30000, WAIT_FOREVER, 0, &d), LT_PENDING);
+	kill_owner(2);
+	fk_complete(BE_BUSY, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_uint_eq(status("j").waiters, 1);
+	fbe.up.wakeup(fbe.up.arg, "j", 1);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_complete(BE_OK, 7);
+	assert_granted(&d, 7);
+	ck_assert_int_eq(c.calls, 0);
+	ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+START_TEST(destroy_while_holding)
+{
+	struct res h, s, b;
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);
+	hold(0, "s", SHRD, 0, 30000, 0, 2, &s);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	kill_owner(0);
+	/* no transfer in this fake: a release each, and the waiter's acquire */
+	ck_assert_uint_eq(fk.npend, 3);
+	ck_assert_uint_eq(fk.count[FK_RELEASE], 2);
+	ck_assert_int_ge(fk_find(FK_RELEASE, h.g.token), 0);
+	ck_assert_int_ge(fk_find(FK_RELEASE, s.g.token), 0);
+	ck_assert_int_ge(fk_find(FK_ACQUIRE, NULL), 0);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.releases, 2);
+	ck_assert_uint_eq(st.holds, 0);
+	ck_assert_str_eq(status("s").mode, "free");
+	drain();
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.st, LT_OK);
+	ck_assert_int_eq(validate("k", b.g.fence), 1);
+	ck_assert_uint_eq(status("k").holders, 1);
+}
+END_TEST
+
+START_TEST(destroy_while_holding_transfer)
+{
+	struct res h, b;
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	kill_owner(0);
+	ck_assert_uint_eq(fk.npend, 1);
+	struct fk_op *op = fk_expect(0, FK_TRANSFER, "k");
+	ck_assert_str_eq(op->token, h.g.token);
+	char to[TOKEN_LEN + 1];
+	memcpy(to, op->to, sizeof(to));
+	fk_complete(BE_OK, 2);
+	assert_granted(&b, 2);
+	ck_assert_str_eq(b.g.token, to);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.handoffs, 1);
+	ck_assert_uint_eq(st.releases, 1);
+	ck_assert_uint_eq(fk.count[FK_RELEASE], 0);
+}
+END_TEST
+
+/* An owner with a hold, a queued LOCK, a LOCK being decided, an UNLOCK and
+ * an EXTEND in flight is destroyed: whatever happens next, none of its
+ * callbacks runs (the dead flag would fail the test). */
+START_TEST(destroyed_owner_never_called)
+{
+	struct res u0, e0, q0, h1, w0, a0, ul, ex;
+	hold(0, "u", EXCL, 0, 60000, 0, 1, &u0);
+	hold(0, "e", EXCL, 0, 60000, 0, 2, &e0);
+	hold(1, "q", EXCL, 0, 60000, 0, 3, &h1);
+	hold(0, "held", EXCL, 0, 60000, 0, 4, &q0);
+	ck_assert_int_eq(lock(0, "q", EXCL, 0, 60000, 9000, 0, &w0), LT_PENDING);
+	ck_assert_int_eq(lock(0, "a", EXCL, 0, 60000, WAIT_FOREVER, 0, &a0), LT_PENDING);
+	ck_assert_int_eq(unlock(0, "u", NULL, &ul), LT_PENDING);
+	ck_assert_int_eq(extend(0, "e", 90000, NULL, &ex), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 3);
+	kill_owner(0);
+	drain();
+	clk += 10000;
+	locktab_tick(lt);
+	drain();
+	ck_assert_int_eq(w0.calls, 0);
+	ck_assert_int_eq(a0.calls, 0);
+	ck_assert_int_eq(ul.calls, 0);
+	ck_assert_int_eq(ex.calls, 0);
+	ck_assert_str_eq(status("u").mode, "free");
+	ck_assert_str_eq(status("e").mode, "free");
+	ck_assert_str_eq(status("a").mode, "free");
+	ck_assert_str_eq(status("held").mode, "free");
+	struct lt_key_status s = status("q");
+	ck_assert_uint_eq(s.holders, 1);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_int_eq(validate("q", 3), 1);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.holds, 1);
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(st.keys, 1);
+	ck_assert(locktab_idle(lt));
+}
+END_TEST
+
+/* ---- detached holdings --------------------------------------------------- */
+
+START_TEST(detach_expires_at_ttl)
+{
+	struct res d, b;
+	clk = 1000;
+	hold(0, "d", EXCL, 0, 2000, 1, 9, &d);
+	ck_assert_uint_eq(locktab_owner_holds(O[0].o, NULL, NULL), 0);
+	ck_assert_int_eq(lock(1, "d", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 3000);
+	clk = 2999;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_int_eq(validate("d", 9), 1);
+	clk = 3000;
+	locktab_tick(lt);
+	ck_assert_uint_eq(stats().expired, 1);
+	ck_assert_int_eq(validate("d", 9), 0);
+	/* no transfer in this fake: the release, then the waiter's acquire */
+	ck_assert_uint_eq(fk.npend, 2);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "d")->token, d.g.token);
+	fk_expect(1, FK_ACQUIRE, "d");
+	fk_complete(BE_OK, 0);
+	fk_complete(BE_OK, 10);
+	assert_granted(&b, 10);
+	/* a detached lease is never renewed */
+	ck_assert_uint_eq(fk.count[FK_RENEW], 0);
+}
+END_TEST
+
+START_TEST(detach_unlock_by_token)
+{
+	struct res d, u;
+	static const char wrong[] = "0123456789abcdef0123456789abcdef";
+	hold(0, "d", EXCL, 0, 5000, 1, 9, &d);
+	ck_assert_str_ne(d.g.token, wrong);
+	ck_assert_int_eq(unlock(1, "d", NULL, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(unlock(0, "d", NULL, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(unlock(1, "d", wrong, &u), LT_E_NOTHELD);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_int_eq(unlock(1, "d", d.g.token, &u), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "d")->token, d.g.token);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_int_eq(u.value, 0);
+	ck_assert_str_eq(status("d").mode, "free");
+	ck_assert_uint_eq(stats().releases, 1);
+	ck_assert_int_eq(unlock(1, "d", d.g.token, &u), LT_E_NOTHELD);
+	/* a detached LOCK is not reentrant: it queues behind the holding */
+	hold(0, "e", EXCL, 0, 5000, 1, 10, &d);
+	ck_assert_int_eq(lock(0, "e", EXCL, 0, 5000, 0, 1, &u), LT_NOT_GRANTED);
+}
+END_TEST
+
+START_TEST(detach_survives_owner)
+{
+	struct res d, b;
+	clk = 1000;
+	hold(0, "d", EXCL, 0, 5000, 1, 9, &d);
+	kill_owner(0);
+	ck_assert_uint_eq(fk.npend, 0);
+	struct lt_key_status s = status("d");
+	ck_assert_str_eq(s.mode, "exclusive");
+	ck_assert_uint_eq(s.holders, 1);
+	ck_assert_int_eq(s.ttl_ms, 5000);
+	ck_assert_int_eq(validate("d", 9), 1);
+	ck_assert_int_eq(lock(1, "d", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	clk = 6000;
+	locktab_tick(lt);
+	/* expiry hands the key straight to the exclusive waiter */
+	ck_assert_uint_eq(fk.npend, 1);
+	struct fk_op *op = fk_expect(0, FK_TRANSFER, "d");
+	ck_assert_str_eq(op->token, d.g.token);
+	fk_complete(BE_OK, 10);
+	assert_granted(&b, 10);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.expired, 1);
+	ck_assert_uint_eq(st.handoffs, 1);
+}
+END_TEST
+
+START_TEST(unlock_not_held)
+{
+	struct res h, w, u;
+	static const char wrong[] = "ffffffffffffffffffffffffffffffff";
+	ck_assert_int_eq(unlock(0, "nokey", NULL, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(unlock(0, "nokey", wrong, &u), LT_E_NOTHELD);
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);
+	ck_assert_int_eq(unlock(1, "k", NULL, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(unlock(1, "k", wrong, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(unlock(0, "k", wrong, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(extend(1, "k", 1000, NULL, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(extend(0, "k", 1000, wrong, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(extend(0, "nokey", 1000, NULL, &u), LT_E_NOTHELD);
+	/* waiting for a key is not holding it */
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	ck_assert_int_eq(unlock(1, "k", NULL, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(u.calls, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_int_eq(validate("k", 1), 1);
+	ck_assert_uint_eq(status("k").waiters, 1);
+	ck_assert_uint_eq(stats().releases, 0);
+}
+END_TEST
+
+/* ---- leases: EXTEND, renewal, loss --------------------------------------- */
+
+START_TEST(extend_sets_ttl)
+{
+	struct res h, e, d;
+	clk = 10000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	ck_assert_int_eq(status("k").ttl_ms, 3000);
+	clk = 10100;
+	ck_assert_int_eq(status("k").ttl_ms, 2900);
+	ck_assert_int_eq(extend(0, "k", 9000, NULL, &e), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	struct fk_op *op = fk_expect(0, FK_RENEW, "k");
+	ck_assert_str_eq(op->token, h.g.token);
+	ck_assert_uint_eq(op->ttl_ms, 9000);
+	ck_assert_int_eq(e.calls, 0);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(e.calls, 1);
+	ck_assert_int_eq(e.st, LT_OK);
+	ck_assert_int_eq(e.value, 9000);
+	ck_assert_int_eq(status("k").ttl_ms, 9000);
+	/* renewals follow the new TTL: a third of it from the EXTEND */
+	ck_assert_uint_eq(locktab_next_deadline(lt), 13100);
+	clk = 11100;
+	ck_assert_int_eq(status("k").ttl_ms, 8000);
+	clk = 13100;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_uint_eq(fk_expect(0, FK_RENEW, "k")->ttl_ms, 9000);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(status("k").ttl_ms, 9000);
+
+	/* a failed EXTEND leaves the lease as it was */
+	ck_assert_int_eq(extend(0, "k", 1000, NULL, &e), LT_PENDING);
+	fk_complete(BE_ERROR, 0);
+	ck_assert_int_eq(e.calls, 1);
+	ck_assert_int_eq(e.st, LT_E_BACKEND);
+	ck_assert_int_eq(status("k").ttl_ms, 9000);
+	release(0, "k");
+
+	/* a detached lease, by token, from another owner */
+	hold(1, "d", EXCL, 0, 2000, 1, 5, &d);
+	ck_assert_int_eq(extend(2, "d", 7000, d.g.token, &e), LT_PENDING);
+	ck_assert_str_eq(fk_expect(0, FK_RENEW, "d")->token, d.g.token);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(e.st, LT_OK);
+	ck_assert_int_eq(e.value, 7000);
+	ck_assert_int_eq(status("d").ttl_ms, 7000);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 20100);
+	clk = 20099;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 0);
+	clk = 20100;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "d")->token, d.g.token);
+	ck_assert_uint_eq(stats().expired, 1);
+}
+END_TEST
+
+START_TEST(renewal_every_third)
+{
+	struct res h, d, s;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	hold(1, "d", EXCL, 0, 3000, 1, 2, &d);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 2000);
+	ck_assert_uint_eq(rearm_when, 2000);
+	clk = 1999;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.count[FK_RENEW], 0);
+	clk = 2000;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.count[FK_RENEW], 1);
+	struct fk_op *op = fk_expect(0, FK_RENEW, "k");
+	ck_assert_str_eq(op->token, h.g.token);
+	ck_assert_uint_eq(op->ttl_ms, 3000);
+	ck_assert_int_eq(op->mode, EXCL);
+	/* while it is out, the next deadline is the point of loss */
+	ck_assert_uint_eq(locktab_next_deadline(lt), 3700);
+	clk = 2500;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.count[FK_RENEW], 1);
+	fk_complete(BE_OK, 0);
+	/* the lease now runs from when the renewal was sent */
+	ck_assert_int_eq(status("k").ttl_ms, 2500);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 3000);
+	clk = 3000;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.count[FK_RENEW], 2);
+	fk_complete(BE_OK, 0);
+	/* at 4000: the third renewal, and the detached lease ends */
+	clk = 4000;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.count[FK_RENEW], 3);
+	ck_assert_int_ge(fk_find(FK_RELEASE, d.g.token), 0);
+	ck_assert_int_lt(fk_find(FK_RENEW, d.g.token), 0);
+	drain();
+	for (size_t i = 0; i < fk.nops; i++)
+		if (fk.ops[i].kind == FK_RENEW)
+			ck_assert_str_eq(fk.ops[i].token, h.g.token);
+	ck_assert_int_eq(O[0].nlost, 0);
+	ck_assert_int_eq(validate("k", 1), 1);
+
+	/* shared holds are renewed too */
+	hold(2, "s", SHRD, 0, 600, 0, 3, &s);
+	clk += 200;
+	locktab_tick(lt);
+	ck_assert_int_ge(fk_find(FK_RENEW, s.g.token), 0);
+}
+END_TEST
+
+START_TEST(renew_notowner_lost)
+{
+	struct res h, b, e, u;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 42, &h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	clk = 2000;
+	locktab_tick(lt);
+	fk_expect(0, FK_RENEW, "k");
+	fk_complete(BE_NOTOWNER, 0);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_str_eq(O[0].lost_key, "k");
+	ck_assert_uint_eq(O[0].lost_fence, 42);
+	ck_assert_str_eq(O[0].lost_reason, "the fake backend says so");
+	ck_assert_uint_eq(stats().lost, 1);
+	/* the lease is let go in case it still exists; the waiter is served */
+	ck_assert_uint_eq(fk.npend, 2);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "k")->token, h.g.token);
+	fk_expect(1, FK_ACQUIRE, "k");
+	ck_assert_uint_eq(locktab_owner_holds(O[0].o, NULL, NULL), 0);
+	ck_assert_int_eq(validate("k", 42), 0);
+	ck_assert_uint_eq(status("k").holders, 0);
+	ck_assert_uint_eq(stats().holds, 0);
+	/* EXTEND says LOST; UNLOCK says it once, then NOTHELD */
+	ck_assert_int_eq(extend(0, "k", 5000, NULL, &e), LT_E_LOST);
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_E_LOST);
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(e.calls, 0);
+	ck_assert_int_eq(u.calls, 0);
+	fk_complete(BE_OK, 0);
+	fk_complete(BE_OK, 43);
+	assert_granted(&b, 43);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_int_eq(O[1].nlost, 0);
+}
+END_TEST
+
+/* A LOST record is forgotten when the owner locks the key again, and when
+ * the owner goes. */
+START_TEST(lost_then_relock)
+{
+	struct res h, again, u;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	clk = 2000;
+	locktab_tick(lt);
+	fk_complete(BE_NOTOWNER, 0);
+	ck_assert_int_eq(O[0].nlost, 1);
+	drain();
+	hold(0, "k", EXCL, 0, 3000, 0, 2, &again);
+	ck_assert_str_ne(again.g.token, h.g.token);
+	ck_assert_int_eq(unlock(0, "k", h.g.token, &u), LT_E_NOTHELD);
+	release(0, "k");
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_E_NOTHELD);
+}
+END_TEST
+
+START_TEST(renew_error_until_margin)
+{
+	struct res h;
+	unsigned renews = 0;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	while (O[0].nlost == 0) {
+		ck_assert_uint_lt(clk, 1000 + 3000 + 1000);
+		clk += 10;
+		locktab_tick(lt);
+		long p;
+		while ((p = fk_find(FK_RENEW, NULL)) >= 0) {
+			fk_complete_at((size_t)p, BE_ERROR, 0);
+			renews++;
+		}
+	}
+	/* declared lost before the lease could have run out at the backend */
+	ck_assert_uint_lt(O[0].lost_clock, 1000 + 3000);
+	ck_assert_uint_ge(O[0].lost_clock, 1000 + 3000 - 300);
+	ck_assert_uint_eq(O[0].lost_fence, 1);
+	ck_assert_str_eq(O[0].lost_key, "k");
+	ck_assert_uint_ge(renews, 2);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.backend_errors, renews);
+	ck_assert_uint_eq(st.lost, 1);
+	ck_assert_int_ge(fk_find(FK_RELEASE, h.g.token), 0);
+}
+END_TEST
+
+START_TEST(renew_unanswered_lost)
+{
+	struct res h, u;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	clk = 2000;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 1);
+	clk = 3699;
+	locktab_tick(lt);
+	ck_assert_int_eq(O[0].nlost, 0);
+	ck_assert_uint_eq(fk.count[FK_RENEW], 1);
+	clk = 3700;
+	locktab_tick(lt);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_uint_eq(O[0].lost_clock, 3700);
+	/* the renewal comes back too late: the holding stays lost */
+	long p = fk_find(FK_RENEW, NULL);
+	ck_assert_int_ge(p, 0);
+	fk_complete_at((size_t)p, BE_OK, 0);
+	ck_assert_int_eq(validate("k", 1), 0);
+	ck_assert_uint_eq(status("k").holders, 0);
+	drain();
+	clk = 10000;
+	locktab_tick(lt);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_E_LOST);
+}
+END_TEST
+
+/* ---- handing an exclusive lock over (transfer) --------------------------- */
+
+/* Owner 0 holds "k" and owner 1 waits for it; owner 0 unlocks: the table asks
+ * for a transfer. Returns the new lease's token in to. */
+static void
+start_transfer(struct res *h, struct res *b, struct res *u, char to[TOKEN_LEN + 1])
+{
+	hold(0, "k", EXCL, 0, 30000, 0, 1, h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 20000, WAIT_FOREVER, 0, b), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_int_eq(unlock(0, "k", NULL, u), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	struct fk_op *op = fk_expect(0, FK_TRANSFER, "k");
+	ck_assert_str_eq(op->token, h->g.token);
+	ck_assert_uint_eq(strlen(op->to), TOKEN_LEN);
+	ck_assert_str_ne(op->to, h->g.token);
+	ck_assert_uint_eq(op->ttl_ms, 20000);
+	ck_assert_int_eq(op->mode, EXCL);
+	memcpy(to, op->to, TOKEN_LEN + 1);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 1);
+	ck_assert_uint_eq(fk.count[FK_RELEASE], 0);
+	ck_assert_int_eq(validate("k", 1), 0);
+	struct lt_key_status s = status("k");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 1);
+}
+
+START_TEST(transfer_handoff)
+{
+	struct res h, b, u;
+	char to[TOKEN_LEN + 1];
+	start_transfer(&h, &b, &u, to);
+	ck_assert_int_eq(u.calls, 0);
+	ck_assert_int_eq(b.calls, 0);
+	fk_complete(BE_OK, 50);
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_int_eq(u.value, 0);
+	assert_granted(&b, 50);
+	ck_assert_str_eq(b.g.token, to);
+	ck_assert_uint_eq(b.g.ttl_ms, 20000);
+	ck_assert_uint_lt(u.seq, b.seq);
+	ck_assert_uint_eq(fk.npend, 0);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.handoffs, 1);
+	ck_assert_uint_eq(st.grants, 2);
+	ck_assert_uint_eq(st.releases, 1);
+	struct lt_key_status s = status("k");
+	ck_assert_uint_eq(s.holders, 1);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_uint_eq(s.fence, 50);
+	ck_assert_int_eq(validate("k", 50), 1);
+}
+END_TEST
+
+START_TEST(transfer_notowner_acquires)
+{
+	struct res h, b, u;
+	char to[TOKEN_LEN + 1];
+	start_transfer(&h, &b, &u, to);
+	fk_complete(BE_NOTOWNER, 0);
+	/* the old lease had ended: UNLOCK says so, the waiter acquires */
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_E_LOST);
+	ck_assert_int_eq(b.calls, 0);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_str_eq(fk_expect(0, FK_ACQUIRE, "k")->token, to);
+	fk_complete(BE_OK, 51);
+	assert_granted(&b, 51);
+	ck_assert_str_eq(b.g.token, to);
+	ck_assert_uint_eq(stats().handoffs, 0);
+}
+END_TEST
+
+START_TEST(transfer_error)
+{
+	struct res h, b, u;
+	char to[TOKEN_LEN + 1];
+	start_transfer(&h, &b, &u, to);
+	fk_complete(BE_ERROR, 0);
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_E_BACKEND);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.st, LT_E_BACKEND);
+	ck_assert_uint_eq(stats().backend_errors, 1);
+	ck_assert_uint_eq(status("k").waiters, 0);
+}
+END_TEST
+
+START_TEST(transfer_waiter_destroyed)
+{
+	struct res h, b, u;
+	char to[TOKEN_LEN + 1];
+	start_transfer(&h, &b, &u, to);
+	kill_owner(1);
+	fk_complete(BE_OK, 50);
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_OK);
+	/* handed to nobody: the new lease is given back */
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "k")->token, to);
+	struct lt_key_status s = status("k");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_uint_eq(s.fence, 50);
+}
+END_TEST
+
+START_TEST(transfer_holder_destroyed)
+{
+	struct res h, b, u;
+	char to[TOKEN_LEN + 1];
+	start_transfer(&h, &b, &u, to);
+	kill_owner(0);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_complete(BE_OK, 50);
+	ck_assert_int_eq(u.calls, 0);
+	assert_granted(&b, 50);
+	ck_assert_uint_eq(fk.npend, 0);
+}
+END_TEST
+
+/* ---- limits -------------------------------------------------------------- */
+
+START_TEST(limits_waiters_and_locks)
+{
+	static const struct lt_limits lim = { 2, 3 };
+	struct res r, a, b, c, w;
+	restart(&lim);
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &r);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	ck_assert_int_eq(lock(3, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_E_WAITERS);
+	ck_assert_int_eq(lock(3, "k", EXCL, 0, 30000, 100, 0, &c), LT_E_WAITERS);
+	ck_assert_int_eq(c.calls, 0);
+	ck_assert_uint_eq(status("k").waiters, 2);
+	/* other keys are not affected */
+	hold(3, "k2", EXCL, 0, 30000, 0, 2, &r);
+
+	/* three locks per owner; the fourth is refused */
+	hold(4, "a", EXCL, 0, 30000, 0, 3, &r);
+	hold(4, "b", SHRD, 0, 30000, 0, 4, &r);
+	hold(4, "c", SEMA, 2, 30000, 0, 5, &r);
+	ck_assert_int_eq(lock(4, "d", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_LOCKS);
+	/* reentrancy is not a new lock */
+	ck_assert_int_eq(lock(4, "a", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_OK);
+	ck_assert_uint_eq(w.g.count, 2);
+	/* giving one back makes room */
+	release(4, "c");
+	hold(4, "d", EXCL, 0, 30000, 0, 6, &r);
+	ck_assert_int_eq(lock(4, "e", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_LOCKS);
+
+	/* a waiting LOCK counts */
+	hold(5, "x", EXCL, 0, 30000, 0, 7, &r);
+	hold(5, "y", EXCL, 0, 30000, 0, 8, &r);
+	ck_assert_int_eq(lock(5, "k2", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	ck_assert_int_eq(lock(5, "z", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_E_LOCKS);
+	ck_assert_uint_eq(fk.npend, 0);
+}
+END_TEST
+
+/* ---- STATUS, VALIDATE, LOCKS --------------------------------------------- */
+
+START_TEST(status_and_validate)
+{
+	struct res r, w, x;
+	struct lt_key_status s = status("nokey");
+	ck_assert_str_eq(s.mode, "free");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_uint_eq(s.fence, 0);
+	ck_assert_int_eq(s.ttl_ms, -1);
+	ck_assert_uint_eq(s.limit, 0);
+
+	clk = 1000;
+	hold(0, "e", EXCL, 0, 3000, 0, 11, &r);
+	ck_assert_int_eq(lock(1, "e", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	s = status("e");
+	ck_assert_str_eq(s.mode, "exclusive");
+	ck_assert_uint_eq(s.holders, 1);
+	ck_assert_uint_eq(s.waiters, 1);
+	ck_assert_uint_eq(s.fence, 11);
+	ck_assert_int_eq(s.ttl_ms, 3000);
+	ck_assert_uint_eq(s.limit, 0);
+	clk = 1500;
+	ck_assert_int_eq(status("e").ttl_ms, 2500);
+
+	hold(2, "s", SHRD, 0, 3000, 0, 12, &r);
+	hold(3, "s", SHRD, 0, 3000, 0, 13, &r);
+	s = status("s");
+	ck_assert_str_eq(s.mode, "shared");
+	ck_assert_uint_eq(s.holders, 2);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_uint_eq(s.fence, 13);
+	ck_assert_int_eq(s.ttl_ms, -1);
+	ck_assert_uint_eq(s.limit, 0);
+
+	hold(4, "m", SEMA, 4, 3000, 0, 14, &r);
+	s = status("m");
+	ck_assert_str_eq(s.mode, "semaphore");
+	ck_assert_uint_eq(s.holders, 1);
+	ck_assert_uint_eq(s.fence, 14);
+	ck_assert_int_eq(s.ttl_ms, -1);
+	ck_assert_uint_eq(s.limit, 4);
+
+	/* only a waiter so far */
+	ck_assert_int_eq(lock(5, "m2", SEMA, 5, 3000, WAIT_FOREVER, 0, &x), LT_PENDING);
+	s = status("m2");
+	ck_assert_str_eq(s.mode, "free");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 1);
+	ck_assert_uint_eq(s.fence, 0);
+	ck_assert_uint_eq(s.limit, 5);
+
+	ck_assert_int_eq(validate("e", 11), 1);
+	ck_assert_int_eq(validate("e", 12), 0);
+	ck_assert_int_eq(validate("s", 12), 1);
+	ck_assert_int_eq(validate("s", 13), 1);
+	ck_assert_int_eq(validate("s", 11), 0);
+	ck_assert_int_eq(validate("m", 14), 1);
+	ck_assert_int_eq(validate("nokey", 11), 0);
+	ck_assert_int_eq(validate("m2", 0), 0);
+
+	/* a key nobody uses any more remembers its last fence */
+	release(2, "s");
+	release(3, "s");
+	s = status("s");
+	ck_assert_str_eq(s.mode, "free");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.fence, 13);
+	ck_assert_int_eq(s.ttl_ms, -1);
+	ck_assert_int_eq(validate("s", 13), 0);
+
+	ck_assert_str_eq(locktab_mode_name(EXCL), "exclusive");
+	ck_assert_str_eq(locktab_mode_name(SHRD), "shared");
+	ck_assert_str_eq(locktab_mode_name(SEMA), "semaphore");
+}
+END_TEST
+
+/* Keys are binary-safe: NUL bytes and prefixes make different keys. */
+START_TEST(binary_keys)
+{
+	struct res a, b, c;
+	struct lt_lock_req q1 = { "a\0b", 3, EXCL, 0, 30000, WAIT_FOREVER, 0 };
+	struct lt_lock_req q2 = { "a\0c", 3, EXCL, 0, 30000, WAIT_FOREVER, 0 };
+	struct lt_lock_req q3 = { "a", 1, EXCL, 0, 30000, WAIT_FOREVER, 0 };
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	memset(&c, 0, sizeof(c));
+	ck_assert_int_eq(locktab_lock(O[0].o, &q1, &a.g, on_done, &a), LT_PENDING);
+	ck_assert_int_eq(locktab_lock(O[1].o, &q2, &b.g, on_done, &b), LT_PENDING);
+	ck_assert_int_eq(locktab_lock(O[2].o, &q3, &c.g, on_done, &c), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 3);
+	ck_assert_uint_eq(fk_pending(0)->keylen, 3);
+	ck_assert_int_eq(memcmp(fk_pending(0)->key, "a\0b", 3), 0);
+	fk_complete(BE_OK, 1);
+	fk_complete(BE_OK, 2);
+	fk_complete(BE_OK, 3);
+	assert_granted(&a, 1);
+	assert_granted(&b, 2);
+	assert_granted(&c, 3);
+	ck_assert_int_eq(locktab_validate(lt, "a\0b", 3, 1), 1);
+	ck_assert_int_eq(locktab_validate(lt, "a\0c", 3, 2), 1);
+	ck_assert_int_eq(locktab_validate(lt, "a\0b", 3, 2), 0);
+	ck_assert_int_eq(locktab_validate(lt, "a", 1, 3), 1);
+	struct lt_key_status s;
+	locktab_status(lt, "a\0", 2, &s);
+	ck_assert_str_eq(s.mode, "free");
+}
+END_TEST
+
+/* What locktab_owner_holds reported. */
+struct holds_seen {
+	int n;				/* holdings reported */
+	char key[8][16];		/* their keys */
+	size_t keylen[8];		/* and key lengths */
+	char token[8][TOKEN_LEN + 1];	/* tokens */
+	uint64_t fence[8];		/* fences */
+	enum lock_mode mode[8];		/* modes */
+	unsigned count[8];		/* hold counts */
+};
+
+static void
+collect_hold(void *arg, const struct lt_hold_info *h)
+{
+	struct holds_seen *hs = arg;
+	ck_assert_int_lt(hs->n, 8);
+	ck_assert_uint_lt(h->keylen, 16);
+	memcpy(hs->key[hs->n], h->key, h->keylen);
+	hs->key[hs->n][h->keylen] = '\0';
+	hs->keylen[hs->n] = h->keylen;
+	snprintf(hs->token[hs->n], sizeof(hs->token[hs->n]), "%s", h->token);
+	hs->fence[hs->n] = h->fence;
+	hs->mode[hs->n] = h->mode;
+	hs->count[hs->n] = h->count;
+	hs->n++;
+}
+
+START_TEST(owner_holds_lists)
+{
+	struct res a, b, c, d, w, again;
+	struct holds_seen hs;
+	hold(0, "k1", EXCL, 0, 30000, 0, 1, &a);
+	hold(0, "k2", SHRD, 0, 30000, 0, 2, &b);
+	hold(0, "k3", SEMA, 2, 30000, 0, 3, &c);
+	ck_assert_int_eq(lock(0, "k3", SEMA, 2, 30000, WAIT_FOREVER, 0, &again), LT_OK);
+	hold(0, "k4", EXCL, 0, 30000, 1, 4, &d);	/* detached: not listed */
+	ck_assert_int_eq(lock(0, "k5", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+
+	memset(&hs, 0, sizeof(hs));
+	ck_assert_uint_eq(locktab_owner_holds(O[0].o, collect_hold, &hs), 3);
+	ck_assert_int_eq(hs.n, 3);
+	ck_assert_str_eq(hs.key[0], "k1");
+	ck_assert_str_eq(hs.key[1], "k2");
+	ck_assert_str_eq(hs.key[2], "k3");
+	ck_assert_uint_eq(hs.keylen[0], 2);
+	ck_assert_str_eq(hs.token[0], a.g.token);
+	ck_assert_str_eq(hs.token[1], b.g.token);
+	ck_assert_str_eq(hs.token[2], c.g.token);
+	ck_assert_uint_eq(hs.fence[0], 1);
+	ck_assert_uint_eq(hs.fence[1], 2);
+	ck_assert_uint_eq(hs.fence[2], 3);
+	ck_assert_int_eq(hs.mode[0], EXCL);
+	ck_assert_int_eq(hs.mode[1], SHRD);
+	ck_assert_int_eq(hs.mode[2], SEMA);
+	ck_assert_uint_eq(hs.count[0], 1);
+	ck_assert_uint_eq(hs.count[1], 1);
+	ck_assert_uint_eq(hs.count[2], 2);
+	ck_assert_uint_eq(locktab_owner_holds(O[0].o, NULL, NULL), 3);
+	ck_assert_uint_eq(locktab_owner_holds(O[1].o, NULL, NULL), 0);
+
+	/* k5 is granted: it comes last */
+	fk_complete_at(fk.npend - 1, BE_OK, 5);
+	assert_granted(&w, 5);
+	release(0, "k2");
+	memset(&hs, 0, sizeof(hs));
+	ck_assert_uint_eq(locktab_owner_holds(O[0].o, collect_hold, &hs), 3);
+	ck_assert_str_eq(hs.key[0], "k1");
+	ck_assert_str_eq(hs.key[1], "k3");
+	ck_assert_str_eq(hs.key[2], "k5");
+}
+END_TEST
+
+/* ---- shutdown ------------------------------------------------------------ */
+
+START_TEST(shutdown_fails_waiters)
+{
+	struct res h, a, b, d, z, u;
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	ck_assert_int_eq(lock(2, "k", SHRD, 0, 30000, 5000, 0, &b), LT_PENDING);
+	hold(3, "d", EXCL, 0, 5000, 1, 2, &d);
+	ck_assert_uint_eq(fk.npend, 0);
+	locktab_shutdown(lt);
+	ck_assert_int_eq(a.calls, 1);
+	ck_assert_int_eq(a.st, LT_E_CLOSING);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.st, LT_E_CLOSING);
+	/* the detached holding is released */
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "d")->token, d.g.token);
+	fk_complete(BE_OK, 0);
+	ck_assert_str_eq(status("d").mode, "free");
+	struct lt_key_status s = status("k");
+	ck_assert_uint_eq(s.holders, 1);
+	ck_assert_uint_eq(s.waiters, 0);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(st.timeouts, 0);
+	/* no LOCK is accepted, even a reentrant one */
+	ck_assert_int_eq(lock(5, "z", EXCL, 0, 30000, WAIT_FOREVER, 0, &z), LT_E_CLOSING);
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &z), LT_E_CLOSING);
+	ck_assert_int_eq(z.calls, 0);
+	/* a bound holding goes with its owner or by UNLOCK, never handed over */
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "k")->token, h.g.token);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_uint_eq(fk.count[FK_TRANSFER], 0);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
+	ck_assert_uint_eq(locktab_next_deadline(lt), LT_NEVER);
+}
+END_TEST
+
+/* A LOCK whose acquire is in flight when the table shuts down is a waiter
+ * too: it must end with LT_E_CLOSING, not with a new holding. */
+START_TEST(shutdown_acquiring_waiter)
+{
+	struct res c, d;
+	char tc[TOKEN_LEN + 1];
+	ck_assert_int_eq(lock(0, "q", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_PENDING);
+	pending_token(0, tc);
+	ck_assert_int_eq(lock(1, "r", EXCL, 0, 30000, WAIT_FOREVER, 0, &d), LT_PENDING);
+	locktab_shutdown(lt);
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_complete(BE_OK, 5);
+	ck_assert_int_eq(c.calls, 1);
+	ck_assert_int_eq(c.st, LT_E_CLOSING);
+	ck_assert_uint_eq(status("q").holders, 0);
+	ck_assert_int_eq(validate("q", 5), 0);
+	ck_assert_uint_eq(locktab_owner_holds(O[0].o, NULL, NULL), 0);
+	ck_assert_int_ge(fk_find(FK_RELEASE, tc), 0);
+	/* BUSY: it does not wait for a wakeup that would never be served */
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(d.calls, 1);
+	ck_assert_int_eq(d.st, LT_E_CLOSING);
+	ck_assert_uint_eq(status("r").waiters, 0);
+	ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* ---- deadlines and the rearm hook ---------------------------------------- */
+
+START_TEST(deadline_and_rearm)
+{
+	struct res h, a, b, x;
+	clk = 1000;
+	ck_assert_uint_eq(locktab_next_deadline(lt), LT_NEVER);
+	ck_assert_uint_eq(rearm_calls, 0);
+	hold(0, "h", EXCL, 0, 3000, 0, 1, &h);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 2000);
+	ck_assert_uint_eq(rearm_calls, 1);
+	ck_assert_uint_eq(rearm_when, 2000);
+	ck_assert_int_eq(lock(1, "h", EXCL, 0, 3000, 500, 0, &a), LT_PENDING);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1500);
+	ck_assert_uint_eq(rearm_calls, 2);
+	ck_assert_uint_eq(rearm_when, 1500);
+	/* a later deadline does not move the earliest one */
+	ck_assert_int_eq(lock(2, "h", EXCL, 0, 3000, 800, 0, &b), LT_PENDING);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1500);
+	ck_assert_uint_eq(rearm_calls, 2);
+	clk = 1500;
+	locktab_tick(lt);
+	ck_assert_int_eq(a.st, LT_NOT_GRANTED);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1800);
+	ck_assert_uint_eq(rearm_calls, 3);
+	ck_assert_uint_eq(rearm_when, 1800);
+	kill_owner(2);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 2000);
+	ck_assert_uint_eq(rearm_when, 2000);
+	ck_assert_uint_eq(rearm_calls, 4);
+	/* a LOCK being decided has no deadline */
+	ck_assert_int_eq(lock(3, "x", EXCL, 0, 3000, 50, 0, &x), LT_PENDING);
+	ck_assert_uint_eq(rearm_calls, 4);
+	release(0, "h");
+	ck_assert_uint_eq(locktab_next_deadline(lt), LT_NEVER);
+	ck_assert_uint_eq(rearm_when, LT_NEVER);
+	ck_assert_uint_eq(rearm_calls, 5);
+	/* BUSY puts its WAIT deadline back */
+	fk_complete(BE_BUSY, 0);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1550);
+	ck_assert_uint_eq(rearm_when, 1550);
+	ck_assert_uint_eq(rearm_calls, 6);
+	clk = 1550;
+	locktab_tick(lt);
+	ck_assert_int_eq(x.st, LT_NOT_GRANTED);
+	ck_assert_uint_eq(rearm_when, LT_NEVER);
+	ck_assert_uint_eq(rearm_calls, 7);
+}
+END_TEST
+
+/* Many keys come and go: idle keys are forgotten, oldest first, so memory
+ * stays bounded, while recent ones keep their last fence. */
+START_TEST(idle_keys_forgotten)
+{
+	struct res r;
+	char key[32];
+	for (int i = 0; i < 5000; i++) {
+		snprintf(key, sizeof(key), "e%d", i);
+		hold(i % NOWN, key, EXCL, 0, 30000, 0, (uint64_t)i + 1, &r);
+		release(i % NOWN, key);
+	}
+	ck_assert_uint_eq(status("e0").fence, 0);
+	ck_assert_uint_eq(status("e4999").fence, 5000);
+	ck_assert_uint_eq(status("e3999").fence, 4000);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.keys, 0);
+	ck_assert_uint_eq(st.grants, 5000);
+	ck_assert_uint_eq(st.releases, 5000);
+	/* a forgotten key works as a new one */
+	hold(0, "e0", EXCL, 0, 30000, 0, 6000, &r);
+	ck_assert_uint_eq(status("e0").fence, 6000);
+}
+END_TEST

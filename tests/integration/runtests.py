@@ -1,0 +1,62 @@
+"""Run every test_*.py of this directory with unittest.
+
+usage: runtests.py [RESULT_FILE] [-k PATTERN]...
+
+Prints unittest's verbose report and a last line "python: N passed, M failed";
+writes "N M" to RESULT_FILE if given. Skipped tests count as failures (a
+missing binary or server must not pass silently). Exits 0 only if every test
+passed. A watchdog ends the run if it takes longer than DLOCKD_TEST_LIMIT
+seconds (default 300).
+"""
+
+import faulthandler
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import harness  # noqa: E402  (after the path is set)
+
+
+def main(argv):
+    harness.install_signal_handlers()
+    faulthandler.dump_traceback_later(
+        float(os.environ.get("DLOCKD_TEST_LIMIT", "300")), exit=True)
+    result_file = None
+    patterns = []
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        if a == "-k" and args:
+            patterns.append(args.pop(0))
+        else:
+            result_file = a
+    loader = unittest.TestLoader()
+    if patterns:
+        loader.testNamePatterns = ["*%s*" % p for p in patterns]
+    suite = loader.discover(HERE, pattern="test_*.py", top_level_dir=HERE)
+    runner = unittest.TextTestRunner(verbosity=2, stream=sys.stdout)
+    result = runner.run(suite)
+    bad = result.failures + result.errors
+    # a failing setUpClass/tearDownClass is reported as an error of a
+    # placeholder that testsRun does not count
+    holders = sum(1 for t, _ in bad if not isinstance(t, unittest.TestCase))
+    failed = len(bad) + len(result.skipped) + len(result.unexpectedSuccesses)
+    passed = max(result.testsRun - (failed - holders), 0)
+    for test, why in result.skipped:
+        print("SKIPPED (counted as a failure): %s: %s" % (test, why))
+    if result.testsRun == 0:
+        failed += 1
+        print("no test ran")
+    print("python: %d passed, %d failed" % (passed, failed))
+    sys.stdout.flush()
+    if result_file:
+        with open(result_file, "w") as f:
+            f.write("%d %d\n" % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,486 @@
+"""The daemon as a process: command line, configuration check, AUTH,
+configured limits, Unix sockets, signals and restarts."""
+
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import time
+import unittest
+
+import redis
+
+from harness import (DLOCKD, Daemon, DaemonTestCase, Err, Raw, free_port,
+                     hangup, in_thread, new_dir, pairs, parse_info, reap,
+                     redis_cli, spawn, unique_key, unix_accepts, wait_until)
+
+
+def run_dlockd(args, timeout=5.0):
+    """Run dlockd to completion (-t, --version, ...): (status, out, err)."""
+    p = spawn([DLOCKD] + list(args), stdin=subprocess.DEVNULL,
+              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+        reap(p)
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+class TestCommandLine(unittest.TestCase):
+
+    def write(self, name, text):
+        d = new_dir("conf")
+        path = os.path.join(d, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_version(self):
+        rc, out, err = run_dlockd(["--version"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, "dlockd 0.1.0\n")
+
+    def test_config_check_ok(self):
+        path = self.write("good.yaml",
+                          'listen:\n  - "127.0.0.1:7480"\n  - "unix:/run/x.sock"\n'
+                          'unix_socket_mode: "0600"\n'
+                          'locks:\n  default_ttl_ms: 5000\n  max_ttl_ms: 60000\n'
+                          'limits:\n  max_clients: 2\n  max_waiters_per_key: 5\n'
+                          'log:\n  level: debug\n')
+        rc, out, err = run_dlockd(["-t", "-c", path])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.strip(), "configuration OK")
+
+    def test_shipped_config_ok(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "..", "..", "conf", "dlockd.yaml")
+        rc, out, err = run_dlockd(["-t", "-c", path])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.strip(), "configuration OK")
+
+    def test_config_check_reports_every_error(self):
+        path = self.write("bad.yaml",
+                          'listen:\n'                        # 1
+                          '  - "127.0.0.1:99999"\n'          # 2: col 5
+                          'locks:\n'                         # 3
+                          '  default_ttl_ms: 5\n'            # 4: col 19
+                          'limits:\n'                        # 5
+                          '  max_clients: 0\n'               # 6: col 16
+                          '  bogus_key: 1\n'                 # 7: col 3
+                          'log:\n'                           # 8
+                          '  level: loud\n')                 # 9: col 10
+        rc, out, err = run_dlockd(["-t", "-c", path])
+        self.assertEqual(rc, 1, out + err)
+        self.assertNotIn("configuration OK", out + err)
+        lines = [l for l in err.splitlines() if l.strip()]
+        where = set()
+        for line in lines:
+            m = re.match(r"^(.*):(\d+):(\d+): \S", line)
+            self.assertIsNotNone(m, "not a file:line:column: line: %r" % line)
+            self.assertEqual(m.group(1), path)
+            where.add((int(m.group(2)), int(m.group(3))))
+        self.assertEqual(where, {(2, 5), (4, 19), (6, 16), (7, 3), (9, 10)}, err)
+
+    def test_config_check_syntax_error(self):
+        path = self.write("syntax.yaml", 'limits:\n  max_clients: 5\nlisten: [\n')
+        rc, out, err = run_dlockd(["-t", "-c", path])
+        self.assertEqual(rc, 1)
+        self.assertRegex(err, r"(?m)^%s:\d+:\d+: " % re.escape(path))
+
+    def test_config_check_missing_file(self):
+        path = os.path.join(new_dir("conf"), "missing.yaml")
+        rc, out, err = run_dlockd(["-t", "-c", path])
+        self.assertEqual(rc, 1)
+        self.assertIn(path, err)
+        self.assertNotIn("configuration OK", out)
+
+    def test_both_passwords_rejected(self):
+        d = new_dir("conf")
+        with open(os.path.join(d, "pw.txt"), "w") as f:
+            f.write("x\n")
+        path = os.path.join(d, "both.yaml")
+        with open(path, "w") as f:
+            f.write('auth:\n  password: "a"\n  password_file: "pw.txt"\n')
+        rc, out, err = run_dlockd(["-t", "-c", path])
+        self.assertEqual(rc, 1, out + err)
+        self.assertRegex(err, r"(?m)^%s:\d+:\d+: " % re.escape(path))
+
+    def test_listen_in_use_fails(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        try:
+            d = Daemon(port=port, unix=False)
+            with open(d.conf, "w") as f:
+                f.write("")
+            rc, out, err = run_dlockd(d.argv()[1:])
+            self.assertNotEqual(rc, 0)
+        finally:
+            s.close()
+
+    def test_listen_from_config_file(self):
+        d = Daemon(listen_from_config=True)
+        d.config = 'listen:\n  - "127.0.0.1:%d"\n  - "unix:%s"\n' % (d.port, d.sock)
+        d.start()
+        try:
+            r = d.raw()
+            self.assertEqual(r.cmd("PING"), "PONG")
+            r.close()
+            u = d.raw(unix=True)
+            self.assertEqual(u.cmd("PING"), "PONG")
+            u.close()
+        finally:
+            d.stop_ok(self)
+
+    def test_command_line_listen_replaces_config(self):
+        d = Daemon(unix=False)
+        other = free_port()
+        d.config = 'listen:\n  - "127.0.0.1:%d"\n' % other
+        d.start()
+        try:
+            self.assertEqual(d.raw().cmd("PING"), "PONG")
+            s = socket.socket()
+            s.settimeout(1)
+            self.assertNotEqual(s.connect_ex(("127.0.0.1", other)), 0)
+            s.close()
+        finally:
+            d.stop_ok(self)
+
+
+class TestAuth(DaemonTestCase):
+    CONFIG = 'auth:\n  password: "s3cret"\n'
+
+    def test_noauth_before_auth(self):
+        raw = self.raw()
+        key = unique_key()
+        for args in (["LOCK", key], ["STATUS", key], ["UNLOCK", key], ["LOCKS"], ["INFO"],
+                     ["VALIDATE", key, "1"], ["EXTEND", key, "1000"], ["CLIENT", "ID"]):
+            self.assertEqual(raw.cmd(*args), Err("NOAUTH Authentication required."), args)
+        self.assertEqual(raw.cmd("PING"), "PONG")
+        h = raw.cmd("HELLO", "2")
+        self.assertIsInstance(h, list)
+        self.assertEqual(raw.cmd("LOCK", key), Err("NOAUTH Authentication required."))
+        self.assertEqual(raw.cmd("QUIT"), "OK")
+        self.assertTrue(raw.is_closed())
+        # nothing was locked
+        ok = self.raw()
+        self.assertEqual(ok.cmd("AUTH", "s3cret"), "OK")
+        self.assertEqual(pairs(ok.cmd("STATUS", key))["mode"], b"free")
+
+    def test_wrongpass_then_ok(self):
+        raw = self.raw()
+        self.assertEqual(raw.cmd("AUTH", "nope"), Err("WRONGPASS invalid password"))
+        self.assertEqual(raw.cmd("AUTH", "admin", "s3cret"), Err("WRONGPASS invalid password"))
+        self.assertEqual(raw.cmd("AUTH", "S3CRET"), Err("WRONGPASS invalid password"))
+        self.assertEqual(raw.cmd("STATUS", "k"), Err("NOAUTH Authentication required."))
+        self.assertEqual(raw.cmd("AUTH", "s3cret"), "OK")
+        g = raw.cmd("LOCK", unique_key(), "WAIT", "0")
+        self.assertIsInstance(g, list)
+        other = self.raw()
+        self.assertEqual(other.cmd("AUTH", "default", "s3cret"), "OK")
+        self.assertIsInstance(other.cmd("LOCKS"), list)
+
+    def test_redis_py_password(self):
+        r = self.client(password="s3cret")
+        key = unique_key()
+        g = r.execute_command("LOCK", key, "WAIT", 0)
+        self.assertEqual(len(g), 3)
+        self.assertEqual(r.execute_command("UNLOCK", key), 0)
+        with self.assertRaises((redis.ResponseError, redis.AuthenticationError)):
+            self.client(password="wrong").execute_command("PING")
+        none = self.client()
+        with self.assertRaises(redis.AuthenticationError):
+            none.execute_command("LOCK", key)
+
+    def test_hello_auth(self):
+        raw = self.raw()
+        self.assertEqual(raw.cmd("HELLO", "3", "AUTH", "default", "wrong"),
+                         Err("WRONGPASS invalid password"))
+        self.assertEqual(raw.cmd("LOCKS"), Err("NOAUTH Authentication required."))
+        h = raw.cmd("HELLO", "3", "AUTH", "default", "s3cret")
+        self.assertIsInstance(h, dict)
+        self.assertEqual(h[b"proto"], 3)
+        self.assertEqual(raw.cmd("LOCKS"), [])
+        two = self.raw()
+        h = two.cmd("HELLO", "2", "AUTH", "default", "s3cret", "SETNAME", "n1")
+        self.assertIsInstance(h, list)
+        self.assertEqual(two.cmd("CLIENT", "GETNAME"), b"n1")
+
+    def test_redis_cli_password(self):
+        key = unique_key()
+        rc, out, err = redis_cli("-p", self.daemon.port, "-a", "s3cret", "--no-auth-warning",
+                                 "LOCK", key, "WAIT", "0")
+        self.assertEqual(rc, 0, err)
+        lines = out.split()
+        self.assertEqual(len(lines), 3, out)
+        self.assertRegex(lines[0], r"^[0-9a-f]{32}$")
+        rc, out, err = redis_cli("-p", self.daemon.port, "STATUS", key)
+        self.assertIn("NOAUTH", out + err)
+
+
+class TestPasswordFile(unittest.TestCase):
+
+    def test_password_file(self):
+        d = Daemon('auth:\n  password_file: "pw.txt"\n')
+        with open(os.path.join(d.dir, "pw.txt"), "w") as f:
+            f.write("from-file\n")
+        d.start()
+        try:
+            raw = d.raw()
+            self.assertEqual(raw.cmd("AUTH", "from-file\n"), Err("WRONGPASS invalid password"))
+            self.assertEqual(raw.cmd("AUTH", "from-file"), "OK")
+            self.assertEqual(raw.cmd("LOCKS"), [])
+            raw.close()
+        finally:
+            d.stop_ok(self)
+
+
+class TestMaxClients(DaemonTestCase):
+    CONFIG = "limits:\n  max_clients: 2\n"
+
+    def test_max_clients(self):
+        a = self.raw()
+        # the probes of the start-up wait may not be closed on the daemon's
+        # side yet: wait until a is the only client
+        wait_until(lambda: parse_info(a.cmd("INFO"))["connected_clients"] == "1", 3,
+                   what="connected_clients to be 1")
+        b = self.raw()
+        self.assertEqual(b.cmd("PING"), "PONG")
+        rejected = int(parse_info(b.cmd("INFO"))["rejected_connections"])
+        c = self.raw()
+        self.assertEqual(c.read(), Err("LIMIT max number of clients reached"))
+        self.assertTrue(c.is_closed())
+        info = parse_info(b.cmd("INFO"))
+        self.assertEqual(int(info["rejected_connections"]), rejected + 1)
+        self.assertEqual(info["connected_clients"], "2")
+        # redis-py sees the refusal too
+        with self.assertRaises(redis.RedisError):
+            self.client(socket_timeout=3).execute_command("PING")
+        a.close()
+        wait_until(lambda: parse_info(b.cmd("INFO"))["connected_clients"] == "1", 3,
+                   what="connected_clients to drop to 1")
+        d = self.raw()
+        self.assertEqual(d.cmd("PING"), "PONG")
+
+
+class TestLimits(DaemonTestCase):
+    CONFIG = ("locks:\n  default_ttl_ms: 5000\n  max_ttl_ms: 60000\n"
+              "limits:\n  max_key_bytes: 16\n  max_request_bytes: 256\n"
+              "  max_waiters_per_key: 2\n  max_locks_per_session: 3\n")
+
+    def test_default_and_max_ttl(self):
+        raw = self.raw()
+        g = raw.cmd("LOCK", "ttl-default")
+        self.assertEqual(g[2], 5000)
+        self.assertEqual(raw.cmd("LOCK", "ttl-max", "TTL", "60000")[2], 60000)
+        rep = raw.cmd("LOCK", "ttl-over", "TTL", "60001")
+        self.assertIsInstance(rep, Err)
+        self.assertEqual(rep.code, "ERR")
+        self.assertEqual(raw.cmd("EXTEND", "ttl-max", "60001").code, "ERR")
+        self.assertEqual(raw.cmd("EXTEND", "ttl-max", "60000"), 60000)
+
+    def test_max_key_bytes(self):
+        raw = self.raw()
+        self.assertIsInstance(raw.cmd("LOCK", "k" * 16, "WAIT", "0"), list)
+        rep = raw.cmd("LOCK", "k" * 17, "WAIT", "0")
+        self.assertIsInstance(rep, Err)
+        self.assertEqual(rep.code, "ERR")
+        self.assertEqual(raw.cmd("STATUS", "k" * 17).code, "ERR")
+        self.assertEqual(raw.cmd("PING"), "PONG")
+
+    def test_max_request_bytes(self):
+        raw = self.raw()
+        self.assertEqual(raw.cmd("PING", "x" * 200), b"x" * 200)
+        raw.send(Raw.encode("PING", "x" * 300))
+        rep = raw.read()
+        self.assertIsInstance(rep, Err)
+        self.assertTrue(rep.startswith("ERR Protocol error"), rep)
+        self.assertTrue(raw.is_closed())
+
+    def test_max_waiters_per_key(self):
+        key = "waiters"
+        holder = self.raw()
+        holder.cmd("LOCK", key)
+        w1, w2 = self.raw(), self.raw()
+        w1.send(Raw.encode("LOCK", key, "WAIT", "10000"))
+        self.wait_status(key, waiters=1)
+        w2.send(Raw.encode("LOCK", key, "WAIT", "10000"))
+        self.wait_status(key, waiters=2)
+        w3 = self.raw()
+        rep = w3.cmd("LOCK", key, "WAIT", "10000")
+        self.assertIsInstance(rep, Err)
+        self.assertTrue(rep.startswith("LIMIT too many waiters on this key"), rep)
+        self.assertEqual(w3.cmd("PING"), "PONG")
+        self.assertEqual(pairs(w3.cmd("STATUS", key))["waiters"], 2)
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        self.assertIsInstance(w1.read(), list)
+        self.wait_status(key, waiters=1)
+        # room again
+        w3.send(Raw.encode("LOCK", key, "WAIT", "10000"))
+        self.wait_status(key, waiters=2)
+
+    def test_max_locks_per_session(self):
+        raw = self.raw()
+        for k in ("s1", "s2", "s3"):
+            self.assertIsInstance(raw.cmd("LOCK", k, "WAIT", "0"), list)
+        rep = raw.cmd("LOCK", "s4", "WAIT", "0")
+        self.assertIsInstance(rep, Err)
+        self.assertTrue(rep.startswith("LIMIT too many locks held by this session"), rep)
+        self.assertEqual(pairs(raw.cmd("STATUS", "s4"))["mode"], b"free")
+        # a reentrant re-lock is no new lock
+        self.assertIsInstance(raw.cmd("LOCK", "s1", "WAIT", "0"), list)
+        self.assertEqual(raw.cmd("UNLOCK", "s2"), 0)
+        self.assertIsInstance(raw.cmd("LOCK", "s4", "WAIT", "0"), list)
+        # another session has its own count
+        self.assertIsInstance(self.raw().cmd("LOCK", "s5", "WAIT", "0"), list)
+
+
+class TestUnixSocket(unittest.TestCase):
+
+    def test_default_mode_and_redis_cli(self):
+        d = Daemon().start()
+        try:
+            st = os.stat(d.sock)
+            self.assertTrue(stat.S_ISSOCK(st.st_mode))
+            self.assertEqual(stat.S_IMODE(st.st_mode), 0o660)
+            key = unique_key()
+            rc, out, err = redis_cli("-s", d.sock, "PING")
+            self.assertEqual((rc, out), (0, "PONG\n"), err)
+            rc, out, err = redis_cli("-s", d.sock, "LOCK", key, "TTL", "60000", "DETACH")
+            self.assertEqual(rc, 0, err)
+            token = out.split()[0]
+            self.assertRegex(token, r"^[0-9a-f]{32}$")
+            # the same daemon over TCP
+            tcp = d.raw()
+            self.assertEqual(pairs(tcp.cmd("STATUS", key))["holders"], 1)
+            u = d.raw(unix=True)
+            self.assertEqual(u.cmd("UNLOCK", key, token), 0)
+            tcp.close()
+            u.close()
+        finally:
+            d.stop_ok(self)
+        self.assertFalse(os.path.exists(d.sock), "socket file left after SIGTERM")
+
+    def test_configured_mode(self):
+        d = Daemon('unix_socket_mode: "0600"\n').start()
+        try:
+            self.assertEqual(stat.S_IMODE(os.stat(d.sock).st_mode), 0o600)
+        finally:
+            d.stop_ok(self)
+
+    def test_stale_socket_replaced(self):
+        d = Daemon()
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(d.sock)
+        s.close()  # leaves the file, nobody listening
+        self.assertTrue(os.path.exists(d.sock))
+        self.assertFalse(unix_accepts(d.sock))
+        d.start()
+        try:
+            u = d.raw(unix=True)
+            self.assertEqual(u.cmd("PING"), "PONG")
+            u.close()
+        finally:
+            d.stop_ok(self)
+
+    def test_socket_in_use_not_taken(self):
+        first = Daemon().start()
+        try:
+            second = Daemon(directory=new_dir("dlockd"))
+            second.sock = first.sock
+            with open(second.conf, "w") as f:
+                f.write("")
+            rc, out, err = run_dlockd(second.argv()[1:])
+            self.assertNotEqual(rc, 0)
+            u = first.raw(unix=True)
+            self.assertEqual(u.cmd("PING"), "PONG")
+            u.close()
+        finally:
+            first.stop_ok(self)
+
+    def test_regular_file_not_replaced(self):
+        d = Daemon()
+        with open(d.sock, "w") as f:
+            f.write("precious\n")
+        with open(d.conf, "w") as f:
+            f.write("")
+        rc, out, err = run_dlockd(d.argv()[1:])
+        self.assertNotEqual(rc, 0)
+        with open(d.sock) as f:
+            self.assertEqual(f.read(), "precious\n")
+
+
+class TestSignals(unittest.TestCase):
+
+    def test_sigterm_with_held_locks(self):
+        d = Daemon().start()
+        key = unique_key()
+        holder = d.raw()
+        holder.cmd("LOCK", key)
+        holder.cmd("LOCK", unique_key(), "SHARED")
+        holder.cmd("LOCK", unique_key(), "TTL", "60000", "DETACH")
+        waiter = d.raw(unix=True)
+        waiter.send(Raw.encode("LOCK", key))
+        wait_until(lambda: pairs(d.raw().cmd("STATUS", key))["waiters"] == 1, 3)
+        self.assertTrue(os.path.exists(d.sock))
+        t0 = time.monotonic()
+        d.stop_ok(self)
+        self.assertLess(time.monotonic() - t0, 3.0)
+        self.assertFalse(os.path.exists(d.sock), "socket file left after SIGTERM")
+        self.assertTrue(holder.is_closed())
+        self.assertTrue(waiter.is_closed())
+        self.assertFalse(unix_accepts(d.sock))
+
+    def test_sigint(self):
+        d = Daemon().start()
+        c = d.raw()
+        c.cmd("LOCK", unique_key())
+        self.assertEqual(d.stop(signal.SIGINT), 0, d.log())
+        self.assertFalse(os.path.exists(d.sock))
+        c.close()
+
+    def test_sighup_keeps_running(self):
+        d = Daemon().start()
+        try:
+            c = d.raw()
+            g = c.cmd("LOCK", "hup")
+            os.kill(d.pid, signal.SIGHUP)
+            self.assertEqual(c.cmd("PING"), "PONG")
+            self.assertEqual(c.cmd("LOCKS")[0][1], g[0])
+            c.close()
+        finally:
+            d.stop_ok(self)
+
+    def test_fence_increases_across_restart(self):
+        port = free_port()
+        d1 = Daemon(port=port).start()
+        key = unique_key()
+        r = d1.raw()
+        fences = []
+        for _ in range(5):
+            fences.append(r.cmd("LOCK", key)[1])
+            r.cmd("UNLOCK", key)
+        r.cmd("LOCK", key)  # held while the daemon stops
+        last_fence = pairs(r.cmd("STATUS", key))["fence"]
+        self.assertGreater(last_fence, fences[-1])
+        d1.stop_ok(self)
+        r.close()
+        d2 = Daemon(port=port).start()
+        try:
+            r2 = d2.raw()
+            self.assertEqual(pairs(r2.cmd("STATUS", key))["fence"], 0)
+            f = r2.cmd("LOCK", key, "WAIT", "0")[1]
+            self.assertGreater(f, last_fence)
+            r2.close()
+        finally:
+            d2.stop_ok(self)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,631 @@
+"""Locking end to end: modes, reentrancy, tokens, fences, WAIT, FIFO order,
+DETACH, EXTEND, STATUS, VALIDATE, LOCKS, INFO, and release on disconnect."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import redis
+
+from harness import (PYTHON, DaemonTestCase, Err, Raw, TOKEN_RE, hangup,
+                     in_thread, pairs, read_line, reap, spawn, unique_key, wait_until)
+
+
+class TestLocks(DaemonTestCase):
+    CONFIG = ""
+
+    def lock(self, conn, key, *opts):
+        return conn.execute_command("LOCK", key, *opts)
+
+    def test_lock_unlock(self):
+        key = unique_key()
+        r = self.client()
+        g = self.lock(r, key)
+        self.assertIsInstance(g, list)
+        self.assertEqual(len(g), 3)
+        token, fence, ttl = g
+        self.assertRegex(token, TOKEN_RE)
+        self.assertIsInstance(fence, int)
+        self.assertGreater(fence, 0)
+        self.assertEqual(ttl, 30000)  # locks.default_ttl_ms
+        st = self.status(key)
+        self.assertEqual(st["mode"], b"exclusive")
+        self.assertEqual(st["holders"], 1)
+        self.assertEqual(st["waiters"], 0)
+        self.assertEqual(st["fence"], fence)
+        self.assertEqual(st["limit"], 0)
+        self.assertTrue(25000 < st["ttl_ms"] <= 30000, st)
+        self.assertEqual(r.execute_command("UNLOCK", key), 0)
+        st = self.status(key)
+        self.assertEqual(st["mode"], b"free")
+        self.assertEqual(st["holders"], 0)
+        self.assertEqual(st["ttl_ms"], -1)
+        self.assertEqual(st["fence"], fence)  # the last fence issued stays
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            r.execute_command("UNLOCK", key)
+
+    def test_status_of_unknown_key(self):
+        st = self.status(unique_key())
+        self.assertEqual(st, {"mode": b"free", "holders": 0, "waiters": 0, "fence": 0,
+                              "ttl_ms": -1, "limit": 0})
+
+    def test_status_field_order(self):
+        key = unique_key()
+        flat = self.client().execute_command("STATUS", key)
+        self.assertEqual(flat[0::2], [b"mode", b"holders", b"waiters", b"fence",
+                                      b"ttl_ms", b"limit"])
+
+    def test_tokens_are_distinct(self):
+        r = self.client()
+        tokens = set()
+        for i in range(20):
+            g = self.lock(r, unique_key(), "WAIT", 0)
+            self.assertRegex(g[0], TOKEN_RE)
+            tokens.add(g[0])
+        self.assertEqual(len(tokens), 20)
+
+    def test_reentrant(self):
+        key = unique_key()
+        r = self.client()
+        g1 = self.lock(r, key, "TTL", 20000)
+        g2 = self.lock(r, key, "WAIT", 0)
+        g3 = self.lock(r, key)
+        self.assertEqual(g1[:2], g2[:2])
+        self.assertEqual(g1[:2], g3[:2])
+        locks = r.execute_command("LOCKS")
+        self.assertEqual(locks, [[key.encode(), g1[0], g1[1], b"exclusive", 3]])
+        self.assertEqual(self.status(key)["holders"], 1)
+        self.assertEqual(r.execute_command("UNLOCK", key), 2)
+        self.assertEqual(r.execute_command("UNLOCK", key), 1)
+        other = self.client()
+        self.assertIsNone(self.lock(other, key, "WAIT", 0))
+        self.assertEqual(r.execute_command("UNLOCK", key), 0)
+        self.assertIsNotNone(self.lock(other, key, "WAIT", 0))
+
+    def test_relock_in_other_mode(self):
+        key = unique_key()
+        r = self.client()
+        self.lock(r, key)
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "^key is held by this session in exclusive mode"):
+            self.lock(r, key, "SHARED")
+        with self.assertRaises(redis.ResponseError):
+            self.lock(r, key, "LIMIT", 2)
+        key2 = unique_key()
+        self.lock(r, key2, "SHARED")
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "^key is held by this session in shared mode"):
+            self.lock(r, key2)
+        key3 = unique_key()
+        self.lock(r, key3, "LIMIT", 3)
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "^key is held by this session in semaphore mode"):
+            self.lock(r, key3)
+        # still held, once each
+        self.assertEqual(sorted(e[4] for e in r.execute_command("LOCKS")), [1, 1, 1])
+
+    def test_exclusive_excludes(self):
+        key = unique_key()
+        a, b = self.client(), self.client()
+        self.lock(a, key)
+        self.assertIsNone(self.lock(b, key, "WAIT", 0))
+        self.assertIsNone(self.lock(b, key, "SHARED", "WAIT", 0))
+        self.assertEqual(self.status(key)["waiters"], 0)  # WAIT 0 never queues
+
+    def test_wait_times_out(self):
+        key = unique_key()
+        a, b = self.client(), self.client()
+        self.lock(a, key)
+        before = int(self.info()["timeouts_total"])
+        t0 = time.monotonic()
+        self.assertIsNone(self.lock(b, key, "WAIT", 150))
+        took = time.monotonic() - t0
+        self.assertGreaterEqual(took, 0.14)
+        self.assertLess(took, 1.5)
+        self.assertEqual(self.status(key)["waiters"], 0)
+        self.assertGreater(int(self.info()["timeouts_total"]), before)
+        # the connection is usable and the holder unaffected
+        self.assertIs(b.execute_command("PING"), True)
+        self.assertEqual(self.status(key)["holders"], 1)
+
+    def test_wait_granted_on_release(self):
+        key = unique_key()
+        a, b = self.client(), self.client()
+        ga = self.lock(a, key)
+        call = in_thread(self.lock, b, key, "WAIT", 5000)
+        self.wait_status(key, waiters=1)
+        self.assertEqual(a.execute_command("UNLOCK", key), 0)
+        gb = call.result(5)
+        self.assertIsNotNone(gb)
+        self.assertGreater(gb[1], ga[1])
+        self.assertEqual(b.execute_command("LOCKS")[0][:3], [key.encode(), gb[0], gb[1]])
+
+    def test_fences_increase(self):
+        key = unique_key()
+        conns = [self.client(), self.client(), self.client()]
+        fences = []
+        for i in range(60):
+            c = conns[i % 3]
+            g = self.lock(c, key, "WAIT", 0)
+            fences.append(g[1])
+            self.assertEqual(c.execute_command("UNLOCK", key), 0)
+        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])), fences)
+        self.assertEqual(self.status(key)["fence"], fences[-1])
+        # other keys in between do not disturb the order of this one
+        other = self.lock(conns[0], unique_key())
+        g = self.lock(conns[1], key)
+        self.assertGreater(g[1], fences[-1])
+        self.assertGreater(g[1], other[1])
+
+    def test_shared(self):
+        key = unique_key()
+        cs = [self.client() for _ in range(4)]
+        grants = [self.lock(c, key, "SHARED", "WAIT", 0) for c in cs]
+        self.assertTrue(all(g is not None for g in grants))
+        self.assertEqual(len({g[0] for g in grants}), 4)
+        fences = [g[1] for g in grants]
+        self.assertEqual(fences, sorted(set(fences)))
+        st = self.status(key)
+        self.assertEqual(st["mode"], b"shared")
+        self.assertEqual(st["holders"], 4)
+        self.assertEqual(st["ttl_ms"], -1)
+        for g in grants:
+            self.assertEqual(self.client().execute_command("VALIDATE", key, g[1]), 1)
+        w = self.client()
+        self.assertIsNone(self.lock(w, key, "WAIT", 0))
+        for c in cs[:3]:
+            self.assertEqual(c.execute_command("UNLOCK", key), 0)
+        self.assertIsNone(self.lock(w, key, "WAIT", 0))
+        self.assertEqual(cs[3].execute_command("UNLOCK", key), 0)
+        self.assertIsNotNone(self.lock(w, key, "WAIT", 0))
+        self.assertEqual(self.status(key)["mode"], b"exclusive")
+
+    def test_shared_no_barging(self):
+        # A holds shared; B asks exclusive and waits; C and D ask shared and
+        # wait behind B. A releases: B only. B releases: C and D together.
+        key = unique_key()
+        a, b, c, d = (self.client() for _ in range(4))
+        self.lock(a, key, "SHARED")
+        cb = in_thread(self.lock, b, key, "WAIT", 10000)
+        self.wait_status(key, waiters=1)
+        cc = in_thread(self.lock, c, key, "SHARED", "WAIT", 10000)
+        self.wait_status(key, waiters=2)
+        cd = in_thread(self.lock, d, key, "SHARED", "WAIT", 10000)
+        self.wait_status(key, waiters=3)
+        self.assertIsNone(self.lock(self.client(), key, "SHARED", "WAIT", 0))
+        self.assertEqual(a.execute_command("UNLOCK", key), 0)
+        gb = cb.result(5)
+        self.assertIsNotNone(gb)
+        st = self.status(key)
+        self.assertEqual((st["mode"], st["holders"], st["waiters"]), (b"exclusive", 1, 2))
+        self.assertFalse(cc.done.is_set() or cd.done.is_set())
+        self.assertEqual(b.execute_command("UNLOCK", key), 0)
+        gc, gd = cc.result(5), cd.result(5)
+        self.assertIsNotNone(gc)
+        self.assertIsNotNone(gd)
+        self.assertLess(gb[1], gc[1])
+        self.assertLess(gc[1], gd[1])
+        st = self.status(key)
+        self.assertEqual((st["mode"], st["holders"], st["waiters"]), (b"shared", 2, 0))
+
+    def test_writer_timeout_wakes_readers(self):
+        key = unique_key()
+        a, b, c = self.client(), self.client(), self.client()
+        self.lock(a, key, "SHARED")
+        cb = in_thread(self.lock, b, key, "WAIT", 300)
+        self.wait_status(key, waiters=1)
+        cc = in_thread(self.lock, c, key, "SHARED", "WAIT", 10000)
+        self.wait_status(key, waiters=2)
+        self.assertIsNone(cb.result(5))
+        self.assertIsNotNone(cc.result(5))
+        self.assertEqual(self.status(key)["holders"], 2)
+
+    def test_semaphore(self):
+        key = unique_key()
+        a, b, c = self.client(), self.client(), self.client()
+        ga = self.lock(a, key, "LIMIT", 2, "WAIT", 0)
+        gb = self.lock(b, key, "LIMIT", 2, "WAIT", 0)
+        self.assertIsNotNone(ga)
+        self.assertIsNotNone(gb)
+        self.assertNotEqual(ga[0], gb[0])
+        self.assertLess(ga[1], gb[1])
+        self.assertIsNone(self.lock(c, key, "LIMIT", 2, "WAIT", 0))
+        st = self.status(key)
+        self.assertEqual((st["mode"], st["holders"], st["limit"], st["ttl_ms"]),
+                         (b"semaphore", 2, 2, -1))
+        self.assertEqual(a.execute_command("LOCKS")[0][3], b"semaphore")
+        call = in_thread(self.lock, c, key, "LIMIT", 2, "WAIT", 5000)
+        self.wait_status(key, waiters=1)
+        self.assertEqual(b.execute_command("UNLOCK", key), 0)
+        gc = call.result(5)
+        self.assertIsNotNone(gc)
+        self.assertGreater(gc[1], gb[1])
+        self.assertEqual(self.status(key)["holders"], 2)
+        self.assertEqual(a.execute_command("UNLOCK", key), 0)
+        self.assertEqual(c.execute_command("UNLOCK", key), 0)
+        self.assertEqual(self.status(key)["mode"], b"free")
+        self.assertEqual(self.status(key)["limit"], 0)
+
+    def test_limit_mismatch(self):
+        key = unique_key()
+        a, b = self.client(), self.client()
+        self.lock(a, key, "LIMIT", 2)
+        for opts in (["LIMIT", 3], [], ["SHARED"]):
+            with self.assertRaises(redis.ResponseError, msg=str(opts)) as cm:
+                self.lock(b, key, *opts, "WAIT", 0)
+            self.assertNotRegex(str(cm.exception), "^(LIMIT|NOTHELD)")
+        plain = unique_key()
+        self.lock(a, plain)
+        with self.assertRaises(redis.ResponseError):
+            self.lock(b, plain, "LIMIT", 2, "WAIT", 0)
+        # errors leave the connection usable and nothing queued
+        self.assertIs(b.execute_command("PING"), True)
+        self.assertEqual(self.status(key)["waiters"], 0)
+        self.assertEqual(self.status(plain)["waiters"], 0)
+        # once free, the key may change its kind
+        self.assertEqual(a.execute_command("UNLOCK", key), 0)
+        self.assertIsNotNone(self.lock(b, key, "LIMIT", 5, "WAIT", 0))
+
+    def test_detach_needs_ttl(self):
+        key = unique_key()
+        r = self.client()
+        with self.assertRaises(redis.ResponseError):
+            self.lock(r, key, "DETACH")
+        self.assertEqual(self.status(key)["mode"], b"free")
+        self.assertIsNotNone(self.lock(r, key, "TTL", 1000, "DETACH"))
+
+    def test_detach_survives_disconnect_and_expires(self):
+        key = unique_key()
+        before = int(self.info()["expired_total"])
+        r = self.client()
+        t0 = time.monotonic()
+        token, fence, ttl = self.lock(r, key, "TTL", 400, "DETACH")
+        self.assertEqual(ttl, 400)
+        self.assertEqual(r.execute_command("LOCKS"), [])  # not listed
+        hangup(r)
+        st = self.status(key)
+        self.assertEqual((st["mode"], st["holders"]), (b"exclusive", 1))
+        self.assertEqual(self.client().execute_command("VALIDATE", key, fence), 1)
+        self.assertIsNone(self.lock(self.client(), key, "WAIT", 0))
+        self.wait_status(key, "after the TTL", timeout=3, mode=b"free", holders=0)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.35)
+        self.assertEqual(self.client().execute_command("VALIDATE", key, fence), 0)
+        self.assertGreater(int(self.info()["expired_total"]), before)
+        with self.assertRaises(redis.ResponseError):
+            self.client().execute_command("UNLOCK", key, token)
+
+    def test_detach_waiter_granted_at_expiry(self):
+        key = unique_key()
+        self.lock(self.client(), key, "TTL", 300, "DETACH")
+        t0 = time.monotonic()
+        g = self.lock(self.client(), key, "WAIT", 5000)
+        took = time.monotonic() - t0
+        self.assertIsNotNone(g)
+        self.assertLess(took, 1.5)
+
+    def test_detach_not_reentrant(self):
+        key = unique_key()
+        r = self.client()
+        self.lock(r, key, "TTL", 5000, "DETACH")
+        self.assertIsNone(self.lock(r, key, "TTL", 5000, "DETACH", "WAIT", 0))
+        self.assertIsNone(self.lock(r, key, "WAIT", 0))
+
+    def test_detach_unlock_by_token(self):
+        key = unique_key()
+        r = self.client()
+        token, fence, _ = self.lock(r, key, "TTL", 60000, "DETACH")
+        hangup(r)
+        other = self.client()
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            other.execute_command("UNLOCK", key)
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            other.execute_command("UNLOCK", key, "0" * 32)
+        self.assertEqual(other.execute_command("EXTEND", key, 120000, token), 120000)
+        self.assertGreater(self.status(key)["ttl_ms"], 60000)
+        self.assertEqual(other.execute_command("UNLOCK", key, token), 0)
+        self.assertEqual(self.status(key)["mode"], b"free")
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            other.execute_command("UNLOCK", key, token)
+
+    def test_detach_extend_moves_expiry(self):
+        key = unique_key()
+        token, _, _ = self.lock(self.client(), key, "TTL", 200, "DETACH")
+        self.assertEqual(self.client().execute_command("EXTEND", key, 5000, token), 5000)
+        t0 = time.monotonic()
+        # a waiter is not granted before the extended lease ends
+        self.assertIsNone(self.lock(self.client(), key, "WAIT", 500))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.45)
+        self.assertEqual(self.status(key)["holders"], 1)
+
+    def test_unlock_session_lock_by_token_from_other_connection(self):
+        key = unique_key()
+        a, b = self.client(), self.client()
+        token, fence, _ = self.lock(a, key)
+        waiter = in_thread(self.lock, self.client(), key, "WAIT", 5000)
+        self.wait_status(key, waiters=1)
+        self.assertEqual(b.execute_command("UNLOCK", key, token), 0)
+        g = waiter.result(5)
+        self.assertIsNotNone(g)
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            a.execute_command("UNLOCK", key)
+        self.assertEqual(a.execute_command("LOCKS"), [])
+
+    def test_unlock_wrong_token(self):
+        key = unique_key()
+        a = self.client()
+        token, _, _ = self.lock(a, key)
+        for bad in ("f" * 32, token.decode().upper(), "nonsense"):
+            with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+                self.client().execute_command("UNLOCK", key, bad)
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            self.client().execute_command("UNLOCK", unique_key(), token)
+        self.assertEqual(self.status(key)["holders"], 1)
+
+    def test_extend(self):
+        key = unique_key()
+        r = self.client()
+        token, _, ttl = self.lock(r, key, "TTL", 5000)
+        self.assertEqual(ttl, 5000)
+        self.assertEqual(r.execute_command("EXTEND", key, 60000), 60000)
+        st = self.status(key)
+        self.assertTrue(55000 < st["ttl_ms"] <= 60000, st)
+        self.assertEqual(r.execute_command("EXTEND", key, 1000), 1000)
+        self.assertLessEqual(self.status(key)["ttl_ms"], 1000)
+        self.assertEqual(self.client().execute_command("EXTEND", key, 2000, token), 2000)
+        for bad in ("5", "0", "abc", "86400001"):
+            with self.assertRaisesRegex(redis.ResponseError, "TTL", msg=bad):
+                r.execute_command("EXTEND", key, bad)
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            self.client().execute_command("EXTEND", key, 1000)
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            r.execute_command("EXTEND", unique_key(), 1000)
+
+    def test_session_lock_renewed(self):
+        # a short TTL does not end a session lock while the session lives
+        key = unique_key()
+        r = self.client()
+        token, fence, _ = self.lock(r, key, "TTL", 60)
+        t0 = time.monotonic()
+        self.assertIsNone(self.lock(self.client(), key, "WAIT", 300))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.25)
+        self.assertEqual(self.client().execute_command("VALIDATE", key, fence), 1)
+        self.assertEqual(r.execute_command("UNLOCK", key), 0)
+
+    def test_validate(self):
+        key = unique_key()
+        r = self.client()
+        v = self.client()
+        self.assertEqual(v.execute_command("VALIDATE", key, 1), 0)
+        _, f1, _ = self.lock(r, key)
+        self.assertEqual(v.execute_command("VALIDATE", key, f1), 1)
+        self.assertEqual(v.execute_command("VALIDATE", key, f1 + 1), 0)
+        self.assertEqual(v.execute_command("VALIDATE", unique_key(), f1), 0)
+        r.execute_command("UNLOCK", key)
+        _, f2, _ = self.lock(r, key)
+        self.assertEqual(v.execute_command("VALIDATE", key, f1), 0)
+        self.assertEqual(v.execute_command("VALIDATE", key, f2), 1)
+        for bad in ("abc", "1.5", ""):
+            with self.assertRaises(redis.ResponseError, msg=bad):
+                v.execute_command("VALIDATE", key, bad)
+        self.assertIs(v.execute_command("PING"), True)
+
+    def test_locks_listing(self):
+        r = self.client()
+        self.assertEqual(r.execute_command("LOCKS"), [])
+        k1, k2, k3, k4 = (unique_key(n) for n in ("a", "b", "c", "d"))
+        g1 = self.lock(r, k1)
+        self.lock(r, k1)
+        g2 = self.lock(r, k2, "SHARED")
+        g3 = self.lock(r, k3, "LIMIT", 4)
+        self.lock(r, k4, "TTL", 10000, "DETACH")
+        got = sorted(r.execute_command("LOCKS"))
+        self.assertEqual(got, sorted([
+            [k1.encode(), g1[0], g1[1], b"exclusive", 2],
+            [k2.encode(), g2[0], g2[1], b"shared", 1],
+            [k3.encode(), g3[0], g3[1], b"semaphore", 1],
+        ]))
+        self.assertEqual(self.client().execute_command("LOCKS"), [])
+
+    def test_info_fields(self):
+        raw = self.raw()
+        info = self.info(raw)
+        for name in ("version", "backend", "process_id", "uptime_seconds",
+                     "connected_clients", "total_connections", "rejected_connections",
+                     "keys", "locks_held", "waiters", "grants_total", "timeouts_total",
+                     "releases_total", "expired_total", "lost_total", "commands_total",
+                     "protocol_errors_total"):
+            self.assertIn(name, info)
+            if name not in ("version", "backend"):
+                self.assertRegex(info[name], r"^\d+$", name)
+        self.assertEqual(info["version"], "0.1.0")
+        self.assertEqual(info["backend"], "memory")
+        self.assertEqual(int(info["process_id"]), self.daemon.pid)
+        self.assertGreaterEqual(int(info["connected_clients"]), 1)
+        # counters move
+        key = unique_key()
+        raw.cmd("LOCK", key)
+        info2 = self.info(raw)
+        self.assertEqual(int(info2["grants_total"]), int(info["grants_total"]) + 1)
+        self.assertGreaterEqual(int(info2["locks_held"]), 1)
+        self.assertGreater(int(info2["commands_total"]), int(info["commands_total"]))
+        raw.cmd("UNLOCK", key)
+        info3 = self.info(raw)
+        self.assertEqual(int(info3["releases_total"]), int(info2["releases_total"]) + 1)
+        # redis-py parses it too
+        parsed = self.client().info()
+        self.assertEqual(parsed["process_id"], self.daemon.pid)
+
+    def test_info_counts_connections(self):
+        before = int(self.info()["connected_clients"])
+        extra = [self.raw() for _ in range(3)]
+        for c in extra:
+            c.cmd("PING")
+        self.assertEqual(int(self.info()["connected_clients"]), before + 3)
+        for c in extra:
+            c.close()
+        wait_until(lambda: int(self.info()["connected_clients"]) == before, 3,
+                   what="connected_clients to drop")
+
+    def test_fifo_order(self):
+        key = unique_key()
+        n = 8
+        holder = self.client()
+        self.lock(holder, key)
+        order = []
+        errors = []
+        inside = threading.Lock()
+        mu = threading.Lock()
+
+        def waiter(i, conn):
+            g = self.lock(conn, key, "WAIT", 20000)
+            if g is None:
+                errors.append("%d not granted" % i)
+                return
+            if not inside.acquire(blocking=False):
+                errors.append("%d granted while another holds the key" % i)
+                return
+            with mu:
+                order.append((i, g[1]))
+            st = pairs(conn.execute_command("STATUS", key))
+            if (st["holders"], st["waiters"]) != (1, n - 1 - i):
+                errors.append("%d: STATUS %r" % (i, st))
+            inside.release()
+            if conn.execute_command("UNLOCK", key) != 0:
+                errors.append("%d: UNLOCK did not release" % i)
+
+        calls = []
+        for i in range(n):
+            calls.append(in_thread(waiter, i, self.client()))
+            self.wait_status(key, "(waiter %d queued)" % i, waiters=i + 1)
+        self.assertEqual(holder.execute_command("UNLOCK", key), 0)
+        for c in calls:
+            c.result(10)
+        self.assertEqual(errors, [])
+        self.assertEqual([i for i, _ in order], list(range(n)))
+        fences = [f for _, f in order]
+        self.assertEqual(fences, sorted(set(fences)))
+        self.assertEqual(self.status(key)["mode"], b"free")
+
+    def test_disconnect_while_waiting(self):
+        key = unique_key()
+        holder = self.client()
+        self.lock(holder, key)
+        gone = self.raw()
+        gone.send(Raw.encode("LOCK", key))  # waits forever
+        self.wait_status(key, waiters=1)
+        nxt = self.client()
+        call = in_thread(self.lock, nxt, key, "WAIT", 5000)
+        self.wait_status(key, waiters=2)
+        gone.close()
+        self.wait_status(key, "(the closed waiter withdrawn)", waiters=1)
+        self.assertEqual(holder.execute_command("UNLOCK", key), 0)
+        self.assertIsNotNone(call.result(5))
+        st = self.status(key)
+        self.assertEqual((st["mode"], st["holders"], st["waiters"]), (b"exclusive", 1, 0))
+
+    def test_head_waiter_disconnects_after_release_race(self):
+        # the holder releases and the only waiter is gone at about the same
+        # time: the key ends up free and usable
+        key = unique_key()
+        holder = self.raw()
+        holder.cmd("LOCK", key)
+        w = self.raw()
+        w.send(Raw.encode("LOCK", key))
+        self.wait_status(key, waiters=1)
+        holder.send(Raw.encode("UNLOCK", key))
+        w.close()
+        self.assertEqual(holder.read(), 0)
+        self.wait_status(key, mode=b"free", holders=0, waiters=0)
+        self.assertIsNotNone(self.lock(self.client(), key, "WAIT", 0))
+
+    def test_close_releases(self):
+        key = unique_key()
+        r = self.client()
+        self.lock(r, key)
+        self.lock(r, unique_key(), "SHARED")
+        waiter = in_thread(self.lock, self.client(), key, "WAIT", 5000)
+        self.wait_status(key, waiters=1)
+        hangup(r)
+        self.assertIsNotNone(waiter.result(3))
+
+    def test_killed_client_releases(self):
+        k1, k2 = unique_key("a"), unique_key("b")
+        script = (
+            "import sys, time, redis\n"
+            "r = redis.Redis(port=int(sys.argv[1]), single_connection_client=True)\n"
+            "r.execute_command('LOCK', sys.argv[2], 'TTL', 60000)\n"
+            "r.execute_command('LOCK', sys.argv[3], 'SHARED')\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(60)\n")
+        p = spawn([PYTHON, "-c", script, str(self.daemon.port), k1, k2],
+                  stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            self.assertEqual(read_line(p.stdout), "locked\n")
+            self.assertEqual(self.status(k1)["holders"], 1)
+            waiter = in_thread(self.lock, self.client(), k1, "WAIT", 5000)
+            self.wait_status(k1, waiters=1)
+            t0 = time.monotonic()
+            os.kill(p.pid, signal.SIGKILL)
+            self.assertIsNotNone(waiter.result(5))
+            took = waiter.done_at - t0
+            self.assertLess(took, 0.5, "lock released %.3f s after SIGKILL" % took)
+            self.wait_status(k2, timeout=1, mode=b"free")
+        finally:
+            if p.poll() is None:
+                p.kill()
+            self.assertEqual(reap(p), -signal.SIGKILL)
+            p.stdout.close()
+
+    def test_pipelined_lock_delays_later_replies(self):
+        key = unique_key()
+        holder = self.client()
+        self.lock(holder, key)
+        raw = self.raw()
+        raw.send(Raw.encode("LOCK", key, "WAIT", 5000) + Raw.encode("PING"))
+        self.wait_status(key, waiters=1)
+        raw.settimeout(0.2)
+        try:
+            data = raw.s.recv(100)
+        except OSError:
+            data = b""
+        self.assertEqual(data, b"", "reply to PING came before the LOCK's")
+        raw.settimeout(5)
+        holder.execute_command("UNLOCK", key)
+        self.assertIsInstance(raw.read(), list)
+        self.assertEqual(raw.read(), "PONG")
+
+    def test_many_keys_per_session(self):
+        raw = self.raw()
+        keys = [unique_key() for _ in range(200)]
+        raw.send(b"".join(Raw.encode("LOCK", k, "WAIT", 0) for k in keys))
+        grants = [raw.read() for _ in keys]
+        self.assertTrue(all(isinstance(g, list) for g in grants))
+        self.assertEqual(len(raw.cmd("LOCKS")), 200)
+        self.assertGreaterEqual(int(self.info()["keys"]), 200)
+        raw.close()
+        self.wait_status(keys[-1], mode=b"free")
+        self.assertEqual(self.status(keys[0])["mode"], b"free")
+
+    def test_unlock_from_wrong_session(self):
+        key = unique_key()
+        a, b = self.client(), self.client()
+        self.lock(a, key)
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            b.execute_command("UNLOCK", key)
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTHELD"):
+            b.execute_command("EXTEND", key, 1000)
+        self.assertEqual(self.status(key)["holders"], 1)
+
+    def test_error_reply_is_coded(self):
+        raw = self.raw()
+        key = unique_key()
+        self.assertEqual(raw.cmd("UNLOCK", key).code, "NOTHELD")
+        self.assertEqual(raw.cmd("EXTEND", key, "1000").code, "NOTHELD")
+        self.assertIsInstance(raw.cmd("LOCK", key, "LIMIT", "x"), Err)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()

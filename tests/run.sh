@@ -1,0 +1,54 @@
+#!/bin/sh
+# Run the unit-test suites given as arguments, then the integration tests,
+# and print one closing line: "N passed, N failed".
+# BUILD names the build directory; UNIT_ONLY=1 skips the integration tests.
+set -u
+BUILD=${BUILD:-build}
+passed=0
+failed=0
+status=0
+export CK_FORK=yes
+
+for t in "$@"; do
+    case "$t" in
+    */check_client) continue ;;	# needs a daemon: run by the integration tests
+    esac
+    echo "== $t"
+    out=$("$t" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: [0-9]+' | tail -n 1)
+    if [ -n "$line" ]; then
+        n=$(echo "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
+        f=$(echo "$line" | sed -E 's/.*Failures: ([0-9]+).*/\1/')
+        e=$(echo "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
+        passed=$((passed + n - f - e))
+        failed=$((failed + f + e))
+    fi
+    if [ $rc -ne 0 ]; then
+        status=1
+        [ -z "$line" ] && failed=$((failed + 1))
+    fi
+done
+
+if [ "${UNIT_ONLY:-0}" != 1 ]; then
+    echo "== integration"
+    out=$(BUILD="$BUILD" sh tests/integration/run.sh 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    line=$(printf '%s\n' "$out" | grep -E '^integration: [0-9]+ passed, [0-9]+ failed' | tail -n 1)
+    if [ -n "$line" ]; then
+        p=$(echo "$line" | sed -E 's/^integration: ([0-9]+) passed.*/\1/')
+        f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+        passed=$((passed + p))
+        failed=$((failed + f))
+    fi
+    if [ $rc -ne 0 ]; then
+        status=1
+        [ -z "$line" ] && failed=$((failed + 1))
+    fi
+fi
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ] || status=1
+exit $status
