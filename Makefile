@@ -94,8 +94,13 @@ $(BUILD)/libdlock.pc: client/libdlock.pc.in Makefile
 $(BUILD)/dlock: $(CLI_OBJ) $(BUILD)/libdlock.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-# Every unit-test suite links the daemon's modules (all but main) and libdlock.
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(DAEMON_LIB) $(BUILD)/libdlock.a
+# The daemon's modules but main, as an archive: a test links what it uses.
+$(BUILD)/libdlockd.a: $(DAEMON_LIB)
+	rm -f $@
+	ar rcs $@ $^
+
+# Every unit-test suite links the daemon's modules and libdlock.
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libdlockd.a $(BUILD)/libdlock.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
 
 # Install the Debian packages that are missing (root runs apt-get, others use sudo).

@@ -95,8 +95,8 @@ static bool
 key_ok(struct session *s, const struct codec_frame *f, size_t i)
 {
 	if (f->argvlen[i] == 0 || f->argvlen[i] > (size_t)server.conf->max_key_bytes) {
-		codec_reply_error(session_out(s), "ERR", "keys must be 1 to %lld bytes",
-		    server.conf->max_key_bytes);
+		codec_reply_error(session_out(s), "ERR", "key is empty or too long "
+		    "(1 to %lld bytes)", server.conf->max_key_bytes);
 		return false;
 	}
 	return true;
@@ -129,10 +129,6 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 		codec_reply_error(out, "LOST", "the lock on this key was lost: its lease "
 		    "could not be kept");
 		break;
-	case LT_E_MODE:
-		codec_reply_error(out, "ERR", "this session holds the key in another mode; "
-		    "unlock it first");
-		break;
 	case LT_E_KIND:
 		codec_reply_error(out, "ERR", "the key is in use with another kind: every "
 		    "locker of a semaphore must give the same LIMIT, and a lock key takes none");
@@ -142,8 +138,8 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 		    "(limits.max_waiters_per_key is %lld)", server.conf->max_waiters_per_key);
 		break;
 	case LT_E_LOCKS:
-		codec_reply_error(out, "LIMIT", "too many locks held or awaited by this "
-		    "session (limits.max_locks_per_session is %lld)",
+		codec_reply_error(out, "LIMIT", "too many locks held by this session "
+		    "(limits.max_locks_per_session is %lld, waits included)",
 		    server.conf->max_locks_per_session);
 		break;
 	case LT_E_BACKEND:
@@ -289,10 +285,10 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 	codec_reply_int(out, s->proto);
 	codec_reply_cstr(out, "id");
 	codec_reply_int(out, (long long)s->id);
-	codec_reply_cstr(out, "mode");
-	codec_reply_cstr(out, "standalone");
 	codec_reply_cstr(out, "backend");
 	codec_reply_cstr(out, server.be->ops->name);
+	codec_reply_cstr(out, "mode");
+	codec_reply_cstr(out, "standalone");
 }
 
 static void
@@ -345,8 +341,8 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 	for (size_t i = 2; i < f->argc; i++) {
 		if (arg_is(f, i, "TTL") && !has_ttl && i + 1 < f->argc) {
 			if (arg_int(f, ++i, TTL_MIN_MS, server.conf->max_ttl_ms, &v) != 0) {
-				codec_reply_error(out, "ERR", "TTL must be %d to %lld ms",
-				    TTL_MIN_MS, server.conf->max_ttl_ms);
+				codec_reply_error(out, "ERR", "invalid TTL: must be %d to "
+				    "%lld ms", TTL_MIN_MS, server.conf->max_ttl_ms);
 				return;
 			}
 			req.ttl_ms = (uint64_t)v;
@@ -389,6 +385,9 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 		reply_grant(s, &g);
 	else if (st == LT_NOT_GRANTED)
 		codec_reply_null_array(out, s->proto);
+	else if (st == LT_E_MODE)
+		codec_reply_error(out, "ERR", "key is held by this session in %s mode; "
+		    "unlock it first", locktab_mode_name(g.mode));
 	else
 		reply_lt_error(s, st, false);
 }
@@ -418,7 +417,7 @@ cmd_extend(struct session *s, const struct codec_frame *f)
 	if (!key_ok(s, f, 1))
 		return;
 	if (arg_int(f, 2, TTL_MIN_MS, server.conf->max_ttl_ms, &ms) != 0) {
-		codec_reply_error(session_out(s), "ERR", "TTL must be %d to %lld ms",
+		codec_reply_error(session_out(s), "ERR", "invalid TTL: must be %d to %lld ms",
 		    TTL_MIN_MS, server.conf->max_ttl_ms);
 		return;
 	}

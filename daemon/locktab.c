@@ -593,6 +593,7 @@ hold_gone(struct locktab *lt, struct lt_hold *h)
 /* ---- backend completions ------------------------------------------------ */
 
 static void waiter_free(struct locktab *lt, struct lt_waiter *w);
+static void waiter_fail(struct locktab *lt, struct lt_waiter *w, enum lt_status st);
 
 /* Fire-and-forget release of a lease nobody will hold. */
 static void
@@ -657,11 +658,12 @@ waiter_grant(struct locktab *lt, struct lt_waiter *w, uint64_t fence, uint64_t s
 	struct lt_owner *o = w->owner;
 	if (fence > k->last_fence)
 		k->last_fence = fence;
-	if (o == NULL) {
-		/* cancelled while the backend decided: give it back */
+	if (o == NULL || lt->closing) {
+		/* cancelled while the backend decided, or the table is shutting
+		 * down: give it back (a cancelled waiter is not told) */
 		struct be_lock l = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms };
 		release_quietly(lt, &l);
-		waiter_free(lt, w);
+		waiter_fail(lt, w, LT_E_CLOSING);
 		return;
 	}
 	struct lt_hold *h = calloc(1, sizeof(*h));
@@ -704,6 +706,7 @@ waiter_grant(struct locktab *lt, struct lt_waiter *w, uint64_t fence, uint64_t s
 	g.fence = fence;
 	g.ttl_ms = h->ttl_ms;
 	g.count = 1;
+	g.mode = h->mode;
 	lt_done_cb *done = w->done;
 	void *arg = w->arg;
 	waiter_free(lt, w);
@@ -752,7 +755,9 @@ on_acquire(void *arg, const struct be_reply *r)
 	case BE_BUSY:
 		/* held beyond this process: the head waits for a wakeup */
 		k->blocked = true;
-		if (w->owner == NULL || w->try_once || w->deadline <= locktab_now(lt))
+		if (lt->closing)
+			waiter_fail(lt, w, LT_E_CLOSING);
+		else if (w->owner == NULL || w->try_once || w->deadline <= locktab_now(lt))
 			waiter_fail(lt, w, LT_NOT_GRANTED);
 		else if (timer_set(lt, &w->timer, w->deadline) != 0)
 			waiter_fail(lt, w, LT_E_NOMEM);
@@ -789,8 +794,11 @@ on_transfer(void *arg, const struct be_reply *r)
 		break;
 	case BE_BUSY:
 	case BE_NOTOWNER:
-		/* the old lease had ended: the waiter acquires as usual */
+		/* the old lease had ended: the waiter acquires as usual,
+		 * unless the table is shutting down */
 		op_done(op, LT_E_LOST, NULL, 0);
+		if (lt->closing)
+			waiter_fail(lt, w, LT_E_CLOSING);
 		break;
 	case BE_ERROR:
 		lt->stats.backend_errors++;
@@ -1120,6 +1128,7 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	if ((h = owner_lost(o, req->key, req->keylen, NULL)) != NULL)
 		hold_gone(lt, h);	/* locking again forgets the loss */
 	if (!req->detach && (h = owner_hold(o, k)) != NULL) {
+		g->mode = h->mode;
 		if (h->mode != req->mode || h->limit != req->limit)
 			return LT_E_MODE;
 		h->count++;

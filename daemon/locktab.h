@@ -62,6 +62,7 @@ struct lt_grant {
 	uint64_t fence;			/* its fence */
 	uint64_t ttl_ms;		/* its lease */
 	unsigned count;			/* hold count (reentrancy) */
+	enum lock_mode mode;		/* held mode (also set with LT_E_MODE) */
 };
 
 /* STATUS of a key. */
@@ -132,7 +133,7 @@ void locktab_owner_destroy(struct lt_owner *o);
 
 /*
  * LOCK. Returns LT_OK with *g set (reentrant), LT_NOT_GRANTED (WAIT 0 and the
- * key is taken), an error, or LT_PENDING: done(arg, ...) will be called once
+ * key is taken), an error (LT_E_MODE sets g->mode to the mode held), or LT_PENDING: done(arg, ...) will be called once
  * with LT_OK and the grant, LT_NOT_GRANTED or an error.
  */
 enum lt_status locktab_lock(struct lt_owner *o, const struct lt_lock_req *req,

@@ -167,13 +167,27 @@ main(int argc, char **argv)
 		case 't': test = 1; break;
 		case 'l': listen[nlisten++] = optarg; break;
 		case 'b': backend_url = optarg; break;
-		case 'V': printf("dlockd %s\n", DLOCKD_VERSION); return 0;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'V':
+			printf("dlockd %s\n", DLOCKD_VERSION);
+			free(listen);
+			conf_destroy(conf);
+			return 0;
+		case 'h':
+			usage(stdout);
+			free(listen);
+			conf_destroy(conf);
+			return 0;
+		default:
+			usage(stderr);
+			free(listen);
+			conf_destroy(conf);
+			return 2;
 		}
 	}
 	if (optind < argc) {
 		usage(stderr);
+		free(listen);
+		conf_destroy(conf);
 		return 2;
 	}
 	if (path != NULL || access(DEFAULT_CONF, F_OK) == 0)
@@ -215,6 +229,14 @@ main(int argc, char **argv)
 	if (server.lt_timer == NULL || server.lt == NULL)
 		log_fatal("out of memory");
 
+	struct event *ev_term = evsignal_new(server.base, SIGTERM, on_stop_signal, NULL);
+	struct event *ev_int = evsignal_new(server.base, SIGINT, on_stop_signal, NULL);
+	struct event *ev_hup = evsignal_new(server.base, SIGHUP, on_hup, NULL);
+	if (ev_term == NULL || ev_int == NULL || ev_hup == NULL ||
+	    evsignal_add(ev_term, NULL) != 0 || evsignal_add(ev_int, NULL) != 0 ||
+	    evsignal_add(ev_hup, NULL) != 0)
+		log_fatal("cannot install signal handlers");
+
 	server.listeners = calloc(conf->nlisten, sizeof(*server.listeners));
 	if (server.listeners == NULL)
 		log_fatal("out of memory");
@@ -230,14 +252,6 @@ main(int argc, char **argv)
 		server.nlisteners++;
 		log_info("listening on %s", listener_name(server.listeners[i]));
 	}
-
-	struct event *ev_term = evsignal_new(server.base, SIGTERM, on_stop_signal, NULL);
-	struct event *ev_int = evsignal_new(server.base, SIGINT, on_stop_signal, NULL);
-	struct event *ev_hup = evsignal_new(server.base, SIGHUP, on_hup, NULL);
-	if (ev_term == NULL || ev_int == NULL || ev_hup == NULL ||
-	    evsignal_add(ev_term, NULL) != 0 || evsignal_add(ev_int, NULL) != 0 ||
-	    evsignal_add(ev_hup, NULL) != 0)
-		log_fatal("cannot install signal handlers");
 
 	log_info("dlockd %s started (pid %ld, backend %s)", DLOCKD_VERSION, (long)getpid(),
 	    server.be->ops->name);

@@ -28,6 +28,13 @@
 #define SHRD LOCK_SHARED
 #define SEMA LOCK_SEMAPHORE
 
+/* A check for hot paths: it only calls into Check when it fails (a passing
+ * ck_assert records its location, which costs a write). */
+#define REQUIRE(cond) do { \
+	if (!(cond)) \
+		ck_abort_msg("requirement failed: %s", #cond); \
+} while (0)
+
 #define NOWN 8			/* owners every fixture creates */
 #define FK_KEYMAX 64		/* longest key the fake backend records */
 #define WAIT_FOREVER (-1)
@@ -73,22 +80,22 @@ fk_record(enum fk_kind kind, const struct be_lock *l, be_cb *cb, void *arg)
 	if (fk.nops == fk.cap) {
 		fk.cap = fk.cap ? fk.cap * 2 : 64;
 		fk.ops = realloc(fk.ops, fk.cap * sizeof(*fk.ops));
-		ck_assert_ptr_nonnull(fk.ops);
+		REQUIRE(fk.ops != NULL);
 	}
 	if (fk.npend == fk.pcap) {
 		fk.pcap = fk.pcap ? fk.pcap * 2 : 64;
 		fk.pend = realloc(fk.pend, fk.pcap * sizeof(*fk.pend));
-		ck_assert_ptr_nonnull(fk.pend);
+		REQUIRE(fk.pend != NULL);
 	}
 	struct fk_op *op = &fk.ops[fk.nops];
 	memset(op, 0, sizeof(*op));
 	op->kind = kind;
-	ck_assert_uint_lt(l->keylen, FK_KEYMAX);
+	REQUIRE(l->keylen < FK_KEYMAX);
 	memcpy(op->key, l->key, l->keylen);
 	op->keylen = l->keylen;
 	op->mode = l->mode;
 	op->limit = l->limit;
-	ck_assert_uint_eq(strlen(l->token), TOKEN_LEN);
+	REQUIRE(strlen(l->token) == TOKEN_LEN);
 	memcpy(op->token, l->token, TOKEN_LEN + 1);
 	op->ttl_ms = l->ttl_ms;
 	op->at = clk;
@@ -153,7 +160,7 @@ static const struct backend_ops fake_ops_nt = {
 static struct fk_op *
 fk_pending(size_t pos)
 {
-	ck_assert_uint_lt(pos, fk.npend);
+	REQUIRE(pos < fk.npend);
 	return &fk.ops[fk.pend[pos]];
 }
 
@@ -161,7 +168,7 @@ fk_pending(size_t pos)
 static void
 fk_complete_at(size_t pos, enum be_status st, uint64_t fence)
 {
-	ck_assert_uint_lt(pos, fk.npend);
+	REQUIRE(pos < fk.npend);
 	size_t i = fk.pend[pos];
 	memmove(&fk.pend[pos], &fk.pend[pos + 1], (fk.npend - pos - 1) * sizeof(*fk.pend));
 	fk.npend--;
@@ -995,6 +1002,17 @@ START_TEST(wait0_free_key_busy)
 	ck_assert_uint_eq(fk.npend, 1);
 	fk_complete(BE_OK, 1);
 	assert_granted(&w2, 1);
+
+	/* the same next to a holder that keeps the key in use */
+	struct res h, w3, w4;
+	hold(0, "m", SEMA, 2, 30000, 0, 2, &h);
+	ck_assert_int_eq(lock(1, "m", SEMA, 2, 30000, 0, 0, &w3), LT_PENDING);
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(w3.st, LT_NOT_GRANTED);
+	ck_assert_int_eq(lock(2, "m", SEMA, 2, 30000, 0, 0, &w4), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_complete(BE_OK, 3);
+	assert_granted(&w4, 3);
 }
 END_TEST
 
@@ -2002,6 +2020,44 @@ START_TEST(shutdown_acquiring_waiter)
 }
 END_TEST
 
+/* Handoffs in flight when the table shuts down: the unlocks complete, the
+ * waiters end with LT_E_CLOSING, a lease handed over is given back. */
+START_TEST(shutdown_transfer_in_flight)
+{
+	struct res h, b, u, h2, b2, u2;
+	char to[TOKEN_LEN + 1];
+	start_transfer(&h, &b, &u, to);
+	hold(2, "k2", EXCL, 0, 30000, 0, 2, &h2);
+	ck_assert_int_eq(lock(3, "k2", EXCL, 0, 30000, WAIT_FOREVER, 0, &b2), LT_PENDING);
+	ck_assert_int_eq(unlock(2, "k2", NULL, &u2), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_expect(1, FK_TRANSFER, "k2");
+	locktab_shutdown(lt);
+	ck_assert_int_eq(b.calls, 0);
+	ck_assert_int_eq(b2.calls, 0);
+
+	fk_complete(BE_OK, 50);
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.st, LT_E_CLOSING);
+	ck_assert_int_ge(fk_find(FK_RELEASE, to), 0);
+
+	fk_complete(BE_NOTOWNER, 0);
+	ck_assert_int_eq(u2.calls, 1);
+	ck_assert_int_eq(u2.st, LT_E_LOST);
+	ck_assert_int_eq(b2.calls, 1);
+	ck_assert_int_eq(b2.st, LT_E_CLOSING);
+	ck_assert_int_lt(fk_find(FK_ACQUIRE, NULL), 0);
+	ck_assert_uint_eq(status("k").holders, 0);
+	ck_assert_uint_eq(status("k2").holders, 0);
+	ck_assert_uint_eq(status("k2").waiters, 0);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(st.holds, 0);
+}
+END_TEST
+
 /* ---- deadlines and the rearm hook ---------------------------------------- */
 
 START_TEST(deadline_and_rearm)
@@ -2075,3 +2131,670 @@ START_TEST(idle_keys_forgotten)
 	ck_assert_uint_eq(status("e0").fence, 6000);
 }
 END_TEST
+
+/* ---- the memory backend and a real event loop ---------------------------- */
+
+START_TEST(mem_fences_increase)
+{
+	struct res r[5], u, s[3], again;
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(lock(i, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &r[i]), LT_PENDING);
+	ck_assert_int_eq(r[0].calls, 0);	/* never from inside the call */
+	flush();
+	assert_granted(&r[0], r[0].g.fence);
+	uint64_t prev = r[0].g.fence;
+	ck_assert_uint_gt(prev, 0);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(r[i + 1].calls, 0);
+		ck_assert_int_eq(unlock(i, "k", NULL, &u), LT_PENDING);
+		flush();
+		ck_assert_int_eq(u.calls, 1);
+		ck_assert_int_eq(u.st, LT_OK);
+		ck_assert_int_eq(r[i + 1].calls, 1);
+		ck_assert_int_eq(r[i + 1].st, LT_OK);
+		ck_assert_uint_gt(r[i + 1].g.fence, prev);
+		prev = r[i + 1].g.fence;
+		ck_assert_uint_eq(status("k").fence, prev);
+		ck_assert_int_eq(validate("k", prev), 1);
+		ck_assert_uint_eq(status("k").holders, 1);
+	}
+	ck_assert_uint_eq(stats().handoffs, 4);
+	ck_assert_int_eq(unlock(4, "k", NULL, &u), LT_PENDING);
+	flush();
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_str_eq(status("k").mode, "free");
+
+	/* a shared run: distinct fences, increasing in grant order */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(lock(i, "s", SHRD, 0, 30000, WAIT_FOREVER, 0, &s[i]), LT_PENDING);
+	flush();
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(s[i].st, LT_OK);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_uint_lt(s[i].seq, s[i + 1].seq);
+		ck_assert_uint_lt(s[i].g.fence, s[i + 1].g.fence);
+	}
+	/* the key was free a while: its next fence is higher still */
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &again), LT_PENDING);
+	flush();
+	ck_assert_int_eq(again.st, LT_OK);
+	ck_assert_uint_gt(again.g.fence, prev);
+}
+END_TEST
+
+START_TEST(mem_destroy_in_flight)
+{
+	struct res a, b, c, d, u, u2;
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	kill_owner(0);
+	flush();
+	ck_assert_int_eq(a.calls, 0);
+	struct lt_key_status s = status("k");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 0);
+	ck_assert_uint_eq(stats().holds, 0);
+
+	/* the holder goes while its handoff is in flight */
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	flush();
+	ck_assert_int_eq(b.st, LT_OK);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_PENDING);
+	ck_assert_int_eq(unlock(1, "k", NULL, &u), LT_PENDING);
+	kill_owner(1);
+	flush();
+	ck_assert_int_eq(u.calls, 0);
+	ck_assert_int_eq(c.calls, 1);
+	ck_assert_int_eq(c.st, LT_OK);
+	ck_assert_uint_gt(c.g.fence, b.g.fence);
+
+	/* the waiter goes while the handoff to it is in flight */
+	ck_assert_int_eq(lock(3, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &d), LT_PENDING);
+	ck_assert_int_eq(unlock(2, "k", NULL, &u2), LT_PENDING);
+	kill_owner(3);
+	flush();
+	ck_assert_int_eq(u2.calls, 1);
+	ck_assert_int_eq(u2.st, LT_OK);
+	ck_assert_int_eq(d.calls, 0);
+	s = status("k");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 0);
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.holds, 0);
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(st.keys, 0);
+}
+END_TEST
+
+START_TEST(mem_detach_expiry)
+{
+	struct res a, b;
+	ck_assert_int_eq(lock(0, "d", EXCL, 0, 100, WAIT_FOREVER, 1, &a), LT_PENDING);
+	flush();
+	ck_assert_int_eq(a.st, LT_OK);
+	kill_owner(0);
+	ck_assert_int_eq(lock(1, "d", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	flush();
+	ck_assert_int_eq(b.calls, 0);
+	clk += 100;
+	locktab_tick(lt);
+	flush();
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.st, LT_OK);
+	ck_assert_uint_gt(b.g.fence, a.g.fence);
+	ck_assert_uint_eq(stats().expired, 1);
+}
+END_TEST
+
+/* ---- randomized, against a model ----------------------------------------- */
+
+#define R_HOLDS 4		/* holdings per owner the driver allows */
+
+/* One holding in the model. */
+struct r_hold {
+	int key;			/* key index */
+	enum lock_mode mode;		/* its mode */
+	uint64_t fence;			/* its fence */
+	unsigned count;			/* hold count */
+};
+
+/* One owner in the model; freed at the end, so late callbacks are caught. */
+struct r_owner {
+	struct lt_owner *o;		/* the table's owner */
+	bool dead;			/* destroyed */
+	int busy;			/* 0 idle, 1 LOCK waits, 2 UNLOCK waits */
+	int key;			/* the waiting LOCK: key index */
+	enum lock_mode mode;		/* its mode */
+	int64_t wait;			/* its WAIT */
+	uint64_t seq;			/* its arrival order */
+	struct r_hold holds[R_HOLDS];	/* holdings */
+	unsigned nholds;		/* used entries of holds */
+};
+
+/* One key in the model. */
+struct r_key {
+	bool sem;			/* a semaphore key (else lock) */
+	unsigned limit;			/* its permits */
+	unsigned nholders;		/* holdings */
+	unsigned nexcl;			/* exclusive holdings */
+	uint64_t last_fence;		/* last fence granted */
+};
+
+/* The model. */
+struct rmodel {
+	bool memory;			/* on the memory backend (else the fake) */
+	struct r_key *keys;		/* keys, by index */
+	int nkeys;
+	struct r_owner **owners;	/* live owners, by slot */
+	int nowners;
+	struct r_owner **grave;		/* destroyed owners */
+	size_t ngrave, gcap;
+	int *wake;			/* keys answered BUSY, owed a wakeup */
+	size_t nwake, wcap;
+	uint64_t seq;			/* LOCKs so far */
+	uint64_t rng;			/* random state */
+	uint64_t grants, refused, lost, reentrant, busy;	/* what happened */
+};
+
+static struct rmodel rm;
+
+/* xorshift64*: a fixed seed gives the same run everywhere. */
+static uint64_t
+rnd(void)
+{
+	rm.rng ^= rm.rng >> 12;
+	rm.rng ^= rm.rng << 25;
+	rm.rng ^= rm.rng >> 27;
+	return rm.rng * 2685821657736338717ULL;
+}
+
+static unsigned
+rnd_below(unsigned n)
+{
+	return (unsigned)(rnd() % n);
+}
+
+static void
+r_keyname(int k, char *buf, size_t len)
+{
+	snprintf(buf, len, "rk%d", k);
+}
+
+static void
+r_unhold(struct r_owner *ro, unsigned i)
+{
+	struct r_key *k = &rm.keys[ro->holds[i].key];
+	ck_assert_uint_gt(k->nholders, 0);
+	k->nholders--;
+	if (ro->holds[i].mode == EXCL)
+		k->nexcl--;
+	ro->holds[i] = ro->holds[--ro->nholds];
+}
+
+/* Done callback of the randomized test: check the grant against the model. */
+static void
+r_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
+{
+	struct r_owner *ro = arg;
+	ck_assert_msg(!ro->dead, "a done callback of a destroyed owner was called");
+	if (ro->busy == 2) {
+		ck_assert_msg(st == LT_OK || st == LT_E_LOST, "UNLOCK ended with %d", st);
+		ck_assert_int_eq(value, 0);
+		ro->busy = 0;
+		return;
+	}
+	ck_assert_int_eq(ro->busy, 1);
+	ro->busy = 0;
+	if (st == LT_NOT_GRANTED) {
+		ck_assert_int_ge(ro->wait, 0);
+		rm.refused++;
+		return;
+	}
+	ck_assert_msg(st == LT_OK, "LOCK ended with %d", st);
+	ck_assert_ptr_nonnull(g);
+	struct r_key *k = &rm.keys[ro->key];
+	/* never two exclusive holders, never shared and exclusive together,
+	 * never more semaphore holders than permits */
+	switch (ro->mode) {
+	case EXCL:
+		ck_assert_uint_eq(k->nholders, 0);
+		break;
+	case SHRD:
+		ck_assert_uint_eq(k->nexcl, 0);
+		break;
+	case SEMA:
+		ck_assert_uint_lt(k->nholders, k->limit);
+		break;
+	}
+	/* FIFO: whoever came earlier and still waits is being granted in the
+	 * same run as this one */
+	unsigned earlier = 0;
+	for (int i = 0; i < rm.nowners; i++) {
+		const struct r_owner *p = rm.owners[i];
+		if (p == ro || p->busy != 1 || p->key != ro->key || p->seq > ro->seq)
+			continue;
+		ck_assert_msg(ro->mode != EXCL, "exclusive grant passed an earlier waiter");
+		ck_assert_msg(ro->mode != SHRD || p->mode == SHRD,
+		    "shared grant passed an earlier exclusive waiter");
+		earlier++;
+	}
+	if (ro->mode == SEMA)
+		ck_assert_uint_le(k->nholders + earlier + 1, k->limit);
+	ck_assert_uint_gt(g->fence, k->last_fence);
+	ck_assert_uint_eq(g->count, 1);
+	k->last_fence = g->fence;
+	ck_assert_uint_lt(ro->nholds, R_HOLDS);
+	struct r_hold *h = &ro->holds[ro->nholds++];
+	h->key = ro->key;
+	h->mode = ro->mode;
+	h->fence = g->fence;
+	h->count = 1;
+	k->nholders++;
+	if (ro->mode == EXCL)
+		k->nexcl++;
+	rm.grants++;
+}
+
+/* Lost callback of the randomized test. */
+static void
+r_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *reason)
+{
+	struct r_owner *ro = arg;
+	char name[32];
+	ck_assert_msg(!ro->dead, "a lost callback of a destroyed owner was called");
+	ck_assert_ptr_nonnull(reason);
+	for (unsigned i = 0; i < ro->nholds; i++) {
+		r_keyname(ro->holds[i].key, name, sizeof(name));
+		if (strlen(name) == keylen && memcmp(name, key, keylen) == 0 &&
+		    ro->holds[i].fence == fence) {
+			r_unhold(ro, i);
+			rm.lost++;
+			return;
+		}
+	}
+	ck_abort_msg("lost a holding the model does not know");
+}
+
+static struct r_owner *
+r_owner_new(uint64_t id)
+{
+	struct r_owner *ro = calloc(1, sizeof(*ro));
+	ck_assert_ptr_nonnull(ro);
+	ro->o = locktab_owner_create(lt, id, r_lost, ro);
+	ck_assert_ptr_nonnull(ro->o);
+	return ro;
+}
+
+static void
+r_owner_kill(int slot)
+{
+	struct r_owner *ro = rm.owners[slot];
+	while (ro->nholds > 0)
+		r_unhold(ro, 0);
+	ro->dead = true;
+	locktab_owner_destroy(ro->o);
+	ro->o = NULL;
+	if (rm.ngrave == rm.gcap) {
+		rm.gcap = rm.gcap ? rm.gcap * 2 : 64;
+		rm.grave = realloc(rm.grave, rm.gcap * sizeof(*rm.grave));
+		ck_assert_ptr_nonnull(rm.grave);
+	}
+	rm.grave[rm.ngrave++] = ro;
+	rm.owners[slot] = NULL;
+}
+
+/* An idle owner does something: UNLOCK one of its holdings, or LOCK. */
+static void
+r_act(struct r_owner *ro)
+{
+	char name[32];
+	enum lt_status st;
+	if (ro->nholds > 0 && (ro->nholds == R_HOLDS || rnd_below(2) == 0)) {
+		unsigned i = rnd_below(ro->nholds);
+		struct r_hold *h = &ro->holds[i];
+		long long left = -1;
+		r_keyname(h->key, name, sizeof(name));
+		st = locktab_unlock(ro->o, name, strlen(name), NULL, &left, r_done, ro);
+		if (h->count > 1) {
+			ck_assert_int_eq(st, LT_OK);
+			ck_assert_int_eq(left, h->count - 1);
+			h->count--;
+		} else {
+			ck_assert_int_eq(st, LT_PENDING);
+			r_unhold(ro, i);
+			ro->busy = 2;
+		}
+		return;
+	}
+	int k = (int)rnd_below((unsigned)rm.nkeys);
+	struct r_key *rk = &rm.keys[k];
+	enum lock_mode mode = rk->sem ? SEMA : rnd_below(2) ? EXCL : SHRD;
+	static const uint64_t ttls[] = { 1000, 3000, 30000 };
+	uint64_t ttl = ttls[rnd_below(3)];
+	unsigned w = rnd_below(10);
+	int64_t wait = w < 5 ? WAIT_FOREVER : w < 7 ? 0 : 10 + (int64_t)rnd_below(2000);
+	struct lt_lock_req q = { name, 0, mode, rk->sem ? rk->limit : 0, ttl, wait, 0 };
+	struct lt_grant g;
+	r_keyname(k, name, sizeof(name));
+	q.keylen = strlen(name);
+	for (unsigned i = 0; i < ro->nholds; i++) {
+		if (ro->holds[i].key != k)
+			continue;
+		st = locktab_lock(ro->o, &q, &g, r_done, ro);
+		if (ro->holds[i].mode != mode) {
+			ck_assert_int_eq(st, LT_E_MODE);
+			return;
+		}
+		ck_assert_int_eq(st, LT_OK);
+		ck_assert_uint_eq(g.fence, ro->holds[i].fence);
+		ck_assert_uint_eq(g.count, ro->holds[i].count + 1);
+		ro->holds[i].count++;
+		rm.reentrant++;
+		return;
+	}
+	ro->busy = 1;
+	ro->key = k;
+	ro->mode = mode;
+	ro->wait = wait;
+	ro->seq = ++rm.seq;
+	st = locktab_lock(ro->o, &q, &g, r_done, ro);
+	if (st == LT_PENDING)
+		return;
+	ro->busy = 0;
+	ck_assert_msg(st == LT_NOT_GRANTED && wait == 0, "LOCK returned %d", st);
+	rm.refused++;
+}
+
+/* The fake backend answers one pending operation, picked at random. */
+static void
+r_answer(void)
+{
+	if (fk.npend == 0)
+		return;
+	size_t pos = rnd_below((unsigned)fk.npend);
+	struct fk_op *op = fk_pending(pos);
+	unsigned dice = rnd_below(100);
+	switch (op->kind) {
+	case FK_ACQUIRE:
+		if (dice < 3) {
+			int k = atoi(op->key + 2);
+			if (rm.nwake == rm.wcap) {
+				rm.wcap = rm.wcap ? rm.wcap * 2 : 64;
+				rm.wake = realloc(rm.wake, rm.wcap * sizeof(*rm.wake));
+				ck_assert_ptr_nonnull(rm.wake);
+			}
+			rm.wake[rm.nwake++] = k;
+			rm.busy++;
+			fk_complete_at(pos, BE_BUSY, 0);
+		} else {
+			fk_complete_at(pos, BE_OK, ++fk.fence);
+		}
+		break;
+	case FK_TRANSFER:
+		if (dice < 5)
+			fk_complete_at(pos, BE_NOTOWNER, 0);
+		else
+			fk_complete_at(pos, BE_OK, ++fk.fence);
+		break;
+	case FK_RENEW:
+		fk_complete_at(pos, dice < 2 ? BE_NOTOWNER : BE_OK, 0);
+		break;
+	case FK_RELEASE:
+	default:
+		fk_complete_at(pos, BE_OK, 0);
+		break;
+	}
+}
+
+/* Deliver one owed wakeup (random), or a spurious one. */
+static void
+r_wakeup(void)
+{
+	char name[32];
+	int k;
+	if (rm.nwake > 0 && rnd_below(4) != 0) {
+		size_t i = rnd_below((unsigned)rm.nwake);
+		k = rm.wake[i];
+		rm.wake[i] = rm.wake[--rm.nwake];
+	} else {
+		k = (int)rnd_below((unsigned)rm.nkeys);
+	}
+	r_keyname(k, name, sizeof(name));
+	fbe.up.wakeup(fbe.up.arg, name, strlen(name));
+}
+
+/* The table agrees with the model on every key and on the counters. */
+static void
+r_check_all(void)
+{
+	char name[32];
+	uint64_t holds = 0;
+	for (int k = 0; k < rm.nkeys; k++) {
+		const struct r_key *rk = &rm.keys[k];
+		struct lt_key_status s;
+		r_keyname(k, name, sizeof(name));
+		locktab_status(lt, name, strlen(name), &s);
+		REQUIRE(s.holders == rk->nholders);
+		if (rk->nholders == 0)
+			ck_assert_str_eq(s.mode, "free");
+		else if (rk->sem)
+			ck_assert_str_eq(s.mode, "semaphore");
+		else if (rk->nexcl > 0)
+			ck_assert_str_eq(s.mode, "exclusive");
+		else
+			ck_assert_str_eq(s.mode, "shared");
+		/* the table also saw grants to owners gone meanwhile */
+		REQUIRE(s.fence >= rk->last_fence);
+		holds += rk->nholders;
+	}
+	for (int i = 0; i < rm.nowners; i++) {
+		const struct r_owner *ro = rm.owners[i];
+		REQUIRE(locktab_owner_holds(ro->o == NULL, NULL), ro->nholds);
+		for (unsigned j = 0; j < ro->nholds; j++) {
+			r_keyname(ro->holds[j].key, name, sizeof(name));
+			REQUIRE(locktab_validate(lt == name, strlen(name),
+			    ro->holds[j].fence), 1);
+		}
+	}
+	REQUIRE(stats().holds == holds);
+}
+
+/* Run steps random actions on nkeys keys and nowners owners. */
+static void
+r_run(bool memory, int nkeys, int nowners, int steps, uint64_t seed)
+{
+	memset(&rm, 0, sizeof(rm));
+	rm.memory = memory;
+	rm.rng = seed;
+	rm.nkeys = nkeys;
+	rm.keys = calloc((size_t)nkeys, sizeof(*rm.keys));
+	ck_assert_ptr_nonnull(rm.keys);
+	for (int k = 0; k < nkeys; k++) {
+		rm.keys[k].sem = k % 3 == 2;
+		rm.keys[k].limit = rm.keys[k].sem ? 1 + (unsigned)(k % 5) : 0;
+	}
+	rm.nowners = nowners;
+	rm.owners = calloc((size_t)nowners, sizeof(*rm.owners));
+	ck_assert_ptr_nonnull(rm.owners);
+	uint64_t ids = 100;
+	for (int i = 0; i < nowners; i++)
+		rm.owners[i] = r_owner_new(ids++);
+
+	for (int step = 0; step < steps; step++) {
+		unsigned dice = rnd_below(100);
+		if (dice < 40) {
+			struct r_owner *ro = rm.owners[rnd_below((unsigned)nowners)];
+			if (ro->busy == 0)
+				r_act(ro);
+		} else if (dice < 75) {
+			if (memory)
+				ck_assert_int_ge(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+			else
+				r_answer();
+		} else if (dice < 90) {
+			clk += 1 + rnd_below(100);
+			locktab_tick(lt);
+		} else if (dice < 94) {
+			if (!memory)
+				r_wakeup();
+		} else if (dice < 96) {
+			int slot = (int)rnd_below((unsigned)nowners);
+			r_owner_kill(slot);
+			rm.owners[slot] = r_owner_new(ids++);
+		} else if (step % 50 == 0) {
+			r_check_all();
+		}
+	}
+	r_check_all();
+
+	/* the run did exercise what it is about */
+	ck_assert_uint_gt(rm.grants, (uint64_t)steps / 20);
+	ck_assert_uint_gt(rm.refused, 0);
+	ck_assert_uint_gt(rm.reentrant, 0);
+	if (!memory) {
+		ck_assert_uint_gt(rm.busy, 0);
+		ck_assert_uint_gt(rm.lost, 0);
+		ck_assert_uint_gt(fk.count[FK_TRANSFER], 0);
+	}
+
+	/* everyone leaves; everything is answered; nothing is left */
+	for (int i = 0; i < nowners; i++)
+		r_owner_kill(i);
+	for (int n = 0; !locktab_idle(lt) || rm.nwake > 0; n++) {
+		ck_assert_int_lt(n, 1000000);
+		if (memory) {
+			ck_assert_int_ge(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+		} else if (fk.npend > 0) {
+			fk_complete(BE_OK, ++fk.fence);
+		} else {
+			char name[32];
+			r_keyname(rm.wake[--rm.nwake], name, sizeof(name));
+			fbe.up.wakeup(fbe.up.arg, name, strlen(name));
+		}
+	}
+	struct lt_stats st = stats();
+	ck_assert_uint_eq(st.holds, 0);
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(st.keys, 0);
+	for (int k = 0; k < nkeys; k++) {
+		char name[32];
+		struct lt_key_status s;
+		r_keyname(k, name, sizeof(name));
+		locktab_status(lt, name, strlen(name), &s);
+		ck_assert_str_eq(s.mode, "free");
+		ck_assert_uint_eq(s.waiters, 0);
+	}
+	ck_assert_uint_eq(locktab_next_deadline(lt), LT_NEVER);
+
+	for (size_t i = 0; i < rm.ngrave; i++)
+		free(rm.grave[i]);
+	free(rm.grave);
+	free(rm.owners);
+	free(rm.keys);
+	free(rm.wake);
+	memset(&rm, 0, sizeof(rm));
+}
+
+START_TEST(random_against_model)
+{
+	r_run(false, 1000, 200, 60000, 0x9e3779b97f4a7c15ULL);
+}
+END_TEST
+
+START_TEST(random_memory_backend)
+{
+	r_run(true, 60, 40, 20000, 0x2545f4914f6cdd1dULL);
+}
+END_TEST
+
+/* ---- the suite ----------------------------------------------------------- */
+
+static Suite *
+locktab_suite(void)
+{
+	Suite *s = suite_create("locktab");
+	TCase *tc;
+
+	tc = tcase_create("fake backend");
+	tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
+	tcase_add_test(tc, shared_granted_together);
+	tcase_add_test(tc, shared_exclusive_no_barging);
+	tcase_add_test(tc, exclusive_timeout_lets_shared_run);
+	tcase_add_test(tc, semaphore_limit_fifo);
+	tcase_add_test(tc, semaphore_kind_mismatch);
+	tcase_add_test(tc, reentrant_lock_unlock);
+	tcase_add_test(tc, relock_other_mode);
+	tcase_add_test(tc, wait_timeout);
+	tcase_add_test(tc, wait0_held_key);
+	tcase_add_test(tc, wait0_free_key_busy);
+	tcase_add_test(tc, busy_then_wakeup);
+	tcase_add_test(tc, busy_wait_deadline);
+	tcase_add_test(tc, backend_error_on_acquire);
+	tcase_add_test(tc, destroy_while_acquiring);
+	tcase_add_test(tc, destroy_while_holding_transfer);
+	tcase_add_test(tc, destroyed_owner_never_called);
+	tcase_add_test(tc, detach_unlock_by_token);
+	tcase_add_test(tc, detach_survives_owner);
+	tcase_add_test(tc, unlock_not_held);
+	tcase_add_test(tc, extend_sets_ttl);
+	tcase_add_test(tc, renewal_every_third);
+	tcase_add_test(tc, renew_notowner_lost);
+	tcase_add_test(tc, lost_then_relock);
+	tcase_add_test(tc, renew_error_until_margin);
+	tcase_add_test(tc, renew_unanswered_lost);
+	tcase_add_test(tc, transfer_handoff);
+	tcase_add_test(tc, transfer_notowner_acquires);
+	tcase_add_test(tc, transfer_error);
+	tcase_add_test(tc, transfer_waiter_destroyed);
+	tcase_add_test(tc, transfer_holder_destroyed);
+	tcase_add_test(tc, limits_waiters_and_locks);
+	tcase_add_test(tc, status_and_validate);
+	tcase_add_test(tc, binary_keys);
+	tcase_add_test(tc, owner_holds_lists);
+	tcase_add_test(tc, shutdown_fails_waiters);
+	tcase_add_test(tc, shutdown_acquiring_waiter);
+	tcase_add_test(tc, shutdown_transfer_in_flight);
+	tcase_add_test(tc, deadline_and_rearm);
+	tcase_add_test(tc, idle_keys_forgotten);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fake backend without transfer");
+	tcase_add_checked_fixture(tc, setup_fake_nt, teardown_fake);
+	tcase_add_test(tc, excl_fifo_five_owners);
+	tcase_add_test(tc, release_wakes_only_head);
+	tcase_add_test(tc, destroy_queued_waiter);
+	tcase_add_test(tc, destroy_while_holding);
+	tcase_add_test(tc, detach_expires_at_ttl);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("memory backend");
+	tcase_add_checked_fixture(tc, setup_mem, teardown_mem);
+	tcase_add_test(tc, mem_fences_increase);
+	tcase_add_test(tc, mem_destroy_in_flight);
+	tcase_add_test(tc, mem_detach_expiry);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("randomized");
+	tcase_set_timeout(tc, 120);
+	tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
+	tcase_add_test(tc, random_against_model);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("randomized memory backend");
+	tcase_set_timeout(tc, 120);
+	tcase_add_checked_fixture(tc, setup_mem, teardown_mem);
+	tcase_add_test(tc, random_memory_backend);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	/* the table warns about every loss and backend error the tests cause */
+	log_min_level = LOG_LEVEL_ERROR;
+	SRunner *sr = srunner_create(locktab_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

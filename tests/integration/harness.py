@@ -17,10 +17,11 @@ import itertools
 import os
 import re
 import select
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,11 +31,13 @@ import redis
 
 DLOCKD = os.environ.get("DLOCKD_BIN", os.path.abspath("build/dlockd"))
 DLOCK = os.environ.get("DLOCK_BIN", os.path.abspath("build/dlock"))
+# a command prefix for every dlockd started, e.g. "valgrind -q --error-exitcode=99"
+WRAPPER = shlex.split(os.environ.get("DLOCKD_WRAPPER", ""))
 PYTHON = "/usr/bin/python3"
 REDIS_CLI = "redis-cli"
 
-START_TIMEOUT = 5.0  # seconds a daemon may take to accept connections
-STOP_TIMEOUT = 5.0  # seconds a daemon may take to exit after SIGTERM
+START_TIMEOUT = 20.0 if WRAPPER else 5.0  # seconds a daemon may take to accept
+STOP_TIMEOUT = 20.0 if WRAPPER else 5.0  # seconds a daemon may take to exit
 IO_TIMEOUT = 10.0  # socket timeout of every client connection
 
 TOKEN_RE = re.compile(rb"\A[0-9a-f]{32}\Z")
@@ -43,8 +46,10 @@ TOKEN_RE = re.compile(rb"\A[0-9a-f]{32}\Z")
 def _tmp_root():
     root = os.environ.get("DLOCKD_TEST_TMP")
     if not root:
+        # run without run.sh: clean up after ourselves
         root = tempfile.mkdtemp(prefix="dlockd-it.")
         os.environ["DLOCKD_TEST_TMP"] = root
+        atexit.register(shutil.rmtree, root, True)
     os.makedirs(os.path.join(root, "pids"), exist_ok=True)
     return root
 
@@ -212,6 +217,28 @@ def port_accepts(port, host="127.0.0.1"):
     return True
 
 
+def port_pings(port, host="127.0.0.1"):
+    """True if a dlockd on port answers PING (its event loop runs, so its
+    signal handlers are in place)."""
+    try:
+        s = socket.create_connection((host, port), timeout=2)
+    except OSError:
+        return False
+    try:
+        s.sendall(b"*1\r\n$4\r\nPING\r\n")
+        got = b""
+        while not got.endswith(b"\r\n"):
+            data = s.recv(100)
+            if not data:
+                break
+            got += data
+        return got == b"+PONG\r\n"
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def unix_accepts(path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(0.5)
@@ -271,8 +298,8 @@ class Daemon:
         self.proc = None
         self.rc = None
 
-    def argv(self):
-        a = [DLOCKD, "-c", self.conf]
+    def argv(self, wrapped=True):
+        a = (WRAPPER if wrapped else []) + [DLOCKD, "-c", self.conf]
         if not self.listen_from_config:
             a += ["-l", "127.0.0.1:%d" % self.port]
             if self.sock:
@@ -295,7 +322,7 @@ class Daemon:
                 rc = reap(self.proc)
                 raise AssertionError("dlockd exited with %d at start-up:\n%s"
                                      % (rc, self.log()))
-            if not port_accepts(self.port):
+            if not port_pings(self.port):
                 return False
             return self.sock is None or unix_accepts(self.sock)
 

@@ -12,9 +12,9 @@ import unittest
 
 import redis
 
-from harness import (DLOCKD, Daemon, DaemonTestCase, Err, Raw, free_port,
-                     hangup, in_thread, new_dir, pairs, parse_info, reap,
-                     redis_cli, spawn, unique_key, unix_accepts, wait_until)
+from harness import (DLOCKD, Closed, Daemon, DaemonTestCase, Err, Raw, free_port,
+                     new_dir, pairs, parse_info, reap, redis_cli, spawn,
+                     unique_key, unix_accepts, wait_until)
 
 
 def run_dlockd(args, timeout=5.0):
@@ -119,7 +119,7 @@ class TestCommandLine(unittest.TestCase):
             d = Daemon(port=port, unix=False)
             with open(d.conf, "w") as f:
                 f.write("")
-            rc, out, err = run_dlockd(d.argv()[1:])
+            rc, out, err = run_dlockd(d.argv(False)[1:])
             self.assertNotEqual(rc, 0)
         finally:
             s.close()
@@ -245,10 +245,19 @@ class TestMaxClients(DaemonTestCase):
     CONFIG = "limits:\n  max_clients: 2\n"
 
     def test_max_clients(self):
-        a = self.raw()
         # the probes of the start-up wait may not be closed on the daemon's
-        # side yet: wait until a is the only client
-        wait_until(lambda: parse_info(a.cmd("INFO"))["connected_clients"] == "1", 3,
+        # side yet: connect until admitted, then wait until a is the only client
+        def admitted():
+            c = self.raw()
+            try:
+                if c.cmd("PING") == "PONG":
+                    return c
+            except (Closed, OSError):
+                pass
+            c.close()
+            return None
+        a = wait_until(admitted, 5, 0.01, "a connection to be admitted")
+        wait_until(lambda: parse_info(a.cmd("INFO"))["connected_clients"] == "1", 5,
                    what="connected_clients to be 1")
         b = self.raw()
         self.assertEqual(b.cmd("PING"), "PONG")
@@ -396,7 +405,7 @@ class TestUnixSocket(unittest.TestCase):
             second.sock = first.sock
             with open(second.conf, "w") as f:
                 f.write("")
-            rc, out, err = run_dlockd(second.argv()[1:])
+            rc, out, err = run_dlockd(second.argv(False)[1:])
             self.assertNotEqual(rc, 0)
             u = first.raw(unix=True)
             self.assertEqual(u.cmd("PING"), "PONG")
@@ -410,7 +419,7 @@ class TestUnixSocket(unittest.TestCase):
             f.write("precious\n")
         with open(d.conf, "w") as f:
             f.write("")
-        rc, out, err = run_dlockd(d.argv()[1:])
+        rc, out, err = run_dlockd(d.argv(False)[1:])
         self.assertNotEqual(rc, 0)
         with open(d.sock) as f:
             self.assertEqual(f.read(), "precious\n")
@@ -427,7 +436,11 @@ class TestSignals(unittest.TestCase):
         holder.cmd("LOCK", unique_key(), "TTL", "60000", "DETACH")
         waiter = d.raw(unix=True)
         waiter.send(Raw.encode("LOCK", key))
-        wait_until(lambda: pairs(d.raw().cmd("STATUS", key))["waiters"] == 1, 3)
+        partial = d.raw()
+        partial.send(b"*2\r\n$4\r\nLO")  # half a frame
+        probe = d.raw()
+        wait_until(lambda: pairs(probe.cmd("STATUS", key))["waiters"] == 1, 3)
+        probe.close()
         self.assertTrue(os.path.exists(d.sock))
         t0 = time.monotonic()
         d.stop_ok(self)
@@ -435,7 +448,10 @@ class TestSignals(unittest.TestCase):
         self.assertFalse(os.path.exists(d.sock), "socket file left after SIGTERM")
         self.assertTrue(holder.is_closed())
         self.assertTrue(waiter.is_closed())
+        self.assertTrue(partial.is_closed())
         self.assertFalse(unix_accepts(d.sock))
+        for c in (holder, waiter, partial):
+            c.close()
 
     def test_sigint(self):
         d = Daemon().start()

@@ -7,8 +7,7 @@ import time
 
 import redis
 
-from harness import (NULL, DaemonTestCase, Err, Raw, TOKEN_RE, pairs,
-                     unique_key)
+from harness import DaemonTestCase, Err, Raw, TOKEN_RE, pairs, unique_key
 
 
 class TestProtocol(DaemonTestCase):
