@@ -315,7 +315,11 @@ codec_parse_len(const char *p, size_t avail, int allow_minus_one,
 	return 1;
 }
 
-/* One blank of an inline line (the separators between words). */
+/*
+ * One blank of an inline line (the separators between words): space and tab,
+ * and the other isspace() bytes a line can hold (a CR not before the LF, VT,
+ * FF), as Redis skips them.
+ */
 static int
 is_blank(unsigned char ch)
 {
@@ -456,6 +460,8 @@ codec_next(struct codec *c, struct codec_frame *out)
 {
 	if (c->failed)
 		return CODEC_ERROR;
+	if (c->buf == NULL)
+		return CODEC_MORE;	/* nothing fed yet */
 	for (;;) {
 		char *p = c->buf + c->start;
 		size_t buffered = c->end - c->start;

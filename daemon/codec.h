@@ -5,9 +5,10 @@
  * read (codec_feed) and asks for complete frames (codec_next), which yields a
  * frame, "need more" or a sticky protocol error. Requests are RESP arrays of
  * bulk strings, or inline commands: one line of words separated by blanks,
- * with "double" (C escapes \n \r \t \\ \" \xHH) and 'single' quoting as
- * redis-cli and Redis accept them. Empty lines and empty arrays (*0, *-1) are
- * skipped, as Redis does.
+ * with "double" (C escapes \n \r \t \b \a \\ \" \xHH) and 'single' (only \')
+ * quoting as redis-cli and Redis accept them; a closing quote must be followed
+ * by a blank or the line end. Inline lines end with "\r\n" or "\n". Empty
+ * lines and empty arrays (*0, *-1) are skipped, as Redis does.
  *
  * The reply writers append one RESP value to an evbuffer; proto is 2 or 3.
  */
@@ -36,27 +37,34 @@ struct codec_frame {
 /*
  * A new codec. max_frame_bytes bounds the wire size of one request (a larger
  * one is a protocol error as soon as that is known); max_args bounds argc.
- * Returns NULL when out of memory. The caller owns it (codec_destroy).
+ * 0 means no limit, for either. Returns NULL when out of memory. The caller
+ * owns it (codec_destroy).
  */
 struct codec *codec_create(size_t max_frame_bytes, size_t max_args);
 void codec_destroy(struct codec *c);
 
-/* Append bytes read from the peer. 0, or -1 when out of memory. */
+/* Append bytes read from the peer. 0, or -1 when out of memory. After a
+ * protocol error the bytes are dropped (the connection is to be closed). */
 int codec_feed(struct codec *c, const void *data, size_t len) __attribute__((warn_unused_result));
 
-/* The next complete frame, CODEC_MORE, or CODEC_ERROR (also on every later call). */
+/* The next complete frame, CODEC_MORE, or CODEC_ERROR (also on every later
+ * call). Running out of memory for the argument arrays is reported as the
+ * error "Protocol error: out of memory": the client is dropped. */
 enum codec_status codec_next(struct codec *c, struct codec_frame *out);
 
 /* The error sentence, starting with "Protocol error: ", or NULL. */
 const char *codec_error(const struct codec *c);
 
-/* Bytes fed and not yet consumed by a returned frame. */
+/* Bytes fed and not yet consumed by a returned frame (skipped empty lines and
+ * arrays count as consumed). */
 size_t codec_buffered(const struct codec *c);
 
 /* Reply writers. Strings given to simple/error must not contain CR or LF
- * (codec_reply_error replaces them with spaces). */
+ * (codec_reply_error replaces them with spaces; so does codec_reply_simple,
+ * as a safeguard). */
 void codec_reply_simple(struct evbuffer *out, const char *s);
-/* "-CODE message\r\n"; message is printf-formatted. */
+/* "-CODE message\r\n"; message is printf-formatted ("-message\r\n" when code
+ * is NULL or ""). */
 void codec_reply_error(struct evbuffer *out, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void codec_reply_int(struct evbuffer *out, long long v);

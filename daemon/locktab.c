@@ -850,7 +850,10 @@ on_renew(void *arg, const struct be_reply *r)
 			hold_schedule(lt, h);
 	}
 	if (op->kind == OP_EXTEND) {
-		if (r->status == BE_OK)
+		if (h->state != H_ACTIVE)
+			/* lost or released while the EXTEND was out */
+			op_done(op, LT_E_LOST, NULL, 0);
+		else if (r->status == BE_OK)
 			op_done(op, LT_OK, NULL, (long long)op->ttl_ms);
 		else if (r->status == BE_ERROR)
 			op_done(op, LT_E_BACKEND, NULL, 0);

@@ -619,10 +619,11 @@ END_TEST
 /*
  * Append a random request to wire and the frame it must give (if any) to
  * want. Covers multibulk with binary arguments of all sizes, inline lines
- * with blanks, quotes and escapes, and the inputs that are skipped.
+ * with blanks, quotes and escapes, and the inputs that are skipped. Large
+ * multibulk arguments are shorter than big.
  */
 static void
-gen_request(struct evbuffer *wire, struct evbuffer *want)
+gen_request(struct evbuffer *wire, struct evbuffer *want, size_t big)
 {
 	static const char word_chars[] =
 	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-:.*$";
@@ -633,7 +634,7 @@ gen_request(struct evbuffer *wire, struct evbuffer *want)
 		evbuffer_add_printf(wire, "*%zu\r\n", argc);
 		evbuffer_add_printf(want, "M%zu", argc);
 		for (size_t i = 0; i < argc; i++) {
-			size_t len = rnd() % 5 == 0 ? rnd() % 5000 : rnd() % 24;
+			size_t len = rnd() % 5 == 0 ? rnd() % big : rnd() % 24;
 			char *arg = malloc(len + 1);
 			ck_assert_ptr_nonnull(arg);
 			for (size_t j = 0; j < len; j++)
@@ -714,7 +715,7 @@ START_TEST(t_random_chunks)
 	rng = 0x9e3779b97f4a7c15ULL + (uint64_t)_i;
 	struct evbuffer *wire = evbuffer_new(), *want = evbuffer_new();
 	for (int i = 0; i < 3000; i++)
-		gen_request(wire, want);
+		gen_request(wire, want, 5000);
 	size_t len = evbuffer_get_length(wire);
 	const char *data = (const char *)evbuffer_pullup(wire, -1);
 
@@ -743,14 +744,49 @@ START_TEST(t_random_chunks)
 }
 END_TEST
 
+/*
+ * Whatever the bytes hold, the result (frames, final status, error
+ * sentence) is the same fed whole, one byte at a time or in random pieces,
+ * and every error is a "Protocol error: " sentence.
+ */
+static void
+check_split_invariance(const char *data, size_t len, size_t max_frame, size_t max_args)
+{
+	struct evbuffer *a = evbuffer_new(), *b = evbuffer_new(), *d = evbuffer_new();
+	char *ea, *eb, *ed;
+	enum codec_status sa = run_whole(data, len, max_frame, max_args, a, &ea);
+	enum codec_status sb = run_bytes(data, len, max_frame, max_args, b, &eb);
+	size_t cuts[3];
+	for (size_t k = 0; k < 3; k++)
+		cuts[k] = rnd() % (len + 1);
+	for (size_t k = 1; k < 3; k++)		/* sort the three cuts */
+		for (size_t m = k; m > 0 && cuts[m - 1] > cuts[m]; m--) {
+			size_t t = cuts[m];
+			cuts[m] = cuts[m - 1];
+			cuts[m - 1] = t;
+		}
+	enum codec_status sd = run_split(data, len, cuts, 3, max_frame, max_args, d, &ed);
+
+	ck_assert_int_ne(sa, CODEC_FRAME);
+	ck_assert_int_eq(sa, sb);
+	ck_assert_int_eq(sa, sd);
+	assert_bufs_eq(b, a);
+	assert_bufs_eq(d, a);
+	assert_same_err(eb, ea);
+	assert_same_err(ed, ea);
+	if (ea != NULL)
+		ck_assert_int_eq(strncmp(ea, "Protocol error: ", 16), 0);
+	free(ea);
+	free(eb);
+	free(ed);
+	evbuffer_free(a);
+	evbuffer_free(b);
+	evbuffer_free(d);
+}
+
 START_TEST(t_random_garbage)
 {
-	/*
-	 * Random bytes heavy in protocol characters: whatever they hold, the
-	 * result (frames, final status, error sentence) is the same fed whole,
-	 * one byte at a time or in random pieces, and every error is a
-	 * "Protocol error: " sentence.
-	 */
+	/* Random bytes heavy in protocol characters. */
 	static const char alphabet[] = "**$$$\r\n\r\n\r\n-0123456789 \t\"'\\xaZ:+_\0\xff";
 	rng = 0x1234567ULL + (uint64_t)_i * 7919;
 	for (int iter = 0; iter < 300; iter++) {
@@ -758,38 +794,51 @@ START_TEST(t_random_garbage)
 		char data[128];
 		for (size_t i = 0; i < len; i++)
 			data[i] = alphabet[rnd() % (sizeof(alphabet) - 1)];
-		size_t max_frame = 8 + rnd() % 64, max_args = 1 + rnd() % 6;
+		check_split_invariance(data, len, 8 + rnd() % 64, 1 + rnd() % 6);
+	}
+}
+END_TEST
 
-		struct evbuffer *a = evbuffer_new(), *b = evbuffer_new(), *d = evbuffer_new();
-		char *ea, *eb, *ed;
-		enum codec_status sa = run_whole(data, len, max_frame, max_args, a, &ea);
-		enum codec_status sb = run_bytes(data, len, max_frame, max_args, b, &eb);
-		size_t cuts[3];
-		for (size_t k = 0; k < 3; k++)
-			cuts[k] = rnd() % (len + 1);
-		for (size_t k = 1; k < 3; k++)	/* sort the three cuts */
-			for (size_t m = k; m > 0 && cuts[m - 1] > cuts[m]; m--) {
-				size_t t = cuts[m];
-				cuts[m] = cuts[m - 1];
-				cuts[m - 1] = t;
+START_TEST(t_random_mutations)
+{
+	/*
+	 * Valid requests with a few bytes changed, inserted or removed: this
+	 * reaches every error of the codec, at every stage of a frame.
+	 */
+	static const char alphabet[] = "*$\r\n-019 \t\"'\\x:\0";
+	rng = 0xfeedULL + (uint64_t)_i * 104729;
+	for (int iter = 0; iter < 300; iter++) {
+		struct evbuffer *wire = evbuffer_new(), *want = evbuffer_new();
+		size_t nreq = 1 + rnd() % 4;
+		for (size_t i = 0; i < nreq; i++)
+			gen_request(wire, want, 40);
+		size_t len = evbuffer_get_length(wire);
+		char *data = malloc(len + 8);
+		ck_assert_ptr_nonnull(data);
+		memcpy(data, evbuffer_pullup(wire, -1), len);
+		size_t nmut = 1 + rnd() % 3;
+		for (size_t m = 0; m < nmut && len > 0; m++) {
+			size_t at = rnd() % len;
+			char ch = alphabet[rnd() % (sizeof(alphabet) - 1)];
+			switch (rnd() % 3) {
+			case 0:
+				data[at] = ch;
+				break;
+			case 1:
+				memmove(data + at + 1, data + at, len - at);
+				data[at] = ch;
+				len++;
+				break;
+			default:
+				memmove(data + at, data + at + 1, len - at - 1);
+				len--;
+				break;
 			}
-		enum codec_status sd = run_split(data, len, cuts, 3, max_frame, max_args, d, &ed);
-
-		ck_assert_int_ne(sa, CODEC_FRAME);
-		ck_assert_int_eq(sa, sb);
-		ck_assert_int_eq(sa, sd);
-		assert_bufs_eq(b, a);
-		assert_bufs_eq(d, a);
-		assert_same_err(eb, ea);
-		assert_same_err(ed, ea);
-		if (ea != NULL)
-			ck_assert_int_eq(strncmp(ea, "Protocol error: ", 16), 0);
-		free(ea);
-		free(eb);
-		free(ed);
-		evbuffer_free(a);
-		evbuffer_free(b);
-		evbuffer_free(d);
+		}
+		check_split_invariance(data, len, 16 + rnd() % 400, 1 + rnd() % 8);
+		free(data);
+		evbuffer_free(wire);
+		evbuffer_free(want);
 	}
 }
 END_TEST
@@ -1388,6 +1437,7 @@ codec_suite(void)
 	tcase_add_test(tc, t_one_byte_buffered);
 	tcase_add_loop_test(tc, t_random_chunks, 0, 3);
 	tcase_add_loop_test(tc, t_random_garbage, 0, 10);
+	tcase_add_loop_test(tc, t_random_mutations, 0, 10);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

@@ -254,7 +254,7 @@ static unsigned rearm_calls;		/* rearm hook calls */
 static uint64_t rearm_when;		/* the last deadline it was told */
 static struct event_base *base;		/* memory backend tests: the loop */
 static struct backend *mbe;		/* and the backend */
-static const struct lt_limits limits_default = { 10000, 10000 };
+static const struct lt_limits limits_default = { 10000, 10000 };	/* the daemon's */
 
 static uint64_t
 test_clock(void *arg)
@@ -1608,6 +1608,42 @@ START_TEST(renew_unanswered_lost)
 }
 END_TEST
 
+/* The holding goes while an EXTEND of it is out: the EXTEND must not report
+ * a new TTL for a lock that is no longer held. */
+START_TEST(extend_in_flight_when_lost)
+{
+	struct res h, d, e, e2, u;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	ck_assert_int_eq(extend(0, "k", 60000, NULL, &e), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	/* the backend is slow: at 3700 the lease is declared lost */
+	clk = 3700;
+	locktab_tick(lt);
+	ck_assert_int_eq(O[0].nlost, 1);
+	long p = fk_find(FK_RENEW, h.g.token);
+	ck_assert_int_ge(p, 0);
+	ck_assert_uint_eq(fk_pending((size_t)p)->ttl_ms, 60000);
+	fk_complete_at((size_t)p, BE_OK, 0);
+	ck_assert_int_eq(e.calls, 1);
+	ck_assert_int_eq(e.st, LT_E_LOST);
+	ck_assert_int_eq(validate("k", 1), 0);
+
+	/* a detached holding unlocked by token while an EXTEND is out */
+	hold(1, "d", EXCL, 0, 5000, 1, 2, &d);
+	ck_assert_int_eq(extend(2, "d", 9000, d.g.token, &e2), LT_PENDING);
+	ck_assert_int_eq(unlock(3, "d", d.g.token, &u), LT_PENDING);
+	p = fk_find(FK_RENEW, d.g.token);
+	ck_assert_int_ge(p, 0);
+	fk_complete_at((size_t)p, BE_OK, 0);
+	ck_assert_int_eq(e2.calls, 1);
+	ck_assert_int_ne(e2.st, LT_OK);
+	drain();
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_str_eq(status("d").mode, "free");
+}
+END_TEST
+
 /* ---- handing an exclusive lock over (transfer) --------------------------- */
 
 /* Owner 0 holds "k" and owner 1 waits for it; owner 0 unlocks: the table asks
@@ -2116,8 +2152,13 @@ START_TEST(idle_keys_forgotten)
 	char key[32];
 	for (int i = 0; i < 5000; i++) {
 		snprintf(key, sizeof(key), "e%d", i);
-		hold(i % NOWN, key, EXCL, 0, 30000, 0, (uint64_t)i + 1, &r);
-		release(i % NOWN, key);
+		REQUIRE(lock(i % NOWN, key, EXCL, 0, 30000, WAIT_FOREVER, 0, &r) == LT_PENDING);
+		fk_complete(BE_OK, (uint64_t)i + 1);
+		REQUIRE(r.calls == 1 && r.st == LT_OK && r.g.fence == (uint64_t)i + 1);
+		REQUIRE(unlock(i % NOWN, key, NULL, &r) == LT_PENDING);
+		fk_complete(BE_OK, 0);
+		REQUIRE(r.calls == 1 && r.st == LT_OK);
+		REQUIRE(fk.npend == 0);
 	}
 	ck_assert_uint_eq(status("e0").fence, 0);
 	ck_assert_uint_eq(status("e4999").fence, 5000);
@@ -2283,19 +2324,19 @@ struct r_key {
 struct rmodel {
 	bool memory;			/* on the memory backend (else the fake) */
 	struct r_key *keys;		/* keys, by index */
-	int nkeys;
+	int nkeys;			/* how many */
 	struct r_owner **owners;	/* live owners, by slot */
-	int nowners;
+	int nowners;			/* how many slots */
 	struct r_owner **grave;		/* destroyed owners */
-	size_t ngrave, gcap;
+	size_t ngrave, gcap;		/* used and allocated entries of grave */
 	int *wake;			/* keys answered BUSY, owed a wakeup */
-	size_t nwake, wcap;
+	size_t nwake, wcap;		/* used and allocated entries of wake */
 	uint64_t seq;			/* LOCKs so far */
 	uint64_t rng;			/* random state */
 	uint64_t grants, refused, lost, reentrant, busy;	/* what happened */
 };
 
-static struct rmodel rm;
+static struct rmodel rm;		/* the model of the running randomized test */
 
 /* xorshift64*: a fixed seed gives the same run everywhere. */
 static uint64_t
@@ -2570,29 +2611,23 @@ r_check_all(void)
 	uint64_t holds = 0;
 	for (int k = 0; k < rm.nkeys; k++) {
 		const struct r_key *rk = &rm.keys[k];
+		const char *mode = rk->nholders == 0 ? "free" : rk->sem ? "semaphore" :
+		    rk->nexcl > 0 ? "exclusive" : "shared";
 		struct lt_key_status s;
 		r_keyname(k, name, sizeof(name));
 		locktab_status(lt, name, strlen(name), &s);
 		REQUIRE(s.holders == rk->nholders);
-		if (rk->nholders == 0)
-			ck_assert_str_eq(s.mode, "free");
-		else if (rk->sem)
-			ck_assert_str_eq(s.mode, "semaphore");
-		else if (rk->nexcl > 0)
-			ck_assert_str_eq(s.mode, "exclusive");
-		else
-			ck_assert_str_eq(s.mode, "shared");
+		REQUIRE(strcmp(s.mode, mode) == 0);
 		/* the table also saw grants to owners gone meanwhile */
 		REQUIRE(s.fence >= rk->last_fence);
 		holds += rk->nholders;
 	}
 	for (int i = 0; i < rm.nowners; i++) {
 		const struct r_owner *ro = rm.owners[i];
-		REQUIRE(locktab_owner_holds(ro->o == NULL, NULL), ro->nholds);
+		REQUIRE(locktab_owner_holds(ro->o, NULL, NULL) == ro->nholds);
 		for (unsigned j = 0; j < ro->nholds; j++) {
 			r_keyname(ro->holds[j].key, name, sizeof(name));
-			REQUIRE(locktab_validate(lt == name, strlen(name),
-			    ro->holds[j].fence), 1);
+			REQUIRE(locktab_validate(lt, name, strlen(name), ro->holds[j].fence) == 1);
 		}
 	}
 	REQUIRE(stats().holds == holds);
@@ -2741,6 +2776,7 @@ locktab_suite(void)
 	tcase_add_test(tc, lost_then_relock);
 	tcase_add_test(tc, renew_error_until_margin);
 	tcase_add_test(tc, renew_unanswered_lost);
+	tcase_add_test(tc, extend_in_flight_when_lost);
 	tcase_add_test(tc, transfer_handoff);
 	tcase_add_test(tc, transfer_notowner_acquires);
 	tcase_add_test(tc, transfer_error);
