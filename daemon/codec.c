@@ -485,6 +485,13 @@ codec_next(struct codec *c, struct codec_frame *out)
 				c->pos = 1;
 				continue;
 			}
+			if (p[0] == '$' || p[0] == ':' || p[0] == '+' || p[0] == '-') {
+				/* a RESP value outside an array: garbage, not a
+				 * command (an inline command never starts so) */
+				char q[8];
+				codec_quote_byte((unsigned char)p[0], q, sizeof(q));
+				return codec_fail(c, "expected '*', got %s", q);
+			}
 			c->state = CS_INLINE;
 			c->pos = 0;
 			continue;

@@ -7,7 +7,9 @@
  * bulk strings, or inline commands: one line of words separated by blanks,
  * with "double" (C escapes \n \r \t \b \a \\ \" \xHH) and 'single' (only \')
  * quoting as redis-cli and Redis accept them; a closing quote must be followed
- * by a blank or the line end. Inline lines end with "\r\n" or "\n". Empty
+ * by a blank or the line end. Inline lines end with "\r\n" or "\n". A line
+ * that starts with '$', ':', '+' or '-' is a RESP value outside an array,
+ * not a command: a protocol error. Empty
  * lines and empty arrays (*0, *-1) are skipped, as Redis does.
  *
  * The reply writers append one RESP value to an evbuffer; proto is 2 or 3.

@@ -377,7 +377,7 @@ START_TEST(t_inline_basic)
 	feeds(c, "a\rb\r\r\n");
 	expect_frame(c, 1, 2, "a", "b");
 	/* Only a '*' first makes a multibulk frame. */
-	feeds(c, " *1\r\n$3\r\nfoo\r\n");
+	feeds(c, " *1\r\n $3\r\nfoo\r\n");
 	expect_frame(c, 1, 1, "*1");
 	expect_frame(c, 1, 1, "$3");
 	expect_frame(c, 1, 1, "foo");
@@ -658,8 +658,10 @@ gen_request(struct evbuffer *wire, struct evbuffer *want, size_t big)
 			size_t len = 1 + rnd() % 12;
 			for (size_t j = 0; j < len; j++)
 				word[j] = word_chars[rnd() % (sizeof(word_chars) - 1)];
-			if (word[0] == '*')	/* would start a multibulk frame */
-				word[0] = '+';
+			/* '*' would start a multibulk frame; '$', ':', '+'
+			 * and '-' first on a line are RESP garbage */
+			if (strchr("*$:+-", word[0]) != NULL)
+				word[0] = 'w';
 			if (i > 0)
 				evbuffer_add_printf(wire, "%s", blanks[rnd() % 5]);
 			switch (rnd() % 4) {
@@ -895,6 +897,11 @@ static const struct error_case error_cases[] = {
 	ECASE("*1\r\n\x01", 65536, 64, 0, "Protocol error: expected '$', got '\\x01'"),
 	ECASE("*1\r\n\r\n", 65536, 64, 0, "Protocol error: expected '$', got '\\x0d'"),
 	ECASE("*1\r\n*1\r\n", 65536, 64, 0, "Protocol error: expected '$', got '*'"),
+	/* a RESP value outside an array */
+	ECASE("$5\r\nhello\r\n", 65536, 64, 0, "Protocol error: expected '*', got '$'"),
+	ECASE(":1\r\n", 65536, 64, 0, "Protocol error: expected '*', got ':'"),
+	ECASE("+OK\r\n", 65536, 64, 0, "Protocol error: expected '*', got '+'"),
+	ECASE("PING\r\n-ERR x\r\n", 65536, 64, 1, "Protocol error: expected '*', got '-'"),
 	/* bulk string not terminated by CRLF */
 	ECASE("*1\r\n$3\r\nfooX", 65536, 64, 0, E_CRLF),
 	ECASE("*1\r\n$3\r\nfoo\rX", 65536, 64, 0, E_CRLF),
