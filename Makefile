@@ -56,7 +56,7 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
 
-.PHONY: all run check unit integration deps deps-check install clean
+.PHONY: all run check check-valgrind unit integration deps deps-check install clean
 all: $(PROGS)
 
 $(BUILD)/daemon/%.o: daemon/%.c
@@ -116,6 +116,11 @@ run: deps
 check: deps-check
 	$(MAKE) all $(TEST_BIN)
 	BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+
+# The same tests with every unit suite and every daemon under valgrind.
+check-valgrind: deps-check
+	$(MAKE) all $(TEST_BIN)
+	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(TEST_BIN)
 
 unit: all $(TEST_BIN)
 	BUILD=$(BUILD) UNIT_ONLY=1 sh tests/run.sh $(TEST_BIN)

@@ -57,6 +57,9 @@ struct backend;
 /* The operations table of one backend. */
 struct backend_ops {
 	const char *name;	/* "memory", ... */
+	/* 1 when leases live in this process and cannot run out while their
+	 * session does: bound holdings are then never renewed nor lost */
+	int local_leases;
 	/* Set up be->priv. 0, or -1 after logging why. */
 	int (*create)(struct backend *be);
 	/* Complete every pending operation with BE_ERROR, then free be->priv. */

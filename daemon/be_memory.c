@@ -151,6 +151,7 @@ mem_info(struct backend *be, struct evbuffer *out)
 
 const struct backend_ops be_memory_ops = {
 	.name = "memory",
+	.local_leases = 1,
 	.create = mem_create,
 	.destroy = mem_destroy,
 	.acquire = mem_acquire,

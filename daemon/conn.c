@@ -4,6 +4,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
@@ -147,16 +148,20 @@ listener_create(struct event_base *base, const struct conf_addr *addr, int unix_
 		snprintf(sun->sun_path, sizeof(sun->sun_path), "%s", addr->path);
 		sslen = sizeof(*sun);
 	} else {
-		int sslen_i = sizeof(ss);
-		char spec[200];
-		snprintf(spec, sizeof(spec), strchr(addr->host, ':') ? "[%s]:%d" : "%s:%d",
-		    addr->host, addr->port);
-		if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)&ss, &sslen_i) != 0) {
-			log_error("listen %s: not a numeric address", addr->text);
+		/* start-up only: a host name may be resolved here */
+		struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+		    .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
+		char port[8];
+		snprintf(port, sizeof(port), "%d", addr->port);
+		int rc = getaddrinfo(addr->host, port, &hints, &ai);
+		if (rc != 0) {
+			log_error("listen %s: %s", addr->text, gai_strerror(rc));
 			free(l);
 			return NULL;
 		}
-		sslen = (socklen_t)sslen_i;
+		memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+		sslen = ai->ai_addrlen;
+		freeaddrinfo(ai);
 		flags |= LEV_OPT_REUSEABLE;
 	}
 	mode_t old = 0;

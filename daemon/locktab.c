@@ -542,6 +542,8 @@ hold_schedule(struct locktab *lt, struct lt_hold *h)
 	uint64_t when;
 	if (h->state != H_ACTIVE)
 		when = LT_NEVER;
+	else if (h->owner != NULL && lt->be->ops->local_leases)
+		when = LT_NEVER;	/* lives exactly as long as its session */
 	else if (h->owner == NULL)
 		when = h->expires;
 	else {
@@ -1312,7 +1314,9 @@ locktab_status(struct locktab *lt, const char *key, size_t keylen, struct lt_key
 	if (h == NULL)
 		return;
 	out->mode = locktab_mode_name(h->mode);
-	if (h->mode == LOCK_EXCLUSIVE) {
+	if (h->mode == LOCK_EXCLUSIVE && h->owner != NULL && lt->be->ops->local_leases) {
+		out->ttl_ms = (int64_t)h->ttl_ms;	/* held while the session lives */
+	} else if (h->mode == LOCK_EXCLUSIVE) {
 		uint64_t now = locktab_now(lt);
 		out->ttl_ms = h->expires > now ? (int64_t)(h->expires - now) : 0;
 	}

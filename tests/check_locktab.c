@@ -2266,6 +2266,24 @@ START_TEST(mem_destroy_in_flight)
 }
 END_TEST
 
+/* Memory leases live in this process: a bound holding is neither renewed nor
+ * lost however long its session lasts, and STATUS shows its full TTL. */
+START_TEST(mem_bound_lease_is_local)
+{
+	struct res a;
+	ck_assert_int_eq(lock(0, "m", EXCL, 0, 100, WAIT_FOREVER, 0, &a), LT_PENDING);
+	flush();
+	ck_assert_int_eq(a.st, LT_OK);
+	ck_assert_uint_eq(locktab_next_deadline(lt), LT_NEVER);
+	clk += 10 * 100;
+	locktab_tick(lt);
+	flush();
+	ck_assert_uint_eq(stats().lost, 0);
+	ck_assert_int_eq(validate("m", a.g.fence), 1);
+	ck_assert_int_eq(status("m").ttl_ms, 100);
+}
+END_TEST
+
 START_TEST(mem_detach_expiry)
 {
 	struct res a, b;
@@ -2807,6 +2825,7 @@ locktab_suite(void)
 	tcase_add_test(tc, mem_fences_increase);
 	tcase_add_test(tc, mem_destroy_in_flight);
 	tcase_add_test(tc, mem_detach_expiry);
+	tcase_add_test(tc, mem_bound_lease_is_local);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("randomized");

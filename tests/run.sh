@@ -1,20 +1,27 @@
 #!/bin/sh
 # Run the unit-test suites given as arguments, then the integration tests,
 # and print one closing line: "N passed, N failed".
-# BUILD names the build directory; UNIT_ONLY=1 skips the integration tests.
+# BUILD names the build directory; UNIT_ONLY=1 skips the integration tests;
+# VALGRIND=1 runs every unit suite and every daemon under valgrind.
 set -u
 BUILD=${BUILD:-build}
 passed=0
 failed=0
 status=0
 export CK_FORK=yes
+wrap=""
+if [ "${VALGRIND:-0}" = 1 ]; then
+    wrap="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
+    export CK_FORK=no
+    export DLOCKD_WRAPPER="$wrap"
+fi
 
 for t in "$@"; do
     case "$t" in
     */check_client) continue ;;	# needs a daemon: run by the integration tests
     esac
     echo "== $t"
-    out=$("$t" 2>&1)
+    out=$($wrap "$t" 2>&1)
     rc=$?
     printf '%s\n' "$out"
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: [0-9]+' | tail -n 1)

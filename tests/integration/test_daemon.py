@@ -13,8 +13,8 @@ import unittest
 import redis
 
 from harness import (DLOCKD, Closed, Daemon, DaemonTestCase, Err, Raw, free_port,
-                     new_dir, pairs, parse_info, reap, redis_cli, spawn,
-                     unique_key, unix_accepts, wait_until)
+                     new_dir, pairs, parse_info, port_pings, reap, redis_cli,
+                     spawn, unique_key, unix_accepts, wait_until)
 
 
 def run_dlockd(args, timeout=5.0):
@@ -149,6 +149,20 @@ class TestCommandLine(unittest.TestCase):
             s.settimeout(1)
             self.assertNotEqual(s.connect_ex(("127.0.0.1", other)), 0)
             s.close()
+        finally:
+            d.stop_ok(self)
+
+    def test_ipv6_and_host_name_listeners(self):
+        v6 = free_port()
+        named = free_port()
+        d = Daemon(unix=False, extra_args=["-l", "[::1]:%d" % v6,
+                                           "-l", "localhost:%d" % named])
+        d.start()
+        try:
+            out = subprocess.run(["redis-cli", "-h", "::1", "-p", str(v6), "PING"],
+                                 capture_output=True, text=True, timeout=10)
+            self.assertEqual(out.stdout.strip(), "PONG")
+            self.assertTrue(port_pings(named))
         finally:
             d.stop_ok(self)
 
