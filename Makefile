@@ -31,7 +31,7 @@ WARNINGS   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-proto
               -Wnull-dereference -Wimplicit-fallthrough
 CFLAGS     ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' $(WARNINGS) $(SANFLAGS) \
-              -MMD -MP $(CFLAGS)
+              -MMD -MP $(CPPFLAGS) $(CFLAGS)
 LDFLAGS    ?=
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 

@@ -38,12 +38,14 @@ static void
 usage(FILE *fp)
 {
 	fprintf(fp,
-	    "usage: dlockd [-t] [-c FILE] [-l ADDR]... [-b URL]\n"
+	    "usage: dlockd [-t] [-c FILE] [-l ADDR]... [-b URL] [-d LEVEL]\n"
 	    "  -c FILE     configuration file (default " DEFAULT_CONF ")\n"
 	    "  -t          check the configuration and exit\n"
 	    "  -l ADDR     listen on ADDR (repeatable; replaces the file's listeners):\n"
 	    "              127.0.0.1:7480, [::1]:7480, unix:/path\n"
 	    "  -b URL      backend: memory\n"
+	    "  -d LEVEL    log level: debug, info, warn or error (overrides log.level)\n"
+	    "  -h          print this help and exit\n"
 	    "  --version   print the version and exit\n");
 }
 
@@ -157,16 +159,18 @@ main(int argc, char **argv)
 	char **listen = calloc((size_t)argc, sizeof(char *));
 	size_t nlisten = 0;
 	const char *backend_url = NULL;
+	const char *level_arg = NULL;
 	if (listen == NULL) {
 		fprintf(stderr, "dlockd: out of memory\n");
 		return 1;
 	}
-	while ((ch = getopt_long(argc, argv, "c:tl:b:hV", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:tl:b:d:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': path = optarg; break;
 		case 't': test = 1; break;
 		case 'l': listen[nlisten++] = optarg; break;
 		case 'b': backend_url = optarg; break;
+		case 'd': level_arg = optarg; break;
 		case 'V':
 			printf("dlockd %s\n", DLOCKD_VERSION);
 			free(listen);
@@ -198,6 +202,13 @@ main(int argc, char **argv)
 	if (backend_url != NULL)
 		(void)conf_override_backend(conf, backend_url);
 	(void)conf_finish(conf);
+	if (level_arg != NULL && log_level_parse(level_arg) < 0) {
+		fprintf(stderr, "command line: unknown log level '%s' (expected debug, info, "
+		    "warn or error)\n", level_arg);
+		report_conf(conf);
+		conf_destroy(conf);
+		return 1;
+	}
 	if (report_conf(conf) != 0) {
 		conf_destroy(conf);
 		return 1;
@@ -208,7 +219,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 
-	int level = log_level_parse(conf->log_level);
+	int level = log_level_parse(level_arg != NULL ? level_arg : conf->log_level);
 	if (log_init(level < 0 ? LOG_LEVEL_INFO : (enum log_level)level, conf->log_file) != 0)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
