@@ -231,6 +231,8 @@ on_write(struct bufferevent *bev, void *arg)
 	(void)bev;
 	if (c->closing)
 		event_active(c->ev_gone, EV_TIMEOUT, 0);
+	else
+		c->cb(c->arg, CONN_WRITTEN);
 }
 
 static void
@@ -298,6 +300,17 @@ struct evbuffer *
 conn_output(struct conn *c)
 {
 	return bufferevent_get_output(c->bev);
+}
+
+void
+conn_read_enable(struct conn *c, int on)
+{
+	if (c->closing)
+		return;
+	if (on)
+		bufferevent_enable(c->bev, EV_READ);
+	else
+		bufferevent_disable(c->bev, EV_READ);
 }
 
 void

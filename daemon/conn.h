@@ -19,6 +19,7 @@ struct listener;
 
 enum conn_event {
 	CONN_READ,	/* bytes arrived: see conn_input() */
+	CONN_WRITTEN,	/* the output buffer was written out completely */
 	CONN_GONE	/* the peer closed, an error, or conn_close() completed */
 };
 
@@ -47,6 +48,8 @@ struct conn *conn_create(struct event_base *base, evutil_socket_t fd, conn_cb *c
 void conn_destroy(struct conn *c);
 struct evbuffer *conn_input(struct conn *c);
 struct evbuffer *conn_output(struct conn *c);
+/* Pause (on = 0) or resume (on = 1) reading from the peer. */
+void conn_read_enable(struct conn *c, int on);
 /* Stop reading; CONN_GONE follows once the output is written (or fails). */
 void conn_close(struct conn *c);
 

@@ -24,6 +24,7 @@
 #define SESSION_MAX_ARGS 1024		/* arguments in one request */
 #define SESSION_PIPELINE_FRAMES 16	/* request frames buffered behind a wait */
 #define SESSION_PIPELINE_MIN (1u << 20)	/* ... and at least this many bytes */
+#define SESSION_OUTPUT_HIGH (1u << 20)	/* unsent reply bytes that pause the session */
 
 void
 session_log(const struct session *s, int level, const char *fmt, ...)
@@ -52,6 +53,13 @@ session_run(struct session *s)
 {
 	while (!s->pending && !s->closing) {
 		struct codec_frame f;
+		if (evbuffer_get_length(session_out(s)) >= SESSION_OUTPUT_HIGH) {
+			/* a peer that sends without reading: stop taking its
+			 * requests until it has read what it was sent */
+			s->throttled = true;
+			conn_read_enable(s->conn, 0);
+			break;
+		}
 		enum codec_status st = codec_next(s->codec, &f);
 		if (st == CODEC_MORE)
 			break;
@@ -122,10 +130,21 @@ static void
 on_conn(void *arg, enum conn_event ev)
 {
 	struct session *s = arg;
-	if (ev == CONN_READ)
+	switch (ev) {
+	case CONN_READ:
 		session_read(s);
-	else
+		break;
+	case CONN_WRITTEN:
+		if (s->throttled) {
+			s->throttled = false;
+			conn_read_enable(s->conn, 1);
+			session_run(s);
+		}
+		break;
+	case CONN_GONE:
 		session_destroy(s);
+		break;
+	}
 }
 
 static void

@@ -33,6 +33,7 @@ struct session {
 	bool authed;			/* AUTH passed (or none needed) */
 	bool pending;			/* a command waits for its completion */
 	bool closing;			/* closing after the output is written */
+	bool throttled;			/* reading paused until the output drains */
 	char *name;			/* CLIENT SETNAME, or NULL */
 	TAILQ_ENTRY(session) entry;	/* on server.sessions */
 };

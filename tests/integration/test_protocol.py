@@ -3,11 +3,13 @@ errors that keep the connection and protocol errors that close it."""
 
 import re
 import socket
+import threading
 import time
 
 import redis
 
-from harness import DaemonTestCase, Err, Raw, TOKEN_RE, pairs, unique_key
+from harness import (DaemonTestCase, Err, Raw, TOKEN_RE, pairs, unique_key,
+                     wait_until)
 
 
 class TestProtocol(DaemonTestCase):
@@ -389,3 +391,44 @@ class TestProtocol(DaemonTestCase):
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+class TestBackpressure(DaemonTestCase):
+    CONFIG = ""
+
+    def test_peer_that_does_not_read(self):
+        """A client that pipelines far more replies than it reads pauses its
+        own session (not the daemon), and loses no reply."""
+        n = 1500000     # 10 MB of replies: more than the kernel buffers hold
+        base = int(self.info()["commands_total"])
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        s.settimeout(60)
+        s.connect(("127.0.0.1", self.daemon.port))
+        payload = b"PING\r\n" * n
+        sender = threading.Thread(target=s.sendall, args=(payload,))
+        sender.start()
+        # the daemon stops taking that client's requests: the count settles
+        # well short of n while the client reads nothing
+        seen = [-1]
+
+        def settled():
+            now = int(self.info()["commands_total"])    # INFO counts itself
+            done, seen[0] = 0 <= now - seen[0] <= 1, now
+            return done
+        wait_until(settled, 10, 0.3, "the paused session's command count to settle")
+        self.assertGreater(seen[0] - base, 1000)
+        self.assertLess(seen[0] - base, n * 3 // 4)
+        # while that client is not reading, others are served
+        other = self.raw()
+        self.assertEqual(other.cmd("PING"), "PONG")
+        want = b"+PONG\r\n" * n
+        got = bytearray()
+        while len(got) < len(want):
+            chunk = s.recv(1 << 16)
+            self.assertTrue(chunk, "connection closed after %d bytes" % len(got))
+            got += chunk
+        sender.join(10)
+        self.assertFalse(sender.is_alive())
+        self.assertEqual(bytes(got), want)
+        s.close()
