@@ -111,7 +111,7 @@ deps-check:
 
 run: deps
 	$(MAKE) all
-	$(BUILD)/dlockd -c conf/dlockd.yaml -l 127.0.0.1:7480 -l unix:$(BUILD)/dlockd.sock
+	$(BUILD)/dlockd -c conf/dlockd.yaml -l 127.0.0.1:7480 -l unix:$(CURDIR)/$(BUILD)/dlockd.sock
 
 check: deps-check
 	$(MAKE) all $(TEST_BIN)
