@@ -5,8 +5,9 @@ import re
 import signal
 import subprocess
 import time
+import unittest
 
-from harness import (DLOCK, DaemonTestCase, in_thread, kill_pid, read_line, reap,
+from harness import (DLOCK, Daemon, DaemonTestCase, in_thread, kill_pid, read_line, reap,
                      redis_cli, run_dlock, spawn, track_pid, unique_key,
                      wait_until)
 
@@ -312,3 +313,31 @@ class TestDlockCliPassword(DaemonTestCase):
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+class TestDlockRunLosesDaemon(unittest.TestCase):
+    """When the connection to dlockd drops, the lock is gone: `dlock run`
+    stops its command and fails, as `consul lock` does."""
+
+    def test_daemon_stops_under_run(self):
+        d = Daemon().start()
+        env = dict(os.environ, DLOCK_ADDR=d.addr(), DLOCK_PASSWORD="")
+        p = spawn([DLOCK, "run", unique_key(), "--", "sh", "-c",
+                   'echo started; trap "echo terminated; exit 0" TERM; '
+                   'while :; do sleep 0.05; done'],
+                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            self.assertEqual(read_line(p.stdout), "started\n")
+            d.stop_ok(self)
+            rc = reap(p, 10)
+            self.assertEqual(rc, 1)
+            self.assertEqual(p.stdout.read(), b"terminated\n")
+            self.assertIn(b"dlock", p.stderr.read())
+        finally:
+            if p.poll() is None:
+                p.kill()
+                reap(p)
+            p.stdout.close()
+            p.stderr.close()
+            if d.running():
+                d.stop()
