@@ -173,7 +173,9 @@ lock_done(void *arg, enum lt_status st, const struct lt_grant *g, long long valu
 {
 	struct session *s = arg;
 	(void)value;
-	if (st == LT_OK)
+	if (s->closing)
+		;	/* after a protocol error: nothing more is sent */
+	else if (st == LT_OK)
 		reply_grant(s, g);
 	else if (st == LT_NOT_GRANTED)
 		codec_reply_null_array(session_out(s), s->proto);
@@ -187,7 +189,9 @@ int_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value
 {
 	struct session *s = arg;
 	(void)g;
-	if (st == LT_OK)
+	if (s->closing)
+		;	/* after a protocol error: nothing more is sent */
+	else if (st == LT_OK)
 		codec_reply_int(session_out(s), value);
 	else
 		reply_lt_error(s, st, false);
@@ -239,8 +243,8 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 {
 	struct evbuffer *out = session_out(s);
 	long long proto = s->proto;
-	const char *setname = NULL;
-	size_t i = 1;
+	const char *setname = NULL, *user = NULL, *pass = NULL;
+	size_t i = 1, passlen = 0;
 
 	if (f->argc > 1) {
 		if (arg_int(f, 1, 0, 1000, &proto) != 0 || (proto != 2 && proto != 3)) {
@@ -253,10 +257,10 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 		if (arg_is(f, i, "AUTH") && i + 1 < f->argc) {
 			/* AUTH password, or AUTH username password */
 			bool two = i + 2 < f->argc && !arg_is(f, i + 2, "SETNAME");
-			const char *user = two ? f->argv[i + 1] : NULL;
 			size_t p = two ? i + 2 : i + 1;
-			if (!auth_check(s, user, f->argv[p], f->argvlen[p]))
-				return;
+			user = two ? f->argv[i + 1] : NULL;
+			pass = f->argv[p];
+			passlen = f->argvlen[p];
 			i = p + 1;
 		} else if (arg_is(f, i, "SETNAME") && i + 1 < f->argc) {
 			setname = f->argv[i + 1];
@@ -266,6 +270,9 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 			return;
 		}
 	}
+	/* the whole command is valid: only now may it change the session */
+	if (pass != NULL && !auth_check(s, user, pass, passlen))
+		return;
 	if (setname != NULL) {
 		char *name = strdup(setname);
 		if (name == NULL) {
@@ -378,10 +385,12 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 		return;
 	}
 	struct lt_grant g;
+	s->pending = true;	/* before: on out of memory done may come first */
 	enum lt_status st = locktab_lock(s->owner, &req, &g, lock_done, s);
 	if (st == LT_PENDING)
-		s->pending = true;
-	else if (st == LT_OK)
+		return;
+	s->pending = false;
+	if (st == LT_OK)
 		reply_grant(s, &g);
 	else if (st == LT_NOT_GRANTED)
 		codec_reply_null_array(out, s->proto);
@@ -399,11 +408,13 @@ cmd_unlock(struct session *s, const struct codec_frame *f)
 	long long remaining = 0;
 	if (!key_ok(s, f, 1))
 		return;
+	s->pending = true;
 	enum lt_status st = locktab_unlock(s->owner, f->argv[1], f->argvlen[1], token,
 	    &remaining, int_done, s);
 	if (st == LT_PENDING)
-		s->pending = true;
-	else if (st == LT_OK)
+		return;
+	s->pending = false;
+	if (st == LT_OK)
 		codec_reply_int(session_out(s), remaining);
 	else
 		reply_lt_error(s, st, token != NULL);
@@ -421,12 +432,13 @@ cmd_extend(struct session *s, const struct codec_frame *f)
 		    TTL_MIN_MS, server.conf->max_ttl_ms);
 		return;
 	}
+	s->pending = true;
 	enum lt_status st = locktab_extend(s->owner, f->argv[1], f->argvlen[1],
 	    (uint64_t)ms, token, int_done, s);
 	if (st == LT_PENDING)
-		s->pending = true;
-	else
-		reply_lt_error(s, st, token != NULL);
+		return;
+	s->pending = false;
+	reply_lt_error(s, st, token != NULL);
 }
 
 static void

@@ -25,6 +25,8 @@
 
 struct listener {
 	struct evconnlistener *ev;	/* libevent's listener */
+	struct event *ev_retry;		/* resumes accepting after EMFILE and friends */
+	bool enabled;			/* accepting, as listener_enable() last said */
 	accept_cb *cb;			/* told of each connection */
 	void *arg;
 	bool is_unix;			/* remove path on destroy */
@@ -75,13 +77,27 @@ on_accept(struct evconnlistener *ev, evutil_socket_t fd, struct sockaddr *sa, in
 }
 
 static void
-on_accept_error(struct evconnlistener *ev, void *arg)
+on_accept_retry(evutil_socket_t fd, short what, void *arg)
 {
 	struct listener *l = arg;
+	(void)fd;
+	(void)what;
+	if (l->enabled)
+		evconnlistener_enable(l->ev);
+}
+
+static void
+on_accept_error(struct evconnlistener *ev, void *arg)
+{
+	static const struct timeval pause = { 0, 100000 };
+	struct listener *l = arg;
 	int err = EVUTIL_SOCKET_ERROR();
-	(void)ev;
-	/* EMFILE and friends: log and keep going; libevent retries */
-	log_error("accept on %s: %s", l->name, evutil_socket_error_to_string(err));
+	/* EMFILE and friends: the connection stays in the backlog and the
+	 * socket stays readable, so retrying at once would spin the loop */
+	log_error("accept on %s: %s; pausing accepts for 100 ms", l->name,
+	    evutil_socket_error_to_string(err));
+	evconnlistener_disable(ev);
+	evtimer_add(l->ev_retry, &pause);
 }
 
 /* Remove a Unix socket file left by a daemon that is gone. 0 if the path is
@@ -186,6 +202,13 @@ listener_create(struct event_base *base, const struct conf_addr *addr, int unix_
 		    &blen) == 0)
 			peer_name((struct sockaddr *)&bound, l->name, sizeof(l->name));
 	}
+	l->ev_retry = evtimer_new(base, on_accept_retry, l);
+	if (l->ev_retry == NULL) {
+		log_error("listen %s: out of memory", addr->text);
+		listener_destroy(l);
+		return NULL;
+	}
+	l->enabled = true;
 	evconnlistener_set_error_cb(l->ev, on_accept_error);
 	return l;
 }
@@ -196,6 +219,8 @@ listener_destroy(struct listener *l)
 	if (l == NULL)
 		return;
 	evconnlistener_free(l->ev);
+	if (l->ev_retry != NULL)
+		event_free(l->ev_retry);
 	if (l->is_unix)
 		unlink(l->path);
 	free(l);
@@ -204,6 +229,7 @@ listener_destroy(struct listener *l)
 void
 listener_enable(struct listener *l, int on)
 {
+	l->enabled = on != 0;
 	if (on)
 		evconnlistener_enable(l->ev);
 	else

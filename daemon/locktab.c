@@ -1132,9 +1132,11 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	k = key_find(lt, req->key, req->keylen);
 	if ((h = owner_lost(o, req->key, req->keylen, NULL)) != NULL)
 		hold_gone(lt, h);	/* locking again forgets the loss */
-	if (!req->detach && (h = owner_hold(o, k)) != NULL) {
+	if ((h = owner_hold(o, k)) != NULL) {
 		g->mode = h->mode;
-		if (h->mode != req->mode || h->limit != req->limit)
+		/* another mode, or a detached lock queued behind the session's
+		 * own holding: it would wait for itself */
+		if (h->mode != req->mode || h->limit != req->limit || req->detach)
 			return LT_E_MODE;
 		h->count++;
 		lt->stats.reentrant++;

@@ -14,7 +14,9 @@
  * deadline changes, and locktab_tick() does what is due.
  *
  * Callbacks (done, lost) must not call back into the table: they record the
- * outcome and return; the caller acts on it later from the event loop.
+ * outcome and return; the caller acts on it later from the event loop. A done
+ * callback normally comes later, from the event loop; only when memory runs
+ * out may it come before the call that returned LT_PENDING has returned.
  */
 #ifndef DLOCKD_LOCKTAB_H
 #define DLOCKD_LOCKTAB_H
@@ -36,7 +38,7 @@ enum lt_status {
 	LT_NOT_GRANTED,		/* LOCK: not granted within WAIT */
 	LT_E_NOTHELD,		/* not held by this owner (or that token) */
 	LT_E_LOST,		/* the holding was lost */
-	LT_E_MODE,		/* the owner holds the key in another mode */
+	LT_E_MODE,		/* the owner holds the key in another mode (or asks DETACH) */
 	LT_E_KIND,		/* semaphore vs lock, or another LIMIT */
 	LT_E_WAITERS,		/* max_waiters_per_key reached */
 	LT_E_LOCKS,		/* max_locks_per_session reached */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -130,6 +131,24 @@ drain(void)
 		event_free(tick);
 }
 
+/* Raise the descriptor limit to what max_clients needs, as far as allowed;
+ * warn when that is not enough. */
+static void
+raise_fd_limit(long long max_clients)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)max_clients + 64;	/* listeners, log, backend */
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rlim_t cur = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+	if (rl.rlim_cur > cur && setrlimit(RLIMIT_NOFILE, &rl) == 0)
+		cur = rl.rlim_cur;
+	if (cur < want)
+		log_warn("open files limit is %llu: fewer than limits.max_clients (%lld) "
+		    "clients can connect", (unsigned long long)cur, max_clients);
+}
+
 /* Print every configuration error; 0 if there was none. */
 static int
 report_conf(const struct conf *c)
@@ -223,6 +242,7 @@ main(int argc, char **argv)
 	if (log_init(level < 0 ? LOG_LEVEL_INFO : (enum log_level)level, conf->log_file) != 0)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit(conf->max_clients);
 
 	server.conf = conf;
 	server.started_ms = server_now_ms();

@@ -904,6 +904,10 @@ START_TEST(relock_other_mode)
 	hold(0, "m", SEMA, 3, 30000, 0, 3, &r);
 	ck_assert_int_eq(lock(0, "m", SEMA, 4, 30000, WAIT_FOREVER, 0, &w), LT_E_MODE);
 	ck_assert_int_eq(lock(0, "m", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_MODE);
+	/* a detached lock behind the session's own holding would wait for
+	 * itself, whatever the mode */
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 1, &w), LT_E_MODE);
+	ck_assert_int_eq(lock(0, "s", SHRD, 0, 30000, WAIT_FOREVER, 1, &w), LT_E_MODE);
 	ck_assert_int_eq(w.calls, 0);
 	ck_assert_uint_eq(fk.npend, 0);
 	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 3);

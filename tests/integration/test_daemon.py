@@ -226,6 +226,18 @@ class TestAuth(DaemonTestCase):
         self.assertIsInstance(h, list)
         self.assertEqual(two.cmd("CLIENT", "GETNAME"), b"n1")
 
+    def test_hello_error_changes_nothing(self):
+        # a HELLO answered with an error must not authenticate the session
+        # (nor switch its protocol): its AUTH part is not applied alone
+        raw = self.raw()
+        self.assertEqual(raw.cmd("HELLO", "3", "AUTH", "default", "s3cret", "BOGUS").code,
+                         "ERR")
+        self.assertEqual(raw.cmd("LOCKS"), Err("NOAUTH Authentication required."))
+        self.assertIsInstance(raw.cmd("HELLO"), list)  # still RESP2
+        self.assertEqual(raw.cmd("HELLO", "3", "AUTH", "s3cret", "SETNAME"), Err(
+            "ERR syntax error in HELLO"))
+        self.assertEqual(raw.cmd("LOCKS"), Err("NOAUTH Authentication required."))
+
     def test_redis_cli_password(self):
         key = unique_key()
         rc, out, err = redis_cli("-p", self.daemon.port, "-a", "s3cret", "--no-auth-warning",
@@ -510,6 +522,65 @@ class TestSignals(unittest.TestCase):
             r2.close()
         finally:
             d2.stop_ok(self)
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time a process has used, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class TestDescriptorExhaustion(unittest.TestCase):
+    """accept() failing with EMFILE (a pending connection and no descriptor
+    left) must neither spin the event loop nor flood the log, and the daemon
+    must serve the pending connection once descriptors are free again."""
+
+    NOFILE = 64
+
+    def test_emfile_does_not_spin(self):
+        d = Daemon(unix=False)
+        inner = d.argv
+        d.argv = lambda wrapped=True: (["/bin/sh", "-c", 'ulimit -n %d && exec "$@"'
+                                        % self.NOFILE, "sh"] + inner(wrapped))
+        d.start()
+        conns = []
+        try:
+            stuck = None
+            for _ in range(2 * self.NOFILE):
+                c = d.raw(timeout=1.0)
+                conns.append(c)
+                c.send(Raw.encode("PING"))
+                try:
+                    self.assertEqual(c.read(), "PONG")
+                except socket.timeout:
+                    stuck = c  # in the backlog: the daemon has no descriptor left
+                    break
+                except Closed:
+                    # valgrind closes a descriptor past its client's limit
+                    # itself and reports EMFILE: the connection is gone
+                    stuck = False
+                    break
+            self.assertIsNotNone(stuck, "never ran out of descriptors")
+            cpu0, t0 = cpu_seconds(d.pid), time.monotonic()
+            time.sleep(1.0)
+            used = (cpu_seconds(d.pid) - cpu0) / (time.monotonic() - t0)
+            flood = d.log().count("Too many open files")
+            self.assertLess(used, 0.5, "the loop spins while accept() fails (%.0f%% CPU)"
+                            % (100 * used))
+            self.assertLess(flood, 50, "accept() errors flood the log")
+            # descriptors come back: the pending connection is served
+            for c in conns:
+                if c is not stuck:
+                    c.close()
+            if stuck:
+                stuck.settimeout(5.0)
+                self.assertEqual(stuck.read(), "PONG")
+            wait_until(lambda: port_pings(d.port), 5, 0.05, "a new connection to be served")
+        finally:
+            for c in conns:
+                c.close()
+            d.stop_ok(self)
 
 
 if __name__ == "__main__":

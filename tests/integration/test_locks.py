@@ -312,6 +312,17 @@ class TestLocks(DaemonTestCase):
         self.assertIsNone(self.lock(r, key, "TTL", 5000, "DETACH", "WAIT", 0))
         self.assertIsNone(self.lock(r, key, "WAIT", 0))
 
+    def test_detach_behind_own_lock_refused(self):
+        """A DETACH lock on a key the session holds would wait for itself."""
+        key = unique_key()
+        r = self.client()
+        self.lock(r, key)
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "^key is held by this session in exclusive mode"):
+            r.execute_command("LOCK", key, "TTL", 5000, "DETACH")
+        self.assertEqual(self.status(key)["waiters"], 0)
+        self.assertEqual(r.execute_command("UNLOCK", key), 0)
+
     def test_detach_unlock_by_token(self):
         key = unique_key()
         r = self.client()
