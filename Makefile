@@ -35,15 +35,15 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' $(WARNINGS)
 LDFLAGS    ?=
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
-PKGS_DAEMON := libevent yaml-0.1
+PKGS_DAEMON := libevent yaml-0.1 hiredis
 CFLAGS_DAEMON = $(shell pkg-config --cflags $(PKGS_DAEMON))
 LIBS_DAEMON   = $(shell pkg-config --libs $(PKGS_DAEMON))
 CFLAGS_CHECK  = $(shell pkg-config --cflags check)
 LIBS_CHECK    = $(shell pkg-config --libs check)
 
 # Debian packages: what building needs, and what the tests need on top.
-DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev
-DEB_CHECK := check redis-tools python3 python3-redis valgrind
+DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev
+DEB_CHECK := check redis-server redis-tools python3 python3-redis valgrind
 
 DAEMON_SRC  := $(wildcard daemon/*.c)
 DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o)

@@ -1158,12 +1158,13 @@ dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
 	for (size_t i = 0; i < v->n; i += 2) {
 		const struct resp *name = v->elem[i], *val = v->elem[i + 1];
 
-		if (resp_is(name, "mode")) {
+		if (resp_is(name, "mode") || resp_is(name, "backend")) {
+			char *dst = resp_is(name, "mode") ? out->mode : out->backend;
 			if ((val->type != RESP_BULK && val->type != RESP_SIMPLE) ||
 			    val->len >= sizeof(out->mode))
 				return unexpected(d, "STATUS", v);
-			memcpy(out->mode, val->str, val->len);
-			out->mode[val->len] = '\0';
+			memcpy(dst, val->str, val->len);
+			dst[val->len] = '\0';
 			continue;
 		}
 		long long *field =

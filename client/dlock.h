@@ -54,6 +54,7 @@ struct dlock_status {
 	long long fence;	/* last fence issued for the key */
 	long long ttl_ms;	/* exclusive holder's remaining lease, -1 when none */
 	long long limit;	/* semaphore permits, 0 otherwise */
+	char backend[16];	/* backend state: local, connected or disconnected */
 };
 
 /*

@@ -580,8 +580,8 @@ cmd_status(const struct command *cmd, int argc, char **argv)
 		return status;
 	if (dlock_status(d, argv[1], &st) == 0) {
 		printf("mode: %s\nholders: %lld\nwaiters: %lld\nfence: %lld\n"
-		    "ttl_ms: %lld\nlimit: %lld\n", st.mode, st.holders, st.waiters,
-		    st.fence, st.ttl_ms, st.limit);
+		    "ttl_ms: %lld\nlimit: %lld\nbackend: %s\n", st.mode, st.holders,
+		    st.waiters, st.fence, st.ttl_ms, st.limit, st.backend);
 		status = 0;
 	} else {
 		status = report(d);

@@ -11,6 +11,7 @@
 /* Every backend this build has, by name. */
 static const struct backend_ops *const backends[] = {
 	&be_memory_ops,
+	&be_redis_ops,
 };
 
 struct backend *

@@ -34,6 +34,7 @@ struct be_lock {
 	unsigned limit;		/* permits, for LOCK_SEMAPHORE */
 	const char *token;	/* the owner value: TOKEN_LEN hex chars, NUL-terminated */
 	uint64_t ttl_ms;	/* lease to take or renew */
+	int yield;		/* acquire: give way once if other daemons wait */
 };
 
 enum be_status {
@@ -48,6 +49,7 @@ struct be_reply {
 	enum be_status status;
 	uint64_t fence;		/* acquire/transfer: the fence of the new holding */
 	const char *why;	/* BE_ERROR/BE_NOTOWNER: a sentence, or NULL */
+	int contended;		/* acquire/transfer: other daemons wait for the key */
 };
 
 typedef void be_cb(void *arg, const struct be_reply *reply);
@@ -76,11 +78,14 @@ struct backend_ops {
 	    const struct be_lock *to, be_cb *cb, void *arg);
 	/* Append "name:value\r\n" lines about the backend for INFO. */
 	void (*info)(struct backend *be, struct evbuffer *out);
+	/* One word for STATUS: "local", "connected" or "disconnected". */
+	const char *(*state)(struct backend *be);
 };
 
 /* Calls from a backend up to the lock table. */
 struct backend_up {
-	/* The key may be free now (after a BE_BUSY). May be spurious. */
+	/* The key may be free now (after a BE_BUSY); key NULL: any key may be
+	 * (release messages may have been missed). May be spurious. */
 	void (*wakeup)(void *arg, const char *key, size_t keylen);
 	void *arg;
 };
@@ -100,7 +105,8 @@ struct backend *backend_create(const char *type, struct event_base *base,
     const struct conf *conf);
 void backend_destroy(struct backend *be);
 
-/* The memory backend's operations (be_memory.c). */
+/* The operations of each backend (be_memory.c, be_redis.c). */
 extern const struct backend_ops be_memory_ops;
+extern const struct backend_ops be_redis_ops;
 
 #endif

@@ -53,7 +53,7 @@ mem_run(evutil_socket_t fd, short what, void *arg)
 	struct mem_op *op;
 	while ((op = TAILQ_FIRST(&batch)) != NULL) {
 		TAILQ_REMOVE(&batch, op, entry);
-		struct be_reply r = { op->status, op->fence, NULL };
+		struct be_reply r = { op->status, op->fence, NULL, 0 };
 		m->nops++;
 		op->cb(op->arg, &r);
 		free(op);
@@ -107,7 +107,7 @@ mem_destroy(struct backend *be)
 	struct mem_op *op;
 	while ((op = TAILQ_FIRST(&m->ops)) != NULL) {
 		TAILQ_REMOVE(&m->ops, op, entry);
-		struct be_reply r = { BE_ERROR, 0, "the backend is shutting down" };
+		struct be_reply r = { BE_ERROR, 0, "the backend is shutting down", 0 };
 		op->cb(op->arg, &r);
 		free(op);
 	}
@@ -149,6 +149,13 @@ mem_info(struct backend *be, struct evbuffer *out)
 	    (unsigned long long)m->nops, (unsigned long long)m->fence);
 }
 
+static const char *
+mem_state(struct backend *be)
+{
+	(void)be;
+	return "local";
+}
+
 const struct backend_ops be_memory_ops = {
 	.name = "memory",
 	.local_leases = 1,
@@ -159,4 +166,5 @@ const struct backend_ops be_memory_ops = {
 	.renew = mem_done,
 	.transfer = mem_transfer,
 	.info = mem_info,
+	.state = mem_state,
 };

@@ -449,7 +449,7 @@ cmd_status(struct session *s, const struct codec_frame *f)
 	if (!key_ok(s, f, 1))
 		return;
 	locktab_status(server.lt, f->argv[1], f->argvlen[1], &ks);
-	codec_reply_map(out, 6, s->proto);
+	codec_reply_map(out, 7, s->proto);
 	codec_reply_cstr(out, "mode");
 	codec_reply_cstr(out, ks.mode);
 	codec_reply_cstr(out, "holders");
@@ -462,6 +462,8 @@ cmd_status(struct session *s, const struct codec_frame *f)
 	codec_reply_int(out, ks.ttl_ms);
 	codec_reply_cstr(out, "limit");
 	codec_reply_int(out, ks.limit);
+	codec_reply_cstr(out, "backend");
+	codec_reply_cstr(out, server.be->ops->state(server.be));
 }
 
 static void

@@ -45,31 +45,66 @@
 /* What libyaml makes of "!!": the prefix of the standard tags. */
 #define CONF_STD_TAG		"tag:yaml.org,2002:"
 #define CONF_STD_TAG_LEN	(sizeof(CONF_STD_TAG) - 1)
+/* Most directives conf_directives[] may have (sizes the arrays of struct
+ * conf_priv, which must be known before the table). */
+#define CONF_MAXDIRECTIVES	32
+/* What a redis:// URL starts with, and the port it gives when none is written. */
+#define CONF_REDIS_SCHEME	"redis://"
+#define CONF_REDIS_PORT		6379
 
 /* How a directive's value is parsed and stored. */
 enum conf_type {
 	CONF_T_INT,		/* decimal integer in [min, max]; long long */
 	CONF_T_MODE,		/* octal permission bits in [min, max]; long long */
 	CONF_T_STR,		/* any string, "" stored as NULL; char * */
+	CONF_T_SHORTSTR,	/* a string of 1 to max bytes; char * */
 	CONF_T_PASSFILE,	/* file name; the file is read now; char * */
 	CONF_T_BACKEND,		/* one of conf_backends[]; char * */
 	CONF_T_LEVEL,		/* a log level name (log_level_parse); char * */
 	CONF_T_ADDRLIST,	/* list of conf_parse_addr() addresses; char ** */
+	CONF_T_SERVER,		/* "host:port" or "[v6]:port" to connect to; host in
+				 * char * at off, port in long long at portoff */
+};
+
+/* Where a directive's value came from. */
+enum conf_source { CONF_SRC_UNSET, CONF_SRC_FILE, CONF_SRC_CMDLINE };
+
+/* A position in the file, counted from 1. */
+struct conf_pos {
+	size_t line;		/* line of the file */
+	size_t col;		/* column (in characters) */
+};
+
+/* The config and what only this file needs to know about it. */
+struct conf_priv {
+	struct conf pub;			/* what the header shows; first */
+	enum conf_source src[CONF_MAXDIRECTIVES]; /* who set each directive */
+	struct conf_pos val[CONF_MAXDIRECTIVES]; /* where its value is, if in the file */
+	char *secret[CONF_MAXDIRECTIVES];	/* CONF_T_PASSFILE: what its file held,
+						 * until conf_finish() moves it */
+	char *backend_password_file;		/* backend.password_file, resolved */
+	bool nomem;				/* an allocation failed */
 };
 
 /* One key of the file. */
 struct conf_directive {
 	const char *name;	/* dotted path from the top level */
 	enum conf_type type;	/* how the value is parsed */
-	size_t off;		/* offsetof(struct conf, field) */
+	size_t off;		/* offsetof(struct conf_priv, field) */
+	size_t portoff;		/* CONF_T_SERVER: offset of the port field */
 	long long min;		/* CONF_T_INT, CONF_T_MODE: smallest value */
-	long long max;		/* CONF_T_INT, CONF_T_MODE: largest value */
+	long long max;		/* CONF_T_INT, CONF_T_MODE: largest value;
+				 * CONF_T_SHORTSTR: most bytes */
 	long long def;		/* CONF_T_INT, CONF_T_MODE: default */
 	const char *defstr;	/* string types: default, NULL for none */
+	const char *pair;	/* CONF_T_PASSFILE: the directive that gives the
+				 * password itself, of which at most one is set */
 	bool reloadable;	/* may change without a restart (on a reload) */
 };
 
-#define OFF(field) offsetof(struct conf, field)
+/* A field of the public struct conf, and one only this file sees. */
+#define OFF(field)	offsetof(struct conf_priv, pub.field)
+#define PRIV(field)	offsetof(struct conf_priv, field)
 
 static const struct conf_directive conf_directives[] = {
 	{ .name = "listen", .type = CONF_T_ADDRLIST, .off = OFF(listen),
@@ -79,9 +114,24 @@ static const struct conf_directive conf_directives[] = {
 	{ .name = "auth.password", .type = CONF_T_STR, .off = OFF(password),
 	  .reloadable = true },
 	{ .name = "auth.password_file", .type = CONF_T_PASSFILE, .off = OFF(password_file),
-	  .reloadable = true },
+	  .pair = "auth.password", .reloadable = true },
 	{ .name = "backend.type", .type = CONF_T_BACKEND, .off = OFF(backend_type),
 	  .defstr = "memory" },
+	{ .name = "backend.address", .type = CONF_T_SERVER, .off = OFF(backend_host),
+	  .portoff = OFF(backend_port), .defstr = "127.0.0.1:6379" },
+	{ .name = "backend.password", .type = CONF_T_STR, .off = OFF(backend_password) },
+	{ .name = "backend.password_file", .type = CONF_T_PASSFILE,
+	  .off = PRIV(backend_password_file), .pair = "backend.password" },
+	{ .name = "backend.db", .type = CONF_T_INT, .off = OFF(backend_db),
+	  .min = 0, .max = 1000000, .def = 0 },
+	{ .name = "backend.key_prefix", .type = CONF_T_SHORTSTR, .off = OFF(backend_prefix),
+	  .max = 64, .defstr = "dlock:" },
+	{ .name = "backend.connect_timeout_ms", .type = CONF_T_INT,
+	  .off = OFF(backend_connect_timeout_ms), .min = 10, .max = 600000, .def = 2000 },
+	{ .name = "backend.command_timeout_ms", .type = CONF_T_INT,
+	  .off = OFF(backend_command_timeout_ms), .min = 10, .max = 600000, .def = 2000 },
+	{ .name = "backend.handoff_limit", .type = CONF_T_INT,
+	  .off = OFF(backend_handoff_limit), .min = 1, .max = 1000000, .def = 16 },
 	{ .name = "locks.default_ttl_ms", .type = CONF_T_INT, .off = OFF(default_ttl_ms),
 	  .min = 10, .max = 31536000000LL, .def = 30000, .reloadable = true },
 	{ .name = "locks.max_ttl_ms", .type = CONF_T_INT, .off = OFF(max_ttl_ms),
@@ -107,26 +157,11 @@ static const struct conf_directive conf_directives[] = {
 
 #define CONF_NDIRECTIVES (sizeof(conf_directives) / sizeof(conf_directives[0]))
 
+_Static_assert(CONF_NDIRECTIVES <= CONF_MAXDIRECTIVES,
+    "conf_directives[] is larger than CONF_MAXDIRECTIVES");
+
 /* Backend types this build knows, NULL-terminated. */
-static const char *const conf_backends[] = { "memory", NULL };
-
-/* Where a directive's value came from. */
-enum conf_source { CONF_SRC_UNSET, CONF_SRC_FILE, CONF_SRC_CMDLINE };
-
-/* A position in the file, counted from 1. */
-struct conf_pos {
-	size_t line;		/* line of the file */
-	size_t col;		/* column (in characters) */
-};
-
-/* The config and what only this file needs to know about it. */
-struct conf_priv {
-	struct conf pub;			/* what the header shows; first */
-	enum conf_source src[CONF_NDIRECTIVES];	/* who set each directive */
-	struct conf_pos val[CONF_NDIRECTIVES];	/* where its value is, if in the file */
-	char *file_password;			/* read from auth.password_file */
-	bool nomem;				/* an allocation failed */
-};
+static const char *const conf_backends[] = { "memory", "redis", NULL };
 
 /* One conf_load() in progress. */
 struct conf_parser {
@@ -446,18 +481,35 @@ conf_is_section(const char *name)
 	return false;
 }
 
-/* The long long field of directive d in c. */
+/* The long long field of directive d in p. */
 static long long *
-conf_ll(struct conf *c, const struct conf_directive *d)
+conf_ll(struct conf_priv *p, const struct conf_directive *d)
 {
-	return (long long *)(void *)((char *)c + d->off);
+	return (long long *)(void *)((char *)p + d->off);
 }
 
-/* The string field of directive d in c. */
+/* The string field of directive d in p. */
 static char **
-conf_str(struct conf *c, const struct conf_directive *d)
+conf_str(struct conf_priv *p, const struct conf_directive *d)
 {
-	return (char **)(void *)((char *)c + d->off);
+	return (char **)(void *)((char *)p + d->off);
+}
+
+/* The port field of CONF_T_SERVER directive d in p. */
+static long long *
+conf_port(struct conf_priv *p, const struct conf_directive *d)
+{
+	return (long long *)(void *)((char *)p + d->portoff);
+}
+
+/* Free a secret string after wiping it; *s becomes NULL. */
+static void
+conf_free_secret(char **s)
+{
+	if (*s != NULL)
+		explicit_bzero(*s, strlen(*s));
+	free(*s);
+	*s = NULL;
 }
 
 /* Parse a decimal integer: optional sign, digits, no leading zero. 0, -1 if
@@ -558,6 +610,28 @@ conf_read_password(const char *file, const char **why)
 	explicit_bzero(buf, sizeof(buf));
 	errno = err;
 	return pw;
+}
+
+/* Parse the address of a server to connect to: "host:port" or "[v6]:port",
+ * port 1 to 65535. 0, or -1 with why set to a static sentence. */
+static int
+conf_parse_server(const char *s, struct conf_addr *out, const char **why)
+{
+	if (strncmp(s, "unix:", 5) == 0) {
+		*why = "a Unix socket is not supported here (expected host:port or [v6addr]:port)";
+		return -1;
+	}
+	if (*s != '\0' && *s != '[' && strchr(s, ':') == NULL) {
+		*why = "missing port (expected host:port or [v6addr]:port)";
+		return -1;
+	}
+	if (conf_parse_addr(s, out, why) < 0)
+		return -1;
+	if (out->port == 0) {
+		*why = "the port must be between 1 and 65535";
+		return -1;
+	}
+	return 0;
 }
 
 /* Whether the addresses a and b would be the same listener (port 0 picks a
@@ -742,7 +816,7 @@ conf_set_number(struct conf_parser *ps, const struct conf_directive *d, const ya
 		return;
 	}
 	if (!conf_by_cmdline(ps, d))
-		*conf_ll(&ps->p->pub, d) = v;
+		*conf_ll(ps->p, d) = v;
 	conf_mark_set(ps, d, ev->start_mark);
 }
 
@@ -750,7 +824,7 @@ conf_set_number(struct conf_parser *ps, const struct conf_directive *d, const ya
 static void
 conf_store_str(struct conf_priv *p, const struct conf_directive *d, const char *s)
 {
-	char **field = conf_str(&p->pub, d);
+	char **field = conf_str(p, d);
 	char *copy = NULL;
 
 	if (*s != '\0' && (copy = strdup(s)) == NULL) {
@@ -761,8 +835,17 @@ conf_store_str(struct conf_priv *p, const struct conf_directive *d, const char *
 	*field = copy;
 }
 
-/* A string (CONF_T_STR, CONF_T_PASSFILE, CONF_T_BACKEND, CONF_T_LEVEL) in
- * scalar ev for directive d. */
+/* Store server address a as the value of CONF_T_SERVER directive d. */
+static void
+conf_store_server(struct conf_priv *p, const struct conf_directive *d,
+    const struct conf_addr *a)
+{
+	conf_store_str(p, d, a->host);
+	*conf_port(p, d) = a->port;
+}
+
+/* A string (CONF_T_STR, CONF_T_SHORTSTR, CONF_T_PASSFILE, CONF_T_BACKEND,
+ * CONF_T_LEVEL, CONF_T_SERVER) in scalar ev for directive d. */
 static void
 conf_set_string(struct conf_parser *ps, const struct conf_directive *d, const yaml_event_t *ev)
 {
@@ -825,14 +908,46 @@ conf_set_string(struct conf_parser *ps, const struct conf_directive *d, const ya
 				free(file);
 				return;
 			}
-			free(p->file_password);
-			p->file_password = pw;
-			free(p->pub.password_file);
-			p->pub.password_file = file;
+			if (conf_by_cmdline(ps, d)) {	/* checked, not used */
+				conf_free_secret(&pw);
+				free(file);
+				return;
+			}
+			conf_free_secret(&p->secret[d - conf_directives]);
+			p->secret[d - conf_directives] = pw;
+			free(*conf_str(p, d));
+			*conf_str(p, d) = file;
 			conf_mark_set(ps, d, ev->start_mark);
 			return;
 		}
+		if (!conf_by_cmdline(ps, d))
+			conf_free_secret(&p->secret[d - conf_directives]);
 		break;
+	case CONF_T_SHORTSTR:
+		if (*text == '\0') {
+			conf_error_at(ps, ev->start_mark, "'%s' must not be empty", d->name);
+			return;
+		}
+		if (strlen(text) > (size_t)d->max) {
+			conf_error_at(ps, ev->start_mark, "'%s' must be at most %lld bytes, not %zu",
+			    d->name, d->max, strlen(text));
+			return;
+		}
+		break;
+	case CONF_T_SERVER: {
+		struct conf_addr a;
+		const char *why;
+
+		if (conf_parse_server(text, &a, &why) < 0) {
+			conf_error_at(ps, ev->start_mark, "bad backend address '%s': %s",
+			    conf_quote(text, strlen(text), q, sizeof(q)), why);
+			return;
+		}
+		if (!conf_by_cmdline(ps, d))
+			conf_store_server(p, d, &a);
+		conf_mark_set(ps, d, ev->start_mark);
+		return;
+	}
 	default:
 		break;
 	}
@@ -1054,7 +1169,9 @@ conf_create(void)
 	for (size_t i = 0; i < CONF_NDIRECTIVES; i++) {
 		const struct conf_directive *d = &conf_directives[i];
 		if (d->type == CONF_T_INT || d->type == CONF_T_MODE)
-			*conf_ll(&p->pub, d) = CONF_UNSET;
+			*conf_ll(p, d) = CONF_UNSET;
+		else if (d->type == CONF_T_SERVER)
+			*conf_port(p, d) = CONF_UNSET;
 	}
 	return &p->pub;
 }
@@ -1069,14 +1186,15 @@ conf_destroy(struct conf *c)
 	p = conf_priv(c);
 	free(c->path);
 	conf_free_list(c->listen, c->nlisten);
-	if (c->password != NULL)
-		explicit_bzero(c->password, strlen(c->password));
-	free(c->password);
+	conf_free_secret(&c->password);
 	free(c->password_file);
-	if (p->file_password != NULL)
-		explicit_bzero(p->file_password, strlen(p->file_password));
-	free(p->file_password);
+	for (size_t i = 0; i < CONF_NDIRECTIVES; i++)
+		conf_free_secret(&p->secret[i]);
 	free(c->backend_type);
+	free(c->backend_host);
+	conf_free_secret(&c->backend_password);
+	free(p->backend_password_file);
+	free(c->backend_prefix);
 	free(c->log_level);
 	free(c->log_file);
 	conf_free_list(c->errors, c->nerrors);
@@ -1155,28 +1273,227 @@ conf_override_listen(struct conf *c, const char *addr)
 	return 0;
 }
 
-int
-conf_override_backend(struct conf *c, const char *url)
-{
-	struct conf_priv *p = conf_priv(c);
-	const struct conf_directive *d = conf_find("backend.type");
-	char q[CONF_QUOTE_MAX + 4];
-
-	if (strcmp(url, "memory") != 0) {
-		conf_error_cmdline(p, "unknown backend URL '%s'",
-		    conf_quote(url, strlen(url), q, sizeof(q)));
-		return -1;
-	}
-	conf_store_str(p, d, "memory");
-	p->src[d - conf_directives] = CONF_SRC_CMDLINE;
-	return p->nomem ? -1 : 0;
-}
-
 /* Index of the directive called name, which exists. */
 static size_t
 conf_index(const char *name)
 {
 	return (size_t)(conf_find(name) - conf_directives);
+}
+
+/* Copy url into buf for a message, with the user and password (what is
+ * between "://" and the last '@') hidden: "redis://:***@host:6379". A user ""
+ * or "default" is kept, as it tells nothing secret. Returns buf. */
+static const char *
+conf_url_mask(const char *url, char *buf, size_t size)
+{
+	const char *sep = strstr(url, "://");
+	const char *info = sep != NULL ? sep + 3 : url;
+	const char *at = strrchr(info, '@');
+	size_t infolen, userlen;
+
+	if (at == NULL) {
+		snprintf(buf, size, "%s", url);
+		return buf;
+	}
+	infolen = (size_t)(at - info);
+	userlen = strcspn(info, ":");
+	if (userlen > infolen)
+		userlen = infolen;
+	if (userlen == 0 || (userlen == 7 && strncmp(info, "default", 7) == 0))
+		snprintf(buf, size, "%.*s%s%s", (int)(info + userlen - url), url,
+		    userlen < infolen ? ":***" : "", at);
+	else
+		snprintf(buf, size, "%.*s***%s", (int)(info - url), url, at);
+	return buf;
+}
+
+/* Decode the n bytes at s, a part of a URL with %XX escapes. 0 with *out a
+ * string the caller frees (wiping it if secret), -1 for a bad escape, -2 for
+ * an escaped NUL byte, -3 out of memory. */
+static int
+conf_url_decode(const char *s, size_t n, char **out)
+{
+	char *d = malloc(n + 1);
+	size_t j = 0;
+
+	*out = NULL;
+	if (d == NULL)
+		return -3;
+	for (size_t i = 0; i < n; i++) {
+		int hi, lo;
+
+		if (s[i] != '%') {
+			d[j++] = s[i];
+			continue;
+		}
+		if (n - i < 3 || !isxdigit((unsigned char)s[i + 1]) ||
+		    !isxdigit((unsigned char)s[i + 2])) {
+			explicit_bzero(d, n + 1);
+			free(d);
+			return -1;
+		}
+		hi = isdigit((unsigned char)s[i + 1]) ? s[i + 1] - '0' :
+		    tolower((unsigned char)s[i + 1]) - 'a' + 10;
+		lo = isdigit((unsigned char)s[i + 2]) ? s[i + 2] - '0' :
+		    tolower((unsigned char)s[i + 2]) - 'a' + 10;
+		if (hi == 0 && lo == 0) {
+			explicit_bzero(d, n + 1);
+			free(d);
+			return -2;
+		}
+		d[j++] = (char)(hi * 16 + lo);
+		i += 2;
+	}
+	d[j] = '\0';
+	*out = d;
+	return 0;
+}
+
+/* A redis:// URL taken apart by conf_parse_redis_url(). */
+struct conf_url {
+	struct conf_addr addr;	/* the server */
+	char *password;		/* AUTH password, NULL for none; the caller wipes
+				 * and frees it */
+	long long db;		/* SELECT db */
+};
+
+/* Parse "redis://[[default]:password@]host[:port][/db]" (the scheme already
+ * checked, in any case). The user, if given, must be "default"; user and
+ * password may hold %XX escapes; the port defaults to 6379 and db to 0.
+ * 0, or -1 with why set to a static sentence that never holds the password. */
+static int
+conf_parse_redis_url(const char *url, struct conf_url *out, const char **why)
+{
+	const struct conf_directive *dbdir = &conf_directives[conf_index("backend.db")];
+	const char *s = url + strlen(CONF_REDIS_SCHEME);
+	char hostport[sizeof(out->addr.text)];
+	const char *at, *slash, *rb;
+	bool hasport;
+	size_t n;
+
+	memset(out, 0, sizeof(*out));
+	if ((at = strrchr(s, '@')) != NULL) {
+		const char *colon = memchr(s, ':', (size_t)(at - s));
+		size_t ulen = colon != NULL ? (size_t)(colon - s) : (size_t)(at - s);
+		char *user;
+		bool known;
+		int rc;
+
+		if ((rc = conf_url_decode(s, ulen, &user)) < 0) {
+			*why = rc == -3 ? "out of memory" : "bad %-escape in the user name";
+			return -1;
+		}
+		known = *user == '\0' || strcmp(user, "default") == 0;
+		free(user);
+		if (!known) {
+			*why = colon != NULL ? "only the user 'default' is supported" :
+			    "only the user 'default' is supported (a password goes after a "
+			    "colon: redis://:password@host:port)";
+			return -1;
+		}
+		if (colon != NULL) {
+			rc = conf_url_decode(colon + 1, (size_t)(at - colon - 1), &out->password);
+			if (rc < 0) {
+				*why = rc == -3 ? "out of memory" : rc == -2 ?
+				    "the password contains a NUL byte" :
+				    "bad %-escape in the password";
+				return -1;
+			}
+			if (*out->password == '\0')
+				conf_free_secret(&out->password);
+		}
+		s = at + 1;
+	}
+	if (strpbrk(s, "?#") != NULL) {
+		*why = "query parameters are not supported";
+		goto fail;
+	}
+	slash = strchr(s, '/');
+	n = slash != NULL ? (size_t)(slash - s) : strlen(s);
+	if (n == 0) {
+		*why = "the host is missing";
+		goto fail;
+	}
+	if (n + sizeof(":65535") > sizeof(hostport)) {
+		*why = "the address is too long";
+		goto fail;
+	}
+	memcpy(hostport, s, n);
+	hostport[n] = '\0';
+	if (hostport[0] == '[')
+		hasport = (rb = strchr(hostport, ']')) != NULL && rb[1] != '\0';
+	else
+		hasport = strchr(hostport, ':') != NULL;
+	if (!hasport)
+		snprintf(hostport + n, sizeof(hostport) - n, ":%d", CONF_REDIS_PORT);
+	if (conf_parse_server(hostport, &out->addr, why) < 0)
+		goto fail;
+	if (slash != NULL && slash[1] != '\0') {
+		int rc = -1;
+
+		if (isdigit((unsigned char)slash[1]))
+			rc = conf_parse_ll(slash + 1, &out->db);
+		if (rc == -1) {
+			*why = "the database is not a number (expected /0, /1, ...)";
+			goto fail;
+		}
+		if (rc == -2 || out->db < dbdir->min || out->db > dbdir->max) {
+			*why = "the database number is out of range (0..1000000)";
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	conf_free_secret(&out->password);
+	return -1;
+}
+
+/* -b URL; see the header. A redis:// URL sets the backend type, address,
+ * password (none if the URL has none, whatever the file says) and db. */
+int
+conf_override_backend(struct conf *c, const char *url)
+{
+	static const char *const keys[] = {
+		"backend.type", "backend.address", "backend.password",
+		"backend.password_file", "backend.db",
+	};
+	struct conf_priv *p = conf_priv(c);
+	const struct conf_directive *type = conf_find("backend.type");
+	char masked[512], q[CONF_QUOTE_MAX + 4];
+	struct conf_url u;
+	const char *why;
+
+	if (strcmp(url, "memory") == 0) {
+		conf_store_str(p, type, "memory");
+		p->src[type - conf_directives] = CONF_SRC_CMDLINE;
+		return p->nomem ? -1 : 0;
+	}
+	conf_url_mask(url, masked, sizeof(masked));
+	conf_quote(masked, strlen(masked), q, sizeof(q));
+	if (strncasecmp(url, "rediss://", 9) == 0) {
+		conf_error_cmdline(p, "bad redis URL '%s': TLS (rediss://) is not supported", q);
+		return -1;
+	}
+	if (strncasecmp(url, CONF_REDIS_SCHEME, strlen(CONF_REDIS_SCHEME)) != 0) {
+		conf_error_cmdline(p, "unknown backend URL '%s' (expected memory or "
+		    "redis://host:port)", q);
+		return -1;
+	}
+	if (conf_parse_redis_url(url, &u, &why) < 0) {
+		conf_error_cmdline(p, "bad redis URL '%s': %s", q, why);
+		return -1;
+	}
+	conf_store_str(p, type, "redis");
+	conf_store_server(p, &conf_directives[conf_index("backend.address")], &u.addr);
+	conf_free_secret(&c->backend_password);
+	c->backend_password = u.password;
+	free(p->backend_password_file);
+	p->backend_password_file = NULL;
+	conf_free_secret(&p->secret[conf_index("backend.password_file")]);
+	c->backend_db = u.db;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		p->src[conf_index(keys[i])] = CONF_SRC_CMDLINE;
+	return p->nomem ? -1 : 0;
 }
 
 /* Whether directive a was set at a later place of the file than b. */
@@ -1198,16 +1515,25 @@ conf_fill_defaults(struct conf_priv *p)
 		switch (d->type) {
 		case CONF_T_INT:
 		case CONF_T_MODE:
-			if (*conf_ll(c, d) == CONF_UNSET)
-				*conf_ll(c, d) = d->def;
+			if (*conf_ll(p, d) == CONF_UNSET)
+				*conf_ll(p, d) = d->def;
 			break;
 		case CONF_T_ADDRLIST:
 			if (p->src[i] == CONF_SRC_UNSET && c->nlisten == 0 &&
 			    conf_list_add(&c->listen, &c->nlisten, d->defstr) < 0)
 				p->nomem = true;
 			break;
+		case CONF_T_SERVER:
+			if (*conf_str(p, d) == NULL && d->defstr != NULL) {
+				struct conf_addr a;
+				const char *why;
+
+				if (conf_parse_server(d->defstr, &a, &why) == 0)
+					conf_store_server(p, d, &a);
+			}
+			break;
 		default:
-			if (*conf_str(c, d) == NULL && d->defstr != NULL)
+			if (*conf_str(p, d) == NULL && d->defstr != NULL)
 				conf_store_str(p, d, d->defstr);
 			break;
 		}
@@ -1221,8 +1547,7 @@ int
 conf_finish(struct conf *c)
 {
 	struct conf_priv *p = conf_priv(c);
-	size_t pw = conf_index("auth.password");
-	size_t pwfile = conf_index("auth.password_file");
+	size_t cmdto = conf_index("backend.command_timeout_ms");
 	size_t defttl = conf_index("locks.default_ttl_ms");
 	size_t maxttl = conf_index("locks.max_ttl_ms");
 	size_t keyb = conf_index("limits.max_key_bytes");
@@ -1233,12 +1558,23 @@ conf_finish(struct conf *c)
 	if (c->nlisten == 0)
 		conf_error_dir(p, conf_index("listen"), "'listen' must have at least one address");
 
-	if (c->password != NULL && c->password_file != NULL) {
-		conf_error_dir(p, conf_later(p, pwfile, pw) ? pwfile : pw,
-		    "'auth.password' and 'auth.password_file' cannot both be set");
-	} else if (p->file_password != NULL) {
-		c->password = p->file_password;
-		p->file_password = NULL;
+	/* a password, or a file holding it; the file's is used from now on */
+	for (size_t i = 0; i < CONF_NDIRECTIVES; i++) {
+		const struct conf_directive *d = &conf_directives[i];
+		size_t j;
+		char **pw;
+
+		if (d->type != CONF_T_PASSFILE)
+			continue;
+		j = conf_index(d->pair);
+		pw = conf_str(p, &conf_directives[j]);
+		if (*pw != NULL && *conf_str(p, d) != NULL) {
+			conf_error_dir(p, conf_later(p, i, j) ? i : j,
+			    "'%s' and '%s' cannot both be set", d->pair, d->name);
+		} else if (p->secret[i] != NULL) {
+			*pw = p->secret[i];
+			p->secret[i] = NULL;
+		}
 	}
 
 	if (c->default_ttl_ms > c->max_ttl_ms)
@@ -1251,6 +1587,18 @@ conf_finish(struct conf *c)
 		    "'limits.max_key_bytes' (%lld) must be at most 'limits.max_request_bytes' "
 		    "- %d (%lld)", c->max_key_bytes, CONF_REQUEST_OVERHEAD,
 		    c->max_request_bytes - CONF_REQUEST_OVERHEAD);
+
+	/* a lease is renewed every third of its TTL: a renewal that gets no
+	 * reply must time out, and be retried, before the lease ends */
+	if (c->backend_type != NULL && strcmp(c->backend_type, "redis") == 0 &&
+	    c->backend_command_timeout_ms >= c->default_ttl_ms / 3)
+		conf_error_dir(p, p->src[cmdto] != CONF_SRC_FILE &&
+		    p->src[defttl] == CONF_SRC_FILE ? defttl : cmdto,
+		    "'backend.command_timeout_ms' (%lld) must be less than a third of "
+		    "'locks.default_ttl_ms' (%lld / 3 = %lld): a lock is renewed every third "
+		    "of its TTL, and a renewal must be able to time out and be retried before "
+		    "the lease ends", c->backend_command_timeout_ms, c->default_ttl_ms,
+		    c->default_ttl_ms / 3);
 
 	return c->nerrors > 0 || p->nomem ? -1 : 0;
 }

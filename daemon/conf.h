@@ -37,7 +37,17 @@ struct conf {
 	char *password;			/* required password, NULL for none */
 	char *password_file;		/* where password was read from, or NULL */
 
-	char *backend_type;		/* "memory" (later "redis", ...) */
+	char *backend_type;		/* "memory" or "redis" */
+	char *backend_host;		/* redis: server host or IP */
+	long long backend_port;		/* redis: server port */
+	char *backend_password;		/* redis: AUTH password, NULL for none */
+	long long backend_db;		/* redis: SELECT db */
+	char *backend_prefix;		/* redis: prefix of every key dlockd uses */
+	long long backend_connect_timeout_ms; /* redis: connect (and AUTH) timeout */
+	long long backend_command_timeout_ms; /* redis: a reply later than this
+					 * drops the connection */
+	long long backend_handoff_limit; /* consecutive local handoffs of a key
+					 * before it is released to all daemons */
 
 	long long default_ttl_ms;	/* LOCK TTL when none is given */
 	long long max_ttl_ms;		/* largest TTL a LOCK or EXTEND may ask */
@@ -64,7 +74,8 @@ int conf_load(struct conf *c, const char *path);
 
 /* -l ADDR: the first call drops the listeners of the file; later ones add. */
 int conf_override_listen(struct conf *c, const char *addr);
-/* -b URL: "memory" (and later redis://, redlock://, etcd://). */
+/* -b URL: "memory" or "redis://[:password@]host:port[/db]" (later
+ * redlock://, etcd://). */
 int conf_override_backend(struct conf *c, const char *url);
 
 /* Fill defaults for what is unset and validate. 0, or -1 (see c->errors). */

@@ -27,6 +27,7 @@
 
 #define LT_IDLE_KEYS_MAX 4096	/* idle keys kept for their last fence */
 #define LT_RENEW_RETRY_MS 1000	/* longest pause before retrying a renewal */
+#define LT_RENEW_QUANTUM_MS 100	/* renewals due within one quantum go together */
 
 enum timer_kind { TIMER_WAITER, TIMER_HOLD };
 
@@ -98,6 +99,9 @@ struct lt_key {
 	unsigned refs;			/* waiters and holdings referring to it */
 	uint64_t last_fence;		/* last fence granted */
 	bool blocked;			/* backend said BUSY: wait for a wakeup */
+	bool contended;			/* the backend says other daemons wait */
+	bool yield;			/* the next acquire gives way to other daemons */
+	unsigned handoffs;		/* consecutive handoffs to local waiters */
 	bool idle;			/* on lt->idle */
 	TAILQ_ENTRY(lt_key) ientry;	/* on lt->idle */
 };
@@ -487,12 +491,24 @@ lease_margin(uint64_t ttl_ms)
 	return ttl_ms / 10;
 }
 
+/* When to renew a lease of ttl_ms set at sent_at: after a third of it,
+ * rounded up to a quantum so that the renewals falling due together go to
+ * the backend in one batch (one pipeline). Short leases are not rounded. */
+static uint64_t
+renew_time(uint64_t sent_at, uint64_t ttl_ms)
+{
+	uint64_t t = sent_at + ttl_ms / 3;
+	if (ttl_ms / 3 >= 2 * LT_RENEW_QUANTUM_MS)
+		t = (t + LT_RENEW_QUANTUM_MS - 1) / LT_RENEW_QUANTUM_MS * LT_RENEW_QUANTUM_MS;
+	return t;
+}
+
 /* The backend's view of a holding. */
 static struct be_lock
 hold_lock(const struct lt_hold *h)
 {
 	struct be_lock l = { h->key->name, h->key->len, h->mode, h->limit, h->token,
-	    h->ttl_ms };
+	    h->ttl_ms, 0 };
 	return l;
 }
 
@@ -663,14 +679,15 @@ waiter_grant(struct locktab *lt, struct lt_waiter *w, uint64_t fence, uint64_t s
 	if (o == NULL || lt->closing) {
 		/* cancelled while the backend decided, or the table is shutting
 		 * down: give it back (a cancelled waiter is not told) */
-		struct be_lock l = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms };
+		struct be_lock l = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms, 0 };
 		release_quietly(lt, &l);
 		waiter_fail(lt, w, LT_E_CLOSING);
 		return;
 	}
 	struct lt_hold *h = calloc(1, sizeof(*h));
 	if (h == NULL) {
-		struct be_lock l = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms };
+		struct be_lock l = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms,
+		    0 };
 		release_quietly(lt, &l);
 		if (w->done != NULL)
 			w->done(w->arg, LT_E_NOMEM, NULL, 0);
@@ -689,7 +706,7 @@ waiter_grant(struct locktab *lt, struct lt_waiter *w, uint64_t fence, uint64_t s
 	h->ttl_ms = w->ttl_ms;
 	h->count = 1;
 	h->expires = sent_at + w->ttl_ms;
-	h->renew_at = sent_at + w->ttl_ms / 3;
+	h->renew_at = renew_time(sent_at, w->ttl_ms);
 	h->state = H_ACTIVE;
 	TAILQ_INSERT_TAIL(&k->holders, h, kentry);
 	k->nholders++;
@@ -752,6 +769,8 @@ on_acquire(void *arg, const struct be_reply *r)
 	key_ref(lt, k);	/* keep k while its waiter may go */
 	switch (r->status) {
 	case BE_OK:
+		k->contended = r->contended != 0;
+		k->handoffs = 0;
 		waiter_grant(lt, w, r->fence, sent_at);
 		break;
 	case BE_BUSY:
@@ -791,6 +810,8 @@ on_transfer(void *arg, const struct be_reply *r)
 	switch (r->status) {
 	case BE_OK:
 		lt->stats.handoffs++;
+		k->contended = r->contended != 0;
+		k->handoffs++;
 		op_done(op, LT_OK, NULL, 0);
 		waiter_grant(lt, w, r->fence, sent_at);
 		break;
@@ -802,11 +823,16 @@ on_transfer(void *arg, const struct be_reply *r)
 		if (lt->closing)
 			waiter_fail(lt, w, LT_E_CLOSING);
 		break;
-	case BE_ERROR:
+	case BE_ERROR: {
+		/* the old lease may still be there: release it (a backend
+		 * that is down sends that when it is back) */
+		struct be_lock l = hold_lock(h);
 		lt->stats.backend_errors++;
+		release_quietly(lt, &l);
 		op_done(op, LT_E_BACKEND, NULL, 0);
 		waiter_fail(lt, w, LT_E_BACKEND);
 		break;
+	}
 	}
 	op_free(op);
 	h->ops--;
@@ -831,7 +857,7 @@ on_renew(void *arg, const struct be_reply *r)
 				h->ttl_ms = op->ttl_ms;
 			if (op->sent_at + op->ttl_ms > h->expires || op->kind == OP_EXTEND)
 				h->expires = op->sent_at + op->ttl_ms;
-			h->renew_at = op->sent_at + h->ttl_ms / 3;
+			h->renew_at = renew_time(op->sent_at, h->ttl_ms);
 			break;
 		case BE_BUSY:
 		case BE_NOTOWNER:
@@ -906,7 +932,9 @@ waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
 	if (w->mode == LOCK_EXCLUSIVE)
 		k->nexcl++;
 	op->w = w;
-	struct be_lock to = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms };
+	struct be_lock to = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms,
+	    k->yield };
+	k->yield = false;
 	if (from != NULL) {
 		struct be_lock fl = hold_lock(from);
 		op->h = from;
@@ -956,6 +984,17 @@ static void
 on_wakeup(void *arg, const char *key, size_t keylen)
 {
 	struct locktab *lt = arg;
+	if (key == NULL) {
+		/* any key may be free: retry every blocked queue */
+		for (size_t i = 0; i < lt->nbuckets; i++)
+			for (struct lt_key *k = lt->buckets[i]; k; k = k->hnext)
+				if (k->blocked) {
+					k->blocked = false;
+					pump(lt, k);
+				}
+		sync_timer(lt);
+		return;
+	}
 	struct lt_key *k = key_find(lt, key, keylen);
 	if (k == NULL || k->refs == 0)
 		return;
@@ -1211,10 +1250,15 @@ hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_
 	key_ref(lt, k);
 	hold_unlink_key(lt, h);
 	h->state = H_LOST;	/* off the key, still on its owner's list */
+	/* after max_handoffs in a row while other daemons wait, let them in */
+	bool fair = k->contended && lt->limits.max_handoffs != 0 &&
+	    k->handoffs >= lt->limits.max_handoffs;
 	if (lt->be->ops->transfer == NULL || h->mode != LOCK_EXCLUSIVE || w == NULL ||
 	    w->state != W_QUEUED || w->mode != LOCK_EXCLUSIVE || k->blocked ||
-	    lt->closing || k->nholders != 0 || k->nacquiring != 0 ||
+	    lt->closing || k->nholders != 0 || k->nacquiring != 0 || fair ||
 	    waiter_start(lt, w, h, o, done, arg) != 0) {
+		k->handoffs = 0;
+		k->yield = fair;	/* else the local waiter would win again */
 		struct lt_op *op = op_new(lt, OP_RELEASE, o, done, arg);
 		if (op == NULL) {
 			log_error("out of memory releasing '%s'; it ends at its TTL", k->name);

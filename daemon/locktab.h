@@ -108,6 +108,8 @@ typedef uint64_t lt_clock_fn(void *arg);
 struct lt_limits {
 	uint64_t max_waiters_per_key;	/* queued LOCKs per key */
 	uint64_t max_locks_per_owner;	/* holdings and waits per owner */
+	uint64_t max_handoffs;		/* consecutive handoffs of a key that other
+					 * daemons wait for; 0: no limit */
 };
 
 /*

@@ -44,7 +44,7 @@ usage(FILE *fp)
 	    "  -t          check the configuration and exit\n"
 	    "  -l ADDR     listen on ADDR (repeatable; replaces the file's listeners):\n"
 	    "              127.0.0.1:7480, [::1]:7480, unix:/path\n"
-	    "  -b URL      backend: memory\n"
+	    "  -b URL      backend: memory, or redis://[:password@]host[:port][/db]\n"
 	    "  -d LEVEL    log level: debug, info, warn or error (overrides log.level)\n"
 	    "  -h          print this help and exit\n"
 	    "  --version   print the version and exit\n");
@@ -255,7 +255,7 @@ main(int argc, char **argv)
 		log_fatal("cannot start the %s backend", conf->backend_type);
 	server.lt_timer = evtimer_new(server.base, on_lt_timer, NULL);
 	struct lt_limits limits = { (uint64_t)conf->max_waiters_per_key,
-	    (uint64_t)conf->max_locks_per_session };
+	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->backend_handoff_limit };
 	server.lt = locktab_create(server.be, &limits, NULL, NULL, lt_rearm, NULL);
 	if (server.lt_timer == NULL || server.lt == NULL)
 		log_fatal("out of memory");

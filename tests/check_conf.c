@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,21 @@ load_ok(const char *name)
 	return c;
 }
 
+/* Assert that the redis fields of the backend section hold their defaults
+ * (which they get whatever the backend type). */
+static void
+expect_backend_defaults(const struct conf *c)
+{
+	ck_assert_str_eq(c->backend_host, "127.0.0.1");
+	ck_assert_int_eq(c->backend_port, 6379);
+	ck_assert_ptr_null(c->backend_password);
+	ck_assert_int_eq(c->backend_db, 0);
+	ck_assert_str_eq(c->backend_prefix, "dlock:");
+	ck_assert_int_eq(c->backend_connect_timeout_ms, 2000);
+	ck_assert_int_eq(c->backend_command_timeout_ms, 2000);
+	ck_assert_int_eq(c->backend_handoff_limit, 16);
+}
+
 /* Assert that every field of c holds its default. */
 static void
 expect_defaults(const struct conf *c)
@@ -112,6 +128,7 @@ expect_defaults(const struct conf *c)
 	ck_assert_ptr_null(c->password);
 	ck_assert_ptr_null(c->password_file);
 	ck_assert_str_eq(c->backend_type, "memory");
+	expect_backend_defaults(c);
 	ck_assert_int_eq(c->default_ttl_ms, 30000);
 	ck_assert_int_eq(c->max_ttl_ms, 86400000);
 	ck_assert_int_eq(c->max_clients, 10000);
@@ -215,6 +232,13 @@ START_TEST(test_no_file_gives_defaults)
 	ck_assert_int_eq(c->max_clients, CONF_UNSET);
 	ck_assert_int_eq(c->unix_socket_mode, CONF_UNSET);
 	ck_assert_ptr_null(c->backend_type);
+	ck_assert_ptr_null(c->backend_host);
+	ck_assert_int_eq(c->backend_port, CONF_UNSET);
+	ck_assert_int_eq(c->backend_db, CONF_UNSET);
+	ck_assert_ptr_null(c->backend_prefix);
+	ck_assert_int_eq(c->backend_connect_timeout_ms, CONF_UNSET);
+	ck_assert_int_eq(c->backend_command_timeout_ms, CONF_UNSET);
+	ck_assert_int_eq(c->backend_handoff_limit, CONF_UNSET);
 	ck_assert_int_eq(conf_finish(c), 0);
 	ck_assert_uint_eq(c->nerrors, 0);
 	expect_defaults(c);
@@ -235,6 +259,7 @@ START_TEST(test_all_keys)
 	ck_assert_str_eq(c->password, "correct horse");
 	ck_assert_ptr_null(c->password_file);
 	ck_assert_str_eq(c->backend_type, "memory");
+	expect_backend_defaults(c);
 	ck_assert_int_eq(c->default_ttl_ms, 5000);
 	ck_assert_int_eq(c->max_ttl_ms, 60000);
 	ck_assert_int_eq(c->max_clients, 100);
@@ -287,6 +312,7 @@ START_TEST(test_shipped_config)
 	ck_assert_ptr_null(c->password);
 	ck_assert_ptr_null(c->password_file);
 	ck_assert_str_eq(c->backend_type, "memory");
+	expect_backend_defaults(c);
 	ck_assert_int_eq(c->default_ttl_ms, 30000);
 	ck_assert_int_eq(c->max_ttl_ms, 86400000);
 	ck_assert_int_eq(c->max_clients, 10000);
@@ -296,6 +322,15 @@ START_TEST(test_shipped_config)
 	ck_assert_int_eq(c->max_locks_per_session, 10000);
 	ck_assert_str_eq(c->log_level, "info");
 	ck_assert_ptr_null(c->log_file);
+	conf_destroy(c);
+
+	/* and with -b redis:// it is a valid redis configuration */
+	c = conf_create();
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_override_backend(c, "redis://127.0.0.1:6379"), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_str_eq(c->backend_type, "redis");
+	expect_backend_defaults(c);
 	conf_destroy(c);
 	free(path);
 }
@@ -437,7 +472,7 @@ START_TEST(test_errors_all_reported)
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		"5:19: 'unix_socket_mode' must be an octal mode such as 0660, not '0999'",
 		"6:1: unknown key 'bogus'",
-		"8:9: unknown backend type 'redis' (expected memory)",
+		"8:9: unknown backend type 'etcd' (expected memory or redis)",
 		"10:19: 'locks.default_ttl_ms' must be a decimal integer, not '30s'",
 		"11:15: 'locks.max_ttl_ms' must be between 10 and 31536000000, not 5",
 		"13:16: 'limits.max_clients' must be between 1 and 1000000, not 0",
@@ -827,8 +862,9 @@ START_TEST(test_override_errors)
 		" bad listen address 'nope': missing port "
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		" duplicate listen address '127.0.0.1:7000'",
-		" unknown backend URL 'redis://127.0.0.1:6379'",
-		" unknown backend URL ''",
+		" unknown backend URL 'etcd://127.0.0.1:2379' (expected memory or "
+		    "redis://host:port)",
+		" unknown backend URL '' (expected memory or redis://host:port)",
 		NULL
 	};
 
@@ -838,13 +874,600 @@ START_TEST(test_override_errors)
 	/* port 0 twice is two listeners on two free ports */
 	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:0"), 0);
 	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:0"), 0);
-	ck_assert_int_eq(conf_override_backend(c, "redis://127.0.0.1:6379"), -1);
+	ck_assert_int_eq(conf_override_backend(c, "etcd://127.0.0.1:2379"), -1);
 	ck_assert_int_eq(conf_override_backend(c, ""), -1);
 	ck_assert_int_eq(conf_finish(c), -1);
 	expect_errors(c, "command line", want);
 	ck_assert_uint_eq(c->nlisten, 3);
 	ck_assert_str_eq(c->backend_type, "memory");
 	conf_destroy(c);
+}
+END_TEST
+
+/* --- the redis backend --- */
+
+/* Load the YAML text as a file and assert that its errors are exactly want
+ * (each without the "file:" in front); conf_load() must return rc_load. */
+static void
+expect_text_errors(struct scratch *s, const char *text, int rc_load, const char *const *want)
+{
+	struct conf *c = load_text(s, text, rc_load, want[0] == NULL ? 0 : -1);
+	char *path;
+
+	ck_assert_int_ge(asprintf(&path, "%s/t.yaml", s->dir), 0);
+	expect_errors(c, path, want);
+	free(path);
+	conf_destroy(c);
+}
+
+/* Whether any error of c contains s. */
+static bool
+errors_contain(const struct conf *c, const char *s)
+{
+	for (size_t i = 0; i < c->nerrors; i++)
+		if (strstr(c->errors[i], s) != NULL)
+			return true;
+	return false;
+}
+
+START_TEST(test_redis_all_keys)
+{
+	struct conf *c = load_ok("redis-all.yaml");
+
+	ck_assert_str_eq(c->backend_type, "redis");
+	ck_assert_str_eq(c->backend_host, "::1");
+	ck_assert_int_eq(c->backend_port, 6380);
+	ck_assert_str_eq(c->backend_password, "s3cret");
+	ck_assert_int_eq(c->backend_db, 3);
+	ck_assert_str_eq(c->backend_prefix, "app1:");
+	ck_assert_int_eq(c->backend_connect_timeout_ms, 500);
+	ck_assert_int_eq(c->backend_command_timeout_ms, 1000);
+	ck_assert_int_eq(c->backend_handoff_limit, 4);
+	ck_assert_int_eq(c->default_ttl_ms, 3003);
+	/* the client password is another thing */
+	ck_assert_ptr_null(c->password);
+	ck_assert_ptr_null(c->password_file);
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_redis_defaults)
+{
+	struct conf *c = load_ok("redis-defaults.yaml");
+
+	ck_assert_str_eq(c->backend_type, "redis");
+	expect_backend_defaults(c);
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_redis_password_file)
+{
+	struct conf *c = load_ok("redis-pwfile.yaml");
+
+	ck_assert_str_eq(c->backend_host, "redis.example.net");
+	ck_assert_int_eq(c->backend_port, 6379);
+	/* relative to the directory of the config file, line end dropped */
+	ck_assert_str_eq(c->backend_password, "s3cret pass");
+	ck_assert_ptr_null(c->password);
+	ck_assert_ptr_null(c->password_file);
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_redis_values)
+{
+	static const struct {
+		const char *yaml;	/* the file */
+		const char *host;	/* backend_host then */
+		long long port;		/* backend_port */
+		const char *password;	/* backend_password */
+		const char *prefix;	/* backend_prefix */
+	} ok[] = {
+		{ "backend: { address: \"db-1.example.org:1\" }\n", "db-1.example.org", 1,
+		  NULL, "dlock:" },
+		{ "backend: { address: 10.0.0.7:65535 }\n", "10.0.0.7", 65535, NULL, "dlock:" },
+		{ "backend: { address: \"[fe80::1%eth0]:6379\" }\n", "fe80::1%eth0", 6379,
+		  NULL, "dlock:" },
+		{ "backend: { password: \"\", password_file: \"\" }\n", "127.0.0.1", 6379,
+		  NULL, "dlock:" },
+		{ "backend:\n  password:\n  password_file:\n", "127.0.0.1", 6379, NULL,
+		  "dlock:" },
+		{ "backend: { password: \"a b:@/c\" }\n", "127.0.0.1", 6379, "a b:@/c",
+		  "dlock:" },
+		{ "backend: { key_prefix: \"x\" }\n", "127.0.0.1", 6379, NULL, "x" },
+		{ "backend: { key_prefix: \"0123456789012345678901234567890123456789"
+		  "012345678901234567890123\" }\n", "127.0.0.1", 6379, NULL,
+		  "0123456789012345678901234567890123456789012345678901234567890123" },
+	};
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		c = load_text(&s, ok[i].yaml, 0, 0);
+		ck_assert_str_eq(c->backend_type, "memory");
+		ck_assert_str_eq(c->backend_host, ok[i].host);
+		ck_assert_int_eq(c->backend_port, ok[i].port);
+		if (ok[i].password == NULL)
+			ck_assert_ptr_null(c->backend_password);
+		else
+			ck_assert_str_eq(c->backend_password, ok[i].password);
+		ck_assert_str_eq(c->backend_prefix, ok[i].prefix);
+		conf_destroy(c);
+	}
+
+	/* the ends of every range */
+	c = load_text(&s, "backend:\n  type: redis\n  db: 1000000\n  connect_timeout_ms: 600000\n"
+	    "  command_timeout_ms: 10\n  handoff_limit: 1000000\nlocks:\n  default_ttl_ms: 33\n",
+	    0, 0);
+	ck_assert_int_eq(c->backend_db, 1000000);
+	ck_assert_int_eq(c->backend_connect_timeout_ms, 600000);
+	ck_assert_int_eq(c->backend_command_timeout_ms, 10);
+	ck_assert_int_eq(c->backend_handoff_limit, 1000000);
+	conf_destroy(c);
+	c = load_text(&s, "backend:\n  db: 0\n  connect_timeout_ms: 10\n"
+	    "  command_timeout_ms: 600000\n  handoff_limit: 1\n", 0, 0);
+	ck_assert_int_eq(c->backend_db, 0);
+	ck_assert_int_eq(c->backend_connect_timeout_ms, 10);
+	ck_assert_int_eq(c->backend_command_timeout_ms, 600000);
+	ck_assert_int_eq(c->backend_handoff_limit, 1);
+	conf_destroy(c);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_redis_keys_with_memory)
+{
+	/* allowed, kept, and not held to the rule of the redis backend */
+	struct conf *c = load_ok("redis-memory.yaml");
+
+	ck_assert_str_eq(c->backend_type, "memory");
+	ck_assert_str_eq(c->backend_host, "10.0.0.1");
+	ck_assert_str_eq(c->backend_prefix, "x:");
+	ck_assert_int_eq(c->backend_command_timeout_ms, 600000);
+	ck_assert_int_eq(c->default_ttl_ms, 10);
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_redis_bad_values)
+{
+	static const char *const want[] = {
+		"4:12: bad backend address 'localhost': missing port "
+		    "(expected host:port or [v6addr]:port)",
+		"5:13: 'backend.password' must be a string, not a list",
+		"6:7: 'backend.db' must be between 0 and 1000000, not 1000001",
+		"7:15: 'backend.key_prefix' must not be empty",
+		"8:23: 'backend.connect_timeout_ms' must be between 10 and 600000, not 9",
+		"9:23: 'backend.command_timeout_ms' must be between 10 and 600000, not 600001",
+		"10:18: 'backend.handoff_limit' must be between 1 and 1000000, not 0",
+		NULL
+	};
+	expect_fixture("redis-bad.yaml", want);
+}
+END_TEST
+
+START_TEST(test_redis_bad_addresses)
+{
+	static const struct { const char *yaml, *error; } bad[] = {
+		{ "backend:\n  address: localhost\n",
+		  "2:12: bad backend address 'localhost': missing port "
+		      "(expected host:port or [v6addr]:port)" },
+		{ "backend:\n  address: \"localhost:0\"\n",
+		  "2:12: bad backend address 'localhost:0': the port must be between 1 and 65535" },
+		{ "backend:\n  address: \"localhost:65536\"\n",
+		  "2:12: bad backend address 'localhost:65536': the port is out of range "
+		      "(0..65535)" },
+		{ "backend:\n  address: \"localhost:redis\"\n",
+		  "2:12: bad backend address 'localhost:redis': the port is not a number" },
+		{ "backend:\n  address: \"localhost:\"\n",
+		  "2:12: bad backend address 'localhost:': the port is missing" },
+		{ "backend:\n  address: \"unix:/run/redis/redis.sock\"\n",
+		  "2:12: bad backend address 'unix:/run/redis/redis.sock': a Unix socket is not "
+		      "supported here (expected host:port or [v6addr]:port)" },
+		{ "backend:\n  address: \"::1:6379\"\n",
+		  "2:12: bad backend address '::1:6379': an IPv6 address must be in brackets, "
+		      "as in [::1]:7480" },
+		{ "backend:\n  address: \"[::1]\"\n",
+		  "2:12: bad backend address '[::1]': missing ':port' after ']' "
+		      "(expected [v6addr]:port)" },
+		{ "backend:\n  address: \"\"\n",
+		  "2:12: bad backend address '': the address is empty" },
+		{ "backend:\n  address:\n",
+		  "2:11: bad backend address '': the address is empty" },
+		{ "backend:\n  address: \"a b:6379\"\n",
+		  "2:12: bad backend address 'a b:6379': the host has characters a host name "
+		      "cannot have" },
+		{ "backend:\n  address: [\"127.0.0.1:6379\"]\n",
+		  "2:12: 'backend.address' must be a string, not a list" },
+		/* checked with the memory backend too */
+		{ "backend:\n  type: memory\n  address: \"127.0.0.1\"\n",
+		  "3:12: bad backend address '127.0.0.1': missing port "
+		      "(expected host:port or [v6addr]:port)" },
+	};
+	struct scratch s;
+
+	scratch_init(&s);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *const want[] = { bad[i].error, NULL };
+		expect_text_errors(&s, bad[i].yaml, -1, want);
+	}
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_redis_bad_prefixes)
+{
+	static const char *const null[] = {
+		"2:14: 'backend.key_prefix' must not be empty", NULL
+	};
+	static const char *const empty[] = {
+		"2:15: 'backend.key_prefix' must not be empty", NULL
+	};
+	static const char *const toolong[] = {
+		"2:15: 'backend.key_prefix' must be at most 64 bytes, not 65", NULL
+	};
+	struct scratch s;
+
+	scratch_init(&s);
+	expect_text_errors(&s, "backend:\n  key_prefix:\n", -1, null);
+	expect_text_errors(&s, "backend:\n  key_prefix: ''\n", -1, empty);
+	expect_text_errors(&s, "backend:\n  key_prefix: \"0123456789012345678901234567890123456789"
+	    "0123456789012345678901234\"\n", -1, toolong);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_redis_bad_password_file)
+{
+	struct scratch s;
+	struct conf *c;
+	char *yaml;
+
+	scratch_init(&s);
+	ck_assert_int_ge(asprintf(&yaml, "backend:\n  password_file: %s/none.txt\n", s.dir), 0);
+	c = load_text(&s, yaml, -1, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], ":2:18: cannot read password file '"));
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "none.txt': No such file or directory"));
+	ck_assert_ptr_null(c->backend_password);
+	conf_destroy(c);
+	free(yaml);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_redis_password_both)
+{
+	static const char *const want[] = {
+		"4:18: 'backend.password' and 'backend.password_file' cannot both be set",
+		NULL
+	};
+	char *rel = fixture("pw.txt");
+	char *pw = realpath(rel, NULL);
+	struct scratch s;
+	struct conf *c;
+	char *yaml, *line;
+
+	/* the error is at the later of the two */
+	expect_fixture_rc("redis-both.yaml", 0, want);
+
+	ck_assert_ptr_nonnull(pw);
+
+	scratch_init(&s);
+	ck_assert_int_ge(asprintf(&yaml, "backend: { password_file: \"%s\", password: hunter2 }\n",
+	    pw), 0);
+	ck_assert_int_ge(asprintf(&line, "1:%d: 'backend.password' and 'backend.password_file' "
+	    "cannot both be set", (int)(strstr(yaml, "hunter2") - yaml) + 1), 0);
+	{
+		const char *const flow[] = { line, NULL };
+		expect_text_errors(&s, yaml, 0, flow);
+	}
+	/* neither secret is used */
+	c = load_text(&s, yaml, 0, -1);
+	ck_assert(!errors_contain(c, "hunter2"));
+	ck_assert(!errors_contain(c, "s3cret"));
+	conf_destroy(c);
+	free(line);
+	free(yaml);
+	free(pw);
+	free(rel);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_redis_command_timeout_rule)
+{
+	static const char *const both[] = {
+		"3:23: 'backend.command_timeout_ms' (10000) must be less than a third of "
+		    "'locks.default_ttl_ms' (30000 / 3 = 10000): a lock is renewed every third "
+		    "of its TTL, and a renewal must be able to time out and be retried before "
+		    "the lease ends",
+		NULL
+	};
+	static const char *const ttl[] = {
+		"4:19: 'backend.command_timeout_ms' (2000) must be less than a third of "
+		    "'locks.default_ttl_ms' (6000 / 3 = 2000): a lock is renewed every third "
+		    "of its TTL, and a renewal must be able to time out and be retried before "
+		    "the lease ends",
+		NULL
+	};
+	char *path = fixture("redis-timeout-ttl.yaml");
+	struct conf *c;
+
+	/* both in the file: at command_timeout_ms; only the TTL: at the TTL */
+	expect_fixture_rc("redis-timeout.yaml", 0, both);
+	expect_fixture_rc("redis-timeout-ttl.yaml", 0, ttl);
+
+	/* -b memory: no rule */
+	c = conf_create();
+	ck_assert_int_eq(conf_override_backend(c, "memory"), 0);
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	conf_destroy(c);
+
+	/* redis from the command line: the TTL in the file is blamed */
+	c = conf_create();
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_override_backend(c, "memory"), 0);
+	ck_assert_int_eq(conf_override_backend(c, "redis://localhost"), 0);
+	ck_assert_int_eq(conf_finish(c), -1);
+	expect_errors(c, path, ttl);
+	conf_destroy(c);
+	free(path);
+
+	/* the defaults keep the rule */
+	c = conf_create();
+	ck_assert_int_eq(conf_override_backend(c, "redis://localhost"), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_int_eq(c->backend_command_timeout_ms * 3 < c->default_ttl_ms, 1);
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_redis_url_good)
+{
+	static const struct {
+		const char *url;	/* the -b option */
+		const char *host;	/* backend_host then */
+		long long port;		/* backend_port */
+		const char *password;	/* backend_password */
+		long long db;		/* backend_db */
+	} ok[] = {
+		{ "redis://127.0.0.1:6379", "127.0.0.1", 6379, NULL, 0 },
+		{ "redis://localhost", "localhost", 6379, NULL, 0 },
+		{ "redis://db.example.net:6380/5", "db.example.net", 6380, NULL, 5 },
+		{ "redis://:hunter2@db.example.net:6380/5", "db.example.net", 6380, "hunter2", 5 },
+		{ "redis://[::1]:6379/2", "::1", 6379, NULL, 2 },
+		{ "redis://[::1]", "::1", 6379, NULL, 0 },
+		{ "redis://[::1]/7", "::1", 6379, NULL, 7 },
+		{ "redis://default:pw@h:7000", "h", 7000, "pw", 0 },
+		{ "redis://default@h", "h", 6379, NULL, 0 },
+		{ "redis://:@h:1/", "h", 1, NULL, 0 },
+		{ "redis://@h", "h", 6379, NULL, 0 },
+		/* the last '@' ends the password, which may hold ':', '/' and '@' */
+		{ "redis://:p@ss:w/rd@h:2/3", "h", 2, "p@ss:w/rd", 3 },
+		{ "redis://:pa%40ss%2f%25@h", "h", 6379, "pa@ss/%", 0 },
+		{ "redis://defaul%74:x@h", "h", 6379, "x", 0 },
+		{ "REDIS://H:65535", "H", 65535, NULL, 0 },
+		{ "redis://h/0", "h", 6379, NULL, 0 },
+		{ "redis://h/1000000", "h", 6379, NULL, 1000000 },
+	};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct conf *c = conf_create();
+
+		ck_assert_msg(conf_override_backend(c, ok[i].url) == 0, "%s: %s", ok[i].url,
+		    c->nerrors > 0 ? c->errors[0] : "");
+		ck_assert_int_eq(conf_finish(c), 0);
+		ck_assert_str_eq(c->backend_type, "redis");
+		ck_assert_str_eq(c->backend_host, ok[i].host);
+		ck_assert_int_eq(c->backend_port, ok[i].port);
+		if (ok[i].password == NULL)
+			ck_assert_ptr_null(c->backend_password);
+		else
+			ck_assert_str_eq(c->backend_password, ok[i].password);
+		ck_assert_int_eq(c->backend_db, ok[i].db);
+		/* what a URL does not give keeps its default */
+		ck_assert_str_eq(c->backend_prefix, "dlock:");
+		ck_assert_int_eq(c->backend_command_timeout_ms, 2000);
+		conf_destroy(c);
+	}
+}
+END_TEST
+
+START_TEST(test_redis_url_bad)
+{
+	static const struct { const char *url, *error; } bad[] = {
+		{ "redis://", "bad redis URL 'redis://': the host is missing" },
+		{ "redis:///0", "bad redis URL 'redis:///0': the host is missing" },
+		{ "redis://:hunter2@", "bad redis URL 'redis://:***@': the host is missing" },
+		{ "redis://h:", "bad redis URL 'redis://h:': the port is missing" },
+		{ "redis://h:0", "bad redis URL 'redis://h:0': the port must be between 1 and 65535" },
+		{ "redis://:hunter2@h:65536", "bad redis URL 'redis://:***@h:65536': "
+		      "the port is out of range (0..65535)" },
+		{ "redis://h:redis", "bad redis URL 'redis://h:redis': the port is not a number" },
+		{ "redis://::1:6379", "bad redis URL 'redis://::1:6379': "
+		      "an IPv6 address must be in brackets, as in [::1]:7480" },
+		{ "redis://[::1", "bad redis URL 'redis://[::1': missing ']' after the IPv6 address" },
+		{ "redis://[::1]x", "bad redis URL 'redis://[::1]x': "
+		      "missing ':port' after ']' (expected [v6addr]:port)" },
+		{ "redis://a b", "bad redis URL 'redis://a b': "
+		      "the host has characters a host name cannot have" },
+		{ "redis://:hunter2@unix:/run/redis.sock", "bad redis URL "
+		      "'redis://:***@unix:/run/redis.sock': a Unix socket is not supported "
+		      "here (expected host:port or [v6addr]:port)" },
+		{ "redis://h/x", "bad redis URL 'redis://h/x': "
+		      "the database is not a number (expected /0, /1, ...)" },
+		{ "redis://h/-1", "bad redis URL 'redis://h/-1': "
+		      "the database is not a number (expected /0, /1, ...)" },
+		{ "redis://h/01", "bad redis URL 'redis://h/01': "
+		      "the database is not a number (expected /0, /1, ...)" },
+		{ "redis://h/1/2", "bad redis URL 'redis://h/1/2': "
+		      "the database is not a number (expected /0, /1, ...)" },
+		{ "redis://h/1000001", "bad redis URL 'redis://h/1000001': "
+		      "the database number is out of range (0..1000000)" },
+		{ "redis://h/99999999999999999999", "bad redis URL "
+		      "'redis://h/99999999999999999999': "
+		      "the database number is out of range (0..1000000)" },
+		{ "redis://:hunter2@h/0?timeout=1", "bad redis URL "
+		      "'redis://:***@h/0?timeout=1': query parameters are not supported" },
+		{ "redis://alice:hunter2@h", "bad redis URL 'redis://***@h': "
+		      "only the user 'default' is supported" },
+		{ "redis://hunter2@h", "bad redis URL 'redis://***@h': only the user 'default' "
+		      "is supported (a password goes after a colon: redis://:password@host:port)" },
+		{ "redis://%zz:hunter2@h", "bad redis URL 'redis://***@h': "
+		      "bad %-escape in the user name" },
+		{ "redis://:hunter2%4@h", "bad redis URL 'redis://:***@h': "
+		      "bad %-escape in the password" },
+		{ "redis://:hunter2%g0@h", "bad redis URL 'redis://:***@h': "
+		      "bad %-escape in the password" },
+		{ "redis://:hunter2%00@h", "bad redis URL 'redis://:***@h': "
+		      "the password contains a NUL byte" },
+		{ "redis://default:hunter2@h:0", "bad redis URL 'redis://default:***@h:0': "
+		      "the port must be between 1 and 65535" },
+		{ "rediss://:hunter2@h:6379", "bad redis URL 'rediss://:***@h:6379': "
+		      "TLS (rediss://) is not supported" },
+		{ "etcd://h:2379", "unknown backend URL 'etcd://h:2379' "
+		      "(expected memory or redis://host:port)" },
+		{ "http://:hunter2@h", "unknown backend URL 'http://:***@h' "
+		      "(expected memory or redis://host:port)" },
+		{ "hunter2@h", "unknown backend URL '***@h' (expected memory or redis://host:port)" },
+		{ "Memory", "unknown backend URL 'Memory' (expected memory or redis://host:port)" },
+		{ "redis:6379", "unknown backend URL 'redis:6379' "
+		      "(expected memory or redis://host:port)" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char line[300];
+		const char *const want[] = { line, NULL };
+		struct conf *c = conf_create();
+
+		snprintf(line, sizeof(line), " %s", bad[i].error);
+		ck_assert_int_eq(conf_override_backend(c, bad[i].url), -1);
+		ck_assert_int_eq(conf_finish(c), -1);
+		expect_errors(c, "command line", want);
+		ck_assert(!errors_contain(c, "hunter2"));
+		/* nothing was taken from it */
+		ck_assert_str_eq(c->backend_type, "memory");
+		ck_assert_str_eq(c->backend_host, "127.0.0.1");
+		ck_assert_ptr_null(c->backend_password);
+		conf_destroy(c);
+	}
+}
+END_TEST
+
+START_TEST(test_redis_url_long_is_cut)
+{
+	/* a long URL is quoted cut short, the password hidden all the same */
+	struct conf *c = conf_create();
+
+	ck_assert_int_eq(conf_override_backend(c, "redis://:hunter2hunter2hunter2hunter2"
+	    "hunter2hunter2@a-rather-long-host-name.example.org:0"), -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_str_eq(c->errors[0], "command line: bad redis URL "
+	    "'redis://:***@a-rather-long-host-name.example.org...': "
+	    "the port must be between 1 and 65535");
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_redis_url_overrides_file)
+{
+	static const char *const urls[] = { "redis://10.1.1.1:7000", "redis://:url-pw@10.1.1.1:7000/9" };
+	char *path = fixture("redis-all.yaml");
+
+	for (int before = 0; before < 2; before++)
+		for (size_t u = 0; u < 2; u++) {
+			struct conf *c = conf_create();
+
+			if (before)
+				ck_assert_int_eq(conf_override_backend(c, urls[u]), 0);
+			ck_assert_int_eq(conf_load(c, path), 0);
+			if (!before)
+				ck_assert_int_eq(conf_override_backend(c, urls[u]), 0);
+			ck_assert_int_eq(conf_finish(c), 0);
+			/* type, address, password and db from the URL ... */
+			ck_assert_str_eq(c->backend_type, "redis");
+			ck_assert_str_eq(c->backend_host, "10.1.1.1");
+			ck_assert_int_eq(c->backend_port, 7000);
+			if (u == 0) {
+				ck_assert_ptr_null(c->backend_password);
+				ck_assert_int_eq(c->backend_db, 0);
+			} else {
+				ck_assert_str_eq(c->backend_password, "url-pw");
+				ck_assert_int_eq(c->backend_db, 9);
+			}
+			/* ... the rest from the file */
+			ck_assert_str_eq(c->backend_prefix, "app1:");
+			ck_assert_int_eq(c->backend_connect_timeout_ms, 500);
+			ck_assert_int_eq(c->backend_command_timeout_ms, 1000);
+			ck_assert_int_eq(c->backend_handoff_limit, 4);
+			conf_destroy(c);
+		}
+	free(path);
+}
+END_TEST
+
+START_TEST(test_redis_url_overrides_password_file)
+{
+	char *path = fixture("redis-pwfile.yaml");
+	char *both = fixture("redis-both.yaml");
+	struct conf *c;
+
+	/* the URL's password wins over the file's password_file ... */
+	c = conf_create();
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_override_backend(c, "redis://:url-pw@h"), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_str_eq(c->backend_password, "url-pw");
+	conf_destroy(c);
+
+	/* ... and so does a URL without one, given first or last */
+	c = conf_create();
+	ck_assert_int_eq(conf_override_backend(c, "redis://h"), 0);
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_ptr_null(c->backend_password);
+	ck_assert_str_eq(c->backend_host, "h");
+	conf_destroy(c);
+
+	/* a file that sets both: neither is used, so no conflict */
+	c = conf_create();
+	ck_assert_int_eq(conf_load(c, both), 0);
+	ck_assert_int_eq(conf_override_backend(c, "redis://h"), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_ptr_null(c->backend_password);
+	conf_destroy(c);
+	free(both);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_redis_url_then_memory)
+{
+	/* -b memory changes the type only; a bad URL changes nothing */
+	char *path = fixture("redis-all.yaml");
+	struct conf *c = conf_create();
+	static const char *const want[] = {
+		" bad redis URL 'redis://:***@h:0': the port must be between 1 and 65535", NULL
+	};
+
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_override_backend(c, "redis://:hunter2@h:0"), -1);
+	ck_assert_str_eq(c->backend_type, "redis");
+	ck_assert_str_eq(c->backend_host, "::1");
+	ck_assert_str_eq(c->backend_password, "s3cret");
+	ck_assert_int_eq(c->backend_db, 3);
+	ck_assert_int_eq(conf_override_backend(c, "memory"), 0);
+	ck_assert_int_eq(conf_finish(c), -1);
+	expect_errors(c, "command line", want);
+	ck_assert_str_eq(c->backend_type, "memory");
+	ck_assert_str_eq(c->backend_host, "::1");
+	ck_assert_int_eq(c->backend_port, 6380);
+	conf_destroy(c);
+	free(path);
 }
 END_TEST
 
@@ -1003,6 +1626,26 @@ conf_suite(void)
 	tcase_add_test(tc, test_override_before_load);
 	tcase_add_test(tc, test_override_without_file);
 	tcase_add_test(tc, test_override_errors);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("redis");
+	tcase_add_test(tc, test_redis_all_keys);
+	tcase_add_test(tc, test_redis_defaults);
+	tcase_add_test(tc, test_redis_password_file);
+	tcase_add_test(tc, test_redis_values);
+	tcase_add_test(tc, test_redis_keys_with_memory);
+	tcase_add_test(tc, test_redis_bad_values);
+	tcase_add_test(tc, test_redis_bad_addresses);
+	tcase_add_test(tc, test_redis_bad_prefixes);
+	tcase_add_test(tc, test_redis_bad_password_file);
+	tcase_add_test(tc, test_redis_password_both);
+	tcase_add_test(tc, test_redis_command_timeout_rule);
+	tcase_add_test(tc, test_redis_url_good);
+	tcase_add_test(tc, test_redis_url_bad);
+	tcase_add_test(tc, test_redis_url_long_is_cut);
+	tcase_add_test(tc, test_redis_url_overrides_file);
+	tcase_add_test(tc, test_redis_url_overrides_password_file);
+	tcase_add_test(tc, test_redis_url_then_memory);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("addresses");

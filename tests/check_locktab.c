@@ -54,6 +54,7 @@ struct fk_op {
 	char to[TOKEN_LEN + 1];		/* transfer: the new lease */
 	uint64_t ttl_ms;		/* lease asked for (transfer: the new one's) */
 	uint64_t at;			/* the test clock when asked */
+	int yield;			/* acquire: give way to other daemons */
 	be_cb *cb;			/* the table's completion */
 	void *arg;			/* and its argument */
 	bool done;			/* completed */
@@ -67,6 +68,7 @@ struct fake {
 	size_t npend, pcap;		/* used and allocated entries of pend */
 	unsigned count[FK_NKINDS];	/* operations asked, by kind */
 	uint64_t fence;			/* last fence drain() handed out */
+	int contended;			/* what BE_OK answers say of other daemons */
 };
 
 static struct fake fk;		/* the fake backend of the running test */
@@ -98,6 +100,7 @@ fk_record(enum fk_kind kind, const struct be_lock *l, be_cb *cb, void *arg)
 	REQUIRE(strlen(l->token) == TOKEN_LEN);
 	memcpy(op->token, l->token, TOKEN_LEN + 1);
 	op->ttl_ms = l->ttl_ms;
+	op->yield = l->yield;
 	op->at = clk;
 	op->cb = cb;
 	op->arg = arg;
@@ -176,7 +179,7 @@ fk_complete_at(size_t pos, enum be_status st, uint64_t fence)
 	be_cb *cb = fk.ops[i].cb;
 	void *arg = fk.ops[i].arg;
 	struct be_reply r = { st, st == BE_OK ? fence : 0,
-	    st == BE_OK ? NULL : "the fake backend says so" };
+	    st == BE_OK ? NULL : "the fake backend says so", st == BE_OK ? fk.contended : 0 };
 	cb(arg, &r);
 }
 
@@ -254,7 +257,7 @@ static unsigned rearm_calls;		/* rearm hook calls */
 static uint64_t rearm_when;		/* the last deadline it was told */
 static struct event_base *base;		/* memory backend tests: the loop */
 static struct backend *mbe;		/* and the backend */
-static const struct lt_limits limits_default = { 10000, 10000 };	/* the daemon's */
+static const struct lt_limits limits_default = { 10000, 10000, 16 };	/* the daemon's */
 
 static uint64_t
 test_clock(void *arg)
@@ -1675,6 +1678,97 @@ start_transfer(struct res *h, struct res *b, struct res *u, char to[TOKEN_LEN + 
 	ck_assert_uint_eq(s.waiters, 1);
 }
 
+/* Consecutive handoffs: unlimited while no other daemon waits; once the
+ * backend says others wait, max_handoffs (16) in a row, then a plain release
+ * lets everyone contend, and the local waiter acquires like them. */
+static struct res alt[2];	/* alternate_handoffs: outlive the call */
+
+static void
+alternate_handoffs(int n, bool contended)
+{
+	struct res *r = alt, u;
+	fk.contended = contended;
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &r[0]);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &r[1]), LT_PENDING);
+	for (int i = 0; i < n; i++) {
+		int from = i % 2, to = 1 - from;
+		ck_assert_int_eq(unlock(from, "k", NULL, &u), LT_PENDING);
+		fk_expect(0, FK_TRANSFER, "k");
+		fk_complete(BE_OK, (uint64_t)i + 2);
+		ck_assert_int_eq(u.st, LT_OK);
+		assert_granted(&r[to], (uint64_t)i + 2);
+		ck_assert_int_eq(lock(from, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &r[from]),
+		    LT_PENDING);
+	}
+}
+
+START_TEST(handoffs_unlimited_uncontended)
+{
+	struct res u;
+	alternate_handoffs(40, false);
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
+	fk_expect(0, FK_TRANSFER, "k");
+}
+END_TEST
+
+START_TEST(handoffs_capped_when_contended)
+{
+	struct res u;
+	alternate_handoffs(16, true);
+	/* the 17th release goes to everyone */
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
+	fk_expect(0, FK_RELEASE, "k");
+	/* and the local waiter's acquire gives way once */
+	ck_assert_int_eq(fk_expect(1, FK_ACQUIRE, "k")->yield, 1);
+	ck_assert_uint_eq(fk.count[FK_TRANSFER], 16);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(u.st, LT_OK);
+	/* another daemon got it first: the local waiter waits for a wakeup */
+	fk_complete(BE_BUSY, 0);
+	ck_assert_uint_eq(status("k").waiters, 1);
+	fbe.up.wakeup(fbe.up.arg, "k", 1);
+	ck_assert_int_eq(fk_expect(0, FK_ACQUIRE, "k")->yield, 0);
+	fk_complete(BE_OK, 100);
+	ck_assert_uint_eq(status("k").fence, 100);
+	/* a fresh acquire starts a new run of handoffs */
+	struct res w;
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	ck_assert_int_eq(unlock(1, "k", NULL, &u), LT_PENDING);
+	fk_expect(0, FK_TRANSFER, "k");
+}
+END_TEST
+
+/* A wakeup for no key in particular retries every blocked queue. */
+START_TEST(wakeup_all_keys)
+{
+	struct res a, b;
+	ck_assert_int_eq(lock(0, "a", EXCL, 0, 30000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	ck_assert_int_eq(lock(1, "b", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	fk_complete(BE_BUSY, 0);
+	fk_complete(BE_BUSY, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+	fbe.up.wakeup(fbe.up.arg, NULL, 0);
+	ck_assert_uint_eq(fk.npend, 2);
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 4);
+}
+END_TEST
+
+/* Renewals of leases granted at different times within one quantum fall due
+ * together, so the backend can send them as one batch. */
+START_TEST(renewals_batched)
+{
+	struct res a, b;
+	clk = 1010;
+	hold(0, "a", EXCL, 0, 30000, 0, 1, &a);
+	clk = 1070;
+	hold(1, "b", EXCL, 0, 30000, 0, 2, &b);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 11100);
+	clk = 11100;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.count[FK_RENEW], 2);
+}
+END_TEST
+
 START_TEST(transfer_handoff)
 {
 	struct res h, b, u;
@@ -1774,7 +1868,7 @@ END_TEST
 
 START_TEST(limits_waiters_and_locks)
 {
-	static const struct lt_limits lim = { 2, 3 };
+	static const struct lt_limits lim = { 2, 3, 16 };
 	struct res r, a, b, c, w;
 	restart(&lim);
 	hold(0, "k", EXCL, 0, 30000, 0, 1, &r);
@@ -2800,6 +2894,10 @@ locktab_suite(void)
 	tcase_add_test(tc, renew_unanswered_lost);
 	tcase_add_test(tc, extend_in_flight_when_lost);
 	tcase_add_test(tc, transfer_handoff);
+	tcase_add_test(tc, handoffs_unlimited_uncontended);
+	tcase_add_test(tc, handoffs_capped_when_contended);
+	tcase_add_test(tc, wakeup_all_keys);
+	tcase_add_test(tc, renewals_batched);
 	tcase_add_test(tc, transfer_notowner_acquires);
 	tcase_add_test(tc, transfer_error);
 	tcase_add_test(tc, transfer_waiter_destroyed);

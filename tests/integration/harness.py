@@ -1,12 +1,15 @@
 """Helpers of the dlockd integration tests.
 
-Starts real dlockd processes on free loopback ports in a temporary directory,
-talks to them with redis-py and with a raw RESP2/RESP3 socket client, and
-makes sure every process a test starts is stopped whatever happens.
+Starts real dlockd processes (and the redis-server processes of the redis
+backend) on free loopback ports in a temporary directory, talks to them with
+redis-py and with a raw RESP2/RESP3 socket client, and makes sure every
+process a test starts is stopped whatever happens.
 
 Environment (set by run.sh):
   DLOCKD_BIN       the daemon under test
   DLOCK_BIN        the dlock command-line client
+  REDIS_SERVER_BIN the redis-server of the redis-backed tests (default:
+                   redis-server from PATH; missing is a failure, not a skip)
   DLOCKD_TEST_TMP  a scratch directory that run.sh removes at exit; every
                    process started here is recorded in its pids/ directory
                    so that run.sh can stop it if this interpreter dies
@@ -35,10 +38,13 @@ DLOCK = os.environ.get("DLOCK_BIN", os.path.abspath("build/dlock"))
 WRAPPER = shlex.split(os.environ.get("DLOCKD_WRAPPER", ""))
 PYTHON = "/usr/bin/python3"
 REDIS_CLI = "redis-cli"
+REDIS_SERVER = os.environ.get("REDIS_SERVER_BIN", "redis-server")
 
 START_TIMEOUT = 20.0 if WRAPPER else 5.0  # seconds a daemon may take to accept
 STOP_TIMEOUT = 20.0 if WRAPPER else 5.0  # seconds a daemon may take to exit
 IO_TIMEOUT = 10.0  # socket timeout of every client connection
+# latency bounds are multiplied by this when the daemon runs under a wrapper
+SLOWDOWN = 5.0 if WRAPPER else 1.0
 
 TOKEN_RE = re.compile(rb"\A[0-9a-f]{32}\Z")
 
@@ -270,10 +276,337 @@ def read_line(pipe, timeout=5.0):
     return buf.decode()
 
 
+# ---- redis-server (the redis backend's store) ----
+
+def redis_pings(port, password=None, host="127.0.0.1"):
+    """True if a redis-server on port answers PING (after AUTH when it has
+    a password)."""
+    try:
+        s = socket.create_connection((host, port), timeout=2)
+    except OSError:
+        return False
+    try:
+        want = b"+PONG\r\n"
+        out = Raw.encode("PING")
+        if password is not None:
+            out = Raw.encode("AUTH", password) + out
+            want = b"+OK\r\n" + want
+        s.sendall(out)
+        got = b""
+        while len(got) < len(want) and want.startswith(got):
+            data = s.recv(100)
+            if not data:
+                break
+            got += data
+        return got == want
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+class RedisServer:
+    """One redis-server process: loopback only, no persistence, in a
+    directory of its own.
+
+    Start it with start(); stop() stops it (resuming it first if pause()
+    stopped it) and is safe to call twice. Every process is recorded by
+    spawn(), so one a test could not stop is killed at exit.
+    """
+
+    def __init__(self, port=None, password=None, directory=None):
+        self.dir = directory or new_dir("redis")
+        self.fixed_port = port is not None
+        self.port = port or free_port()
+        self.password = password
+        self.logfile = os.path.join(self.dir, "redis.log")
+        self.proc = None
+        self.rc = None
+        self.paused = False
+
+    def argv(self):
+        a = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", self.dir,
+             "--daemonize", "no", "--logfile", "", "--loglevel", "notice"]
+        if self.password is not None:
+            a += ["--requirepass", self.password]
+        return a
+
+    def start(self):
+        """Start and wait (bounded) until it answers PING. A missing
+        redis-server binary is a failure of the test, never a skip."""
+        if shutil.which(REDIS_SERVER) is None:
+            raise AssertionError("redis-server is missing: %r not found (Debian package "
+                                 "redis-server)" % REDIS_SERVER)
+        for attempt in range(3):
+            self.rc = None
+            self.paused = False
+            with open(self.logfile, "ab") as log:
+                self.proc = spawn(self.argv(), stdin=subprocess.DEVNULL,
+                                  stdout=log, stderr=log)
+            try:
+                wait_until(self._ready, START_TIMEOUT, 0.005, "redis-server to answer PING")
+                return self
+            except _PortTaken:
+                # the free port was taken in the meantime: try another one
+                if self.fixed_port or attempt == 2:
+                    raise AssertionError("redis-server could not listen on port %d:\n%s"
+                                         % (self.port, self.log()))
+                self.port = free_port()
+            except BaseException:
+                self._kill()
+                raise
+        raise AssertionError("not reached")
+
+    def _ready(self):
+        if self.proc.poll() is not None:
+            rc = reap(self.proc)
+            self.proc = None
+            if "Address already in use" in self.log():
+                raise _PortTaken()
+            raise AssertionError("redis-server exited with %d at start-up:\n%s"
+                                 % (rc, self.log()))
+        return redis_pings(self.port, self.password)
+
+    def _kill(self):
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.rc = reap(self.proc)
+            self.proc = None
+            self.paused = False
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def pause(self):
+        """SIGSTOP: the server takes connections (the kernel queues them)
+        but answers nothing until resume()."""
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self):
+        """SIGCONT after pause()."""
+        if self.proc is not None and self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Send sig (after resuming a paused server) and wait (bounded) for
+        the exit; returns the status. SIGTERM makes redis-server exit 0."""
+        if self.proc is None:
+            return self.rc
+        if self.proc.poll() is None:
+            if self.paused and sig != signal.SIGKILL:
+                self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(sig)
+        self.paused = False
+        self.rc = reap(self.proc, timeout)
+        self.proc = None
+        return self.rc
+
+    def stop_checked(self):
+        """Stop with SIGTERM; fail unless it exits 0 (for cleanups)."""
+        rc = self.stop()
+        if rc not in (0, None):
+            raise AssertionError("redis-server exited with %s; log:\n%s" % (rc, self.log()))
+
+    def log(self):
+        try:
+            with open(self.logfile, errors="replace") as f:
+                return f.read()[-4000:]
+        except FileNotFoundError:
+            return ""
+
+    def address(self):
+        return "127.0.0.1:%d" % self.port
+
+    def url(self, db=None, password=None):
+        """The -b URL of this server: redis://[:password@]127.0.0.1:port[/db]
+        (password defaults to the server's)."""
+        pw = self.password if password is None else password
+        u = "redis://"
+        if pw is not None:
+            u += ":%s@" % pw
+        u += self.address()
+        if db is not None:
+            u += "/%d" % db
+        return u
+
+    def client(self, db=0, **kw):
+        """A redis-py client of the redis-server itself, with a connection
+        of its own (close it with hangup())."""
+        kw.setdefault("socket_timeout", IO_TIMEOUT)
+        kw.setdefault("socket_connect_timeout", IO_TIMEOUT)
+        return redis.Redis(host="127.0.0.1", port=self.port, db=db, password=self.password,
+                           single_connection_client=True, **kw)
+
+    def raw(self, **kw):
+        """A raw RESP connection to the redis-server, authenticated."""
+        c = Raw(port=self.port, **kw)
+        if self.password is not None:
+            r = c.cmd("AUTH", self.password)
+            assert r == "OK", r
+        return c
+
+
+class _PortTaken(Exception):
+    """redis-server could not bind its port."""
+
+
+def commandstats(conn):
+    """INFO commandstats of a redis-server (a Raw connection) as a dict of
+    command name -> calls. Commands a script runs are counted too."""
+    text = conn.cmd("INFO", "commandstats")
+    if isinstance(text, bytes):
+        text = text.decode()
+    out = {}
+    for line in text.split("\r\n"):
+        m = re.match(r"^cmdstat_([^:]+):calls=(\d+),", line)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+class RedisMonitor:
+    """MONITOR on a redis-server: records every command it executes as
+    (source, name), where source is "lua" for a command a script ran and
+    the client's "ip:port" otherwise. sync() waits until everything executed
+    before it has been seen; stop() ends the recording."""
+
+    LINE_RE = re.compile(rb'^\+[0-9.]+ \[\d+ ([^\]]+)\] "((?:[^"\\]|\\.)*)"')
+
+    def __init__(self, server):
+        self.server = server
+        self.entries = []  # (source, name) in execution order
+        self._mu = threading.Lock()
+        self._seen = threading.Condition(self._mu)
+        self._marks = set()
+        self.conn = server.raw()
+        self.ctl = server.raw()
+        # the control connection's commands are left out
+        self.own = {"%s:%d" % self.ctl.s.getsockname()[:2]}
+        self.conn.send(Raw.encode("MONITOR"))
+        assert self.conn.read() == "OK"
+        self.conn.settimeout(None)
+        self._buf = self.conn.buf
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        buf = self._buf
+        while True:
+            try:
+                data = self.conn.s.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            buf += data
+            lines = buf.split(b"\r\n")
+            buf = lines.pop()
+            with self._mu:
+                for line in lines:
+                    m = self.LINE_RE.match(line)
+                    if not m:
+                        continue
+                    src = m.group(1).decode()
+                    name = m.group(2).decode(errors="replace").lower()
+                    if src in self.own:
+                        if name == "echo":
+                            self._marks.add(line.rsplit(b'"', 2)[-2].decode())
+                            self._seen.notify_all()
+                        continue
+                    self.entries.append((src, name))
+
+    def sync(self, timeout=5.0):
+        """Wait (bounded) until the monitor has seen every command executed
+        before this call."""
+        mark = "sync-%d" % next(_seq)
+        assert self.ctl.cmd("ECHO", mark) == mark.encode()
+        deadline = time.monotonic() + timeout
+        with self._mu:
+            while mark not in self._marks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("MONITOR did not show a command within %.1f s"
+                                         % timeout)
+                self._seen.wait(left)
+
+    def take(self):
+        """The entries recorded so far, which are then forgotten."""
+        with self._mu:
+            e, self.entries = self.entries, []
+        return e
+
+    def stop(self):
+        """End the recording and close both connections (safe twice)."""
+        try:
+            # wakes the reader, which close() alone would not
+            self.conn.s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.conn.close()
+        self.ctl.close()
+        self._thread.join(5)
+
+
+def process_tcp_ports(pid):
+    """The local ports of the TCP sockets process pid has open (from
+    /proc), to tell which of a redis-server's clients belong to it."""
+    inodes = set()
+    fddir = "/proc/%d/fd" % pid
+    for fd in os.listdir(fddir):
+        try:
+            target = os.readlink(os.path.join(fddir, fd))
+        except OSError:
+            continue
+        m = re.match(r"^socket:\[(\d+)\]$", target)
+        if m:
+            inodes.add(m.group(1))
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, table)) as f:
+                lines = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def count_commands(entries):
+    """(by_client, by_lua): dicts of command name -> count, for the commands
+    that clients sent and for those that scripts ran."""
+    client, lua = {}, {}
+    for src, name in entries:
+        d = lua if src == "lua" else client
+        d[name] = d.get(name, 0) + 1
+    return client, lua
+
+
 # ---- the daemon ----
 
 def yaml_str(s):
     return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def yaml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return yaml_str(str(v))
+
+
+BACKEND_SECTION_RE = re.compile(r"^backend\s*:", re.M)
 
 
 class Daemon:
@@ -283,10 +616,18 @@ class Daemon:
     dlockd.yaml in the daemon's own directory; the daemon always gets -c so
     that no system configuration is read. By default it listens on
     127.0.0.1:<free port> and unix:<dir>/dlockd.sock through -l options.
+
+    backend: "memory" (nothing is added), or "redis" with redis a
+    RedisServer: then the daemon gets -b redis://127.0.0.1:<port> (or
+    backend_url), or, when backend_conf (a dict of backend.* keys such as
+    command_timeout_ms) is given, a "backend:" section with type, address
+    (and password) appended to config. start() then also waits until INFO
+    says backend_connected:1.
     """
 
     def __init__(self, config="", port=None, unix=True, listen_from_config=False,
-                 extra_args=(), directory=None):
+                 extra_args=(), directory=None, backend="memory", redis=None,
+                 backend_conf=None, backend_url=None):
         self.dir = directory or new_dir("dlockd")
         self.port = port or free_port()
         self.sock = os.path.join(self.dir, "dlockd.sock") if unix else None
@@ -297,6 +638,34 @@ class Daemon:
         self.logfile = os.path.join(self.dir, "dlockd.log")
         self.proc = None
         self.rc = None
+        self.backend = backend
+        self.redis = redis
+        self.backend_conf = backend_conf
+        self.backend_url = backend_url
+        if backend == "redis":
+            if redis is None and backend_url is None:
+                raise ValueError("a redis-backed Daemon needs redis= or backend_url=")
+            if backend_conf is not None:
+                if BACKEND_SECTION_RE.search(config):
+                    raise ValueError("config has a backend section and backend_conf is given")
+                if backend_url is not None:
+                    raise ValueError("backend_conf and backend_url are exclusive")
+        elif backend != "memory":
+            raise ValueError("unknown backend %r" % backend)
+
+    def config_text(self):
+        """The configuration file's text."""
+        text = self.config
+        if self.backend == "redis" and self.backend_conf is not None:
+            conf = {"type": "redis", "address": self.redis.address()}
+            if self.redis.password is not None:
+                conf["password"] = self.redis.password
+            conf.update(self.backend_conf)
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += "backend:\n" + "".join("  %s: %s\n" % (k, yaml_value(v))
+                                            for k, v in conf.items())
+        return text
 
     def argv(self, wrapped=True):
         a = (WRAPPER if wrapped else []) + [DLOCKD, "-c", self.conf]
@@ -304,29 +673,50 @@ class Daemon:
             a += ["-l", "127.0.0.1:%d" % self.port]
             if self.sock:
                 a += ["-l", "unix:" + self.sock]
+        if self.backend == "redis" and self.backend_conf is None:
+            a += ["-b", self.backend_url or self.redis.url()]
         return a + self.extra_args
 
-    def start(self):
-        """Start and wait (bounded) until every listener accepts."""
+    def start(self, wait_backend=True):
+        """Start and wait (bounded) until every listener accepts (and, for
+        the redis backend, until the backend is connected, unless
+        wait_backend is false). A daemon that does not get there is killed."""
         if not os.path.exists(DLOCKD):
             raise AssertionError("dlockd binary missing: %s" % DLOCKD)
         with open(self.conf, "w") as f:
-            f.write(self.config)
+            f.write(self.config_text())
         self.rc = None
         with open(self.logfile, "ab") as log:
             self.proc = spawn(self.argv(), stdin=subprocess.DEVNULL,
                               stdout=log, stderr=log)
 
-        def ready():
+        def exited():
             if self.proc.poll() is not None:
-                rc = reap(self.proc)
+                self.rc = reap(self.proc)
+                self.proc = None
                 raise AssertionError("dlockd exited with %d at start-up:\n%s"
-                                     % (rc, self.log()))
+                                     % (self.rc, self.log()))
+
+        def ready():
+            exited()
             if not port_pings(self.port):
                 return False
             return self.sock is None or unix_accepts(self.sock)
 
-        wait_until(ready, START_TIMEOUT, 0.01, "dlockd to accept connections")
+        try:
+            wait_until(ready, START_TIMEOUT, 0.01, "dlockd to accept connections")
+            if self.backend == "redis" and wait_backend:
+                def connected():
+                    exited()
+                    return self.info().get("backend_connected") == "1"
+                wait_until(connected, START_TIMEOUT, 0.01,
+                           "dlockd's INFO to show backend_connected:1")
+        except BaseException:
+            if self.proc is not None:
+                log = self.log()
+                self.stop(signal.SIGKILL)
+                raise AssertionError("dlockd did not get ready; log:\n%s" % log)
+            raise
         return self
 
     @property
@@ -351,6 +741,15 @@ class Daemon:
         rc = self.stop()
         test.assertEqual(rc, 0, "dlockd exited with %s; log:\n%s" % (rc, self.log()))
 
+    def stop_checked(self):
+        """Stop with SIGTERM (if still running) and fail unless the exit
+        status is 0; a daemon the test already stopped is left alone."""
+        if self.proc is None:
+            return
+        rc = self.stop()
+        if rc != 0:
+            raise AssertionError("dlockd exited with %s; log:\n%s" % (rc, self.log()))
+
     def log(self):
         try:
             with open(self.logfile, errors="replace") as f:
@@ -374,16 +773,42 @@ class Daemon:
             return Raw(unix=self.sock, **kw)
         return Raw(port=self.port, **kw)
 
+    def info(self):
+        """INFO as a dict, on a connection of its own."""
+        c = self.raw()
+        try:
+            return parse_info(c.cmd("INFO"))
+        finally:
+            c.close()
+
 
 class DaemonTestCase(unittest.TestCase):
-    """A test class sharing one daemon, started with CONFIG, among its tests."""
+    """A test class sharing one daemon, started with CONFIG, among its tests.
+
+    BACKEND "redis" starts a redis-server for the class first (stopped after
+    the daemon whatever happens) and runs the daemon on it; BACKEND_CONF, if
+    set, is the dict of backend.* keys written to its configuration.
+    """
 
     CONFIG = ""
+    BACKEND = "memory"
+    BACKEND_CONF = None
     daemon = None
+    redis = None
 
     @classmethod
     def setUpClass(cls):
-        cls.daemon = Daemon(cls.CONFIG).start()
+        if cls.BACKEND == "redis":
+            cls.redis = RedisServer().start()
+            cls.addClassCleanup(cls._stop_redis)
+        cls.daemon = Daemon(cls.CONFIG, backend=cls.BACKEND, redis=cls.redis,
+                            backend_conf=cls.BACKEND_CONF).start()
+
+    @classmethod
+    def _stop_redis(cls):
+        r, cls.redis = cls.redis, None
+        if r is not None:
+            r.stop_checked()
 
     @classmethod
     def tearDownClass(cls):
@@ -396,6 +821,9 @@ class DaemonTestCase(unittest.TestCase):
     def setUp(self):
         self.assertTrue(self.daemon.running(), "the shared dlockd died:\n%s"
                         % self.daemon.log())
+        if self.redis is not None:
+            self.assertTrue(self.redis.running(), "the shared redis-server died:\n%s"
+                            % self.redis.log())
         self._clients = []
 
     def tearDown(self):
@@ -417,6 +845,7 @@ class DaemonTestCase(unittest.TestCase):
         if conn is None:
             if not hasattr(self, "_status_conn") or self._status_conn is None:
                 self._status_conn = self.client()
+                self._clients.append(self._status_conn)
             conn = self._status_conn
         flat = conn.execute_command("STATUS", key)
         return pairs(flat)
@@ -722,3 +1151,90 @@ class _Call:
         if self.exc is not None:
             raise self.exc
         return self.value
+
+
+# ---- tests with their own redis-server and daemons ----
+
+class RedisTestCase(unittest.TestCase):
+    """Base of tests that start redis-server and dlockd processes of their
+    own. What a test starts with start_redis() / start_daemon() is stopped
+    after the test (daemons first), whatever happens; the class-level
+    variants (class_redis, class_daemon) live until the class is done. A
+    daemon or redis-server that exits with a non-zero status on that stop
+    fails the test; one the test stopped itself is left alone."""
+
+    # ---- per class ----
+
+    @classmethod
+    def class_redis(cls, **kw):
+        r = RedisServer(**kw).start()
+        cls.addClassCleanup(r.stop_checked)
+        return r
+
+    @classmethod
+    def class_daemon(cls, redis_server, config="", **kw):
+        kw.setdefault("backend", "redis")
+        d = Daemon(config, redis=redis_server, **kw)
+        cls.addClassCleanup(d.stop_checked)
+        return d.start()
+
+    # ---- per test ----
+
+    def setUp(self):
+        self._conns = []
+        self._status_conns = {}
+        self.addCleanup(self._close_conns)
+
+    def _close_conns(self):
+        for c in self._conns:
+            hangup(c)
+        self._conns = []
+        self._status_conns = {}
+
+    def start_redis(self, **kw):
+        r = RedisServer(**kw).start()
+        self.addCleanup(r.stop_checked)
+        return r
+
+    def start_daemon(self, redis_server, config="", start=True, **kw):
+        kw.setdefault("backend", "redis")
+        d = Daemon(config, redis=redis_server, **kw)
+        self.addCleanup(d.stop_checked)
+        return d.start() if start else d
+
+    def conn(self, daemon, **kw):
+        """A raw connection to daemon, closed after the test."""
+        c = daemon.raw(**kw)
+        self._conns.append(c)
+        return c
+
+    def redis_conn(self, server):
+        """A raw connection to a redis-server, closed after the test."""
+        c = server.raw()
+        self._conns.append(c)
+        return c
+
+    def status(self, daemon, key):
+        """STATUS key on daemon as a dict (str -> bytes/int)."""
+        c = self._status_conns.get(daemon.port)
+        if c is None:
+            c = self._status_conns[daemon.port] = self.conn(daemon)
+        return pairs(c.cmd("STATUS", key))
+
+    def wait_status(self, daemon, key, what="", timeout=5.0, **expect):
+        """Poll STATUS key on daemon until every field in expect has its value."""
+        def ok():
+            st = self.status(daemon, key)
+            return all(st.get(k) == v for k, v in expect.items())
+        wait_until(ok, timeout, 0.005, "STATUS %s on %s to show %s %s"
+                   % (key, daemon.addr(), expect, what))
+
+    def info(self, daemon):
+        return daemon.info()
+
+    def assertGranted(self, reply, msg=None):
+        """reply is a LOCK grant [token, fence, ttl]; returns it."""
+        self.assertIsInstance(reply, list, msg or "not a grant: %r" % (reply,))
+        self.assertEqual(len(reply), 3, reply)
+        self.assertRegex(reply[0], TOKEN_RE)
+        return reply

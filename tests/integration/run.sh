@@ -4,13 +4,16 @@
 #   BUILD=build sh tests/integration/run.sh [-k PATTERN]...
 #
 # 1. the Python suite (tests/integration/test_*.py, Debian's /usr/bin/python3
-#    with python3-redis), which starts its own dlockd processes, and drives
-#    them with redis-py, raw sockets, redis-cli and the dlock CLI;
+#    with python3-redis), which starts its own dlockd processes (and, for the
+#    redis backend, its own redis-server processes on free loopback ports),
+#    and drives them with redis-py, raw sockets, redis-cli and the dlock CLI;
 # 2. the libdlock Check suite ($BUILD/tests/check_client) against a fresh
 #    dlockd whose address it gets in DLOCK_TEST_ADDR.
 #
-# -k PATTERN runs only the Python tests whose name contains PATTERN (and
-# skips the Check suite). DLOCKD_WRAPPER, if set, is a command prefix for
+# -k PATTERN runs only the Python tests whose name (module.Class.test)
+# contains PATTERN (and skips the Check suite): -k test_redis. for the redis
+# backend's own tests, -k TestLocksRedis for the lock suite on the redis
+# backend, -k test_lost_before_redis_ttl for one test. DLOCKD_WRAPPER, if set, is a command prefix for
 # every dlockd started (e.g. "valgrind -q --error-exitcode=99"). The binaries come from $BUILD: dlockd, dlock and
 # tests/check_client; a missing one is a failure. Everything runs in a
 # temporary directory that is removed at exit, and every process started
@@ -120,6 +123,9 @@ elif ! "$PYTHON" -c 'import redis' 2>/dev/null; then
 fi
 if ! command -v redis-cli >/dev/null 2>&1; then
 	fail "redis-cli is missing (Debian package redis-tools)"
+fi
+if ! command -v "${REDIS_SERVER_BIN:-redis-server}" >/dev/null 2>&1; then
+	fail "${REDIS_SERVER_BIN:-redis-server} is missing (Debian package redis-server)"
 fi
 
 # ---- 1. the Python suite ----

@@ -1,5 +1,11 @@
 """Locking end to end: modes, reentrancy, tokens, fences, WAIT, FIFO order,
-DETACH, EXTEND, STATUS, VALIDATE, LOCKS, INFO, and release on disconnect."""
+DETACH, EXTEND, STATUS, VALIDATE, LOCKS, INFO, and release on disconnect.
+
+TestLocks runs on the memory backend; TestLocksRedis runs the same tests on
+the redis backend, against a redis-server of its own. Where the backends
+legitimately differ (where fences start, STATUS ttl_ms of a session lock,
+STATUS's backend state, INFO's backend fields) the checks ask self.BACKEND.
+"""
 
 import os
 import signal
@@ -15,9 +21,36 @@ from harness import (PYTHON, DaemonTestCase, Err, Raw, TOKEN_RE, hangup,
 
 class TestLocks(DaemonTestCase):
     CONFIG = ""
+    BACKEND = "memory"
 
     def lock(self, conn, key, *opts):
         return conn.execute_command("LOCK", key, *opts)
+
+    def check_first_fence(self, fence):
+        """fence is the first one issued for a key never locked before. The
+        memory backend draws fences from one counter seeded with the wall
+        clock in microseconds (past 10**15 since 2001); the redis backend
+        INCRs a counter of the key in Redis, so a new key starts at 1."""
+        if self.BACKEND == "redis":
+            self.assertEqual(fence, 1, "the first fence of a new key on redis")
+        else:
+            self.assertGreater(fence, 10 ** 15, "a clock-seeded fence")
+
+    def check_session_ttl(self, ttl_ms, ttl):
+        """ttl_ms is STATUS's ttl_ms of a session lock held with lease ttl.
+        Memory leases live in the daemon: the whole TTL, always. Redis
+        leases count down and are renewed every ttl/3: what is left since
+        the last renewal, never 0 and not much under two thirds of ttl."""
+        if self.BACKEND == "redis":
+            self.assertLessEqual(ttl_ms, ttl)
+            self.assertGreater(ttl_ms, ttl // 2, "a redis lease left to run out")
+        else:
+            self.assertEqual(ttl_ms, ttl, "a memory session lease is the whole TTL")
+
+    def backend_state(self):
+        """STATUS's backend field: the memory backend is always "local"; the
+        redis backend is "connected" while its connection to Redis is up."""
+        return b"connected" if self.BACKEND == "redis" else b"local"
 
     def test_lock_unlock(self):
         key = unique_key()
@@ -28,7 +61,7 @@ class TestLocks(DaemonTestCase):
         token, fence, ttl = g
         self.assertRegex(token, TOKEN_RE)
         self.assertIsInstance(fence, int)
-        self.assertGreater(fence, 0)
+        self.check_first_fence(fence)
         self.assertEqual(ttl, 30000)  # locks.default_ttl_ms
         st = self.status(key)
         self.assertEqual(st["mode"], b"exclusive")
@@ -36,6 +69,7 @@ class TestLocks(DaemonTestCase):
         self.assertEqual(st["waiters"], 0)
         self.assertEqual(st["fence"], fence)
         self.assertEqual(st["limit"], 0)
+        self.check_session_ttl(st["ttl_ms"], 30000)
         self.assertTrue(25000 < st["ttl_ms"] <= 30000, st)
         self.assertEqual(r.execute_command("UNLOCK", key), 0)
         st = self.status(key)
@@ -49,13 +83,13 @@ class TestLocks(DaemonTestCase):
     def test_status_of_unknown_key(self):
         st = self.status(unique_key())
         self.assertEqual(st, {"mode": b"free", "holders": 0, "waiters": 0, "fence": 0,
-                              "ttl_ms": -1, "limit": 0})
+                              "ttl_ms": -1, "limit": 0, "backend": self.backend_state()})
 
     def test_status_field_order(self):
         key = unique_key()
         flat = self.client().execute_command("STATUS", key)
         self.assertEqual(flat[0::2], [b"mode", b"holders", b"waiters", b"fence",
-                                      b"ttl_ms", b"limit"])
+                                      b"ttl_ms", b"limit", b"backend"])
 
     def test_tokens_are_distinct(self):
         r = self.client()
@@ -152,12 +186,18 @@ class TestLocks(DaemonTestCase):
             fences.append(g[1])
             self.assertEqual(c.execute_command("UNLOCK", key), 0)
         self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])), fences)
+        self.check_first_fence(fences[0])
         self.assertEqual(self.status(key)["fence"], fences[-1])
         # other keys in between do not disturb the order of this one
         other = self.lock(conns[0], unique_key())
         g = self.lock(conns[1], key)
         self.assertGreater(g[1], fences[-1])
-        self.assertGreater(g[1], other[1])
+        if self.BACKEND == "redis":
+            # a counter per key: the other key starts at 1 of its own
+            self.check_first_fence(other[1])
+        else:
+            # one counter for all keys
+            self.assertGreater(g[1], other[1])
 
     def test_shared(self):
         key = unique_key()
@@ -167,6 +207,7 @@ class TestLocks(DaemonTestCase):
         self.assertEqual(len({g[0] for g in grants}), 4)
         fences = [g[1] for g in grants]
         self.assertEqual(fences, sorted(set(fences)))
+        self.check_first_fence(fences[0])
         st = self.status(key)
         self.assertEqual(st["mode"], b"shared")
         self.assertEqual(st["holders"], 4)
@@ -231,6 +272,7 @@ class TestLocks(DaemonTestCase):
         self.assertIsNotNone(gb)
         self.assertNotEqual(ga[0], gb[0])
         self.assertLess(ga[1], gb[1])
+        self.check_first_fence(ga[1])
         self.assertIsNone(self.lock(c, key, "LIMIT", 2, "WAIT", 0))
         st = self.status(key)
         self.assertEqual((st["mode"], st["holders"], st["limit"], st["ttl_ms"]),
@@ -404,6 +446,29 @@ class TestLocks(DaemonTestCase):
         self.assertEqual(self.client().execute_command("VALIDATE", key, fence), 1)
         self.assertEqual(r.execute_command("UNLOCK", key), 0)
 
+    def test_session_lock_status_ttl(self):
+        # STATUS ttl_ms of a session lock over two TTLs: the whole TTL all the
+        # time on memory; on redis it counts down and renewals put it back
+        key = unique_key()
+        r = self.client()
+        ttl = 450
+        self.lock(r, key, "TTL", ttl)
+        seen = []
+        deadline = time.monotonic() + 2 * ttl / 1000
+        while time.monotonic() < deadline:
+            st = self.status(key)
+            self.assertEqual((st["mode"], st["holders"]), (b"exclusive", 1), st)
+            seen.append(st["ttl_ms"])
+            time.sleep(0.005)
+        for v in seen:
+            self.check_session_ttl(v, ttl)
+        if self.BACKEND == "redis":
+            self.assertLess(min(seen), ttl - 50, "ttl_ms does not count down: %s" % seen)
+            # renewed: values go up again after going down
+            self.assertTrue(any(b > a for a, b in zip(seen, seen[1:])),
+                            "ttl_ms never renewed: %s" % seen)
+        self.assertEqual(r.execute_command("UNLOCK", key), 0)
+
     def test_validate(self):
         key = unique_key()
         r = self.client()
@@ -451,7 +516,14 @@ class TestLocks(DaemonTestCase):
             if name not in ("version", "backend"):
                 self.assertRegex(info[name], r"^\d+$", name)
         self.assertEqual(info["version"], "0.1.0")
-        self.assertEqual(info["backend"], "memory")
+        self.assertEqual(info["backend"], self.BACKEND)
+        if self.BACKEND == "redis":
+            for name in ("backend_connected", "backend_reconnects_total",
+                         "backend_scripts_loaded", "backend_renewals_total",
+                         "backend_lost_total"):
+                self.assertIn(name, info)
+                self.assertRegex(info[name], r"^\d+$", name)
+            self.assertEqual(info["backend_connected"], "1")
         self.assertEqual(int(info["process_id"]), self.daemon.pid)
         self.assertGreaterEqual(int(info["connected_clients"]), 1)
         # counters move
@@ -665,6 +737,13 @@ class TestLocks(DaemonTestCase):
         self.assertEqual(raw.cmd("UNLOCK", key).code, "NOTHELD")
         self.assertEqual(raw.cmd("EXTEND", key, "1000").code, "NOTHELD")
         self.assertIsInstance(raw.cmd("LOCK", key, "LIMIT", "x"), Err)
+
+
+
+class TestLocksRedis(TestLocks):
+    """Every test of TestLocks on the redis backend (one redis-server for
+    the class, started before the daemon and stopped after it)."""
+    BACKEND = "redis"
 
 
 if __name__ == "__main__":

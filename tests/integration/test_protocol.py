@@ -363,9 +363,10 @@ class TestProtocol(DaemonTestCase):
         raw.send(Raw.encode("STATUS", key))
         got = raw.read_raw()
         m = re.fullmatch(
-            rb"%6\r\n\$4\r\nmode\r\n\$9\r\nexclusive\r\n\$7\r\nholders\r\n:1\r\n"
+            rb"%7\r\n\$4\r\nmode\r\n\$9\r\nexclusive\r\n\$7\r\nholders\r\n:1\r\n"
             rb"\$7\r\nwaiters\r\n:0\r\n\$5\r\nfence\r\n:(\d+)\r\n"
-            rb"\$6\r\nttl_ms\r\n:(\d+)\r\n\$5\r\nlimit\r\n:0\r\n", got)
+            rb"\$6\r\nttl_ms\r\n:(\d+)\r\n\$5\r\nlimit\r\n:0\r\n"
+            rb"\$7\r\nbackend\r\n\$5\r\nlocal\r\n", got)
         self.assertIsNotNone(m, got)
         self.assertLessEqual(int(m.group(2)), 20000)
         self.assertGreater(int(m.group(2)), 10000)
@@ -374,7 +375,7 @@ class TestProtocol(DaemonTestCase):
         r2.send(Raw.encode("LOCK", key, "WAIT", "0"))
         self.assertEqual(r2.read_raw(), b"*-1\r\n")
         r2.send(Raw.encode("STATUS", key))
-        self.assertTrue(r2.read_raw().startswith(b"*12\r\n$4\r\nmode\r\n$9\r\nexclusive\r\n"))
+        self.assertTrue(r2.read_raw().startswith(b"*14\r\n$4\r\nmode\r\n$9\r\nexclusive\r\n"))
 
     def test_redis_py_error_codes(self):
         key = unique_key()

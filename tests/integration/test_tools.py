@@ -42,7 +42,8 @@ class TestRedisCli(DaemonTestCase):
         m = re.fullmatch(
             r' 1\) "mode"\n 2\) "exclusive"\n 3\) "holders"\n 4\) \(integer\) 1\n'
             r' 5\) "waiters"\n 6\) \(integer\) 0\n 7\) "fence"\n 8\) \(integer\) (\d+)\n'
-            r' 9\) "ttl_ms"\n10\) \(integer\) (\d+)\n11\) "limit"\n12\) \(integer\) 0\n', out)
+            r' 9\) "ttl_ms"\n10\) \(integer\) (\d+)\n11\) "limit"\n12\) \(integer\) 0\n'
+            r'13\) "backend"\n14\) "local"\n', out)
         self.assertIsNotNone(m, out)
         self.assertEqual(int(m.group(1)), fence)
         self.assertTrue(590000 < int(m.group(2)) <= 600000)
@@ -51,7 +52,8 @@ class TestRedisCli(DaemonTestCase):
         m = re.fullmatch(
             r'1# "mode" => "exclusive"\n2# "holders" => \(integer\) 1\n'
             r'3# "waiters" => \(integer\) 0\n4# "fence" => \(integer\) (\d+)\n'
-            r'5# "ttl_ms" => \(integer\) \d+\n6# "limit" => \(integer\) 0\n', out)
+            r'5# "ttl_ms" => \(integer\) \d+\n6# "limit" => \(integer\) 0\n'
+            r'7# "backend" => "local"\n', out)
         self.assertIsNotNone(m, out)
         rc, out, err = self.cli("--no-raw", "VALIDATE", key, str(fence))
         self.assertEqual(out, "(integer) 1\n")
@@ -240,11 +242,11 @@ class TestDlockCli(DaemonTestCase):
         rc, out, err = self.dlock("status", key)
         self.assertEqual(rc, 0, err)
         self.assertEqual(out, "mode: free\nholders: 0\nwaiters: 0\nfence: 0\n"
-                              "ttl_ms: -1\nlimit: 0\n")
+                              "ttl_ms: -1\nlimit: 0\nbackend: local\n")
         g = self.client().execute_command("LOCK", key, "LIMIT", 3)
         rc, out, err = self.dlock("status", key)
         self.assertEqual(out, "mode: semaphore\nholders: 1\nwaiters: 0\nfence: %d\n"
-                              "ttl_ms: -1\nlimit: 3\n" % g[1])
+                              "ttl_ms: -1\nlimit: 3\nbackend: local\n" % g[1])
 
     def test_errors(self):
         rc, out, err = self.dlock("frobnicate")
@@ -323,7 +325,7 @@ class TestDlockRunLosesDaemon(unittest.TestCase):
         d = Daemon().start()
         env = dict(os.environ, DLOCK_ADDR=d.addr(), DLOCK_PASSWORD="")
         p = spawn([DLOCK, "run", unique_key(), "--", "sh", "-c",
-                   'echo started; trap "echo terminated; exit 0" TERM; '
+                   'trap "echo terminated; exit 0" TERM; echo started; '
                    'while :; do sleep 0.05; done'],
                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:

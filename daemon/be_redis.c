@@ -1,0 +1,908 @@
+/*
+ * be_redis — leases in one Redis server, shared by any number of daemons.
+ *
+ * Every key is a sorted set under the configured prefix ("l:" + key) whose
+ * members are "<kind>:<token>" (kind x0 exclusive, s0 shared, n<limit>
+ * semaphore) scored by the lease's end in the server's clock; its fence
+ * counter is "f:" + key (INCR, never expires) and "w:" + key marks that some
+ * daemon waits for it. Acquire, release, renew and transfer are Lua scripts,
+ * each atomic: expired members are pruned inside them, so the server's clock
+ * alone decides when a lease ends.
+ *
+ * Commands go out on one hiredis connection driven by the event loop;
+ * everything issued in one loop iteration leaves in one write, so the
+ * renewals that the lock table sends at one tick form one pipeline. A second
+ * connection subscribes to prefix + "released", where the release script
+ * publishes each key it frees; a message wakes the lock table's queue of
+ * that key. Messages can be lost, so every BUSY answer also arms a retry at
+ * the holder's remaining lease (capped, with jitter).
+ *
+ * hiredis 0.14 has no command timeout: a reply that is later than
+ * command_timeout_ms drops the connection, which fails every command in
+ * flight. While disconnected, commands fail at once (from the loop), except
+ * releases, which are kept and sent when the connection is back.
+ */
+#include "backend.h"
+
+#include <assert.h>
+#include <netdb.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/adapters/libevent.h>
+
+#include "conf.h"
+#include "log.h"
+
+#define RD_RETRY_CAP_MS 1000		/* longest sleep of a waiter after BUSY */
+#define RD_MARK_MS (4 * RD_RETRY_CAP_MS) /* life of a "someone waits" mark */
+#define RD_BACKOFF_MIN_MS 100		/* first reconnect delay */
+#define RD_BACKOFF_MAX_MS 5000		/* longest reconnect delay */
+#define RD_ARGS 12			/* keys and arguments of one script call at most */
+
+/* The scripts, in the order of enum rd_script. */
+enum rd_script { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
+
+#define LUA_NOW "local t = redis.call('TIME') " \
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+#define LUA_KEEP "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') " \
+	"redis.call('PEXPIREAT', KEYS[1], last[2]) "
+
+static const char *const scripts[RS_COUNT] = {
+	/* acquire: KEYS lock, fence, mark; ARGV member, ttl, kind, limit, mark ms,
+	 * yield ('1': if another daemon waits, give way once and forget the mark).
+	 * {1, fence, contended} | {0, ms to wait: first lease to end} | {-1} */
+	LUA_NOW
+	"if ARGV[6] == '1' and redis.call('DEL', KEYS[3]) == 1 then return {0, 100} end "
+	"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) "
+	"local n = redis.call('ZCARD', KEYS[1]) "
+	"if n > 0 then "
+	"  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES') "
+	"  local kind = string.sub(first[1], 1, string.find(first[1], ':', 1, true) - 1) "
+	"  local want = ARGV[3] "
+	"  if kind ~= want and (string.sub(kind, 1, 1) == 'n' or "
+	"      string.sub(want, 1, 1) == 'n') then return {-1} end "
+	"  if kind ~= want or want == 'x0' or "
+	"      (string.sub(want, 1, 1) == 'n' and n >= tonumber(ARGV[4])) then "
+	"    redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) "
+	"    return {0, tonumber(first[2]) - now} "
+	"  end "
+	"end "
+	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
+	LUA_KEEP
+	"return {1, redis.call('INCR', KEYS[2]), redis.call('EXISTS', KEYS[3])}",
+
+	/* release: KEYS lock; ARGV member, channel, key. 1 | 0 (not ours) */
+	"if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end "
+	"if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end "
+	"redis.call('PUBLISH', ARGV[2], ARGV[3]) "
+	"return 1",
+
+	/* renew: KEYS lock; ARGV member, ttl. 1 | 0 (not ours any more) */
+	LUA_NOW
+	"local s = redis.call('ZSCORE', KEYS[1], ARGV[1]) "
+	"if not s or tonumber(s) <= now then return 0 end "
+	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
+	LUA_KEEP
+	"return 1",
+
+	/* transfer: KEYS lock, fence, mark; ARGV from, to, ttl.
+	 * {1, fence, contended} | {0} (from's lease had ended) */
+	LUA_NOW
+	"local s = redis.call('ZSCORE', KEYS[1], ARGV[1]) "
+	"if not s or tonumber(s) <= now then return {0} end "
+	"redis.call('ZREM', KEYS[1], ARGV[1]) "
+	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2]) "
+	LUA_KEEP
+	"return {1, redis.call('INCR', KEYS[2]), redis.call('EXISTS', KEYS[3])}",
+};
+
+struct rd;
+
+/* A script call in flight, or a release waiting for the connection. */
+struct rd_op {
+	struct rd *r;			/* the backend */
+	enum rd_script script;		/* which script */
+	be_cb *cb;			/* whom to tell, NULL for none */
+	void *arg;
+	enum be_status failed;		/* for ops failed before sending */
+	char *key;			/* the lock's key (for BUSY retries) */
+	size_t keylen;
+	uint64_t sent_ms;		/* when it went out */
+	int argc;			/* the call: EVALSHA sha numkeys keys... args... */
+	const char *argv[RD_ARGS + 3];
+	size_t argvlen[RD_ARGS + 3];
+	char *buf;			/* holds every argument but the sha */
+	TAILQ_ENTRY(rd_op) entry;	/* on r->inflight, r->failing or r->deferred */
+};
+TAILQ_HEAD(rd_op_list, rd_op);
+
+/* A retry armed by a BUSY answer. */
+struct rd_retry {
+	struct rd *r;			/* the backend */
+	struct event *ev;		/* fires the wakeup */
+	char *key;			/* for which key */
+	size_t keylen;
+	TAILQ_ENTRY(rd_retry) entry;	/* on r->retries */
+};
+TAILQ_HEAD(rd_retry_list, rd_retry);
+
+/* One of the two connections. */
+struct rd_link {
+	struct rd *r;			/* the backend */
+	redisAsyncContext *ctx;		/* NULL while disconnected */
+	bool up;			/* connected (and authenticated) */
+	bool sub;			/* the subscriber */
+	uint64_t backoff_ms;		/* next reconnect delay */
+	uint64_t started_ms;		/* when the connection attempt began */
+	struct event *ev_reconnect;	/* reconnect timer */
+	uint64_t reconnects;		/* connections made after the first */
+	bool ever_up;			/* connected at least once */
+};
+
+struct rd {
+	struct backend *be;		/* our backend */
+	const struct conf *conf;	/* its settings */
+	char ip[INET6_ADDRSTRLEN];	/* the server, resolved at start */
+	struct rd_link cmd;		/* commands */
+	struct rd_link sub;		/* pub/sub */
+	char channel[128];		/* prefix + "released" */
+	size_t channellen;
+	char sha[RS_COUNT][41];		/* SHA1 of each script, once loaded */
+	struct rd_op_list inflight;	/* sent, in order */
+	struct rd_op_list failing;	/* failed before sending: told from ev_fail */
+	struct rd_op_list deferred;	/* releases waiting for the connection */
+	struct rd_retry_list retries;	/* BUSY retries */
+	struct event *ev_fail;		/* completes r->failing */
+	struct event *ev_watch;		/* checks command timeouts */
+	uint64_t ncommands;		/* script calls sent */
+	uint64_t nrenewals;		/* renewals sent */
+	uint64_t nnotowner;		/* renewals or releases that found another owner */
+	uint64_t nerrors;		/* calls that failed */
+	uint64_t nmessages;		/* released messages received */
+	uint64_t nretries;		/* BUSY retries fired */
+	bool destroying;		/* rd_destroy runs: keep nothing for later */
+};
+
+static void link_connect(struct rd_link *l);
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static struct timeval
+tv_ms(uint64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	return tv;
+}
+
+/* ---- completing operations ---------------------------------------------- */
+
+static void
+op_free(struct rd_op *op)
+{
+	free(op->buf);
+	free(op->key);
+	free(op);
+}
+
+static void
+op_complete(struct rd_op *op, enum be_status st, uint64_t fence, int contended,
+    const char *why)
+{
+	struct be_reply rep = { st, fence, why, contended };
+	if (st == BE_ERROR)
+		op->r->nerrors++;
+	if (op->cb != NULL)
+		op->cb(op->arg, &rep);
+	op_free(op);
+}
+
+static void
+on_fail(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd *r = arg;
+	struct rd_op *op;
+	(void)fd;
+	(void)what;
+	while ((op = TAILQ_FIRST(&r->failing)) != NULL) {
+		TAILQ_REMOVE(&r->failing, op, entry);
+		op_complete(op, op->failed, 0, 0, "redis is not connected");
+	}
+}
+
+/* Fail op from the loop (never from inside the call that made it). */
+static void
+op_fail_later(struct rd_op *op, enum be_status st)
+{
+	struct rd *r = op->r;
+	op->failed = st;
+	if (TAILQ_EMPTY(&r->failing))
+		event_active(r->ev_fail, EV_TIMEOUT, 0);
+	TAILQ_INSERT_TAIL(&r->failing, op, entry);
+}
+
+/* Wake the lock table's queue of key after a BUSY, in delay ms. */
+static void
+on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd_retry *rt = arg;
+	struct rd *r = rt->r;
+	(void)fd;
+	(void)what;
+	TAILQ_REMOVE(&r->retries, rt, entry);
+	r->nretries++;
+	r->be->up.wakeup(r->be->up.arg, rt->key, rt->keylen);
+	event_free(rt->ev);
+	free(rt->key);
+	free(rt);
+}
+
+static void
+retry_arm(struct rd *r, const char *key, size_t keylen, long long pttl)
+{
+	uint64_t delay = pttl > 0 && pttl < RD_RETRY_CAP_MS ? (uint64_t)pttl : RD_RETRY_CAP_MS;
+	delay += arc4random_uniform((uint32_t)(delay / 10 + 5));	/* jitter */
+	struct rd_retry *rt = calloc(1, sizeof(*rt));
+	if (rt == NULL || (rt->key = malloc(keylen + 1)) == NULL ||
+	    (rt->ev = evtimer_new(r->be->base, on_retry, rt)) == NULL) {
+		if (rt != NULL)
+			free(rt->key);
+		free(rt);
+		log_error("out of memory arming a retry; the key waits for its release message");
+		return;
+	}
+	rt->r = r;
+	memcpy(rt->key, key, keylen);
+	rt->key[keylen] = '\0';
+	rt->keylen = keylen;
+	TAILQ_INSERT_TAIL(&r->retries, rt, entry);
+	struct timeval tv = tv_ms(delay);
+	evtimer_add(rt->ev, &tv);
+}
+
+/* An integer element of a script's array reply, or def. */
+static long long
+reply_int(const redisReply *rep, size_t i, long long def)
+{
+	if (rep->type != REDIS_REPLY_ARRAY || i >= rep->elements ||
+	    rep->element[i]->type != REDIS_REPLY_INTEGER)
+		return def;
+	return rep->element[i]->integer;
+}
+
+static void send_op(struct rd *r, struct rd_op *op);
+
+/* A script's reply (NULL: the connection went away). */
+static void
+on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
+{
+	struct rd_op *op = privdata;
+	struct rd *r = op->r;
+	redisReply *rep = reply;
+	(void)ctx;
+	TAILQ_REMOVE(&r->inflight, op, entry);
+	if (rep == NULL) {
+		if (op->script == RS_RELEASE && r->be->priv != NULL && !r->destroying) {
+			/* unknown whether it ran: say it failed, send it again
+			 * when redis is back (a second release is harmless) */
+			struct be_reply fail = { BE_ERROR, 0, "the connection to redis was lost", 0 };
+			r->nerrors++;
+			if (op->cb != NULL)
+				op->cb(op->arg, &fail);
+			op->cb = NULL;
+			TAILQ_INSERT_TAIL(&r->deferred, op, entry);
+			return;
+		}
+		op_complete(op, BE_ERROR, 0, 0, "the connection to redis was lost");
+		return;
+	}
+	if (rep->type == REDIS_REPLY_ERROR) {
+		if (strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+			/* the server forgot the script (SCRIPT FLUSH, restart) */
+			r->sha[op->script][0] = '\0';
+			send_op(r, op);
+			return;
+		}
+		log_warn("redis: %s", rep->str);
+		op_complete(op, BE_ERROR, 0, 0, "redis answered an error");
+		return;
+	}
+	switch (op->script) {
+	case RS_ACQUIRE: {
+		long long v = reply_int(rep, 0, -2);
+		if (v == 1) {
+			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0),
+			    (int)reply_int(rep, 2, 0), NULL);
+		} else if (v == 0) {
+			retry_arm(r, op->key, op->keylen, reply_int(rep, 1, RD_RETRY_CAP_MS));
+			op_complete(op, BE_BUSY, 0, 0, NULL);
+		} else if (v == -1) {
+			op_complete(op, BE_ERROR, 0, 0, "the key is in use with another kind "
+			    "(semaphore or lock) by another daemon");
+		} else {
+			op_complete(op, BE_ERROR, 0, 0, "unexpected reply from redis");
+		}
+		break;
+	}
+	case RS_TRANSFER: {
+		long long v = reply_int(rep, 0, -2);
+		if (v == 1)
+			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0),
+			    (int)reply_int(rep, 2, 0), NULL);
+		else if (v == 0)
+			op_complete(op, BE_NOTOWNER, 0, 0, "the lease had ended in redis");
+		else
+			op_complete(op, BE_ERROR, 0, 0, "unexpected reply from redis");
+		break;
+	}
+	case RS_RELEASE:
+	case RS_RENEW:
+		if (rep->type != REDIS_REPLY_INTEGER) {
+			op_complete(op, BE_ERROR, 0, 0, "unexpected reply from redis");
+		} else if (rep->integer == 1) {
+			op_complete(op, BE_OK, 0, 0, NULL);
+		} else {
+			r->nnotowner++;
+			op_complete(op, BE_NOTOWNER, 0, 0,
+			    "redis holds the lease for another owner, or it ended");
+		}
+		break;
+	case RS_COUNT:
+		break;
+	}
+}
+
+/* Send op on the command connection (EVALSHA once the script is loaded). */
+static void
+send_op(struct rd *r, struct rd_op *op)
+{
+	if (r->sha[op->script][0] != '\0') {
+		op->argv[0] = "EVALSHA";
+		op->argv[1] = r->sha[op->script];
+		op->argvlen[1] = 40;
+	} else {
+		op->argv[0] = "EVAL";
+		op->argv[1] = scripts[op->script];
+		op->argvlen[1] = strlen(scripts[op->script]);
+	}
+	op->argvlen[0] = strlen(op->argv[0]);
+	if (redisAsyncCommandArgv(r->cmd.ctx, on_reply, op, op->argc, op->argv,
+	    op->argvlen) != REDIS_OK) {
+		op_fail_later(op, BE_ERROR);
+		return;
+	}
+	op->sent_ms = now_ms();
+	r->ncommands++;
+	TAILQ_INSERT_TAIL(&r->inflight, op, entry);
+}
+
+/* ---- building calls ------------------------------------------------------ */
+
+/* Kind of a lease as stored in its member: x0, s0 or n<limit>. */
+static int
+lock_kind(const struct be_lock *l, char *out, size_t outlen)
+{
+	switch (l->mode) {
+	case LOCK_EXCLUSIVE: return snprintf(out, outlen, "x0");
+	case LOCK_SHARED: return snprintf(out, outlen, "s0");
+	case LOCK_SEMAPHORE: return snprintf(out, outlen, "n%u", l->limit);
+	}
+	return snprintf(out, outlen, "?");
+}
+
+/*
+ * A new call of script with nkeys keys named after l's key (each key kind a
+ * letter: 'l' lock, 'f' fence, 'w' mark) and the string arguments args
+ * (NULL-terminated; binary ones as "\0" + index into bins). NULL when out of
+ * memory.
+ */
+static struct rd_op *
+op_new(struct rd *r, enum rd_script script, const struct be_lock *l, const char *keykinds,
+    const char *const *args, be_cb *cb, void *arg)
+{
+	size_t plen = strlen(r->conf->backend_prefix), nkeys = strlen(keykinds);
+	size_t need = nkeys * (plen + 2 + l->keylen + 1) + l->keylen + 1;
+	size_t nargs = 0;
+	for (; args[nargs] != NULL; nargs++)
+		need += strlen(args[nargs]) + 1;
+	assert(nkeys + nargs <= RD_ARGS);
+	struct rd_op *op = calloc(1, sizeof(*op));
+	if (op == NULL || (op->buf = malloc(need)) == NULL ||
+	    (op->key = malloc(l->keylen + 1)) == NULL) {
+		if (op != NULL)
+			op_free(op);
+		return NULL;
+	}
+	op->r = r;
+	op->script = script;
+	op->cb = cb;
+	op->arg = arg;
+	memcpy(op->key, l->key, l->keylen);
+	op->key[l->keylen] = '\0';
+	op->keylen = l->keylen;
+
+	static const char *const numkeys[] = { "0", "1", "2", "3" };
+	char *p = op->buf;
+	op->argc = 2;
+	op->argv[op->argc] = numkeys[nkeys];
+	op->argvlen[op->argc++] = 1;
+	for (size_t i = 0; i < nkeys; i++) {
+		op->argv[op->argc] = p;
+		memcpy(p, r->conf->backend_prefix, plen);
+		p[plen] = keykinds[i];
+		p[plen + 1] = ':';
+		memcpy(p + plen + 2, l->key, l->keylen);
+		op->argvlen[op->argc++] = plen + 2 + l->keylen;
+		p += plen + 2 + l->keylen + 1;
+	}
+	for (size_t i = 0; i < nargs; i++) {
+		size_t n = strlen(args[i]);
+		memcpy(p, args[i], n + 1);
+		op->argv[op->argc] = p;
+		op->argvlen[op->argc++] = n;
+		p += n + 1;
+	}
+	return op;
+}
+
+/* Send op now, or fail it from the loop when the connection is down. */
+static void
+submit(struct rd *r, struct rd_op *op)
+{
+	if (!r->cmd.up) {
+		op_fail_later(op, BE_ERROR);
+		return;
+	}
+	send_op(r, op);
+}
+
+/* A call could not be built: the allocations are small, so memory is gone
+ * for good; completing from inside the call would break the contract. */
+static void
+oom(be_cb *cb, void *arg)
+{
+	(void)cb;
+	(void)arg;
+	log_fatal("out of memory in the redis backend");
+}
+
+static void
+rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	struct rd *r = be->priv;
+	char kind[16], member[TOKEN_LEN + 20], ttl[24], limit[16], mark[16];
+	lock_kind(l, kind, sizeof(kind));
+	snprintf(member, sizeof(member), "%s:%s", kind, l->token);
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)l->ttl_ms);
+	snprintf(limit, sizeof(limit), "%u", l->limit);
+	snprintf(mark, sizeof(mark), "%d", RD_MARK_MS);
+	const char *args[] = { member, ttl, kind, limit, mark, l->yield ? "1" : "0", NULL };
+	struct rd_op *op = op_new(r, RS_ACQUIRE, l, "lfw", args, cb, arg);
+	if (op == NULL)
+		return oom(cb, arg);
+	submit(r, op);
+}
+
+static void
+rd_release(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	struct rd *r = be->priv;
+	char kind[16], member[TOKEN_LEN + 20];
+	lock_kind(l, kind, sizeof(kind));
+	snprintf(member, sizeof(member), "%s:%s", kind, l->token);
+	const char *args[] = { member, r->channel, "", NULL };
+	struct rd_op *op = op_new(r, RS_RELEASE, l, "l", args, cb, arg);
+	if (op == NULL)
+		return oom(cb, arg);
+	/* the message is the key itself (binary-safe) */
+	op->argv[op->argc - 1] = op->key;
+	op->argvlen[op->argc - 1] = op->keylen;
+	if (!r->cmd.up) {
+		/* tell now that it failed, and release it once redis is back */
+		struct rd_op *later = op_new(r, RS_RELEASE, l, "l", args, NULL, NULL);
+		if (later != NULL) {
+			later->argv[later->argc - 1] = later->key;
+			later->argvlen[later->argc - 1] = later->keylen;
+			TAILQ_INSERT_TAIL(&r->deferred, later, entry);
+		}
+		op_fail_later(op, BE_ERROR);
+		return;
+	}
+	send_op(r, op);
+}
+
+static void
+rd_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	struct rd *r = be->priv;
+	char kind[16], member[TOKEN_LEN + 20], ttl[24];
+	lock_kind(l, kind, sizeof(kind));
+	snprintf(member, sizeof(member), "%s:%s", kind, l->token);
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)l->ttl_ms);
+	const char *args[] = { member, ttl, NULL };
+	struct rd_op *op = op_new(r, RS_RENEW, l, "l", args, cb, arg);
+	if (op == NULL)
+		return oom(cb, arg);
+	r->nrenewals++;
+	submit(r, op);
+}
+
+static void
+rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock *to,
+    be_cb *cb, void *arg)
+{
+	struct rd *r = be->priv;
+	char kind[16], fm[TOKEN_LEN + 20], tm[TOKEN_LEN + 20], ttl[24];
+	lock_kind(from, kind, sizeof(kind));
+	snprintf(fm, sizeof(fm), "%s:%s", kind, from->token);
+	lock_kind(to, kind, sizeof(kind));
+	snprintf(tm, sizeof(tm), "%s:%s", kind, to->token);
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)to->ttl_ms);
+	const char *args[] = { fm, tm, ttl, NULL };
+	struct rd_op *op = op_new(r, RS_TRANSFER, to, "lfw", args, cb, arg);
+	if (op == NULL)
+		return oom(cb, arg);
+	submit(r, op);
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+/* The link is down: fail what was in flight (hiredis does that with NULL
+ * replies) and schedule a reconnect with capped exponential backoff. */
+static void
+link_down(struct rd_link *l, const char *why)
+{
+	struct rd *r = l->r;
+	bool was_up = l->up;
+	l->ctx = NULL;
+	l->up = false;
+	if (was_up || !l->ever_up)
+		log_warn("redis %s connection to %s:%lld down: %s", l->sub ? "subscriber" :
+		    "command", r->ip, r->conf->backend_port, why);
+	uint64_t delay = l->backoff_ms + arc4random_uniform((uint32_t)(l->backoff_ms / 5 + 1));
+	l->backoff_ms = l->backoff_ms * 2 > RD_BACKOFF_MAX_MS ? RD_BACKOFF_MAX_MS :
+	    l->backoff_ms * 2;
+	struct timeval tv = tv_ms(delay);
+	evtimer_add(l->ev_reconnect, &tv);
+}
+
+static void
+on_disconnect(const redisAsyncContext *ctx, int status)
+{
+	struct rd_link *l = ctx->data;
+	(void)status;
+	if (l != NULL && l->ctx == ctx)
+		link_down(l, ctx->errstr[0] ? ctx->errstr : "closed");
+}
+
+static void
+on_connect(const redisAsyncContext *ctx, int status)
+{
+	struct rd_link *l = ctx->data;
+	if (status != REDIS_OK && l != NULL && l->ctx == ctx)
+		link_down(l, ctx->errstr[0] ? ctx->errstr : "connect failed");
+}
+
+/* Drop a link's connection now (timeouts, AUTH failures). */
+static void
+link_drop(struct rd_link *l, const char *why)
+{
+	redisAsyncContext *ctx = l->ctx;
+	if (ctx == NULL)
+		return;
+	l->ctx = NULL;	/* on_disconnect must not take it for a new one */
+	ctx->data = NULL;
+	redisAsyncFree(ctx);	/* pending replies come back NULL */
+	link_down(l, why);
+}
+
+static void
+on_script_loaded(redisAsyncContext *ctx, void *reply, void *privdata)
+{
+	struct rd *r = ctx->data != NULL ? ((struct rd_link *)ctx->data)->r : NULL;
+	redisReply *rep = reply;
+	size_t i = (size_t)(uintptr_t)privdata;
+	if (r == NULL || rep == NULL)
+		return;
+	if (rep->type == REDIS_REPLY_STRING && rep->len == 40)
+		memcpy(r->sha[i], rep->str, 41);
+	else
+		log_warn("redis: SCRIPT LOAD failed: %s",
+		    rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+}
+
+/* The command link is ready: load the scripts, send the releases kept while
+ * it was down. */
+static void
+cmd_ready(struct rd *r)
+{
+	struct rd_op *op;
+	for (size_t i = 0; i < RS_COUNT; i++)
+		redisAsyncCommand(r->cmd.ctx, on_script_loaded, (void *)(uintptr_t)i,
+		    "SCRIPT LOAD %s", scripts[i]);
+	while ((op = TAILQ_FIRST(&r->deferred)) != NULL) {
+		TAILQ_REMOVE(&r->deferred, op, entry);
+		send_op(r, op);
+	}
+}
+
+/* A link is usable: connected, authenticated and (subscriber) subscribed. */
+static void
+link_ready(struct rd_link *l)
+{
+	l->up = true;
+	l->backoff_ms = RD_BACKOFF_MIN_MS;
+	if (l->ever_up)
+		l->reconnects++;
+	l->ever_up = true;
+	log_info("redis %s connection to %s:%lld up", l->sub ? "subscriber" : "command",
+	    l->r->ip, l->r->conf->backend_port);
+	if (!l->sub)
+		cmd_ready(l->r);
+}
+
+static void
+on_message(redisAsyncContext *ctx, void *reply, void *privdata)
+{
+	struct rd_link *l = ctx->data;
+	redisReply *rep = reply;
+	(void)privdata;
+	if (l == NULL || rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING)
+		return;
+	struct rd *r = l->r;
+	if (strcmp(rep->element[0]->str, "subscribe") == 0) {
+		link_ready(l);
+		/* messages may have been missed while unsubscribed */
+		r->be->up.wakeup(r->be->up.arg, NULL, 0);
+	} else if (strcmp(rep->element[0]->str, "message") == 0 &&
+	    rep->element[2]->type == REDIS_REPLY_STRING) {
+		r->nmessages++;
+		r->be->up.wakeup(r->be->up.arg, rep->element[2]->str, rep->element[2]->len);
+	}
+}
+
+/* The AUTH / SELECT / PING that opens a link: its reply says it is up. */
+static void
+on_hello(redisAsyncContext *ctx, void *reply, void *privdata)
+{
+	struct rd_link *l = ctx->data;
+	redisReply *rep = reply;
+	(void)privdata;
+	if (l == NULL || l->ctx != ctx || rep == NULL)
+		return;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		log_error("redis %s:%lld refused the connection: %s", l->r->ip,
+		    l->r->conf->backend_port, rep->str);
+		/* inside a callback: hiredis frees it on return */
+		ctx->data = NULL;
+		l->ctx = NULL;
+		redisAsyncFree(ctx);
+		link_down(l, "refused");
+		return;
+	}
+	if (!l->sub)
+		link_ready(l);
+}
+
+static void
+link_connect(struct rd_link *l)
+{
+	struct rd *r = l->r;
+	redisAsyncContext *ctx = redisAsyncConnect(r->ip, (int)r->conf->backend_port);
+	if (ctx == NULL || ctx->err) {
+		if (ctx != NULL)
+			redisAsyncFree(ctx);
+		l->ctx = NULL;
+		link_down(l, "cannot create a connection");
+		return;
+	}
+	ctx->data = l;
+	if (redisLibeventAttach(ctx, r->be->base) != REDIS_OK) {
+		redisAsyncFree(ctx);
+		link_down(l, "cannot attach to the event loop");
+		return;
+	}
+	l->ctx = ctx;
+	l->started_ms = now_ms();
+	redisAsyncSetConnectCallback(ctx, on_connect);
+	redisAsyncSetDisconnectCallback(ctx, on_disconnect);
+	/* pipelined behind the connect: AUTH, SELECT, then the last reply says
+	 * the link is usable */
+	if (r->conf->backend_password != NULL)
+		redisAsyncCommand(ctx, NULL, NULL, "AUTH %s", r->conf->backend_password);
+	if (!l->sub && r->conf->backend_db != 0)
+		redisAsyncCommand(ctx, NULL, NULL, "SELECT %lld", r->conf->backend_db);
+	if (l->sub) {
+		redisAsyncCommand(ctx, on_hello, NULL, "PING");
+		redisAsyncCommand(ctx, on_message, NULL, "SUBSCRIBE %b", r->channel,
+		    r->channellen);
+	} else {
+		redisAsyncCommand(ctx, on_hello, NULL, "PING");
+	}
+}
+
+static void
+on_reconnect(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	link_connect(arg);
+}
+
+/* Every 100 ms: a connection attempt or a reply that is overdue drops the
+ * link (hiredis 0.14 has no timeouts of its own). */
+static void
+on_watch(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd *r = arg;
+	uint64_t now = now_ms();
+	(void)fd;
+	(void)what;
+	struct rd_op *oldest = TAILQ_FIRST(&r->inflight);
+	if (r->cmd.ctx != NULL && oldest != NULL &&
+	    now - oldest->sent_ms > (uint64_t)r->conf->backend_command_timeout_ms)
+		link_drop(&r->cmd, "a reply is overdue (backend.command_timeout_ms)");
+	struct rd_link *links[] = { &r->cmd, &r->sub };
+	for (size_t i = 0; i < 2; i++)
+		if (links[i]->ctx != NULL && !links[i]->up &&
+		    now - links[i]->started_ms > (uint64_t)r->conf->backend_connect_timeout_ms)
+			link_drop(links[i], "connect timed out (backend.connect_timeout_ms)");
+}
+
+/* ---- the backend ------------------------------------------------------------ */
+
+static int
+link_init(struct rd *r, struct rd_link *l, bool sub)
+{
+	l->r = r;
+	l->sub = sub;
+	l->backoff_ms = RD_BACKOFF_MIN_MS;
+	l->ev_reconnect = evtimer_new(r->be->base, on_reconnect, l);
+	return l->ev_reconnect != NULL ? 0 : -1;
+}
+
+static int
+rd_create(struct backend *be)
+{
+	const struct conf *c = be->conf;
+	struct rd *r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		log_error("out of memory creating the redis backend");
+		return -1;
+	}
+	r->be = be;
+	r->conf = c;
+	TAILQ_INIT(&r->inflight);
+	TAILQ_INIT(&r->failing);
+	TAILQ_INIT(&r->deferred);
+	TAILQ_INIT(&r->retries);
+	r->channellen = (size_t)snprintf(r->channel, sizeof(r->channel), "%sreleased",
+	    c->backend_prefix);
+
+	/* start-up may block: resolve the server's name once, here */
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
+	int rc = getaddrinfo(c->backend_host, NULL, &hints, &ai);
+	if (rc != 0) {
+		log_error("redis backend: cannot resolve %s: %s", c->backend_host,
+		    gai_strerror(rc));
+		free(r);
+		return -1;
+	}
+	getnameinfo(ai->ai_addr, ai->ai_addrlen, r->ip, sizeof(r->ip), NULL, 0, NI_NUMERICHOST);
+	freeaddrinfo(ai);
+
+	struct timeval tick = tv_ms(100);
+	r->ev_fail = event_new(be->base, -1, 0, on_fail, r);
+	r->ev_watch = event_new(be->base, -1, EV_PERSIST, on_watch, r);
+	if (r->ev_fail == NULL || r->ev_watch == NULL || link_init(r, &r->cmd, false) != 0 ||
+	    link_init(r, &r->sub, true) != 0) {
+		log_error("out of memory creating the redis backend");
+		return -1;
+	}
+	evtimer_add(r->ev_watch, &tick);
+	be->priv = r;
+	link_connect(&r->cmd);
+	link_connect(&r->sub);
+	log_info("redis backend: %s:%lld db %lld, key prefix '%s'", r->ip, c->backend_port,
+	    c->backend_db, c->backend_prefix);
+	return 0;
+}
+
+static void
+rd_destroy(struct backend *be)
+{
+	struct rd *r = be->priv;
+	struct rd_retry *rt;
+	struct rd_op *op;
+	struct rd_link *links[] = { &r->cmd, &r->sub };
+	r->destroying = true;
+	for (size_t i = 0; i < 2; i++) {
+		redisAsyncContext *ctx = links[i]->ctx;
+		links[i]->ctx = NULL;
+		if (ctx != NULL) {
+			ctx->data = NULL;
+			redisAsyncFree(ctx);	/* fails what is in flight */
+		}
+		event_free(links[i]->ev_reconnect);
+	}
+	on_fail(-1, 0, r);
+	while ((op = TAILQ_FIRST(&r->deferred)) != NULL) {
+		TAILQ_REMOVE(&r->deferred, op, entry);
+		op_free(op);
+	}
+	while ((rt = TAILQ_FIRST(&r->retries)) != NULL) {
+		TAILQ_REMOVE(&r->retries, rt, entry);
+		event_free(rt->ev);
+		free(rt->key);
+		free(rt);
+	}
+	event_free(r->ev_fail);
+	event_free(r->ev_watch);
+	free(r);
+	be->priv = NULL;
+}
+
+static void
+rd_info(struct backend *be, struct evbuffer *out)
+{
+	struct rd *r = be->priv;
+	size_t loaded = 0, inflight = 0, deferred = 0;
+	struct rd_op *op;
+	for (size_t i = 0; i < RS_COUNT; i++)
+		loaded += r->sha[i][0] != '\0';
+	TAILQ_FOREACH(op, &r->inflight, entry)
+		inflight++;
+	TAILQ_FOREACH(op, &r->deferred, entry)
+		deferred++;
+	evbuffer_add_printf(out,
+	    "backend_address:%s:%lld\r\nbackend_db:%lld\r\nbackend_connected:%d\r\n"
+	    "backend_subscribed:%d\r\nbackend_reconnects_total:%llu\r\n"
+	    "backend_scripts_loaded:%zu\r\nbackend_commands_total:%llu\r\n"
+	    "backend_inflight:%zu\r\nbackend_deferred_releases:%zu\r\n"
+	    "backend_renewals_total:%llu\r\nbackend_lost_total:%llu\r\n"
+	    "backend_command_errors_total:%llu\r\nbackend_release_messages_total:%llu\r\n"
+	    "backend_retries_total:%llu\r\n",
+	    r->ip, r->conf->backend_port, r->conf->backend_db, r->cmd.up, r->sub.up,
+	    (unsigned long long)(r->cmd.reconnects + r->sub.reconnects), loaded,
+	    (unsigned long long)r->ncommands, inflight, deferred,
+	    (unsigned long long)r->nrenewals, (unsigned long long)r->nnotowner,
+	    (unsigned long long)r->nerrors, (unsigned long long)r->nmessages,
+	    (unsigned long long)r->nretries);
+}
+
+static const char *
+rd_state(struct backend *be)
+{
+	struct rd *r = be->priv;
+	return r->cmd.up ? "connected" : "disconnected";
+}
+
+const struct backend_ops be_redis_ops = {
+	.name = "redis",
+	.local_leases = 0,
+	.create = rd_create,
+	.destroy = rd_destroy,
+	.acquire = rd_acquire,
+	.release = rd_release,
+	.renew = rd_renew,
+	.transfer = rd_transfer,
+	.info = rd_info,
+	.state = rd_state,
+};

@@ -1,0 +1,963 @@
+"""The redis backend: several dlockd processes on one redis-server.
+
+Mutual exclusion and FIFO order across daemons, wake-ups through pub/sub
+(and without it), fences across daemons and restarts, a daemon killed while
+holding locks, redis-server stopped (SIGSTOP) past the lease, redis-server
+down and back, local handoff, INFO's backend fields, the backend
+configuration keys, and how many Redis commands a lock costs.
+
+Every test starts its own redis-server (or shares the one of its class) on a
+free loopback port; see harness.RedisServer. The bounds below assume
+loopback; a daemon under a wrapper (valgrind) gets SLOWDOWN times as long
+where only speed is measured, never where safety is.
+"""
+
+import signal
+import socket
+import sys
+import threading
+import time
+
+import harness
+from harness import (NULL, SLOWDOWN, Err, Push, Raw, RedisMonitor, RedisServer,
+                     RedisTestCase, commandstats, count_commands, free_port, in_thread,
+                     process_tcp_ports, unique_key, wait_until)
+
+TTL = 2000  # ms: the short lease of the tests that wait for leases to run out
+# backend keys of the daemons that must notice an unreachable Redis quickly
+FAST = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
+CONFIG_TTL = "locks:\n  default_ttl_ms: %d\n" % TTL
+WAKE_BOUND = 0.1 * SLOWDOWN  # s from a release on one daemon to the grant on another
+PUBSUB_LOST_BOUND = 3.0  # s to a grant when the release's message was lost
+RECONNECT_BOUND = 6.0  # s for a daemon to be back on Redis (capped backoff)
+KILL_MARGIN = 1.0  # s after the lease for another daemon to see it ran out
+BACKEND_REPLY_BOUND = 1.0 * SLOWDOWN  # s for -BACKEND while Redis is down
+IDLE_COMMANDS_PER_S = 4  # commands a waiting daemon may send per second
+BACKEND_FIELDS = ("backend_connected", "backend_reconnects_total",
+                  "backend_scripts_loaded", "backend_renewals_total",
+                  "backend_lost_total")
+
+
+def report(text):
+    """A figure for the log of the run (the Redis command counts)."""
+    sys.stdout.write("\n    %s\n" % text)
+    sys.stdout.flush()
+
+
+def script_calls(conn):
+    """EVALSHA + EVAL calls so far on a redis-server (a Raw connection)."""
+    st = commandstats(conn)
+    return st.get("evalsha", 0) + st.get("eval", 0)
+
+
+def pubsub_clients(conn):
+    """Connections of a redis-server that are in pub/sub mode."""
+    text = conn.cmd("CLIENT", "LIST", "TYPE", "pubsub")
+    return [line for line in text.decode().split("\n") if line.strip()]
+
+
+def read_within(conn, seconds):
+    """The next reply or push on a Raw connection, or None if nothing
+    complete arrives within seconds."""
+    old = conn.s.gettimeout()
+    conn.settimeout(max(seconds, 0.001))
+    try:
+        return conn.read()
+    except (socket.timeout, TimeoutError):
+        return None
+    finally:
+        conn.settimeout(old)
+
+
+def fmt_counts(counts, n):
+    """'name 1.00, name 0.50' per operation, largest first."""
+    items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join("%s %.2f" % (k, v / n) for k, v in items) or "none"
+
+
+OWN_COMMANDS = ("config|resetstat", "info", "echo", "monitor", "client|list")
+
+
+class RedisCase(RedisTestCase):
+
+    def assertErr(self, reply, code, msg=None):
+        """reply is an error reply with this code word."""
+        self.assertIsInstance(reply, Err, msg or "not an error: %r" % (reply,))
+        self.assertEqual(reply.code, code, msg or reply)
+
+    def hello3(self, conn):
+        reply = conn.cmd("HELLO", "3")
+        self.assertEqual(reply[b"proto"], 3)
+
+
+class TestRedisTwoDaemons(RedisCase):
+    """Two daemons, A and B, on one redis-server, shared by the tests of
+    the class; each test uses keys of its own."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = cls.class_redis()
+        cls.a = cls.class_daemon(cls.redis)
+        cls.b = cls.class_daemon(cls.redis)
+
+    def setUp(self):
+        super().setUp()
+        for d in (self.a, self.b):
+            self.assertTrue(d.running(), "a shared dlockd died:\n%s" % d.log())
+        self.assertTrue(self.redis.running(), "the redis-server died:\n%s" % self.redis.log())
+
+    def queue(self, daemon, key, *opts, waiters):
+        """A new connection on daemon that sends LOCK key *opts and is then
+        queued as the waiters-th waiter of key on that daemon."""
+        w = self.conn(daemon)
+        w.send(Raw.encode("LOCK", key, *opts))
+        self.wait_status(daemon, key, waiters=waiters)
+        return w
+
+    def test_mutual_exclusion_across_daemons(self):
+        key = unique_key()
+        errors = []
+        fences = []  # in the order of the critical sections
+        inside = threading.Lock()
+
+        def worker(daemon, n):
+            c = daemon.raw()
+            try:
+                for _ in range(n):
+                    g = c.cmd("LOCK", key, "WAIT", 20000)
+                    if not isinstance(g, list):
+                        errors.append("LOCK on %s answered %r" % (daemon.addr(), g))
+                        return
+                    if not inside.acquire(blocking=False):
+                        errors.append("granted on %s while another session holds the key"
+                                      % daemon.addr())
+                    else:
+                        fences.append(g[1])
+                        time.sleep(0.001)  # hold the key a moment: overlaps show
+                        inside.release()
+                    r = c.cmd("UNLOCK", key)
+                    if r != 0:
+                        errors.append("UNLOCK answered %r" % (r,))
+            finally:
+                c.close()
+
+        calls = [in_thread(worker, d, 25) for d in (self.a, self.b, self.a, self.b)]
+        for c in calls:
+            c.result(60)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(fences), 100)
+        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
+                        "fences not increasing in grant order: %s" % fences)
+        self.assertEqual(fences[0], 1, "the first fence of a new key")
+
+    def test_fifo_within_each_daemon(self):
+        key = unique_key()
+        holder = self.conn(self.a)
+        g0 = self.assertGranted(holder.cmd("LOCK", key))
+        waiters = []  # (daemon name, place in that daemon's queue, connection)
+        for i in range(4):
+            for name, d in (("A", self.a), ("B", self.b)):
+                waiters.append((name, i, self.queue(d, key, "WAIT", 20000, waiters=i + 1)))
+        got = []
+        mu = threading.Lock()
+
+        def take(name, i, w):
+            g = w.read()
+            if not isinstance(g, list):
+                raise AssertionError("waiter %s%d got %r" % (name, i, g))
+            with mu:
+                got.append((g[1], name, i))
+            if w.cmd("UNLOCK", key) != 0:
+                raise AssertionError("waiter %s%d: UNLOCK did not release" % (name, i))
+
+        calls = [in_thread(take, *w) for w in waiters]
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        for c in calls:
+            c.result(20)
+        got.sort()
+        self.assertEqual(len({f for f, _, _ in got}), 8, got)
+        self.assertGreater(got[0][0], g0[1])
+        for name in ("A", "B"):
+            self.assertEqual([i for _, n, i in got if n == name], [0, 1, 2, 3],
+                             "grants on %s out of queue order: %s" % (name, got))
+
+    def wait_attempt(self, rc, before):
+        """Wait until a script call after `before` (a waiter's first try in
+        Redis) has run."""
+        wait_until(lambda: script_calls(rc) > before, 3, 0.002,
+                   "the waiter's attempt in Redis")
+
+    def test_wake_across_daemons_is_prompt(self):
+        key = unique_key()
+        rc = self.redis_conn(self.redis)
+        took = []
+        for _ in range(5):
+            holder = self.conn(self.a)
+            self.assertGranted(holder.cmd("LOCK", key))
+            before = script_calls(rc)
+            w = self.queue(self.b, key, "WAIT", 5000, waiters=1)
+            self.wait_attempt(rc, before)
+            self.assertEqual(holder.cmd("UNLOCK", key), 0)
+            t0 = time.monotonic()
+            g = w.read()
+            took.append(time.monotonic() - t0)
+            self.assertGranted(g)
+            self.assertEqual(w.cmd("UNLOCK", key), 0)
+            holder.close()
+            w.close()
+        report("release on A -> grant on B: %s ms"
+               % ", ".join("%.1f" % (1000 * t) for t in took))
+        self.assertLess(max(took), WAKE_BOUND,
+                        "a waiter on B was granted %.0f ms after the release on A"
+                        % (1000 * max(took)))
+
+    def test_waiting_does_not_poll(self):
+        # a waiter on B behind a holder on A: in one second of waiting the
+        # daemons send Redis (almost) nothing: the wake-up comes by pub/sub
+        key = unique_key()
+        holder = self.conn(self.a)
+        self.assertGranted(holder.cmd("LOCK", key))
+        mon = RedisMonitor(self.redis)
+        self.addCleanup(mon.stop)
+        before = script_calls(mon.ctl)
+        w = self.queue(self.b, key, "WAIT", 10000, waiters=1)
+        self.wait_attempt(mon.ctl, before)
+        mon.sync()
+        mon.take()
+        window = 1.0
+        time.sleep(window)  # the measurement window itself
+        mon.sync()
+        sent, lua = count_commands(mon.take())
+        n = sum(sent.values())
+        report("commands sent to Redis in %.1f s of waiting: %d (%s); run by scripts: %d"
+               % (window, n, fmt_counts(sent, 1), sum(lua.values())))
+        self.assertLessEqual(n, IDLE_COMMANDS_PER_S * window,
+                             "daemons poll Redis while a LOCK waits: %s" % sent)
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        self.assertGranted(w.read())
+
+    def test_waiter_granted_when_pubsub_lost(self):
+        # CLIENT KILL of the subscriber connections while B waits: the
+        # release's message is lost, the retry still grants the waiter
+        key = unique_key()
+        rc = self.redis_conn(self.redis)
+        self.assertEqual(len(pubsub_clients(rc)), 2,
+                         "one subscriber connection per daemon:\n%s" % pubsub_clients(rc))
+        holder = self.conn(self.a)
+        self.assertGranted(holder.cmd("LOCK", key))
+        before = script_calls(rc)
+        w = self.queue(self.b, key, "WAIT", 20000, waiters=1)
+        self.wait_attempt(rc, before)
+        self.assertEqual(rc.cmd("CLIENT", "KILL", "TYPE", "pubsub"), 2)
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        t0 = time.monotonic()
+        g = read_within(w, PUBSUB_LOST_BOUND + 2)
+        took = time.monotonic() - t0
+        self.assertIsNotNone(g, "the waiter was not granted within %.0f s of the release"
+                             % (PUBSUB_LOST_BOUND + 2))
+        self.assertGranted(g)
+        report("grant on B after the release on A, subscribers killed: %.0f ms"
+               % (1000 * took))
+        self.assertLess(took, PUBSUB_LOST_BOUND)
+        self.assertEqual(w.cmd("UNLOCK", key), 0)
+        # both daemons subscribe again, and wake-ups are prompt again
+        wait_until(lambda: len(pubsub_clients(rc)) == 2, RECONNECT_BOUND, 0.02,
+                   "both daemons to subscribe again")
+        self.assertGranted(holder.cmd("LOCK", key))
+        before = script_calls(rc)
+        w2 = self.queue(self.b, key, "WAIT", 5000, waiters=1)
+        self.wait_attempt(rc, before)
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        t0 = time.monotonic()
+        self.assertGranted(w2.read())
+        self.assertLess(time.monotonic() - t0, WAKE_BOUND,
+                        "wake-ups are slow after the subscribers reconnected")
+        self.assertEqual(w2.cmd("UNLOCK", key), 0)
+
+    def test_fences_across_daemons(self):
+        key = unique_key()
+        ca, cb = self.conn(self.a), self.conn(self.b)
+        fences = []
+        for i in range(30):
+            c = (ca, cb)[i % 2]
+            g = self.assertGranted(c.cmd("LOCK", key, "WAIT", 0))
+            fences.append(g[1])
+            self.assertEqual(c.cmd("VALIDATE", key, g[1]), 1)
+            self.assertEqual(c.cmd("UNLOCK", key), 0)
+        self.assertEqual(fences[0], 1)
+        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])), fences)
+        # each daemon reports the last fence it issued
+        self.assertEqual(self.status(self.a, key)["fence"], fences[-2])
+        self.assertEqual(self.status(self.b, key)["fence"], fences[-1])
+
+    def test_shared_across_daemons(self):
+        key = unique_key()
+        sa, sb = self.conn(self.a), self.conn(self.b)
+        ga = self.assertGranted(sa.cmd("LOCK", key, "SHARED", "WAIT", 0))
+        gb = self.assertGranted(sb.cmd("LOCK", key, "SHARED", "WAIT", 0))
+        self.assertLess(ga[1], gb[1])
+        # exclusive is refused on both daemons while shared holders exist
+        self.assertIs(self.conn(self.a).cmd("LOCK", key, "WAIT", 0), NULL)
+        self.assertIs(self.conn(self.b).cmd("LOCK", key, "WAIT", 0), NULL)
+        # an exclusive waiter on A: A's own shared holder leaves, B's stays
+        x = self.queue(self.a, key, "WAIT", 20000, waiters=1)
+        self.assertEqual(sa.cmd("UNLOCK", key), 0)
+        self.assertIsNone(read_within(x, 0.3), "exclusive granted while B holds shared")
+        self.assertEqual(sb.cmd("UNLOCK", key), 0)
+        t0 = time.monotonic()
+        gx = self.assertGranted(x.read())
+        self.assertLess(time.monotonic() - t0, WAKE_BOUND)
+        self.assertGreater(gx[1], gb[1])
+        # shared is refused on B while A holds exclusive
+        self.assertIs(self.conn(self.b).cmd("LOCK", key, "SHARED", "WAIT", 0), NULL)
+        self.assertEqual(x.cmd("UNLOCK", key), 0)
+
+    def test_semaphore_across_daemons(self):
+        key = unique_key()
+        p1, p2 = self.conn(self.a), self.conn(self.b)
+        g1 = self.assertGranted(p1.cmd("LOCK", key, "LIMIT", 2, "WAIT", 0))
+        g2 = self.assertGranted(p2.cmd("LOCK", key, "LIMIT", 2, "WAIT", 0))
+        self.assertLess(g1[1], g2[1])
+        for d in (self.a, self.b):
+            self.assertIs(self.conn(d).cmd("LOCK", key, "LIMIT", 2, "WAIT", 0), NULL,
+                          "a third permit of two on %s" % d.addr())
+        p3 = self.queue(self.a, key, "LIMIT", 2, "WAIT", 20000, waiters=1)
+        self.assertEqual(p2.cmd("UNLOCK", key), 0)  # a permit freed on B
+        t0 = time.monotonic()
+        g3 = self.assertGranted(p3.read())
+        self.assertLess(time.monotonic() - t0, WAKE_BOUND)
+        self.assertGreater(g3[1], g2[1])
+        self.assertIs(self.conn(self.b).cmd("LOCK", key, "LIMIT", 2, "WAIT", 0), NULL)
+        self.assertEqual(p1.cmd("UNLOCK", key), 0)
+        self.assertEqual(p3.cmd("UNLOCK", key), 0)
+        self.assertGranted(self.conn(self.b).cmd("LOCK", key, "LIMIT", 2, "WAIT", 0))
+
+    def test_scripts_reloaded_after_script_flush(self):
+        # EVALSHA answers NOSCRIPT after SCRIPT FLUSH: the daemons load the
+        # scripts again and nothing fails
+        rc = self.redis_conn(self.redis)
+        key = unique_key()
+        ca, cb = self.conn(self.a), self.conn(self.b)
+        self.assertGranted(ca.cmd("LOCK", key))
+        self.assertEqual(rc.cmd("SCRIPT", "FLUSH"), "OK")
+        w = self.queue(self.b, key, "WAIT", 10000, waiters=1)
+        self.assertEqual(ca.cmd("UNLOCK", key), 0)
+        self.assertGranted(w.read())
+        self.assertEqual(w.cmd("UNLOCK", key), 0)
+        self.assertEqual(rc.cmd("SCRIPT", "FLUSH"), "OK")
+        for c in (ca, cb):
+            k = unique_key()
+            self.assertGranted(c.cmd("LOCK", k, "WAIT", 0))
+            self.assertEqual(c.cmd("UNLOCK", k), 0)
+
+    def test_info_backend_fields(self):
+        c = self.conn(self.a)
+        k = unique_key()
+        self.assertGranted(c.cmd("LOCK", k))
+        self.assertEqual(c.cmd("UNLOCK", k), 0)
+        info = self.info(self.a)
+        self.assertEqual(info["backend"], "redis")
+        for name in BACKEND_FIELDS:
+            self.assertIn(name, info, "INFO lacks %s" % name)
+            self.assertRegex(info[name], r"^\d+$", name)
+        self.assertEqual(info["backend_connected"], "1")
+        self.assertGreaterEqual(int(info["backend_scripts_loaded"]), 1)
+        # HELLO names the same backend
+        hello = c.cmd("HELLO", "3")
+        self.assertEqual(hello[b"backend"], b"redis")
+        c.cmd("HELLO", "2")
+        # renewals are counted: a lock of TTL 300 is renewed every 100 ms
+        before = int(info["backend_renewals_total"])
+        self.assertGranted(c.cmd("LOCK", k, "TTL", 300))
+        wait_until(lambda: int(self.info(self.a)["backend_renewals_total"]) > before, 3,
+                   0.02, "backend_renewals_total to grow")
+        self.assertEqual(c.cmd("UNLOCK", k), 0)
+
+
+class TestRedisProcesses(RedisCase):
+    """Each test starts its own redis-server and daemons, and stops,
+    kills or restarts them."""
+
+    def test_fences_across_daemon_restart(self):
+        r = self.start_redis()
+        port = free_port()
+        a = self.start_daemon(r, port=port)
+        b = self.start_daemon(r)
+        key = unique_key()
+        fences = []
+
+        def cycle(daemon):
+            c = self.conn(daemon)
+            g = self.assertGranted(c.cmd("LOCK", key, "WAIT", 5000))
+            fences.append(g[1])
+            self.assertEqual(c.cmd("UNLOCK", key), 0)
+            c.close()
+
+        for _ in range(5):
+            cycle(a)
+            cycle(b)
+        a.stop_checked()
+        cycle(b)
+        a2 = self.start_daemon(r, port=port)
+        self.assertEqual(self.status(a2, key)["fence"], 0)  # a new daemon knows nothing
+        for _ in range(3):
+            cycle(a2)
+            cycle(b)
+        self.assertEqual(a2.stop(signal.SIGKILL), -signal.SIGKILL)
+        a3 = self.start_daemon(r, port=port)
+        cycle(a3)
+        cycle(b)
+        self.assertEqual(fences[0], 1)
+        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
+                        "fences across restarts: %s" % fences)
+
+    def test_killed_daemon_locks_expire(self):
+        r = self.start_redis()
+        a = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
+        b = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
+        k1, k2, k3 = unique_key("x"), unique_key("s"), unique_key("l")
+        c1, c2 = self.conn(a), self.conn(a)
+        fences = {}
+        fences[k1] = self.assertGranted(c1.cmd("LOCK", k1, "TTL", TTL))[1]
+        fences[k2] = self.assertGranted(c1.cmd("LOCK", k2, "SHARED", "TTL", TTL))[1]
+        self.assertGranted(c1.cmd("LOCK", k3, "LIMIT", 2, "TTL", TTL))
+        fences[k3] = self.assertGranted(c2.cmd("LOCK", k3, "LIMIT", 2, "TTL", TTL))[1]
+        calls = {}
+        for k, opts in ((k1, ()), (k2, ()), (k3, ("LIMIT", 2))):
+            w = self.conn(b)
+            w.settimeout(TTL / 1000 + KILL_MARGIN + 5)
+            w.send(Raw.encode("LOCK", k, *opts, "WAIT", 3 * TTL + 5000))
+            self.wait_status(b, k, waiters=1)
+            calls[k] = in_thread(w.read)
+        # the leases in Redis are renewed ones
+        renewals = int(self.info(a)["backend_renewals_total"])
+        wait_until(lambda: int(self.info(a)["backend_renewals_total"]) > renewals,
+                   TTL / 1000, 0.02, "A to renew its locks")
+        for k in calls:
+            self.assertFalse(calls[k].done.is_set(), "%s granted on B while A holds it" % k)
+        t_kill = time.monotonic()
+        self.assertEqual(a.stop(signal.SIGKILL), -signal.SIGKILL)
+        took = {}
+        for k, call in calls.items():
+            g = self.assertGranted(call.result(TTL / 1000 + KILL_MARGIN + 5))
+            self.assertGreater(g[1], fences[k])
+            took[k] = call.done_at - t_kill
+        report("locks of a killed daemon granted elsewhere after %s ms (TTL %d ms)"
+               % (", ".join("%.0f" % (1000 * t) for t in took.values()), TTL))
+        for k, t in took.items():
+            # a lease renewed at least every TTL/3 has two thirds of it left
+            self.assertGreaterEqual(t, TTL / 3000, "%s free %.3f s after the kill, "
+                                    "before its lease can have run out" % (k, t))
+            self.assertLess(t, TTL / 1000 + KILL_MARGIN,
+                            "%s free only %.3f s after the kill" % (k, t))
+
+    def test_sigterm_releases_at_once(self):
+        # a daemon that stops closes its sessions, and that releases their
+        # locks in Redis: another daemon does not wait for the leases
+        r = self.start_redis()
+        a = self.start_daemon(r)
+        b = self.start_daemon(r)
+        k1, k2 = unique_key(), unique_key()
+        c = self.conn(a)
+        self.assertGranted(c.cmd("LOCK", k1))
+        self.assertGranted(c.cmd("LOCK", k2, "SHARED"))
+        calls = []
+        for k in (k1, k2):
+            w = self.conn(b)
+            w.send(Raw.encode("LOCK", k, "WAIT", 20000))
+            self.wait_status(b, k, waiters=1)
+            calls.append(in_thread(w.read))
+        t0 = time.monotonic()
+        a.stop_checked()
+        for call in calls:
+            self.assertGranted(call.result(5))
+            self.assertLess(call.done_at - t0, 2.0)
+
+    def test_lost_before_redis_ttl(self):
+        # redis-server stopped (SIGSTOP) past the lease: the holder is told
+        # (RESP3 push "lost") before the key can have expired in Redis, and
+        # no other daemon is granted the key before that
+        r = self.start_redis()
+        a = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
+        b = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
+        k1, k2, k3 = unique_key("x"), unique_key("s"), unique_key("r2")
+        h = self.conn(a)
+        self.hello3(h)
+        h2 = self.conn(a)  # RESP2: told by -LOST only
+        waiters = []
+        for k in (k1, k2, k3):
+            w = self.conn(b)
+            w.settimeout(30)
+            waiters.append(w)
+        # the grants, each with the time its LOCK was sent: Redis ran the
+        # script after that, so the key cannot expire before send + TTL
+        sent = {}
+        fence = {}
+        sent[k1] = time.monotonic()
+        fence[k1] = self.assertGranted(h.cmd("LOCK", k1))[1]
+        sent[k2] = time.monotonic()
+        fence[k2] = self.assertGranted(h.cmd("LOCK", k2, "SHARED"))[1]
+        sent[k3] = time.monotonic()
+        fence[k3] = self.assertGranted(h2.cmd("LOCK", k3))[1]
+        # waiters on the other daemon
+        for w, k in zip(waiters, (k1, k2, k3)):
+            w.send(Raw.encode("LOCK", k, "WAIT", 20000))
+        for k in (k1, k2, k3):
+            self.wait_status(b, k, waiters=1)
+        r.pause()
+        t_stop = time.monotonic()
+        self.assertLess(t_stop - sent[k1], TTL / 4000,
+                        "too slow to stop Redis before the first renewal")
+        pushes = {}
+
+        def read_pushes():
+            deadline = sent[k1] + TTL / 1000 + 1.5
+            while len(pushes) < 2:
+                p = read_within(h, deadline - time.monotonic())
+                if p is None:
+                    return
+                if not isinstance(p, Push):
+                    raise AssertionError("not a push: %r" % (p,))
+                pushes[p[1].decode()] = (time.monotonic(), p)
+
+        grants = {}
+
+        def take(w, k):
+            # a waiter may be answered -BACKEND while Redis is unreachable:
+            # it asks again; what matters is when the key is granted
+            deadline = time.monotonic() + 25
+            while time.monotonic() < deadline:
+                g = w.read()
+                if isinstance(g, list):
+                    grants[k] = (time.monotonic(), g)
+                    return
+                if not (isinstance(g, Err) and g.code == "BACKEND"):
+                    raise AssertionError("waiter for %s got %r" % (k, g))
+                time.sleep(0.02)
+                w.send(Raw.encode("LOCK", k, "WAIT", 20000))
+            raise AssertionError("%s not granted on B" % k)
+
+        takers = [in_thread(take, w, k) for w, k in zip(waiters, (k1, k2, k3))]
+        try:
+            reader = in_thread(read_pushes)
+            reader.result(TTL / 1000 + 5)
+            # keep Redis stopped until every lease has run out in it
+            left = sent[k3] + TTL / 1000 + 0.3 - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+        finally:
+            r.resume()
+        t_cont = time.monotonic()
+        for t in takers:
+            t.result(30)
+        report("lost pushes %s ms after the LOCKs were sent (TTL %d ms); other daemon's "
+               "grants %s ms after SIGCONT"
+               % (", ".join("%.0f" % (1000 * (pushes[k][0] - sent[k])) for k in pushes), TTL,
+                  ", ".join("%.0f" % (1000 * (grants[k][0] - t_cont)) for k in grants)))
+        for k in (k1, k2):
+            self.assertIn(k, pushes, "no lost push for %s within the lease" % k)
+            t, p = pushes[k]
+            self.assertEqual(list(p), [b"lost", k.encode(), fence[k], p[3]])
+            self.assertIsInstance(p[3], bytes)
+            self.assertLess(t, sent[k] + TTL / 1000,
+                            "the lost push for %s came %.0f ms after the LOCK was sent"
+                            % (k, 1000 * (t - sent[k])))
+            self.assertLess(t, grants[k][0], "%s granted on B before A's holder was told" % k)
+        self.assertNotIn(k3, pushes)
+        for k in (k1, k2, k3):
+            self.assertGreater(grants[k][1][1], fence[k])
+        # later commands answer -LOST once, then -NOTHELD
+        for c, k in ((h, k1), (h, k2), (h2, k3)):
+            self.assertErr(c.cmd("UNLOCK", k), "LOST")
+            self.assertErr(c.cmd("UNLOCK", k), "NOTHELD")
+        self.assertGreaterEqual(int(self.info(a)["lost_total"]), 3)
+
+    def test_lost_at_once_when_another_owner(self):
+        # the lease is taken from under the holder (its Redis keys deleted,
+        # the key locked through B): A's next renewal reports the loss at
+        # once, not when the lease would have run out
+        r = self.start_redis()
+        a = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
+        b = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
+        key = unique_key()
+        ttl = 1500
+        h = self.conn(a)
+        self.hello3(h)
+        fence = self.assertGranted(h.cmd("LOCK", key, "TTL", ttl))[1]
+        rc = r.client()
+        self.addCleanup(rc.connection_pool.disconnect)
+        leases = [n for n in rc.scan_iter(match="*" + key + "*") if rc.pttl(n) > 0]
+        self.assertTrue(leases, "no Redis key with an expiry names %s: %s"
+                        % (key, rc.keys("*")))
+        t0 = time.monotonic()
+        rc.delete(*leases)
+        gb = self.assertGranted(self.conn(b).cmd("LOCK", key, "WAIT", 0))
+        p = read_within(h, ttl / 1000)
+        took = time.monotonic() - t0
+        self.assertIsInstance(p, Push, "no lost push within the TTL")
+        self.assertEqual(p[:3], [b"lost", key.encode(), fence])
+        self.assertLess(took, ttl / 3000 + 0.3 * SLOWDOWN,
+                        "the loss was reported %.0f ms after another owner took the key"
+                        % (1000 * took))
+        self.assertGreater(gb[1], fence)
+        self.assertErr(h.cmd("UNLOCK", key), "LOST")
+        info = self.info(a)
+        self.assertGreaterEqual(int(info["lost_total"]), 1)
+        self.assertGreaterEqual(int(info["backend_lost_total"]), 1)
+
+    def test_lock_while_redis_down(self):
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf=FAST)
+        c = self.conn(a)
+        before = int(self.info(a)["backend_reconnects_total"])
+        self.assertEqual(r.stop(), 0)
+        for opts in ((), ("WAIT", 5000), ("WAIT", 0), ("SHARED",), ("LIMIT", 3)):
+            t0 = time.monotonic()
+            reply = c.cmd("LOCK", unique_key(), *opts)
+            took = time.monotonic() - t0
+            self.assertErr(reply, "BACKEND", "LOCK %s while Redis is down: %r" % (opts, reply))
+            self.assertLess(took, BACKEND_REPLY_BOUND,
+                            "-BACKEND came %.3f s after LOCK %s" % (took, opts))
+        wait_until(lambda: self.info(a)["backend_connected"] == "0", 2, 0.02,
+                   "INFO backend_connected:0")
+        self.assertEqual(self.status(a, unique_key())["backend"], b"disconnected")
+        self.assertEqual(c.cmd("PING"), "PONG")
+        # redis-server back on the same port: locks work again
+        r2 = self.start_redis(port=r.port, directory=r.dir)
+        key = unique_key()
+
+        def granted():
+            reply = c.cmd("LOCK", key, "WAIT", 0)
+            if isinstance(reply, Err):
+                self.assertEqual(reply.code, "BACKEND", reply)
+                return False
+            return self.assertGranted(reply)
+
+        wait_until(granted, RECONNECT_BOUND, 0.05, "LOCK to work once Redis is back")
+        self.assertEqual(c.cmd("UNLOCK", key), 0)
+        info = self.info(a)
+        self.assertEqual(info["backend_connected"], "1")
+        self.assertGreater(int(info["backend_reconnects_total"]), before)
+        self.assertEqual(self.status(a, key)["backend"], b"connected")
+        self.assertTrue(r2.running())
+
+    def test_closed_session_released_after_outage(self):
+        # a session closes while Redis does not answer (SIGSTOP): its lock
+        # is released in Redis once Redis answers again, long before its TTL
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf=FAST)
+        b = self.start_daemon(r, backend_conf=FAST)
+        key = unique_key()
+        h = self.conn(a)
+        self.assertGranted(h.cmd("LOCK", key, "TTL", 60000))
+        probe = self.conn(a)
+        r.pause()
+        try:
+            # a command that times out tells A that Redis is unreachable
+            probe.send(Raw.encode("LOCK", unique_key()))
+            reply = read_within(probe, 3.0 * SLOWDOWN)
+            self.assertIsNotNone(reply, "LOCK hung while Redis does not answer")
+            self.assertErr(reply, "BACKEND")
+            wait_until(lambda: self.info(a)["backend_connected"] == "0", 3, 0.02,
+                       "INFO backend_connected:0 on A")
+            h.close()  # the session ends while Redis is unreachable
+            # A takes no new lock meanwhile
+            self.assertErr(probe.cmd("LOCK", unique_key(), "WAIT", 0), "BACKEND")
+        finally:
+            r.resume()
+        t_cont = time.monotonic()
+        w = self.conn(b)
+
+        def granted():
+            reply = w.cmd("LOCK", key, "WAIT", 0)
+            if isinstance(reply, Err):
+                self.assertEqual(reply.code, "BACKEND", reply)
+                return False
+            return reply is not NULL
+
+        wait_until(granted, RECONNECT_BOUND, 0.05,
+                   "the lock of the closed session to be released")
+        took = time.monotonic() - t_cont
+        report("lock of a session closed during the outage free %.0f ms after SIGCONT"
+               % (1000 * took))
+        wait_until(lambda: self.info(a)["backend_connected"] == "1", RECONNECT_BOUND, 0.02,
+                   "INFO backend_connected:1 on A")
+
+    def test_reconnect_keeps_locks(self):
+        # the daemons' connections are killed (CLIENT KILL TYPE normal): they
+        # reconnect, renewals go on, the lock is neither lost nor free
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf=FAST)
+        b = self.start_daemon(r, backend_conf=FAST)
+        key = unique_key()
+        ttl = 1200
+        h = self.conn(a)
+        self.hello3(h)
+        fence = self.assertGranted(h.cmd("LOCK", key, "TTL", ttl))[1]
+        rc = self.redis_conn(r)
+        before = int(self.info(a)["backend_reconnects_total"])
+        self.assertGreaterEqual(rc.cmd("CLIENT", "KILL", "TYPE", "normal"), 2)
+        wait_until(lambda: int(self.info(a)["backend_reconnects_total"]) > before,
+                   RECONNECT_BOUND, 0.02, "A to reconnect")
+        # held for more than a lease: no push, still valid, not free
+        p = read_within(h, 1.5 * ttl / 1000)
+        self.assertIsNone(p, "unexpected %r after a reconnection" % (p,))
+        self.assertEqual(h.cmd("VALIDATE", key, fence), 1)
+        cb = self.conn(b)
+
+        def answered():
+            reply = cb.cmd("LOCK", key, "WAIT", 0)
+            if isinstance(reply, Err) and reply.code == "BACKEND":
+                return False
+            return [reply]
+
+        self.assertEqual(wait_until(answered, RECONNECT_BOUND, 0.05, "B to answer LOCK"),
+                         [NULL])
+        self.assertEqual(h.cmd("UNLOCK", key), 0)
+        self.assertGranted(cb.cmd("LOCK", key, "WAIT", 5000))
+
+    def handoff_run(self, n, limit):
+        """A holder and n waiters on daemon A (backend.handoff_limit set to
+        limit), one waiter on daemon B, every grantee releasing at once.
+        Returns (runs, place): runs lists, up to B's grant, how many grants A
+        made in a row without a release in between (from MONITOR: each
+        grant, by acquire or transfer, INCRs the fence; each release
+        PUBLISHes); place is how many of A's waiters were granted before B's."""
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf={"handoff_limit": limit})
+        b = self.start_daemon(r)
+        key = unique_key()
+        holder = self.conn(a)
+        g0 = self.assertGranted(holder.cmd("LOCK", key))
+        ws = []
+        for i in range(n):
+            w = self.conn(a)
+            w.send(Raw.encode("LOCK", key, "WAIT", 30000))
+            self.wait_status(a, key, waiters=i + 1)
+            ws.append(w)
+        wb = self.conn(b)
+        wb.send(Raw.encode("LOCK", key, "WAIT", 30000))
+        self.wait_status(b, key, waiters=1)
+        a_src = {"127.0.0.1:%d" % p for p in process_tcp_ports(a.pid)}
+        b_src = {"127.0.0.1:%d" % p for p in process_tcp_ports(b.pid)}
+        mon = RedisMonitor(r)
+        self.addCleanup(mon.stop)
+        fences_a = []
+        fence_b = []
+
+        def run_a():
+            for i, w in enumerate(ws):
+                g = read_within(w, 20)
+                if not isinstance(g, list):
+                    raise AssertionError("waiter %d on A got %r" % (i, g))
+                fences_a.append(g[1])
+                if w.cmd("UNLOCK", key) != 0:
+                    raise AssertionError("waiter %d: UNLOCK did not release" % i)
+
+        def run_b():
+            g = read_within(wb, 20)
+            if not isinstance(g, list):
+                raise AssertionError("the waiter on B got %r" % (g,))
+            fence_b.append(g[1])
+            if wb.cmd("UNLOCK", key) != 0:
+                raise AssertionError("B: UNLOCK did not release")
+
+        ca, cb = in_thread(run_a), in_thread(run_b)
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        ca.result(30)
+        cb.result(30)
+        mon.sync()
+        runs = [0]
+        caller = None
+        b_seen = False
+        for src, name in mon.take():
+            if src != "lua":
+                caller = src  # the commands of a script follow its EVALSHA
+            elif name == "publish":
+                runs.append(0)
+            elif name == "incr" and caller in b_src:
+                b_seen = True
+                break
+            elif name == "incr" and caller in a_src:
+                runs[-1] += 1
+        self.assertTrue(b_seen, "B's grant not found in MONITOR's output")
+        place = sum(1 for f in fences_a if f < fence_b[0])
+        report("handoff_limit %d, %d waiters on A and 1 on B: A's grants in a row "
+               "between releases before B's %s; B granted after %d of A's waiters"
+               % (limit, n, runs, place))
+        self.assertTrue(all(x < y for x, y in zip(fences_a, fences_a[1:])),
+                        "A's waiters out of order: %s" % fences_a)
+        self.assertGreater(min(fences_a + fence_b), g0[1])
+        return runs, place
+
+    def test_handoff_limit(self):
+        # A hands the key from one local waiter to the next in Redis without
+        # releasing it, at most backend.handoff_limit times in a row while
+        # another daemon waits; then it releases it (PUBLISH)
+        limit, n = 4, 24
+        runs, _ = self.handoff_run(n, limit)
+        # the first holder's release hands the key on `limit` times in a row
+        self.assertEqual(runs[0], limit, "handoffs before the first release")
+        # later runs: an acquire, then at most `limit` handoffs
+        self.assertLessEqual(max(runs), limit + 1, "more than %d handoffs in a row "
+                             "while another daemon waits" % limit)
+
+    def test_handoff_limit_lets_other_daemons_in(self):
+        # the point of the limit: a daemon with a long local queue does not
+        # keep the key from a waiter on another daemon until its queue is
+        # empty. At each of the n / (limit + 1) releases B must have a real
+        # chance (A's next waiter must not take the key again before B's
+        # attempt can arrive)
+        limit, n = 4, 60
+        _, place = self.handoff_run(n, limit)
+        self.assertLess(place, n, "B was granted only after all of A's %d waiters, "
+                        "though A released the key about every %d grants" % (n, limit + 1))
+
+    def test_backend_url_password_db_and_prefix(self):
+        r = self.start_redis(password="s3cret")
+        # -b redis://:s3cret@127.0.0.1:port/3
+        a = self.start_daemon(r, backend_url=r.url(db=3))
+        # backend: section with password, db and key_prefix
+        b = self.start_daemon(r, backend_conf={"db": 3, "key_prefix": "other:"})
+        key = unique_key()
+        ga = self.assertGranted(self.conn(a).cmd("LOCK", key))
+        # another prefix is another name space: the same key is free there
+        gb = self.assertGranted(self.conn(b).cmd("LOCK", key, "WAIT", 0))
+        self.assertEqual((ga[1], gb[1]), (1, 1))
+        db3 = r.client(db=3)
+        db0 = r.client(db=0)
+        self.addCleanup(db3.connection_pool.disconnect)
+        self.addCleanup(db0.connection_pool.disconnect)
+        names = [n.decode(errors="replace") for n in db3.keys("*")]
+        self.assertTrue(names)
+        self.assertTrue(all(n.startswith(("dlock:", "other:")) for n in names), names)
+        self.assertTrue(any(n.startswith("dlock:") and key in n for n in names), names)
+        self.assertTrue(any(n.startswith("other:") and key in n for n in names), names)
+        self.assertEqual(db0.dbsize(), 0)
+
+
+class TestRedisCommandCounts(RedisCase):
+    """How many Redis commands a lock costs, counted with MONITOR (commands
+    the daemons send, and commands their scripts run) and INFO commandstats
+    (both together). The figures are printed; only sane bounds are
+    asserted."""
+
+    def measure(self, r, run, n, what):
+        """Run run() with counting on; print and return the counts per
+        operation: (sent by the daemons, all in commandstats)."""
+        mon = RedisMonitor(r)
+        self.addCleanup(mon.stop)
+        mon.sync()
+        mon.take()
+        self.assertEqual(mon.ctl.cmd("CONFIG", "RESETSTAT"), "OK")
+        run()
+        mon.sync()
+        stats = {k: v for k, v in commandstats(mon.ctl).items() if k not in OWN_COMMANDS}
+        sent, lua = count_commands(mon.take())
+        report("redis commands per %s (n=%d): sent by dlockd %.2f (%s); run by scripts "
+               "%.2f (%s); commandstats %.2f (%s)"
+               % (what, n, sum(sent.values()) / n, fmt_counts(sent, n),
+                  sum(lua.values()) / n, fmt_counts(lua, n),
+                  sum(stats.values()) / n, fmt_counts(stats, n)))
+        return sum(sent.values()) / n, sum(stats.values()) / n
+
+    def test_uncontended(self):
+        r = self.start_redis()
+        a = self.start_daemon(r)
+        self.start_daemon(r)  # a second daemon, idle
+        c = self.conn(a)
+        k = unique_key()
+        self.assertGranted(c.cmd("LOCK", k))  # scripts loaded before counting
+        self.assertEqual(c.cmd("UNLOCK", k), 0)
+        n = 200
+        keys = [unique_key() for _ in range(n)]
+
+        def run():
+            for k in keys:
+                self.assertGranted(c.cmd("LOCK", k, "WAIT", 0))
+                self.assertEqual(c.cmd("UNLOCK", k), 0)
+
+        sent, total = self.measure(r, run, n, "LOCK+UNLOCK pair, uncontended")
+        self.assertLessEqual(sent, 3.0)
+        self.assertLessEqual(total, 20.0)
+
+    def test_contended(self):
+        r = self.start_redis()
+        a = self.start_daemon(r)
+        b = self.start_daemon(r)
+        key = unique_key()
+        rounds = 15
+        daemons = (a, a, a, b, b, b)
+        n = rounds * len(daemons)
+
+        def worker(d):
+            c = d.raw()
+            try:
+                for _ in range(rounds):
+                    g = c.cmd("LOCK", key, "WAIT", 30000)
+                    if not isinstance(g, list):
+                        raise AssertionError("LOCK answered %r" % (g,))
+                    if c.cmd("UNLOCK", key) != 0:
+                        raise AssertionError("UNLOCK did not release")
+            finally:
+                c.close()
+
+        def run():
+            calls = [in_thread(worker, d) for d in daemons]
+            for call in calls:
+                call.result(60)
+
+        sent, total = self.measure(r, run, n, "acquisition, 6 clients on 2 daemons on one key")
+        self.assertLessEqual(sent, 10.0)
+        self.assertLessEqual(total, 40.0)
+
+
+class TestRedisServerHarness(RedisTestCase):
+    """The harness's redis-server: started, paused, stopped, restarted."""
+
+    def test_start_pause_stop(self):
+        r = self.start_redis()
+        rc = r.raw()
+        self.assertEqual(rc.cmd("PING"), "PONG")
+        self.assertEqual(rc.cmd("CONFIG", "GET", "save"), [b"save", b""])
+        self.assertEqual(rc.cmd("CONFIG", "GET", "appendonly"), [b"appendonly", b"no"])
+        self.assertEqual(rc.cmd("CONFIG", "GET", "bind")[1], b"127.0.0.1")
+        r.pause()
+        rc.send(Raw.encode("PING"))
+        self.assertIsNone(read_within(rc, 0.2), "a paused redis-server answered")
+        r.resume()
+        self.assertEqual(rc.read(), "PONG")
+        rc.close()
+        self.assertEqual(r.stop(), 0)
+        self.assertEqual(r.stop(), 0)  # twice is fine
+        r2 = self.start_redis(port=r.port, directory=r.dir)
+        self.assertEqual(r2.port, r.port)
+        r2.pause()  # a paused server is stopped too
+
+    def test_missing_binary_fails(self):
+        saved = harness.REDIS_SERVER
+        harness.REDIS_SERVER = "/nonexistent/redis-server"
+        try:
+            with self.assertRaisesRegex(AssertionError, "redis-server is missing"):
+                RedisServer().start()
+        finally:
+            harness.REDIS_SERVER = saved
+
+    def test_monitor_counts_sources(self):
+        r = self.start_redis()
+        mon = RedisMonitor(r)
+        self.addCleanup(mon.stop)
+        c = r.raw()
+        c.cmd("EVAL", "redis.call('incr', KEYS[1]); redis.call('publish', 'ch', 'x') "
+              "return 1", 1, "k")
+        c.cmd("SET", "a", "b")
+        c.close()
+        mon.sync()
+        sent, lua = count_commands(mon.take())
+        self.assertEqual(sent, {"eval": 1, "set": 1})
+        self.assertEqual(lua, {"incr": 1, "publish": 1})
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
