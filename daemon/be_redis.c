@@ -287,6 +287,7 @@ reply_int(const redisReply *rep, size_t i, long long def)
 }
 
 static void send_op(struct rd *r, struct rd_op *op);
+static void on_script_loaded(redisAsyncContext *ctx, void *reply, void *privdata);
 
 /* A script's reply (NULL: the connection went away). */
 static void
@@ -314,8 +315,14 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
 		if (strncmp(rep->str, "NOSCRIPT", 8) == 0) {
-			/* the server forgot the script (SCRIPT FLUSH, restart) */
-			r->sha[op->script][0] = '\0';
+			/* the server forgot the script (SCRIPT FLUSH, restart):
+			 * run it with EVAL and load it again for the next calls */
+			if (r->sha[op->script][0] != '\0') {
+				r->sha[op->script][0] = '\0';
+				redisAsyncCommand(ctx, on_script_loaded,
+				    (void *)(uintptr_t)op->script, "SCRIPT LOAD %s",
+				    scripts[op->script]);
+			}
 			send_op(r, op);
 			return;
 		}

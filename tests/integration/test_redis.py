@@ -349,6 +349,18 @@ class TestRedisTwoDaemons(RedisCase):
             k = unique_key()
             self.assertGranted(c.cmd("LOCK", k, "WAIT", 0))
             self.assertEqual(c.cmd("UNLOCK", k), 0)
+        # the scripts that answered NOSCRIPT were loaded again: later calls
+        # are EVALSHA, not EVAL with the whole script
+        self.assertEqual(rc.cmd("CONFIG", "RESETSTAT"), "OK")
+        for c in (ca, cb):
+            k = unique_key()
+            self.assertGranted(c.cmd("LOCK", k, "WAIT", 0))
+            self.assertEqual(c.cmd("UNLOCK", k), 0)
+        stats = rc.cmd("INFO", "commandstats")
+        if isinstance(stats, bytes):
+            stats = stats.decode()
+        self.assertNotIn("cmdstat_eval:", stats)
+        self.assertIn("cmdstat_evalsha:calls=4,", stats)
 
     def test_info_backend_fields(self):
         c = self.conn(self.a)
