@@ -148,6 +148,7 @@ struct rd_link {
 	struct event *ev_reconnect;	/* reconnect timer */
 	uint64_t reconnects;		/* connections made after the first */
 	bool ever_up;			/* connected at least once */
+	bool down_logged;		/* its going down was logged */
 };
 
 struct rd {
@@ -287,6 +288,33 @@ reply_int(const redisReply *rep, size_t i, long long def)
 }
 
 static void send_op(struct rd *r, struct rd_op *op);
+static struct rd_op *op_new(struct rd *r, enum rd_script script, const struct be_lock *l,
+    const char *keykinds, const char *const *args, be_cb *cb, void *arg);
+static void oom(be_cb *cb, void *arg);
+
+/*
+ * Keep a release of the member in op's argument member_arg for when the
+ * connection is back: op's outcome is unknown (its reply was lost with the
+ * connection) or it could not be sent. Releasing what was never taken is a
+ * harmless no-op in the script.
+ */
+static void
+defer_release(struct rd *r, const struct rd_op *op, int member_arg)
+{
+	struct be_lock l = { op->key, op->keylen, LOCK_EXCLUSIVE, 0, NULL, 0, 0 };
+	char member[TOKEN_LEN + 20];
+	if (r->destroying)
+		return;	/* leases end at their TTL */
+	snprintf(member, sizeof(member), "%.*s", (int)op->argvlen[member_arg],
+	    op->argv[member_arg]);
+	const char *args[] = { member, r->channel, "", NULL };
+	struct rd_op *rel = op_new(r, RS_RELEASE, &l, "l", args, NULL, NULL);
+	if (rel == NULL)
+		return oom(NULL, NULL);
+	rel->argv[rel->argc - 1] = rel->key;
+	rel->argvlen[rel->argc - 1] = rel->keylen;
+	TAILQ_INSERT_TAIL(&r->deferred, rel, entry);
+}
 static void on_script_loaded(redisAsyncContext *ctx, void *reply, void *privdata);
 
 /* A script's reply (NULL: the connection went away). */
@@ -299,6 +327,13 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 	(void)ctx;
 	TAILQ_REMOVE(&r->inflight, op, entry);
 	if (rep == NULL) {
+		/* the connection is going: nothing more may be sent on it */
+		r->cmd.up = false;
+		/* an acquire or transfer may have run: give its lease back */
+		if (op->script == RS_ACQUIRE)
+			defer_release(r, op, 6);	/* EVALSHA sha 3 l f w member */
+		else if (op->script == RS_TRANSFER)
+			defer_release(r, op, 7);	/* ... w from to */
 		if (op->script == RS_RELEASE && r->be->priv != NULL && !r->destroying) {
 			/* unknown whether it ran: say it failed, send it again
 			 * when redis is back (a second release is harmless) */
@@ -389,8 +424,11 @@ send_op(struct rd *r, struct rd_op *op)
 		op->argvlen[1] = strlen(scripts[op->script]);
 	}
 	op->argvlen[0] = strlen(op->argv[0]);
-	if (redisAsyncCommandArgv(r->cmd.ctx, on_reply, op, op->argc, op->argv,
-	    op->argvlen) != REDIS_OK) {
+	if (r->cmd.ctx == NULL || redisAsyncCommandArgv(r->cmd.ctx, on_reply, op, op->argc,
+	    op->argv, op->argvlen) != REDIS_OK) {
+		/* the connection is being torn down */
+		if (op->script == RS_RELEASE)
+			defer_release(r, op, 4);	/* EVALSHA sha 1 l member */
 		op_fail_later(op, BE_ERROR);
 		return;
 	}
@@ -576,12 +614,13 @@ static void
 link_down(struct rd_link *l, const char *why)
 {
 	struct rd *r = l->r;
-	bool was_up = l->up;
 	l->ctx = NULL;
 	l->up = false;
-	if (was_up || !l->ever_up)
+	if (!l->down_logged) {
+		l->down_logged = true;
 		log_warn("redis %s connection to %s:%lld down: %s", l->sub ? "subscriber" :
 		    "command", r->ip, r->conf->backend_port, why);
+	}
 	uint64_t delay = l->backoff_ms + arc4random_uniform((uint32_t)(l->backoff_ms / 5 + 1));
 	l->backoff_ms = l->backoff_ms * 2 > RD_BACKOFF_MAX_MS ? RD_BACKOFF_MAX_MS :
 	    l->backoff_ms * 2;
@@ -614,6 +653,7 @@ link_drop(struct rd_link *l, const char *why)
 	if (ctx == NULL)
 		return;
 	l->ctx = NULL;	/* on_disconnect must not take it for a new one */
+	l->up = false;	/* what the NULL replies start must not use it */
 	ctx->data = NULL;
 	redisAsyncFree(ctx);	/* pending replies come back NULL */
 	link_down(l, why);
@@ -654,6 +694,7 @@ static void
 link_ready(struct rd_link *l)
 {
 	l->up = true;
+	l->down_logged = false;
 	l->backoff_ms = RD_BACKOFF_MIN_MS;
 	if (l->ever_up)
 		l->reconnects++;
@@ -700,6 +741,7 @@ on_hello(redisAsyncContext *ctx, void *reply, void *privdata)
 		/* inside a callback: hiredis frees it on return */
 		ctx->data = NULL;
 		l->ctx = NULL;
+		l->up = false;
 		redisAsyncFree(ctx);
 		link_down(l, "refused");
 		return;
@@ -843,6 +885,7 @@ rd_destroy(struct backend *be)
 	for (size_t i = 0; i < 2; i++) {
 		redisAsyncContext *ctx = links[i]->ctx;
 		links[i]->ctx = NULL;
+		links[i]->up = false;
 		if (ctx != NULL) {
 			ctx->data = NULL;
 			redisAsyncFree(ctx);	/* fails what is in flight */

@@ -485,6 +485,42 @@ class TestRedisProcesses(RedisCase):
             self.assertGranted(call.result(5))
             self.assertLess(call.done_at - t0, 2.0)
 
+    def test_outage_with_queued_waiters(self):
+        # Redis stopped past command_timeout_ms while waiters are queued on a
+        # key being released: the dropped connection fails the acquire in
+        # flight, the lock table starts the next waiter's at once, and none
+        # of that may touch the dead connection (the daemon must live). The
+        # release, and the acquire whose reply was lost, are settled once
+        # Redis is back, so the key is free again
+        r = self.start_redis()
+        a = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
+        key = unique_key()
+        h = self.conn(a)
+        self.assertGranted(h.cmd("LOCK", key))
+        ws = []
+        for i in range(4):
+            w = self.conn(a)
+            w.settimeout(30)
+            w.send(Raw.encode("LOCK", key, "WAIT", 20000))
+            ws.append(w)
+            self.wait_status(a, key, waiters=i + 1)
+        r.pause()
+        try:
+            h.close()           # the release and the head's acquire hang
+            for w in ws:
+                rep = w.read()
+                self.assertIsInstance(rep, Err, rep)
+                self.assertTrue(rep.startswith("BACKEND"), rep)
+            self.assertTrue(a.running(), a.log())
+        finally:
+            r.resume()
+        wait_until(lambda: self.info(a).get("backend_connected") == "1", 10,
+                   what="the daemon to reconnect")
+        c = self.conn(a)
+        c.settimeout(30)
+        self.assertGranted(c.cmd("LOCK", key, "WAIT", TTL + 5000))
+        self.assertEqual(c.cmd("UNLOCK", key), 0)
+
     def test_lost_before_redis_ttl(self):
         # redis-server stopped (SIGSTOP) past the lease: the holder is told
         # (RESP3 push "lost") before the key can have expired in Redis, and
