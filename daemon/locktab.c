@@ -28,6 +28,8 @@
 #define LT_IDLE_KEYS_MAX 4096	/* idle keys kept for their last fence */
 #define LT_RENEW_RETRY_MS 1000	/* longest pause before retrying a renewal */
 #define LT_RENEW_QUANTUM_MS 100	/* renewals due within one quantum go together */
+#define LT_YIELD_MS 80		/* how long a yielding queue ignores wakeups: shorter
+				 * than the backend's own retry after a yield */
 
 enum timer_kind { TIMER_WAITER, TIMER_HOLD };
 
@@ -54,6 +56,7 @@ struct lt_waiter {
 	uint64_t deadline;		/* end of WAIT, LT_NEVER for none */
 	bool detach;			/* not bound to the owner once granted */
 	bool try_once;			/* WAIT 0 */
+	bool yielding;			/* its acquire gives way to other daemons */
 	enum waiter_state state;	/* QUEUED or ACQUIRING */
 	lt_done_cb *done;		/* the LOCK's completion */
 	void *arg;			/* its argument */
@@ -101,6 +104,7 @@ struct lt_key {
 	bool blocked;			/* backend said BUSY: wait for a wakeup */
 	bool contended;			/* the backend says other daemons wait */
 	bool yield;			/* the next acquire gives way to other daemons */
+	uint64_t yield_until;		/* wakeups before this are ignored (a yield) */
 	unsigned handoffs;		/* consecutive handoffs to local waiters */
 	bool idle;			/* on lt->idle */
 	TAILQ_ENTRY(lt_key) ientry;	/* on lt->idle */
@@ -774,8 +778,12 @@ on_acquire(void *arg, const struct be_reply *r)
 		waiter_grant(lt, w, r->fence, sent_at);
 		break;
 	case BE_BUSY:
-		/* held beyond this process: the head waits for a wakeup */
+		/* held beyond this process: the head waits for a wakeup; after a
+		 * yield, not the one our own release message brings */
 		k->blocked = true;
+		if (w->yielding)
+			k->yield_until = locktab_now(lt) + LT_YIELD_MS;
+		w->yielding = false;
 		if (lt->closing)
 			waiter_fail(lt, w, LT_E_CLOSING);
 		else if (w->owner == NULL || w->try_once || w->deadline <= locktab_now(lt))
@@ -934,6 +942,7 @@ waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
 	op->w = w;
 	struct be_lock to = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms,
 	    k->yield };
+	w->yielding = k->yield;
 	k->yield = false;
 	if (from != NULL) {
 		struct be_lock fl = hold_lock(from);
@@ -988,7 +997,7 @@ on_wakeup(void *arg, const char *key, size_t keylen)
 		/* any key may be free: retry every blocked queue */
 		for (size_t i = 0; i < lt->nbuckets; i++)
 			for (struct lt_key *k = lt->buckets[i]; k; k = k->hnext)
-				if (k->blocked) {
+				if (k->blocked && locktab_now(lt) >= k->yield_until) {
 					k->blocked = false;
 					pump(lt, k);
 				}
@@ -996,7 +1005,7 @@ on_wakeup(void *arg, const char *key, size_t keylen)
 		return;
 	}
 	struct lt_key *k = key_find(lt, key, keylen);
-	if (k == NULL || k->refs == 0)
+	if (k == NULL || k->refs == 0 || locktab_now(lt) < k->yield_until)
 		return;
 	k->blocked = false;
 	pump(lt, k);

@@ -1723,9 +1723,14 @@ START_TEST(handoffs_capped_when_contended)
 	ck_assert_uint_eq(fk.count[FK_TRANSFER], 16);
 	fk_complete(BE_OK, 0);
 	ck_assert_int_eq(u.st, LT_OK);
-	/* another daemon got it first: the local waiter waits for a wakeup */
+	/* it gave way: the wakeup its own release message brings is ignored
+	 * for a moment, so that the daemon that waits can take the key */
 	fk_complete(BE_BUSY, 0);
 	ck_assert_uint_eq(status("k").waiters, 1);
+	fbe.up.wakeup(fbe.up.arg, "k", 1);
+	fbe.up.wakeup(fbe.up.arg, NULL, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+	clk += 80;
 	fbe.up.wakeup(fbe.up.arg, "k", 1);
 	ck_assert_int_eq(fk_expect(0, FK_ACQUIRE, "k")->yield, 0);
 	fk_complete(BE_OK, 100);
