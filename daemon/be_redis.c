@@ -290,7 +290,7 @@ reply_int(const redisReply *rep, size_t i, long long def)
 static void send_op(struct rd *r, struct rd_op *op);
 static struct rd_op *op_new(struct rd *r, enum rd_script script, const struct be_lock *l,
     const char *keykinds, const char *const *args, be_cb *cb, void *arg);
-static void oom(be_cb *cb, void *arg);
+static void oom(void) __attribute__((noreturn));
 
 /*
  * Keep a release of the member in op's argument member_arg for when the
@@ -310,7 +310,7 @@ defer_release(struct rd *r, const struct rd_op *op, int member_arg)
 	const char *args[] = { member, r->channel, "", NULL };
 	struct rd_op *rel = op_new(r, RS_RELEASE, &l, "l", args, NULL, NULL);
 	if (rel == NULL)
-		return oom(NULL, NULL);
+		oom();
 	rel->argv[rel->argc - 1] = rel->key;
 	rel->argvlen[rel->argc - 1] = rel->keylen;
 	TAILQ_INSERT_TAIL(&r->deferred, rel, entry);
@@ -520,10 +520,8 @@ submit(struct rd *r, struct rd_op *op)
 /* A call could not be built: the allocations are small, so memory is gone
  * for good; completing from inside the call would break the contract. */
 static void
-oom(be_cb *cb, void *arg)
+oom(void)
 {
-	(void)cb;
-	(void)arg;
 	log_fatal("out of memory in the redis backend");
 }
 
@@ -540,7 +538,7 @@ rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	const char *args[] = { member, ttl, kind, limit, mark, l->yield ? "1" : "0", NULL };
 	struct rd_op *op = op_new(r, RS_ACQUIRE, l, "lfw", args, cb, arg);
 	if (op == NULL)
-		return oom(cb, arg);
+		oom();
 	submit(r, op);
 }
 
@@ -554,18 +552,13 @@ rd_release(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	const char *args[] = { member, r->channel, "", NULL };
 	struct rd_op *op = op_new(r, RS_RELEASE, l, "l", args, cb, arg);
 	if (op == NULL)
-		return oom(cb, arg);
+		oom();
 	/* the message is the key itself (binary-safe) */
 	op->argv[op->argc - 1] = op->key;
 	op->argvlen[op->argc - 1] = op->keylen;
 	if (!r->cmd.up) {
 		/* tell now that it failed, and release it once redis is back */
-		struct rd_op *later = op_new(r, RS_RELEASE, l, "l", args, NULL, NULL);
-		if (later != NULL) {
-			later->argv[later->argc - 1] = later->key;
-			later->argvlen[later->argc - 1] = later->keylen;
-			TAILQ_INSERT_TAIL(&r->deferred, later, entry);
-		}
+		defer_release(r, op, 4);	/* EVALSHA sha 1 l member */
 		op_fail_later(op, BE_ERROR);
 		return;
 	}
@@ -583,7 +576,7 @@ rd_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	const char *args[] = { member, ttl, NULL };
 	struct rd_op *op = op_new(r, RS_RENEW, l, "l", args, cb, arg);
 	if (op == NULL)
-		return oom(cb, arg);
+		oom();
 	r->nrenewals++;
 	submit(r, op);
 }
@@ -602,7 +595,7 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	const char *args[] = { fm, tm, ttl, NULL };
 	struct rd_op *op = op_new(r, RS_TRANSFER, to, "lfw", args, cb, arg);
 	if (op == NULL)
-		return oom(cb, arg);
+		oom();
 	submit(r, op);
 }
 

@@ -1258,7 +1258,6 @@ hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_
 
 	key_ref(lt, k);
 	hold_unlink_key(lt, h);
-	h->state = H_LOST;	/* off the key, still on its owner's list */
 	/* after max_handoffs in a row while other daemons wait, let them in */
 	bool fair = k->contended && lt->limits.max_handoffs != 0 &&
 	    k->handoffs >= lt->limits.max_handoffs;

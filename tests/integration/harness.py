@@ -257,6 +257,15 @@ def unix_accepts(path):
     return True
 
 
+def log_tail(path, size=4000):
+    """The last size characters of a log file ("" if it does not exist)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-size:]
+    except FileNotFoundError:
+        return ""
+
+
 def read_line(pipe, timeout=5.0):
     """One line from a child's stdout pipe, waiting at most timeout s."""
     deadline = time.monotonic() + timeout
@@ -416,11 +425,7 @@ class RedisServer:
             raise AssertionError("redis-server exited with %s; log:\n%s" % (rc, self.log()))
 
     def log(self):
-        try:
-            with open(self.logfile, errors="replace") as f:
-                return f.read()[-4000:]
-        except FileNotFoundError:
-            return ""
+        return log_tail(self.logfile)
 
     def address(self):
         return "127.0.0.1:%d" % self.port
@@ -751,11 +756,7 @@ class Daemon:
             raise AssertionError("dlockd exited with %s; log:\n%s" % (rc, self.log()))
 
     def log(self):
-        try:
-            with open(self.logfile, errors="replace") as f:
-                return f.read()[-4000:]
-        except FileNotFoundError:
-            return ""
+        return log_tail(self.logfile)
 
     def addr(self):
         return "127.0.0.1:%d" % self.port
