@@ -33,7 +33,8 @@ struct be_lock {
 	enum lock_mode mode;
 	unsigned limit;		/* permits, for LOCK_SEMAPHORE */
 	const char *token;	/* the owner value: TOKEN_LEN hex chars, NUL-terminated */
-	uint64_t ttl_ms;	/* lease to take or renew */
+	uint64_t ttl_ms;	/* lease to take or renew: the holder's TTL plus the
+				 * lock-delay, which the lock table adds */
 	int yield;		/* acquire: give way once if other daemons wait */
 };
 
@@ -44,10 +45,22 @@ enum be_status {
 	BE_ERROR		/* backend unavailable or failed */
 };
 
-/* The outcome of one operation; valid during the callback only. */
+/*
+ * The outcome of one operation; valid during the callback only.
+ *
+ * valid_ms is the backend's promise about the lease after a BE_OK acquire,
+ * transfer or renew: nobody else can be granted the key for at least
+ * valid_ms counted from the moment the lock table made the call (its clock,
+ * before anything was sent). A backend whose lease starts when the server
+ * runs the request promises the TTL; one that must allow for clock drift or
+ * for time spent reaching a quorum promises less. It must never promise more,
+ * and a backend must never let a later request shorten a lease below what an
+ * earlier reply promised (leases only grow until they are released).
+ */
 struct be_reply {
 	enum be_status status;
 	uint64_t fence;		/* acquire/transfer: the fence of the new holding */
+	uint64_t valid_ms;	/* acquire/transfer/renew BE_OK: see above */
 	const char *why;	/* BE_ERROR/BE_NOTOWNER: a sentence, or NULL */
 	int contended;		/* acquire/transfer: other daemons wait for the key */
 };
@@ -70,7 +83,9 @@ struct backend_ops {
 	void (*acquire)(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg);
 	/* Drop lock->token's lease. */
 	void (*release)(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg);
-	/* Set lock->token's lease to lock->ttl_ms from now, if it is still ours. */
+	/* Make lock->token's lease last lock->ttl_ms from now, if it is still
+	 * ours; a lease that already lasts longer is left as it is. The lock
+	 * table sends one renew of a holding at a time. */
 	void (*renew)(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg);
 	/* Optional (NULL): hand from->token's exclusive lease to to->token with
 	 * a new fence, with no moment where the key is free. */
@@ -80,6 +95,9 @@ struct backend_ops {
 	void (*info)(struct backend *be, struct evbuffer *out);
 	/* One word for STATUS: "local", "connected" or "disconnected". */
 	const char *(*state)(struct backend *be);
+	/* Optional (NULL: none): releases not yet confirmed by the server,
+	 * in flight or kept for later. Shutdown waits for them. */
+	size_t (*pending)(struct backend *be);
 };
 
 /* Calls from a backend up to the lock table. */
@@ -96,6 +114,8 @@ struct backend {
 	struct event_base *base;	/* the event loop it completes on */
 	const struct conf *conf;	/* the configuration (backend.* keys) */
 	struct backend_up up;		/* set by the lock table */
+	uint64_t min_ttl_ms;		/* shortest TTL it can keep (set by create;
+					 * 0: no floor of its own) */
 	void *priv;			/* the backend's own state */
 };
 

@@ -29,6 +29,7 @@ struct mem_op {
 	void *arg;			/* and with what */
 	enum be_status status;		/* the outcome */
 	uint64_t fence;			/* for acquire and transfer */
+	uint64_t valid_ms;		/* for acquire, transfer and renew */
 	TAILQ_ENTRY(mem_op) entry;	/* on mem->ops */
 };
 TAILQ_HEAD(mem_op_list, mem_op);
@@ -53,7 +54,7 @@ mem_run(evutil_socket_t fd, short what, void *arg)
 	struct mem_op *op;
 	while ((op = TAILQ_FIRST(&batch)) != NULL) {
 		TAILQ_REMOVE(&batch, op, entry);
-		struct be_reply r = { op->status, op->fence, NULL, 0 };
+		struct be_reply r = { op->status, op->fence, op->valid_ms, NULL, 0 };
 		m->nops++;
 		op->cb(op->arg, &r);
 		free(op);
@@ -63,7 +64,8 @@ mem_run(evutil_socket_t fd, short what, void *arg)
 /* Queue a completion. Out of memory completes it... not at all, which would
  * strand the caller, so it aborts: the allocation is tiny. */
 static void
-mem_queue(struct backend *be, enum be_status status, uint64_t fence, be_cb *cb, void *arg)
+mem_queue(struct backend *be, enum be_status status, uint64_t fence, uint64_t valid_ms,
+    be_cb *cb, void *arg)
 {
 	struct mem *m = be->priv;
 	struct mem_op *op = malloc(sizeof(*op));
@@ -73,6 +75,7 @@ mem_queue(struct backend *be, enum be_status status, uint64_t fence, be_cb *cb, 
 	op->arg = arg;
 	op->status = status;
 	op->fence = fence;
+	op->valid_ms = valid_ms;
 	if (TAILQ_EMPTY(&m->ops))
 		event_active(m->ev, EV_TIMEOUT, 0);
 	TAILQ_INSERT_TAIL(&m->ops, op, entry);
@@ -107,7 +110,7 @@ mem_destroy(struct backend *be)
 	struct mem_op *op;
 	while ((op = TAILQ_FIRST(&m->ops)) != NULL) {
 		TAILQ_REMOVE(&m->ops, op, entry);
-		struct be_reply r = { BE_ERROR, 0, "the backend is shutting down", 0 };
+		struct be_reply r = { BE_ERROR, 0, 0, "the backend is shutting down", 0 };
 		op->cb(op->arg, &r);
 		free(op);
 	}
@@ -116,19 +119,26 @@ mem_destroy(struct backend *be)
 	be->priv = NULL;
 }
 
+/* Leases here last exactly their TTL: the lock table, in this process,
+ * is what ends them. */
 static void
 mem_acquire(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg)
 {
 	struct mem *m = be->priv;
-	(void)lock;
-	mem_queue(be, BE_OK, ++m->fence, cb, arg);
+	mem_queue(be, BE_OK, ++m->fence, lock->ttl_ms, cb, arg);
 }
 
 static void
-mem_done(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg)
+mem_release(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg)
 {
 	(void)lock;
-	mem_queue(be, BE_OK, 0, cb, arg);
+	mem_queue(be, BE_OK, 0, 0, cb, arg);
+}
+
+static void
+mem_renew(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg)
+{
+	mem_queue(be, BE_OK, 0, lock->ttl_ms, cb, arg);
 }
 
 static void
@@ -137,8 +147,7 @@ mem_transfer(struct backend *be, const struct be_lock *from, const struct be_loc
 {
 	struct mem *m = be->priv;
 	(void)from;
-	(void)to;
-	mem_queue(be, BE_OK, ++m->fence, cb, arg);
+	mem_queue(be, BE_OK, ++m->fence, to->ttl_ms, cb, arg);
 }
 
 static void
@@ -162,8 +171,8 @@ const struct backend_ops be_memory_ops = {
 	.create = mem_create,
 	.destroy = mem_destroy,
 	.acquire = mem_acquire,
-	.release = mem_done,
-	.renew = mem_done,
+	.release = mem_release,
+	.renew = mem_renew,
 	.transfer = mem_transfer,
 	.info = mem_info,
 	.state = mem_state,

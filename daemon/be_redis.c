@@ -9,6 +9,13 @@
  * each atomic: expired members are pruned inside them, so the server's clock
  * alone decides when a lease ends.
  *
+ * A lease's end only ever moves later until the lease is released: renew
+ * keeps the later of the current end and TTL from now. So the end the lock
+ * table counts from any reply (the call's send time plus the TTL) is never
+ * after the end in Redis, whatever order requests run in. Fences are
+ * max(counter + 1, TIME in microseconds), so they keep increasing even after
+ * Redis lost the counter (an old snapshot, a lost AOF tail, eviction).
+ *
  * Commands go out on one hiredis connection driven by the event loop;
  * everything issued in one loop iteration leaves in one write, so the
  * renewals that the lock table sends at one tick form one pipeline. A second
@@ -20,7 +27,10 @@
  * hiredis 0.14 has no command timeout: a reply that is later than
  * command_timeout_ms drops the connection, which fails every command in
  * flight. While disconnected, commands fail at once (from the loop), except
- * releases, which are kept and sent when the connection is back.
+ * releases, which are kept and sent when the connection is back; so is a
+ * release that Redis answered with an error (LOADING, BUSY, READONLY), which
+ * is tried again every second. A kept release is dropped once its lease has
+ * ended by itself.
  */
 #include "backend.h"
 
@@ -41,6 +51,7 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/adapters/libevent.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "log.h"
 
@@ -49,6 +60,7 @@
 #define RD_BACKOFF_MIN_MS 100		/* first reconnect delay */
 #define RD_BACKOFF_MAX_MS 5000		/* longest reconnect delay */
 #define RD_ARGS 12			/* keys and arguments of one script call at most */
+#define RD_DEFER_RETRY_MS 1000		/* retry of releases Redis answered with an error */
 
 /* The scripts, in the order of enum rd_script. */
 enum rd_script { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
@@ -57,6 +69,11 @@ enum rd_script { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
 	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
 #define LUA_KEEP "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') " \
 	"redis.call('PEXPIREAT', KEYS[1], last[2]) "
+/* the next fence of KEYS[2]: above the counter and above the clock in us */
+#define LUA_FENCE "local f = tonumber(redis.call('GET', KEYS[2]) or '0') + 1 " \
+	"local us = tonumber(t[1]) * 1000000 + tonumber(t[2]) " \
+	"if us > f then f = us end " \
+	"redis.call('SET', KEYS[2], string.format('%.0f', f)) "
 
 static const char *const scripts[RS_COUNT] = {
 	/* acquire: KEYS lock, fence, mark; ARGV member, ttl, kind, limit, mark ms,
@@ -80,7 +97,8 @@ static const char *const scripts[RS_COUNT] = {
 	"end "
 	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
 	LUA_KEEP
-	"return {1, redis.call('INCR', KEYS[2]), redis.call('EXISTS', KEYS[3])}",
+	LUA_FENCE
+	"return {1, f, redis.call('EXISTS', KEYS[3])}",
 
 	/* release: KEYS lock; ARGV member, channel, key. 1 | 0 (not ours) */
 	"if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end "
@@ -88,12 +106,16 @@ static const char *const scripts[RS_COUNT] = {
 	"redis.call('PUBLISH', ARGV[2], ARGV[3]) "
 	"return 1",
 
-	/* renew: KEYS lock; ARGV member, ttl. 1 | 0 (not ours any more) */
+	/* renew: KEYS lock; ARGV member, ttl. The lease lasts at least ttl from
+	 * now; a later end is kept. 1 | 0 (not ours any more) */
 	LUA_NOW
 	"local s = redis.call('ZSCORE', KEYS[1], ARGV[1]) "
 	"if not s or tonumber(s) <= now then return 0 end "
-	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
+	"local e = now + tonumber(ARGV[2]) "
+	"if tonumber(s) < e then "
+	"  redis.call('ZADD', KEYS[1], e, ARGV[1]) "
 	LUA_KEEP
+	"end "
 	"return 1",
 
 	/* transfer: KEYS lock, fence, mark; ARGV from, to, ttl.
@@ -104,7 +126,8 @@ static const char *const scripts[RS_COUNT] = {
 	"redis.call('ZREM', KEYS[1], ARGV[1]) "
 	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2]) "
 	LUA_KEEP
-	"return {1, redis.call('INCR', KEYS[2]), redis.call('EXISTS', KEYS[3])}",
+	LUA_FENCE
+	"return {1, f, redis.call('EXISTS', KEYS[3])}",
 };
 
 struct rd;
@@ -118,7 +141,9 @@ struct rd_op {
 	enum be_status failed;		/* for ops failed before sending */
 	char *key;			/* the lock's key (for BUSY retries) */
 	size_t keylen;
+	uint64_t ttl_ms;		/* the lease asked for (or released) */
 	uint64_t sent_ms;		/* when it went out */
+	uint64_t drop_at;		/* a kept release: when its lease has ended anyway */
 	int argc;			/* the call: EVALSHA sha numkeys keys... args... */
 	const char *argv[RD_ARGS + 3];
 	size_t argvlen[RD_ARGS + 3];
@@ -166,6 +191,9 @@ struct rd {
 	struct rd_retry_list retries;	/* BUSY retries */
 	struct event *ev_fail;		/* completes r->failing */
 	struct event *ev_watch;		/* checks command timeouts */
+	struct event *ev_deferred;	/* sends kept releases again while connected */
+	char policy[32];		/* maxmemory-policy, as last read */
+	char last_error[128];		/* the error reply last logged, "" when fine */
 	uint64_t ncommands;		/* script calls sent */
 	uint64_t nrenewals;		/* renewals sent */
 	uint64_t nnotowner;		/* renewals or releases that found another owner */
@@ -176,14 +204,6 @@ struct rd {
 };
 
 static void link_connect(struct rd_link *l);
-
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static struct timeval
 tv_ms(uint64_t ms)
@@ -202,11 +222,13 @@ op_free(struct rd_op *op)
 	free(op);
 }
 
+/* Tell op's caller; a BE_OK lease lasts at least its TTL from the call (the
+ * script ran after it and never shortens a lease). */
 static void
 op_complete(struct rd_op *op, enum be_status st, uint64_t fence, int contended,
     const char *why)
 {
-	struct be_reply rep = { st, fence, why, contended };
+	struct be_reply rep = { st, fence, st == BE_OK ? op->ttl_ms : 0, why, contended };
 	if (st == BE_ERROR)
 		op->r->nerrors++;
 	if (op->cb != NULL)
@@ -292,16 +314,31 @@ static struct rd_op *op_new(struct rd *r, enum rd_script script, const struct be
     const char *keykinds, const char *const *args, be_cb *cb, void *arg);
 static void oom(void) __attribute__((noreturn));
 
+/* Keep release op for later: sent when the connection is back, or by the
+ * retry timer while it is up; dropped once its lease has ended by itself. */
+static void
+keep_release(struct rd *r, struct rd_op *op)
+{
+	if (op->drop_at == 0)
+		op->drop_at = clock_ms() + op->ttl_ms;
+	op->cb = NULL;
+	TAILQ_INSERT_TAIL(&r->deferred, op, entry);
+	if (r->cmd.up && !evtimer_pending(r->ev_deferred, NULL)) {
+		struct timeval tv = tv_ms(RD_DEFER_RETRY_MS);
+		evtimer_add(r->ev_deferred, &tv);
+	}
+}
+
 /*
- * Keep a release of the member in op's argument member_arg for when the
- * connection is back: op's outcome is unknown (its reply was lost with the
- * connection) or it could not be sent. Releasing what was never taken is a
- * harmless no-op in the script.
+ * Keep a release of the member in op's argument member_arg for later: op's
+ * outcome is unknown (its reply was lost with the connection) or it could
+ * not be sent. Releasing what was never taken is a harmless no-op in the
+ * script.
  */
 static void
 defer_release(struct rd *r, const struct rd_op *op, int member_arg)
 {
-	struct be_lock l = { op->key, op->keylen, LOCK_EXCLUSIVE, 0, NULL, 0, 0 };
+	struct be_lock l = { op->key, op->keylen, LOCK_EXCLUSIVE, 0, NULL, op->ttl_ms, 0 };
 	char member[TOKEN_LEN + 20];
 	if (r->destroying)
 		return;	/* leases end at their TTL */
@@ -313,7 +350,40 @@ defer_release(struct rd *r, const struct rd_op *op, int member_arg)
 		oom();
 	rel->argv[rel->argc - 1] = rel->key;
 	rel->argvlen[rel->argc - 1] = rel->keylen;
-	TAILQ_INSERT_TAIL(&r->deferred, rel, entry);
+	keep_release(r, rel);
+}
+
+/* A release failed with the connection, or Redis answered it with an error:
+ * say it failed, and keep it to send again (a second release is harmless). */
+static void
+release_failed(struct rd *r, struct rd_op *op, const char *why)
+{
+	struct be_reply fail = { BE_ERROR, 0, 0, why, 0 };
+	r->nerrors++;
+	if (op->cb != NULL)
+		op->cb(op->arg, &fail);
+	keep_release(r, op);
+}
+
+/* An error reply: logged when it is not the one logged last, so that an
+ * outage gives one line, not one per command. */
+static void
+note_error(struct rd *r, const char *err)
+{
+	if (strncmp(r->last_error, err, sizeof(r->last_error) - 1) == 0)
+		return;
+	log_warn("redis answered an error: %s", err);
+	snprintf(r->last_error, sizeof(r->last_error), "%s", err);
+}
+
+/* A script ran: after errors, say once that Redis answers again. */
+static void
+note_success(struct rd *r)
+{
+	if (r->last_error[0] == '\0')
+		return;
+	log_info("redis runs the scripts again");
+	r->last_error[0] = '\0';
 }
 static void on_script_loaded(redisAsyncContext *ctx, void *reply, void *privdata);
 
@@ -335,14 +405,8 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 		else if (op->script == RS_TRANSFER)
 			defer_release(r, op, 7);	/* ... w from to */
 		if (op->script == RS_RELEASE && r->be->priv != NULL && !r->destroying) {
-			/* unknown whether it ran: say it failed, send it again
-			 * when redis is back (a second release is harmless) */
-			struct be_reply fail = { BE_ERROR, 0, "the connection to redis was lost", 0 };
-			r->nerrors++;
-			if (op->cb != NULL)
-				op->cb(op->arg, &fail);
-			op->cb = NULL;
-			TAILQ_INSERT_TAIL(&r->deferred, op, entry);
+			/* unknown whether it ran: send it again later */
+			release_failed(r, op, "the connection to redis was lost");
 			return;
 		}
 		op_complete(op, BE_ERROR, 0, 0, "the connection to redis was lost");
@@ -361,10 +425,16 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 			send_op(r, op);
 			return;
 		}
-		log_warn("redis: %s", rep->str);
+		note_error(r, rep->str);
+		if (op->script == RS_RELEASE && !r->destroying) {
+			/* LOADING, BUSY, READONLY...: it did not run */
+			release_failed(r, op, "redis answered an error");
+			return;
+		}
 		op_complete(op, BE_ERROR, 0, 0, "redis answered an error");
 		return;
 	}
+	note_success(r);
 	switch (op->script) {
 	case RS_ACQUIRE: {
 		long long v = reply_int(rep, 0, -2);
@@ -432,7 +502,7 @@ send_op(struct rd *r, struct rd_op *op)
 		op_fail_later(op, BE_ERROR);
 		return;
 	}
-	op->sent_ms = now_ms();
+	op->sent_ms = clock_ms();
 	r->ncommands++;
 	TAILQ_INSERT_TAIL(&r->inflight, op, entry);
 }
@@ -481,6 +551,7 @@ op_new(struct rd *r, enum rd_script script, const struct be_lock *l, const char 
 	memcpy(op->key, l->key, l->keylen);
 	op->key[l->keylen] = '\0';
 	op->keylen = l->keylen;
+	op->ttl_ms = l->ttl_ms;
 
 	static const char *const numkeys[] = { "0", "1", "2", "3" };
 	char *p = op->buf;
@@ -667,19 +738,70 @@ on_script_loaded(redisAsyncContext *ctx, void *reply, void *privdata)
 		    rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
 }
 
-/* The command link is ready: load the scripts, send the releases kept while
- * it was down. */
+/* Send the releases kept for later, but those whose lease has ended. */
+static void
+send_deferred(struct rd *r)
+{
+	struct rd_op_list batch = TAILQ_HEAD_INITIALIZER(batch);
+	struct rd_op *op;
+	uint64_t now = clock_ms();
+	TAILQ_CONCAT(&batch, &r->deferred, entry);
+	while ((op = TAILQ_FIRST(&batch)) != NULL) {
+		TAILQ_REMOVE(&batch, op, entry);
+		if (now >= op->drop_at)
+			op_free(op);
+		else
+			send_op(r, op);
+	}
+}
+
+static void
+on_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd *r = arg;
+	(void)fd;
+	(void)what;
+	if (r->cmd.up)
+		send_deferred(r);
+}
+
+/* CONFIG GET maxmemory-policy: anything but noeviction lets Redis drop
+ * leases and fence counters when it runs out of memory. Logged when the
+ * value is new. */
+static void
+on_policy(redisAsyncContext *ctx, void *reply, void *privdata)
+{
+	struct rd *r = ctx->data != NULL ? ((struct rd_link *)ctx->data)->r : NULL;
+	redisReply *rep = reply;
+	(void)privdata;
+	if (r == NULL || rep == NULL)
+		return;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[1]->type != REDIS_REPLY_STRING) {
+		if (strcmp(r->policy, "unknown") != 0)
+			log_info("redis: cannot read maxmemory-policy (%s); make sure it is "
+			    "noeviction", rep->type == REDIS_REPLY_ERROR ? rep->str :
+			    "unexpected reply");
+		snprintf(r->policy, sizeof(r->policy), "unknown");
+		return;
+	}
+	const char *p = rep->element[1]->str;
+	if (strcmp(p, r->policy) != 0 && strcmp(p, "noeviction") != 0)
+		log_warn("redis maxmemory-policy is %s: under memory pressure Redis may evict "
+		    "leases, and locks would be granted twice; set it to noeviction", p);
+	snprintf(r->policy, sizeof(r->policy), "%s", p);
+}
+
+/* The command link is ready: load the scripts, check the eviction policy,
+ * send the releases kept while it was down. */
 static void
 cmd_ready(struct rd *r)
 {
-	struct rd_op *op;
 	for (size_t i = 0; i < RS_COUNT; i++)
 		redisAsyncCommand(r->cmd.ctx, on_script_loaded, (void *)(uintptr_t)i,
 		    "SCRIPT LOAD %s", scripts[i]);
-	while ((op = TAILQ_FIRST(&r->deferred)) != NULL) {
-		TAILQ_REMOVE(&r->deferred, op, entry);
-		send_op(r, op);
-	}
+	redisAsyncCommand(r->cmd.ctx, on_policy, NULL, "CONFIG GET maxmemory-policy");
+	send_deferred(r);
 }
 
 /* A link is usable: connected, authenticated and (subscriber) subscribed. */
@@ -762,7 +884,7 @@ link_connect(struct rd_link *l)
 		return;
 	}
 	l->ctx = ctx;
-	l->started_ms = now_ms();
+	l->started_ms = clock_ms();
 	redisAsyncSetConnectCallback(ctx, on_connect);
 	redisAsyncSetDisconnectCallback(ctx, on_disconnect);
 	/* pipelined behind the connect: AUTH, SELECT, then the last reply says
@@ -794,7 +916,7 @@ static void
 on_watch(evutil_socket_t fd, short what, void *arg)
 {
 	struct rd *r = arg;
-	uint64_t now = now_ms();
+	uint64_t now = clock_ms();
 	(void)fd;
 	(void)what;
 	struct rd_op *oldest = TAILQ_FIRST(&r->inflight);
@@ -853,12 +975,17 @@ rd_create(struct backend *be)
 	struct timeval tick = tv_ms(100);
 	r->ev_fail = event_new(be->base, -1, 0, on_fail, r);
 	r->ev_watch = event_new(be->base, -1, EV_PERSIST, on_watch, r);
-	if (r->ev_fail == NULL || r->ev_watch == NULL || link_init(r, &r->cmd, false) != 0 ||
+	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
+	if (r->ev_fail == NULL || r->ev_watch == NULL || r->ev_deferred == NULL ||
+	    link_init(r, &r->cmd, false) != 0 ||
 	    link_init(r, &r->sub, true) != 0) {
 		log_error("out of memory creating the redis backend");
 		return -1;
 	}
 	evtimer_add(r->ev_watch, &tick);
+	/* a renewal that gets no reply is dropped after command_timeout_ms and
+	 * retried: a lease needs room for that, three times over */
+	be->min_ttl_ms = 3 * (uint64_t)c->backend_command_timeout_ms;
 	be->priv = r;
 	link_connect(&r->cmd);
 	link_connect(&r->sub);
@@ -898,6 +1025,7 @@ rd_destroy(struct backend *be)
 	}
 	event_free(r->ev_fail);
 	event_free(r->ev_watch);
+	event_free(r->ev_deferred);
 	free(r);
 	be->priv = NULL;
 }
@@ -921,13 +1049,13 @@ rd_info(struct backend *be, struct evbuffer *out)
 	    "backend_inflight:%zu\r\nbackend_deferred_releases:%zu\r\n"
 	    "backend_renewals_total:%llu\r\nbackend_lost_total:%llu\r\n"
 	    "backend_command_errors_total:%llu\r\nbackend_release_messages_total:%llu\r\n"
-	    "backend_retries_total:%llu\r\n",
+	    "backend_retries_total:%llu\r\nbackend_maxmemory_policy:%s\r\n",
 	    r->ip, r->conf->backend_port, r->conf->backend_db, r->cmd.up, r->sub.up,
 	    (unsigned long long)(r->cmd.reconnects + r->sub.reconnects), loaded,
 	    (unsigned long long)r->ncommands, inflight, deferred,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nnotowner,
 	    (unsigned long long)r->nerrors, (unsigned long long)r->nmessages,
-	    (unsigned long long)r->nretries);
+	    (unsigned long long)r->nretries, r->policy[0] != '\0' ? r->policy : "unknown");
 }
 
 static const char *
@@ -935,6 +1063,19 @@ rd_state(struct backend *be)
 {
 	struct rd *r = be->priv;
 	return r->cmd.up ? "connected" : "disconnected";
+}
+
+static size_t
+rd_pending(struct backend *be)
+{
+	struct rd *r = be->priv;
+	struct rd_op *op;
+	size_t n = 0;
+	TAILQ_FOREACH(op, &r->inflight, entry)
+		n += op->script == RS_RELEASE;
+	TAILQ_FOREACH(op, &r->deferred, entry)
+		n++;
+	return n;
 }
 
 const struct backend_ops be_redis_ops = {
@@ -948,4 +1089,5 @@ const struct backend_ops be_redis_ops = {
 	.transfer = rd_transfer,
 	.info = rd_info,
 	.state = rd_state,
+	.pending = rd_pending,
 };

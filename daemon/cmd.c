@@ -90,6 +90,27 @@ arg_int(const struct codec_frame *f, size_t i, long long min, long long max, lon
 	return 0;
 }
 
+/* The shortest TTL a LOCK or EXTEND may ask: the backend's floor. */
+static long long
+ttl_min(void)
+{
+	return server.be->min_ttl_ms > TTL_MIN_MS ? (long long)server.be->min_ttl_ms :
+	    TTL_MIN_MS;
+}
+
+/* Parse a TTL argument; replies and returns false when it is out of bounds. */
+static bool
+ttl_ok(struct session *s, const struct codec_frame *f, size_t i, long long *out)
+{
+	if (arg_int(f, i, ttl_min(), server.conf->max_ttl_ms, out) == 0)
+		return true;
+	codec_reply_error(session_out(s), "ERR", "invalid TTL: must be %lld to %lld ms%s",
+	    ttl_min(), server.conf->max_ttl_ms, ttl_min() > TTL_MIN_MS ?
+	    " (the backend renews a lease within backend.command_timeout_ms three times "
+	    "over)" : "");
+	return false;
+}
+
 /* Check a key argument; replies and returns false when it is unusable. */
 static bool
 key_ok(struct session *s, const struct codec_frame *f, size_t i)
@@ -283,6 +304,10 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 		s->name = name;
 	}
 	s->proto = (int)proto;
+	if (s->proto < 3 && s->lost_push) {
+		s->lost_push = false;	/* RESP2 has no pushes */
+		log_debug("client %llu: back to RESP2, lost pushes off", (unsigned long long)s->id);
+	}
 	codec_reply_map(out, 6, s->proto);
 	codec_reply_cstr(out, "server");
 	codec_reply_cstr(out, "dlockd");
@@ -328,9 +353,19 @@ cmd_client(struct session *s, const struct codec_frame *f)
 		codec_reply_simple(out, "OK");
 	} else if (arg_is(f, 1, "SETINFO") && f->argc == 4) {
 		codec_reply_simple(out, "OK");	/* library names: accepted, unused */
+	} else if (arg_is(f, 1, "LOSTPUSH") && f->argc == 3 &&
+	    (arg_is(f, 2, "ON") || arg_is(f, 2, "OFF"))) {
+		bool on = arg_is(f, 2, "ON");
+		if (on && s->proto < 3) {
+			codec_reply_error(out, "ERR", "lost pushes need RESP3: send HELLO 3 first");
+			return;
+		}
+		s->lost_push = on;
+		codec_reply_simple(out, "OK");
 	} else {
 		codec_reply_error(out, "ERR", "unknown CLIENT subcommand or wrong number of "
-		    "arguments (ID, GETNAME, SETNAME name)");
+		    "arguments (ID, GETNAME, SETNAME name, SETINFO attr value, "
+		    "LOSTPUSH ON|OFF)");
 	}
 }
 
@@ -347,11 +382,8 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 		return;
 	for (size_t i = 2; i < f->argc; i++) {
 		if (arg_is(f, i, "TTL") && !has_ttl && i + 1 < f->argc) {
-			if (arg_int(f, ++i, TTL_MIN_MS, server.conf->max_ttl_ms, &v) != 0) {
-				codec_reply_error(out, "ERR", "invalid TTL: must be %d to "
-				    "%lld ms", TTL_MIN_MS, server.conf->max_ttl_ms);
+			if (!ttl_ok(s, f, ++i, &v))
 				return;
-			}
 			req.ttl_ms = (uint64_t)v;
 			has_ttl = true;
 		} else if (arg_is(f, i, "WAIT") && !has_wait && i + 1 < f->argc) {
@@ -387,8 +419,10 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 	struct lt_grant g;
 	s->pending = true;	/* before: on out of memory done may come first */
 	enum lt_status st = locktab_lock(s->owner, &req, &g, lock_done, s);
-	if (st == LT_PENDING)
+	if (st == LT_PENDING) {
+		s->waiting_lock = true;
 		return;
+	}
 	s->pending = false;
 	if (st == LT_OK)
 		reply_grant(s, &g);
@@ -427,11 +461,8 @@ cmd_extend(struct session *s, const struct codec_frame *f)
 	long long ms;
 	if (!key_ok(s, f, 1))
 		return;
-	if (arg_int(f, 2, TTL_MIN_MS, server.conf->max_ttl_ms, &ms) != 0) {
-		codec_reply_error(session_out(s), "ERR", "invalid TTL: must be %d to %lld ms",
-		    TTL_MIN_MS, server.conf->max_ttl_ms);
+	if (!ttl_ok(s, f, 2, &ms))
 		return;
-	}
 	s->pending = true;
 	enum lt_status st = locktab_extend(s->owner, f->argv[1], f->argvlen[1],
 	    (uint64_t)ms, token, int_done, s);
@@ -514,10 +545,10 @@ cmd_info(struct session *s, const struct codec_frame *f)
 	locktab_stats(server.lt, &st);
 	evbuffer_add_printf(text,
 	    "# Server\r\nversion:%s\r\nbackend:%s\r\nprocess_id:%ld\r\nuptime_seconds:%llu\r\n"
-	    "\r\n# Clients\r\nconnected_clients:%llu\r\n",
+	    "\r\n# Clients\r\nconnected_clients:%llu\r\nsession_idle_timeout_ms:%lld\r\n",
 	    DLOCKD_VERSION, server.be->ops->name, (long)getpid(),
 	    (unsigned long long)((server_now_ms() - server.started_ms) / 1000),
-	    (unsigned long long)server.nsessions);
+	    (unsigned long long)server.nsessions, server.conf->idle_timeout_ms);
 #define METRICS_LINE(name, help) \
 	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)metrics.name);
 	METRICS(METRICS_LINE)
@@ -526,13 +557,14 @@ cmd_info(struct session *s, const struct codec_frame *f)
 	    "\r\n# Locks\r\nkeys:%llu\r\nlocks_held:%llu\r\nwaiters:%llu\r\n"
 	    "grants_total:%llu\r\nreentrant_total:%llu\r\ntimeouts_total:%llu\r\n"
 	    "releases_total:%llu\r\nexpired_total:%llu\r\nlost_total:%llu\r\n"
-	    "handoffs_total:%llu\r\nbackend_errors_total:%llu\r\n\r\n# Backend\r\n",
+	    "handoffs_total:%llu\r\nbackend_errors_total:%llu\r\nlate_grants_total:%llu\r\n"
+	    "\r\n# Backend\r\n",
 	    (unsigned long long)st.keys, (unsigned long long)st.holds,
 	    (unsigned long long)st.waiters, (unsigned long long)st.grants,
 	    (unsigned long long)st.reentrant, (unsigned long long)st.timeouts,
 	    (unsigned long long)st.releases, (unsigned long long)st.expired,
 	    (unsigned long long)st.lost, (unsigned long long)st.handoffs,
-	    (unsigned long long)st.backend_errors);
+	    (unsigned long long)st.backend_errors, (unsigned long long)st.late_grants);
 	server.be->ops->info(server.be, text);
 	size_t len = evbuffer_get_length(text);
 	const unsigned char *p = evbuffer_pullup(text, -1);
@@ -578,11 +610,24 @@ cmd_push_lost(struct session *s, const char *key, size_t keylen, unsigned long l
     const char *reason)
 {
 	struct evbuffer *out = session_out(s);
-	if (s->proto < 3)
-		return;
 	codec_reply_push(out, 4, 3);
 	codec_reply_cstr(out, "lost");
 	codec_reply_bulk(out, key, keylen);
 	codec_reply_int(out, (long long)fence);
 	codec_reply_cstr(out, reason);
+}
+
+void
+cmd_reply_lost(struct session *s, const char *key, size_t keylen, unsigned long long fence,
+    const char *reason)
+{
+	size_t size = 4 * keylen + 4;
+	char *esc = malloc(size);
+	if (esc == NULL) {
+		codec_reply_error(session_out(s), "LOST", "? %llu %s", fence, reason);
+		return;
+	}
+	log_escape(esc, size, key, keylen, LOG_ESC_SPACE);
+	codec_reply_error(session_out(s), "LOST", "%s %llu %s", esc, fence, reason);
+	free(esc);
 }

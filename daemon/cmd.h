@@ -13,8 +13,11 @@ struct codec_frame;
  * session pending and replies later. */
 void cmd_dispatch(struct session *s, const struct codec_frame *f);
 
-/* Push ["lost", key, fence, reason] to a RESP3 session. */
+/* Push ["lost", key, fence, reason] to a session that asked for pushes. */
 void cmd_push_lost(struct session *s, const char *key, size_t keylen,
+    unsigned long long fence, const char *reason);
+/* Reply "-LOST key fence reason" (the key escaped so that it is one word). */
+void cmd_reply_lost(struct session *s, const char *key, size_t keylen,
     unsigned long long fence, const char *reason);
 
 #endif

@@ -136,6 +136,18 @@ static const struct conf_directive conf_directives[] = {
 	  .min = 10, .max = 31536000000LL, .def = 30000, .reloadable = true },
 	{ .name = "locks.max_ttl_ms", .type = CONF_T_INT, .off = OFF(max_ttl_ms),
 	  .min = 10, .max = 31536000000LL, .def = 86400000, .reloadable = true },
+	{ .name = "locks.margin_percent", .type = CONF_T_INT, .off = OFF(margin_percent),
+	  .min = 1, .max = 50, .def = 10 },
+	{ .name = "locks.lock_delay_ms", .type = CONF_T_INT, .off = OFF(lock_delay_ms),
+	  .min = 0, .max = 3600000, .def = 0 },
+	{ .name = "sessions.idle_timeout_ms", .type = CONF_T_INT, .off = OFF(idle_timeout_ms),
+	  .min = 0, .max = 31536000000LL, .def = 0, .reloadable = true },
+	{ .name = "sessions.tcp_keepalive_s", .type = CONF_T_INT, .off = OFF(tcp_keepalive_s),
+	  .min = 0, .max = 32767, .def = 15 },
+	{ .name = "sessions.tcp_keepalive_interval_s", .type = CONF_T_INT,
+	  .off = OFF(tcp_keepalive_interval_s), .min = 1, .max = 32767, .def = 5 },
+	{ .name = "sessions.tcp_keepalive_probes", .type = CONF_T_INT,
+	  .off = OFF(tcp_keepalive_probes), .min = 1, .max = 127, .def = 3 },
 	{ .name = "limits.max_clients", .type = CONF_T_INT, .off = OFF(max_clients),
 	  .min = 1, .max = 1000000, .def = 10000, .reloadable = true },
 	{ .name = "limits.max_key_bytes", .type = CONF_T_INT, .off = OFF(max_key_bytes),
@@ -1591,14 +1603,14 @@ conf_finish(struct conf *c)
 	/* a lease is renewed every third of its TTL: a renewal that gets no
 	 * reply must time out, and be retried, before the lease ends */
 	if (c->backend_type != NULL && strcmp(c->backend_type, "redis") == 0 &&
-	    c->backend_command_timeout_ms >= c->default_ttl_ms / 3)
+	    c->default_ttl_ms < 3 * c->backend_command_timeout_ms)
 		conf_error_dir(p, p->src[cmdto] != CONF_SRC_FILE &&
 		    p->src[defttl] == CONF_SRC_FILE ? defttl : cmdto,
-		    "'backend.command_timeout_ms' (%lld) must be less than a third of "
-		    "'locks.default_ttl_ms' (%lld / 3 = %lld): a lock is renewed every third "
-		    "of its TTL, and a renewal must be able to time out and be retried before "
-		    "the lease ends", c->backend_command_timeout_ms, c->default_ttl_ms,
-		    c->default_ttl_ms / 3);
+		    "'locks.default_ttl_ms' (%lld) must be at least three times "
+		    "'backend.command_timeout_ms' (3 x %lld = %lld): a lock is renewed every "
+		    "third of its TTL, and a renewal must be able to time out and be retried "
+		    "before the lease ends", c->default_ttl_ms, c->backend_command_timeout_ms,
+		    3 * c->backend_command_timeout_ms);
 
 	return c->nerrors > 0 || p->nomem ? -1 : 0;
 }

@@ -51,6 +51,14 @@ struct conf {
 
 	long long default_ttl_ms;	/* LOCK TTL when none is given */
 	long long max_ttl_ms;		/* largest TTL a LOCK or EXTEND may ask */
+	long long margin_percent;	/* safety margin of a lease, percent of its TTL */
+	long long lock_delay_ms;	/* a lost lock's key stays taken this long
+					 * past its lease's end */
+
+	long long idle_timeout_ms;	/* close a session silent this long; 0: never */
+	long long tcp_keepalive_s;	/* TCP keepalive idle time; 0: off */
+	long long tcp_keepalive_interval_s; /* between keepalive probes */
+	long long tcp_keepalive_probes;	/* unanswered probes that drop the peer */
 
 	long long max_clients;		/* connections at once */
 	long long max_key_bytes;	/* bytes in a key */

@@ -30,6 +30,7 @@ struct listener {
 	accept_cb *cb;			/* told of each connection */
 	void *arg;
 	bool is_unix;			/* remove path on destroy */
+	struct conn_keepalive ka;	/* TCP keepalive of accepted sockets */
 	char path[108];			/* Unix socket path */
 	char name[300];			/* address for logs */
 };
@@ -60,6 +61,21 @@ peer_name(const struct sockaddr *sa, char *out, size_t outlen)
 	}
 }
 
+/* Turn on TCP keepalive with ka's timings; best effort (logged). */
+static void
+keepalive_set(evutil_socket_t fd, const struct conn_keepalive *ka)
+{
+	int one = 1;
+	unsigned user_ms = (unsigned)(ka->idle_s + ka->interval_s * ka->probes) * 1000u;
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &ka->idle_s, sizeof(ka->idle_s)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &ka->interval_s,
+	    sizeof(ka->interval_s)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &ka->probes, sizeof(ka->probes)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms)) != 0)
+		log_warn("cannot set TCP keepalive: %s", strerror(errno));
+}
+
 static void
 on_accept(struct evconnlistener *ev, evutil_socket_t fd, struct sockaddr *sa, int salen,
     void *arg)
@@ -72,6 +88,8 @@ on_accept(struct evconnlistener *ev, evutil_socket_t fd, struct sockaddr *sa, in
 	if (!l->is_unix) {
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (l->ka.idle_s > 0)
+			keepalive_set(fd, &l->ka);
 	}
 	l->cb(l->arg, fd, peer);
 }
@@ -138,7 +156,7 @@ unix_clear_stale(const char *path)
 
 struct listener *
 listener_create(struct event_base *base, const struct conf_addr *addr, int unix_mode,
-    accept_cb *cb, void *arg)
+    const struct conn_keepalive *ka, accept_cb *cb, void *arg)
 {
 	struct listener *l = calloc(1, sizeof(*l));
 	struct sockaddr_storage ss;
@@ -150,6 +168,7 @@ listener_create(struct event_base *base, const struct conf_addr *addr, int unix_
 	}
 	l->cb = cb;
 	l->arg = arg;
+	l->ka = *ka;
 	memset(&ss, 0, sizeof(ss));
 	if (addr->kind == CONF_ADDR_UNIX) {
 		struct sockaddr_un *sun = (struct sockaddr_un *)&ss;

@@ -6,23 +6,35 @@
  *    it is granted, times out or is cancelled; it is QUEUED, or ACQUIRING while
  *    the backend decides. Only a run of compatible waiters at the head of the
  *    list is ever ACQUIRING.
- *  - a holding is ACTIVE on its key's list (and, unless detached, on its
- *    owner's list); LOST when its lease could not be kept: off the key, still
- *    on the owner's list so that UNLOCK/EXTEND can answer LOST; GONE when on
- *    no list, freed as soon as no backend operation refers to it.
+ *  - a holding is ACTIVE on its key's list and, when bound, on its owner's
+ *    list (detached: on the list of the owner that took it, while that one
+ *    lives); LOST when its lease could not be kept: off the key's holders,
+ *    still on the owner's list so that the loss can be reported once; GONE
+ *    when on no owner's list. A holding lost involuntarily is also a
+ *    tombstone on its key's tombs list until its lease's end plus the
+ *    lock-delay: the key counts it as held until then. A holding is freed
+ *    when it is GONE, not a tombstone, and no backend operation refers to it.
  * Keys are reference counted by their waiters and holdings; a key nobody
  * refers to is kept on an idle list (for its last fence) and the oldest idle
  * keys are freed when there are too many.
+ *
+ * Leases: a holding's lease end (expires) is set from the reply to the one
+ * lease operation of the holding in flight (acquire, transfer, renew or
+ * EXTEND): the call's send time plus the validity the backend promises, less
+ * the lock-delay (which the backend keeps on top of the holder's TTL). A
+ * second EXTEND of the holding, or a renewal falling due meanwhile, waits
+ * for that reply.
  */
 #include "locktab.h"
 
 #include <assert.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
-#include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 #define LT_IDLE_KEYS_MAX 4096	/* idle keys kept for their last fence */
@@ -42,8 +54,11 @@ struct lt_timer {
 
 enum waiter_state { W_QUEUED, W_ACQUIRING };
 enum hold_state { H_ACTIVE, H_LOST, H_GONE };
+enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_RENEW, OP_EXTEND, OP_TRANSFER };
 
 struct lt_key;
+struct lt_op;
+TAILQ_HEAD(op_list, lt_op);
 
 /* A queued LOCK. */
 struct lt_waiter {
@@ -52,7 +67,7 @@ struct lt_waiter {
 	struct lt_owner *owner;		/* who asked; NULL once cancelled */
 	enum lock_mode mode;		/* wanted mode */
 	unsigned limit;			/* permits, for a semaphore */
-	uint64_t ttl_ms;		/* lease to take */
+	uint64_t ttl_ms;		/* the holder's TTL */
 	uint64_t deadline;		/* end of WAIT, LT_NEVER for none */
 	bool detach;			/* not bound to the owner once granted */
 	bool try_once;			/* WAIT 0 */
@@ -68,22 +83,28 @@ TAILQ_HEAD(waiter_list, lt_waiter);
 
 /* A granted LOCK. */
 struct lt_hold {
-	struct lt_timer timer;		/* renewal, loss or expiry (first member) */
+	struct lt_timer timer;		/* renewal, loss, expiry or the end of the
+					 * tombstone (first member) */
 	struct lt_key *key;		/* its key (a reference) */
-	struct lt_owner *owner;		/* bound owner; NULL when detached */
+	struct lt_owner *owner;		/* bound owner; NULL when detached or GONE */
+	struct lt_owner *creator;	/* detached and ACTIVE: the owner that took it,
+					 * while that one lives */
 	enum lock_mode mode;		/* held mode */
 	unsigned limit;			/* permits, for a semaphore */
 	char token[TOKEN_LEN + 1];	/* identifies the holding */
 	uint64_t fence;			/* fence of the grant */
-	uint64_t ttl_ms;		/* lease length */
+	uint64_t ttl_ms;		/* the holder's TTL */
 	unsigned count;			/* hold count (reentrancy) */
-	uint64_t expires;		/* lease end, counted from the request that set it */
+	uint64_t expires;		/* end of the holder's lease */
 	uint64_t renew_at;		/* next renewal (bound holdings) */
-	bool renewing;			/* a renewal is in flight */
+	uint64_t tomb_until;		/* a tombstone: the key is held until then */
+	struct lt_op *lease_op;		/* the renewal or EXTEND in flight, or NULL */
+	struct op_list lease_queue;	/* EXTENDs waiting for it, in order */
 	enum hold_state state;		/* ACTIVE, LOST or GONE */
+	bool tomb;			/* on key->tombs */
 	unsigned ops;			/* backend operations referring to it */
-	TAILQ_ENTRY(lt_hold) kentry;	/* on key->holders */
-	TAILQ_ENTRY(lt_hold) oentry;	/* on owner->holds */
+	TAILQ_ENTRY(lt_hold) kentry;	/* on key->holders or key->tombs */
+	TAILQ_ENTRY(lt_hold) oentry;	/* on owner->holds or creator->detached */
 };
 TAILQ_HEAD(hold_list, lt_hold);
 
@@ -94,11 +115,14 @@ struct lt_key {
 	char *name;			/* the key (NUL-terminated copy) */
 	size_t len;			/* its length */
 	struct hold_list holders;	/* ACTIVE holdings */
+	struct hold_list tombs;		/* lost holdings whose lease may still run */
 	struct waiter_list waiters;	/* FIFO */
 	unsigned nholders;		/* on holders */
+	unsigned ntombs;		/* on tombs */
 	unsigned nwaiters;		/* on waiters */
 	unsigned nacquiring;		/* waiters ACQUIRING */
 	unsigned nexcl;			/* exclusive holders and acquirers */
+	unsigned ntomb_excl;		/* exclusive tombstones */
 	unsigned refs;			/* waiters and holdings referring to it */
 	uint64_t last_fence;		/* last fence granted */
 	bool blocked;			/* backend said BUSY: wait for a wakeup */
@@ -111,9 +135,8 @@ struct lt_key {
 };
 TAILQ_HEAD(key_list, lt_key);
 
-enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_RENEW, OP_EXTEND, OP_TRANSFER };
-
-/* A backend operation in flight. */
+/* A backend operation in flight, or an EXTEND waiting for its holding's
+ * lease operation in flight. */
 struct lt_op {
 	struct locktab *lt;		/* the table */
 	enum op_kind kind;		/* what was asked */
@@ -122,11 +145,11 @@ struct lt_op {
 	struct lt_owner *owner;		/* whose command waits on it, or NULL */
 	lt_done_cb *done;		/* that command's completion */
 	void *arg;			/* its argument */
-	uint64_t sent_at;		/* when it was sent */
-	uint64_t ttl_ms;		/* lease asked for */
+	uint64_t sent_at;		/* when the backend was called */
+	uint64_t ttl_ms;		/* RENEW, EXTEND: the holder's TTL asked for */
 	TAILQ_ENTRY(lt_op) oentry;	/* on owner->ops */
+	TAILQ_ENTRY(lt_op) qentry;	/* on h->lease_queue */
 };
-TAILQ_HEAD(op_list, lt_op);
 
 /* A session. */
 struct lt_owner {
@@ -135,9 +158,11 @@ struct lt_owner {
 	lt_lost_cb *lost;		/* told of lost holdings */
 	void *arg;			/* its argument */
 	struct hold_list holds;		/* bound holdings, ACTIVE and LOST */
+	struct hold_list detached;	/* ACTIVE detached holdings it took */
 	struct waiter_list waiters;	/* its waiting LOCKs */
 	struct op_list ops;		/* operations its commands wait on */
 	unsigned nholds;		/* ACTIVE ones on holds */
+	unsigned ndetached;		/* on detached */
 	unsigned nwaiters;		/* on waiters */
 };
 
@@ -159,6 +184,11 @@ struct locktab {
 	uint64_t inflight;		/* backend operations in flight */
 	uint64_t seed[2];		/* hash key */
 	bool closing;			/* locktab_shutdown was called */
+	bool renew_failing;		/* the last renewal failed (logged once) */
+	uint64_t unlogged_losses;	/* losses since the last summary line */
+	char loss_key[LOG_KEY_BUF];	/* the first of them, escaped */
+	char loss_reason[128];		/* and why */
+	uint64_t loss_fence;		/* and its fence */
 	struct lt_stats stats;		/* counters */
 };
 
@@ -169,12 +199,10 @@ static void hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner 
 /* ---- time ------------------------------------------------------------- */
 
 static uint64_t
-clock_monotonic_ms(void *arg)
+clock_default(void *arg)
 {
-	struct timespec ts;
 	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return clock_ms();
 }
 
 uint64_t
@@ -275,10 +303,15 @@ locktab_next_deadline(const struct locktab *lt)
 	return lt->heaplen ? lt->heap[0]->when : LT_NEVER;
 }
 
-/* Tell the rearm hook if the earliest deadline moved. */
+static void log_losses(struct locktab *lt);
+
+/* The end of every entry point: tell the rearm hook if the earliest
+ * deadline moved, and log the losses of this turn in one line. */
 static void
 sync_timer(struct locktab *lt)
 {
+	if (lt->unlogged_losses > 0)
+		log_losses(lt);
 	uint64_t when = locktab_next_deadline(lt);
 	if (when != lt->armed) {
 		lt->armed = when;
@@ -399,6 +432,7 @@ key_get(struct locktab *lt, const char *name, size_t len)
 	k->len = len;
 	k->hash = key_hash(lt, name, len);
 	TAILQ_INIT(&k->holders);
+	TAILQ_INIT(&k->tombs);
 	TAILQ_INIT(&k->waiters);
 	size_t b = k->hash & (lt->nbuckets - 1);
 	k->hnext = lt->buckets[b];
@@ -428,7 +462,7 @@ key_unref(struct locktab *lt, struct lt_key *k)
 {
 	assert(k->refs > 0);
 	if (--k->refs == 0) {
-		assert(k->nholders == 0 && k->nwaiters == 0);
+		assert(k->nholders == 0 && k->nwaiters == 0 && k->ntombs == 0);
 		k->blocked = false;
 		k->idle = true;
 		TAILQ_INSERT_TAIL(&lt->idle, k, ientry);
@@ -456,17 +490,18 @@ key_kind(const struct lt_key *k, bool *sem, unsigned *limit)
 	return true;
 }
 
-/* Can a waiter of mode/limit be granted next to the holders and acquirers? */
+/* Can a waiter of mode/limit be granted next to the holders, acquirers and
+ * tombstones (which count as the holdings they were)? */
 static bool
 key_compatible(const struct lt_key *k, enum lock_mode mode, unsigned limit)
 {
 	switch (mode) {
 	case LOCK_EXCLUSIVE:
-		return k->nholders == 0 && k->nacquiring == 0;
+		return k->nholders == 0 && k->nacquiring == 0 && k->ntombs == 0;
 	case LOCK_SHARED:
-		return k->nexcl == 0;
+		return k->nexcl == 0 && k->ntomb_excl == 0;
 	case LOCK_SEMAPHORE:
-		return k->nholders + k->nacquiring < limit;
+		return k->nholders + k->nacquiring + k->ntombs < limit;
 	}
 	return false;
 }
@@ -487,33 +522,93 @@ token_new(char out[TOKEN_LEN + 1])
 	out[TOKEN_LEN] = '\0';
 }
 
-/* How long before a lease ends it is declared lost: room for clock drift
- * between this host and the backend's, and for the last renewal's trip. */
-static uint64_t
-lease_margin(uint64_t ttl_ms)
+/* Whether leases live in this process (the memory backend). */
+static bool
+local_leases(const struct locktab *lt)
 {
-	return ttl_ms / 10;
+	return lt->be->ops->local_leases != 0;
 }
 
-/* When to renew a lease of ttl_ms set at sent_at: after a third of it,
+/* The safety margin of a lease of ttl_ms: how long before the lease ends a
+ * holding is declared lost, and how much must be left for a grant to be
+ * delivered. It covers the drift between this host's clock rate and the
+ * backend's over one lease, and the time a holder needs to hear of a loss. */
+static uint64_t
+lease_margin(const struct locktab *lt, uint64_t ttl_ms)
+{
+	return ttl_ms * lt->limits.margin_percent / 100;
+}
+
+/* The end of a holder's lease set by a call made at sent_at whose reply
+ * promised valid_ms: the lock-delay at its end is for nobody. */
+static uint64_t
+lease_end(const struct locktab *lt, uint64_t sent_at, uint64_t valid_ms)
+{
+	uint64_t delay = lt->limits.lock_delay_ms;
+	return valid_ms > delay ? sent_at + valid_ms - delay : sent_at;
+}
+
+/* When a bound holding is declared lost if no renewal succeeded. */
+static uint64_t
+hold_lost_at(const struct locktab *lt, const struct lt_hold *h)
+{
+	uint64_t m = lease_margin(lt, h->ttl_ms);
+	return h->expires > m ? h->expires - m : 0;
+}
+
+/* Whether an ACTIVE holding's lease can be relied on at now. */
+static bool
+hold_valid(const struct locktab *lt, const struct lt_hold *h, uint64_t now)
+{
+	if (h->owner != NULL && local_leases(lt))
+		return true;
+	return now < (h->owner != NULL ? hold_lost_at(lt, h) : h->expires);
+}
+
+/* The validity a holder is told of: what is left of its lease, or the whole
+ * TTL of a session lease that lives in this process. */
+static uint64_t
+hold_left(const struct locktab *lt, const struct lt_hold *h, uint64_t now)
+{
+	if (h->owner != NULL && local_leases(lt))
+		return h->ttl_ms;
+	return h->expires > now ? h->expires - now : 0;
+}
+
+/* When to renew a lease valid for span_ms from sent_at: after a third of it,
  * rounded up to a quantum so that the renewals falling due together go to
  * the backend in one batch (one pipeline). Short leases are not rounded. */
 static uint64_t
-renew_time(uint64_t sent_at, uint64_t ttl_ms)
+renew_time(uint64_t sent_at, uint64_t span_ms)
 {
-	uint64_t t = sent_at + ttl_ms / 3;
-	if (ttl_ms / 3 >= 2 * LT_RENEW_QUANTUM_MS)
+	uint64_t t = sent_at + span_ms / 3;
+	if (span_ms / 3 >= 2 * LT_RENEW_QUANTUM_MS)
 		t = (t + LT_RENEW_QUANTUM_MS - 1) / LT_RENEW_QUANTUM_MS * LT_RENEW_QUANTUM_MS;
 	return t;
 }
 
-/* The backend's view of a holding. */
+/* The backend's view of a lease of k held by token for a holder's ttl_ms:
+ * the backend keeps it for the lock-delay on top. The one place a be_lock is
+ * built. */
 static struct be_lock
-hold_lock(const struct lt_hold *h)
+lease_of(const struct locktab *lt, const struct lt_key *k, enum lock_mode mode,
+    unsigned limit, const char *token, uint64_t ttl_ms)
 {
-	struct be_lock l = { h->key->name, h->key->len, h->mode, h->limit, h->token,
-	    h->ttl_ms, 0 };
+	struct be_lock l = { k->name, k->len, mode, limit, token,
+	    ttl_ms + lt->limits.lock_delay_ms, 0 };
 	return l;
+}
+
+static struct be_lock
+hold_lease(const struct locktab *lt, const struct lt_hold *h)
+{
+	return lease_of(lt, h->key, h->mode, h->limit, h->token, h->ttl_ms);
+}
+
+static struct be_lock
+waiter_lease(const struct locktab *lt, const struct lt_waiter *w)
+{
+	return lease_of(lt, w->key, w->mode, w->limit, w->token, w->ttl_ms);
 }
 
 /* A new operation record; NULL when out of memory. */
@@ -555,36 +650,85 @@ op_done(struct lt_op *op, enum lt_status st, const struct lt_grant *g, long long
 		op->done(op->arg, st, g, value);
 }
 
+/* ---- logging ------------------------------------------------------------ */
+
+/* Count a loss for the next summary line (one line however many locks an
+ * outage takes); each loss is logged alone at debug level. */
+static void
+note_loss(struct locktab *lt, const struct lt_hold *h, const char *reason)
+{
+	char kb[LOG_KEY_BUF];
+	log_escape(kb, sizeof(kb), h->key->name, h->key->len, 0);
+	log_debug("lock lost: key '%s' fence %llu: %s", kb, (unsigned long long)h->fence,
+	    reason);
+	if (lt->unlogged_losses++ == 0) {
+		memcpy(lt->loss_key, kb, sizeof(kb));
+		snprintf(lt->loss_reason, sizeof(lt->loss_reason), "%s", reason);
+		lt->loss_fence = h->fence;
+	}
+}
+
+/* Write the summary of the losses noted since the last one. */
+static void
+log_losses(struct locktab *lt)
+{
+	if (lt->unlogged_losses == 1)
+		log_warn("lock lost: key '%s' fence %llu: %s", lt->loss_key,
+		    (unsigned long long)lt->loss_fence, lt->loss_reason);
+	else if (lt->unlogged_losses > 1)
+		log_warn("%llu locks lost, the first key '%s' fence %llu: %s",
+		    (unsigned long long)lt->unlogged_losses, lt->loss_key,
+		    (unsigned long long)lt->loss_fence, lt->loss_reason);
+	lt->unlogged_losses = 0;
+}
+
+/* Renewals started failing, or work again: one line per change. */
+static void
+note_renewal(struct locktab *lt, bool ok, const char *why)
+{
+	if (ok && lt->renew_failing)
+		log_info("lease renewals succeed again");
+	else if (!ok && !lt->renew_failing)
+		log_warn("lease renewals are failing (%s); each lock is lost if its renewals "
+		    "fail until only its safety margin is left", why ? why : "backend error");
+	lt->renew_failing = !ok;
+}
+
+/* ---- holdings ----------------------------------------------------------- */
+
 /* Reschedule a holding's timer from its state. */
 static void
 hold_schedule(struct locktab *lt, struct lt_hold *h)
 {
 	uint64_t when;
-	if (h->state != H_ACTIVE)
+	if (h->tomb)
+		when = h->tomb_until;
+	else if (h->state != H_ACTIVE)
 		when = LT_NEVER;
-	else if (h->owner != NULL && lt->be->ops->local_leases)
+	else if (h->owner != NULL && local_leases(lt))
 		when = LT_NEVER;	/* lives exactly as long as its session */
 	else if (h->owner == NULL)
 		when = h->expires;
 	else {
-		uint64_t lost_at = h->expires - lease_margin(h->ttl_ms);
-		when = h->renewing || h->renew_at > lost_at ? lost_at : h->renew_at;
+		uint64_t lost_at = hold_lost_at(lt, h);
+		when = h->lease_op != NULL || h->renew_at > lost_at ? lost_at : h->renew_at;
 	}
 	if (timer_set(lt, &h->timer, when) != 0)
 		log_fatal("out of memory scheduling a lease");
 }
 
-/* Free a holding that is GONE and that no operation refers to. */
+/* Free a holding that is GONE, not a tombstone, and that no operation
+ * refers to. */
 static void
 hold_maybe_free(struct locktab *lt, struct lt_hold *h)
 {
-	if (h->state != H_GONE || h->ops > 0)
+	if (h->state != H_GONE || h->tomb || h->ops > 0)
 		return;
 	key_unref(lt, h->key);
 	free(h);
 }
 
-/* Take an ACTIVE holding off its key (and optionally its owner). */
+/* Take an ACTIVE holding off its key, and a detached one off its creator. */
 static void
 hold_unlink_key(struct locktab *lt, struct lt_hold *h)
 {
@@ -598,9 +742,15 @@ hold_unlink_key(struct locktab *lt, struct lt_hold *h)
 	timer_clear(lt, &h->timer);
 	if (h->owner != NULL)
 		h->owner->nholds--;
+	if (h->creator != NULL) {
+		TAILQ_REMOVE(&h->creator->detached, h, oentry);
+		h->creator->ndetached--;
+		h->creator = NULL;
+	}
 }
 
-/* Move a holding to GONE: off every list; freed when no operation needs it. */
+/* Move a holding to GONE: off its key and its owner; freed when no
+ * operation needs it and its tombstone (if any) has ended. */
 static void
 hold_gone(struct locktab *lt, struct lt_hold *h)
 {
@@ -608,6 +758,7 @@ hold_gone(struct locktab *lt, struct lt_hold *h)
 		hold_unlink_key(lt, h);
 	if (h->owner != NULL)
 		TAILQ_REMOVE(&h->owner->holds, h, oentry);
+	h->owner = NULL;
 	h->state = H_GONE;
 	hold_maybe_free(lt, h);
 }
@@ -616,33 +767,6 @@ hold_gone(struct locktab *lt, struct lt_hold *h)
 
 static void waiter_free(struct locktab *lt, struct lt_waiter *w);
 static void waiter_fail(struct locktab *lt, struct lt_waiter *w, enum lt_status st);
-
-/* Fire-and-forget release of a lease nobody will hold. */
-static void
-release_quietly(struct locktab *lt, const struct be_lock *l);
-
-/* A holding's lease is no longer ours: take it off the key and tell. */
-static void
-hold_lose(struct locktab *lt, struct lt_hold *h, const char *reason)
-{
-	struct lt_key *k = h->key;
-	struct be_lock l = hold_lock(h);
-	log_warn("lock lost: key '%s' fence %llu: %s", k->name,
-	    (unsigned long long)h->fence, reason);
-	lt->stats.lost++;
-	hold_unlink_key(lt, h);
-	/* in case the lease still exists somewhere, let it go */
-	release_quietly(lt, &l);
-	if (h->owner != NULL) {
-		h->state = H_LOST;
-		if (h->owner->lost != NULL)
-			h->owner->lost(h->owner->arg, k->name, k->len, h->fence, reason);
-	} else {
-		h->state = H_GONE;
-	}
-	pump(lt, k);
-	hold_maybe_free(lt, h);
-}
 
 static void
 on_release(void *arg, const struct be_reply *r)
@@ -661,6 +785,7 @@ on_release(void *arg, const struct be_reply *r)
 	sync_timer(lt);
 }
 
+/* Fire-and-forget release of a lease nobody holds. */
 static void
 release_quietly(struct locktab *lt, const struct be_lock *l)
 {
@@ -672,29 +797,115 @@ release_quietly(struct locktab *lt, const struct be_lock *l)
 	lt->be->ops->release(lt->be, l, on_release, op);
 }
 
-/* Turn waiter w into a holding with fence; tell its LOCK. */
+/*
+ * A holding's lease could not be kept: take it off the key and tell its
+ * owner. The key stays held by its tombstone, here and (through the lease,
+ * which is not released) elsewhere, until the lease has ended plus the
+ * lock-delay: the holder may not have heard yet. gone: the backend says the
+ * lease has already ended (another owner has it).
+ */
 static void
-waiter_grant(struct locktab *lt, struct lt_waiter *w, uint64_t fence, uint64_t sent_at)
+hold_lose(struct locktab *lt, struct lt_hold *h, const char *reason, bool gone)
+{
+	struct lt_key *k = h->key;
+	uint64_t now = locktab_now(lt);
+	uint64_t until = (gone ? now : h->expires) + lt->limits.lock_delay_ms;
+
+	note_loss(lt, h, reason);
+	lt->stats.lost++;
+	key_ref(lt, k);
+	hold_unlink_key(lt, h);
+	if (until > now) {
+		h->tomb = true;
+		h->tomb_until = until;
+		TAILQ_INSERT_TAIL(&k->tombs, h, kentry);
+		k->ntombs++;
+		if (h->mode == LOCK_EXCLUSIVE)
+			k->ntomb_excl++;
+		hold_schedule(lt, h);
+	} else if (!gone) {
+		/* its end has passed already: a renewal that was still on its
+		 * way may have kept the lease, so let it go */
+		struct be_lock l = hold_lease(lt, h);
+		release_quietly(lt, &l);
+	}
+	if (h->owner != NULL) {
+		h->state = H_LOST;
+		if (h->owner->lost != NULL)
+			h->owner->lost(h->owner->arg, k->name, k->len, h->fence, reason);
+	} else {
+		h->state = H_GONE;
+	}
+	pump(lt, k);
+	hold_maybe_free(lt, h);
+	key_unref(lt, k);
+}
+
+/* A tombstone's time is over: the key is free of it. The lease is released
+ * in case a renewal that was on its way when the holding was lost kept it. */
+static void
+tomb_end(struct locktab *lt, struct lt_hold *h)
+{
+	struct lt_key *k = h->key;
+	struct be_lock l = hold_lease(lt, h);
+	assert(h->tomb);
+	TAILQ_REMOVE(&k->tombs, h, kentry);
+	k->ntombs--;
+	if (h->mode == LOCK_EXCLUSIVE)
+		k->ntomb_excl--;
+	h->tomb = false;
+	release_quietly(lt, &l);
+	key_ref(lt, k);
+	hold_maybe_free(lt, h);
+	pump(lt, k);
+	key_unref(lt, k);
+}
+
+/*
+ * The backend granted w (fence, lease promised by r) for a call made at
+ * sent_at. Deliver it, unless the waiter is gone, or too little of the lease
+ * is left to be of use: then the lease is given back, and w stays queued for
+ * another try (or is told LT_NOT_GRANTED when its WAIT is over).
+ */
+static void
+waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r,
+    uint64_t sent_at)
 {
 	struct lt_key *k = w->key;
 	struct lt_owner *o = w->owner;
-	if (fence > k->last_fence)
-		k->last_fence = fence;
+	struct be_lock l = waiter_lease(lt, w);
+	uint64_t now = locktab_now(lt), end = lease_end(lt, sent_at, r->valid_ms);
+
+	if (r->fence > k->last_fence)
+		k->last_fence = r->fence;
 	if (o == NULL || lt->closing) {
 		/* cancelled while the backend decided, or the table is shutting
 		 * down: give it back (a cancelled waiter is not told) */
-		struct be_lock l = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms, 0 };
 		release_quietly(lt, &l);
 		waiter_fail(lt, w, LT_E_CLOSING);
 		return;
 	}
+	if (!local_leases(lt) && (end <= now || end - now <= lease_margin(lt, w->ttl_ms))) {
+		char kb[LOG_KEY_BUF];
+		log_debug("grant of '%s' came with %lld ms of its lease left: not delivered",
+		    log_escape(kb, sizeof(kb), k->name, k->len, 0),
+		    (long long)end - (long long)now);
+		lt->stats.late_grants++;
+		release_quietly(lt, &l);
+		if (w->try_once || w->deadline <= now)
+			waiter_fail(lt, w, LT_NOT_GRANTED);
+		else if (timer_set(lt, &w->timer, w->deadline) != 0)
+			waiter_fail(lt, w, LT_E_NOMEM);
+		else
+			token_new(w->token);	/* the next try is a new lease */
+		return;
+	}
 	struct lt_hold *h = calloc(1, sizeof(*h));
 	if (h == NULL) {
-		struct be_lock l = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms,
-		    0 };
 		release_quietly(lt, &l);
 		if (w->done != NULL)
 			w->done(w->arg, LT_E_NOMEM, NULL, 0);
+		w->done = NULL;
 		waiter_free(lt, w);
 		return;
 	}
@@ -702,21 +913,26 @@ waiter_grant(struct locktab *lt, struct lt_waiter *w, uint64_t fence, uint64_t s
 	h->timer.kind = TIMER_HOLD;
 	h->key = k;
 	key_ref(lt, k);
-	h->owner = w->detach ? NULL : o;
 	h->mode = w->mode;
 	h->limit = w->limit;
 	memcpy(h->token, w->token, sizeof(h->token));
-	h->fence = fence;
+	h->fence = r->fence;
 	h->ttl_ms = w->ttl_ms;
 	h->count = 1;
-	h->expires = sent_at + w->ttl_ms;
-	h->renew_at = renew_time(sent_at, w->ttl_ms);
+	h->expires = end;
+	h->renew_at = renew_time(sent_at, end - sent_at);
 	h->state = H_ACTIVE;
+	TAILQ_INIT(&h->lease_queue);
 	TAILQ_INSERT_TAIL(&k->holders, h, kentry);
 	k->nholders++;
 	if (h->mode == LOCK_EXCLUSIVE)
 		k->nexcl++;
-	if (h->owner != NULL) {
+	if (w->detach) {
+		h->creator = o;
+		TAILQ_INSERT_TAIL(&o->detached, h, oentry);
+		o->ndetached++;
+	} else {
+		h->owner = o;
 		TAILQ_INSERT_TAIL(&o->holds, h, oentry);
 		o->nholds++;
 	}
@@ -726,8 +942,8 @@ waiter_grant(struct locktab *lt, struct lt_waiter *w, uint64_t fence, uint64_t s
 
 	struct lt_grant g;
 	memcpy(g.token, h->token, sizeof(g.token));
-	g.fence = fence;
-	g.ttl_ms = h->ttl_ms;
+	g.fence = h->fence;
+	g.ttl_ms = hold_left(lt, h, now);
 	g.count = 1;
 	g.mode = h->mode;
 	lt_done_cb *done = w->done;
@@ -775,7 +991,7 @@ on_acquire(void *arg, const struct be_reply *r)
 	case BE_OK:
 		k->contended = r->contended != 0;
 		k->handoffs = 0;
-		waiter_grant(lt, w, r->fence, sent_at);
+		waiter_granted(lt, w, r, sent_at);
 		break;
 	case BE_BUSY:
 		/* held beyond this process: the head waits for a wakeup; after a
@@ -792,12 +1008,14 @@ on_acquire(void *arg, const struct be_reply *r)
 			waiter_fail(lt, w, LT_E_NOMEM);
 		break;
 	case BE_NOTOWNER:
-	case BE_ERROR:
+	case BE_ERROR: {
+		char kb[LOG_KEY_BUF];
 		lt->stats.backend_errors++;
-		log_warn("backend could not lock '%s': %s", k->name,
-		    r->why ? r->why : "error");
+		log_debug("backend could not lock '%s': %s",
+		    log_escape(kb, sizeof(kb), k->name, k->len, 0), r->why ? r->why : "error");
 		waiter_fail(lt, w, LT_E_BACKEND);
 		break;
+	}
 	}
 	pump(lt, k);
 	key_unref(lt, k);
@@ -821,7 +1039,7 @@ on_transfer(void *arg, const struct be_reply *r)
 		k->contended = r->contended != 0;
 		k->handoffs++;
 		op_done(op, LT_OK, NULL, 0);
-		waiter_grant(lt, w, r->fence, sent_at);
+		waiter_granted(lt, w, r, sent_at);
 		break;
 	case BE_BUSY:
 	case BE_NOTOWNER:
@@ -834,7 +1052,7 @@ on_transfer(void *arg, const struct be_reply *r)
 	case BE_ERROR: {
 		/* the old lease may still be there: release it (a backend
 		 * that is down sends that when it is back) */
-		struct be_lock l = hold_lock(h);
+		struct be_lock l = hold_lease(lt, h);
 		lt->stats.backend_errors++;
 		release_quietly(lt, &l);
 		op_done(op, LT_E_BACKEND, NULL, 0);
@@ -850,35 +1068,74 @@ on_transfer(void *arg, const struct be_reply *r)
 	sync_timer(lt);
 }
 
+static void on_lease(void *arg, const struct be_reply *r);
+
+/* Send a renewal or EXTEND of h: it is the one lease operation of h in
+ * flight until its reply. */
 static void
-on_renew(void *arg, const struct be_reply *r)
+lease_send(struct locktab *lt, struct lt_hold *h, struct lt_op *op)
+{
+	struct be_lock l = lease_of(lt, h->key, h->mode, h->limit, h->token, op->ttl_ms);
+	assert(h->lease_op == NULL);
+	h->lease_op = op;
+	op->sent_at = locktab_now(lt);
+	lt->be->ops->renew(lt->be, &l, on_lease, op);
+}
+
+/* h's lease operation is over: send the next EXTEND waiting for it, or,
+ * when h is no longer held, answer them all. */
+static void
+lease_next(struct locktab *lt, struct lt_hold *h)
+{
+	struct lt_op *op;
+	while (h->lease_op == NULL && (op = TAILQ_FIRST(&h->lease_queue)) != NULL) {
+		TAILQ_REMOVE(&h->lease_queue, op, qentry);
+		if (h->state == H_ACTIVE) {
+			lease_send(lt, h, op);
+			hold_schedule(lt, h);
+			return;
+		}
+		op_done(op, LT_E_LOST, NULL, 0);
+		op_free(op);
+		h->ops--;
+	}
+}
+
+/* The reply to a renewal or an EXTEND: only it may move the lease's end. */
+static void
+on_lease(void *arg, const struct be_reply *r)
 {
 	struct lt_op *op = arg;
 	struct locktab *lt = op->lt;
 	struct lt_hold *h = op->h;
-	if (op->kind == OP_RENEW)
-		h->renewing = false;
+	uint64_t now = locktab_now(lt);
+
+	assert(h->lease_op == op);
+	h->lease_op = NULL;
 	if (h->state == H_ACTIVE) {
 		switch (r->status) {
 		case BE_OK:
-			if (op->kind == OP_EXTEND)
+			if (op->kind == OP_RENEW)
+				note_renewal(lt, true, NULL);
+			else
 				h->ttl_ms = op->ttl_ms;
-			if (op->sent_at + op->ttl_ms > h->expires || op->kind == OP_EXTEND)
-				h->expires = op->sent_at + op->ttl_ms;
-			h->renew_at = renew_time(op->sent_at, h->ttl_ms);
+			h->expires = lease_end(lt, op->sent_at, r->valid_ms);
+			h->renew_at = renew_time(op->sent_at, h->expires - op->sent_at);
 			break;
 		case BE_BUSY:
 		case BE_NOTOWNER:
-			hold_lose(lt, h, r->why ? r->why : "the lease is held by another owner");
+			hold_lose(lt, h, r->why ? r->why : "the lease is held by another owner",
+			    true);
 			break;
 		case BE_ERROR: {
 			uint64_t retry = h->ttl_ms / 10;
 			lt->stats.backend_errors++;
-			if (retry > LT_RENEW_RETRY_MS)
-				retry = LT_RENEW_RETRY_MS;
-			h->renew_at = locktab_now(lt) + (retry ? retry : 1);
-			log_warn("renewing '%s' failed: %s", h->key->name,
-			    r->why ? r->why : "backend error");
+			if (op->kind == OP_RENEW) {
+				note_renewal(lt, false, r->why);
+				if (retry > LT_RENEW_RETRY_MS)
+					retry = LT_RENEW_RETRY_MS;
+				h->renew_at = now + (retry ? retry : 1);
+			}
 			break;
 		}
 		}
@@ -890,7 +1147,7 @@ on_renew(void *arg, const struct be_reply *r)
 			/* lost or released while the EXTEND was out */
 			op_done(op, LT_E_LOST, NULL, 0);
 		else if (r->status == BE_OK)
-			op_done(op, LT_OK, NULL, (long long)op->ttl_ms);
+			op_done(op, LT_OK, NULL, (long long)hold_left(lt, h, now));
 		else if (r->status == BE_ERROR)
 			op_done(op, LT_E_BACKEND, NULL, 0);
 		else
@@ -898,6 +1155,7 @@ on_renew(void *arg, const struct be_reply *r)
 	}
 	op_free(op);
 	h->ops--;
+	lease_next(lt, h);
 	hold_maybe_free(lt, h);
 	sync_timer(lt);
 }
@@ -940,12 +1198,12 @@ waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
 	if (w->mode == LOCK_EXCLUSIVE)
 		k->nexcl++;
 	op->w = w;
-	struct be_lock to = { k->name, k->len, w->mode, w->limit, w->token, w->ttl_ms,
-	    k->yield };
+	struct be_lock to = waiter_lease(lt, w);
+	to.yield = k->yield;
 	w->yielding = k->yield;
 	k->yield = false;
 	if (from != NULL) {
-		struct be_lock fl = hold_lock(from);
+		struct be_lock fl = hold_lease(lt, from);
 		op->h = from;
 		from->ops++;
 		lt->be->ops->transfer(lt->be, &fl, &to, on_transfer, op);
@@ -1027,7 +1285,7 @@ locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *
 	}
 	lt->be = be;
 	lt->limits = *limits;
-	lt->clock = clock != NULL ? clock : clock_monotonic_ms;
+	lt->clock = clock != NULL ? clock : clock_default;
 	lt->clock_arg = clock_arg;
 	lt->rearm = rearm;
 	lt->rearm_arg = rearm_arg;
@@ -1053,6 +1311,11 @@ locktab_destroy(struct locktab *lt)
 			/* detached holdings that outlived every owner */
 			while ((h = TAILQ_FIRST(&k->holders)) != NULL) {
 				hold_unlink_key(lt, h);
+				free(h);
+			}
+			/* tombstones whose time has not come */
+			while ((h = TAILQ_FIRST(&k->tombs)) != NULL) {
+				TAILQ_REMOVE(&k->tombs, h, kentry);
 				free(h);
 			}
 			free(k->name);
@@ -1081,28 +1344,24 @@ locktab_owner_create(struct locktab *lt, uint64_t id, lt_lost_cb *lost, void *ar
 	o->lost = lost;
 	o->arg = arg;
 	TAILQ_INIT(&o->holds);
+	TAILQ_INIT(&o->detached);
 	TAILQ_INIT(&o->waiters);
 	TAILQ_INIT(&o->ops);
 	return o;
 }
 
-void
-locktab_owner_destroy(struct lt_owner *o)
+/* Withdraw every waiter of o without telling it. Returns how many. */
+static unsigned
+owner_drop_waiters(struct lt_owner *o)
 {
 	struct locktab *lt = o->lt;
-	struct lt_op *op;
 	struct lt_waiter *w;
-	struct lt_hold *h;
-
-	while ((op = TAILQ_FIRST(&o->ops)) != NULL) {
-		TAILQ_REMOVE(&o->ops, op, oentry);
-		op->owner = NULL;
-		op->done = NULL;
-	}
+	unsigned n = 0;
 	while ((w = TAILQ_FIRST(&o->waiters)) != NULL) {
 		struct lt_key *k = w->key;
+		n++;
 		if (w->state == W_ACQUIRING) {
-			/* the backend answers later; on_acquire gives it back */
+			/* the backend answers later; waiter_granted gives it back */
 			TAILQ_REMOVE(&o->waiters, w, oentry);
 			o->nwaiters--;
 			w->owner = NULL;
@@ -1115,6 +1374,36 @@ locktab_owner_destroy(struct lt_owner *o)
 		pump(lt, k);
 		key_unref(lt, k);
 	}
+	return n;
+}
+
+unsigned
+locktab_owner_cancel(struct lt_owner *o)
+{
+	unsigned n = owner_drop_waiters(o);
+	sync_timer(o->lt);
+	return n;
+}
+
+void
+locktab_owner_destroy(struct lt_owner *o)
+{
+	struct locktab *lt = o->lt;
+	struct lt_op *op;
+	struct lt_hold *h;
+
+	while ((op = TAILQ_FIRST(&o->ops)) != NULL) {
+		TAILQ_REMOVE(&o->ops, op, oentry);
+		op->owner = NULL;
+		op->done = NULL;
+	}
+	owner_drop_waiters(o);
+	while ((h = TAILQ_FIRST(&o->detached)) != NULL) {
+		/* they live on, counted against nobody */
+		TAILQ_REMOVE(&o->detached, h, oentry);
+		h->creator = NULL;
+	}
+	o->ndetached = 0;
 	while ((h = TAILQ_FIRST(&o->holds)) != NULL) {
 		if (h->state == H_ACTIVE) {
 			lt->stats.releases++;
@@ -1139,7 +1428,7 @@ owner_hold(const struct lt_owner *o, const struct lt_key *k)
 	return NULL;
 }
 
-/* The owner's LOST record for key, or NULL. */
+/* The owner's LOST record for key (with token, if not NULL), or NULL. */
 static struct lt_hold *
 owner_lost(const struct lt_owner *o, const char *key, size_t keylen, const char *token)
 {
@@ -1150,6 +1439,20 @@ owner_lost(const struct lt_owner *o, const char *key, size_t keylen, const char 
 		    (token == NULL || strcmp(h->token, token) == 0))
 			return h;
 	return NULL;
+}
+
+int
+locktab_forget_lost(struct lt_owner *o, const char *key, size_t keylen, uint64_t fence)
+{
+	struct lt_hold *h;
+	TAILQ_FOREACH(h, &o->holds, oentry)
+		if (h->state == H_LOST && h->fence == fence && h->key->len == keylen &&
+		    memcmp(h->key->name, key, keylen) == 0) {
+			hold_gone(o->lt, h);
+			sync_timer(o->lt);
+			return 1;
+		}
+	return 0;
 }
 
 /* The ACTIVE holding of k whose token is token, or NULL. */
@@ -1165,6 +1468,15 @@ token_hold(const struct lt_key *k, const char *token)
 	return NULL;
 }
 
+/* Do what is due if the event loop has not got round to it yet, so that no
+ * answer relies on a lease whose deadline has passed. */
+static void
+catch_up(struct locktab *lt)
+{
+	if (lt->heaplen > 0 && lt->heap[0]->when <= locktab_now(lt))
+		locktab_tick(lt);
+}
+
 enum lt_status
 locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant *g,
     lt_done_cb *done, void *arg)
@@ -1177,6 +1489,7 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 
 	if (lt->closing)
 		return LT_E_CLOSING;
+	catch_up(lt);
 	k = key_find(lt, req->key, req->keylen);
 	if ((h = owner_lost(o, req->key, req->keylen, NULL)) != NULL)
 		hold_gone(lt, h);	/* locking again forgets the loss */
@@ -1190,7 +1503,7 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 		lt->stats.reentrant++;
 		memcpy(g->token, h->token, sizeof(g->token));
 		g->fence = h->fence;
-		g->ttl_ms = h->ttl_ms;
+		g->ttl_ms = hold_left(lt, h, locktab_now(lt));
 		g->count = h->count;
 		return LT_OK;
 	}
@@ -1199,7 +1512,7 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 		return LT_E_KIND;
 	if (k != NULL && k->nwaiters >= lt->limits.max_waiters_per_key)
 		return LT_E_WAITERS;
-	if (o->nholds + o->nwaiters >= lt->limits.max_locks_per_owner)
+	if ((uint64_t)o->nholds + o->nwaiters + o->ndetached >= lt->limits.max_locks_per_owner)
 		return LT_E_LOCKS;
 	if (req->wait_ms == 0 && k != NULL &&
 	    (!TAILQ_EMPTY(&k->waiters) || k->blocked ||
@@ -1254,7 +1567,7 @@ hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_
 {
 	struct lt_key *k = h->key;
 	struct lt_waiter *w = TAILQ_FIRST(&k->waiters);
-	struct be_lock l = hold_lock(h);
+	struct be_lock l = hold_lease(lt, h);
 
 	key_ref(lt, k);
 	hold_unlink_key(lt, h);
@@ -1263,13 +1576,15 @@ hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_
 	    k->handoffs >= lt->limits.max_handoffs;
 	if (lt->be->ops->transfer == NULL || h->mode != LOCK_EXCLUSIVE || w == NULL ||
 	    w->state != W_QUEUED || w->mode != LOCK_EXCLUSIVE || k->blocked ||
-	    lt->closing || k->nholders != 0 || k->nacquiring != 0 || fair ||
-	    waiter_start(lt, w, h, o, done, arg) != 0) {
+	    lt->closing || k->nholders != 0 || k->nacquiring != 0 || k->ntombs != 0 ||
+	    fair || waiter_start(lt, w, h, o, done, arg) != 0) {
 		k->handoffs = 0;
 		k->yield = fair;	/* else the local waiter would win again */
 		struct lt_op *op = op_new(lt, OP_RELEASE, o, done, arg);
 		if (op == NULL) {
-			log_error("out of memory releasing '%s'; it ends at its TTL", k->name);
+			char kb[LOG_KEY_BUF];
+			log_error("out of memory releasing '%s'; it ends at its TTL",
+			    log_escape(kb, sizeof(kb), k->name, k->len, 0));
 			if (done != NULL)
 				done(arg, LT_E_NOMEM, NULL, 0);
 		} else {
@@ -1279,6 +1594,7 @@ hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_
 	}
 	if (h->owner != NULL)
 		TAILQ_REMOVE(&h->owner->holds, h, oentry);
+	h->owner = NULL;
 	h->state = H_GONE;
 	hold_maybe_free(lt, h);
 	key_unref(lt, k);
@@ -1341,20 +1657,26 @@ locktab_extend(struct lt_owner *o, const char *key, size_t keylen, uint64_t ttl_
 	op->h = h;
 	op->ttl_ms = ttl_ms;
 	h->ops++;
-	struct be_lock l = hold_lock(h);
-	l.ttl_ms = ttl_ms;
-	lt->be->ops->renew(lt->be, &l, on_renew, op);
+	if (h->lease_op != NULL)
+		TAILQ_INSERT_TAIL(&h->lease_queue, op, qentry);	/* after it */
+	else
+		lease_send(lt, h, op);
+	hold_schedule(lt, h);
+	sync_timer(lt);
 	return LT_PENDING;
 }
 
 void
 locktab_status(struct locktab *lt, const char *key, size_t keylen, struct lt_key_status *out)
 {
-	struct lt_key *k = key_find(lt, key, keylen);
-	struct lt_hold *h = k != NULL ? TAILQ_FIRST(&k->holders) : NULL;
+	struct lt_key *k;
+	struct lt_hold *h;
 	bool sem = false;
 	unsigned limit = 0;
 
+	catch_up(lt);
+	k = key_find(lt, key, keylen);
+	h = k != NULL ? TAILQ_FIRST(&k->holders) : NULL;
 	memset(out, 0, sizeof(*out));
 	out->mode = "free";
 	out->ttl_ms = -1;
@@ -1368,12 +1690,8 @@ locktab_status(struct locktab *lt, const char *key, size_t keylen, struct lt_key
 	if (h == NULL)
 		return;
 	out->mode = locktab_mode_name(h->mode);
-	if (h->mode == LOCK_EXCLUSIVE && h->owner != NULL && lt->be->ops->local_leases) {
-		out->ttl_ms = (int64_t)h->ttl_ms;	/* held while the session lives */
-	} else if (h->mode == LOCK_EXCLUSIVE) {
-		uint64_t now = locktab_now(lt);
-		out->ttl_ms = h->expires > now ? (int64_t)(h->expires - now) : 0;
-	}
+	if (h->mode == LOCK_EXCLUSIVE)
+		out->ttl_ms = (int64_t)hold_left(lt, h, locktab_now(lt));
 }
 
 int
@@ -1385,7 +1703,7 @@ locktab_validate(struct locktab *lt, const char *key, size_t keylen, uint64_t fe
 		return 0;
 	TAILQ_FOREACH(h, &k->holders, kentry)
 		if (h->fence == fence)
-			return 1;
+			return hold_valid(lt, h, locktab_now(lt));
 	return 0;
 }
 
@@ -1407,29 +1725,34 @@ locktab_owner_holds(const struct lt_owner *o, void (*fn)(void *arg,
 	return n;
 }
 
-/* A holding's deadline came: expire, declare lost or renew. */
+/* A holding's deadline came: end its tombstone, expire it, declare it lost,
+ * or renew it. */
 static void
 hold_due(struct locktab *lt, struct lt_hold *h, uint64_t now)
 {
+	if (h->tomb) {
+		tomb_end(lt, h);
+		return;
+	}
 	if (h->owner == NULL) {
-		log_debug("detached lock on '%s' reached its TTL", h->key->name);
+		char kb[LOG_KEY_BUF];
+		log_debug("detached lock on '%s' reached its TTL",
+		    log_escape(kb, sizeof(kb), h->key->name, h->key->len, 0));
 		lt->stats.expired++;
 		hold_release(lt, h, NULL, NULL, NULL);
 		return;
 	}
-	if (now >= h->expires - lease_margin(h->ttl_ms)) {
-		hold_lose(lt, h, "the lease could not be renewed in time");
+	if (now >= hold_lost_at(lt, h)) {
+		hold_lose(lt, h, "the lease could not be renewed in time", false);
 		return;
 	}
-	if (!h->renewing) {
+	if (h->lease_op == NULL && now >= h->renew_at) {
 		struct lt_op *op = op_new(lt, OP_RENEW, NULL, NULL, NULL);
 		if (op != NULL) {
 			op->h = h;
 			op->ttl_ms = h->ttl_ms;
 			h->ops++;
-			h->renewing = true;
-			struct be_lock l = hold_lock(h);
-			lt->be->ops->renew(lt->be, &l, on_renew, op);
+			lease_send(lt, h, op);
 		} else {
 			h->renew_at = now + 1;
 		}

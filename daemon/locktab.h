@@ -9,9 +9,19 @@
  * TTL/3 while the owner lives and released when it is destroyed; detached
  * holdings end at their TTL or by token.
  *
- * Time comes from an injectable clock (milliseconds, monotonic). The table
- * does not run timers: it tells through the rearm hook when its earliest
- * deadline changes, and locktab_tick() does what is due.
+ * A lease is what the backend says it is: a holding's lease ends valid_ms
+ * (the backend's reply) after the call that set it was made, less the
+ * lock-delay. At most one lease operation (renewal or EXTEND) of a holding is
+ * in flight; only its reply moves the lease end. A grant is delivered only
+ * with more than the safety margin of its lease left; a bound holding whose
+ * renewals fail is declared lost when only the margin is left. A holding
+ * lost that way keeps its key from everyone until its lease has ended, plus
+ * the lock-delay; one released on purpose frees the key at once.
+ *
+ * Time comes from an injectable clock (milliseconds, never stepping back,
+ * counting through suspend). The table does not run timers: it tells through
+ * the rearm hook when its earliest deadline changes, and locktab_tick() does
+ * what is due.
  *
  * Callbacks (done, lost) must not call back into the table: they record the
  * outcome and return; the caller acts on it later from the event loop. A done
@@ -62,7 +72,9 @@ struct lt_lock_req {
 struct lt_grant {
 	char token[TOKEN_LEN + 1];	/* the holding's token */
 	uint64_t fence;			/* its fence */
-	uint64_t ttl_ms;		/* its lease */
+	uint64_t ttl_ms;		/* the validity left on its lease now (the
+					 * whole TTL for a session lease that lives
+					 * in this process) */
 	unsigned count;			/* hold count (reentrancy) */
 	enum lock_mode mode;		/* held mode (also set with LT_E_MODE) */
 };
@@ -88,6 +100,7 @@ struct lt_stats {
 	uint64_t releases;	/* holdings released */
 	uint64_t expired;	/* detached holdings that reached their TTL */
 	uint64_t lost;		/* holdings lost (renewal failed) */
+	uint64_t late_grants;	/* grants not delivered: too little of the lease left */
 	uint64_t handoffs;	/* releases handed straight to a waiter */
 	uint64_t backend_errors; /* backend operations that failed */
 };
@@ -104,17 +117,21 @@ typedef void lt_rearm_cb(void *arg, uint64_t when);
 /* The clock: milliseconds, monotonic. */
 typedef uint64_t lt_clock_fn(void *arg);
 
-/* Limits and defaults the table enforces. */
+/* Limits and lease rules the table enforces. */
 struct lt_limits {
 	uint64_t max_waiters_per_key;	/* queued LOCKs per key */
-	uint64_t max_locks_per_owner;	/* holdings and waits per owner */
+	uint64_t max_locks_per_owner;	/* holdings (detached ones it took
+					 * included) and waits per owner */
 	uint64_t max_handoffs;		/* consecutive handoffs of a key that other
 					 * daemons wait for; 0: no limit */
+	uint64_t margin_percent;	/* safety margin, percent of the TTL */
+	uint64_t lock_delay_ms;		/* after a loss, the key stays taken this
+					 * long past the lease's end */
 };
 
 /*
  * A new table on backend be (not owned; the table sets be->up). clock NULL
- * uses CLOCK_MONOTONIC. NULL when out of memory. Caller owns it.
+ * uses clock_ms() (CLOCK_BOOTTIME). NULL when out of memory. Caller owns it.
  */
 struct locktab *locktab_create(struct backend *be, const struct lt_limits *limits,
     lt_clock_fn *clock, void *clock_arg, lt_rearm_cb *rearm, void *rearm_arg);
@@ -149,7 +166,9 @@ enum lt_status locktab_lock(struct lt_owner *o, const struct lt_lock_req *req,
  */
 enum lt_status locktab_unlock(struct lt_owner *o, const char *key, size_t keylen,
     const char *token, long long *remaining, lt_done_cb *done, void *arg);
-/* EXTEND: set the lease to ttl_ms from now. LT_PENDING (value = ttl) or an error. */
+/* EXTEND: make the lease last ttl_ms from now (after any lease operation of
+ * the holding in flight). LT_PENDING (value: the validity left, as for a
+ * grant) or an error. */
 enum lt_status locktab_extend(struct lt_owner *o, const char *key, size_t keylen,
     uint64_t ttl_ms, const char *token, lt_done_cb *done, void *arg);
 
@@ -171,7 +190,18 @@ struct lt_hold_info {
 size_t locktab_owner_holds(const struct lt_owner *o,
     void (*fn)(void *arg, const struct lt_hold_info *h), void *arg);
 
-/* Do everything due now: WAIT timeouts, renewals, detached expiry, loss. */
+/*
+ * Withdraw the owner's waiting LOCK (at most one waits per session): its done
+ * callback is not called. A waiter the backend is deciding on is given back
+ * when the answer comes. Returns how many were withdrawn.
+ */
+unsigned locktab_owner_cancel(struct lt_owner *o);
+/* The owner was told of the loss of its holding of key with fence by other
+ * means: forget the loss, so that UNLOCK answers NOTHELD. 1 if it was known. */
+int locktab_forget_lost(struct lt_owner *o, const char *key, size_t keylen, uint64_t fence);
+
+/* Do everything due now: WAIT timeouts, renewals, detached expiry, loss, the
+ * end of a lock-delay. */
 void locktab_tick(struct locktab *lt);
 /* The earliest deadline, LT_NEVER if none. */
 uint64_t locktab_next_deadline(const struct locktab *lt);

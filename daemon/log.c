@@ -4,6 +4,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,41 @@ log_write(enum log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	log_vwrite(level, fmt, ap);
 	va_end(ap);
+}
+
+const char *
+log_escape(char *buf, size_t size, const void *s, size_t len, int flags)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = s;
+	size_t o = 0;
+	if (size == 0)
+		return buf;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = p[i];
+		bool plain = c > 0x20 && c < 0x7f && c != '\\' && c != '\'' && c != '"';
+		if (c == ' ' && !(flags & LOG_ESC_SPACE))
+			plain = true;
+		size_t need = plain ? 1 : 4;
+		/* keep room for "..." unless this is the last byte */
+		if (o + need + (i + 1 < len ? 3 : 0) >= size) {
+			if (o + 3 < size) {
+				memcpy(buf + o, "...", 3);
+				o += 3;
+			}
+			break;
+		}
+		if (plain) {
+			buf[o++] = (char)c;
+		} else {
+			buf[o++] = '\\';
+			buf[o++] = 'x';
+			buf[o++] = hex[c >> 4];
+			buf[o++] = hex[c & 15];
+		}
+	}
+	buf[o] = '\0';
+	return buf;
 }
 
 void

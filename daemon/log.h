@@ -8,6 +8,7 @@
 #define DLOCKD_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
 
@@ -28,6 +29,21 @@ void log_vwrite(enum log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 /* Log at error level and exit(1). */
 void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* log_escape() flags. */
+#define LOG_ESC_SPACE 1		/* escape spaces too (a key inside a reply's words) */
+
+/* Bytes a caller should give log_escape() for a key in a log line. */
+#define LOG_KEY_BUF 256
+
+/*
+ * Write len bytes of s into buf (size bytes, NUL included) so that they cannot
+ * break a line or be mistaken for other text: printable ASCII stays, every
+ * other byte, a backslash and a quote become \xHH. What does not fit ends in
+ * "...". Returns buf. A key a client chose is always logged through it: a CR
+ * or LF in a key must not forge log lines.
+ */
+const char *log_escape(char *buf, size_t size, const void *s, size_t len, int flags);
 
 #define log_debug(...) do { if (log_min_level <= LOG_LEVEL_DEBUG) \
 	log_write(LOG_LEVEL_DEBUG, __VA_ARGS__); } while (0)

@@ -13,6 +13,7 @@
 #include <event2/event.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "conf.h"
 #include "conn.h"
 #include "locktab.h"
@@ -23,6 +24,7 @@
 
 #define DEFAULT_CONF "/etc/dlockd/dlockd.yaml"
 #define DRAIN_MS 5000		/* how long shutdown waits for the backend */
+#define CLOCK_CHECK_MS 1000	/* how often a suspend of the machine is looked for */
 
 struct server server;
 struct metrics metrics;
@@ -30,9 +32,7 @@ struct metrics metrics;
 uint64_t
 server_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return clock_ms();
 }
 
 static void
@@ -63,6 +63,27 @@ lt_rearm(void *arg, uint64_t when)
 	uint64_t delay = when > now ? when - now : 0;
 	struct timeval tv = { (time_t)(delay / 1000), (suseconds_t)(delay % 1000) * 1000 };
 	evtimer_add(server.lt_timer, &tv);
+}
+
+/* Every CLOCK_CHECK_MS: libevent's timers count on CLOCK_MONOTONIC, which
+ * stops while the machine is suspended, so after a resume the table's timer
+ * would fire late by the time slept while leases ran on in the backend.
+ * When that time grew, do what is due at once. */
+static void
+on_clock_check(evutil_socket_t fd, short what, void *arg)
+{
+	static uint64_t slept;
+	uint64_t now = clock_suspended_ms();
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (now > slept + 100 && slept != 0) {
+		log_info("the machine was suspended for %llu ms: catching up",
+		    (unsigned long long)(now - slept));
+		locktab_tick(server.lt);
+		lt_rearm(NULL, locktab_next_deadline(server.lt));
+	}
+	slept = now != 0 ? now : 1;
 }
 
 static void
@@ -114,7 +135,17 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
 	(void)arg;
 }
 
-/* Let the backend finish the releases of shutdown, for at most DRAIN_MS. */
+/* Releases the backend has not confirmed yet (kept while it is down, or in
+ * flight), and the table's own operations. */
+static int
+draining(void)
+{
+	return !locktab_idle(server.lt) ||
+	    (server.be->ops->pending != NULL && server.be->ops->pending(server.be) > 0);
+}
+
+/* Let the backend finish the releases of shutdown, those kept from an
+ * outage included, for at most DRAIN_MS. */
 static void
 drain(void)
 {
@@ -123,10 +154,11 @@ drain(void)
 	uint64_t deadline = server_now_ms() + DRAIN_MS;
 	if (tick != NULL)
 		evtimer_add(tick, &tv);
-	while (!locktab_idle(server.lt) && server_now_ms() < deadline)
+	while (draining() && server_now_ms() < deadline)
 		event_base_loop(server.base, EVLOOP_ONCE);
-	if (!locktab_idle(server.lt))
-		log_warn("backend operations still pending at exit; their leases end at their TTL");
+	if (draining())
+		log_warn("releases still unconfirmed by the backend after %d ms; their leases "
+		    "end at their TTL", DRAIN_MS);
 	if (tick != NULL)
 		event_free(tick);
 }
@@ -255,10 +287,18 @@ main(int argc, char **argv)
 		log_fatal("cannot start the %s backend", conf->backend_type);
 	server.lt_timer = evtimer_new(server.base, on_lt_timer, NULL);
 	struct lt_limits limits = { (uint64_t)conf->max_waiters_per_key,
-	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->backend_handoff_limit };
+	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->backend_handoff_limit,
+	    (uint64_t)conf->margin_percent, (uint64_t)conf->lock_delay_ms };
 	server.lt = locktab_create(server.be, &limits, NULL, NULL, lt_rearm, NULL);
-	if (server.lt_timer == NULL || server.lt == NULL)
+	struct event *ev_clock = event_new(server.base, -1, EV_PERSIST, on_clock_check, NULL);
+	struct timeval clock_tv = { CLOCK_CHECK_MS / 1000, (CLOCK_CHECK_MS % 1000) * 1000 };
+	if (server.lt_timer == NULL || server.lt == NULL || ev_clock == NULL ||
+	    evtimer_add(ev_clock, &clock_tv) != 0)
 		log_fatal("out of memory");
+	if ((uint64_t)conf->default_ttl_ms < server.be->min_ttl_ms)
+		log_fatal("locks.default_ttl_ms (%lld) is shorter than the %s backend's shortest "
+		    "lease (%llu ms)", conf->default_ttl_ms, server.be->ops->name,
+		    (unsigned long long)server.be->min_ttl_ms);
 
 	struct event *ev_term = evsignal_new(server.base, SIGTERM, on_stop_signal, NULL);
 	struct event *ev_int = evsignal_new(server.base, SIGINT, on_stop_signal, NULL);
@@ -271,13 +311,15 @@ main(int argc, char **argv)
 	server.listeners = calloc(conf->nlisten, sizeof(*server.listeners));
 	if (server.listeners == NULL)
 		log_fatal("out of memory");
+	struct conn_keepalive ka = { (int)conf->tcp_keepalive_s,
+	    (int)conf->tcp_keepalive_interval_s, (int)conf->tcp_keepalive_probes };
 	for (size_t i = 0; i < conf->nlisten; i++) {
 		struct conf_addr addr;
 		const char *why;
 		if (conf_parse_addr(conf->listen[i], &addr, &why) != 0)
 			log_fatal("listen %s: %s", conf->listen[i], why);
 		server.listeners[i] = listener_create(server.base, &addr,
-		    (int)conf->unix_socket_mode, session_accept, NULL);
+		    (int)conf->unix_socket_mode, &ka, session_accept, NULL);
 		if (server.listeners[i] == NULL)
 			log_fatal("cannot listen on %s", conf->listen[i]);
 		server.nlisteners++;
@@ -295,6 +337,7 @@ main(int argc, char **argv)
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_hup);
+	event_free(ev_clock);
 	if (locktab_idle(server.lt)) {
 		backend_destroy(server.be);
 		locktab_destroy(server.lt);

@@ -11,7 +11,8 @@
 	X(total_connections, "connections accepted") \
 	X(rejected_connections, "connections refused at max_clients") \
 	X(commands_total, "commands processed") \
-	X(protocol_errors_total, "connections closed for a protocol error")
+	X(protocol_errors_total, "connections closed for a protocol error") \
+	X(idle_timeouts_total, "sessions closed for sessions.idle_timeout_ms")
 
 struct metrics {
 #define METRICS_FIELD(name, help) uint64_t name;

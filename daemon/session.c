@@ -12,6 +12,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "clock.h"
 #include "cmd.h"
 #include "codec.h"
 #include "conf.h"
@@ -46,6 +47,32 @@ session_out(struct session *s)
 	return conn_output(s->conn);
 }
 
+/* Answer the oldest queued loss: "-LOST key fence reason" in place of the
+ * command it answers. The loss is then told, and forgotten by the table. */
+static void
+session_notice(struct session *s)
+{
+	struct lost_notice *n = STAILQ_FIRST(&s->notices);
+	STAILQ_REMOVE_HEAD(&s->notices, entry);
+	cmd_reply_lost(s, n->key, n->keylen, n->fence, n->reason);
+	(void)locktab_forget_lost(s->owner, n->key, n->keylen, n->fence);
+	free(n->key);
+	free(n->reason);
+	free(n);
+}
+
+void
+session_clear_notices(struct session *s)
+{
+	struct lost_notice *n;
+	while ((n = STAILQ_FIRST(&s->notices)) != NULL) {
+		STAILQ_REMOVE_HEAD(&s->notices, entry);
+		free(n->key);
+		free(n->reason);
+		free(n);
+	}
+}
+
 /* Run the buffered requests until one waits, input runs out or the session
  * is closing. */
 static void
@@ -71,6 +98,10 @@ session_run(struct session *s)
 			break;
 		}
 		metrics.commands_total++;
+		if (!STAILQ_EMPTY(&s->notices)) {
+			session_notice(s);	/* in place of this command */
+			continue;
+		}
 		cmd_dispatch(s, &f);
 	}
 	if (s->closing)
@@ -80,16 +111,60 @@ session_run(struct session *s)
 static void
 on_resume(evutil_socket_t fd, short what, void *arg)
 {
+	struct session *s = arg;
 	(void)fd;
 	(void)what;
-	session_run(arg);
+	/* a loss while a LOCK waits in a queue: withdraw it, and the loss is
+	 * its answer */
+	if (s->pending && s->waiting_lock && !STAILQ_EMPTY(&s->notices) &&
+	    locktab_owner_cancel(s->owner) > 0) {
+		s->pending = false;
+		s->waiting_lock = false;
+		s->last_active_ms = clock_ms();
+		if (!s->closing)
+			session_notice(s);
+	}
+	session_run(s);
 }
 
 void
 session_resume(struct session *s)
 {
 	s->pending = false;
+	s->waiting_lock = false;
+	s->last_active_ms = clock_ms();
 	event_active(s->ev_resume, EV_TIMEOUT, 0);
+}
+
+/* Arm the idle timer to fire ms from now. */
+static void
+idle_arm(struct session *s, uint64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	evtimer_add(s->ev_idle, &tv);
+}
+
+/* sessions.idle_timeout_ms: a session silent that long is closed, which
+ * releases its locks. Time spent waiting for a reply does not count. The
+ * timer is moved lazily: input only updates last_active_ms. */
+static void
+on_idle(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	uint64_t limit = (uint64_t)server.conf->idle_timeout_ms, now = clock_ms();
+	(void)fd;
+	(void)what;
+	if (s->pending) {
+		idle_arm(s, limit);
+	} else if (now - s->last_active_ms < limit) {
+		idle_arm(s, limit - (now - s->last_active_ms));
+	} else if (!s->closing) {
+		metrics.idle_timeouts_total++;
+		session_log(s, LOG_LEVEL_INFO, "silent for %llu ms (sessions.idle_timeout_ms): "
+		    "closing", (unsigned long long)(now - s->last_active_ms));
+		s->closing = true;
+		conn_close(s->conn);
+	}
 }
 
 /* Move what the socket delivered into the codec. */
@@ -99,6 +174,7 @@ session_read(struct session *s)
 	struct evbuffer *in = conn_input(s->conn);
 	struct evbuffer_iovec vec[8];
 	int n;
+	s->last_active_ms = clock_ms();
 	while ((n = evbuffer_peek(in, -1, NULL, vec, 8)) > 0) {
 		size_t done = 0;
 		for (int i = 0; i < n && i < 8; i++) {
@@ -147,13 +223,37 @@ on_conn(void *arg, enum conn_event ev)
 	}
 }
 
+/* The lock table lost a holding of s: push it, or queue it for the reply
+ * to the next command (withdrawing a waiting LOCK from the loop). Called
+ * from inside the table: nothing here calls back into it. */
 static void
 on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *reason)
 {
 	struct session *s = arg;
-	session_log(s, LOG_LEVEL_WARN, "lost its lock (fence %llu): %s",
+	session_log(s, LOG_LEVEL_DEBUG, "lost its lock (fence %llu): %s",
 	    (unsigned long long)fence, reason);
-	cmd_push_lost(s, key, keylen, (unsigned long long)fence, reason);
+	if (s->lost_push) {
+		cmd_push_lost(s, key, keylen, (unsigned long long)fence, reason);
+		return;
+	}
+	struct lost_notice *n = calloc(1, sizeof(*n));
+	if (n == NULL || (n->key = malloc(keylen ? keylen : 1)) == NULL ||
+	    (n->reason = strdup(reason)) == NULL) {
+		/* the session must not go on believing it holds the lock */
+		session_log(s, LOG_LEVEL_ERROR, "out of memory recording a lost lock: closing");
+		if (n != NULL)
+			free(n->key);
+		free(n);
+		s->closing = true;
+		conn_close(s->conn);
+		return;
+	}
+	memcpy(n->key, key, keylen);
+	n->keylen = keylen;
+	n->fence = fence;
+	STAILQ_INSERT_TAIL(&s->notices, n, entry);
+	if (s->pending && s->waiting_lock)
+		event_active(s->ev_resume, EV_TIMEOUT, 0);
 }
 
 void
@@ -185,11 +285,16 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 	snprintf(s->peer, sizeof(s->peer), "%s", peer);
 	s->proto = 2;
 	s->authed = server.conf->password == NULL;
+	STAILQ_INIT(&s->notices);
+	s->last_active_ms = clock_ms();
 	s->codec = codec_create((size_t)server.conf->max_request_bytes, SESSION_MAX_ARGS);
 	s->owner = locktab_owner_create(server.lt, s->id, on_lost, s);
 	s->ev_resume = event_new(server.base, -1, 0, on_resume, s);
+	if (server.conf->idle_timeout_ms > 0)
+		s->ev_idle = evtimer_new(server.base, on_idle, s);
 	s->conn = conn_create(server.base, fd, on_conn, s);
-	if (s->codec == NULL || s->owner == NULL || s->ev_resume == NULL || s->conn == NULL) {
+	if (s->codec == NULL || s->owner == NULL || s->ev_resume == NULL || s->conn == NULL ||
+	    (server.conf->idle_timeout_ms > 0 && s->ev_idle == NULL)) {
 		log_error("out of memory accepting %s", peer);
 		if (s->codec != NULL)
 			codec_destroy(s->codec);
@@ -197,11 +302,15 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 			locktab_owner_destroy(s->owner);
 		if (s->ev_resume != NULL)
 			event_free(s->ev_resume);
+		if (s->ev_idle != NULL)
+			event_free(s->ev_idle);
 		if (s->conn != NULL)
 			conn_destroy(s->conn);
 		free(s);
 		return;
 	}
+	if (s->ev_idle != NULL)
+		idle_arm(s, (uint64_t)server.conf->idle_timeout_ms);
 	TAILQ_INSERT_TAIL(&server.sessions, s, entry);
 	server.nsessions++;
 	metrics.total_connections++;
@@ -219,6 +328,9 @@ session_destroy(struct session *s)
 	conn_destroy(s->conn);
 	codec_destroy(s->codec);
 	event_free(s->ev_resume);
+	if (s->ev_idle != NULL)
+		event_free(s->ev_idle);
+	session_clear_notices(s);
 	free(s->name);
 	free(s);
 }

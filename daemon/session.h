@@ -6,6 +6,11 @@
  * UNLOCK/EXTEND until the backend confirms) makes the session pending: the
  * frames behind it stay buffered until its completion writes the reply and
  * schedules the session to run again from the event loop.
+ *
+ * A lost lock is told at once as a push to a session that asked for pushes
+ * (CLIENT LOSTPUSH ON, RESP3). Any other session is told by the reply to its
+ * next command, "-LOST key fence reason", which that command does not run
+ * for; a LOCK it is waiting on is withdrawn and answered so at once.
  */
 #ifndef DLOCKD_SESSION_H
 #define DLOCKD_SESSION_H
@@ -22,6 +27,16 @@ struct lt_owner;
 struct event;
 struct evbuffer;
 
+/* A lost lock not yet reported to a session that takes no pushes. */
+struct lost_notice {
+	char *key;			/* the key (binary-safe copy) */
+	size_t keylen;
+	uint64_t fence;			/* the lost holding's fence */
+	char *reason;			/* why, for people */
+	STAILQ_ENTRY(lost_notice) entry; /* on session->notices */
+};
+STAILQ_HEAD(notice_list, lost_notice);
+
 struct session {
 	uint64_t id;			/* unique for the daemon's life */
 	char peer[80];			/* peer address, for logs */
@@ -34,6 +49,11 @@ struct session {
 	bool pending;			/* a command waits for its completion */
 	bool closing;			/* closing after the output is written */
 	bool throttled;			/* reading paused until the output drains */
+	bool waiting_lock;		/* the pending command is a LOCK */
+	bool lost_push;			/* CLIENT LOSTPUSH ON: losses come as pushes */
+	struct notice_list notices;	/* losses to report, oldest first */
+	uint64_t last_active_ms;	/* last input, or the end of the last wait */
+	struct event *ev_idle;		/* sessions.idle_timeout_ms, or NULL */
 	char *name;			/* CLIENT SETNAME, or NULL */
 	TAILQ_ENTRY(session) entry;	/* on server.sessions */
 };
@@ -44,6 +64,8 @@ void session_accept(void *arg, evutil_socket_t fd, const char *peer);
 void session_destroy(struct session *s);
 /* Finish a waiting command: the reply was written to session_out(s). */
 void session_resume(struct session *s);
+/* Drop the losses queued for s (it takes pushes from now on). */
+void session_clear_notices(struct session *s);
 /* Where replies go. */
 struct evbuffer *session_out(struct session *s);
 

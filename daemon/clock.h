@@ -1,0 +1,22 @@
+/*
+ * clock — the daemon's one clock for deadlines and leases.
+ *
+ * Milliseconds of CLOCK_BOOTTIME: it never steps back and keeps counting
+ * while the machine is suspended, so a lease measured with it is not
+ * believed to last longer than it does in a backend whose clock ran on.
+ * It owns nothing and must not be used for wall-clock dates (logs, fences).
+ */
+#ifndef DLOCKD_CLOCK_H
+#define DLOCKD_CLOCK_H
+
+#include <stdint.h>
+
+/* Milliseconds since boot, suspended time included. */
+uint64_t clock_ms(void);
+
+/* How far CLOCK_BOOTTIME is ahead of CLOCK_MONOTONIC, in milliseconds: the
+ * time spent suspended since boot. libevent's timers count on
+ * CLOCK_MONOTONIC, so a change of this value means they fired late. */
+uint64_t clock_suspended_ms(void);
+
+#endif
