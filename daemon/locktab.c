@@ -874,7 +874,11 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 	struct lt_key *k = w->key;
 	struct lt_owner *o = w->owner;
 	struct be_lock l = waiter_lease(lt, w);
-	uint64_t now = locktab_now(lt), end = lease_end(lt, sent_at, r->valid_ms);
+	uint64_t now = locktab_now(lt);
+
+	if (local_leases(lt))
+		sent_at = now;	/* a lease in this process starts when granted */
+	uint64_t end = lease_end(lt, sent_at, r->valid_ms);
 
 	if (r->fence > k->last_fence)
 		k->last_fence = r->fence;
@@ -1119,6 +1123,8 @@ on_lease(void *arg, const struct be_reply *r)
 				note_renewal(lt, true, NULL);
 			else
 				h->ttl_ms = op->ttl_ms;
+			if (local_leases(lt))
+				op->sent_at = now;	/* in this process: from now */
 			h->expires = lease_end(lt, op->sent_at, r->valid_ms);
 			h->renew_at = renew_time(op->sent_at, h->expires - op->sent_at);
 			break;

@@ -131,6 +131,12 @@ expect_defaults(const struct conf *c)
 	expect_backend_defaults(c);
 	ck_assert_int_eq(c->default_ttl_ms, 30000);
 	ck_assert_int_eq(c->max_ttl_ms, 86400000);
+	ck_assert_int_eq(c->margin_percent, 10);
+	ck_assert_int_eq(c->lock_delay_ms, 0);
+	ck_assert_int_eq(c->idle_timeout_ms, 0);
+	ck_assert_int_eq(c->tcp_keepalive_s, 15);
+	ck_assert_int_eq(c->tcp_keepalive_interval_s, 5);
+	ck_assert_int_eq(c->tcp_keepalive_probes, 3);
 	ck_assert_int_eq(c->max_clients, 10000);
 	ck_assert_int_eq(c->max_key_bytes, 1024);
 	ck_assert_int_eq(c->max_request_bytes, 65536);
@@ -262,6 +268,12 @@ START_TEST(test_all_keys)
 	expect_backend_defaults(c);
 	ck_assert_int_eq(c->default_ttl_ms, 5000);
 	ck_assert_int_eq(c->max_ttl_ms, 60000);
+	ck_assert_int_eq(c->margin_percent, 20);
+	ck_assert_int_eq(c->lock_delay_ms, 250);
+	ck_assert_int_eq(c->idle_timeout_ms, 45000);
+	ck_assert_int_eq(c->tcp_keepalive_s, 60);
+	ck_assert_int_eq(c->tcp_keepalive_interval_s, 10);
+	ck_assert_int_eq(c->tcp_keepalive_probes, 4);
 	ck_assert_int_eq(c->max_clients, 100);
 	ck_assert_int_eq(c->max_key_bytes, 200);
 	ck_assert_int_eq(c->max_request_bytes, 4096);
@@ -315,6 +327,12 @@ START_TEST(test_shipped_config)
 	expect_backend_defaults(c);
 	ck_assert_int_eq(c->default_ttl_ms, 30000);
 	ck_assert_int_eq(c->max_ttl_ms, 86400000);
+	ck_assert_int_eq(c->margin_percent, 10);
+	ck_assert_int_eq(c->lock_delay_ms, 0);
+	ck_assert_int_eq(c->idle_timeout_ms, 0);
+	ck_assert_int_eq(c->tcp_keepalive_s, 15);
+	ck_assert_int_eq(c->tcp_keepalive_interval_s, 5);
+	ck_assert_int_eq(c->tcp_keepalive_probes, 3);
 	ck_assert_int_eq(c->max_clients, 10000);
 	ck_assert_int_eq(c->max_key_bytes, 1024);
 	ck_assert_int_eq(c->max_request_bytes, 65536);
@@ -684,12 +702,18 @@ START_TEST(test_out_of_range)
 		"1:19: 'unix_socket_mode' must be between 0 and 0777, not 01000",
 		"3:19: 'locks.default_ttl_ms' must be between 10 and 31536000000, not 9",
 		"4:15: 'locks.max_ttl_ms' must be between 10 and 31536000000, not 31536000001",
-		"6:16: 'limits.max_clients' must be between 1 and 1000000, not 1000001",
-		"7:18: 'limits.max_key_bytes' must be between 1 and 536870880, not 0",
-		"8:22: 'limits.max_request_bytes' must be between 64 and 536870912, not 63",
-		"9:24: 'limits.max_waiters_per_key' must be between 1 and 2147483647, not 0",
-		"10:26: 'limits.max_locks_per_session' must be between 1 and 2147483647, "
+		"5:19: 'locks.margin_percent' must be between 1 and 50, not 0",
+		"6:18: 'locks.lock_delay_ms' must be between 0 and 3600000, not 3600001",
+		"8:16: 'limits.max_clients' must be between 1 and 1000000, not 1000001",
+		"9:18: 'limits.max_key_bytes' must be between 1 and 536870880, not 0",
+		"10:22: 'limits.max_request_bytes' must be between 64 and 536870912, not 63",
+		"11:24: 'limits.max_waiters_per_key' must be between 1 and 2147483647, not 0",
+		"12:26: 'limits.max_locks_per_session' must be between 1 and 2147483647, "
 		    "not 2147483648",
+		"14:20: 'sessions.idle_timeout_ms' must be between 0 and 31536000000, not -1",
+		"15:20: 'sessions.tcp_keepalive_s' must be between 0 and 32767, not 32768",
+		"16:29: 'sessions.tcp_keepalive_interval_s' must be between 1 and 32767, not 0",
+		"17:25: 'sessions.tcp_keepalive_probes' must be between 1 and 127, not 128",
 		NULL
 	};
 	expect_fixture("ranges.yaml", want);
@@ -1180,17 +1204,17 @@ END_TEST
 START_TEST(test_redis_command_timeout_rule)
 {
 	static const char *const both[] = {
-		"3:23: 'backend.command_timeout_ms' (10000) must be less than a third of "
-		    "'locks.default_ttl_ms' (30000 / 3 = 10000): a lock is renewed every third "
-		    "of its TTL, and a renewal must be able to time out and be retried before "
-		    "the lease ends",
+		"3:23: 'locks.default_ttl_ms' (30000) must be at least three times "
+		    "'backend.command_timeout_ms' (3 x 10001 = 30003): a lock is renewed every "
+		    "third of its TTL, and a renewal must be able to time out and be retried "
+		    "before the lease ends",
 		NULL
 	};
 	static const char *const ttl[] = {
-		"4:19: 'backend.command_timeout_ms' (2000) must be less than a third of "
-		    "'locks.default_ttl_ms' (6000 / 3 = 2000): a lock is renewed every third "
-		    "of its TTL, and a renewal must be able to time out and be retried before "
-		    "the lease ends",
+		"4:19: 'locks.default_ttl_ms' (5999) must be at least three times "
+		    "'backend.command_timeout_ms' (3 x 2000 = 6000): a lock is renewed every "
+		    "third of its TTL, and a renewal must be able to time out and be retried "
+		    "before the lease ends",
 		NULL
 	};
 	char *path = fixture("redis-timeout-ttl.yaml");
@@ -1221,7 +1245,7 @@ START_TEST(test_redis_command_timeout_rule)
 	c = conf_create();
 	ck_assert_int_eq(conf_override_backend(c, "redis://localhost"), 0);
 	ck_assert_int_eq(conf_finish(c), 0);
-	ck_assert_int_eq(c->backend_command_timeout_ms * 3 < c->default_ttl_ms, 1);
+	ck_assert_int_eq(c->backend_command_timeout_ms * 3 <= c->default_ttl_ms, 1);
 	conf_destroy(c);
 }
 END_TEST

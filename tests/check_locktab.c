@@ -75,6 +75,7 @@ struct fake {
 static struct fake fk;		/* the fake backend of the running test */
 static struct backend fbe;	/* its backend instance */
 static uint64_t clk;		/* the test clock, in ms */
+static uint64_t delay_ms;	/* the table's lock-delay */
 
 /* Record an operation; the pointer is valid until the next one. */
 static struct fk_op *
@@ -351,6 +352,7 @@ fake_start(const struct backend_ops *ops)
 	fbe.ops = ops;
 	fbe.priv = &fk;
 	clk = 1000;
+	delay_ms = 0;
 	table_start(&fbe, &limits_default);
 }
 
@@ -500,7 +502,7 @@ hold(int i, const char *key, enum lock_mode mode, unsigned limit, uint64_t ttl, 
 	struct fk_op *op = fk_expect(before, FK_ACQUIRE, key);
 	ck_assert_int_eq(op->mode, mode);
 	ck_assert_uint_eq(op->limit, limit);
-	ck_assert_uint_eq(op->ttl_ms, ttl);
+	ck_assert_uint_eq(op->ttl_ms, ttl + delay_ms);
 	char token[TOKEN_LEN + 1];
 	memcpy(token, op->token, sizeof(token));
 	fk_complete_at(before, BE_OK, fence);
@@ -2885,6 +2887,369 @@ START_TEST(random_memory_backend)
 }
 END_TEST
 
+/* ---- lease safety --------------------------------------------------------- */
+
+/* Start again with a lock-delay of delay ms (and the daemon's other limits). */
+static void
+restart_delay(uint64_t delay)
+{
+	struct lt_limits lim = limits_default;
+	lim.lock_delay_ms = delay;
+	restart(&lim);
+	delay_ms = delay;
+}
+
+/* An EXTEND made while a renewal is in flight waits for its reply: the
+ * renewal, sent with the old TTL, must not land after the EXTEND and cut the
+ * lease short while the table believes the longer one. */
+START_TEST(extend_waits_for_renewal)
+{
+	struct res h, e;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	clk = 2000;
+	locktab_tick(lt);
+	fk_expect(0, FK_RENEW, "k");
+	ck_assert_uint_eq(fk_pending(0)->ttl_ms, 3000);
+	clk = 2100;
+	ck_assert_int_eq(extend(0, "k", 60000, NULL, &e), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);		/* not sent yet */
+	clk = 2400;
+	fk_complete(BE_OK, 0);			/* the renewal: lease to 2000 + 3000 */
+	ck_assert_int_eq(e.calls, 0);
+	ck_assert_uint_eq(fk.npend, 1);		/* now the EXTEND goes */
+	struct fk_op *op = fk_expect(0, FK_RENEW, "k");
+	ck_assert_uint_eq(op->ttl_ms, 60000);
+	ck_assert_uint_eq(op->at, 2400);
+	ck_assert_int_eq(status("k").ttl_ms, 2600);
+	clk = 2500;
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(e.calls, 1);
+	ck_assert_int_eq(e.st, LT_OK);
+	/* the validity left, counted from when the EXTEND was sent */
+	ck_assert_int_eq(e.value, 2400 + 60000 - 2500);
+	ck_assert_int_eq(status("k").ttl_ms, 2400 + 60000 - 2500);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 2400 + 20000);
+	ck_assert_int_eq(validate("k", 1), 1);
+}
+END_TEST
+
+/* The other order: a renewal falling due while an EXTEND is in flight is not
+ * sent; the EXTEND's reply sets the lease. */
+START_TEST(renewal_waits_for_extend)
+{
+	struct res h, e;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	clk = 1500;
+	ck_assert_int_eq(extend(0, "k", 60000, NULL, &e), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	clk = 2100;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_uint_eq(fk.count[FK_RENEW], 1);
+	/* while the EXTEND is out, the old lease still decides the loss */
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1000 + 3000 - 300);
+	clk = 2600;
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(e.st, LT_OK);
+	ck_assert_int_eq(status("k").ttl_ms, 1500 + 60000 - 2600);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1500 + 20000);
+	/* two EXTENDs by token from other owners go one after the other */
+	struct res e1, e2;
+	ck_assert_int_eq(extend(1, "k", 5000, h.g.token, &e1), LT_PENDING);
+	ck_assert_int_eq(extend(2, "k", 7000, h.g.token, &e2), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_uint_eq(fk_pending(0)->ttl_ms, 5000);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(e1.st, LT_OK);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_uint_eq(fk_pending(0)->ttl_ms, 7000);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(e2.st, LT_OK);
+	ck_assert_int_eq(status("k").ttl_ms, 7000);
+	/* a queued EXTEND of a holding released meanwhile answers LOST */
+	ck_assert_int_eq(extend(0, "k", 9000, NULL, &e1), LT_PENDING);
+	ck_assert_int_eq(extend(1, "k", 9000, h.g.token, &e2), LT_PENDING);
+	release(0, "k");
+	ck_assert_int_eq(e1.calls, 0);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(e1.st, LT_E_LOST);
+	ck_assert_int_eq(e2.calls, 1);
+	ck_assert_int_eq(e2.st, LT_E_LOST);
+	ck_assert_uint_eq(fk.npend, 0);
+}
+END_TEST
+
+/* The lease is what the backend promises: a backend that promises less than
+ * the TTL (clock drift, a quorum's time) sets an earlier end. */
+START_TEST(validity_from_backend)
+{
+	struct res h;
+	clk = 1000;
+	fk.valid_cut = 400;
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 3000, WAIT_FOREVER, 0, &h), LT_PENDING);
+	clk = 1100;
+	fk_complete(BE_OK, 7);
+	assert_granted(&h, 7);
+	ck_assert_uint_eq(h.g.ttl_ms, 1000 + 2600 - 1100);
+	/* lost a margin (300) before the end promised, renewed a third in
+	 * (rounded up to the 100 ms quantum) */
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1900);
+	clk = 1900;
+	locktab_tick(lt);
+	fk_complete(BE_ERROR, 0);
+	while (O[0].nlost == 0) {
+		ck_assert_uint_lt(clk, 5000);
+		clk += 10;
+		locktab_tick(lt);
+		long p;
+		while ((p = fk_find(FK_RENEW, NULL)) >= 0)
+			fk_complete_at((size_t)p, BE_ERROR, 0);
+	}
+	ck_assert_uint_eq(O[0].lost_clock, 1000 + 2600 - 300);
+}
+END_TEST
+
+/* A grant that comes with too little of its lease left is not delivered:
+ * the lease goes back, and the waiter tries again with a new token, or is
+ * not granted once its WAIT is over. The reply tells the validity left. */
+START_TEST(late_grant_not_delivered)
+{
+	struct res a, b;
+	char t1[TOKEN_LEN + 1], t2[TOKEN_LEN + 1];
+	clk = 1000;
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 1000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	pending_token(0, t1);
+	clk = 1000 + 1000 - 100;	/* exactly the margin left */
+	fk_complete(BE_OK, 5);
+	ck_assert_int_eq(a.calls, 0);
+	ck_assert_uint_eq(stats().late_grants, 1);
+	ck_assert_uint_eq(stats().grants, 0);
+	ck_assert_uint_eq(status("k").holders, 0);
+	ck_assert_int_eq(validate("k", 5), 0);
+	ck_assert_uint_eq(fk.npend, 2);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "k")->token, t1);
+	fk_expect(1, FK_ACQUIRE, "k");
+	pending_token(1, t2);
+	ck_assert_str_ne(t1, t2);
+	fk_complete(BE_OK, 0);
+	clk += 300;
+	fk_complete(BE_OK, 6);
+	assert_granted(&a, 6);
+	ck_assert_str_eq(a.g.token, t2);
+	ck_assert_uint_eq(a.g.ttl_ms, 700);
+	release(0, "k");
+	/* a waiter whose WAIT is over when its late grant comes: not granted */
+	ck_assert_int_eq(lock(1, "j", EXCL, 0, 1000, 500, 0, &b), LT_PENDING);
+	clk += 950;
+	fk_complete(BE_OK, 9);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.st, LT_NOT_GRANTED);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_expect(0, FK_RELEASE, "j");
+	fk_complete(BE_OK, 0);	/* the release of j */
+	/* a late handoff: the releaser is done, the waiter tries again */
+	struct res m, c, u;
+	hold(0, "m", EXCL, 0, 30000, 0, 10, &m);
+	ck_assert_int_eq(lock(2, "m", EXCL, 0, 1000, WAIT_FOREVER, 0, &c), LT_PENDING);
+	ck_assert_int_eq(unlock(0, "m", NULL, &u), LT_PENDING);
+	fk_expect(0, FK_TRANSFER, "m");
+	clk += 950;
+	fk_complete(BE_OK, 11);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_int_eq(c.calls, 0);
+	ck_assert_uint_eq(stats().late_grants, 3);
+	fk_expect(0, FK_RELEASE, "m");
+	fk_expect(1, FK_ACQUIRE, "m");
+	fk_complete(BE_OK, 0);
+	fk_complete(BE_OK, 12);
+	assert_granted(&c, 12);
+}
+END_TEST
+
+/* A reentrant LOCK and VALIDATE never vouch for a lease past its deadline,
+ * even before the timer has fired. */
+START_TEST(no_answer_past_deadline)
+{
+	struct res h, again;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	clk = 2000;
+	locktab_tick(lt);	/* the renewal goes, and never comes back */
+	clk = 3699;
+	ck_assert_int_eq(validate("k", 1), 1);
+	clk = 3700;		/* no tick: the loop is late */
+	ck_assert_int_eq(validate("k", 1), 0);
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 3000, 0, 0, &again), LT_NOT_GRANTED);
+	ck_assert_int_eq(O[0].nlost, 1);
+}
+END_TEST
+
+/* After a loss, the key stays taken until the lost lease's end plus the
+ * lock-delay; the lease is not released before; a voluntary UNLOCK still
+ * frees the key at once. The backend is asked for the TTL plus the delay. */
+START_TEST(lost_key_held_until_lease_end_and_delay)
+{
+	struct res h, b, w0, u;
+	restart_delay(500);
+	clk = 1000;
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 3000, WAIT_FOREVER, 0, &h), LT_PENDING);
+	ck_assert_uint_eq(fk_expect(0, FK_ACQUIRE, "k")->ttl_ms, 3500);
+	fk_complete(BE_OK, 1);
+	ck_assert_uint_eq(h.g.ttl_ms, 3000);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 3000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	clk = 2000;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk_expect(0, FK_RENEW, "k")->ttl_ms, 3500);
+	/* the renewal hangs: lost a margin before the end */
+	clk = 3700;
+	locktab_tick(lt);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 3000, 0, 0, &w0), LT_NOT_GRANTED);
+	ck_assert_uint_eq(fk.npend, 1);		/* nothing but the renewal */
+	clk = 4499;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 1);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 4500);
+	clk = 4500;
+	locktab_tick(lt);
+	/* the lease goes (a late renewal may have kept it), then B tries */
+	ck_assert_uint_eq(fk.npend, 3);
+	ck_assert_str_eq(fk_expect(1, FK_RELEASE, "k")->token, h.g.token);
+	fk_expect(2, FK_ACQUIRE, "k");
+	fk_complete_at(0, BE_OK, 0);	/* the late renewal: nothing changes */
+	ck_assert_int_eq(O[0].nlost, 1);
+	fk_complete(BE_OK, 0);
+	fk_complete(BE_OK, 2);
+	assert_granted(&b, 2);
+	/* UNLOCK is voluntary: the next waiter goes at once */
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 3000, WAIT_FOREVER, 0, &h), LT_PENDING);
+	ck_assert_int_eq(unlock(1, "k", NULL, &u), LT_PENDING);
+	fk_expect(0, FK_TRANSFER, "k");
+	fk_complete(BE_OK, 3);
+	assert_granted(&h, 3);
+}
+END_TEST
+
+/* A loss the backend reports (another owner has the lease) keeps the key
+ * for the lock-delay from now; a lost shared holding keeps out exclusive
+ * lockers only, a lost permit takes a permit. */
+START_TEST(lost_tombstone_modes)
+{
+	struct res s, x, s2, p1, p2, p3;
+	long p;
+	restart_delay(1000);
+	clk = 1000;
+	hold(0, "s", SHRD, 0, 30000, 0, 1, &s);
+	ck_assert_int_eq(lock(1, "s", EXCL, 0, 30000, WAIT_FOREVER, 0, &x), LT_PENDING);
+	clk = 11000;
+	locktab_tick(lt);
+	fk_complete(BE_NOTOWNER, 0);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_int_eq(x.calls, 0);
+	clk = 11999;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 0);
+	clk = 12000;
+	locktab_tick(lt);
+	fk_complete(BE_OK, 0);		/* the tombstone's release */
+	fk_expect(0, FK_ACQUIRE, "s");
+	fk_complete(BE_OK, 2);
+	assert_granted(&x, 2);
+	drain();
+
+	/* shared beside a shared tombstone */
+	hold(2, "t", SHRD, 0, 30000, 0, 5, &s2);
+	clk = 22000;
+	locktab_tick(lt);
+	p = fk_find(FK_RENEW, s2.g.token);
+	ck_assert_int_ge(p, 0);
+	fk_complete_at((size_t)p, BE_NOTOWNER, 0);
+	ck_assert_int_eq(O[2].nlost, 1);
+	hold(3, "t", SHRD, 0, 30000, 0, 6, &s);
+	ck_assert_int_eq(lock(4, "t", EXCL, 0, 30000, 0, 0, &x), LT_NOT_GRANTED);
+
+	/* a lost permit of two */
+	clk = 30000;
+	locktab_tick(lt);	/* the tombstone of t ends: its release goes */
+	drain();
+	hold(5, "p", SEMA, 2, 30000, 0, 7, &p1);
+	hold(6, "p", SEMA, 2, 30000, 0, 8, &p2);
+	clk = 40000;
+	locktab_tick(lt);
+	p = fk_find(FK_RENEW, p1.g.token);
+	ck_assert_int_ge(p, 0);
+	fk_complete_at((size_t)p, BE_NOTOWNER, 0);
+	ck_assert_int_eq(O[5].nlost, 1);
+	drain();
+	ck_assert_int_eq(lock(7, "p", SEMA, 2, 30000, 0, 0, &p3), LT_NOT_GRANTED);
+	clk = 41000;
+	locktab_tick(lt);
+	drain();
+	ck_assert_int_eq(lock(7, "p", SEMA, 2, 30000, WAIT_FOREVER, 0, &p3), LT_PENDING);
+	drain();
+	ck_assert_int_eq(p3.st, LT_OK);
+}
+END_TEST
+
+/* Detached locks count toward the owner's limit while it lives. */
+START_TEST(detached_count_toward_limit)
+{
+	static const struct lt_limits lim = { 100, 2, 16, 10, 0 };
+	struct res d1, d2, d3, u;
+	restart(&lim);
+	hold(0, "a", EXCL, 0, 30000, 1, 1, &d1);
+	hold(0, "b", EXCL, 0, 30000, 1, 2, &d2);
+	ck_assert_int_eq(lock(0, "c", EXCL, 0, 30000, WAIT_FOREVER, 1, &d3), LT_E_LOCKS);
+	ck_assert_int_eq(lock(0, "c", EXCL, 0, 30000, WAIT_FOREVER, 0, &d3), LT_E_LOCKS);
+	/* released by token from another owner: room again */
+	ck_assert_int_eq(unlock(1, "a", d1.g.token, &u), LT_PENDING);
+	fk_complete(BE_OK, 0);
+	hold(0, "c", EXCL, 0, 30000, 1, 3, &d3);
+	/* once the owner is gone, its detached locks count for nobody */
+	kill_owner(0);
+	ck_assert_uint_eq(status("b").holders, 1);
+	ck_assert_uint_eq(status("c").holders, 1);
+	clk += 30000;
+	locktab_tick(lt);
+	drain();
+	ck_assert_uint_eq(status("b").holders, 0);
+	ck_assert_uint_eq(stats().expired, 2);
+}
+END_TEST
+
+/* locktab_owner_cancel withdraws the owner's waiting LOCK without telling
+ * it; locktab_forget_lost makes a told loss answer NOTHELD. */
+START_TEST(cancel_and_forget)
+{
+	struct res h, w, a, u;
+	clk = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 3000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	ck_assert_uint_eq(locktab_owner_cancel(O[1].o), 1);
+	ck_assert_uint_eq(status("k").waiters, 0);
+	ck_assert_uint_eq(locktab_owner_cancel(O[1].o), 0);
+	/* one the backend is deciding on: given back when it answers */
+	ck_assert_int_eq(lock(2, "j", EXCL, 0, 3000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	ck_assert_uint_eq(locktab_owner_cancel(O[2].o), 1);
+	fk_complete(BE_OK, 4);
+	ck_assert_int_eq(a.calls, 0);
+	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "j")->token, fk.ops[fk.nops - 2].token);
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(w.calls, 0);
+	/* the loss, told by other means, is forgotten */
+	clk = 2000;
+	locktab_tick(lt);
+	fk_complete(BE_NOTOWNER, 0);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_int_eq(locktab_forget_lost(O[0].o, "k", 1, 2), 0);
+	ck_assert_int_eq(locktab_forget_lost(O[0].o, "k", 1, 1), 1);
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_E_NOTHELD);
+}
+END_TEST
+
 /* ---- the suite ----------------------------------------------------------- */
 
 static Suite *
@@ -2939,6 +3304,19 @@ locktab_suite(void)
 	tcase_add_test(tc, shutdown_transfer_in_flight);
 	tcase_add_test(tc, deadline_and_rearm);
 	tcase_add_test(tc, idle_keys_forgotten);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("lease safety");
+	tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
+	tcase_add_test(tc, extend_waits_for_renewal);
+	tcase_add_test(tc, renewal_waits_for_extend);
+	tcase_add_test(tc, validity_from_backend);
+	tcase_add_test(tc, late_grant_not_delivered);
+	tcase_add_test(tc, no_answer_past_deadline);
+	tcase_add_test(tc, lost_key_held_until_lease_end_and_delay);
+	tcase_add_test(tc, lost_tombstone_modes);
+	tcase_add_test(tc, detached_count_toward_limit);
+	tcase_add_test(tc, cancel_and_forget);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fake backend without transfer");
