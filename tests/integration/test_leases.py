@@ -120,7 +120,7 @@ class TestLateGrant(RedisCase):
         t_recv = time.monotonic()
         if isinstance(g, list):
             left = g[2]
-            self.assertLessEqual(left, 1000 * (t_send + 0.5 - t_recv),
+            self.assertLessEqual(left, 1000 * (t_send + 0.5 - t_recv) + 10,
                                  "granted with %d ms of validity, %.0f ms after the LOCK "
                                  "of TTL 500 was sent" % (left, 1000 * (t_recv - t_send)))
             self.assertGreater(left, 50)
@@ -144,7 +144,8 @@ class TestLateGrant(RedisCase):
             r.resume()
         g = self.assertGranted(h.read())
         t_recv = time.monotonic()
-        self.assertLessEqual(g[2], 1000 * (t_send + 0.9 - t_recv) + 1)
+        # (the daemon sent the request a little after this test sent LOCK)
+        self.assertLessEqual(g[2], 1000 * (t_send + 0.9 - t_recv) + 10)
         self.assertLess(g[2], 900 - 200)
         self.assertEqual(h.cmd("UNLOCK", key), 0)
 
