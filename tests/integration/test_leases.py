@@ -97,6 +97,19 @@ class TestExtendRacingRenewal(RedisCase):
 
 class TestLateGrant(RedisCase):
 
+    def lock_in_stall(self, r, h, key, ttl, stall):
+        """Send LOCK key TTL ttl on h while r is stopped for stall seconds.
+        Returns (when it was sent, the reply, when the reply came)."""
+        r.pause()
+        try:
+            t_send = time.monotonic()
+            h.send(Raw.encode("LOCK", key, "TTL", ttl))
+            time.sleep(stall)
+        finally:
+            r.resume()
+        g = h.read()
+        return t_send, g, time.monotonic()
+
     def test_grant_after_a_stall_tells_what_is_left(self):
         # Redis stalled ~1 s while LOCK k TTL 500 is in flight: the grant used
         # to be delivered with [token, fence, 500] when the lease could have
@@ -108,16 +121,7 @@ class TestLateGrant(RedisCase):
         a = self.start_daemon(r)
         h = self.conn(a)
         h.settimeout(20)
-        key = unique_key()
-        r.pause()
-        try:
-            t_send = time.monotonic()
-            h.send(Raw.encode("LOCK", key, "TTL", 500))
-            time.sleep(1.0)
-        finally:
-            r.resume()
-        g = h.read()
-        t_recv = time.monotonic()
+        t_send, g, t_recv = self.lock_in_stall(r, h, unique_key(), 500, 1.0)
         if isinstance(g, list):
             left = g[2]
             self.assertLessEqual(left, 1000 * (t_send + 0.5 - t_recv) + 10,
@@ -135,15 +139,8 @@ class TestLateGrant(RedisCase):
         h = self.conn(a)
         key = unique_key()
         self.assertIsInstance(h.cmd("LOCK", key, "TTL", 899), Err)
-        r.pause()
-        try:
-            t_send = time.monotonic()
-            h.send(Raw.encode("LOCK", key, "TTL", 900))
-            time.sleep(0.25)
-        finally:
-            r.resume()
-        g = self.assertGranted(h.read())
-        t_recv = time.monotonic()
+        t_send, g, t_recv = self.lock_in_stall(r, h, key, 900, 0.25)
+        self.assertGranted(g)
         # (the daemon sent the request a little after this test sent LOCK)
         self.assertLessEqual(g[2], 1000 * (t_send + 0.9 - t_recv) + 10)
         self.assertLess(g[2], 900 - 200)
