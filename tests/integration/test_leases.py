@@ -27,8 +27,9 @@ import subprocess
 import time
 import unittest
 
-from harness import (DLOCKD, NULL, PYTHON, SLOWDOWN, Daemon, DaemonTestCase, Err, Push, Raw,
-                     free_port, in_thread, new_dir, reap, spawn, unique_key, wait_until)
+from harness import (DLOCKD, NULL, PYTHON, SLOWDOWN, WRAPPER, Daemon, DaemonTestCase, Err,
+                     Push, Raw, free_port, in_thread, kill_pid, new_dir, pairs, reap, spawn,
+                     track_pid, unique_key, wait_until)
 from test_redis import FAST, RedisCase, read_within, report
 
 TTL = 2000
@@ -124,7 +125,7 @@ class TestLateGrant(RedisCase):
         t_send, g, t_recv = self.lock_in_stall(r, h, unique_key(), 500, 1.0)
         if isinstance(g, list):
             left = g[2]
-            self.assertLessEqual(left, 1000 * (t_send + 0.5 - t_recv) + 10,
+            self.assertLessEqual(left, 1000 * (t_send + 0.5 - t_recv) + 10 * SLOWDOWN,
                                  "granted with %d ms of validity, %.0f ms after the LOCK "
                                  "of TTL 500 was sent" % (left, 1000 * (t_recv - t_send)))
             self.assertGreater(left, 50)
@@ -142,7 +143,7 @@ class TestLateGrant(RedisCase):
         t_send, g, t_recv = self.lock_in_stall(r, h, key, 900, 0.25)
         self.assertGranted(g)
         # (the daemon sent the request a little after this test sent LOCK)
-        self.assertLessEqual(g[2], 1000 * (t_send + 0.9 - t_recv) + 10)
+        self.assertLessEqual(g[2], 1000 * (t_send + 0.9 - t_recv) + 10 * SLOWDOWN)
         self.assertLess(g[2], 900 - 200)
         self.assertEqual(h.cmd("UNLOCK", key), 0)
 
@@ -443,12 +444,12 @@ class TestOutageLog(RedisCase):
         lines = [ln for ln in log.splitlines() if " warn " in ln or " error " in ln]
         report("%d warn/error lines for 40 locks lost in an outage:\n      %s"
                % (len(lines), "\n      ".join(lines)))
-        self.assertLessEqual(len(lines), 8, "\n".join(lines))
+        self.assertLessEqual(len(lines), 6, "\n".join(lines))
         self.assertEqual(sum("renewals are failing" in ln for ln in lines), 1, log)
-        # losses in one turn of the loop share a line
+        # the first loss has a line, the others of the next second one more
         lost = 0
         for ln in lines:
-            m = re.search(r" (\d+) locks lost, the first key ", ln)
+            m = re.search(r" (\d+) more locks? lost within \d+ ms", ln)
             if m:
                 lost += int(m.group(1))
             elif " lock lost: key " in ln:
@@ -520,68 +521,114 @@ class TestLogEscapes(unittest.TestCase):
         c.close()
 
 
-@unittest.skipUnless(os.geteuid() == 0 and shutil.which("ip"),
-                     "needs root and iproute2 for a network namespace")
+KEEPALIVE_CLIENT = r"""
+import os, signal, socket, subprocess, sys, time
+addr, port, key, state = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), sys.argv[4]
+def vanish(sig, frame):
+    # this host's only link goes down: no FIN, no RST, no answer to probes
+    subprocess.run(["ip", "link", "set", "vb", "down"], check=True)
+    open(state + ".gone", "w").close()
+signal.signal(signal.SIGUSR1, vanish)
+for attempt in range(500):     # until the daemon listens
+    try:
+        s = socket.create_connection((addr, port), 5)
+        break
+    except OSError:
+        time.sleep(0.02)
+s.sendall(b"*2\r\n$4\r\nLOCK\r\n$%d\r\n%s\r\n" % (len(key), key))
+if s.recv(100)[:2] == b"*3":
+    with open(state + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(state + ".tmp", state)
+while True:
+    time.sleep(1)
+"""
+
+# Inside a user and network namespace of its own (no privilege needed): a
+# veth pair whose far end is in a second network namespace, the client's
+# host; then the daemon, listening on the near end and on a Unix socket.
+KEEPALIVE_NET = r"""
+set -e
+ip link set lo up
+ip link add va type veth peer name vb
+ip addr add 10.213.0.1/30 dev va
+ip link set va up
+unshare -n sh -c '
+    while ! ip link show vb >/dev/null 2>&1; do sleep 0.01; done
+    ip link set lo up
+    ip addr add 10.213.0.2/30 dev vb
+    ip link set vb up
+    exec "$@"' client "$PYTHON" -c "$CLIENT" 10.213.0.1 "$PORT" "$KEY" "$STATE" &
+client=$!
+# move vb once the client has its own namespace (unshare may not have run yet)
+while [ "$(readlink /proc/$client/ns/net)" = "$(readlink /proc/$$/ns/net)" ]; do
+    sleep 0.01
+done
+ip link set vb netns $client
+exec "$@"
+"""
+
+
 class TestKeepalive(unittest.TestCase):
     """A client host that vanishes without a reset: its session is closed by
     TCP keepalive and its locks are released. The client runs in a network
     namespace of the test's own, behind a veth pair whose far end is then
     taken down, so nothing answers the daemon's probes."""
 
-    def setUp(self):
-        self.ns = "dlk%d" % os.getpid()
-        self.va, self.vb = "dla%d" % (os.getpid() % 100000), "dlb%d" % (os.getpid() % 100000)
-        self.addr = "10.213.%d.1" % (os.getpid() % 250)
-        self.peer = "10.213.%d.2" % (os.getpid() % 250)
-        self.addCleanup(self._teardown_net)
-        for cmd in (["ip", "netns", "add", self.ns],
-                    ["ip", "link", "add", self.va, "type", "veth", "peer", "name", self.vb],
-                    ["ip", "link", "set", self.vb, "netns", self.ns],
-                    ["ip", "addr", "add", self.addr + "/30", "dev", self.va],
-                    ["ip", "link", "set", self.va, "up"],
-                    ["ip", "netns", "exec", self.ns, "ip", "addr", "add", self.peer + "/30",
-                     "dev", self.vb],
-                    ["ip", "netns", "exec", self.ns, "ip", "link", "set", self.vb, "up"],
-                    ["ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up"]):
-            subprocess.run(cmd, check=True, capture_output=True, timeout=10)
-
-    def _teardown_net(self):
-        subprocess.run(["ip", "link", "del", self.va], capture_output=True, timeout=10)
-        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=10)
-
     def test_vanished_client_host_releases_its_locks(self):
-        port = free_port()
-        d = Daemon("sessions:\n  tcp_keepalive_s: 1\n  tcp_keepalive_interval_s: 1\n"
-                   "  tcp_keepalive_probes: 2\n",
-                   extra_args=["-l", "%s:%d" % (self.addr, port)]).start()
-        self.addCleanup(d.stop_checked)
+        if shutil.which("unshare") is None or shutil.which("ip") is None:
+            raise AssertionError("unshare (util-linux) and ip (iproute2) are needed")
+        d = new_dir("keepalive")
+        conf = os.path.join(d, "dlockd.yaml")
+        sock = os.path.join(d, "dlockd.sock")
+        state = os.path.join(d, "client")
+        with open(conf, "w") as f:
+            f.write("sessions:\n  tcp_keepalive_s: 1\n  tcp_keepalive_interval_s: 1\n"
+                    "  tcp_keepalive_probes: 2\n")
         key = unique_key()
-        client = spawn(["ip", "netns", "exec", self.ns, PYTHON, "-c",
-                        "import socket, sys, time\n"
-                        "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), 5)\n"
-                        "k = sys.argv[3].encode()\n"
-                        "s.sendall(b'*2\\r\\n$4\\r\\nLOCK\\r\\n$%d\\r\\n%s\\r\\n' % (len(k), k))\n"
-                        "print(s.recv(100)[:2].decode(), flush=True)\n"
-                        "time.sleep(60)\n", self.addr, str(port), key],
-                       stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        self.addCleanup(lambda: (client.kill(), reap(client)))
-        self.assertEqual(client.stdout.readline().strip(), b"*3")
-        st = d.raw()
-        self.assertEqual(dict(zip(*[iter(st.cmd("STATUS", key))] * 2))[b"holders"], 1)
-        # the client's host vanishes: no FIN, no RST, no answer to probes
+        env = dict(os.environ, PYTHON=PYTHON, CLIENT=KEEPALIVE_CLIENT, PORT="7480",
+                   KEY=key, STATE=state)
+        with open(os.path.join(d, "dlockd.log"), "wb") as log:
+            p = spawn(["unshare", "--user", "--map-root-user", "--net", "sh", "-c",
+                       KEEPALIVE_NET, "net"] + WRAPPER +
+                      [DLOCKD, "-c", conf, "-l", "10.213.0.1:7480", "-l", "unix:" + sock],
+                      env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+        def stop():
+            if os.path.exists(state):
+                kill_pid(int(open(state).read()))
+            p.terminate()
+            reap(p)
+
+        self.addCleanup(stop)
+
+        def logged():
+            return open(os.path.join(d, "dlockd.log"), errors="replace").read()
+
+        try:
+            wait_until(lambda: os.path.exists(state) or p.poll() is not None, 20, 0.02,
+                       "the client in its namespace to be granted the lock")
+        except AssertionError:
+            raise AssertionError("no grant; daemon log:\n" + logged())
+        self.assertIsNone(p.poll(), "the namespace or the daemon failed:\n" + logged())
+        client = int(open(state).read())
+        track_pid(client)
+        st = Raw(unix=sock)
+        self.addCleanup(st.close)
+        self.assertEqual(pairs(st.cmd("STATUS", key))["holders"], 1)
         t0 = time.monotonic()
-        subprocess.run(["ip", "netns", "exec", self.ns, "ip", "link", "set", self.vb, "down"],
-                       check=True, capture_output=True, timeout=10)
+        os.kill(client, signal.SIGUSR1)
+        wait_until(lambda: os.path.exists(state + ".gone"), 5, 0.01, "the link to go down")
 
         def released():
-            return dict(zip(*[iter(st.cmd("STATUS", key))] * 2))[b"holders"] == 0
+            return pairs(st.cmd("STATUS", key))["holders"] == 0
 
-        wait_until(released, 15, 0.1, "the vanished client's lock to be released")
+        wait_until(released, 15 * SLOWDOWN, 0.1, "the vanished client's lock to be released")
         took = time.monotonic() - t0
         report("a vanished client's lock released %.1f s after its host went away "
                "(keepalive 1 s + 2 probes 1 s apart)" % took)
-        self.assertLess(took, 8)
-        st.close()
+        self.assertLess(took, 8 * SLOWDOWN)
+        self.assertGreater(took, 1.5, "released before keepalive could have told")
 
 
 if __name__ == "__main__":
