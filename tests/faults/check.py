@@ -1,0 +1,442 @@
+"""The safety test's checker: from the workers' event logs, the faults the
+orchestrator injected and what the resource holds, decide whether the lock
+service kept its promises. Pure functions of their inputs (no processes), so
+that test_safety.py can feed them made-up histories.
+
+A holding is one grant: [grant received, end), where end is the first of
+"unlock sent", "told of the loss" (a lost push, a -LOST reply, the connection
+closed) and the holder's death. That is the interval in which the holder
+believes it holds the lock (its belief interval). Two belief intervals of one
+key that overlap are two holders at once:
+
+- "paused" when a fault kept one of the two from hearing in time: the holder
+  or its daemon was SIGSTOPped, or its daemon SIGKILLed, between its LOCK and
+  the start of the overlap. Only fences can protect the resource then: the
+  holder with the lower fence (the stale one) must have had its write
+  rejected if it wrote after the other one's read;
+- "stalled" when the holder that was not told ran late by itself (it logged
+  a stall: it was descheduled) in the safety margin before the other grant;
+  checked like "paused";
+- "data loss" when the backend lost its data (a restart without
+  persistence) in between: expected, checked like "paused";
+- otherwise a violation.
+
+Fences must strictly increase for a key in the order grants are received; a
+grant received late because its holder or its daemon was stopped while it was
+on its way may come out of order (not a repeat). The final counter must equal
+the number of writes the resource accepted, and every write a worker saw
+accepted must be among them.
+"""
+
+import collections
+
+FAULTS_THAT_BLIND = ("client_stop", "daemon_stop", "daemon_kill")
+
+
+class Holding:
+    """One grant to one worker and what the worker did with it."""
+
+    __slots__ = ("w", "daemon", "key", "fence", "lock_sent", "grant", "validity", "plan",
+                 "end", "end_how", "read_t", "read_ok", "write_sent", "write_tag",
+                 "write_result", "write_t", "contacts", "stalls", "told_t")
+
+    def __init__(self, w, daemon, key, fence, lock_sent, grant, validity, plan):
+        self.w = w
+        self.daemon = daemon
+        self.key = key
+        self.fence = fence
+        self.lock_sent = lock_sent
+        self.grant = grant
+        self.validity = validity
+        self.plan = plan
+        self.end = None
+        self.end_how = None
+        self.read_t = None          # when the read's reply came
+        self.read_ok = None         # True, False (stale), None (no read)
+        self.write_sent = None
+        self.write_tag = None
+        self.write_result = None    # "ok", "rejected", None (no reply seen)
+        self.write_t = None
+        self.contacts = []          # (sent, received, cmd, reply) answered normally
+        self.stalls = []            # (start, end) the worker ran late
+        self.told_t = None
+
+    def brief(self):
+        return ("%s@%s fence %s granted %.3f ended %.3f (%s)"
+                % (self.w, self.daemon, self.fence, self.grant,
+                   self.end if self.end is not None else float("nan"), self.end_how))
+
+
+def holdings_of(events, workers, faults, run_end):
+    """The holdings of every worker, from its events (in time order).
+
+    workers: id -> {"daemon", "key", "kind"}; faults: list of fault dicts
+    (kind, target, start, end); run_end: when the workers were stopped.
+    Returns (holdings, notes) where notes lists odd things seen."""
+    by_worker = collections.defaultdict(list)
+    for e in events:
+        by_worker[e["w"]].append(e)
+    deaths = {f["target"]: f["start"] for f in faults if f["kind"] == "client_kill"}
+    out = []
+    notes = []
+    for w, evs in by_worker.items():
+        evs.sort(key=lambda e: e["t"])
+        info = workers.get(w, {})
+        cur = None
+        past = {}
+        lock_sent = None
+        for e in evs:
+            ev = e["ev"]
+            if ev == "lock_sent":
+                lock_sent = e["t"]
+            elif ev == "grant":
+                if cur is not None and cur.end is None:
+                    notes.append("worker %s: grant of fence %s while it still held fence %s"
+                                 % (w, e["fence"], cur.fence))
+                    cur.end, cur.end_how = e["t"], "regrant"
+                cur = Holding(w, info.get("daemon"), info.get("key"), e["fence"],
+                              lock_sent if lock_sent is not None else e["t"], e["t"],
+                              e.get("validity"), e.get("plan"))
+                out.append(cur)
+                past[cur.fence] = cur
+            elif ev == "told":
+                h = cur if cur is not None and (e.get("fence") is None or
+                                                e["fence"] == cur.fence) else None
+                if h is None and e.get("fence") in past:
+                    continue  # news of an earlier holding, already over
+                if h is None:
+                    if e.get("fence") is not None:
+                        notes.append("worker %s: told of the loss of fence %s, which it "
+                                     "never held" % (w, e.get("fence")))
+                    continue
+                if h.end is None:
+                    h.end, h.end_how = e["t"], "told:" + e.get("how", "?")
+                if h.told_t is None:
+                    h.told_t = e["t"]
+            elif ev == "unlock_sent":
+                if cur is not None and cur.end is None:
+                    cur.end, cur.end_how = e["t"], "unlock"
+            elif cur is not None and e.get("fence") == cur.fence:
+                if ev == "read_ok":
+                    cur.read_t, cur.read_ok = e["t"], True
+                elif ev == "read_rejected":
+                    cur.read_t, cur.read_ok = e["t"], False
+                elif ev == "write_sent":
+                    cur.write_sent, cur.write_tag = e["t"], e.get("tag")
+                elif ev in ("write_ok", "write_rejected"):
+                    cur.write_result = "ok" if ev == "write_ok" else "rejected"
+                    cur.write_t = e["t"]
+                elif ev == "extend":
+                    cur.contacts.append((e["sent"], e["t"], "EXTEND", e.get("reply")))
+            if cur is not None and cur.end is None:
+                if ev == "checkin":
+                    cur.contacts.append((e["sent"], e["t"], e.get("cmd"), e.get("reply")))
+                elif ev == "stall":
+                    cur.stalls.append((e["start"], e["start"] + e["gap"]))
+        if cur is not None and cur.end is None:
+            if w in deaths and deaths[w] >= cur.grant:
+                cur.end, cur.end_how = deaths[w], "death"
+            else:
+                last = evs[-1]["t"] if evs else run_end
+                cur.end, cur.end_how = max(last, cur.grant), "run_end"
+                if w not in deaths:
+                    notes.append("worker %s: still held fence %s when its log ends"
+                                 % (w, cur.fence))
+    return out, notes
+
+
+def _hit(h, faults, until):
+    """The faults that kept holder h from hearing between its LOCK and until:
+    its worker or its daemon stopped, its daemon killed."""
+    hits = []
+    for f in faults:
+        if f["kind"] not in FAULTS_THAT_BLIND:
+            continue
+        tgt = f["target"]
+        if f["kind"] == "client_stop" and tgt != h.w:
+            continue
+        if f["kind"] in ("daemon_stop", "daemon_kill") and tgt != h.daemon:
+            continue
+        end = f["end"] if f["kind"] != "daemon_kill" else f["start"]
+        if f["start"] <= until and end >= h.lock_sent:
+            hits.append(f)
+    return hits
+
+
+def _stalled(h, start, margin):
+    """Whether h logged a stall within the margin before start."""
+    for a, b in h.stalls:
+        if a <= start and b >= start - margin:
+            return True
+    return False
+
+
+def check(events, workers, faults, resource, params):
+    """Check one run. resource: key -> resource.state(); params: ttl (ms),
+    margin_ms, data_loss (bool: overlaps after a data loss are expected),
+    notice_bound (s: how soon after a daemon resumes its holders must be
+    told), backend, recovery_from (the end of the last fault), run_end.
+
+    Returns a dict: counts, violations, failures, suspicious, overlaps
+    (the excused ones), holdings (count)."""
+    run_end = params.get("run_end", 0.0)
+    holdings, notes = holdings_of(events, workers, faults, run_end)
+    margin = params["margin_ms"] / 1000.0
+    res = {
+        "violations": [], "failures": [], "suspicious": list(notes), "overlaps": [],
+        "counts": collections.Counter(),
+    }
+    counts = res["counts"]
+    counts["grants"] = len(holdings)
+    for e in events:
+        ev = e["ev"]
+        if ev == "told":
+            counts["told_" + e.get("how", "?")] += 1
+            if e.get("how") in ("push", "lost_err"):
+                counts["lost_notices"] += 1
+        elif ev in ("lock_null", "lock_err", "write_rejected", "read_rejected", "stall",
+                    "abandon"):
+            counts[ev] += 1
+        elif ev == "error":
+            res["failures"].append({"kind": "worker error", "worker": e["w"],
+                                    "text": e.get("text", "")})
+        elif ev == "stray":
+            res["failures"].append({"kind": "stray reply", "worker": e["w"],
+                                    "text": "a value the worker did not ask for: %s"
+                                    % e.get("value")})
+
+    by_key = collections.defaultdict(list)
+    for h in holdings:
+        by_key[h.key].append(h)
+
+    for key, hs in by_key.items():
+        hs.sort(key=lambda h: h.grant)
+        _check_fences(key, hs, faults, res)
+        _check_overlaps(key, hs, faults, margin, params, res)
+
+    _check_resource(events, workers, faults, resource, res)
+    _check_validity(holdings, params, res)
+    if params.get("backend") == "redis":
+        _check_notice_after_resume(holdings, faults, params, res)
+    rec = params.get("recovery_from")
+    if rec is not None:
+        after = [h for h in holdings if h.grant > rec]
+        counts["grants_after_faults"] = len(after)
+        if not after:
+            res["failures"].append({
+                "kind": "no progress",
+                "text": "no grant after the last fault ended at %.3f" % rec})
+    if not holdings:
+        res["failures"].append({"kind": "no progress", "text": "no grant at all"})
+    counts["violations"] = len(res["violations"])
+    res["holdings"] = len(holdings)
+    res["_holdings"] = holdings
+    return res
+
+
+def _grant_delayed(h, faults):
+    """Faults that could have delayed h's grant on its way: its worker or
+    its daemon stopped between its LOCK and the grant's arrival."""
+    out = []
+    for f in faults:
+        if f["kind"] == "client_stop" and f["target"] == h.w or \
+                f["kind"] == "daemon_stop" and f["target"] == h.daemon:
+            if f["start"] <= h.grant and f["end"] >= h.lock_sent:
+                out.append(f)
+    return out
+
+
+def _check_fences(key, hs, faults, res):
+    best = None  # the holding with the highest fence so far
+    for h in hs:
+        if best is not None:
+            if h.fence == best.fence:
+                res["violations"].append({
+                    "kind": "fence repeated", "key": key, "holders": [best, h],
+                    "text": "fence %s granted twice: %s, then %s"
+                    % (h.fence, best.brief(), h.brief())})
+            elif h.fence < best.fence:
+                delayed = _grant_delayed(h, faults)
+                if delayed:
+                    res["counts"]["late_grants"] += 1
+                    res["suspicious"].append(
+                        "fence %s received after fence %s: the grant was delayed on its way "
+                        "(%s)" % (h.fence, best.fence, ", ".join(f["kind"] for f in delayed)))
+                else:
+                    res["violations"].append({
+                        "kind": "fence went down", "key": key, "holders": [best, h],
+                        "text": "fence %s granted after fence %s: %s, then %s"
+                        % (h.fence, best.fence, best.brief(), h.brief())})
+        if best is None or h.fence > best.fence:
+            best = h
+
+
+def _check_overlaps(key, hs, faults, margin, params, res):
+    active = []
+    for j in hs:
+        active = [i for i in active if i.end > j.grant]
+        for i in active:
+            start = j.grant
+            hits = _hit(i, faults, start) + _hit(j, faults, start)
+            stale, fresh = (i, j) if i.fence < j.fence else (j, i)
+            affirmed = [c for c in i.contacts if c[0] > start]
+            ov = {
+                "key": key, "holders": [i, j], "start": start, "end": min(i.end, j.end),
+                "faults": hits, "stale": stale, "fresh": fresh,
+                "affirmed": affirmed,
+            }
+            loss = [f for f in faults if f["kind"] == "backend_restart_loss" and
+                    f["start"] <= start and f["end"] >= i.lock_sent]
+            if hits:
+                ov["class"] = "paused"
+            elif loss or params.get("data_loss_all"):
+                ov["class"] = "data loss"
+                ov["faults"] = loss
+            elif _stalled(i, start, margin):
+                ov["class"] = "stalled"
+            else:
+                ov["class"] = "violation"
+            ov["text"] = ("%s and %s both believed they held %s from %.3f to %.3f"
+                          % (i.brief(), j.brief(), key, start, ov["end"]))
+            if affirmed:
+                ov["text"] += ("; %s's daemon answered %d command(s) sent after the other "
+                               "grant normally (first %s sent at %.3f)"
+                               % (i.w, len(affirmed), affirmed[0][2], affirmed[0][0]))
+            # the stale holder's write after the fresh holder's read must fail
+            if stale.fence == fresh.fence:
+                pass  # reported as a repeated fence
+            elif (stale.write_sent is not None and fresh.read_ok and
+                  stale.write_sent > fresh.read_t and stale.write_result == "ok"):
+                res["failures"].append({
+                    "kind": "stale write accepted", "key": key, "holders": [stale, fresh],
+                    "text": "%s wrote with fence %s at %.3f, after %s read with fence %s at "
+                    "%.3f, and the resource accepted it"
+                    % (stale.w, stale.fence, stale.write_sent, fresh.w, fresh.fence,
+                       fresh.read_t)})
+            if ov["class"] == "violation":
+                res["violations"].append(dict(ov, kind="double grant"))
+            else:
+                res["counts"]["overlaps_" + ov["class"].replace(" ", "_")] += 1
+                res["overlaps"].append(ov)
+                if affirmed and ov["class"] == "paused":
+                    res["suspicious"].append(
+                        "%s (overlap excused by %s)" % (ov["text"],
+                                                         ", ".join(f["kind"] for f in hits)))
+        active.append(j)
+
+
+def _check_resource(events, workers, faults, resource, res):
+    acked = {}
+    sent = {}
+    rejected = set()
+    for e in events:
+        if e["ev"] == "write_sent":
+            sent[e.get("tag")] = e
+        elif e["ev"] == "write_ok":
+            acked[e.get("tag")] = e
+        elif e["ev"] == "write_rejected":
+            rejected.add(e.get("tag"))
+    counts = res["counts"]
+    killed = {f["target"] for f in faults if f["kind"] == "client_kill"}
+    for key, st in resource.items():
+        writes = st["writes"]
+        counts["writes_accepted"] += len(writes)
+        counts["stale_writes_rejected"] += st["stale_writes"]
+        counts["stale_reads_rejected"] += st["stale_reads"]
+        if st["counter"] != len(writes):
+            res["failures"].append({
+                "kind": "lost update", "key": key,
+                "text": "the counter of %s is %d after %d accepted writes"
+                % (key, st["counter"], len(writes))})
+        fences = [f for f, _, _ in writes]
+        if any(b < a for a, b in zip(fences, fences[1:])):
+            res["failures"].append({
+                "kind": "resource", "key": key,
+                "text": "the resource accepted a write with a lower fence than an earlier one"})
+        tags = set()
+        for f, v, tag in writes:
+            tags.add(tag)
+            if tag in rejected:
+                res["failures"].append({
+                    "kind": "resource", "key": key,
+                    "text": "write %s was accepted by the resource but the worker saw it "
+                    "rejected" % tag})
+            elif tag not in acked:
+                w = tag.split(":", 1)[0]
+                counts["writes_unacknowledged"] += 1
+                if w not in killed:
+                    res["suspicious"].append(
+                        "write %s (fence %s) was accepted but its worker, never killed, "
+                        "did not see the reply" % (tag, f))
+        for tag, e in acked.items():
+            if workers.get(e["w"], {}).get("key") == key and tag not in tags:
+                res["failures"].append({
+                    "kind": "lost write", "key": key,
+                    "text": "write %s (fence %s) was acknowledged but is not in the "
+                    "resource's log" % (tag, e.get("fence"))})
+    counts["writes_acknowledged"] = len(acked)
+
+
+def _check_validity(holdings, params, res):
+    margin = params["margin_ms"]
+    for h in holdings:
+        if h.validity is not None and h.validity <= margin:
+            res["failures"].append({
+                "kind": "late grant", "holders": [h],
+                "text": "%s was granted with %s ms of validity, not more than the safety "
+                "margin (%s ms)" % (h.brief(), h.validity, margin)})
+
+
+def _check_notice_after_resume(holdings, faults, params, res):
+    """A holder whose daemon was stopped past its TTL must be told as soon as
+    the daemon runs again."""
+    bound = params["notice_bound"]
+    ttl = params["ttl"] / 1000.0
+    for f in faults:
+        if f["kind"] != "daemon_stop" or f["end"] - f["start"] < ttl:
+            continue
+        for h in holdings:
+            if h.daemon != f["target"] or h.grant > f["start"] or h.end < f["end"]:
+                continue
+            if h.end_how in ("death", "run_end"):
+                continue
+            late = h.end - f["end"]
+            res["counts"]["told_after_resume"] += 1
+            if late > bound:
+                res["failures"].append({
+                    "kind": "late notice", "holders": [h],
+                    "text": "%s: its daemon was stopped %.3f-%.3f, past the TTL, but it was "
+                    "told (or let go) only %.3f s after the daemon resumed"
+                    % (h.brief(), f["start"], f["end"], late)})
+
+
+def excerpt(events, faults, holders, pad=0.3, limit=80):
+    """The lines of the event logs of holders' workers (and the faults)
+    around their holdings, for a report."""
+    ws = {h.w for h in holders}
+    t0 = min(h.lock_sent for h in holders) - pad
+    t1 = max(h.end for h in holders) + pad
+    lines = []
+    for e in events:
+        if e["w"] in ws and t0 <= e["t"] <= t1:
+            rest = {k: v for k, v in e.items() if k not in ("t", "w", "ev")}
+            lines.append((e["t"], "%-4s %-14s %s" % (e["w"], e["ev"], _fmt(rest))))
+    for f in faults:
+        if f["start"] <= t1 and f["end"] >= t0:
+            lines.append((f["start"], "**** fault %s on %s starts" % (f["kind"], f["target"])))
+            if f["end"] != f["start"]:
+                lines.append((f["end"], "**** fault %s on %s ends" % (f["kind"], f["target"])))
+    lines.sort(key=lambda x: x[0])
+    if len(lines) > limit:
+        lines = lines[:limit // 2] + [(None, "...")] + lines[-limit // 2:]
+    base = t0 + pad
+    return ["%+9.3f %s" % (t - base, s) if t is not None else s for t, s in lines]
+
+
+def _fmt(d):
+    parts = []
+    for k, v in d.items():
+        if isinstance(v, float):
+            v = "%.3f" % v
+        parts.append("%s=%s" % (k, v))
+    return " ".join(parts)

@@ -1,0 +1,866 @@
+"""dlockd's safety test: a fenced lock-set test with fault injection.
+
+Worker processes (worker.py) lock one key through dlockd, read a counter from
+a fenced resource (resource.py: a redis-server of its own whose Lua scripts
+reject fences below the highest seen) with their fence, hold the lock, write
+counter + 1 with their fence and unlock, while this orchestrator injects
+faults aimed at moments when an acquire or a renewal is in flight:
+
+  client_kill      SIGKILL a worker (a replacement is started)
+  client_stop      SIGSTOP a worker (past sessions.idle_timeout_ms or not)
+  daemon_stop      SIGSTOP a dlockd past the TTL
+  daemon_kill      SIGKILL a dlockd and start it again
+  backend_stop     SIGSTOP the backend's redis-server past the TTL
+  backend_restart  SIGKILL the backend's redis-server (appendonly yes,
+                   appendfsync always: leases survive) and start it again
+  backend_restart_loss   the same without persistence: every lease is lost
+  blackhole        the TCP proxy between a dlockd and Redis stops forwarding
+                   both ways, closing nothing, past the TTL, then heals
+
+Backends: memory (one daemon: client and daemon faults) and redis (two
+daemons on one Redis, the second behind the proxy: every fault). "split"
+runs two independent memory daemons as if they were one lock service: the
+checker must report it (check.py explains what is checked).
+
+    safety.py --short | --long [--only NAME]... [--rounds N] [--seed N]
+              [--out DIR] [--json FILE]
+
+SHORT (tests/integration/test_safety.py, part of make check) runs one round of
+a representative subset in about a minute; LONG (make check-faults) every
+backend x fault, several rounds each. With DLOCKD_WRAPPER set (valgrind)
+durations are scaled up and the faults whose timing would not survive are
+left out, which is printed. The run prints a table and the path of a JSON
+file with every result; the exit status is 0 only if every check passed
+(and the split run was caught).
+
+Environment: DLOCKD_BIN (default build/dlockd), DLOCKD_TEST_TMP (scratch
+directory; every process started is recorded in its pids/ directory, see
+tests/integration/harness.py), DLOCKD_WRAPPER.
+"""
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
+
+import harness  # noqa: E402
+import check  # noqa: E402
+import resource as fres  # noqa: E402
+
+PYTHON = harness.PYTHON
+WORKER = os.path.join(HERE, "worker.py")
+PROXY = os.path.join(HERE, "proxy.py")
+# backend timeouts: short, so that faults bite quickly; the TTL floor is 3 x
+# command_timeout_ms
+BACKEND_CONF = {"connect_timeout_ms": 300, "command_timeout_ms": 300}
+
+ALL_FAULTS = {
+    "memory": ["client_kill", "client_stop", "daemon_stop", "daemon_kill"],
+    "redis": ["client_kill", "client_stop", "daemon_stop", "daemon_kill", "backend_stop",
+              "backend_restart", "backend_restart_loss", "blackhole"],
+}
+# the order in which a fault's rounds are aimed
+AIMS = {
+    "client_kill": ["lock", "renew", "prewrite"],
+    "client_stop": ["prewrite", "lock", "renew"],
+    "daemon_stop": ["renew", "lock"],
+    "daemon_kill": ["lock", "renew"],
+    "backend_stop": ["renew", "lock"],
+    "backend_restart": ["lock", "renew"],
+    "backend_restart_loss": ["renew", "lock"],
+    "blackhole": ["renew", "lock"],
+    "none": ["none"],
+}
+SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
+         ("redis", "daemon_stop"), ("redis", "blackhole"), ("redis", "backend_stop"),
+         ("redis", "backend_restart"), ("redis", "backend_restart_loss"),
+         ("split", "none")]
+# under a wrapper (valgrind) the daemon answers late and starts slowly:
+# faults whose point is a reconnection or a timer race are left out
+WRAPPED_SKIP = {
+    ("memory", "client_stop"): "the idle timeout races the stop",
+    ("redis", "blackhole"): "300 ms backend timeouts fire on their own under valgrind",
+    ("redis", "backend_restart"): "300 ms backend timeouts fire on their own under valgrind",
+    ("redis", "backend_restart_loss"): "300 ms backend timeouts fire on their own under "
+                                       "valgrind",
+}
+
+
+def say(*a):
+    print(*a)
+    sys.stdout.flush()
+
+
+# ---- the processes ----
+
+class Upstream:
+    """What harness.Daemon needs of a redis-server, for a daemon that reaches
+    Redis through the proxy."""
+
+    password = None
+
+    def __init__(self, port):
+        self.port = port
+
+    def address(self):
+        return "127.0.0.1:%d" % self.port
+
+
+class BackendRedis(harness.RedisServer):
+    """The backend's redis-server, with leases that survive a restart
+    (appendonly yes, appendfsync always) when persist is true."""
+
+    def __init__(self, persist, **kw):
+        super().__init__(**kw)
+        self.persist = persist
+
+    def argv(self):
+        a = super().argv()
+        if self.persist:
+            i = a.index("--appendonly")
+            a[i + 1] = "yes"
+            a += ["--appendfsync", "always"]
+        return a
+
+    def restart(self, down_s):
+        """SIGKILL, wait down_s, start again on the same port; returns
+        (killed at, back at)."""
+        t0 = time.monotonic()
+        self.stop(signal.SIGKILL)
+        time.sleep(down_s)
+        self.fixed_port = True
+        self.start()
+        return t0, time.monotonic()
+
+
+class Proxy:
+    """proxy.py between a daemon and Redis."""
+
+    def __init__(self, upstream_port):
+        self.upstream = upstream_port
+        self.port = None
+        self.proc = None
+
+    def start(self):
+        for _ in range(3):
+            self.port = harness.free_port()
+            self.proc = harness.spawn([PYTHON, PROXY, str(self.port), str(self.upstream)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            try:
+                if harness.read_line(self.proc.stdout, 5.0).strip() == "ready":
+                    return self
+            except AssertionError:
+                pass
+            self.stop()
+        raise AssertionError("the proxy did not start")
+
+    def _do(self, cmd):
+        self.proc.stdin.write((cmd + "\n").encode())
+        self.proc.stdin.flush()
+        line = harness.read_line(self.proc.stdout, 5.0).split()
+        return float(line[1])
+
+    def block(self):
+        return self._do("block")
+
+    def heal(self):
+        return self._do("heal")
+
+    def stop(self):
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        harness.reap(self.proc)
+        self.proc = None
+
+
+class Tail:
+    """Follows the workers' log files."""
+
+    def __init__(self):
+        self.files = {}   # path -> [file, partial line]
+        self.events = []
+
+    def add(self, path):
+        self.files[path] = [None, b""]
+
+    def poll(self):
+        new = []
+        for path, st in self.files.items():
+            if st[0] is None:
+                try:
+                    st[0] = open(path, "rb")
+                except FileNotFoundError:
+                    continue
+            data = st[0].read()
+            if not data:
+                continue
+            data = st[1] + data
+            lines = data.split(b"\n")
+            st[1] = lines.pop()
+            for line in lines:
+                if line.strip():
+                    try:
+                        new.append(json.loads(line))
+                    except ValueError:
+                        pass
+        self.events.extend(new)
+        return new
+
+    def wait(self, pred, timeout):
+        """The first new event (from now on) for which pred is true, or None
+        after timeout s."""
+        self.poll()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for e in self.poll():
+                if pred(e):
+                    return e
+            time.sleep(0.002)
+        return None
+
+    def close(self):
+        for st in self.files.values():
+            if st[0] is not None:
+                st[0].close()
+
+
+def read_events(paths):
+    """Every event of the log files (a line cut by a SIGKILL is skipped)."""
+    out = []
+    for p in paths:
+        try:
+            with open(p, "rb") as f:
+                for line in f:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+        except FileNotFoundError:
+            pass
+    out.sort(key=lambda e: e["t"])
+    return out
+
+
+# ---- one scenario ----
+
+class Scenario:
+    """One backend x fault, several rounds, in processes of its own."""
+
+    def __init__(self, backend, fault, rounds, mode, seed, scale, outdir):
+        self.backend = backend
+        self.fault = fault
+        self.rounds = rounds
+        self.mode = mode
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.scale = scale
+        self.dir = outdir
+        self.name = "%s/%s" % (backend, fault)
+        # leases: short, so that faults bite quickly, with a margin that
+        # leaves the Python workers time to hear of a loss
+        if mode == "long":
+            self.ttl, self.margin_pct = 2000, 10
+        else:
+            self.ttl, self.margin_pct = 1200, 20
+        self.ttl = int(self.ttl * scale)
+        self.margin_ms = self.ttl * self.margin_pct // 100
+        self.idle_ms = self.ttl * 2 if fault == "client_stop" else 0
+        # two keys, so that more locks are granted in a given time
+        self.keys = ["safety/%s/%s/%d" % (backend, fault, i) for i in range(2)]
+        self.faults = []     # dicts: kind, target, start, end, aim, ...
+        self.workers = {}    # id -> {"proc", "daemon", "kind", "key", "log", "pid"}
+        self.wseq = 0
+        self.daemons = {}    # name -> harness.Daemon
+        self.tail = Tail()
+        self.resource = None
+        self.redis = None
+        self.proxy = None
+        self.notes = []      # what happened to the processes
+        self.failures = []   # failed checks outside the logs
+
+    # ---- set-up ----
+
+    def daemon_config(self):
+        text = "locks:\n  default_ttl_ms: %d\n  margin_percent: %d\n" % (
+            self.ttl, self.margin_pct)
+        if self.idle_ms:
+            text += "sessions:\n  idle_timeout_ms: %d\n" % self.idle_ms
+        text += "log:\n  level: info\n"
+        return text
+
+    def start_env(self):
+        self.resource = harness.RedisServer(directory=self.subdir("resource")).start()
+        conf = self.daemon_config()
+        bconf = dict(BACKEND_CONF)
+        if self.scale > 1:
+            bconf = {k: int(v * self.scale) for k, v in bconf.items()}
+        if self.backend == "redis":
+            persist = self.fault != "backend_restart_loss"
+            self.redis = BackendRedis(persist, directory=self.subdir("redis")).start()
+            self.proxy = Proxy(self.redis.port).start()
+            self.daemons["d0"] = harness.Daemon(conf, unix=False, backend="redis",
+                                                redis=self.redis, backend_conf=bconf,
+                                                directory=self.subdir("d0"))
+            self.daemons["d1"] = harness.Daemon(conf, unix=False, backend="redis",
+                                                redis=Upstream(self.proxy.port),
+                                                backend_conf=bconf,
+                                                directory=self.subdir("d1"))
+        else:
+            names = ["d0", "d1"] if self.backend == "split" else ["d0"]
+            for n in names:
+                self.daemons[n] = harness.Daemon(conf, unix=False,
+                                                 directory=self.subdir(n))
+        for d in self.daemons.values():
+            d.start()
+
+    def subdir(self, name):
+        p = os.path.join(self.dir, name)
+        os.makedirs(p, exist_ok=True)
+        return p
+
+    def layout(self):
+        """(daemon, kind) of each worker."""
+        if self.backend == "memory":
+            return [("d0", k) for k in ("py2", "raw2", "raw3", "raw3push", "raw3push")]
+        if self.backend == "split":
+            return [("d0", "py2"), ("d0", "raw3push"), ("d1", "raw2"), ("d1", "raw3push")]
+        return [("d0", "py2"), ("d0", "raw3push"), ("d0", "raw2"),
+                ("d1", "raw3push"), ("d1", "py2"), ("d1", "raw3")]
+
+    def worker_config(self, wid, daemon, kind):
+        ttl = self.ttl
+        push = kind == "raw3push"
+        return {
+            "id": wid, "kind": kind, "daemon": daemon,
+            "daemon_port": self.daemons[daemon].port,
+            "resource_port": self.resource.port, "key": self.keys[self.wseq % 2],
+            "ttl": ttl,
+            "wait": ttl, "log": os.path.join(self.dir, "%s.log" % wid),
+            "seed": self.rng.randrange(1 << 30),
+            # short holds are well under the safety margin; long ones span
+            # a renewal or two (every TTL/3) and check in, or read pushes
+            "hold_short": [2, max(5, self.margin_ms // 3)],
+            "hold_long": [ttl // 3 + 100, ttl * 3 // 2],
+            "long_frac": 0.3 if push else 0.1,
+            "checkin_ms": 25,
+            "prepare_ms": [10, 40],
+            "extend_frac": 0.25,
+            "pause": [0, 20],
+            "io_timeout": 60.0,
+        }
+
+    def spawn_worker(self, daemon, kind):
+        self.wseq += 1
+        wid = "w%d" % self.wseq
+        cfg = self.worker_config(wid, daemon, kind)
+        out = open(os.path.join(self.dir, "%s.out" % wid), "ab")
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        p = harness.spawn([PYTHON, "-B", WORKER, json.dumps(cfg)], stdin=subprocess.DEVNULL,
+                          stdout=out, stderr=out, env=env)
+        out.close()
+        self.workers[wid] = {"proc": p, "daemon": daemon, "kind": kind, "key": cfg["key"],
+                             "log": cfg["log"], "pid": p.pid, "stopped": False}
+        self.tail.add(cfg["log"])
+        return wid
+
+    # ---- faults ----
+
+    def record(self, kind, target, start, end, **kw):
+        f = dict(kind=kind, target=target, start=start, end=end, **kw)
+        self.faults.append(f)
+        say("    %-20s %-8s %6.2f s  aim: %s" % (kind, target, end - start, kw.get("aim")))
+        return f
+
+    def aim(self, how, on_daemon=None, worker=None):
+        """Wait for the moment a fault is aimed at; returns (event, worker id)
+        or (None, None) when it did not come (the fault is then injected
+        anyway, at a random moment)."""
+        ttl_s = self.ttl / 1000.0
+
+        def mine(e):
+            if worker is not None and e["w"] != worker:
+                return False
+            info = self.workers.get(e["w"])
+            if info is None or info["stopped"] or info["proc"].poll() is not None:
+                return False
+            return on_daemon is None or info["daemon"] == on_daemon
+
+        limit = 3.0 * self.scale + ttl_s
+        if how == "lock":
+            e = self.tail.wait(lambda e: e["ev"] == "lock_sent" and mine(e), limit)
+            return (e, e["w"]) if e else (None, None)
+        if how == "prewrite":
+            e = self.tail.wait(lambda e: e["ev"] == "prepare" and mine(e), limit)
+            return (e, e["w"]) if e else (None, None)
+        if how == "renew":
+            # a holder that means to hold past the point where its lock is
+            # lost if the renewals fail
+            e = self.tail.wait(lambda e: e["ev"] == "grant" and mine(e) and
+                               e.get("plan", 0) > self.ttl, limit)
+            if e is None:
+                return None, None
+            # renewals fall due TTL/3 after the request, rounded up to 100 ms
+            at = max(e.get("sent", e["t"]), e["t"] - 0.005) + ttl_s / 3 - 0.01
+            time.sleep(max(0.0, at - time.monotonic()))
+            return e, e["w"]
+        return None, None
+
+    def pick_daemon(self, rnd):
+        names = sorted(self.daemons)
+        if self.fault == "blackhole":
+            return "d1"
+        return names[rnd % len(names)]
+
+    def inject(self, rnd):
+        kind = self.fault
+        how = AIMS[kind][rnd % len(AIMS[kind])]
+        ttl_s = self.ttl / 1000.0
+        if kind == "none":
+            time.sleep(2.0 * self.scale)
+            return
+        if kind in ("client_kill", "client_stop"):
+            ev, wid = self.aim(how)
+            if wid is None:
+                wid = self.rng.choice([w for w, i in self.workers.items()
+                                       if i["proc"].poll() is None])
+            info = self.workers[wid]
+            aim = "%s of %s" % (how, wid) if ev else "none"
+            if kind == "client_kill":
+                t = time.monotonic()
+                os.kill(info["pid"], signal.SIGKILL)
+                harness.reap(info["proc"])
+                self.record(kind, wid, t, t, aim=aim)
+                self.spawn_worker(info["daemon"], info["kind"])
+            else:
+                # every other round past the idle timeout: the daemon closes
+                # the session, another worker gets the key, and the stopped
+                # one wakes up with a stale fence
+                long_stop = rnd % 2 == 0
+                dur = (self.idle_ms / 1000.0 + 0.6 * ttl_s) if long_stop else 0.5 * ttl_s
+                t0 = time.monotonic()
+                os.kill(info["pid"], signal.SIGSTOP)
+                info["stopped"] = True
+                time.sleep(dur)
+                os.kill(info["pid"], signal.SIGCONT)
+                info["stopped"] = False
+                self.record(kind, wid, t0, time.monotonic(), aim=aim,
+                            past_idle_timeout=long_stop)
+            return
+        if kind in ("daemon_stop", "daemon_kill"):
+            dname = self.pick_daemon(rnd)
+            ev, wid = self.aim(how, on_daemon=dname)
+            aim = "%s of %s" % (how, wid) if ev else "none"
+            d = self.daemons[dname]
+            if kind == "daemon_stop":
+                dur = 1.5 * ttl_s
+                t0 = time.monotonic()
+                os.kill(d.pid, signal.SIGSTOP)
+                try:
+                    time.sleep(dur)
+                finally:
+                    os.kill(d.pid, signal.SIGCONT)
+                self.record(kind, dname, t0, time.monotonic(), aim=aim)
+            else:
+                t0 = time.monotonic()
+                d.stop(signal.SIGKILL)
+                time.sleep(self.rng.uniform(0.1, 0.3))
+                d.start()
+                self.record(kind, dname, t0, time.monotonic(), aim=aim)
+            return
+        if kind == "blackhole":
+            ev, wid = self.aim(how, on_daemon="d1")
+            aim = "%s of %s" % (how, wid) if ev else "none"
+            t0 = self.proxy.block()
+            try:
+                time.sleep(1.5 * ttl_s)
+            finally:
+                t1 = self.proxy.heal()
+            self.record(kind, "d1", t0, t1, aim=aim)
+            return
+        # the backend
+        ev, wid = self.aim(how)
+        aim = "%s of %s" % (how, wid) if ev else "none"
+        if kind == "backend_stop":
+            t0 = time.monotonic()
+            self.redis.pause()
+            try:
+                time.sleep(1.3 * ttl_s)
+            finally:
+                self.redis.resume()
+            self.record(kind, "backend", t0, time.monotonic(), aim=aim)
+        elif kind in ("backend_restart", "backend_restart_loss"):
+            down = 0.3 if rnd % 2 == 0 else 1.2 * ttl_s
+            t0, t1 = self.redis.restart(down * self.scale)
+            self.record(kind, "backend", t0, t1, aim=aim, down=down)
+
+    # ---- the run ----
+
+    def run(self):
+        say("  %s: TTL %d ms, margin %d %%, %d round(s)%s"
+            % (self.name, self.ttl, self.margin_pct, self.rounds,
+               ", sessions.idle_timeout_ms %d" % self.idle_ms if self.idle_ms else ""))
+        t_start = time.monotonic()
+        resource = {}
+        run_end = None
+        try:
+            self.start_env()
+            for daemon, kind in self.layout():
+                self.spawn_worker(daemon, kind)
+            self.warm_up()
+            for rnd in range(self.rounds):
+                self.inject(rnd)
+                self.check_processes()
+                if rnd + 1 < self.rounds:
+                    time.sleep(self.ttl / 1000.0 + 0.3 * self.scale)
+            recovery_from = self.faults[-1]["end"] if self.faults else None
+            self.recover(recovery_from)
+            run_end = time.monotonic()
+            self.stop_workers()
+            conn = self.resource.raw()
+            try:
+                for k in self.keys:
+                    resource[k] = fres.state(conn, k)
+            finally:
+                conn.close()
+        except Exception as e:
+            self.failures.append({"kind": "harness", "text": "%s: %s" % (type(e).__name__, e)})
+            recovery_from = None
+        finally:
+            self.teardown()
+            self.tail.close()
+        events = read_events([i["log"] for i in self.workers.values()])
+        workers = {w: {"daemon": i["daemon"], "kind": i["kind"], "key": i["key"]}
+                   for w, i in self.workers.items()}
+        params = {"ttl": self.ttl, "margin_ms": self.margin_ms, "backend": self.backend,
+                  "notice_bound": 0.5 * self.scale, "recovery_from": recovery_from,
+                  "run_end": run_end or time.monotonic()}
+        if not resource:
+            resource = {}
+        res = check.check(events, workers, self.faults, resource, params)
+        res["failures"] = self.failures + res["failures"]
+        res["suspicious"] = self.notes + res["suspicious"]
+        res["seconds"] = time.monotonic() - t_start
+        return self.summarise(res, events)
+
+    def warm_up(self):
+        """Until a few grants were seen (bounded)."""
+        seen = 0
+        start = time.monotonic()
+        deadline = start + 5.0 * self.scale
+        while time.monotonic() < deadline and (
+                seen < 3 or time.monotonic() < start + 0.5 * self.scale):
+            seen += sum(1 for e in self.tail.poll() if e["ev"] == "grant")
+            time.sleep(0.01)
+        if seen < 3:
+            self.failures.append({"kind": "no progress",
+                                  "text": "only %d grants in the warm-up" % seen})
+
+    def recover(self, since):
+        """After the last fault: until a grant after it (bounded)."""
+        if since is None:
+            return
+        limit = (3.0 * self.ttl / 1000.0 + 6.0) * self.scale
+        e = self.tail.wait(lambda e: e["ev"] == "grant" and e["t"] > since, limit)
+        # and some more normal running
+        if e is not None:
+            time.sleep(0.5 * self.ttl / 1000.0 * self.scale)
+
+    def check_processes(self):
+        for name, d in self.daemons.items():
+            if not d.running():
+                rc = d.stop()
+                self.failures.append({"kind": "daemon died",
+                                      "text": "dlockd %s exited with %s; log:\n%s"
+                                      % (name, rc, d.log())})
+                d.start()
+
+    def stop_workers(self):
+        for wid, i in self.workers.items():
+            if i["proc"].poll() is None:
+                if i["stopped"]:
+                    os.kill(i["pid"], signal.SIGCONT)
+                    i["stopped"] = False
+                os.kill(i["pid"], signal.SIGTERM)
+        limit = (2 * self.ttl / 1000.0 + 5.0) * self.scale
+        deadline = time.monotonic() + limit
+        for wid, i in self.workers.items():
+            p = i["proc"]
+            if p.returncode is not None and p.pid not in harness._procs:
+                continue  # killed and reaped by a fault
+            try:
+                rc = p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+                rc = None
+                self.failures.append({"kind": "worker stuck",
+                                      "text": "worker %s did not stop within %.0f s"
+                                      % (wid, limit)})
+            harness.forget(p)
+            if rc not in (0, None, -signal.SIGKILL):
+                self.failures.append({"kind": "worker failed",
+                                      "text": "worker %s exited with %s: %s"
+                                      % (wid, rc, harness.log_tail(
+                                          os.path.join(self.dir, "%s.out" % wid), 1500))})
+
+    def teardown(self):
+        """Stop every process of the scenario, whatever happened; a daemon
+        that does not exit 0 on SIGTERM is a failure."""
+        for wid, i in self.workers.items():
+            p = i["proc"]
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+            harness.forget(p)
+        for name, d in self.daemons.items():
+            if d.proc is None:
+                continue
+            try:
+                os.kill(d.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            try:
+                rc = d.stop()
+            except AssertionError as e:
+                rc = str(e)
+            if rc != 0:
+                self.failures.append({"kind": "daemon exit",
+                                      "text": "dlockd %s exited with %s on SIGTERM; log:\n%s"
+                                      % (name, rc, d.log())})
+        if self.proxy is not None:
+            self.proxy.stop()
+        for r in (self.redis, self.resource):
+            if r is not None:
+                try:
+                    r.stop()
+                except AssertionError as e:
+                    self.failures.append({"kind": "redis exit", "text": str(e)})
+
+    # ---- results ----
+
+    def summarise(self, res, events):
+        c = res["counts"]
+        out = {
+            "name": self.name, "backend": self.backend, "fault": self.fault,
+            "rounds": self.rounds, "ttl_ms": self.ttl, "margin_ms": self.margin_ms,
+            "idle_timeout_ms": self.idle_ms, "seconds": round(res["seconds"], 1),
+            "dir": self.dir,
+            "counts": dict(c),
+            "faults": self.faults,
+            "violations": [], "failures": [], "suspicious": res["suspicious"],
+            "excused_overlaps": [],
+        }
+        for v in res["violations"]:
+            out["violations"].append(_export(v, events, self.faults))
+        for f in res["failures"]:
+            out["failures"].append(_export(f, events, self.faults))
+        for o in res["overlaps"]:
+            out["excused_overlaps"].append(_export(o, events, self.faults, lines=False))
+        out["expect_violations"] = self.backend == "split"
+        if out["expect_violations"]:
+            out["ok"] = bool(out["violations"]) and not any(
+                f["kind"] in ("harness", "worker error", "daemon died", "daemon exit")
+                for f in out["failures"])
+        else:
+            out["ok"] = not out["violations"] and not out["failures"]
+        return out
+
+
+def _export(item, events, faults, lines=True):
+    """A violation, failure or overlap as JSON, with the event log excerpt."""
+    d = {}
+    for k, v in item.items():
+        if k in ("holders",):
+            d[k] = [h.brief() for h in v]
+        elif k in ("stale", "fresh"):
+            d[k] = v.w
+        elif isinstance(v, (str, int, float, bool, type(None))):
+            d[k] = v
+        elif k == "faults":
+            d[k] = ["%s on %s %.3f-%.3f" % (f["kind"], f["target"], f["start"], f["end"])
+                    for f in v]
+        elif k == "affirmed":
+            d[k] = [list(c) for c in v]
+    if lines and item.get("holders"):
+        d["excerpt"] = check.excerpt(events, faults, item["holders"])
+    return d
+
+
+# ---- the whole run ----
+
+def plan(mode, only, rounds):
+    """The scenarios of a mode: [(backend, fault, rounds)]."""
+    wrapped = bool(harness.WRAPPER)
+    if mode == "short":
+        todo = [(b, f, 1) for b, f in SHORT]
+    else:
+        n = rounds or 3
+        todo = [(b, f, n) for b in ("memory", "redis") for f in ALL_FAULTS[b]]
+        todo.append(("split", "none", 1))
+    if rounds and mode == "short":
+        todo = [(b, f, rounds) for b, f, _ in todo]
+    if only:
+        todo = [t for t in todo if any(o in "%s/%s" % (t[0], t[1]) for o in only)]
+    skipped = []
+    if wrapped:
+        keep = []
+        for t in todo:
+            why = WRAPPED_SKIP.get((t[0], t[1]))
+            if why:
+                skipped.append(("%s/%s" % (t[0], t[1]), why))
+            else:
+                keep.append(t)
+        todo = keep
+    return todo, skipped
+
+
+def run(mode="short", only=(), rounds=None, seed=None, outdir=None, json_path=None):
+    """Run the scenarios; returns the results (a dict, also written as JSON)."""
+    scale = 3.0 if harness.WRAPPER else 1.0
+    if seed is None:
+        seed = random.randrange(1 << 30)
+    if outdir is None:
+        outdir = harness.new_dir("safety")
+    os.makedirs(outdir, exist_ok=True)
+    todo, skipped = plan(mode, only, rounds)
+    say("dlockd safety test, %s mode, seed %d, logs in %s" % (mode.upper(), seed, outdir))
+    if harness.WRAPPER:
+        say("  the daemon runs under %s: durations x%.0f, and left out:"
+            % (" ".join(harness.WRAPPER), scale))
+        for name, why in skipped:
+            say("    %s: %s" % (name, why))
+    rng = random.Random(seed)
+    results = []
+    for backend, fault, n in todo:
+        d = os.path.join(outdir, "%s-%s" % (backend, fault))
+        sc = Scenario(backend, fault, n, mode, rng.randrange(1 << 30), scale, d)
+        r = sc.run()
+        results.append(r)
+        say("    -> %s in %.1f s: %s" % (r["name"], r["seconds"], verdict(r)))
+    out = {
+        "mode": mode, "seed": seed, "scale": scale, "wrapper": " ".join(harness.WRAPPER),
+        "dlockd": harness.DLOCKD, "source": source_version(),
+        "skipped": [{"scenario": n, "why": w} for n, w in skipped],
+        "scenarios": results,
+        "ok": all(r["ok"] for r in results) and bool(results),
+    }
+    if json_path is None:
+        json_path = os.path.join(outdir, "results.json")
+    with open(json_path, "w") as f:
+        json.dump(out, f, indent=1, default=str)
+    out["json"] = json_path
+    say("")
+    say(table(results))
+    say("")
+    report_problems(results)
+    say("results: %s" % json_path)
+    say("safety: %s" % ("PASS" if out["ok"] else "FAIL"))
+    return out
+
+
+def verdict(r):
+    if r["expect_violations"]:
+        return ("caught (%d violations)" % len(r["violations"]) if r["ok"]
+                else "NOT CAUGHT: the checker missed a double grant")
+    if r["ok"]:
+        return "ok"
+    return "FAIL (%d violations, %d failed checks)" % (len(r["violations"]),
+                                                       len(r["failures"]))
+
+
+def source_version():
+    """The git commit of the tree the test runs from (if any)."""
+    try:
+        out = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=5)
+        return out.stdout.decode().strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+COLUMNS = [("backend", 7), ("fault", 21), ("grants", 6), ("writes", 6), ("stale", 5),
+           ("lost", 5), ("paused", 6), ("other", 5), ("viol", 5), ("checks", 6)]
+
+
+def table(results):
+    """The result table: backend x fault."""
+    head = " ".join(n.rjust(w) if i > 1 else n.ljust(w)
+                    for i, (n, w) in enumerate(COLUMNS))
+    lines = [head, "-" * len(head)]
+    for r in results:
+        c = r["counts"]
+        other = c.get("overlaps_stalled", 0) + c.get("overlaps_data_loss", 0)
+        fault = r["fault"] + ("" if r["backend"] != "split" else " (expected)")
+        row = [r["backend"], fault, c.get("grants", 0), c.get("writes_accepted", 0),
+               c.get("stale_writes_rejected", 0), c.get("lost_notices", 0),
+               c.get("overlaps_paused", 0), other, len(r["violations"]),
+               "ok" if not r["failures"] else "FAIL %d" % len(r["failures"])]
+        lines.append(" ".join(str(v).rjust(w) if i > 1 else str(v).ljust(w)
+                              for i, (v, (n, w)) in enumerate(zip(row, COLUMNS))))
+    lines.append("")
+    lines.append("grants: locks granted; writes: writes the resource accepted; stale: "
+                 "stale writes it rejected;")
+    lines.append("lost: lost-lock notices (push or -LOST); paused: overlaps of a holder "
+                 "that was stopped, or whose")
+    lines.append("daemon was stopped or killed (fences protect); other: overlaps of a "
+                 "stalled holder or after a data")
+    lines.append("loss; viol: violations; checks: the other checks (counter, fences, "
+                 "notices, processes).")
+    return "\n".join(lines)
+
+
+def report_problems(results):
+    for r in results:
+        if r["expect_violations"]:
+            if r["violations"]:
+                v = r["violations"][0]
+                say("%s: the checker caught the split lock service, e.g.: %s"
+                    % (r["name"], v["text"]))
+            continue
+        for v in r["violations"]:
+            say("VIOLATION in %s: %s" % (r["name"], v["text"]))
+            for line in v.get("excerpt", []):
+                say("    " + line)
+        for f in r["failures"]:
+            say("FAILED CHECK in %s: [%s] %s" % (r["name"], f["kind"], f["text"]))
+            for line in f.get("excerpt", []):
+                say("    " + line)
+        for s in r["suspicious"]:
+            say("note in %s: %s" % (r["name"], s))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--short", dest="mode", action="store_const", const="short")
+    g.add_argument("--long", dest="mode", action="store_const", const="long")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run the scenarios whose name (backend/fault) contains this")
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--out", help="directory for the logs and results.json")
+    ap.add_argument("--json", help="where to write the results")
+    a = ap.parse_args(argv)
+    harness.install_signal_handlers()
+    out = run(a.mode or "short", a.only, a.rounds, a.seed, a.out, a.json)
+    return 0 if out["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
