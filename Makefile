@@ -56,7 +56,7 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
 
-.PHONY: all run check check-valgrind unit integration deps deps-check install clean
+.PHONY: all run check check-valgrind check-faults unit integration deps deps-check install clean
 all: $(PROGS)
 
 $(BUILD)/daemon/%.o: daemon/%.c
@@ -121,6 +121,11 @@ check: deps-check
 check-valgrind: deps-check
 	$(MAKE) all $(TEST_BIN)
 	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(TEST_BIN)
+
+# The long safety test: every backend x fault, several rounds (minutes).
+check-faults: deps-check
+	$(MAKE) all
+	BUILD=$(BUILD) sh tests/faults/run.sh --long
 
 unit: all $(TEST_BIN)
 	BUILD=$(BUILD) UNIT_ONLY=1 sh tests/run.sh $(TEST_BIN)

@@ -9,14 +9,15 @@ closed) and the holder's death. That is the interval in which the holder
 believes it holds the lock (its belief interval). Two belief intervals of one
 key that overlap are two holders at once:
 
-- "paused" when a fault kept one of the two from hearing in time: the holder
-  or its daemon was SIGSTOPped, or its daemon SIGKILLed, between its LOCK and
-  the start of the overlap. Only fences can protect the resource then: the
-  holder with the lower fence (the stale one) must have had its write
+- "paused" when a fault kept the stale holder (the one with the lower fence:
+  the earlier one, not told in time, or a later one whose grant arrived late)
+  from hearing: the holder or its daemon was SIGSTOPped, or its daemon
+  SIGKILLed, between its LOCK and the start of the overlap. Only fences can
+  protect the resource then: the stale holder's write must have been
   rejected if it wrote after the other one's read;
-- "stalled" when the holder that was not told ran late by itself (it logged
-  a stall: it was descheduled) in the safety margin before the other grant;
-  checked like "paused";
+- "stalled" when the stale holder ran late by itself (it logged a stall: it
+  was descheduled) in the safety margin before the overlap; checked like
+  "paused";
 - "data loss" when the backend lost its data (a restart without
   persistence) in between: expected, checked like "paused";
 - otherwise a violation.
@@ -277,9 +278,11 @@ def _check_overlaps(key, hs, faults, margin, params, res):
         active = [i for i in active if i.end > j.grant]
         for i in active:
             start = j.grant
-            hits = _hit(i, faults, start) + _hit(j, faults, start)
+            # the holder with the lower fence is the stale one: the one that
+            # should have heard (i), or whose grant came late (j)
             stale, fresh = (i, j) if i.fence < j.fence else (j, i)
-            affirmed = [c for c in i.contacts if c[0] > start]
+            hits = _hit(stale, faults, start)
+            affirmed = [c for c in stale.contacts if c[0] > start]
             ov = {
                 "key": key, "holders": [i, j], "start": start, "end": min(i.end, j.end),
                 "faults": hits, "stale": stale, "fresh": fresh,
@@ -292,7 +295,7 @@ def _check_overlaps(key, hs, faults, margin, params, res):
             elif loss or params.get("data_loss_all"):
                 ov["class"] = "data loss"
                 ov["faults"] = loss
-            elif _stalled(i, start, margin):
+            elif _stalled(stale, start, margin):
                 ov["class"] = "stalled"
             else:
                 ov["class"] = "violation"
@@ -301,7 +304,7 @@ def _check_overlaps(key, hs, faults, margin, params, res):
             if affirmed:
                 ov["text"] += ("; %s's daemon answered %d command(s) sent after the other "
                                "grant normally (first %s sent at %.3f)"
-                               % (i.w, len(affirmed), affirmed[0][2], affirmed[0][0]))
+                               % (stale.w, len(affirmed), affirmed[0][2], affirmed[0][0]))
             # the stale holder's write after the fresh holder's read must fail
             if stale.fence == fresh.fence:
                 pass  # reported as a repeated fence

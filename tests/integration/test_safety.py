@@ -1,0 +1,218 @@
+"""The safety test (tests/faults) in its SHORT mode, and its checker.
+
+TestChecker feeds the checker made-up histories: it must report a double
+grant, a repeated or falling fence, a stale write the resource accepted and
+a lost update, and excuse an overlap only when a fault kept a holder from
+hearing of its loss.
+
+TestSafetyShort runs one round of a representative subset of backend x fault
+(see tests/faults/safety.py; `make check-faults` runs them all, several
+rounds each) against the real daemon, and two independent memory daemons
+used as one lock service, which the checker must catch. Under DLOCKD_WRAPPER
+(valgrind) durations are scaled up and the faults whose timing does not
+survive are left out; the run prints which.
+"""
+
+import os
+import shutil
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "faults"))
+
+import harness  # noqa: E402
+import check  # noqa: E402
+import safety  # noqa: E402
+
+KEY = "k"
+TTL = 1200
+PARAMS = {"ttl": TTL, "margin_ms": 240, "backend": "redis", "notice_bound": 0.5,
+          "recovery_from": None, "run_end": 100.0}
+WORKERS = {"w1": {"daemon": "d0", "key": KEY}, "w2": {"daemon": "d1", "key": KEY},
+           "w3": {"daemon": "d0", "key": KEY}}
+
+
+class History:
+    """Builds worker events and the resource's state by hand: the fenced reads
+    and writes are played against a model of the resource in time order."""
+
+    def __init__(self):
+        self.events = []
+        self.ops = []     # (t, w, fence, "read" | "write", forced outcome)
+
+    def ev(self, t, w, ev, **kw):
+        kw.update(t=t, w=w, ev=ev)
+        self.events.append(kw)
+
+    def hold(self, w, fence, lock, grant, end, end_ev="unlock_sent", read=None, write=None,
+             accepted=None, how="push"):
+        """One holding: LOCK at lock, granted at grant, a fenced read at read
+        and a write at write (accepted as the fence rule says, unless
+        accepted says otherwise), and its end (unlock_sent, or told)."""
+        self.ev(lock, w, "lock_sent", n=1)
+        self.ev(grant, w, "grant", n=1, fence=fence, validity=TTL - 1, plan=10, sent=lock)
+        if read is not None:
+            self.ops.append((read, w, fence, "read", None))
+        if write is not None:
+            self.ops.append((write, w, fence, "write", accepted))
+        if end_ev == "told":
+            self.ev(end, w, "told", how=how, fence=fence)
+        else:
+            self.ev(end, w, end_ev, fence=fence)
+
+    def play(self):
+        counter, max_fence, writes, stale = 0, 0, [], 0
+        value = {}
+        n = {}
+        for t, w, fence, op, forced in sorted(self.ops):
+            if op == "read":
+                if fence >= max_fence:
+                    max_fence = fence
+                    value[w, fence] = counter
+                    self.ev(t, w, "read_ok", fence=fence, value=counter, sent=t)
+                else:
+                    self.ev(t, w, "read_rejected", fence=fence, err="STALE", sent=t)
+                continue
+            if (w, fence) not in value:
+                continue  # no write without a read
+            n[w] = n.get(w, 0) + 1
+            tag = "%s:%d" % (w, n[w])
+            v = value[w, fence] + 1
+            self.ev(t, w, "write_sent", fence=fence, value=v, tag=tag)
+            ok = fence >= max_fence if forced is None else forced
+            if ok:
+                max_fence = max(max_fence, fence)
+                counter = v
+                writes.append((fence, v, tag))
+                self.ev(t + 0.001, w, "write_ok", fence=fence, value=v, tag=tag)
+            else:
+                stale += 1
+                self.ev(t + 0.001, w, "write_rejected", fence=fence, value=v, tag=tag,
+                        err="STALE")
+        return {"counter": counter, "max_fence": max_fence, "writes": writes,
+                "stale_reads": 0, "stale_writes": stale}
+
+    def check(self, faults=(), params=None, counter=None):
+        state = self.play()
+        if counter is not None:
+            state["counter"] = counter
+        self.events.sort(key=lambda e: e["t"])
+        return check.check(self.events, WORKERS, list(faults), {KEY: state},
+                           dict(PARAMS, **(params or {})))
+
+
+class TestChecker(unittest.TestCase):
+
+    def assertClean(self, res):
+        self.assertEqual(res["violations"], [], res["violations"])
+        self.assertEqual(res["failures"], [], res["failures"])
+
+    def test_one_holder_at_a_time_is_clean(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5, read=1.02, write=1.4)
+        h.hold("w2", 11, 1.2, 1.51, 2.0, read=1.52, write=1.9)
+        h.hold("w3", 12, 1.9, 2.01, 2.5, end_ev="told", read=2.02)
+        h.hold("w1", 13, 2.4, 2.51, 3.0, read=2.52, write=2.9)
+        res = h.check()
+        self.assertClean(res)
+        self.assertEqual(res["counts"]["grants"], 4)
+        self.assertEqual(res["counts"]["writes_accepted"], 3)
+
+    def test_double_grant_is_a_violation(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5, read=1.02, write=1.4)
+        h.hold("w2", 11, 1.2, 1.3, 2.0, read=1.31, write=1.9)
+        res = h.check()
+        self.assertEqual([v["kind"] for v in res["violations"]], ["double grant"])
+        self.assertIn("w1@d0", res["violations"][0]["text"])
+
+    def test_told_before_the_other_grant_is_clean(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.29, end_ev="told", how="lost_err", read=1.02)
+        h.hold("w2", 11, 1.2, 1.3, 2.0, read=1.31, write=1.9)
+        self.assertClean(h.check())
+
+    def test_overlap_of_a_paused_holder_is_excused_and_its_write_rejected(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 4.1, read=1.02, write=4.0)   # stale: rejected
+        h.hold("w2", 11, 2.5, 2.6, 3.0, read=2.61, write=2.9)
+        stop = {"kind": "client_stop", "target": "w1", "start": 1.1, "end": 3.9}
+        res = h.check([stop])
+        self.assertClean(res)
+        self.assertEqual(res["counts"]["overlaps_paused"], 1)
+        self.assertEqual(res["counts"]["stale_writes_rejected"], 1)
+
+    def test_overlap_of_a_holder_whose_daemon_was_stopped_is_excused(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 3.2, end_ev="told", how="lost_err", read=1.02)
+        h.hold("w2", 11, 2.5, 2.6, 3.0, read=2.61, write=2.9)
+        stop = {"kind": "daemon_stop", "target": "d0", "start": 1.1, "end": 3.1}
+        res = h.check([stop])
+        self.assertClean(res)
+        self.assertEqual(res["counts"]["overlaps_paused"], 1)
+        # a stop of the other daemon excuses nothing
+        stop = dict(stop, target="d1")
+        res = h.check([stop])
+        self.assertEqual([v["kind"] for v in res["violations"]], ["double grant"])
+
+    def test_stale_write_accepted_is_a_failure(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 4.1, read=1.02, write=4.0, accepted=True)
+        h.hold("w2", 11, 2.5, 2.6, 3.0, read=2.61, write=2.9)
+        stop = {"kind": "client_stop", "target": "w1", "start": 1.1, "end": 3.9}
+        res = h.check([stop], counter=2)
+        kinds = [f["kind"] for f in res["failures"]]
+        self.assertIn("stale write accepted", kinds)
+
+    def test_lost_update_is_a_failure(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5, read=1.02, write=1.4)
+        h.hold("w2", 11, 1.2, 1.51, 2.0, read=1.52, write=1.9)
+        res = h.check(counter=1)
+        self.assertEqual([f["kind"] for f in res["failures"]], ["lost update"])
+
+    def test_fence_repeated_or_going_down_is_a_violation(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5)
+        h.hold("w2", 10, 1.2, 1.51, 2.0)
+        h.hold("w3", 9, 1.9, 2.01, 2.5)
+        kinds = sorted(v["kind"] for v in h.check()["violations"])
+        self.assertEqual(kinds, ["fence repeated", "fence went down"])
+
+    def test_grant_with_too_little_validity_is_a_failure(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5)
+        h.events[1]["validity"] = 200
+        self.assertEqual([f["kind"] for f in h.check()["failures"]], ["late grant"])
+
+    def test_late_notice_after_a_daemon_resumes_is_a_failure(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 4.0, end_ev="told", how="lost_err")
+        stop = {"kind": "daemon_stop", "target": "d0", "start": 1.1, "end": 3.0}
+        res = h.check([stop])
+        self.assertEqual([f["kind"] for f in res["failures"]], ["late notice"])
+
+    def test_worker_killed_while_holding_ends_at_its_death(self):
+        h = History()
+        h.ev(1.0, "w1", "lock_sent", n=1)
+        h.ev(1.01, "w1", "grant", n=1, fence=10, validity=TTL, plan=10, sent=1.0)
+        h.hold("w2", 11, 1.2, 1.3, 2.0)
+        kill = {"kind": "client_kill", "target": "w1", "start": 1.25, "end": 1.25}
+        self.assertClean(h.check([kill]))
+
+
+class TestSafetyShort(unittest.TestCase):
+
+    def test_short(self):
+        out = os.path.join(os.path.dirname(harness.DLOCKD), "faults", "short")
+        shutil.rmtree(out, ignore_errors=True)
+        res = safety.run("short", outdir=out)
+        bad = ["%s: %s" % (r["name"], safety.verdict(r)) for r in res["scenarios"]
+               if not r["ok"]]
+        self.assertTrue(res["ok"], "the safety test failed (%s); details in %s"
+                        % ("; ".join(bad), res["json"]))
+
+
+if __name__ == "__main__":
+    unittest.main()
