@@ -71,12 +71,12 @@ ALL_FAULTS = {
 AIMS = {
     "client_kill": ["lock", "renew", "prewrite"],
     "client_stop": ["prewrite", "lock", "renew"],
-    "daemon_stop": ["renew", "lock"],
+    "daemon_stop": ["renew", "lock", "extend"],
     "daemon_kill": ["lock", "renew"],
-    "backend_stop": ["renew", "lock"],
+    "backend_stop": ["renew", "lock", "extend"],
     "backend_restart": ["lock", "renew"],
     "backend_restart_loss": ["renew", "lock"],
-    "blackhole": ["renew", "lock"],
+    "blackhole": ["renew", "lock", "extend"],
     "none": ["none"],
 }
 SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
@@ -405,21 +405,37 @@ class Scenario:
         if how == "lock":
             e = self.tail.wait(lambda e: e["ev"] == "lock_sent" and mine(e), limit)
             return (e, e["w"]) if e else (None, None)
-        if how == "prewrite":
-            e = self.tail.wait(lambda e: e["ev"] == "prepare" and mine(e), limit)
+        if how in ("prewrite", "extend"):
+            name = "prepare" if how == "prewrite" else "extend_sent"
+            e = self.tail.wait(lambda e: e["ev"] == name and mine(e), limit)
             return (e, e["w"]) if e else (None, None)
         if how == "renew":
             # a holder that means to hold past the point where its lock is
-            # lost if the renewals fail
+            # lost if the renewals fail (or, failing that, past a renewal)
             e = self.tail.wait(lambda e: e["ev"] == "grant" and mine(e) and
-                               e.get("plan", 0) > self.ttl, limit)
+                               e.get("plan", 0) > self.ttl, limit / 2)
+            if e is None:
+                e = self.tail.wait(lambda e: e["ev"] == "grant" and mine(e) and
+                                   e.get("plan", 0) > self.ttl / 3 + 80, limit)
             if e is None:
                 return None, None
-            # renewals fall due TTL/3 after the request, rounded up to 100 ms
-            at = max(e.get("sent", e["t"]), e["t"] - 0.005) + ttl_s / 3 - 0.01
+            at = self.renewal_due(e) - self.rng.uniform(0.005, 0.03)
             time.sleep(max(0.0, at - time.monotonic()))
             return e, e["w"]
         return None, None
+
+    def renewal_due(self, grant):
+        """When (time.monotonic()) the daemon sends the first renewal of the
+        lock of a grant event: TTL/3 after it sent the request, rounded up to
+        a multiple of 100 ms of its clock (CLOCK_BOOTTIME in ms) when TTL/3 is
+        at least 200 ms (PROTOCOL.md 8.2, locktab.c renew_time). The request
+        left just before the grant came."""
+        off = time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
+        sent_ms = int((grant["t"] - 0.001 + off) * 1000)
+        due = sent_ms + self.ttl // 3
+        if self.ttl // 3 >= 200:
+            due = (due + 99) // 100 * 100
+        return due / 1000.0 - off
 
     def pick_daemon(self, rnd):
         names = sorted(self.daemons)

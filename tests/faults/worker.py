@@ -38,7 +38,7 @@ worker id) and "ev":
                said), sent (when the command whose reply told was sent),
                cmd, err
   checkin      cmd, sent, reply: a command answered normally while holding
-  extend       ms, sent, reply
+  extend_sent  ms, fence               extend  ms, sent, reply, fence
   read_ok      fence, value, sent       read_rejected  fence, err, sent
   write_sent   fence, value             write_ok / write_rejected  fence, value, err
   abandon      fence, why: the holder was told before it wrote
@@ -217,6 +217,15 @@ class Worker:
         lo, hi = lo_hi
         time.sleep(self.rng.uniform(lo, hi) / 1000.0)
 
+    def sleep(self, seconds):
+        """Sleep while holding; a wake-up later than planned by more than
+        STALL_SLACK is logged as a stall (the worker was descheduled)."""
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        late = time.monotonic() - t0 - seconds
+        if late > STALL_SLACK:
+            self.log("stall", start=t0, gap=round(late, 4))
+
     def plan(self):
         """How long to hold the next lock (ms)."""
         if self.rng.random() < self.cfg["long_frac"]:
@@ -302,13 +311,13 @@ class Worker:
                     self.log("stray", value=repr(v)[:200])
                 if self.told:
                     raise Told()
+                t1 = time.monotonic()
+                # the worker itself ran late (descheduled): a stall
+                if t1 - t0 > sl + STALL_SLACK:
+                    self.log("stall", start=t0, gap=round(t1 - t0 - sl, 4))
             else:
-                time.sleep(sl)
-            t1 = time.monotonic()
-            # the worker itself ran late (descheduled): a stall; checked
-            # before the check-in, whose wait for the daemon is no stall
-            if t1 - t0 > sl + STALL_SLACK:
-                self.log("stall", start=t0, gap=round(t1 - t0 - sl, 4))
+                self.sleep(sl)
+                t1 = time.monotonic()
             if extend_at is not None and t1 >= extend_at:
                 extend_at = None
                 self.extend(fence)
@@ -317,6 +326,7 @@ class Worker:
 
     def extend(self, fence):
         ms = self.rng.choice([self.ttl, self.ttl * 5 // 4, self.ttl])
+        self.log("extend_sent", ms=ms, fence=fence)
         r, sent = self.call("EXTEND", self.key, ms)
         self.log("extend", ms=ms, sent=sent, reply=str(r)[:200], fence=fence)
 
@@ -342,7 +352,8 @@ class Worker:
             self.checkin()
         # the time a real client takes between its check and its write
         self.log("prepare", fence=fence)
-        self.pause(self.cfg.get("prepare_ms", (0, 0)))
+        lo, hi = self.cfg.get("prepare_ms", (0, 0))
+        self.sleep(self.rng.uniform(lo, hi) / 1000.0)
         self.writes += 1
         tag = "%s:%d" % (self.id, self.writes)
         self.log("write_sent", fence=fence, value=value + 1, tag=tag)
