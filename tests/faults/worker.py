@@ -207,9 +207,17 @@ class Worker:
     # ---- the resource ----
 
     def res_call(self, *args):
+        """A call to the resource; one that takes longer than STALL_SLACK
+        (the resource is a local redis-server: this one ran late) is logged
+        as a stall, since the holder may still believe meanwhile."""
         if self.res is None:
             self.res = resp.Conn(self.cfg["resource_port"])
-        return self.res.cmd(*args, timeout=30.0)
+        t0 = time.monotonic()
+        r = self.res.cmd(*args, timeout=30.0)
+        took = time.monotonic() - t0
+        if took > STALL_SLACK:
+            self.log("stall", start=t0, gap=round(took, 4))
+        return r
 
     # ---- one round ----
 
