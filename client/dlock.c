@@ -4,9 +4,10 @@
  * One dlock_t is one connection. Commands are sent as RESP arrays of bulk
  * strings (keys may hold any byte but NUL) and their replies are read with a
  * small RESP3 reader over a read buffer. The connection speaks RESP3 (HELLO 3
- * at connect), so the daemon can push ["lost", key, fence, reason] at any
- * time: pushes that arrive while a reply is awaited are queued for
- * dlock_poll_lost() and never taken for the reply.
+ * at connect) and asks for lost pushes (CLIENT LOSTPUSH ON), so the daemon
+ * can push ["lost", key, fence, reason] at any time: pushes that arrive while
+ * a reply is awaited are queued for dlock_poll_lost() and never taken for the
+ * reply. So are losses told by an error reply "LOST key fence reason".
  *
  * Errors: the daemon's error replies are kept verbatim ("NOTHELD key is not
  * held ..."), their first word being the code. Local failures use the codes
@@ -536,12 +537,34 @@ conn_fill(dlock_t *d, int nonblock)
 	}
 }
 
+/*
+ * Queue the loss of key (keylen bytes) with fence for dlock_poll_lost(). 0,
+ * or -1 (dead: losing track of a lost lock is not an option).
+ */
+static int
+lost_add(dlock_t *d, const char *key, size_t keylen, long long fence)
+{
+	struct lost *l;
+
+	if ((l = calloc(1, sizeof(*l))) == NULL ||
+	    (l->key = malloc(keylen + 1)) == NULL) {
+		free(l);
+		return err_dead(d, ENOMEM, "NOMEM", "out of memory");
+	}
+	memcpy(l->key, key, keylen);
+	l->key[keylen] = '\0';
+	l->keylen = keylen;
+	l->fence = fence;
+	*d->lost_tail = l;
+	d->lost_tail = &l->next;
+	return 0;
+}
+
 /* Queue a "lost" push; other pushes are ignored. 0, or -1 (dead). */
 static int
 push_handle(dlock_t *d, const struct resp *v)
 {
 	const struct resp *k;
-	struct lost *l;
 
 	if (v->n < 3 || !resp_is(v->elem[0], "lost"))
 		return 0;
@@ -549,19 +572,64 @@ push_handle(dlock_t *d, const struct resp *v)
 	if ((k->type != RESP_BULK && k->type != RESP_SIMPLE) ||
 	    v->elem[2]->type != RESP_INT)
 		return 0;
-	/* Losing track of a lost lock is not an option: fail the connection. */
-	if ((l = calloc(1, sizeof(*l))) == NULL ||
-	    (l->key = malloc(k->len + 1)) == NULL) {
-		free(l);
+	return lost_add(d, k->str, k->len, v->elem[2]->integer);
+}
+
+/* The value of the hex digit c, or -1. */
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * If the error reply v is a loss notice, "LOST key fence reason" (what the
+ * daemon answers in place of a command when a lock of a session without
+ * lost pushes was lost; the key has its unusual bytes written as \xHH),
+ * queue the loss as if it had been pushed. Other errors, such as UNLOCK's
+ * "LOST the lock on this key was lost ...", are left alone. 0, or -1 (dead).
+ */
+static int
+lost_notice(dlock_t *d, const struct resp *v)
+{
+	const char *s = v->str, *end = v->str + v->len, *k, *kend, *f, *fend;
+	char *key;
+	size_t n = 0;
+	long long fence;
+	int r;
+
+	if (v->len < 5 || memcmp(s, "LOST ", 5) != 0)
+		return 0;
+	k = s + 5;
+	if ((kend = memchr(k, ' ', (size_t)(end - k))) == NULL || kend == k)
+		return 0;
+	f = kend + 1;
+	if ((fend = memchr(f, ' ', (size_t)(end - f))) == NULL || fend + 1 == end ||
+	    parse_ll(f, (size_t)(fend - f), &fence) < 0 || fence < 0)
+		return 0;
+	if ((key = malloc((size_t)(kend - k))) == NULL)
 		return err_dead(d, ENOMEM, "NOMEM", "out of memory");
+	for (const char *c = k; c < kend; c++) {
+		if (*c != '\\') {
+			key[n++] = *c;
+		} else if (kend - c >= 4 && c[1] == 'x' && hexval(c[2]) >= 0 &&
+		    hexval(c[3]) >= 0) {
+			key[n++] = (char)(hexval(c[2]) * 16 + hexval(c[3]));
+			c += 3;
+		} else {
+			free(key);	/* not the notice format */
+			return 0;
+		}
 	}
-	memcpy(l->key, k->str, k->len);
-	l->key[k->len] = '\0';
-	l->keylen = k->len;
-	l->fence = v->elem[2]->integer;
-	*d->lost_tail = l;
-	d->lost_tail = &l->next;
-	return 0;
+	r = lost_add(d, key, n, fence);
+	free(key);
+	return r;
 }
 
 /*
@@ -687,6 +755,10 @@ call(dlock_t *d, int argc, const char *const argv[])
 	if (conn_write(d, d->wbuf, len) < 0 || conn_read_reply(d, &v) < 0)
 		return NULL;
 	if (v->type == RESP_ERROR) {
+		if (lost_notice(d, v) < 0) {
+			resp_free(v);
+			return NULL;
+		}
 		err_reply(d, v);
 		resp_free(v);
 		return NULL;
@@ -928,10 +1000,26 @@ set_rcvtimeo(int fd, int ms)
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
+/*
+ * Fail dlock_connect: close d, write "addr: why" into err and set errno to
+ * errnum. Returns NULL.
+ */
+static dlock_t *
+connect_fail(dlock_t *d, const char *addr, char *err, size_t errlen, int errnum,
+    const char *why)
+{
+	connect_err(err, errlen, errnum, "%s: %s", addr, why);
+	dlock_close(d);
+	errno = errnum;
+	return NULL;
+}
+
 dlock_t *
 dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
 {
 	const char *argv[5] = { "HELLO", "3", "AUTH", "default", password };
+	const char *lostpush[3] = { "CLIENT", "LOSTPUSH", "ON" };
+	char why[640];
 	struct resp *v;
 	dlock_t *d;
 
@@ -972,17 +1060,27 @@ dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
 		    strcmp(d->code, "NOPROTO") == 0 ? EPROTO :
 		    strcmp(d->code, "LIMIT") == 0 ? EAGAIN : EACCES;
 
-		connect_err(err, errlen, e, "%s: %s", addr, d->err);
-		dlock_close(d);
-		errno = e;
-		return NULL;
+		return connect_fail(d, addr, err, errlen, e, d->err);
 	}
 	if (v->type != RESP_MAP) {
 		resp_free(v);
-		connect_err(err, errlen, EPROTO, "%s: unexpected reply to HELLO (is this dlockd?)", addr);
-		dlock_close(d);
-		errno = EPROTO;
-		return NULL;
+		return connect_fail(d, addr, err, errlen, EPROTO,
+		    "unexpected reply to HELLO (is this dlockd?)");
+	}
+	resp_free(v);
+
+	/* Sessions are told of lost locks by push only if they ask for it. */
+	if ((v = call(d, 3, lostpush)) == NULL) {
+		if (d->dead)
+			return connect_fail(d, addr, err, errlen, d->dead_errno, d->err);
+		snprintf(why, sizeof(why), "CLIENT LOSTPUSH ON refused (is this dlockd "
+		    "too old?): %s", d->err);
+		return connect_fail(d, addr, err, errlen, EPROTO, why);
+	}
+	if (!resp_is(v, "OK")) {
+		resp_free(v);
+		return connect_fail(d, addr, err, errlen, EPROTO,
+		    "unexpected reply to CLIENT LOSTPUSH ON (is this dlockd?)");
 	}
 	resp_free(v);
 	set_rcvtimeo(d->fd, 0);

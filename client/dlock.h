@@ -60,13 +60,15 @@ struct dlock_status {
 /*
  * Connect to addr: "host:port", "[v6]:port", "host" (port 7480), "unix:/path"
  * or a path starting with '/'; NULL uses $DLOCK_ADDR, else 127.0.0.1:7480.
- * With a password (NULL or "" for none), authenticates (HELLO 3 AUTH). On
- * failure returns NULL, writes why into err (errlen bytes, may be 0) and sets
- * errno: EINVAL for a malformed address; EACCES when dlockd refused the
- * handshake (a wrong password, say), but EAGAIN when it has too many clients
- * and EPROTO when the peer does not speak the protocol; else the system error
- * of the connection (ECONNREFUSED, ENOENT, ETIMEDOUT after 10 s, ...). The
- * caller owns the handle (dlock_close).
+ * With a password (NULL or "" for none), authenticates (HELLO 3 AUTH). Then
+ * asks for lost pushes (CLIENT LOSTPUSH ON), which dlockd sends only to
+ * sessions that opt in. On failure returns NULL, writes why into err (errlen
+ * bytes, may be 0) and sets errno: EINVAL for a malformed address; EACCES
+ * when dlockd refused the handshake (a wrong password, say), but EAGAIN when
+ * it has too many clients and EPROTO when the peer does not speak the
+ * protocol or refuses lost pushes (a dlockd too old for them); else the
+ * system error of the connection (ECONNREFUSED, ENOENT, ETIMEDOUT after 10 s,
+ * ...). The caller owns the handle (dlock_close).
  */
 DLOCK_EXPORT dlock_t *dlock_connect(const char *addr, const char *password,
     char *err, size_t errlen);
@@ -96,12 +98,19 @@ DLOCK_EXPORT char *dlock_info(dlock_t *d);
 
 /*
  * The connection's file descriptor, to poll() for pushes while holding a lock
- * (the connection speaks RESP3), and a non-blocking check for one: returns 1
- * and fills key/fence when a "lost" push arrived (key, keylen bytes, gets the
- * key NUL-terminated and truncated to fit; key or fence may be NULL), 0 if
- * none is pending, -1 when the connection failed or closed (its locks are
- * then gone too; stop polling the descriptor, it stays readable). Pushes that
- * arrived during other calls are queued and returned first, oldest first.
+ * (the connection speaks RESP3 and has asked for lost pushes), and a
+ * non-blocking check for one: returns 1 and fills key/fence when a "lost"
+ * push arrived (key, keylen bytes, gets the key NUL-terminated and truncated
+ * to fit; key or fence may be NULL), 0 if none is pending, -1 when the
+ * connection failed or closed (its locks are then gone too; stop polling the
+ * descriptor, it stays readable). Pushes that arrived during other calls are
+ * queued and returned first, oldest first.
+ *
+ * A loss the daemon reports as an error reply instead, "LOST key fence
+ * reason" in place of the reply to any command (how dlockd tells sessions
+ * without lost pushes; the key with \xHH escapes, which are undone), is
+ * queued here as well, besides failing that call with the code LOST. UNLOCK's
+ * and EXTEND's own "LOST the lock on this key was lost ..." is not queued.
  */
 DLOCK_EXPORT int dlock_fd(const dlock_t *d);
 DLOCK_EXPORT int dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence);

@@ -112,6 +112,8 @@ struct step {
 	const char *reply;	/* bytes to write (NULL: none) */
 	size_t len;		/* their length; 0 means strlen(reply) */
 	int no_read;		/* 1: write without reading a request first */
+	const char *expect;	/* the request must hold these bytes (NULL: any) */
+	int delay_ms;		/* wait this long before replying */
 };
 
 /* A canned server process. */
@@ -146,10 +148,23 @@ canned_serve(int lfd, const struct step *steps, size_t nsteps, int drip,
 	for (size_t i = 0; i < nsteps; i++) {
 		const char *r = steps[i].reply;
 		size_t len = r == NULL ? 0 : steps[i].len ? steps[i].len : strlen(r);
+		size_t got = 0;
+		ssize_t rn;
 
-		if (!steps[i].no_read &&
-		    (!wait_readable(fd) || read(fd, buf, sizeof(buf)) <= 0))
-			_exit(1);
+		/* A request, whole when an expectation says what it is. */
+		while (!steps[i].no_read) {
+			if (!wait_readable(fd) ||
+			    (rn = read(fd, buf + got, sizeof(buf) - 1 - got)) <= 0)
+				_exit(1);
+			got += (size_t)rn;
+			buf[got] = '\0';
+			if (steps[i].expect == NULL || strstr(buf, steps[i].expect) != NULL)
+				break;
+			if (got == sizeof(buf) - 1)
+				_exit(2);	/* not the request expected */
+		}
+		if (steps[i].delay_ms > 0)
+			usleep((useconds_t)steps[i].delay_ms * 1000);
 		for (size_t off = 0; off < len; ) {
 			size_t n = drip ? 1 : len - off;
 			ssize_t w = write(fd, r + off, n);
@@ -227,6 +242,11 @@ free_port(void)
 }
 
 #define HELLO_REPLY "%2\r\n+server\r\n$6\r\ndlockd\r\n+proto\r\n:3\r\n"
+#define LOSTPUSH_REQ "*3\r\n$6\r\nCLIENT\r\n$8\r\nLOSTPUSH\r\n$2\r\nON\r\n"
+/* The handshake of dlock_connect: HELLO 3, then CLIENT LOSTPUSH ON. */
+#define HANDSHAKE(hello) \
+	{ hello, 0, 0, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n", 0 }, \
+	{ "+OK\r\n", 0, 0, LOSTPUSH_REQ, 0 }
 
 /* ---- reader tests (no daemon) ---- */
 
@@ -272,13 +292,13 @@ START_TEST(test_reader_split_and_push)
 {
 	static const struct step steps[] = {
 		/* HELLO, with an attribute in front to be skipped */
-		{ "|1\r\n+hint\r\n:1\r\n" HELLO_REPLY, 0, 0 },
+		HANDSHAKE("|1\r\n+hint\r\n:1\r\n" HELLO_REPLY),
 		/* PING: a push arrives first, then the reply */
-		{ ">4\r\n$4\r\nlost\r\n$3\r\na b\r\n:42\r\n$7\r\nexpired\r\n+PONG\r\n", 0, 0 },
+		{ ">4\r\n$4\r\nlost\r\n$3\r\na b\r\n:42\r\n$7\r\nexpired\r\n+PONG\r\n", 0, 0, NULL, 0 },
 		/* INFO as a RESP3 verbatim string */
-		{ "=17\r\ntxt:version:0.1.0\r\n", 0, 0 },
+		{ "=17\r\ntxt:version:0.1.0\r\n", 0, 0, NULL, 0 },
 		/* unasked: another push, then the server closes */
-		{ ">4\r\n+lost\r\n$1\r\nk\r\n:7\r\n+gone\r\n", 0, 1 },
+		{ ">4\r\n+lost\r\n$1\r\nk\r\n:7\r\n+gone\r\n", 0, 1, NULL, 0 },
 	};
 	struct canned c;
 	char key[8], err[256], *info;
@@ -286,7 +306,7 @@ START_TEST(test_reader_split_and_push)
 	dlock_t *d;
 	int r, got_k = 0;
 
-	canned_start(&c, steps, 4, 1, 1);
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 1, 1);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_ping(d), 0);
@@ -327,20 +347,20 @@ END_TEST
 START_TEST(test_reader_replies)
 {
 	static const struct step steps[] = {
-		{ HELLO_REPLY, 0, 0 },
-		{ "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n", 0, 0 },	/* LOCK */
-		{ "_\r\n", 0, 0 },						/* LOCK */
-		{ "*-1\r\n", 0, 0 },						/* LOCK (RESP2 null) */
-		{ "-NOTHELD key is not held by this session\r\n", 0, 0 },	/* UNLOCK */
-		{ ":2\r\n", 0, 0 },						/* UNLOCK */
+		HANDSHAKE(HELLO_REPLY),
+		{ "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n", 0, 0, NULL, 0 },	/* LOCK */
+		{ "_\r\n", 0, 0, NULL, 0 },						/* LOCK */
+		{ "*-1\r\n", 0, 0, NULL, 0 },						/* LOCK (RESP2 null) */
+		{ "-NOTHELD key is not held by this session\r\n", 0, 0, NULL, 0 },	/* UNLOCK */
+		{ ":2\r\n", 0, 0, NULL, 0 },						/* UNLOCK */
 		{ "%7\r\n+mode\r\n$6\r\nshared\r\n+holders\r\n:2\r\n"
 		  "+waiters\r\n:1\r\n+fence\r\n:99\r\n+ttl_ms\r\n:-1\r\n"
-		  "+limit\r\n:0\r\n+future\r\n#t\r\n", 0, 0 },		/* STATUS */
-		{ ":1\r\n", 0, 0 },						/* VALIDATE */
-		{ "+OK\r\n", 0, 0 },						/* EXTEND: wrong type */
-		{ "$4\r\nPONG\r\n", 0, 0 },					/* PING */
-		{ "!21\r\nSYNTAX invalid syntax\r\n", 0, 0 },			/* PING: blob error */
-		{ ":12x\r\n", 0, 0 },						/* PING: malformed */
+		  "+limit\r\n:0\r\n+future\r\n#t\r\n", 0, 0, NULL, 0 },		/* STATUS */
+		{ ":1\r\n", 0, 0, NULL, 0 },						/* VALIDATE */
+		{ "+OK\r\n", 0, 0, NULL, 0 },						/* EXTEND: wrong type */
+		{ "$4\r\nPONG\r\n", 0, 0, NULL, 0 },					/* PING */
+		{ "!21\r\nSYNTAX invalid syntax\r\n", 0, 0, NULL, 0 },			/* PING: blob error */
+		{ ":12x\r\n", 0, 0, NULL, 0 },						/* PING: malformed */
 	};
 	struct dlock_grant g;
 	struct dlock_status st;
@@ -388,16 +408,29 @@ END_TEST
 START_TEST(test_reader_handshake_failures)
 {
 	static const struct step garbage[] = {
-		{ "HTTP/1.1 400 Bad Request\r\n\r\n", 0, 0 },
+		{ "HTTP/1.1 400 Bad Request\r\n\r\n", 0, 0, NULL, 0 },
 	};
 	static const struct step closed[] = {
-		{ NULL, 0, 0 },
+		{ NULL, 0, 0, NULL, 0 },
 	};
 	static const struct step wrongpass[] = {
-		{ "-WRONGPASS invalid password\r\n", 0, 0 },
+		{ "-WRONGPASS invalid password\r\n", 0, 0, NULL, 0 },
 	};
 	static const struct step notmap[] = {
-		{ "+OK\r\n", 0, 0 },
+		{ "+OK\r\n", 0, 0, NULL, 0 },
+	};
+	static const struct step nolostpush[] = {
+		{ HELLO_REPLY, 0, 0, NULL, 0 },
+		{ "-ERR unknown CLIENT subcommand or wrong number of arguments\r\n", 0, 0,
+		  LOSTPUSH_REQ, 0 },
+	};
+	static const struct step lostpush_notok[] = {
+		{ HELLO_REPLY, 0, 0, NULL, 0 },
+		{ ":1\r\n", 0, 0, LOSTPUSH_REQ, 0 },
+	};
+	static const struct step lostpush_closed[] = {
+		{ HELLO_REPLY, 0, 0, NULL, 0 },
+		{ NULL, 0, 0, LOSTPUSH_REQ, 0 },
 	};
 	struct canned c;
 	char err[256];
@@ -424,6 +457,85 @@ START_TEST(test_reader_handshake_failures)
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
 	ck_assert_int_eq(errno, EPROTO);
 	ck_assert_msg(strstr(err, "unexpected reply to HELLO") != NULL, "%s", err);
+	canned_wait(&c);
+
+	/* A daemon that will not push lost locks is refused. */
+	canned_start(&c, nolostpush, 2, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_msg(strstr(err, "CLIENT LOSTPUSH ON refused") != NULL &&
+	    strstr(err, "ERR unknown CLIENT subcommand") != NULL, "%s", err);
+	canned_wait(&c);
+
+	canned_start(&c, lostpush_notok, 2, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_msg(strstr(err, "unexpected reply to CLIENT LOSTPUSH ON") != NULL, "%s", err);
+	canned_wait(&c);
+
+	canned_start(&c, lostpush_closed, 2, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, ECONNRESET);
+	ck_assert_msg(strstr(err, "connection closed by dlockd") != NULL, "%s", err);
+	canned_wait(&c);
+}
+END_TEST
+
+/*
+ * dlock_connect asks for lost pushes (the canned server checks the request),
+ * and a loss notice given as an error reply ("-LOST key fence reason", what
+ * a session without pushes gets) is queued for dlock_poll_lost too.
+ */
+START_TEST(test_reader_lost_notice)
+{
+	static const struct step steps[] = {
+		HANDSHAKE(HELLO_REPLY),
+		/* UNLOCK: a notice for an escaped key */
+		{ "-LOST jobs\\x20nightly\\x5c\\xFF\\x22 42 the lease could not be "
+		  "renewed in time\r\n", 0, 0, "UNLOCK", 0 },
+		/* UNLOCK: its own LOST error is no notice */
+		{ "-LOST the lock on this key was lost: its lease ended\r\n", 0, 0, NULL, 0 },
+		/* PING: malformed notices are plain errors */
+		{ "-LOST k x7 reason\r\n", 0, 0, NULL, 0 },
+		{ "-LOST k 7\r\n", 0, 0, NULL, 0 },
+		{ "-LOST a\\q 7 reason\r\n", 0, 0, NULL, 0 },
+		{ "-LOST a\\x2 7 reason\r\n", 0, 0, NULL, 0 },
+		/* PING: a notice with a plain key */
+		{ "-LOST k 9 redis holds the lease for another owner, or it ended\r\n", 0, 0,
+		  NULL, 0 },
+	};
+	struct canned c;
+	char key[64], err[256];
+	long long fence = 0;
+	dlock_t *d;
+
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 0);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_unlock(d, "jobs nightly", NULL), -1);
+	assert_code(d, "LOST");
+	ck_assert_str_eq(dlock_error(d), "LOST jobs\\x20nightly\\x5c\\xFF\\x22 42 the lease "
+	    "could not be renewed in time");
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
+	ck_assert_str_eq(key, "jobs nightly\\\xff\"");
+	ck_assert_int_eq(fence, 42);
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
+
+	ck_assert_int_eq(dlock_unlock(d, "jobs nightly", NULL), -1);
+	assert_code(d, "LOST");
+	ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), 0);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(dlock_ping(d), -1);
+		assert_code(d, "LOST");
+		ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), 0);
+	}
+	ck_assert_int_eq(dlock_ping(d), -1);
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
+	ck_assert_str_eq(key, "k");
+	ck_assert_int_eq(fence, 9);
+	/* An error reply leaves the connection usable. */
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
+	dlock_close(d);
 	canned_wait(&c);
 }
 END_TEST
@@ -835,6 +947,7 @@ client_suite(void)
 	tcase_add_test(reader, test_reader_split_and_push);
 	tcase_add_test(reader, test_reader_replies);
 	tcase_add_test(reader, test_reader_handshake_failures);
+	tcase_add_test(reader, test_reader_lost_notice);
 	suite_add_tcase(s, reader);
 
 	tcase_set_timeout(live, 30);
