@@ -14,6 +14,12 @@
  * Locks are bound to the connection: the daemon renews them while it is open
  * and releases them when it closes (unless DETACH was asked). A dlock_t is not
  * thread-safe; use one per thread.
+ *
+ * No call blocks for ever on a daemon that stopped answering: each waits for
+ * its reply at most the handle's timeout (dlock_set_timeout, 10 s by
+ * default), and TCP connections use keepalive probes, so a daemon whose host
+ * vanished fails the connection in about 30 s even while a LOCK waits for
+ * ever (see dlock_set_timeout).
  */
 #ifndef DLOCK_H
 #define DLOCK_H
@@ -76,6 +82,25 @@ DLOCK_EXPORT dlock_t *dlock_connect(const char *addr, const char *password,
 DLOCK_EXPORT void dlock_close(dlock_t *d);
 
 /*
+ * How long each later call of d waits for its reply, in ms (0: no limit).
+ * The default is 10000, as for connecting. A LOCK with a wait_ms of w waits
+ * w + ms, since the daemon holds its reply back that long on purpose; a LOCK
+ * that waits until granted (wait_ms -1) has no limit: on TCP, keepalive
+ * probes (first after 15 s of silence, then every 5 s, 3 unanswered fail the
+ * connection) and a 30 s bound on unacknowledged data (TCP_USER_TIMEOUT)
+ * notice a daemon host that vanished; Unix sockets need neither. The limit
+ * covers the whole call, sending included, however the reply is split.
+ *
+ * When a reply is overdue the call fails with the code IO, errno ETIMEDOUT
+ * and the message "dlockd did not answer within N ms", and the connection
+ * is dead (see dlock_error): its socket is shut down, so that the daemon
+ * sees the session end and releases its locks, and a late reply cannot be
+ * taken for the answer to a later command. Returns 0, or -1 (ms negative:
+ * code ARG; d NULL: errno EINVAL).
+ */
+DLOCK_EXPORT int dlock_set_timeout(dlock_t *d, long long ms);
+
+/*
  * Lock key. Returns 1 granted (*out filled unless out is NULL), 0 not granted
  * within wait_ms, -1 error (dlock_error). opts NULL means defaults. Without
  * a wait_ms it blocks until granted.
@@ -118,8 +143,10 @@ DLOCK_EXPORT int dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long
 /*
  * The error of d's last call ("" after a call that succeeded): the daemon's
  * reply ("NOTHELD key is not held ...") or a local reason ("connection closed
- * by dlockd"). Once the connection itself failed (IO, or a reply that could
- * not be read) every later call fails at once with the same error.
+ * by dlockd", "dlockd did not answer within 10000 ms"). Once the connection
+ * itself failed (IO, or a reply that could not be read) every later call
+ * fails at once with the same error, and sets errno to the one that stands
+ * for it (ETIMEDOUT, ECONNRESET, EPROTO, ...).
  */
 DLOCK_EXPORT const char *dlock_error(const dlock_t *d);
 /*
