@@ -1178,10 +1178,18 @@ dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
 	}
 	resp_free(v);
 
-	/* Sessions are told of lost locks by push only if they ask for it. */
+	/*
+	 * Sessions are told of lost locks by push only if they ask for it. One
+	 * that did not authenticate is refused (NOAUTH), but it can hold no
+	 * lock either: it gets NOAUTH for every command but PING, as before.
+	 */
 	if ((v = call(d, 0, 3, lostpush)) == NULL) {
 		if (d->dead)
 			return connect_fail(d, addr, err, errlen, d->dead_errno, d->err);
+		if (strcmp(d->code, "NOAUTH") == 0) {
+			err_clear(d);
+			return d;
+		}
 		snprintf(why, sizeof(why), "CLIENT LOSTPUSH ON refused (is this dlockd "
 		    "too old?): %s", d->err);
 		return connect_fail(d, addr, err, errlen, EPROTO, why);

@@ -68,7 +68,9 @@ struct dlock_status {
  * or a path starting with '/'; NULL uses $DLOCK_ADDR, else 127.0.0.1:7480.
  * With a password (NULL or "" for none), authenticates (HELLO 3 AUTH). Then
  * asks for lost pushes (CLIENT LOSTPUSH ON), which dlockd sends only to
- * sessions that opt in. On failure returns NULL, writes why into err (errlen
+ * sessions that opt in (without the password dlockd requires, the handle
+ * connects without them, and every call but dlock_ping fails with the code
+ * NOAUTH: such a session can hold no lock). On failure returns NULL, writes why into err (errlen
  * bytes, may be 0) and sets errno: EINVAL for a malformed address; EACCES
  * when dlockd refused the handshake (a wrong password, say), but EAGAIN when
  * it has too many clients and EPROTO when the peer does not speak the

@@ -487,12 +487,19 @@ START_TEST(test_reader_handshake_failures)
 		{ .reply = HELLO_REPLY },
 		{ .reply = ":1\r\n", .expect = LOSTPUSH_REQ },
 	};
+	static const struct step lostpush_noauth[] = {
+		{ .reply = HELLO_REPLY },
+		{ .reply = "-NOAUTH Authentication required.\r\n", .expect = LOSTPUSH_REQ },
+		{ .reply = "-NOAUTH Authentication required.\r\n", .expect = "STATUS" },
+	};
 	static const struct step lostpush_closed[] = {
 		{ .reply = HELLO_REPLY },
 		{ .reply = NULL, .expect = LOSTPUSH_REQ },
 	};
+	struct dlock_status st;
 	struct canned c;
 	char err[256];
+	dlock_t *d;
 
 	canned_start(&c, garbage, 1, 0, 1);
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
@@ -530,6 +537,15 @@ START_TEST(test_reader_handshake_failures)
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
 	ck_assert_int_eq(errno, EPROTO);
 	ck_assert_msg(strstr(err, "unexpected reply to CLIENT LOSTPUSH ON") != NULL, "%s", err);
+	canned_wait(&c);
+
+	/* Without the password: connected, but every command is refused. */
+	canned_start(&c, lostpush_noauth, 3, 0, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_status(d, "k", &st), -1);
+	assert_code(d, "NOAUTH");
+	dlock_close(d);
 	canned_wait(&c);
 
 	canned_start(&c, lostpush_closed, 2, 0, 1);
