@@ -4,7 +4,9 @@
  *	dlock [-a ADDR] [-p PASSWORD] COMMAND ...
  *
  * "dlock run KEY -- COMMAND" holds a lock while COMMAND runs (like flock(1)
- * or "consul lock"); the other commands map one to one onto the protocol.
+ * or "consul lock"), in a process group of its own that is stopped whole if
+ * the lock is lost or dlockd goes away; the other commands map one to one
+ * onto the protocol.
  *
  * Exit status: 0 ok, 1 an error from dlockd or the command, 2 usage error,
  * 69 (EX_UNAVAILABLE) cannot reach dlockd, 75 (EX_TEMPFAIL) not granted in
@@ -22,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
