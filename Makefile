@@ -43,7 +43,7 @@ LIBS_CHECK    = $(shell pkg-config --libs check)
 
 # Debian packages: what building needs, and what the tests need on top.
 DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev
-DEB_CHECK := check redis-server redis-tools python3 python3-redis valgrind
+DEB_CHECK := check redis-server redis-tools python3 python3-redis valgrind iproute2
 
 DAEMON_SRC  := $(wildcard daemon/*.c)
 DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o)

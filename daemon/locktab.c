@@ -42,8 +42,9 @@
 #define LT_RENEW_QUANTUM_MS 100	/* renewals due within one quantum go together */
 #define LT_YIELD_MS 80		/* how long a yielding queue ignores wakeups: shorter
 				 * than the backend's own retry after a yield */
+#define LT_LOSS_LOG_MS 1000	/* losses after a logged one are summed up this long */
 
-enum timer_kind { TIMER_WAITER, TIMER_HOLD };
+enum timer_kind { TIMER_WAITER, TIMER_HOLD, TIMER_LOG };
 
 /* A deadline on the table's heap. */
 struct lt_timer {
@@ -185,10 +186,11 @@ struct locktab {
 	uint64_t seed[2];		/* hash key */
 	bool closing;			/* locktab_shutdown was called */
 	bool renew_failing;		/* the last renewal failed (logged once) */
-	uint64_t unlogged_losses;	/* losses since the last summary line */
+	struct lt_timer log_timer;	/* end of the window in which losses are
+					 * summed up, not logged one by one */
+	uint64_t unlogged_losses;	/* losses in that window */
 	char loss_key[LOG_KEY_BUF];	/* the first of them, escaped */
 	char loss_reason[128];		/* and why */
-	uint64_t loss_fence;		/* and its fence */
 	struct lt_stats stats;		/* counters */
 };
 
@@ -303,15 +305,11 @@ locktab_next_deadline(const struct locktab *lt)
 	return lt->heaplen ? lt->heap[0]->when : LT_NEVER;
 }
 
-static void log_losses(struct locktab *lt);
-
 /* The end of every entry point: tell the rearm hook if the earliest
- * deadline moved, and log the losses of this turn in one line. */
+ * deadline moved. */
 static void
 sync_timer(struct locktab *lt)
 {
-	if (lt->unlogged_losses > 0)
-		log_losses(lt);
 	uint64_t when = locktab_next_deadline(lt);
 	if (when != lt->armed) {
 		lt->armed = when;
@@ -652,8 +650,9 @@ op_done(struct lt_op *op, enum lt_status st, const struct lt_grant *g, long long
 
 /* ---- logging ------------------------------------------------------------ */
 
-/* Count a loss for the next summary line (one line however many locks an
- * outage takes); each loss is logged alone at debug level. */
+/* Log a loss: the first of a burst at once, the others of the next
+ * LT_LOSS_LOG_MS in one summary line, so that an outage that takes many
+ * locks logs two lines. Each loss is logged alone at debug level. */
 static void
 note_loss(struct locktab *lt, const struct lt_hold *h, const char *reason)
 {
@@ -661,24 +660,25 @@ note_loss(struct locktab *lt, const struct lt_hold *h, const char *reason)
 	log_escape(kb, sizeof(kb), h->key->name, h->key->len, 0);
 	log_debug("lock lost: key '%s' fence %llu: %s", kb, (unsigned long long)h->fence,
 	    reason);
-	if (lt->unlogged_losses++ == 0) {
+	if (lt->log_timer.when == LT_NEVER) {
+		log_warn("lock lost: key '%s' fence %llu: %s", kb, (unsigned long long)h->fence,
+		    reason);
+		if (timer_set(lt, &lt->log_timer, locktab_now(lt) + LT_LOSS_LOG_MS) != 0)
+			log_fatal("out of memory scheduling a log line");
+	} else if (lt->unlogged_losses++ == 0) {
 		memcpy(lt->loss_key, kb, sizeof(kb));
 		snprintf(lt->loss_reason, sizeof(lt->loss_reason), "%s", reason);
-		lt->loss_fence = h->fence;
 	}
 }
 
-/* Write the summary of the losses noted since the last one. */
+/* The end of a loss window: sum up what it held back. */
 static void
 log_losses(struct locktab *lt)
 {
-	if (lt->unlogged_losses == 1)
-		log_warn("lock lost: key '%s' fence %llu: %s", lt->loss_key,
-		    (unsigned long long)lt->loss_fence, lt->loss_reason);
-	else if (lt->unlogged_losses > 1)
-		log_warn("%llu locks lost, the first key '%s' fence %llu: %s",
-		    (unsigned long long)lt->unlogged_losses, lt->loss_key,
-		    (unsigned long long)lt->loss_fence, lt->loss_reason);
+	if (lt->unlogged_losses > 0)
+		log_warn("%llu more lock%s lost within %d ms, the first key '%s': %s",
+		    (unsigned long long)lt->unlogged_losses, lt->unlogged_losses > 1 ? "s" : "",
+		    LT_LOSS_LOG_MS, lt->loss_key, lt->loss_reason);
 	lt->unlogged_losses = 0;
 }
 
@@ -1296,6 +1296,8 @@ locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *
 	lt->rearm = rearm;
 	lt->rearm_arg = rearm_arg;
 	lt->armed = LT_NEVER;
+	lt->log_timer.when = LT_NEVER;
+	lt->log_timer.kind = TIMER_LOG;
 	TAILQ_INIT(&lt->idle);
 	arc4random_buf(lt->seed, sizeof(lt->seed));
 	be->up.wakeup = on_wakeup;
@@ -1309,6 +1311,7 @@ locktab_destroy(struct locktab *lt)
 	if (lt == NULL)
 		return;
 	assert(lt->inflight == 0);
+	log_losses(lt);
 	for (size_t i = 0; i < lt->nbuckets; i++) {
 		struct lt_key *k, *next;
 		for (k = lt->buckets[i]; k; k = next) {
@@ -1775,8 +1778,10 @@ locktab_tick(struct locktab *lt)
 		timer_clear(lt, t);
 		if (t->kind == TIMER_WAITER)
 			waiter_expire(lt, (struct lt_waiter *)t);
-		else
+		else if (t->kind == TIMER_HOLD)
 			hold_due(lt, (struct lt_hold *)t, now);
+		else
+			log_losses(lt);
 	}
 	sync_timer(lt);
 }

@@ -118,6 +118,18 @@ expect_backend_defaults(const struct conf *c)
 	ck_assert_int_eq(c->backend_handoff_limit, 16);
 }
 
+/* Assert that the lease rules and the session settings hold their defaults. */
+static void
+expect_session_defaults(const struct conf *c)
+{
+	ck_assert_int_eq(c->margin_percent, 10);
+	ck_assert_int_eq(c->lock_delay_ms, 0);
+	ck_assert_int_eq(c->idle_timeout_ms, 0);
+	ck_assert_int_eq(c->tcp_keepalive_s, 15);
+	ck_assert_int_eq(c->tcp_keepalive_interval_s, 5);
+	ck_assert_int_eq(c->tcp_keepalive_probes, 3);
+}
+
 /* Assert that every field of c holds its default. */
 static void
 expect_defaults(const struct conf *c)
@@ -131,12 +143,7 @@ expect_defaults(const struct conf *c)
 	expect_backend_defaults(c);
 	ck_assert_int_eq(c->default_ttl_ms, 30000);
 	ck_assert_int_eq(c->max_ttl_ms, 86400000);
-	ck_assert_int_eq(c->margin_percent, 10);
-	ck_assert_int_eq(c->lock_delay_ms, 0);
-	ck_assert_int_eq(c->idle_timeout_ms, 0);
-	ck_assert_int_eq(c->tcp_keepalive_s, 15);
-	ck_assert_int_eq(c->tcp_keepalive_interval_s, 5);
-	ck_assert_int_eq(c->tcp_keepalive_probes, 3);
+	expect_session_defaults(c);
 	ck_assert_int_eq(c->max_clients, 10000);
 	ck_assert_int_eq(c->max_key_bytes, 1024);
 	ck_assert_int_eq(c->max_request_bytes, 65536);
@@ -327,12 +334,7 @@ START_TEST(test_shipped_config)
 	expect_backend_defaults(c);
 	ck_assert_int_eq(c->default_ttl_ms, 30000);
 	ck_assert_int_eq(c->max_ttl_ms, 86400000);
-	ck_assert_int_eq(c->margin_percent, 10);
-	ck_assert_int_eq(c->lock_delay_ms, 0);
-	ck_assert_int_eq(c->idle_timeout_ms, 0);
-	ck_assert_int_eq(c->tcp_keepalive_s, 15);
-	ck_assert_int_eq(c->tcp_keepalive_interval_s, 5);
-	ck_assert_int_eq(c->tcp_keepalive_probes, 3);
+	expect_session_defaults(c);
 	ck_assert_int_eq(c->max_clients, 10000);
 	ck_assert_int_eq(c->max_key_bytes, 1024);
 	ck_assert_int_eq(c->max_request_bytes, 65536);
