@@ -815,18 +815,18 @@ END_TEST
  */
 START_TEST(test_timeout_live)
 {
-	struct dlock_lock_opts o = opts(0, 700, 0, 0, 0);
+	struct dlock_lock_opts o = opts(0, 1500, 0, 0, 0);
 	char key[128];
 	dlock_t *a = conn(), *b = conn();
 	long long t0;
 
 	test_key(key, sizeof(key), "timeout");
-	ck_assert_int_eq(dlock_set_timeout(b, 200), 0);
+	ck_assert_int_eq(dlock_set_timeout(b, 1000), 0);
 	ck_assert_int_eq(dlock_ping(b), 0);
 	ck_assert_int_eq(dlock_lock(a, key, NULL, NULL), 1);
 	t0 = now_ms();
 	ck_assert_msg(dlock_lock(b, key, &o, NULL) == 0, "%s", dlock_error(b));
-	ck_assert_msg(now_ms() - t0 >= 650, "WAIT 700 ended early");
+	ck_assert_msg(now_ms() - t0 >= 1450, "WAIT 1500 ended early");
 	ck_assert_int_eq(dlock_ping(b), 0);
 	dlock_close(a);
 	dlock_close(b);
