@@ -579,6 +579,8 @@ class TestDlockRunLost(RedisTestCase):
                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             pids = read_pids(pidfile, 2)
+            for pid in pids:
+                self.addCleanup(kill_pid, pid)
             rc = r.client()
             self.addCleanup(rc.connection_pool.disconnect)
             leases = [n for n in rc.scan_iter(match="*" + key + "*") if rc.pttl(n) > 0]
@@ -599,8 +601,6 @@ class TestDlockRunLost(RedisTestCase):
                 reap(p)
             p.stdout.close()
             p.stderr.close()
-            for pid in locals().get("pids", []):
-                kill_pid(pid)
 
 
 # A stand-in for a job-control shell: made session leader (by Popen) with the
