@@ -407,9 +407,9 @@ class DlockRunCase(unittest.TestCase):
         if self.daemon.running():
             self.daemon.stop()
 
-    def run_bg(self, *args, daemon=None):
+    def run_bg(self, *args):
         """Start `dlock run ARGS` with $PIDS set; stdout/stderr piped."""
-        env = dict(os.environ, DLOCK_ADDR=(daemon or self.daemon).addr(), DLOCK_PASSWORD="",
+        env = dict(os.environ, DLOCK_ADDR=self.daemon.addr(), DLOCK_PASSWORD="",
                    PIDS=self.pidfile)
         p = spawn([DLOCK, "run"] + [str(a) for a in args], env=env, stdin=subprocess.DEVNULL,
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
