@@ -4,9 +4,10 @@
  * One dlock_t is one connection. Commands are sent as RESP arrays of bulk
  * strings (keys may hold any byte but NUL) and their replies are read with a
  * small RESP3 reader over a read buffer. The connection speaks RESP3 (HELLO 3
- * at connect), so the daemon can push ["lost", key, fence, reason] at any
- * time: pushes that arrive while a reply is awaited are queued for
- * dlock_poll_lost() and never taken for the reply.
+ * at connect) and asks for lost pushes (CLIENT LOSTPUSH ON), so the daemon
+ * can push ["lost", key, fence, reason] at any time: pushes that arrive while
+ * a reply is awaited are queued for dlock_poll_lost() and never taken for the
+ * reply. So are losses told by an error reply "LOST key fence reason".
  *
  * Errors: the daemon's error replies are kept verbatim ("NOTHELD key is not
  * held ..."), their first word being the code. Local failures use the codes
@@ -15,15 +16,18 @@
  *   PROTO  the daemon's reply could not be read or was not what was expected
  *   NOMEM  out of memory
  * Once the connection itself failed (an I/O error, a reply that could not be
- * read, no memory for a reply or a push) it is dead: every later call fails
- * at once with the same error, and dlock_poll_lost() returns -1. An error
- * reply, or a reply of an unexpected shape, leaves it usable.
+ * read, no memory for a reply or a push, a reply overdue) it is dead: every
+ * later call fails at once with the same error, and dlock_poll_lost() returns
+ * -1. An error reply, or a reply of an unexpected shape, leaves it usable.
+ *
+ * Time: a call waits for the socket with poll() until a deadline set when it
+ * starts (struct deadline), never on a blocking recv() or send(); an overdue
+ * reply shuts the socket down (conn_timeout).
  */
 #include "dlock.h"
 
 #include <sys/types.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
 
 #include <netinet/in.h>
@@ -48,7 +52,15 @@
 
 #define DLOCK_DEFAULT_ADDR	"127.0.0.1:7480"
 #define DLOCK_DEFAULT_PORT	"7480"
-#define DLOCK_CONNECT_TIMEOUT_MS 10000	/* per address tried, and for HELLO */
+#define DLOCK_CONNECT_TIMEOUT_MS 10000	/* per address tried */
+#define DLOCK_CALL_TIMEOUT_MS	10000	/* default wait for a reply, the handshake's too */
+#define DLOCK_FOREVER_MS	(LLONG_MAX / 4)	/* a wait this long never ends */
+
+/* TCP keepalive: a vanished daemon host is noticed after about 30 s. */
+#define DLOCK_KEEPIDLE_S	15	/* silence before the first probe */
+#define DLOCK_KEEPINTVL_S	5	/* between probes */
+#define DLOCK_KEEPCNT		3	/* probes unanswered before the connection fails */
+#define DLOCK_USER_TIMEOUT_MS	30000	/* sent data unacknowledged this long fails it */
 
 #define RESP_MAX_DEPTH		32		/* nesting of aggregates */
 #define RESP_MAX_LINE		(64 * 1024)	/* a header or simple line */
@@ -106,10 +118,17 @@ struct lost {
 	long long fence;	/* the fence of the lost holding */
 };
 
+/* How long one call may wait for the socket. */
+struct deadline {
+	long long at;		/* CLOCK_MONOTONIC ms to give up at; -1: never */
+	long long ms;		/* the whole wait it stands for (for the message) */
+};
+
 /* A connection to dlockd. */
 struct dlock {
 	int fd;			/* the socket */
 	int dead;		/* 1 once the connection failed: every call fails */
+	long long timeout_ms;	/* how long a call waits for its reply; 0: forever */
 	char *rbuf;		/* read buffer */
 	size_t rcap;		/* its size */
 	size_t rlen;		/* bytes held in it */
@@ -169,6 +188,7 @@ err_dead(dlock_t *d, int errnum, const char *code, const char *fmt, ...)
 		memcpy(d->dead_err, d->err, sizeof(d->dead_err));
 		d->dead_errno = errnum;
 	}
+	errno = d->dead_errno;
 	return -1;
 }
 
@@ -178,6 +198,7 @@ err_repeat_dead(dlock_t *d)
 {
 	memcpy(d->code, d->dead_code, sizeof(d->code));
 	memcpy(d->err, d->dead_err, sizeof(d->err));
+	errno = d->dead_errno;
 	return -1;
 }
 
@@ -485,13 +506,78 @@ resp_is(const struct resp *v, const char *s)
 
 /* ---- connection I/O ---- */
 
+/* Milliseconds of CLOCK_MONOTONIC. */
+static long long
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /*
- * Read more bytes into the read buffer. nonblock: do not wait. Returns 1
- * when bytes were read, 0 when none were ready (nonblock only), -1 when the
- * connection failed or closed (the error is set and the connection dead).
+ * The deadline of a call that starts now: d's timeout, plus wait_ms, how
+ * long the daemon may hold the reply back on purpose (a LOCK's WAIT; -1:
+ * for ever, and so the call has no deadline).
+ */
+static struct deadline
+deadline_start(const dlock_t *d, long long wait_ms)
+{
+	struct deadline dl = { -1, 0 };
+
+	if (wait_ms < 0 || d->timeout_ms == 0 || wait_ms >= DLOCK_FOREVER_MS ||
+	    d->timeout_ms >= DLOCK_FOREVER_MS - wait_ms)
+		return dl;
+	dl.ms = wait_ms + d->timeout_ms;
+	dl.at = mono_ms() + dl.ms;
+	return dl;
+}
+
+/*
+ * The daemon did not answer in time: shut the socket down, so that the
+ * daemon sees the session end (and releases its locks) and a late reply
+ * cannot be taken for the answer to a later command. Returns -1 (dead).
  */
 static int
-conn_fill(dlock_t *d, int nonblock)
+conn_timeout(dlock_t *d, long long ms)
+{
+	(void)shutdown(d->fd, SHUT_RDWR);
+	return err_dead(d, ETIMEDOUT, "IO", "dlockd did not answer within %lld ms", ms);
+}
+
+/*
+ * Wait until d's socket is ready for events (POLLIN or POLLOUT) or the
+ * deadline passes. 0 ready (or failed: the next read or write says how), -1
+ * (dead: the deadline passed, or poll failed).
+ */
+static int
+conn_wait(dlock_t *d, short events, const struct deadline *dl)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = d->fd, .events = events };
+		long long left = -1;
+		int r;
+
+		if (dl->at >= 0 && (left = dl->at - mono_ms()) <= 0)
+			return conn_timeout(d, dl->ms);
+		r = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return err_dead(d, errno, "IO", "cannot wait for dlockd: %s",
+			    strerror(errno));
+	}
+}
+
+/*
+ * Read more bytes into the read buffer, waiting until dl at most (NULL: not
+ * at all). Returns 1 when bytes were read, 0 when none were ready (dl NULL
+ * only), -1 when the connection failed, closed or timed out (the error is
+ * set and the connection dead).
+ */
+static int
+conn_fill(dlock_t *d, const struct deadline *dl)
 {
 	ssize_t n;
 
@@ -512,8 +598,7 @@ conn_fill(dlock_t *d, int nonblock)
 		d->rcap = cap;
 	}
 	for (;;) {
-		n = recv(d->fd, d->rbuf + d->rlen, d->rcap - d->rlen,
-		    nonblock ? MSG_DONTWAIT : 0);
+		n = recv(d->fd, d->rbuf + d->rlen, d->rcap - d->rlen, MSG_DONTWAIT);
 		if (n > 0) {
 			d->rlen += (size_t)n;
 			return 1;
@@ -523,11 +608,11 @@ conn_fill(dlock_t *d, int nonblock)
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			if (nonblock)
+			if (dl == NULL)
 				return 0;
-			/* Only the handshake sets a receive timeout. */
-			return err_dead(d, ETIMEDOUT, "IO", "dlockd did not answer within %d ms",
-			    DLOCK_CONNECT_TIMEOUT_MS);
+			if (conn_wait(d, POLLIN, dl) < 0)
+				return -1;
+			continue;
 		}
 		if (errno == ECONNRESET)
 			return err_dead(d, ECONNRESET, "IO", "connection closed by dlockd");
@@ -536,12 +621,34 @@ conn_fill(dlock_t *d, int nonblock)
 	}
 }
 
+/*
+ * Queue the loss of key (keylen bytes) with fence for dlock_poll_lost(). 0,
+ * or -1 (dead: losing track of a lost lock is not an option).
+ */
+static int
+lost_add(dlock_t *d, const char *key, size_t keylen, long long fence)
+{
+	struct lost *l;
+
+	if ((l = calloc(1, sizeof(*l))) == NULL ||
+	    (l->key = malloc(keylen + 1)) == NULL) {
+		free(l);
+		return err_dead(d, ENOMEM, "NOMEM", "out of memory");
+	}
+	memcpy(l->key, key, keylen);
+	l->key[keylen] = '\0';
+	l->keylen = keylen;
+	l->fence = fence;
+	*d->lost_tail = l;
+	d->lost_tail = &l->next;
+	return 0;
+}
+
 /* Queue a "lost" push; other pushes are ignored. 0, or -1 (dead). */
 static int
 push_handle(dlock_t *d, const struct resp *v)
 {
 	const struct resp *k;
-	struct lost *l;
 
 	if (v->n < 3 || !resp_is(v->elem[0], "lost"))
 		return 0;
@@ -549,19 +656,64 @@ push_handle(dlock_t *d, const struct resp *v)
 	if ((k->type != RESP_BULK && k->type != RESP_SIMPLE) ||
 	    v->elem[2]->type != RESP_INT)
 		return 0;
-	/* Losing track of a lost lock is not an option: fail the connection. */
-	if ((l = calloc(1, sizeof(*l))) == NULL ||
-	    (l->key = malloc(k->len + 1)) == NULL) {
-		free(l);
+	return lost_add(d, k->str, k->len, v->elem[2]->integer);
+}
+
+/* The value of the hex digit c, or -1. */
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * If the error reply v is a loss notice, "LOST key fence reason" (what the
+ * daemon answers in place of a command when a lock of a session without
+ * lost pushes was lost; the key has its unusual bytes written as \xHH),
+ * queue the loss as if it had been pushed. Other errors, such as UNLOCK's
+ * "LOST the lock on this key was lost ...", are left alone. 0, or -1 (dead).
+ */
+static int
+lost_notice(dlock_t *d, const struct resp *v)
+{
+	const char *s = v->str, *end = v->str + v->len, *k, *kend, *f, *fend;
+	char *key;
+	size_t n = 0;
+	long long fence;
+	int r;
+
+	if (v->len < 5 || memcmp(s, "LOST ", 5) != 0)
+		return 0;
+	k = s + 5;
+	if ((kend = memchr(k, ' ', (size_t)(end - k))) == NULL || kend == k)
+		return 0;
+	f = kend + 1;
+	if ((fend = memchr(f, ' ', (size_t)(end - f))) == NULL || fend + 1 == end ||
+	    parse_ll(f, (size_t)(fend - f), &fence) < 0 || fence < 0)
+		return 0;
+	if ((key = malloc((size_t)(kend - k))) == NULL)
 		return err_dead(d, ENOMEM, "NOMEM", "out of memory");
+	for (const char *c = k; c < kend; c++) {
+		if (*c != '\\') {
+			key[n++] = *c;
+		} else if (kend - c >= 4 && c[1] == 'x' && hexval(c[2]) >= 0 &&
+		    hexval(c[3]) >= 0) {
+			key[n++] = (char)(hexval(c[2]) * 16 + hexval(c[3]));
+			c += 3;
+		} else {
+			free(key);	/* not the notice format */
+			return 0;
+		}
 	}
-	memcpy(l->key, k->str, k->len);
-	l->key[k->len] = '\0';
-	l->keylen = k->len;
-	l->fence = v->elem[2]->integer;
-	*d->lost_tail = l;
-	d->lost_tail = &l->next;
-	return 0;
+	r = lost_add(d, key, n, fence);
+	free(key);
+	return r;
 }
 
 /*
@@ -601,9 +753,12 @@ conn_take(dlock_t *d, struct resp **out)
 	}
 }
 
-/* Wait for the next reply (not a push). 0 sets *out (caller frees), or -1. */
+/*
+ * Wait (until dl at most) for the next reply, not a push. 0 sets *out
+ * (caller frees), or -1.
+ */
 static int
-conn_read_reply(dlock_t *d, struct resp **out)
+conn_read_reply(dlock_t *d, struct resp **out, const struct deadline *dl)
 {
 	for (;;) {
 		int r = conn_take(d, out);
@@ -612,21 +767,26 @@ conn_read_reply(dlock_t *d, struct resp **out)
 			return 0;
 		if (r == PARSE_ERROR)
 			return -1;
-		if (conn_fill(d, 0) < 0)
+		if (conn_fill(d, dl) < 0)
 			return -1;
 	}
 }
 
-/* Write all of buf. 0, or -1 (dead). */
+/* Write all of buf, waiting until dl at most. 0, or -1 (dead). */
 static int
-conn_write(dlock_t *d, const char *buf, size_t len)
+conn_write(dlock_t *d, const char *buf, size_t len, const struct deadline *dl)
 {
 	while (len > 0) {
-		ssize_t n = send(d->fd, buf, len, MSG_NOSIGNAL);
+		ssize_t n = send(d->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (conn_wait(d, POLLOUT, dl) < 0)
+					return -1;
+				continue;
+			}
 			if (errno == EPIPE || errno == ECONNRESET)
 				return err_dead(d, ECONNRESET, "IO", "connection closed by dlockd");
 			return err_dead(d, errno, "IO", "cannot write to dlockd: %s",
@@ -656,13 +816,16 @@ wbuf_reserve(dlock_t *d, size_t need)
 }
 
 /*
- * Send argv[0..argc) as a RESP array of bulk strings and wait for the reply.
- * Returns the reply (the caller frees it with resp_free), or NULL with the
- * error set: locally, or from the daemon's error reply.
+ * Send argv[0..argc) as a RESP array of bulk strings and wait for the reply:
+ * d's timeout, plus wait_ms for a command the daemon may hold back on
+ * purpose (see deadline_start). Returns the reply (the caller frees it with
+ * resp_free), or NULL with the error set: locally, or from the daemon's
+ * error reply.
  */
 static struct resp *
-call(dlock_t *d, int argc, const char *const argv[])
+call(dlock_t *d, long long wait_ms, int argc, const char *const argv[])
 {
+	struct deadline dl;
 	struct resp *v;
 	size_t need = 32, len;
 
@@ -684,9 +847,14 @@ call(dlock_t *d, int argc, const char *const argv[])
 		d->wbuf[len++] = '\r';
 		d->wbuf[len++] = '\n';
 	}
-	if (conn_write(d, d->wbuf, len) < 0 || conn_read_reply(d, &v) < 0)
+	dl = deadline_start(d, wait_ms);
+	if (conn_write(d, d->wbuf, len, &dl) < 0 || conn_read_reply(d, &v, &dl) < 0)
 		return NULL;
 	if (v->type == RESP_ERROR) {
+		if (lost_notice(d, v) < 0) {
+			resp_free(v);
+			return NULL;
+		}
 		err_reply(d, v);
 		resp_free(v);
 		return NULL;
@@ -748,7 +916,7 @@ static int
 connect_one(int family, int socktype, int protocol, const struct sockaddr *sa,
     socklen_t salen)
 {
-	struct timespec start, now;
+	long long deadline;
 	socklen_t elen = sizeof(int);
 	int fd, flags, e;
 
@@ -773,16 +941,12 @@ connect_one(int family, int socktype, int protocol, const struct sockaddr *sa,
 	if (connect(fd, sa, salen) < 0) {
 		if (errno != EINPROGRESS)
 			goto fail;
-		clock_gettime(CLOCK_MONOTONIC, &start);
+		deadline = mono_ms() + DLOCK_CONNECT_TIMEOUT_MS;
 		for (;;) {
 			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			long long left;
+			long long left = deadline - mono_ms();
 			int r;
 
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			left = DLOCK_CONNECT_TIMEOUT_MS -
-			    ((long long)(now.tv_sec - start.tv_sec) * 1000 +
-			    (now.tv_nsec - start.tv_nsec) / 1000000);
 			if (left <= 0) {
 				errno = ETIMEDOUT;
 				goto fail;
@@ -810,6 +974,37 @@ fail:
 	close(fd);
 	errno = e;
 	return -1;
+}
+
+/*
+ * Options of a TCP connection to dlockd, best effort. A request is one small
+ * write: send it at once (TCP_NODELAY). Keepalive probes and a bound on
+ * unacknowledged data make a daemon whose host vanished (no reset will come)
+ * fail the connection in about 30 s, even while a call waits for ever.
+ */
+static void
+tcp_options(int fd)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+#ifdef TCP_KEEPIDLE
+	{
+		int idle = DLOCK_KEEPIDLE_S, intvl = DLOCK_KEEPINTVL_S, cnt = DLOCK_KEEPCNT;
+
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	}
+#endif
+#ifdef TCP_USER_TIMEOUT
+	{
+		unsigned int ut = DLOCK_USER_TIMEOUT_MS;
+
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+	}
+#endif
 }
 
 /*
@@ -910,28 +1105,30 @@ connect_addr(const char *addr, char *err, size_t errlen)
 		    strerror(e != 0 ? e : ECONNREFUSED));
 		return -1;
 	}
-	{
-		int one = 1;
-
-		/* Best effort: a request is one small write, send it at once. */
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	}
+	tcp_options(fd);
 	return fd;
 }
 
-/* Set the receive timeout of fd (0 = none). */
-static void
-set_rcvtimeo(int fd, int ms)
+/*
+ * Fail dlock_connect: close d, write "addr: why" into err and set errno to
+ * errnum. Returns NULL.
+ */
+static dlock_t *
+connect_fail(dlock_t *d, const char *addr, char *err, size_t errlen, int errnum,
+    const char *why)
 {
-	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	connect_err(err, errlen, errnum, "%s: %s", addr, why);
+	dlock_close(d);
+	errno = errnum;
+	return NULL;
 }
 
 dlock_t *
 dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
 {
 	const char *argv[5] = { "HELLO", "3", "AUTH", "default", password };
+	const char *lostpush[3] = { "CLIENT", "LOSTPUSH", "ON" };
+	char why[640];
 	struct resp *v;
 	dlock_t *d;
 
@@ -953,6 +1150,7 @@ dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
 		return NULL;
 	}
 	d->rcap = RBUF_MIN;
+	d->timeout_ms = DLOCK_CALL_TIMEOUT_MS;
 	d->lost_tail = &d->lost_head;
 	if ((d->fd = connect_addr(addr, err, errlen)) < 0) {
 		int e = errno;
@@ -964,29 +1162,61 @@ dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
 	}
 
 	/* HELLO 3 [AUTH default password]: RESP3, so that "lost" can be pushed. */
-	set_rcvtimeo(d->fd, DLOCK_CONNECT_TIMEOUT_MS);
-	v = call(d, password != NULL && *password != '\0' ? 5 : 2, argv);
+	v = call(d, 0, password != NULL && *password != '\0' ? 5 : 2, argv);
 	if (v == NULL) {
 		/* Dead: the failure's errno. Refused: EACCES, but for two codes. */
 		int e = d->dead ? d->dead_errno :
 		    strcmp(d->code, "NOPROTO") == 0 ? EPROTO :
 		    strcmp(d->code, "LIMIT") == 0 ? EAGAIN : EACCES;
 
-		connect_err(err, errlen, e, "%s: %s", addr, d->err);
-		dlock_close(d);
-		errno = e;
-		return NULL;
+		return connect_fail(d, addr, err, errlen, e, d->err);
 	}
 	if (v->type != RESP_MAP) {
 		resp_free(v);
-		connect_err(err, errlen, EPROTO, "%s: unexpected reply to HELLO (is this dlockd?)", addr);
-		dlock_close(d);
-		errno = EPROTO;
-		return NULL;
+		return connect_fail(d, addr, err, errlen, EPROTO,
+		    "unexpected reply to HELLO (is this dlockd?)");
 	}
 	resp_free(v);
-	set_rcvtimeo(d->fd, 0);
+
+	/*
+	 * Sessions are told of lost locks by push only if they ask for it. One
+	 * that did not authenticate is refused (NOAUTH), but it can hold no
+	 * lock either: it gets NOAUTH for every command but PING, as before.
+	 */
+	if ((v = call(d, 0, 3, lostpush)) == NULL) {
+		if (d->dead)
+			return connect_fail(d, addr, err, errlen, d->dead_errno, d->err);
+		if (strcmp(d->code, "NOAUTH") == 0) {
+			err_clear(d);
+			return d;
+		}
+		snprintf(why, sizeof(why), "CLIENT LOSTPUSH ON refused (is this dlockd "
+		    "too old?): %s", d->err);
+		return connect_fail(d, addr, err, errlen, EPROTO, why);
+	}
+	if (!resp_is(v, "OK")) {
+		resp_free(v);
+		return connect_fail(d, addr, err, errlen, EPROTO,
+		    "unexpected reply to CLIENT LOSTPUSH ON (is this dlockd?)");
+	}
+	resp_free(v);
 	return d;
+}
+
+int
+dlock_set_timeout(dlock_t *d, long long ms)
+{
+	if (d == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	err_clear(d);
+	if (ms < 0) {
+		err_set(d, "ARG", "the timeout must be 0 (none) or more");
+		return -1;
+	}
+	d->timeout_ms = ms;
+	return 0;
 }
 
 void
@@ -1065,7 +1295,7 @@ dlock_lock(dlock_t *d, const char *key, const struct dlock_lock_opts *opts,
 	if (opts->detach)
 		argv[argc++] = "DETACH";
 
-	if ((v = call(d, argc, argv)) == NULL)
+	if ((v = call(d, opts->wait_ms, argc, argv)) == NULL)
 		return -1;
 	if (v->type == RESP_NULL) {
 		resp_free(v);
@@ -1093,7 +1323,7 @@ call_int(dlock_t *d, const char *cmd, int argc, const char *const argv[])
 	struct resp *v;
 	long long n;
 
-	if ((v = call(d, argc, argv)) == NULL)
+	if ((v = call(d, 0, argc, argv)) == NULL)
 		return -1;
 	if (v->type != RESP_INT)
 		return unexpected(d, cmd, v);
@@ -1148,7 +1378,7 @@ dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
 		err_set(d, "ARG", "out is NULL");
 		return -1;
 	}
-	if ((v = call(d, 2, argv)) == NULL)
+	if ((v = call(d, 0, 2, argv)) == NULL)
 		return -1;
 	/* A map in RESP3; a flat array of names and values is accepted too. */
 	if ((v->type != RESP_MAP && v->type != RESP_ARRAY) || v->n % 2 != 0)
@@ -1213,7 +1443,7 @@ dlock_ping(dlock_t *d)
 		return -1;
 	}
 	err_clear(d);
-	if ((v = call(d, 1, argv)) == NULL)
+	if ((v = call(d, 0, 1, argv)) == NULL)
 		return -1;
 	if (!resp_is(v, "PONG"))
 		return unexpected(d, "PING", v);
@@ -1233,7 +1463,7 @@ dlock_info(dlock_t *d)
 		return NULL;
 	}
 	err_clear(d);
-	if ((v = call(d, 1, argv)) == NULL)
+	if ((v = call(d, 0, 1, argv)) == NULL)
 		return NULL;
 	if (v->type != RESP_BULK && v->type != RESP_SIMPLE) {
 		unexpected(d, "INFO", v);
@@ -1288,7 +1518,7 @@ dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence)
 	while (!d->dead) {
 		while ((r = conn_take(d, &v)) == PARSE_OK)
 			resp_free(v);	/* no command is pending: not ours to keep */
-		if (r == PARSE_ERROR || conn_fill(d, 1) <= 0)
+		if (r == PARSE_ERROR || conn_fill(d, NULL) <= 0)
 			break;
 	}
 	if (d->lost_head != NULL) {

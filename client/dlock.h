@@ -14,6 +14,12 @@
  * Locks are bound to the connection: the daemon renews them while it is open
  * and releases them when it closes (unless DETACH was asked). A dlock_t is not
  * thread-safe; use one per thread.
+ *
+ * No call blocks for ever on a daemon that stopped answering: each waits for
+ * its reply at most the handle's timeout (dlock_set_timeout, 10 s by
+ * default), and TCP connections use keepalive probes, so a daemon whose host
+ * vanished fails the connection in about 30 s even while a LOCK waits for
+ * ever (see dlock_set_timeout).
  */
 #ifndef DLOCK_H
 #define DLOCK_H
@@ -60,18 +66,41 @@ struct dlock_status {
 /*
  * Connect to addr: "host:port", "[v6]:port", "host" (port 7480), "unix:/path"
  * or a path starting with '/'; NULL uses $DLOCK_ADDR, else 127.0.0.1:7480.
- * With a password (NULL or "" for none), authenticates (HELLO 3 AUTH). On
- * failure returns NULL, writes why into err (errlen bytes, may be 0) and sets
- * errno: EINVAL for a malformed address; EACCES when dlockd refused the
- * handshake (a wrong password, say), but EAGAIN when it has too many clients
- * and EPROTO when the peer does not speak the protocol; else the system error
- * of the connection (ECONNREFUSED, ENOENT, ETIMEDOUT after 10 s, ...). The
- * caller owns the handle (dlock_close).
+ * With a password (NULL or "" for none), authenticates (HELLO 3 AUTH). Then
+ * asks for lost pushes (CLIENT LOSTPUSH ON), which dlockd sends only to
+ * sessions that opt in (without the password dlockd requires, the handle
+ * connects without them, and every call but dlock_ping fails with the code
+ * NOAUTH: such a session can hold no lock). On failure returns NULL, writes why into err (errlen
+ * bytes, may be 0) and sets errno: EINVAL for a malformed address; EACCES
+ * when dlockd refused the handshake (a wrong password, say), but EAGAIN when
+ * it has too many clients and EPROTO when the peer does not speak the
+ * protocol or refuses lost pushes (a dlockd too old for them); else the
+ * system error of the connection (ECONNREFUSED, ENOENT, ETIMEDOUT after 10 s,
+ * ...). The caller owns the handle (dlock_close).
  */
 DLOCK_EXPORT dlock_t *dlock_connect(const char *addr, const char *password,
     char *err, size_t errlen);
 /* Close the connection: every lock it holds that is not detached is released. */
 DLOCK_EXPORT void dlock_close(dlock_t *d);
+
+/*
+ * How long each later call of d waits for its reply, in ms (0: no limit).
+ * The default is 10000, as for connecting. A LOCK with a wait_ms of w waits
+ * w + ms, since the daemon holds its reply back that long on purpose; a LOCK
+ * that waits until granted (wait_ms -1) has no limit: on TCP, keepalive
+ * probes (first after 15 s of silence, then every 5 s, 3 unanswered fail the
+ * connection) and a 30 s bound on unacknowledged data (TCP_USER_TIMEOUT)
+ * notice a daemon host that vanished; Unix sockets need neither. The limit
+ * covers the whole call, sending included, however the reply is split.
+ *
+ * When a reply is overdue the call fails with the code IO, errno ETIMEDOUT
+ * and the message "dlockd did not answer within N ms", and the connection
+ * is dead (see dlock_error): its socket is shut down, so that the daemon
+ * sees the session end and releases its locks, and a late reply cannot be
+ * taken for the answer to a later command. Returns 0, or -1 (ms negative:
+ * code ARG; d NULL: errno EINVAL).
+ */
+DLOCK_EXPORT int dlock_set_timeout(dlock_t *d, long long ms);
 
 /*
  * Lock key. Returns 1 granted (*out filled unless out is NULL), 0 not granted
@@ -96,12 +125,19 @@ DLOCK_EXPORT char *dlock_info(dlock_t *d);
 
 /*
  * The connection's file descriptor, to poll() for pushes while holding a lock
- * (the connection speaks RESP3), and a non-blocking check for one: returns 1
- * and fills key/fence when a "lost" push arrived (key, keylen bytes, gets the
- * key NUL-terminated and truncated to fit; key or fence may be NULL), 0 if
- * none is pending, -1 when the connection failed or closed (its locks are
- * then gone too; stop polling the descriptor, it stays readable). Pushes that
- * arrived during other calls are queued and returned first, oldest first.
+ * (the connection speaks RESP3 and has asked for lost pushes), and a
+ * non-blocking check for one: returns 1 and fills key/fence when a "lost"
+ * push arrived (key, keylen bytes, gets the key NUL-terminated and truncated
+ * to fit; key or fence may be NULL), 0 if none is pending, -1 when the
+ * connection failed or closed (its locks are then gone too; stop polling the
+ * descriptor, it stays readable). Pushes that arrived during other calls are
+ * queued and returned first, oldest first.
+ *
+ * A loss the daemon reports as an error reply instead, "LOST key fence
+ * reason" in place of the reply to any command (how dlockd tells sessions
+ * without lost pushes; the key with \xHH escapes, which are undone), is
+ * queued here as well, besides failing that call with the code LOST. UNLOCK's
+ * and EXTEND's own "LOST the lock on this key was lost ..." is not queued.
  */
 DLOCK_EXPORT int dlock_fd(const dlock_t *d);
 DLOCK_EXPORT int dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence);
@@ -109,8 +145,10 @@ DLOCK_EXPORT int dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long
 /*
  * The error of d's last call ("" after a call that succeeded): the daemon's
  * reply ("NOTHELD key is not held ...") or a local reason ("connection closed
- * by dlockd"). Once the connection itself failed (IO, or a reply that could
- * not be read) every later call fails at once with the same error.
+ * by dlockd", "dlockd did not answer within 10000 ms"). Once the connection
+ * itself failed (IO, or a reply that could not be read) every later call
+ * fails at once with the same error, and sets errno to the one that stands
+ * for it (ETIMEDOUT, ECONNRESET, EPROTO, ...).
  */
 DLOCK_EXPORT const char *dlock_error(const dlock_t *d);
 /*

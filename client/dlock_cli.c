@@ -4,7 +4,9 @@
  *	dlock [-a ADDR] [-p PASSWORD] COMMAND ...
  *
  * "dlock run KEY -- COMMAND" holds a lock while COMMAND runs (like flock(1)
- * or "consul lock"); the other commands map one to one onto the protocol.
+ * or "consul lock"), in a process group of its own that is stopped whole if
+ * the lock is lost or dlockd goes away; the other commands map one to one
+ * onto the protocol.
  *
  * Exit status: 0 ok, 1 an error from dlockd or the command, 2 usage error,
  * 69 (EX_UNAVAILABLE) cannot reach dlockd, 75 (EX_TEMPFAIL) not granted in
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef __linux__
@@ -40,6 +43,11 @@
 #define EXIT_TEMPFAIL	75	/* EX_TEMPFAIL: not granted in time */
 
 #define DETACH_DEFAULT_TTL_MS 60000	/* "lock" without --ttl */
+#define KILL_AFTER_DEFAULT_MS 2000	/* "run": SIGTERM to SIGKILL after a loss */
+#define KILL_AFTER_MAX_MS	86400000
+#define PING_MIN_MS		100	/* "run": keepalive PINGs at most this often */
+#define CALL_TIMEOUT_MS		10000	/* libdlock's default reply timeout */
+#define GROUP_CHECK_MS		20	/* "run": how often to look for the rest of a group */
 
 /* A subcommand: its name, usage line and handler. */
 struct command {
@@ -66,8 +74,11 @@ static const char help_text[] =
     "      --version            show the version\n"
     "\n"
     "Commands:\n"
-    "  run [--ttl MS] [--wait MS] [--shared | --limit N] KEY -- COMMAND [ARGS...]\n"
-    "        run COMMAND while holding KEY; the lock is released when it ends\n"
+    "  run [--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] KEY --\n"
+    "      COMMAND [ARGS...]\n"
+    "        run COMMAND, in a process group of its own, while holding KEY; the lock\n"
+    "        is released when it ends. If the lock is lost or dlockd goes away, the\n"
+    "        group gets SIGTERM, then SIGKILL after --kill-after MS (default 2000)\n"
     "  lock [--ttl MS] [--wait MS] [--shared | --limit N] KEY\n"
     "        take a detached lock (TTL default 60000 ms); prints token and fence\n"
     "  unlock KEY TOKEN          release a lock by its token; prints holds left\n"
@@ -187,12 +198,12 @@ opt_value(int argc, char **argv, int *i, const char *name, int *missing)
 
 /*
  * Parse the options of run and lock, starting at argv[*i] and stopping at
- * the first non-option (the key) or after "--". 0, or the exit status of a
- * usage error (printed).
+ * the first non-option (the key) or after "--". kill_after (run only, else
+ * NULL) gets --kill-after. 0, or the exit status of a usage error (printed).
  */
 static int
 parse_lock_opts(const struct command *cmd, int argc, char **argv, int *i,
-    struct dlock_lock_opts *o)
+    struct dlock_lock_opts *o, long long *kill_after)
 {
 	long long v;
 
@@ -223,6 +234,12 @@ parse_lock_opts(const struct command *cmd, int argc, char **argv, int *i,
 			if (parse_num(val, 1, 1000000, &v) < 0)
 				return usage_error(cmd, "--limit: not a number from 1 to 1000000: %s", val);
 			o->limit = (int)v;
+		} else if (kill_after != NULL &&
+		    (val = opt_value(argc, argv, i, "--kill-after", &missing)) != NULL) {
+			if (parse_num(val, 0, KILL_AFTER_MAX_MS, &v) < 0)
+				return usage_error(cmd, "--kill-after: not a number of milliseconds "
+				    "from 0 to %d: %s", KILL_AFTER_MAX_MS, val);
+			*kill_after = v;
 		} else if (strcmp(a, "--shared") == 0) {
 			o->shared = 1;
 		} else if (missing) {
@@ -249,24 +266,42 @@ not_granted(const char *key, long long wait_ms)
 
 /* ---- run ---- */
 
+/* What run knows while COMMAND runs. */
+struct run {
+	dlock_t *d;		/* the connection that holds the lock */
+	const char *key;	/* the key */
+	pid_t child;		/* COMMAND, leader of its own process group */
+	int sigr;		/* read end of the self-pipe */
+	int tty;		/* 1: the terminal (stdin) is handed to COMMAND's group */
+	long long kill_after_ms; /* from SIGTERM to SIGKILL when the lock is gone */
+	long long ping_ms;	/* between keepalive PINGs; 0: none */
+	long long next_ping;	/* when the next PING is due (mono_ms) */
+	int held;		/* 1 while the lock is held: not lost, connection up */
+	long long kill_at;	/* when the group gets SIGKILL (mono_ms); -1: not stopping */
+	int killed;		/* 1 once the group got SIGKILL */
+	int reaped;		/* 1 once COMMAND was waited for */
+	int status;		/* then its wait() status */
+};
+
+/* Milliseconds of CLOCK_MONOTONIC. */
+static long long
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Signal handler of run: note the signal in the self-pipe. */
 static void
-on_signal(int sig, siginfo_t *si, void *uctx)
+on_signal(int sig)
 {
-	unsigned char msg[2];
+	unsigned char msg = (unsigned char)sig;
 	int saved = errno;
 	ssize_t r;
 
-	(void)uctx;
-	msg[0] = (unsigned char)sig;
-#ifdef SI_KERNEL
-	/* Sent by the terminal to the whole foreground group, child included. */
-	msg[1] = si != NULL && si->si_code == SI_KERNEL;
-#else
-	msg[1] = 0;
-	(void)si;
-#endif
-	r = write(selfpipe_w, msg, sizeof(msg));	/* full pipe: a wake-up is pending */
+	r = write(selfpipe_w, &msg, 1);	/* full pipe: a wake-up is pending */
 	(void)r;
 	errno = saved;
 }
@@ -278,7 +313,8 @@ static struct sigaction run_saved[sizeof(run_sigs) / sizeof(run_sigs[0])];
 /*
  * Catch the signals run watches, or (install 0) put back how they were
  * handled before. A signal that was ignored (nohup, a background job of a
- * shell) stays ignored, as the command would have it.
+ * shell) stays ignored, as the command would have it. SIGCHLD also tells of
+ * COMMAND stopping (Control-Z) and going on.
  */
 static int
 set_signals(int install)
@@ -287,8 +323,8 @@ set_signals(int install)
 
 	memset(&sa, 0, sizeof(sa));
 	sigemptyset(&sa.sa_mask);
-	sa.sa_sigaction = on_signal;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP;
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
 	for (size_t i = 0; i < sizeof(run_sigs) / sizeof(run_sigs[0]); i++) {
 		if (!install) {
 			if (sigaction(run_sigs[i], &run_saved[i], NULL) < 0)
@@ -306,16 +342,47 @@ set_signals(int install)
 }
 
 /*
- * In the child: become COMMAND. Never returns. d is the child's copy of the
- * handle: closing it leaves the parent's connection open.
+ * Make process group pg the foreground group of the terminal on stdin.
+ * SIGTTOU is blocked meanwhile: a process of a background group may then
+ * do it (POSIX), as COMMAND must before it is exec'd and dlock must to take
+ * the terminal back.
+ */
+static void
+tty_give(pid_t pg)
+{
+	sigset_t ttou, old;
+
+	sigemptyset(&ttou);
+	sigaddset(&ttou, SIGTTOU);
+	sigprocmask(SIG_BLOCK, &ttou, &old);
+	(void)tcsetpgrp(STDIN_FILENO, pg);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Take the terminal back from COMMAND's group, if that group has it. */
+static void
+tty_take_back(const struct run *r)
+{
+	if (r->tty && tcgetpgrp(STDIN_FILENO) == r->child)
+		tty_give(getpgrp());
+}
+
+/*
+ * In the child: become COMMAND, leader of a process group of its own (and,
+ * when tty, the terminal's foreground group). Never returns. d is the
+ * child's copy of the handle: closing it leaves the parent's connection open.
  */
 static void __attribute__((noreturn))
-run_child(dlock_t *d, char **argv, const sigset_t *oldmask, pid_t parent)
+run_child(dlock_t *d, char **argv, const sigset_t *oldmask, pid_t parent, int tty)
 {
 	int e;
 
 	dlock_close(d);
 	(void)set_signals(0);
+	/* The parent does the same: whichever runs first, both hold. */
+	(void)setpgid(0, 0);
+	if (tty)
+		tty_give(getpid());
 	sigprocmask(SIG_SETMASK, oldmask, NULL);
 #ifdef __linux__
 	/* If dlock dies, its lock is released: COMMAND must not run on. */
@@ -342,59 +409,209 @@ exit_status(int status)
 }
 
 /*
- * Wait for child while watching the connection and the signals. Forwards
- * SIGINT/SIGTERM/SIGHUP; on a "lost" push or a dropped connection sends
- * SIGTERM and sets *lost. Returns the child's wait() status.
+ * The lock is gone (why, printed after the key): stop COMMAND's whole
+ * process group, with SIGTERM now (and SIGCONT, should it be stopped) and
+ * SIGKILL kill_after_ms later if it is still there.
+ */
+static void
+run_stop(struct run *r, const char *why)
+{
+	fprintf(stderr, "dlock: %s: %s, stopping the command\n", r->key, why);
+	r->held = 0;
+	kill(-r->child, SIGTERM);
+	kill(-r->child, SIGCONT);
+	r->kill_at = mono_ms() + r->kill_after_ms;
+}
+
+/*
+ * Read what the connection delivered: a lost push, or the end of the
+ * connection, stops COMMAND.
+ */
+static void
+run_check(struct run *r)
+{
+	char why[600];
+	long long fence = 0;
+	int n = dlock_poll_lost(r->d, NULL, 0, &fence);
+
+	if (n == 0)
+		return;
+	if (n > 0)
+		snprintf(why, sizeof(why), "the lock was lost (fence %lld)", fence);
+	else
+		snprintf(why, sizeof(why), "%s; the lock is gone", dlock_error(r->d));
+	run_stop(r, why);
+}
+
+/*
+ * Keep the session alive: PING, and expect the answer before the next PING
+ * is due. A loss pushed meanwhile is queued by libdlock and seen here.
+ */
+static void
+run_ping(struct run *r)
+{
+	char why[600];
+
+	r->next_ping = mono_ms() + r->ping_ms;
+	if (dlock_ping(r->d) == 0) {
+		run_check(r);
+		return;
+	}
+	/* A loss told before the failure comes first. */
+	if (dlock_poll_lost(r->d, NULL, 0, NULL) > 0) {
+		run_stop(r, "the lock was lost");
+		return;
+	}
+	snprintf(why, sizeof(why), "PING failed: %s; the lock is gone", dlock_error(r->d));
+	run_stop(r, why);
+}
+
+/*
+ * COMMAND was stopped by sig (Control-Z: SIGTSTP) while it had the
+ * terminal: take the terminal back and stop dlock's own job with the same
+ * signal, as a shell expects of its job. When dlock is continued (fg or bg),
+ * check the lock first, then give COMMAND the terminal again if dlock is in
+ * the foreground, and continue it. (While stopped, dlock sends no PING: a
+ * session idle timeout may end the session, and with it the lock.)
+ */
+static void
+run_suspend(struct run *r, int sig)
+{
+	tty_take_back(r);
+	kill(0, sig);
+	/* continued */
+	if (r->held) {
+		run_check(r);
+		if (r->held && r->ping_ms > 0)
+			run_ping(r);
+	}
+	if (r->held && tcgetpgrp(STDIN_FILENO) == getpgrp())
+		tty_give(r->child);
+	kill(-r->child, SIGCONT);
+}
+
+/* Handle the signals noted in the self-pipe. */
+static void
+run_signals(struct run *r)
+{
+	unsigned char buf[128];
+	ssize_t n;
+
+	while ((n = read(r->sigr, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] != SIGCHLD)
+				kill(-r->child, buf[i]);	/* forward to the group */
+	}
+	/* COMMAND, and the orphans of its group that dlock adopted (subreaper) */
+	for (;;) {
+		int st;
+		pid_t w = waitpid(-1, &st, WNOHANG | (r->tty ? WUNTRACED : 0));
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		if (w != r->child)
+			continue;
+		if (WIFSTOPPED(st)) {
+			run_suspend(r, WSTOPSIG(st));
+			continue;
+		}
+		r->reaped = 1;
+		r->status = st;
+	}
+}
+
+/*
+ * 1 if a process of COMMAND's group is still there. (Its orphans are
+ * dlock's to reap, so that they do not linger as zombies in the group.)
  */
 static int
-run_wait(dlock_t *d, const char *key, pid_t child, int sigr, int *lost)
+group_alive(const struct run *r)
 {
-	int status = 0;
+	return kill(-r->child, 0) == 0 || errno == EPERM;
+}
 
+/*
+ * Wait for COMMAND while watching the connection, the signals and the
+ * keepalive PINGs; after a loss, until COMMAND and its whole group have
+ * ended (or were sent SIGKILL). Leaves COMMAND's wait() status in r.
+ */
+static void
+run_wait(struct run *r)
+{
 	for (;;) {
 		struct pollfd pfd[2] = {
-			{ .fd = sigr, .events = POLLIN },
-			{ .fd = *lost ? -1 : dlock_fd(d), .events = POLLIN },
+			{ .fd = r->sigr, .events = POLLIN },
+			{ .fd = r->held ? dlock_fd(r->d) : -1, .events = POLLIN },
 		};
-		unsigned char buf[128];
-		long long fence = 0;
-		ssize_t n;
-		pid_t w;
-		int r;
+		long long now = mono_ms(), timeout = -1;
 
-		if (poll(pfd, 2, -1) < 0) {
+		if (r->reaped && (r->kill_at < 0 || r->killed || !group_alive(r)))
+			return;
+		if (r->kill_at >= 0 && !r->killed)
+			timeout = r->kill_at > now ? r->kill_at - now : 0;
+		if (r->reaped && (timeout < 0 || timeout > GROUP_CHECK_MS))
+			timeout = GROUP_CHECK_MS;	/* the rest of the group */
+		if (r->held && r->ping_ms > 0) {
+			long long left = r->next_ping > now ? r->next_ping - now : 0;
+
+			if (timeout < 0 || left < timeout)
+				timeout = left;
+		}
+		if (poll(pfd, 2, timeout > INT_MAX ? INT_MAX : (int)timeout) < 0) {
 			if (errno == EINTR)
 				continue;
-			/* Cannot watch any more: just wait for the command. */
+			/* Cannot watch the lock any more: end the command. */
 			fprintf(stderr, "dlock: poll: %s\n", strerror(errno));
-			while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+			if (r->held)
+				run_stop(r, "cannot watch the lock");
+			kill(-r->child, SIGKILL);
+			r->killed = 1;
+			while (!r->reaped && waitpid(r->child, &r->status, 0) < 0 && errno == EINTR)
 				;
-			return status;
+			r->reaped = 1;
+			return;
 		}
-		if (pfd[0].revents & POLLIN) {
-			while ((n = read(sigr, buf, sizeof(buf))) > 0)
-				for (ssize_t i = 0; i + 1 < n; i += 2)
-					if (buf[i] != SIGCHLD && !buf[i + 1])
-						kill(child, buf[i]);
-			while ((w = waitpid(child, &status, WNOHANG)) < 0 && errno == EINTR)
-				;
-			if (w == child)
-				return status;
+		if (pfd[0].revents & POLLIN)
+			run_signals(r);
+		if (r->held && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
+			run_check(r);
+		if (r->held && r->ping_ms > 0 && mono_ms() >= r->next_ping)
+			run_ping(r);
+		if (r->kill_at >= 0 && !r->killed && mono_ms() >= r->kill_at) {
+			if (group_alive(r))
+				fprintf(stderr, "dlock: %s: the command did not end within "
+				    "%lld ms of SIGTERM, killing it\n", r->key, r->kill_after_ms);
+			kill(-r->child, SIGKILL);
+			r->killed = 1;
 		}
-		if (*lost || !(pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
-			continue;
-		r = dlock_poll_lost(d, NULL, 0, &fence);
-		if (r == 0)
-			continue;
-		if (r > 0)
-			fprintf(stderr, "dlock: %s: the lock was lost (fence %lld), "
-			    "stopping the command\n", key, fence);
-		else
-			fprintf(stderr, "dlock: %s: %s; the lock is gone, "
-			    "stopping the command\n", key, dlock_error(d));
-		*lost = 1;
-		kill(child, SIGTERM);
 	}
+}
+
+/*
+ * The session idle timeout of the daemon (INFO's session_idle_timeout_ms),
+ * 0 if it has none or does not say. -1 when INFO failed (error set in d).
+ */
+static long long
+idle_timeout(dlock_t *d)
+{
+	static const char field[] = "session_idle_timeout_ms:";
+	long long ms = 0;
+	char *info, *p;
+
+	if ((info = dlock_info(d)) == NULL)
+		return -1;
+	for (p = info; p != NULL; p = strchr(p, '\n')) {
+		if (*p == '\n')
+			p++;
+		if (strncmp(p, field, sizeof(field) - 1) == 0) {
+			ms = strtoll(p + sizeof(field) - 1, NULL, 10);
+			break;
+		}
+	}
+	free(info);
+	return ms > 0 ? ms : 0;
 }
 
 /* dlock run [opts] KEY [--] COMMAND [ARGS...] */
@@ -402,72 +619,98 @@ static int
 cmd_run(const struct command *cmd, int argc, char **argv)
 {
 	struct dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+	struct run r;
 	struct dlock_grant g;
 	sigset_t block, oldmask;
 	char fence[24];
-	const char *key;
-	int i = 1, r, status, lost = 0, p[2];
-	pid_t child, self = getpid();
-	dlock_t *d;
+	long long idle;
+	int i = 1, n, status, p[2];
+	pid_t self = getpid();
 
-	if ((r = parse_lock_opts(cmd, argc, argv, &i, &o)) != 0)
-		return r;
+	memset(&r, 0, sizeof(r));
+	r.kill_after_ms = KILL_AFTER_DEFAULT_MS;
+	r.kill_at = -1;
+	if ((n = parse_lock_opts(cmd, argc, argv, &i, &o, &r.kill_after_ms)) != 0)
+		return n;
 	if (i >= argc)
 		return usage_error(cmd, "%s", "missing KEY");
-	key = argv[i++];
+	r.key = argv[i++];
 	if (i < argc && strcmp(argv[i], "--") == 0)
 		i++;
 	if (i >= argc)
 		return usage_error(cmd, "%s", "missing COMMAND");
-	if (*key == '\0')
+	if (*r.key == '\0')
 		return usage_error(cmd, "%s", "KEY is empty");
 
-	if ((d = connect_or_report(&status)) == NULL)
+	if ((r.d = connect_or_report(&status)) == NULL)
 		return status;
-	if ((r = dlock_lock(d, key, &o, &g)) <= 0) {
-		status = r == 0 ? not_granted(key, o.wait_ms) : report(d);
-		dlock_close(d);
+	if ((n = dlock_lock(r.d, r.key, &o, &g)) <= 0) {
+		status = n == 0 ? not_granted(r.key, o.wait_ms) : report(r.d);
+		dlock_close(r.d);
 		return status;
 	}
+	/* A daemon that closes silent sessions gets a PING every third of it. */
+	if ((idle = idle_timeout(r.d)) < 0) {
+		status = report(r.d);
+		dlock_close(r.d);
+		return status;
+	}
+	if (idle > 0) {
+		r.ping_ms = idle / 3 > PING_MIN_MS ? idle / 3 : PING_MIN_MS;
+		r.next_ping = mono_ms() + r.ping_ms;
+		(void)dlock_set_timeout(r.d, r.ping_ms);
+	}
+	r.held = 1;
+	/* Interactive: COMMAND gets the terminal, and Control-Z works. */
+	r.tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
 	snprintf(fence, sizeof(fence), "%lld", g.fence);
-	if (setenv("DLOCK_KEY", key, 1) < 0 || setenv("DLOCK_TOKEN", g.token, 1) < 0 ||
+	if (setenv("DLOCK_KEY", r.key, 1) < 0 || setenv("DLOCK_TOKEN", g.token, 1) < 0 ||
 	    setenv("DLOCK_FENCE", fence, 1) < 0 || pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
 		fprintf(stderr, "dlock: %s\n", strerror(errno));
-		dlock_close(d);
+		dlock_close(r.d);
 		return EXIT_DAEMON;
 	}
 	selfpipe_w = p[1];
+	r.sigr = p[0];
 	sigemptyset(&block);
-	sigaddset(&block, SIGCHLD);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
+	for (size_t s = 0; s < sizeof(run_sigs) / sizeof(run_sigs[0]); s++)
+		sigaddset(&block, run_sigs[s]);
 	sigprocmask(SIG_BLOCK, &block, &oldmask);
-	if (set_signals(1) < 0 || (child = fork()) < 0) {
+#ifdef PR_SET_CHILD_SUBREAPER
+	/* COMMAND's orphans come back to dlock, which reaps them at once. */
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
+	if (set_signals(1) < 0 || (r.child = fork()) < 0) {
 		fprintf(stderr, "dlock: cannot start %s: %s\n", argv[i], strerror(errno));
 		(void)set_signals(0);
 		sigprocmask(SIG_SETMASK, &oldmask, NULL);
 		close(p[0]);
 		close(p[1]);
-		dlock_close(d);
+		dlock_close(r.d);
 		return EXIT_DAEMON;
 	}
-	if (child == 0)
-		run_child(d, argv + i, &oldmask, self);
+	if (r.child == 0)
+		run_child(r.d, argv + i, &oldmask, self, r.tty);
+	(void)setpgid(r.child, r.child);	/* fails once COMMAND is exec'd: it did it */
+	if (r.tty)
+		tty_give(r.child);
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
 
-	status = exit_status(run_wait(d, key, child, p[0], &lost));
+	run_wait(&r);
+	tty_take_back(&r);
+	status = exit_status(r.status);
 	(void)set_signals(0);
 	close(p[0]);
 	close(p[1]);
 	selfpipe_w = -1;
-	if (!lost && dlock_unlock(d, key, NULL) < 0) {
+	(void)dlock_set_timeout(r.d, CALL_TIMEOUT_MS);
+	if (r.held && dlock_unlock(r.d, r.key, NULL) < 0) {
 		/* The lock may have ended before the command did. */
-		fprintf(stderr, "dlock: %s: %s\n", key, dlock_error(d));
-		lost = 1;
+		fprintf(stderr, "dlock: %s: %s\n", r.key, dlock_error(r.d));
+		r.held = 0;
 	}
-	dlock_close(d);
-	return lost ? EXIT_DAEMON : status;
+	dlock_close(r.d);
+	return r.held ? status : EXIT_DAEMON;
 }
 
 /* ---- the other commands ---- */
@@ -481,7 +724,7 @@ cmd_lock(const struct command *cmd, int argc, char **argv)
 	int i = 1, r, status;
 	dlock_t *d;
 
-	if ((r = parse_lock_opts(cmd, argc, argv, &i, &o)) != 0)
+	if ((r = parse_lock_opts(cmd, argc, argv, &i, &o, NULL)) != 0)
 		return r;
 	if (i >= argc)
 		return usage_error(cmd, "%s", "missing KEY");
@@ -665,7 +908,8 @@ cmd_ping(const struct command *cmd, int argc, char **argv)
 }
 
 static const struct command commands[] = {
-	{ "run", "[--ttl MS] [--wait MS] [--shared | --limit N] KEY -- COMMAND [ARGS...]", cmd_run },
+	{ "run", "[--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] KEY -- "
+	  "COMMAND [ARGS...]", cmd_run },
 	{ "lock", "[--ttl MS] [--wait MS] [--shared | --limit N] KEY", cmd_lock },
 	{ "unlock", "KEY TOKEN", cmd_unlock },
 	{ "extend", "KEY MS TOKEN", cmd_extend },

@@ -14,6 +14,7 @@
  */
 #include <sys/types.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <netinet/in.h>
@@ -22,6 +23,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,12 +114,18 @@ struct step {
 	const char *reply;	/* bytes to write (NULL: none) */
 	size_t len;		/* their length; 0 means strlen(reply) */
 	int no_read;		/* 1: write without reading a request first */
+	const char *expect;	/* the request must hold these bytes (NULL: any) */
+	int delay_ms;		/* wait this long before replying */
+	int gap_ms;		/* > 0: write the reply a byte at a time, this far apart
+				 * (the client may close before the end) */
+	int eof;		/* 1: instead, the client must close or shut down within 5 s */
 };
 
 /* A canned server process. */
 struct canned {
 	pid_t pid;		/* the server process */
-	char addr[64];		/* its address, "127.0.0.1:port" */
+	char addr[128];		/* its address, "127.0.0.1:port" or "unix:/path" */
+	char dir[64];		/* the directory of its Unix socket, or "" */
 };
 
 /* Wait until fd is readable, at most 5 s. 1 readable, 0 timeout. */
@@ -146,18 +154,43 @@ canned_serve(int lfd, const struct step *steps, size_t nsteps, int drip,
 	for (size_t i = 0; i < nsteps; i++) {
 		const char *r = steps[i].reply;
 		size_t len = r == NULL ? 0 : steps[i].len ? steps[i].len : strlen(r);
+		size_t got = 0;
+		ssize_t rn;
 
-		if (!steps[i].no_read &&
-		    (!wait_readable(fd) || read(fd, buf, sizeof(buf)) <= 0))
-			_exit(1);
+		if (steps[i].eof) {
+			/* Whatever comes, the connection must end. */
+			while (wait_readable(fd) && (rn = read(fd, buf, sizeof(buf))) > 0)
+				;
+			if (!wait_readable(fd) || read(fd, buf, sizeof(buf)) != 0)
+				_exit(3);
+			continue;
+		}
+		/* A request, whole when an expectation says what it is. */
+		while (!steps[i].no_read) {
+			if (!wait_readable(fd) ||
+			    (rn = read(fd, buf + got, sizeof(buf) - 1 - got)) <= 0)
+				_exit(1);
+			got += (size_t)rn;
+			buf[got] = '\0';
+			if (steps[i].expect == NULL || strstr(buf, steps[i].expect) != NULL)
+				break;
+			if (got == sizeof(buf) - 1)
+				_exit(2);	/* not the request expected */
+		}
+		if (steps[i].delay_ms > 0)
+			usleep((useconds_t)steps[i].delay_ms * 1000);
 		for (size_t off = 0; off < len; ) {
-			size_t n = drip ? 1 : len - off;
-			ssize_t w = write(fd, r + off, n);
+			size_t n = drip || steps[i].gap_ms ? 1 : len - off;
+			ssize_t w = send(fd, r + off, n, MSG_NOSIGNAL);
 
+			if (w <= 0 && steps[i].gap_ms > 0)
+				break;	/* the client gave up on a slow reply */
 			if (w <= 0)
 				_exit(1);
 			off += (size_t)w;
-			if (drip)
+			if (steps[i].gap_ms > 0)
+				usleep((useconds_t)steps[i].gap_ms * 1000);
+			else if (drip)
 				usleep(300);
 		}
 	}
@@ -191,6 +224,7 @@ canned_start(struct canned *c, const struct step *steps, size_t nsteps,
 	ck_assert_int_eq(listen(lfd, 1), 0);
 	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
 	snprintf(c->addr, sizeof(c->addr), "127.0.0.1:%d", ntohs(sin.sin_port));
+	c->dir[0] = '\0';
 	c->pid = fork();
 	ck_assert_int_ge(c->pid, 0);
 	if (c->pid == 0)
@@ -198,15 +232,56 @@ canned_start(struct canned *c, const struct step *steps, size_t nsteps,
 	close(lfd);
 }
 
-/* Wait for the canned server; assert that it played every step. */
+/* canned_start on a Unix socket in a new temporary directory. */
+static void
+canned_start_unix(struct canned *c, const struct step *steps, size_t nsteps)
+{
+	struct sockaddr_un sun;
+	int lfd;
+
+	snprintf(c->dir, sizeof(c->dir), "/tmp/check_client.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(c->dir));
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/s", c->dir);
+	snprintf(c->addr, sizeof(c->addr), "unix:%s", sun.sun_path);
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	c->pid = fork();
+	ck_assert_int_ge(c->pid, 0);
+	if (c->pid == 0)
+		canned_serve(lfd, steps, nsteps, 0, 1);
+	close(lfd);
+}
+
+/*
+ * Wait for the canned server (5 s at most, else it is killed); assert that
+ * it played every step.
+ */
 static void
 canned_wait(struct canned *c)
 {
-	int status;
+	int status = 0;
+	pid_t w = 0;
 
-	ck_assert_int_eq(waitpid(c->pid, &status, 0), c->pid);
+	for (int i = 0; i < 500 && (w = waitpid(c->pid, &status, WNOHANG)) == 0; i++)
+		usleep(10000);
+	if (w == 0) {
+		kill(c->pid, SIGKILL);
+		waitpid(c->pid, &status, 0);
+	}
+	if (c->dir[0] != '\0') {
+		char path[sizeof(c->dir) + 2];
+
+		snprintf(path, sizeof(path), "%s/s", c->dir);
+		unlink(path);
+		rmdir(c->dir);
+	}
+	ck_assert_msg(w == c->pid, "canned server still running after 5 s");
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	    "canned server failed");
+	    "canned server failed (status 0x%x)", status);
 }
 
 /* A free loopback TCP port nothing listens on. */
@@ -227,6 +302,11 @@ free_port(void)
 }
 
 #define HELLO_REPLY "%2\r\n+server\r\n$6\r\ndlockd\r\n+proto\r\n:3\r\n"
+#define LOSTPUSH_REQ "*3\r\n$6\r\nCLIENT\r\n$8\r\nLOSTPUSH\r\n$2\r\nON\r\n"
+/* The handshake of dlock_connect: HELLO 3, then CLIENT LOSTPUSH ON. */
+#define HANDSHAKE(hello) \
+	{ .reply = hello, .expect = "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n" }, \
+	{ .reply = "+OK\r\n", .expect = LOSTPUSH_REQ }
 
 /* ---- reader tests (no daemon) ---- */
 
@@ -272,13 +352,13 @@ START_TEST(test_reader_split_and_push)
 {
 	static const struct step steps[] = {
 		/* HELLO, with an attribute in front to be skipped */
-		{ "|1\r\n+hint\r\n:1\r\n" HELLO_REPLY, 0, 0 },
+		HANDSHAKE("|1\r\n+hint\r\n:1\r\n" HELLO_REPLY),
 		/* PING: a push arrives first, then the reply */
-		{ ">4\r\n$4\r\nlost\r\n$3\r\na b\r\n:42\r\n$7\r\nexpired\r\n+PONG\r\n", 0, 0 },
+		{ .reply = ">4\r\n$4\r\nlost\r\n$3\r\na b\r\n:42\r\n$7\r\nexpired\r\n+PONG\r\n" },
 		/* INFO as a RESP3 verbatim string */
-		{ "=17\r\ntxt:version:0.1.0\r\n", 0, 0 },
+		{ .reply = "=17\r\ntxt:version:0.1.0\r\n" },
 		/* unasked: another push, then the server closes */
-		{ ">4\r\n+lost\r\n$1\r\nk\r\n:7\r\n+gone\r\n", 0, 1 },
+		{ .reply = ">4\r\n+lost\r\n$1\r\nk\r\n:7\r\n+gone\r\n", .no_read = 1 },
 	};
 	struct canned c;
 	char key[8], err[256], *info;
@@ -286,7 +366,7 @@ START_TEST(test_reader_split_and_push)
 	dlock_t *d;
 	int r, got_k = 0;
 
-	canned_start(&c, steps, 4, 1, 1);
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 1, 1);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_ping(d), 0);
@@ -327,20 +407,20 @@ END_TEST
 START_TEST(test_reader_replies)
 {
 	static const struct step steps[] = {
-		{ HELLO_REPLY, 0, 0 },
-		{ "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n", 0, 0 },	/* LOCK */
-		{ "_\r\n", 0, 0 },						/* LOCK */
-		{ "*-1\r\n", 0, 0 },						/* LOCK (RESP2 null) */
-		{ "-NOTHELD key is not held by this session\r\n", 0, 0 },	/* UNLOCK */
-		{ ":2\r\n", 0, 0 },						/* UNLOCK */
-		{ "%7\r\n+mode\r\n$6\r\nshared\r\n+holders\r\n:2\r\n"
+		HANDSHAKE(HELLO_REPLY),
+		{ .reply = "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n" },	/* LOCK */
+		{ .reply = "_\r\n" },						/* LOCK */
+		{ .reply = "*-1\r\n" },						/* LOCK (RESP2 null) */
+		{ .reply = "-NOTHELD key is not held by this session\r\n" },	/* UNLOCK */
+		{ .reply = ":2\r\n" },						/* UNLOCK */
+		{ .reply = "%7\r\n+mode\r\n$6\r\nshared\r\n+holders\r\n:2\r\n"
 		  "+waiters\r\n:1\r\n+fence\r\n:99\r\n+ttl_ms\r\n:-1\r\n"
-		  "+limit\r\n:0\r\n+future\r\n#t\r\n", 0, 0 },		/* STATUS */
-		{ ":1\r\n", 0, 0 },						/* VALIDATE */
-		{ "+OK\r\n", 0, 0 },						/* EXTEND: wrong type */
-		{ "$4\r\nPONG\r\n", 0, 0 },					/* PING */
-		{ "!21\r\nSYNTAX invalid syntax\r\n", 0, 0 },			/* PING: blob error */
-		{ ":12x\r\n", 0, 0 },						/* PING: malformed */
+		  "+limit\r\n:0\r\n+future\r\n#t\r\n" },		/* STATUS */
+		{ .reply = ":1\r\n" },						/* VALIDATE */
+		{ .reply = "+OK\r\n" },						/* EXTEND: wrong type */
+		{ .reply = "$4\r\nPONG\r\n" },					/* PING */
+		{ .reply = "!21\r\nSYNTAX invalid syntax\r\n" },			/* PING: blob error */
+		{ .reply = ":12x\r\n" },						/* PING: malformed */
 	};
 	struct dlock_grant g;
 	struct dlock_status st;
@@ -388,19 +468,38 @@ END_TEST
 START_TEST(test_reader_handshake_failures)
 {
 	static const struct step garbage[] = {
-		{ "HTTP/1.1 400 Bad Request\r\n\r\n", 0, 0 },
+		{ .reply = "HTTP/1.1 400 Bad Request\r\n\r\n" },
 	};
 	static const struct step closed[] = {
-		{ NULL, 0, 0 },
+		{ .reply = NULL },
 	};
 	static const struct step wrongpass[] = {
-		{ "-WRONGPASS invalid password\r\n", 0, 0 },
+		{ .reply = "-WRONGPASS invalid password\r\n" },
 	};
 	static const struct step notmap[] = {
-		{ "+OK\r\n", 0, 0 },
+		{ .reply = "+OK\r\n" },
 	};
+	static const struct step nolostpush[] = {
+		{ .reply = HELLO_REPLY },
+		{ .reply = "-ERR unknown CLIENT subcommand or wrong number of arguments\r\n", .expect = LOSTPUSH_REQ },
+	};
+	static const struct step lostpush_notok[] = {
+		{ .reply = HELLO_REPLY },
+		{ .reply = ":1\r\n", .expect = LOSTPUSH_REQ },
+	};
+	static const struct step lostpush_noauth[] = {
+		{ .reply = HELLO_REPLY },
+		{ .reply = "-NOAUTH Authentication required.\r\n", .expect = LOSTPUSH_REQ },
+		{ .reply = "-NOAUTH Authentication required.\r\n", .expect = "STATUS" },
+	};
+	static const struct step lostpush_closed[] = {
+		{ .reply = HELLO_REPLY },
+		{ .reply = NULL, .expect = LOSTPUSH_REQ },
+	};
+	struct dlock_status st;
 	struct canned c;
 	char err[256];
+	dlock_t *d;
 
 	canned_start(&c, garbage, 1, 0, 1);
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
@@ -425,10 +524,314 @@ START_TEST(test_reader_handshake_failures)
 	ck_assert_int_eq(errno, EPROTO);
 	ck_assert_msg(strstr(err, "unexpected reply to HELLO") != NULL, "%s", err);
 	canned_wait(&c);
+
+	/* A daemon that will not push lost locks is refused. */
+	canned_start(&c, nolostpush, 2, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_msg(strstr(err, "CLIENT LOSTPUSH ON refused") != NULL &&
+	    strstr(err, "ERR unknown CLIENT subcommand") != NULL, "%s", err);
+	canned_wait(&c);
+
+	canned_start(&c, lostpush_notok, 2, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_msg(strstr(err, "unexpected reply to CLIENT LOSTPUSH ON") != NULL, "%s", err);
+	canned_wait(&c);
+
+	/* Without the password: connected, but every command is refused. */
+	canned_start(&c, lostpush_noauth, 3, 0, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_status(d, "k", &st), -1);
+	assert_code(d, "NOAUTH");
+	dlock_close(d);
+	canned_wait(&c);
+
+	canned_start(&c, lostpush_closed, 2, 0, 1);
+	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
+	ck_assert_int_eq(errno, ECONNRESET);
+	ck_assert_msg(strstr(err, "connection closed by dlockd") != NULL, "%s", err);
+	canned_wait(&c);
+}
+END_TEST
+
+/*
+ * dlock_connect asks for lost pushes (the canned server checks the request),
+ * and a loss notice given as an error reply ("-LOST key fence reason", what
+ * a session without pushes gets) is queued for dlock_poll_lost too.
+ */
+START_TEST(test_reader_lost_notice)
+{
+	static const struct step steps[] = {
+		HANDSHAKE(HELLO_REPLY),
+		/* UNLOCK: a notice for an escaped key */
+		{ .reply = "-LOST jobs\\x20nightly\\x5c\\xFF\\x22 42 the lease could not be "
+		  "renewed in time\r\n", .expect = "UNLOCK" },
+		/* UNLOCK: its own LOST error is no notice */
+		{ .reply = "-LOST the lock on this key was lost: its lease ended\r\n" },
+		/* PING: malformed notices are plain errors */
+		{ .reply = "-LOST k x7 reason\r\n" },
+		{ .reply = "-LOST k 7\r\n" },
+		{ .reply = "-LOST a\\q 7 reason\r\n" },
+		{ .reply = "-LOST a\\x2 7 reason\r\n" },
+		/* PING: a notice with a plain key */
+		{ .reply = "-LOST k 9 redis holds the lease for another owner, or it ended\r\n" },
+	};
+	struct canned c;
+	char key[64], err[256];
+	long long fence = 0;
+	dlock_t *d;
+
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 0);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_unlock(d, "jobs nightly", NULL), -1);
+	assert_code(d, "LOST");
+	ck_assert_str_eq(dlock_error(d), "LOST jobs\\x20nightly\\x5c\\xFF\\x22 42 the lease "
+	    "could not be renewed in time");
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
+	ck_assert_str_eq(key, "jobs nightly\\\xff\"");
+	ck_assert_int_eq(fence, 42);
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
+
+	ck_assert_int_eq(dlock_unlock(d, "jobs nightly", NULL), -1);
+	assert_code(d, "LOST");
+	ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), 0);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(dlock_ping(d), -1);
+		assert_code(d, "LOST");
+		ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), 0);
+	}
+	ck_assert_int_eq(dlock_ping(d), -1);
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
+	ck_assert_str_eq(key, "k");
+	ck_assert_int_eq(fence, 9);
+	/* An error reply leaves the connection usable. */
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
+	dlock_close(d);
+	canned_wait(&c);
+}
+END_TEST
+
+/*
+ * A daemon that takes requests and never answers: dlock_ping gives up after
+ * the handle's timeout, the connection is dead from then on, and its socket
+ * is shut down at once (the server sees the end before dlock_close).
+ */
+START_TEST(test_call_timeout)
+{
+	static const struct step steps[] = {
+		HANDSHAKE(HELLO_REPLY),
+		{ .reply = NULL, .expect = "PING" },	/* no answer */
+		{ .eof = 1 },
+	};
+	struct canned c;
+	char err[256];
+	long long t0, dt;
+	dlock_t *d;
+
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_set_timeout(d, 300), 0);
+	t0 = now_ms();
+	errno = 0;
+	ck_assert_int_eq(dlock_ping(d), -1);
+	dt = now_ms() - t0;
+	ck_assert_int_eq(errno, ETIMEDOUT);
+	assert_code(d, "IO");
+	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 300 ms");
+	ck_assert_msg(dt >= 290 && dt < 2000, "PING gave up after %lld ms", dt);
+	canned_wait(&c);	/* the server saw the connection end */
+
+	/* Dead: every call fails at once, the same way. */
+	t0 = now_ms();
+	errno = 0;
+	ck_assert_int_eq(dlock_ping(d), -1);
+	ck_assert_int_eq(errno, ETIMEDOUT);
+	assert_code(d, "IO");
+	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 300 ms");
+	ck_assert_int_eq(dlock_lock(d, "k", NULL, NULL), -1);
+	assert_code(d, "IO");
+	ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), -1);
+	ck_assert_msg(now_ms() - t0 < 100, "a dead handle waited");
+	dlock_close(d);
+}
+END_TEST
+
+/*
+ * The timeout covers the whole reply, not each read: a reply that trickles in
+ * a byte every 50 ms, 17 bytes in all, is overdue at 400 ms. 0 means no
+ * timeout; a negative timeout is refused.
+ */
+START_TEST(test_call_timeout_whole_reply)
+{
+	static const struct step steps[] = {
+		HANDSHAKE(HELLO_REPLY),
+		{ .reply = "+PONG\r\n", .expect = "PING", .delay_ms = 600 },
+		{ .reply = "+PONG\r\n", .expect = "PING", .gap_ms = 40 },
+		{ .reply = "$10\r\n0123456789\r\n", .expect = "PING", .gap_ms = 50 },
+		{ .eof = 1 },
+	};
+	struct canned c;
+	char err[256];
+	long long t0, dt;
+	dlock_t *d;
+
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_set_timeout(d, -1), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_set_timeout(NULL, 100), -1);
+	ck_assert_int_eq(errno, EINVAL);
+
+	/* 0: a reply 600 ms late is waited for. */
+	ck_assert_int_eq(dlock_set_timeout(d, 0), 0);
+	t0 = now_ms();
+	ck_assert_int_eq(dlock_ping(d), 0);
+	dt = now_ms() - t0;
+	ck_assert_msg(dt >= 550, "PING answered after %lld ms", dt);
+
+	/* Within the timeout, however slowly it comes. */
+	ck_assert_int_eq(dlock_set_timeout(d, 1500), 0);
+	ck_assert_int_eq(dlock_ping(d), 0);
+
+	ck_assert_int_eq(dlock_set_timeout(d, 400), 0);
+	t0 = now_ms();
+	ck_assert_int_eq(dlock_ping(d), -1);
+	dt = now_ms() - t0;
+	assert_code(d, "IO");
+	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 400 ms");
+	ck_assert_msg(dt >= 390 && dt < 800, "PING gave up after %lld ms", dt);
+	canned_wait(&c);
+	dlock_close(d);
+}
+END_TEST
+
+/*
+ * A LOCK with WAIT w may wait w + the timeout for its reply; one without
+ * WAIT has no reply timeout.
+ */
+START_TEST(test_lock_wait_timeout)
+{
+	static const struct step steps[] = {
+		HANDSHAKE(HELLO_REPLY),
+		{ .reply = "_\r\n", .expect = "$4\r\nWAIT\r\n$3\r\n600\r\n", .delay_ms = 700 },
+		{ .reply = "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n",
+		  .expect = "*2\r\n$4\r\nLOCK\r\n$1\r\nk\r\n", .delay_ms = 700 },
+		{ .reply = NULL, .expect = "$4\r\nWAIT\r\n$3\r\n200\r\n" },	/* no answer */
+		{ .eof = 1 },
+	};
+	struct dlock_lock_opts o = opts(0, 600, 0, 0, 0);
+	struct dlock_grant g;
+	struct canned c;
+	char err[256];
+	long long t0, dt;
+	dlock_t *d;
+
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_set_timeout(d, 300), 0);
+	t0 = now_ms();
+	ck_assert_msg(dlock_lock(d, "k", &o, &g) == 0, "%s", dlock_error(d));
+	ck_assert_msg(now_ms() - t0 >= 650, "LOCK WAIT 600 answered too soon");
+
+	o.wait_ms = -1;
+	ck_assert_msg(dlock_lock(d, "k", &o, &g) == 1, "%s", dlock_error(d));
+	ck_assert_str_eq(g.token, TOKEN32);
+
+	o.wait_ms = 200;
+	t0 = now_ms();
+	ck_assert_int_eq(dlock_lock(d, "k", &o, &g), -1);
+	dt = now_ms() - t0;
+	assert_code(d, "IO");
+	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 500 ms");
+	ck_assert_msg(dt >= 490 && dt < 2000, "LOCK WAIT 200 gave up after %lld ms", dt);
+	canned_wait(&c);
+	dlock_close(d);
+}
+END_TEST
+
+/* No TCP options on a Unix socket (keepalive is for TCP only). */
+START_TEST(test_unix_no_keepalive)
+{
+	static const struct step steps[] = {
+		HANDSHAKE(HELLO_REPLY),
+		{ .reply = "+PONG\r\n", .expect = "PING" },
+		{ .eof = 1 },
+	};
+	struct canned c;
+	char err[256];
+	int v = -1;
+	socklen_t vlen = sizeof(v);
+	dlock_t *d;
+
+	canned_start_unix(&c, steps, sizeof(steps) / sizeof(steps[0]));
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_ping(d), 0);
+	ck_assert_int_eq(getsockopt(dlock_fd(d), SOL_SOCKET, SO_KEEPALIVE, &v, &vlen), 0);
+	ck_assert_int_eq(v, 0);
+	dlock_close(d);
+	canned_wait(&c);
 }
 END_TEST
 
 /* ---- live tests ---- */
+
+/* TCP connections probe a silent daemon (keepalive) and bound unacked data. */
+START_TEST(test_tcp_keepalive)
+{
+	dlock_t *d = conn();
+	int v;
+	unsigned int uv;
+	socklen_t vlen;
+
+#define SOCKOPT(level, name, want) do { \
+		v = -1; \
+		vlen = sizeof(v); \
+		ck_assert_int_eq(getsockopt(dlock_fd(d), level, name, &v, &vlen), 0); \
+		ck_assert_msg(v == (want), #name " is %d, not %d", v, want); \
+	} while (0)
+	SOCKOPT(SOL_SOCKET, SO_KEEPALIVE, 1);
+	SOCKOPT(IPPROTO_TCP, TCP_KEEPIDLE, 15);
+	SOCKOPT(IPPROTO_TCP, TCP_KEEPINTVL, 5);
+	SOCKOPT(IPPROTO_TCP, TCP_KEEPCNT, 3);
+	SOCKOPT(IPPROTO_TCP, TCP_NODELAY, 1);
+#undef SOCKOPT
+	vlen = sizeof(uv);
+	ck_assert_int_eq(getsockopt(dlock_fd(d), IPPROTO_TCP, TCP_USER_TIMEOUT, &uv, &vlen), 0);
+	ck_assert_uint_eq(uv, 30000);
+	dlock_close(d);
+}
+END_TEST
+
+/*
+ * Against the daemon: a call within the timeout works, a LOCK that waits in
+ * the queue longer than the timeout (but within WAIT + timeout) is answered.
+ */
+START_TEST(test_timeout_live)
+{
+	struct dlock_lock_opts o = opts(0, 1500, 0, 0, 0);
+	char key[128];
+	dlock_t *a = conn(), *b = conn();
+	long long t0;
+
+	test_key(key, sizeof(key), "timeout");
+	ck_assert_int_eq(dlock_set_timeout(b, 1000), 0);
+	ck_assert_int_eq(dlock_ping(b), 0);
+	ck_assert_int_eq(dlock_lock(a, key, NULL, NULL), 1);
+	t0 = now_ms();
+	ck_assert_msg(dlock_lock(b, key, &o, NULL) == 0, "%s", dlock_error(b));
+	ck_assert_msg(now_ms() - t0 >= 1450, "WAIT 1500 ended early");
+	ck_assert_int_eq(dlock_ping(b), 0);
+	dlock_close(a);
+	dlock_close(b);
+}
+END_TEST
 
 START_TEST(test_ping_info)
 {
@@ -541,8 +944,11 @@ START_TEST(test_waiter_is_granted_on_release)
 		/* Another client queues for the key: exit 0 once granted. */
 		struct dlock_lock_opts o = opts(0, 10000, 0, 0, 0);
 		dlock_t *b = dlock_connect(test_addr(), getenv("DLOCK_TEST_PASSWORD"), NULL, 0);
+		int granted = b != NULL && dlock_lock(b, key, &o, NULL) == 1;
 
-		_exit(b != NULL && dlock_lock(b, key, &o, NULL) == 1 ? 0 : 1);
+		dlock_close(b);
+		dlock_close(a);	/* the parent's, copied: its connection stays open */
+		_exit(granted ? 0 : 1);
 	}
 	for (i = 0; i < 500; i++) {
 		ck_assert_int_eq(dlock_status(a, key, &st), 0);
@@ -835,10 +1241,17 @@ client_suite(void)
 	tcase_add_test(reader, test_reader_split_and_push);
 	tcase_add_test(reader, test_reader_replies);
 	tcase_add_test(reader, test_reader_handshake_failures);
+	tcase_add_test(reader, test_reader_lost_notice);
+	tcase_add_test(reader, test_call_timeout);
+	tcase_add_test(reader, test_call_timeout_whole_reply);
+	tcase_add_test(reader, test_lock_wait_timeout);
+	tcase_add_test(reader, test_unix_no_keepalive);
 	suite_add_tcase(s, reader);
 
 	tcase_set_timeout(live, 30);
 	tcase_add_test(live, test_ping_info);
+	tcase_add_test(live, test_tcp_keepalive);
+	tcase_add_test(live, test_timeout_live);
 	tcase_add_test(live, test_connect_default_addr_and_password);
 	tcase_add_test(live, test_lock_unlock_reentrant);
 	tcase_add_test(live, test_wait_not_granted);

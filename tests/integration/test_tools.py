@@ -2,14 +2,15 @@
 
 import os
 import re
+import select
 import signal
 import subprocess
 import time
 import unittest
 
-from harness import (DLOCK, Daemon, DaemonTestCase, in_thread, kill_pid, read_line, reap,
-                     redis_cli, run_dlock, spawn, track_pid, unique_key,
-                     wait_until)
+from harness import (DLOCK, PYTHON, SLOWDOWN, Daemon, DaemonTestCase, RedisTestCase, in_thread,
+                     kill_pid, new_dir, pairs, read_line, reap, redis_cli, run_dlock, spawn,
+                     track_pid, unique_key, wait_until)
 
 
 class TestRedisCli(DaemonTestCase):
@@ -310,11 +311,13 @@ class TestDlockCliPassword(DaemonTestCase):
         rc, out, err = run_dlock(["status", "k"], env=dict(addr, DLOCK_PASSWORD=""))
         self.assertEqual(rc, 1, out + err)
         self.assertIn("NOAUTH", out + err)
+        rc, out, err = run_dlock(["run", "k", "--", "true"], env=dict(addr, DLOCK_PASSWORD=""))
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("NOAUTH", out + err)
+        # PING needs no password
+        rc, out, err = run_dlock(["ping"], env=dict(addr, DLOCK_PASSWORD=""))
+        self.assertEqual((rc, out), (0, "PONG\n"), err)
 
-
-if __name__ == "__main__":
-    import unittest
-    unittest.main()
 
 
 class TestDlockRunLosesDaemon(unittest.TestCase):
@@ -343,3 +346,397 @@ class TestDlockRunLosesDaemon(unittest.TestCase):
             p.stderr.close()
             if d.running():
                 d.stop()
+
+
+# ---- dlock run: the command's process group, loss, keepalive, terminal ----
+
+GONE_BOUND = 3.0  # s for a stopped command's whole group to be gone
+
+
+def pid_gone(pid):
+    """True if process pid has ended (gone, or a zombie)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(") ", 1)[1][0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def pid_state(pid):
+    """The state letter of process pid (R, S, T, Z, ...), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(") ", 1)[1][0]
+    except FileNotFoundError:
+        return None
+
+
+def read_pids(path, n, timeout=5.0):
+    """The n pids, one a line, that a command wrote to path (waited for)."""
+    def ready():
+        try:
+            with open(path) as f:
+                lines = f.read().split("\n")
+        except FileNotFoundError:
+            return None
+        return lines[:n] if len(lines) > n else None
+    pids = [int(x) for x in wait_until(ready, timeout, 0.005, "the pids in %s" % path)]
+    for pid in pids:
+        track_pid(pid)
+    return pids
+
+
+# A command whose shell and background sleep write their pids (shell first)
+# to $PIDS and wait; with trap, both ignore SIGTERM.
+GROUP_CMD = 'echo $$ > "$PIDS.tmp"; sleep 60 & echo $! >> "$PIDS.tmp"; mv "$PIDS.tmp" "$PIDS"; wait'
+DEAF_CMD = 'trap "" TERM; ' + GROUP_CMD
+
+
+class DlockRunCase(unittest.TestCase):
+    """Tests that start a daemon of their own (they kill it)."""
+
+    CONFIG = ""
+
+    def setUp(self):
+        self.daemon = Daemon(self.CONFIG).start()
+        self.addCleanup(self._stop_daemon)
+        self.dir = new_dir("run")
+        self.pidfile = os.path.join(self.dir, "pids")
+
+    def _stop_daemon(self):
+        if self.daemon.running():
+            self.daemon.stop()
+
+    def run_bg(self, *args):
+        """Start `dlock run ARGS` with $PIDS set; stdout/stderr piped."""
+        env = dict(os.environ, DLOCK_ADDR=self.daemon.addr(), DLOCK_PASSWORD="",
+                   PIDS=self.pidfile)
+        p = spawn([DLOCK, "run"] + [str(a) for a in args], env=env, stdin=subprocess.DEVNULL,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(self._reap, p)
+        return p
+
+    def _reap(self, p):
+        if p.poll() is None:
+            p.kill()
+        reap(p)
+        p.stdout.close()
+        p.stderr.close()
+
+    def group_pids(self):
+        pids = read_pids(self.pidfile, 2)
+        for pid in pids:
+            self.addCleanup(kill_pid, pid)
+        return pids
+
+    def assertGone(self, pids, bound=GONE_BOUND):
+        wait_until(lambda: all(pid_gone(p) for p in pids), bound, 0.01,
+                   "processes %s of the command's group to be gone" % pids)
+
+
+class TestDlockRunGroup(DlockRunCase):
+
+    def test_daemon_killed_stops_whole_group(self):
+        # the lock is gone with the daemon: the shell AND its background
+        # sleep (a grandchild of dlock) are stopped, not only the shell
+        key = unique_key()
+        p = self.run_bg(key, "--", "sh", "-c", GROUP_CMD)
+        sh, sleep = self.group_pids()
+        self.assertEqual(os.getpgid(sleep), sh, "the command leads a group of its own")
+        self.assertNotEqual(os.getpgid(sh), os.getpgid(p.pid))
+        t0 = time.monotonic()
+        self.daemon.stop(signal.SIGKILL)
+        self.assertGone([sh, sleep])
+        self.assertEqual(reap(p), 1)
+        took = time.monotonic() - t0
+        self.assertLess(took, 1.5, "dlock took %.2f s to stop the group" % took)
+        err = p.stderr.read().decode()
+        self.assertIn("connection closed by dlockd; the lock is gone, stopping the command", err)
+        self.assertNotIn("killing", err)
+
+    def test_kill_after(self):
+        # a group that ignores SIGTERM gets SIGKILL --kill-after ms later
+        key = unique_key()
+        p = self.run_bg("--kill-after", 600, key, "--", "sh", "-c", DEAF_CMD)
+        sh, sleep = self.group_pids()
+        t0 = time.monotonic()
+        self.daemon.stop(signal.SIGKILL)
+        time.sleep(0.3)
+        self.assertFalse(pid_gone(sh) or pid_gone(sleep), "SIGKILL before --kill-after")
+        self.assertGone([sh, sleep], 0.3 + GONE_BOUND)
+        self.assertEqual(reap(p), 1)
+        took = time.monotonic() - t0
+        self.assertGreaterEqual(took, 0.55)
+        self.assertLess(took, 0.6 + 1.0, "dlock ended %.2f s after the daemon" % took)
+        self.assertIn("did not end within 600 ms of SIGTERM, killing it",
+                      p.stderr.read().decode())
+
+    def test_kill_after_zero(self):
+        key = unique_key()
+        p = self.run_bg("--kill-after=0", key, "--", "sh", "-c", DEAF_CMD)
+        sh, sleep = self.group_pids()
+        t0 = time.monotonic()
+        self.daemon.stop(signal.SIGKILL)
+        self.assertGone([sh, sleep])
+        self.assertEqual(reap(p), 1)
+        self.assertLess(time.monotonic() - t0, 1.0)
+
+    def test_signals_forwarded_to_group(self):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            key = unique_key()
+            if os.path.exists(self.pidfile):
+                os.unlink(self.pidfile)
+            # an asynchronous list of a shell without job control ignores
+            # SIGINT: for it, the grandchild runs in the foreground of a shell
+            cmd = GROUP_CMD if sig != signal.SIGINT else \
+                'echo $$ > "$PIDS.tmp"; sh -c \'echo $$ >> "$PIDS.tmp"; ' \
+                'mv "$PIDS.tmp" "$PIDS"; exec sleep 60\''
+            p = self.run_bg(key, "--", "sh", "-c", cmd)
+            pids = self.group_pids()
+            os.kill(p.pid, sig)
+            self.assertGone(pids)
+            self.assertEqual(reap(p), 128 + sig, sig)
+            self.assertEqual(self.daemon.info()["locks_held"], "0")
+
+    def test_kill_after_usage(self):
+        for bad in ("-1", "x", "86400001"):
+            rc, out, err = run_dlock(["run", "--kill-after", bad, "k", "--", "true"],
+                                     env={"DLOCK_ADDR": self.daemon.addr()})
+            self.assertEqual(rc, 2, err)
+            self.assertIn("--kill-after", err)
+        rc, out, err = run_dlock(["lock", "--kill-after", "5", "k"],
+                                 env={"DLOCK_ADDR": self.daemon.addr()})
+        self.assertEqual(rc, 2, err)
+        rc, out, err = run_dlock(["--help"])
+        self.assertIn("--kill-after MS", out)
+        rc, out, err = run_dlock(["run", "--help"])
+        self.assertIn("[--kill-after MS]", out)
+
+
+class TestDlockRunKeepalive(DlockRunCase):
+    CONFIG = "sessions:\n  idle_timeout_ms: 600\n"
+
+    def test_keeps_session_alive(self):
+        key, other = unique_key(), unique_key()
+        idle = self.daemon.raw()
+        self.addCleanup(idle.close)
+        self.assertIsInstance(idle.cmd("LOCK", other), list)
+        t0 = time.monotonic()
+        p = self.run_bg(key, "--", "sleep", "2")
+        # a raw connection that says nothing is closed after ~0.6 s, its lock released
+        self.assertTrue(idle.is_closed(3.0), "the idle connection was not closed")
+        took = time.monotonic() - t0
+        self.assertTrue(0.5 < took < 0.6 + 0.9 * SLOWDOWN,
+                        "idle connection closed after %.2f s" % took)
+        # dlock's session lives on: its lock is held at ~1.5 s
+        time.sleep(max(0.0, 1.5 - (time.monotonic() - t0)))
+        st = self.daemon.raw()
+        try:
+            status = pairs(st.cmd("STATUS", key))
+            other_status = pairs(st.cmd("STATUS", other))
+        finally:
+            st.close()
+        held_at = time.monotonic() - t0
+        self.assertEqual((status["mode"], status["holders"]), (b"exclusive", 1),
+                         "not held at %.2f s: %r" % (held_at, status))
+        self.assertEqual(other_status["mode"], b"free")
+        self.assertEqual(reap(p), 0, p.stderr.read().decode())
+        self.assertGreaterEqual(time.monotonic() - t0, 2.0)
+
+    def test_ping_failure_stops_group(self):
+        # the daemon stops answering (SIGSTOP): dlock's PING (every 200 ms,
+        # answer due before the next) fails and the group is stopped
+        key = unique_key()
+        p = self.run_bg(key, "--", "sh", "-c", GROUP_CMD)
+        pids = self.group_pids()
+        t0 = time.monotonic()
+        os.kill(self.daemon.pid, signal.SIGSTOP)
+        try:
+            self.assertGone(pids)
+            took = time.monotonic() - t0
+        finally:
+            os.kill(self.daemon.pid, signal.SIGCONT)
+        self.assertEqual(reap(p), 1)
+        self.assertLess(took, 1.5, "the group was stopped %.2f s after the daemon" % took)
+        self.assertIn("PING failed: dlockd did not answer within 200 ms",
+                      p.stderr.read().decode())
+
+
+class TestDlockRunLost(RedisTestCase):
+
+    def test_lost_lock_stops_whole_group(self):
+        # the lease is taken from under dlock run (its Redis keys deleted, the
+        # key locked through a second daemon): the lost push stops the group
+        fast = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf=fast)
+        b = self.start_daemon(r, backend_conf=fast)
+        key = unique_key()
+        d = new_dir("run")
+        pidfile = os.path.join(d, "pids")
+        env = dict(os.environ, DLOCK_ADDR=a.addr(), DLOCK_PASSWORD="", PIDS=pidfile)
+        p = spawn([DLOCK, "run", "--ttl", "1500", key, "--", "sh", "-c", GROUP_CMD], env=env,
+                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            pids = read_pids(pidfile, 2)
+            for pid in pids:
+                self.addCleanup(kill_pid, pid)
+            rc = r.client()
+            self.addCleanup(rc.connection_pool.disconnect)
+            leases = [n for n in rc.scan_iter(match="*" + key + "*") if rc.pttl(n) > 0]
+            self.assertTrue(leases, "no Redis key with an expiry names %s" % key)
+            t0 = time.monotonic()
+            rc.delete(*leases)
+            self.assertIsInstance(self.conn(b).cmd("LOCK", key, "WAIT", 0), list)
+            wait_until(lambda: all(pid_gone(x) for x in pids), 1.5 + GONE_BOUND, 0.01,
+                       "the group of the command to be gone")
+            took = time.monotonic() - t0
+            self.assertEqual(reap(p), 1)
+            err = p.stderr.read().decode()
+            self.assertRegex(err, r"the lock was lost \(fence \d+\), stopping the command")
+            self.assertLess(took, 0.5 + 1.0 * SLOWDOWN, "group stopped %.2f s after" % took)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                reap(p)
+            p.stdout.close()
+            p.stderr.close()
+
+
+# A stand-in for a job-control shell: made session leader (by Popen) with the
+# pty whose slave is fd argv[1] as its controlling terminal, it runs argv[2:]
+# as a job (a process group of its own, in the foreground), reports on
+# stdout "pid N", "stopped SIG" (then waits for a line on stdin before doing
+# what fg does) and "exit STATUS FG" (FG: the terminal's foreground group
+# then).
+JOB_SHELL = r'''
+import fcntl, os, signal, sys, termios
+tty = int(sys.argv[1])
+fcntl.ioctl(tty, termios.TIOCSCTTY, 0)
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+stdin_null = sys.argv[2] == "stdin-null"
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    os.tcsetpgrp(tty, os.getpid())
+    for s in (signal.SIGTTOU, signal.SIGPIPE, signal.SIGINT):
+        signal.signal(s, signal.SIG_DFL)
+    os.dup2(os.open(os.devnull, os.O_RDONLY) if stdin_null else tty, 0)
+    os.dup2(tty, 1)
+    os.dup2(tty, 2)
+    os.execv(sys.argv[3], sys.argv[3:])
+try:
+    os.setpgid(pid, pid)
+except OSError:
+    pass
+os.tcsetpgrp(tty, pid)
+print("pid %d" % pid, flush=True)
+while True:
+    _, st = os.waitpid(pid, os.WUNTRACED)
+    if os.WIFSTOPPED(st):
+        os.tcsetpgrp(tty, os.getpgrp())
+        print("stopped %d" % os.WSTOPSIG(st), flush=True)
+        sys.stdin.readline()
+        os.tcsetpgrp(tty, pid)
+        os.kill(-pid, signal.SIGCONT)
+        continue
+    print("exit %d %d" % (os.waitstatus_to_exitcode(st), os.tcgetpgrp(tty)), flush=True)
+    break
+'''
+
+
+class TestDlockRunTerminal(DaemonTestCase):
+    """dlock run from an interactive shell: the command gets the terminal,
+    and Control-Z stops the job and fg continues it."""
+
+    def job(self, *args, stdin_null=False):
+        """Run dlock ARGS as a job of JOB_SHELL on a new pty. Returns the
+        shell's Popen, the pty master and dlock's pid."""
+        master, slave = os.openpty()
+        self.addCleanup(os.close, master)
+        env = dict(os.environ, DLOCK_ADDR=self.daemon.addr(), DLOCK_PASSWORD="")
+        sh = spawn([PYTHON, "-c", JOB_SHELL, str(slave),
+                    "stdin-null" if stdin_null else "stdin-tty", DLOCK] + [str(a) for a in args],
+                   env=env, pass_fds=(slave,), start_new_session=True,
+                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        os.close(slave)
+        self.tty_out = ""
+        self.addCleanup(self._end_job, sh)
+        line = read_line(sh.stdout)
+        self.assertTrue(line.startswith("pid "), line)
+        pid = int(line.split()[1])
+        track_pid(pid)
+        self.addCleanup(kill_pid, pid)
+        return sh, master, pid
+
+    def _end_job(self, sh):
+        if sh.poll() is None:
+            sh.kill()
+        reap(sh)
+        sh.stdin.close()
+        sh.stdout.close()
+
+    def read_tty(self, master, pattern, timeout=5.0):
+        """Read the pty until its output matches the regular expression
+        pattern (bounded); returns the match. Output up to the end of the
+        match is consumed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            m = re.search(pattern, self.tty_out)
+            if m:
+                self.tty_out = self.tty_out[m.end():]
+                return m
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("%r not seen on the terminal (got %r)"
+                                     % (pattern, self.tty_out))
+            r, _, _ = select.select([master], [], [], left)
+            if r:
+                try:
+                    data = os.read(master, 4096)
+                except OSError:  # EIO: every slave end closed
+                    data = b""
+                if not data:
+                    raise AssertionError("the terminal closed (got %r)" % self.tty_out)
+                self.tty_out += data.decode(errors="replace")
+
+    def test_command_gets_terminal(self):
+        key = unique_key()
+        probe = "import os; print('fg', os.tcgetpgrp(0) == os.getpgrp(), os.getpgrp())"
+        sh, master, pid = self.job("run", key, "--", PYTHON, "-c", probe)
+        m = self.read_tty(master, r"fg (\w+) (\d+)")
+        self.assertEqual(m.group(1), "True", "the command is not in the foreground")
+        self.assertNotEqual(int(m.group(2)), pid, "the command shares dlock's group")
+        line = read_line(sh.stdout)
+        # dlock took the terminal back before it exited
+        self.assertEqual(line, "exit 0 %d\n" % pid)
+
+    def test_not_interactive_without_tty_stdin(self):
+        key = unique_key()
+        probe = "import os; print('fg', os.tcgetpgrp(1) == os.getpgrp())"
+        sh, master, pid = self.job("run", key, "--", PYTHON, "-c", probe, stdin_null=True)
+        self.assertEqual(self.read_tty(master, r"fg (\w+)").group(1), "False")
+        self.assertEqual(read_line(sh.stdout), "exit 0 %d\n" % pid)
+
+    def test_control_z_and_fg(self):
+        key = unique_key()
+        sh, master, pid = self.job("run", key, "--", "sh", "-c",
+                                   'echo "ready $$"; read x; echo "got $x"')
+        cmd = int(self.read_tty(master, r"ready (\d+)\r?\n").group(1))
+        track_pid(cmd)
+        self.addCleanup(kill_pid, cmd)
+        os.write(master, b"\x1a")  # Control-Z
+        line = read_line(sh.stdout)
+        self.assertEqual(line, "stopped %d\n" % signal.SIGTSTP)
+        wait_until(lambda: pid_state(cmd) == "T" and pid_state(pid) == "T", 2, 0.01,
+                   "the command and dlock to be stopped")
+        self.assertEqual(self.status(key)["holders"], 1)
+        sh.stdin.write(b"fg\n")
+        sh.stdin.flush()
+        wait_until(lambda: pid_state(cmd) not in (None, "T"), 2, 0.01,
+                   "the command to be continued")
+        # the command reads the terminal: it has the foreground again
+        os.write(master, b"hello\n")
+        self.read_tty(master, r"got hello")
+        self.assertEqual(read_line(sh.stdout), "exit 0 %d\n" % pid)
+        self.assertEqual(self.status(key)["mode"], b"free")
