@@ -42,7 +42,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlockd-faults.XXXXXX") || exit 1
 pid=""
 
 cleanup() {
-	trap - EXIT INT TERM
+	trap - EXIT HUP INT TERM
 	[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null
 	# give the Python side a moment to stop what it started, then make sure
 	i=0
@@ -61,6 +61,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 

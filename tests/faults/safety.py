@@ -67,17 +67,30 @@ ALL_FAULTS = {
     "redis": ["client_kill", "client_stop", "daemon_stop", "daemon_kill", "backend_stop",
               "backend_restart", "backend_restart_loss", "blackhole"],
 }
-# the order in which a fault's rounds are aimed
-AIMS = {
-    "client_kill": ["lock", "renew", "prewrite"],
-    "client_stop": ["prewrite", "lock", "renew"],
-    "daemon_stop": ["renew", "lock", "extend"],
-    "daemon_kill": ["lock", "renew"],
-    "backend_stop": ["renew", "lock", "extend"],
-    "backend_restart": ["lock", "renew"],
-    "backend_restart_loss": ["renew", "lock"],
-    "blackhole": ["renew", "lock", "extend"],
-    "none": ["none"],
+# what each round of a fault aims at, and how long the fault lasts: "1.5ttl"
+# is 1.5 x the TTL, "0.3s" 0.3 s, "idle" sessions.idle_timeout_ms + 0.6 x the
+# TTL; rounds go through the list in turn (SHORT runs the first)
+PLANS = {
+    "client_kill": [("lock", None), ("renew", None), ("prewrite", None)],
+    # past the idle timeout the daemon closes the stopped worker's session,
+    # another worker gets the key, and the stopped one wakes up with a stale
+    # fence; a shorter stop only makes the others wait
+    "client_stop": [("prewrite", "idle"), ("lock", "0.5ttl"), ("renew", "idle"),
+                    ("prewrite", "0.5ttl")],
+    # past the TTL; and resuming between the point where the daemon must
+    # declare the lock lost (TTL - margin) and the end of the lease in Redis
+    "daemon_stop": [("renew", "1.5ttl"), ("renew", "0.62ttl"), ("lock", "1.5ttl"),
+                    ("extend", "0.75ttl")],
+    "daemon_kill": [("lock", None), ("renew", None), ("prewrite", None)],
+    "backend_stop": [("renew", "1.3ttl"), ("lock", "1.3ttl"), ("renew", "0.6ttl"),
+                     ("extend", "0.95ttl")],
+    "backend_restart": [("lock", "0.3s"), ("renew", "1.2ttl"), ("renew", "0.3s")],
+    "backend_restart_loss": [("renew", "0.3s"), ("lock", "1.2ttl"), ("lock", "0.3s")],
+    # what the black hole held is delivered when it heals: after a short one,
+    # while the leases it concerns may still run
+    "blackhole": [("renew", "1.5ttl"), ("lock", "1.5ttl"), ("renew", "0.5ttl"),
+                  ("extend", "0.95ttl")],
+    "none": [("none", "2s")],
 }
 SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
          ("redis", "daemon_stop"), ("redis", "blackhole"), ("redis", "backend_stop"),
@@ -385,7 +398,9 @@ class Scenario:
     def record(self, kind, target, start, end, **kw):
         f = dict(kind=kind, target=target, start=start, end=end, **kw)
         self.faults.append(f)
-        say("    %-20s %-8s %6.2f s  aim: %s" % (kind, target, end - start, kw.get("aim")))
+        say("    %-20s %-8s %6.2f s %-8s aim: %s" % (kind, target, end - start,
+                                                  kw.get("planned") or "",
+                                                  kw.get("aim")))
         return f
 
     def aim(self, how, on_daemon=None, worker=None):
@@ -444,12 +459,21 @@ class Scenario:
             return "d1"
         return names[rnd % len(names)]
 
+    def duration(self, spec):
+        """A duration of PLANS in seconds."""
+        if spec.endswith("ttl"):
+            return float(spec[:-3]) * self.ttl / 1000.0
+        if spec == "idle":
+            return self.idle_ms / 1000.0 + 0.6 * self.ttl / 1000.0
+        return float(spec[:-1]) * self.scale
+
     def inject(self, rnd):
         kind = self.fault
-        how = AIMS[kind][rnd % len(AIMS[kind])]
-        ttl_s = self.ttl / 1000.0
+        plans = PLANS[kind]
+        how, spec = plans[rnd % len(plans)]
+        dur = self.duration(spec) if spec else None
         if kind == "none":
-            time.sleep(2.0 * self.scale)
+            time.sleep(dur)
             return
         if kind in ("client_kill", "client_stop"):
             ev, wid = self.aim(how)
@@ -465,11 +489,6 @@ class Scenario:
                 self.record(kind, wid, t, t, aim=aim, pid=info["pid"])
                 self.spawn_worker(info["daemon"], info["kind"])
             else:
-                # every other round past the idle timeout: the daemon closes
-                # the session, another worker gets the key, and the stopped
-                # one wakes up with a stale fence
-                long_stop = rnd % 2 == 0
-                dur = (self.idle_ms / 1000.0 + 0.6 * ttl_s) if long_stop else 0.5 * ttl_s
                 t0 = time.monotonic()
                 os.kill(info["pid"], signal.SIGSTOP)
                 info["stopped"] = True
@@ -477,7 +496,7 @@ class Scenario:
                 os.kill(info["pid"], signal.SIGCONT)
                 info["stopped"] = False
                 self.record(kind, wid, t0, time.monotonic(), aim=aim, pid=info["pid"],
-                            past_idle_timeout=long_stop)
+                            planned=spec)
             return
         if kind in ("daemon_stop", "daemon_kill"):
             dname = self.pick_daemon(rnd)
@@ -486,14 +505,14 @@ class Scenario:
             d = self.daemons[dname]
             pid = d.pid
             if kind == "daemon_stop":
-                dur = 1.5 * ttl_s
                 t0 = time.monotonic()
                 os.kill(pid, signal.SIGSTOP)
                 try:
                     time.sleep(dur)
                 finally:
                     os.kill(pid, signal.SIGCONT)
-                self.record(kind, dname, t0, time.monotonic(), aim=aim, pid=pid)
+                self.record(kind, dname, t0, time.monotonic(), aim=aim, pid=pid,
+                            planned=spec)
             else:
                 t0 = time.monotonic()
                 d.stop(signal.SIGKILL)
@@ -507,10 +526,10 @@ class Scenario:
             aim = "%s of %s" % (how, wid) if ev else "none"
             t0 = self.proxy.block()
             try:
-                time.sleep(1.5 * ttl_s)
+                time.sleep(dur)
             finally:
                 t1 = self.proxy.heal()
-            self.record(kind, "d1", t0, t1, aim=aim, pid=self.proxy.proc.pid)
+            self.record(kind, "d1", t0, t1, aim=aim, pid=self.proxy.proc.pid, planned=spec)
             return
         # the backend
         ev, wid = self.aim(how)
@@ -520,15 +539,15 @@ class Scenario:
             t0 = time.monotonic()
             self.redis.pause()
             try:
-                time.sleep(1.3 * ttl_s)
+                time.sleep(dur)
             finally:
                 self.redis.resume()
-            self.record(kind, "backend", t0, time.monotonic(), aim=aim, pid=pid)
+            self.record(kind, "backend", t0, time.monotonic(), aim=aim, pid=pid,
+                        planned=spec)
         elif kind in ("backend_restart", "backend_restart_loss"):
-            down = 0.3 if rnd % 2 == 0 else 1.2 * ttl_s
-            t0, t1 = self.redis.restart(down * self.scale)
-            self.record(kind, "backend", t0, t1, aim=aim, down=down, pid=pid,
-                        new_pid=self.redis.pid)
+            t0, t1 = self.redis.restart(dur)
+            self.record(kind, "backend", t0, t1, aim=aim, pid=pid, new_pid=self.redis.pid,
+                        planned=spec)
 
     # ---- the run ----
 
@@ -731,8 +750,8 @@ def plan(mode, only, rounds):
     if mode == "short":
         todo = [(b, f, 1) for b, f in SHORT]
     else:
-        n = rounds or 3
-        todo = [(b, f, n) for b in ("memory", "redis") for f in ALL_FAULTS[b]]
+        todo = [(b, f, rounds or max(3, len(PLANS[f])))
+                for b in ("memory", "redis") for f in ALL_FAULTS[b]]
         todo.append(("split", "none", 1))
     if rounds and mode == "short":
         todo = [(b, f, rounds) for b, f, _ in todo]
@@ -882,6 +901,8 @@ def main(argv=None):
     ap.add_argument("--json", help="where to write the results")
     a = ap.parse_args(argv)
     harness.install_signal_handlers()
+    # a hang-up (the terminal went away) stops everything too
+    signal.signal(signal.SIGHUP, signal.getsignal(signal.SIGTERM))
     out = run(a.mode or "short", a.only, a.rounds, a.seed, a.out, a.json)
     return 0 if out["ok"] else 1
 
