@@ -25,12 +25,18 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
 
 import redis
+
+# the safety test's RESP client (tests/faults/resp.py) is shared for encoding
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "faults"))
+import resp  # noqa: E402
 
 DLOCKD = os.environ.get("DLOCKD_BIN", os.path.abspath("build/dlockd"))
 DLOCK = os.environ.get("DLOCK_BIN", os.path.abspath("build/dlock"))
@@ -958,16 +964,7 @@ class Raw:
     def send(self, data):
         self.s.sendall(data)
 
-    @staticmethod
-    def encode(*args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            if isinstance(a, int):
-                a = str(a)
-            if isinstance(a, str):
-                a = a.encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        return b"".join(out)
+    encode = staticmethod(resp.encode)
 
     def cmd(self, *args):
         """Send a command as a RESP array and read its reply."""

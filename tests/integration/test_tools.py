@@ -13,6 +13,15 @@ from harness import (DLOCK, PYTHON, SLOWDOWN, Daemon, DaemonTestCase, RedisTestC
                      track_pid, unique_key, wait_until)
 
 
+
+def end_process(p, *pipes):
+    """Kill p if it still runs, reap it and close its pipes."""
+    if p.poll() is None:
+        p.kill()
+    reap(p)
+    for f in pipes:
+        f.close()
+
 class TestRedisCli(DaemonTestCase):
 
     def cli(self, *args, **kw):
@@ -417,11 +426,7 @@ class DlockRunCase(unittest.TestCase):
         return p
 
     def _reap(self, p):
-        if p.poll() is None:
-            p.kill()
-        reap(p)
-        p.stdout.close()
-        p.stderr.close()
+        end_process(p, p.stdout, p.stderr)
 
     def group_pids(self):
         pids = read_pids(self.pidfile, 2)
@@ -670,11 +675,7 @@ class TestDlockRunTerminal(DaemonTestCase):
         return sh, master, pid
 
     def _end_job(self, sh):
-        if sh.poll() is None:
-            sh.kill()
-        reap(sh)
-        sh.stdin.close()
-        sh.stdout.close()
+        end_process(sh, sh.stdin, sh.stdout)
 
     def read_tty(self, master, pattern, timeout=5.0):
         """Read the pty until its output matches the regular expression
