@@ -348,11 +348,7 @@ class TestDlockRunLosesDaemon(unittest.TestCase):
             self.assertEqual(p.stdout.read(), b"terminated\n")
             self.assertIn(b"dlock", p.stderr.read())
         finally:
-            if p.poll() is None:
-                p.kill()
-                reap(p)
-            p.stdout.close()
-            p.stderr.close()
+            end_process(p, p.stdout, p.stderr)
             if d.running():
                 d.stop()
 
@@ -601,11 +597,7 @@ class TestDlockRunLost(RedisTestCase):
             self.assertRegex(err, r"the lock was lost \(fence \d+\), stopping the command")
             self.assertLess(took, 0.5 + 1.0 * SLOWDOWN, "group stopped %.2f s after" % took)
         finally:
-            if p.poll() is None:
-                p.kill()
-                reap(p)
-            p.stdout.close()
-            p.stderr.close()
+            end_process(p, p.stdout, p.stderr)
 
 
 # A stand-in for a job-control shell: made session leader (by Popen) with the
