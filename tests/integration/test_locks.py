@@ -70,7 +70,7 @@ class TestLocks(DaemonTestCase):
         self.assertRegex(token, TOKEN_RE)
         self.assertIsInstance(fence, int)
         self.check_first_fence(fence)
-        self.assertEqual(ttl, 30000)  # locks.default_ttl_ms
+        self.check_validity(ttl, 30000)  # locks.default_ttl_ms, what is left of it
         st = self.status(key)
         self.assertEqual(st["mode"], b"exclusive")
         self.assertEqual(st["holders"], 1)
