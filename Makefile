@@ -45,11 +45,14 @@ LIBS_CHECK    = $(shell pkg-config --libs check)
 DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev
 DEB_CHECK := check redis-server redis-tools python3 python3-redis valgrind iproute2
 
+# proto/ holds the sources both ends link: addresses, integers, the clock.
+PROTO_SRC   := $(wildcard proto/*.c)
+PROTO_OBJ   := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC  := $(wildcard daemon/*.c)
-DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ)
 DAEMON_LIB  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
-CLIENT_OBJ  := $(BUILD)/client/dlock.o
-CLIENT_PIC  := $(BUILD)/client/dlock.pic.o
+CLIENT_OBJ  := $(BUILD)/client/dlock.o $(PROTO_OBJ)
+CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(PROTO_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o
 TEST_SRC    := $(wildcard tests/check_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -59,21 +62,26 @@ PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a
 .PHONY: all run check check-valgrind check-faults unit integration deps deps-check install clean
 all: $(PROGS)
 
-$(BUILD)/daemon/%.o: daemon/%.c
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CFLAGS_DAEMON) -c $< -o $@
-
-$(BUILD)/client/%.o: client/%.c
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
-
-$(BUILD)/client/%.pic.o: client/%.c
+# proto/ objects go into the daemon and into both flavours of libdlock.
+$(BUILD)/proto/%.o: proto/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -fPIC -c $< -o $@
 
+$(BUILD)/daemon/%.o: daemon/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Iproto $(CFLAGS_DAEMON) -c $< -o $@
+
+$(BUILD)/client/%.o: client/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Iproto -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/client/%.pic.o: client/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Iproto -fvisibility=hidden -fPIC -c $< -o $@
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
 
 $(BUILD)/dlockd: $(DAEMON_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON)

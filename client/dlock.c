@@ -26,6 +26,10 @@
  */
 #include "dlock.h"
 
+#include "addr.h"
+#include "clock.h"
+#include "num.h"
+
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -51,7 +55,7 @@
 #endif
 
 #define DLOCK_DEFAULT_ADDR	"127.0.0.1:7480"
-#define DLOCK_DEFAULT_PORT	"7480"
+#define DLOCK_DEFAULT_PORT	7480
 #define DLOCK_CONNECT_TIMEOUT_MS 10000	/* per address tried */
 #define DLOCK_CALL_TIMEOUT_MS	10000	/* default wait for a reply, the handshake's too */
 #define DLOCK_FOREVER_MS	(LLONG_MAX / 4)	/* a wait this long never ends */
@@ -270,31 +274,6 @@ parse_line(struct parser *p, const char **line, size_t *linelen)
 	return PARSE_OK;
 }
 
-/* A strict decimal integer: optional '-', 1 to 19 digits, no overflow. */
-static int
-parse_ll(const char *s, size_t len, long long *out)
-{
-	size_t i = 0;
-	int neg = 0;
-	unsigned long long v = 0;
-
-	if (len > 0 && s[0] == '-') {
-		neg = 1;
-		i = 1;
-	}
-	if (i == len || len - i > 19)
-		return -1;
-	for (; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (unsigned long long)(s[i] - '0');
-	}
-	if (v > (unsigned long long)LLONG_MAX + (neg ? 1 : 0))
-		return -1;
-	*out = neg ? (long long)(0 - v) : (long long)v;
-	return 0;
-}
-
 /* A new value of type t, or NULL when out of memory. */
 static struct resp *
 resp_new(enum resp_type t)
@@ -432,7 +411,7 @@ resp_parse(struct parser *p, int depth, struct resp **out)
 	case '(':
 		return resp_string(p, RESP_BIGNUM, line, linelen, out);
 	case ':':
-		if (parse_ll(line, linelen, &n) < 0)
+		if (num_parse(line, linelen, LLONG_MIN, LLONG_MAX, &n) != NUM_OK)
 			return parse_fail(p, "bad integer");
 		if ((*out = resp_new(RESP_INT)) == NULL)
 			return parse_nomem(p);
@@ -456,7 +435,7 @@ resp_parse(struct parser *p, int depth, struct resp **out)
 	case '!':
 		if (linelen == 1 && line[0] == '?')
 			return parse_fail(p, "streamed strings are not supported");
-		if (parse_ll(line, linelen, &n) < 0)
+		if (num_parse(line, linelen, LLONG_MIN, LLONG_MAX, &n) != NUM_OK)
 			return parse_fail(p, "bad string length");
 		if (n == -1 && t == '$') {
 			if ((*out = resp_new(RESP_NULL)) == NULL)
@@ -471,7 +450,7 @@ resp_parse(struct parser *p, int depth, struct resp **out)
 	case '|':
 		if (linelen == 1 && line[0] == '?')
 			return parse_fail(p, "streamed aggregates are not supported");
-		if (parse_ll(line, linelen, &n) < 0)
+		if (num_parse(line, linelen, LLONG_MIN, LLONG_MAX, &n) != NUM_OK)
 			return parse_fail(p, "bad aggregate length");
 		if (n == -1 && t == '*') {
 			if ((*out = resp_new(RESP_NULL)) == NULL)
@@ -506,16 +485,6 @@ resp_is(const struct resp *v, const char *s)
 
 /* ---- connection I/O ---- */
 
-/* Milliseconds of CLOCK_MONOTONIC. */
-static long long
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * The deadline of a call that starts now: d's timeout, plus wait_ms, how
  * long the daemon may hold the reply back on purpose (a LOCK's WAIT; -1:
@@ -530,7 +499,7 @@ deadline_start(const dlock_t *d, long long wait_ms)
 	    d->timeout_ms >= DLOCK_FOREVER_MS - wait_ms)
 		return dl;
 	dl.ms = wait_ms + d->timeout_ms;
-	dl.at = mono_ms() + dl.ms;
+	dl.at = (long long)clock_ms() + dl.ms;
 	return dl;
 }
 
@@ -559,7 +528,7 @@ conn_wait(dlock_t *d, short events, const struct deadline *dl)
 		long long left = -1;
 		int r;
 
-		if (dl->at >= 0 && (left = dl->at - mono_ms()) <= 0)
+		if (dl->at >= 0 && (left = dl->at - (long long)clock_ms()) <= 0)
 			return conn_timeout(d, dl->ms);
 		r = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
 		if (r > 0)
@@ -695,7 +664,7 @@ lost_notice(dlock_t *d, const struct resp *v)
 		return 0;
 	f = kend + 1;
 	if ((fend = memchr(f, ' ', (size_t)(end - f))) == NULL || fend + 1 == end ||
-	    parse_ll(f, (size_t)(fend - f), &fence) < 0 || fence < 0)
+	    num_parse(f, (size_t)(fend - f), 0, LLONG_MAX, &fence) != NUM_OK)
 		return 0;
 	if ((key = malloc((size_t)(kend - k))) == NULL)
 		return err_dead(d, ENOMEM, "NOMEM", "out of memory");
@@ -941,10 +910,10 @@ connect_one(int family, int socktype, int protocol, const struct sockaddr *sa,
 	if (connect(fd, sa, salen) < 0) {
 		if (errno != EINPROGRESS)
 			goto fail;
-		deadline = mono_ms() + DLOCK_CONNECT_TIMEOUT_MS;
+		deadline = (long long)clock_ms() + DLOCK_CONNECT_TIMEOUT_MS;
 		for (;;) {
 			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			long long left = deadline - mono_ms();
+			long long left = deadline - (long long)clock_ms();
 			int r;
 
 			if (left <= 0) {
@@ -1015,81 +984,48 @@ static int
 connect_addr(const char *addr, char *err, size_t errlen)
 {
 	struct addrinfo hints, *res, *ai;
-	char host[256], port[16];
-	const char *h, *colon, *end;
-	size_t hlen;
+	char unix_addr[sizeof(((struct addr *)0)->text)], port[16];
+	struct addr a;
+	const char *why;
 	int fd = -1, e = 0, r;
 
-	if (strncmp(addr, "unix:", 5) == 0 || addr[0] == '/') {
+	/* "/path" is short for "unix:/path" */
+	if (addr[0] == '/' && strlen(addr) + 5 < sizeof(unix_addr)) {
+		snprintf(unix_addr, sizeof(unix_addr), "unix:%s", addr);
+		addr = unix_addr;
+	}
+	if (addr_parse(addr, DLOCK_DEFAULT_PORT, &a, &why) != 0) {
+		connect_err(err, errlen, EINVAL, "bad address \"%s\": %s", addr, why);
+		return -1;
+	}
+	if (a.kind == ADDR_UNIX) {
 		struct sockaddr_un sun;
-		const char *path = addr[0] == '/' ? addr : addr + 5;
 
 		memset(&sun, 0, sizeof(sun));
 		sun.sun_family = AF_UNIX;
-		if (*path == '\0') {
-			connect_err(err, errlen, EINVAL, "bad address \"%s\": empty socket path", addr);
-			return -1;
-		}
-		if (strlen(path) >= sizeof(sun.sun_path)) {
-			connect_err(err, errlen, EINVAL, "bad address \"%s\": socket path too long", addr);
-			return -1;
-		}
-		memcpy(sun.sun_path, path, strlen(path) + 1);
+		memcpy(sun.sun_path, a.path, strlen(a.path) + 1);
 		fd = connect_one(AF_UNIX, SOCK_STREAM, 0, (struct sockaddr *)&sun,
 		    (socklen_t)sizeof(sun));
 		if (fd < 0)
 			connect_err(err, errlen, errno, "cannot connect to %s: %s",
-			    path, strerror(errno));
+			    a.path, strerror(errno));
 		return fd;
 	}
-
-	/* host:port, [v6]:port, or a bare host with the default port. */
-	if (addr[0] == '[') {
-		h = addr + 1;
-		if ((end = strchr(h, ']')) == NULL || end == h ||
-		    (end[1] != '\0' && end[1] != ':')) {
-			connect_err(err, errlen, EINVAL, "bad address \"%s\": expected [ipv6]:port", addr);
-			return -1;
-		}
-		colon = end[1] == ':' ? end + 1 : NULL;
-	} else {
-		h = addr;
-		colon = strrchr(addr, ':');
-		if (colon != NULL && strchr(addr, ':') != colon) {
-			connect_err(err, errlen, EINVAL, "bad address \"%s\": write IPv6 addresses as [addr]:port", addr);
-			return -1;
-		}
-		end = colon != NULL ? colon : addr + strlen(addr);
-	}
-	hlen = (size_t)(end - h);
-	if (hlen == 0 || hlen >= sizeof(host)) {
-		connect_err(err, errlen, EINVAL, "bad address \"%s\": %s host", addr,
-		    hlen == 0 ? "empty" : "too long a");
+	if (a.port == 0) {
+		connect_err(err, errlen, EINVAL, "bad address \"%s\": the port must be a "
+		    "number from 1 to 65535", addr);
 		return -1;
 	}
-	memcpy(host, h, hlen);
-	host[hlen] = '\0';
-	if (colon == NULL) {
-		snprintf(port, sizeof(port), "%s", DLOCK_DEFAULT_PORT);
-	} else {
-		long long pn;
-
-		if (parse_ll(colon + 1, strlen(colon + 1), &pn) < 0 || pn < 1 || pn > 65535) {
-			connect_err(err, errlen, EINVAL, "bad address \"%s\": the port must be a number from 1 to 65535", addr);
-			return -1;
-		}
-		snprintf(port, sizeof(port), "%lld", pn);
-	}
-
+	snprintf(port, sizeof(port), "%d", a.port);
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_NUMERICSERV;
-	if ((r = getaddrinfo(host, port, &hints, &res)) != 0) {
+	if ((r = getaddrinfo(a.host, port, &hints, &res)) != 0) {
 		if (r == EAI_SYSTEM)
-			connect_err(err, errlen, errno, "cannot resolve %s: %s", host, strerror(errno));
+			connect_err(err, errlen, errno, "cannot resolve %s: %s", a.host, strerror(errno));
 		else
-			connect_err(err, errlen, EHOSTUNREACH, "cannot resolve %s: %s", host, gai_strerror(r));
+			connect_err(err, errlen, EHOSTUNREACH, "cannot resolve %s: %s", a.host, gai_strerror(r));
 		return -1;
 	}
 	for (ai = res; ai != NULL; ai = ai->ai_next) {

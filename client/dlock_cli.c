@@ -31,7 +31,9 @@
 #include <sys/prctl.h>
 #endif
 
+#include "clock.h"
 #include "dlock.h"
+#include "num.h"
 
 #ifndef DLOCKD_VERSION
 #define DLOCKD_VERSION "0.1.0"
@@ -118,17 +120,7 @@ usage_error(const struct command *cmd, const char *fmt, ...)
 static int
 parse_num(const char *s, long long min, long long max, long long *out)
 {
-	char *end;
-	long long v;
-
-	if (*s == '\0' || (*s != '-' && (*s < '0' || *s > '9')))
-		return -1;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
+	return num_parse(s, strlen(s), min, max, out) == NUM_OK ? 0 : -1;
 }
 
 /*
@@ -275,23 +267,13 @@ struct run {
 	int tty;		/* 1: the terminal (stdin) is handed to COMMAND's group */
 	long long kill_after_ms; /* from SIGTERM to SIGKILL when the lock is gone */
 	long long ping_ms;	/* between keepalive PINGs; 0: none */
-	long long next_ping;	/* when the next PING is due (mono_ms) */
+	long long next_ping;	/* when the next PING is due (clock_ms) */
 	int held;		/* 1 while the lock is held: not lost, connection up */
-	long long kill_at;	/* when the group gets SIGKILL (mono_ms); -1: not stopping */
+	long long kill_at;	/* when the group gets SIGKILL (clock_ms); -1: not stopping */
 	int killed;		/* 1 once the group got SIGKILL */
 	int reaped;		/* 1 once COMMAND was waited for */
 	int status;		/* then its wait() status */
 };
-
-/* Milliseconds of CLOCK_MONOTONIC. */
-static long long
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Signal handler of run: note the signal in the self-pipe. */
 static void
@@ -420,7 +402,7 @@ run_stop(struct run *r, const char *why)
 	r->held = 0;
 	kill(-r->child, SIGTERM);
 	kill(-r->child, SIGCONT);
-	r->kill_at = mono_ms() + r->kill_after_ms;
+	r->kill_at = (long long)clock_ms() + r->kill_after_ms;
 }
 
 /*
@@ -452,7 +434,7 @@ run_ping(struct run *r)
 {
 	char why[600];
 
-	r->next_ping = mono_ms() + r->ping_ms;
+	r->next_ping = (long long)clock_ms() + r->ping_ms;
 	if (dlock_ping(r->d) == 0) {
 		run_check(r);
 		return;
@@ -545,7 +527,7 @@ run_wait(struct run *r)
 			{ .fd = r->sigr, .events = POLLIN },
 			{ .fd = r->held ? dlock_fd(r->d) : -1, .events = POLLIN },
 		};
-		long long now = mono_ms(), timeout = -1;
+		long long now = (long long)clock_ms(), timeout = -1;
 
 		if (r->reaped && (r->kill_at < 0 || r->killed || !group_alive(r)))
 			return;
@@ -577,9 +559,9 @@ run_wait(struct run *r)
 			run_signals(r);
 		if (r->held && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
 			run_check(r);
-		if (r->held && r->ping_ms > 0 && mono_ms() >= r->next_ping)
+		if (r->held && r->ping_ms > 0 && (long long)clock_ms() >= r->next_ping)
 			run_ping(r);
-		if (r->kill_at >= 0 && !r->killed && mono_ms() >= r->kill_at) {
+		if (r->kill_at >= 0 && !r->killed && (long long)clock_ms() >= r->kill_at) {
 			if (group_alive(r))
 				fprintf(stderr, "dlock: %s: the command did not end within "
 				    "%lld ms of SIGTERM, killing it\n", r->key, r->kill_after_ms);
@@ -657,7 +639,7 @@ cmd_run(const struct command *cmd, int argc, char **argv)
 	}
 	if (idle > 0) {
 		r.ping_ms = idle / 3 > PING_MIN_MS ? idle / 3 : PING_MIN_MS;
-		r.next_ping = mono_ms() + r.ping_ms;
+		r.next_ping = (long long)clock_ms() + r.ping_ms;
 		(void)dlock_set_timeout(r.d, r.ping_ms);
 	}
 	r.held = 1;

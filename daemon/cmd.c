@@ -19,6 +19,7 @@
 #include <event2/buffer.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "codec.h"
 #include "conf.h"
 #include "locktab.h"
@@ -547,7 +548,7 @@ cmd_info(struct session *s, const struct codec_frame *f)
 	    "# Server\r\nversion:%s\r\nbackend:%s\r\nprocess_id:%ld\r\nuptime_seconds:%llu\r\n"
 	    "\r\n# Clients\r\nconnected_clients:%llu\r\nsession_idle_timeout_ms:%lld\r\n",
 	    DLOCKD_VERSION, server.be->ops->name, (long)getpid(),
-	    (unsigned long long)((server_now_ms() - server.started_ms) / 1000),
+	    (unsigned long long)((clock_ms() - server.started_ms) / 1000),
 	    (unsigned long long)server.nsessions, server.conf->idle_timeout_ms);
 #define METRICS_LINE(name, help) \
 	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)metrics.name);

@@ -33,6 +33,7 @@
 
 #include <yaml.h>
 
+#include "addr.h"
 #include "log.h"
 
 /* Bytes of a request that are not the key, at the least (frame headers,
@@ -61,7 +62,7 @@ enum conf_type {
 	CONF_T_PASSFILE,	/* file name; the file is read now; char * */
 	CONF_T_BACKEND,		/* one of conf_backends[]; char * */
 	CONF_T_LEVEL,		/* a log level name (log_level_parse); char * */
-	CONF_T_ADDRLIST,	/* list of conf_parse_addr() addresses; char ** */
+	CONF_T_ADDRLIST,	/* list of addr_parse() addresses; char ** */
 	CONF_T_SERVER,		/* "host:port" or "[v6]:port" to connect to; host in
 				 * char * at off, port in long long at portoff */
 };
@@ -627,7 +628,7 @@ conf_read_password(const char *file, const char **why)
 /* Parse the address of a server to connect to: "host:port" or "[v6]:port",
  * port 1 to 65535. 0, or -1 with why set to a static sentence. */
 static int
-conf_parse_server(const char *s, struct conf_addr *out, const char **why)
+conf_parse_server(const char *s, struct addr *out, const char **why)
 {
 	if (strncmp(s, "unix:", 5) == 0) {
 		*why = "a Unix socket is not supported here (expected host:port or [v6addr]:port)";
@@ -637,7 +638,7 @@ conf_parse_server(const char *s, struct conf_addr *out, const char **why)
 		*why = "missing port (expected host:port or [v6addr]:port)";
 		return -1;
 	}
-	if (conf_parse_addr(s, out, why) < 0)
+	if (addr_parse(s, ADDR_PORT_REQUIRED, out, why) < 0)
 		return -1;
 	if (out->port == 0) {
 		*why = "the port must be between 1 and 65535";
@@ -649,24 +650,24 @@ conf_parse_server(const char *s, struct conf_addr *out, const char **why)
 /* Whether the addresses a and b would be the same listener (port 0 picks a
  * new port each time, so those never clash). */
 static bool
-conf_addr_same(const struct conf_addr *a, const struct conf_addr *b)
+conf_addr_same(const struct addr *a, const struct addr *b)
 {
 	if (a->kind != b->kind)
 		return false;
-	if (a->kind == CONF_ADDR_UNIX)
+	if (a->kind == ADDR_UNIX)
 		return strcmp(a->path, b->path) == 0;
 	return a->port != 0 && a->port == b->port && strcasecmp(a->host, b->host) == 0;
 }
 
 /* Whether addr is already one of list's n addresses. */
 static bool
-conf_addr_listed(char **list, size_t n, const struct conf_addr *addr)
+conf_addr_listed(char **list, size_t n, const struct addr *addr)
 {
-	struct conf_addr other;
+	struct addr other;
 	const char *why;
 
 	for (size_t i = 0; i < n; i++)
-		if (conf_parse_addr(list[i], &other, &why) == 0 && conf_addr_same(&other, addr))
+		if (addr_parse(list[i], ADDR_PORT_REQUIRED, &other, &why) == 0 && conf_addr_same(&other, addr))
 			return true;
 	return false;
 }
@@ -736,7 +737,7 @@ conf_set_addrlist(struct conf_parser *ps, const struct conf_directive *d, const 
 		return conf_skip(ps, ev);
 	}
 	for (;;) {
-		struct conf_addr addr;
+		struct addr addr;
 		const char *why;
 
 		if (conf_next(ps, &e) < 0) {
@@ -761,7 +762,7 @@ conf_set_addrlist(struct conf_parser *ps, const struct conf_directive *d, const 
 				break;
 			}
 		} else if (strlen(conf_text(&e)) != e.data.scalar.length ||
-		    conf_parse_addr(conf_text(&e), &addr, &why) < 0) {
+		    addr_parse(conf_text(&e), ADDR_PORT_REQUIRED, &addr, &why) < 0) {
 			if (strlen(conf_text(&e)) != e.data.scalar.length)
 				why = "it contains a NUL character";
 			conf_error_at(ps, e.start_mark, "bad listen address %s: %s",
@@ -850,7 +851,7 @@ conf_store_str(struct conf_priv *p, const struct conf_directive *d, const char *
 /* Store server address a as the value of CONF_T_SERVER directive d. */
 static void
 conf_store_server(struct conf_priv *p, const struct conf_directive *d,
-    const struct conf_addr *a)
+    const struct addr *a)
 {
 	conf_store_str(p, d, a->host);
 	*conf_port(p, d) = a->port;
@@ -947,7 +948,7 @@ conf_set_string(struct conf_parser *ps, const struct conf_directive *d, const ya
 		}
 		break;
 	case CONF_T_SERVER: {
-		struct conf_addr a;
+		struct addr a;
 		const char *why;
 
 		if (conf_parse_server(text, &a, &why) < 0) {
@@ -1259,10 +1260,10 @@ conf_override_listen(struct conf *c, const char *addr)
 	struct conf_priv *p = conf_priv(c);
 	size_t i = (size_t)(conf_find("listen") - conf_directives);
 	char q[CONF_QUOTE_MAX + 4];
-	struct conf_addr a;
+	struct addr a;
 	const char *why;
 
-	if (conf_parse_addr(addr, &a, &why) < 0) {
+	if (addr_parse(addr, ADDR_PORT_REQUIRED, &a, &why) < 0) {
 		conf_error_cmdline(p, "bad listen address '%s': %s",
 		    conf_quote(addr, strlen(addr), q, sizeof(q)), why);
 		return -1;
@@ -1363,7 +1364,7 @@ conf_url_decode(const char *s, size_t n, char **out)
 
 /* A redis:// URL taken apart by conf_parse_redis_url(). */
 struct conf_url {
-	struct conf_addr addr;	/* the server */
+	struct addr addr;	/* the server */
 	char *password;		/* AUTH password, NULL for none; the caller wipes
 				 * and frees it */
 	long long db;		/* SELECT db */
@@ -1537,7 +1538,7 @@ conf_fill_defaults(struct conf_priv *p)
 			break;
 		case CONF_T_SERVER:
 			if (*conf_str(p, d) == NULL && d->defstr != NULL) {
-				struct conf_addr a;
+				struct addr a;
 				const char *why;
 
 				if (conf_parse_server(d->defstr, &a, &why) == 0)
@@ -1613,133 +1614,4 @@ conf_finish(struct conf *c)
 		    3 * c->backend_command_timeout_ms);
 
 	return c->nerrors > 0 || p->nomem ? -1 : 0;
-}
-
-/* Whether s (n bytes) is a host name or IPv4 address as far as its
- * characters go: letters, digits, '.', '-', '_'. */
-static bool
-conf_host_chars(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '-' && s[i] != '_')
-			return false;
-	return true;
-}
-
-int
-conf_parse_addr(const char *s, struct conf_addr *out, const char **why)
-{
-	const struct sockaddr_un *un = NULL;	/* only for sizeof */
-	const char *host, *colon, *port;
-	size_t hostlen;
-	long v = 0;
-
-	memset(out, 0, sizeof(*out));
-	if (*s == '\0') {
-		*why = "the address is empty";
-		return -1;
-	}
-	if (strlen(s) >= sizeof(out->text)) {
-		*why = "the address is too long";
-		return -1;
-	}
-	if (strncmp(s, "unix:", 5) == 0) {
-		const char *path = s + 5;
-		if (*path == '\0') {
-			*why = "the socket path is empty (expected unix:/path)";
-			return -1;
-		}
-		if (*path != '/') {
-			*why = "the socket path must be absolute (expected unix:/path)";
-			return -1;
-		}
-		if (strlen(path) >= sizeof(out->path) || strlen(path) >= sizeof(un->sun_path)) {
-			*why = "the socket path is too long";
-			return -1;
-		}
-		out->kind = CONF_ADDR_UNIX;
-		strcpy(out->text, s);
-		strcpy(out->path, path);
-		return 0;
-	}
-	if (*s == '[') {
-		const char *end = strchr(s, ']');
-		char v6[sizeof(out->host)];
-		struct in6_addr in6;
-
-		if (end == NULL) {
-			*why = "missing ']' after the IPv6 address";
-			return -1;
-		}
-		host = s + 1;
-		hostlen = (size_t)(end - host);
-		if (hostlen == 0) {
-			*why = "the host is empty";
-			return -1;
-		}
-		if (hostlen >= sizeof(out->host)) {
-			*why = "the host is too long";
-			return -1;
-		}
-		if (end[1] != ':') {
-			*why = "missing ':port' after ']' (expected [v6addr]:port)";
-			return -1;
-		}
-		colon = end + 1;
-		/* an IPv6 address, with maybe a zone: fe80::1%eth0 */
-		memcpy(v6, host, hostlen);
-		v6[hostlen] = '\0';
-		v6[strcspn(v6, "%")] = '\0';
-		if (inet_pton(AF_INET6, v6, &in6) != 1) {
-			*why = "not an IPv6 address between the brackets";
-			return -1;
-		}
-	} else {
-		colon = strrchr(s, ':');
-		if (colon == NULL) {
-			*why = "missing port (expected host:port, [v6addr]:port or unix:/path)";
-			return -1;
-		}
-		host = s;
-		hostlen = (size_t)(colon - s);
-		if (memchr(host, ':', hostlen) != NULL) {
-			*why = "an IPv6 address must be in brackets, as in [::1]:7480";
-			return -1;
-		}
-		if (hostlen == 0) {
-			*why = "the host is empty";
-			return -1;
-		}
-		if (hostlen >= sizeof(out->host)) {
-			*why = "the host is too long";
-			return -1;
-		}
-		if (!conf_host_chars(host, hostlen)) {
-			*why = "the host has characters a host name cannot have";
-			return -1;
-		}
-	}
-	port = colon + 1;
-	if (*port == '\0') {
-		*why = "the port is missing";
-		return -1;
-	}
-	for (const char *d = port; *d != '\0'; d++) {
-		if (!isdigit((unsigned char)*d)) {
-			*why = "the port is not a number";
-			return -1;
-		}
-		if (v <= 65535)
-			v = v * 10 + (*d - '0');
-	}
-	if (v > 65535) {
-		*why = "the port is out of range (0..65535)";
-		return -1;
-	}
-	out->kind = CONF_ADDR_TCP;
-	strcpy(out->text, s);
-	memcpy(out->host, host, hostlen);
-	out->host[hostlen] = '\0';
-	out->port = (int)v;
-	return 0;
 }

@@ -16,17 +16,6 @@
 
 #define CONF_UNSET (-1LL)
 
-enum conf_addr_kind { CONF_ADDR_TCP, CONF_ADDR_UNIX };
-
-/* One parsed listener address. */
-struct conf_addr {
-	enum conf_addr_kind kind;
-	char text[256];			/* as written, for logs */
-	char host[128];			/* TCP: host or IP without brackets */
-	int port;			/* TCP: 1..65535 (0 = any free port) */
-	char path[108];			/* UNIX: socket path */
-};
-
 struct conf {
 	char *path;			/* the file loaded, or NULL */
 
@@ -88,9 +77,5 @@ int conf_override_backend(struct conf *c, const char *url);
 
 /* Fill defaults for what is unset and validate. 0, or -1 (see c->errors). */
 int conf_finish(struct conf *c);
-
-/* Parse "host:port", "[v6]:port" or "unix:/path". 0, or -1 with why set to a
- * static sentence. */
-int conf_parse_addr(const char *s, struct conf_addr *out, const char **why);
 
 #endif

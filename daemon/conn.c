@@ -155,7 +155,7 @@ unix_clear_stale(const char *path)
 }
 
 struct listener *
-listener_create(struct event_base *base, const struct conf_addr *addr, int unix_mode,
+listener_create(struct event_base *base, const struct addr *addr, int unix_mode,
     const struct conn_keepalive *ka, accept_cb *cb, void *arg)
 {
 	struct listener *l = calloc(1, sizeof(*l));
@@ -170,7 +170,7 @@ listener_create(struct event_base *base, const struct conf_addr *addr, int unix_
 	l->arg = arg;
 	l->ka = *ka;
 	memset(&ss, 0, sizeof(ss));
-	if (addr->kind == CONF_ADDR_UNIX) {
+	if (addr->kind == ADDR_UNIX) {
 		struct sockaddr_un *sun = (struct sockaddr_un *)&ss;
 		l->is_unix = true;
 		snprintf(l->path, sizeof(l->path), "%s", addr->path);

@@ -10,7 +10,7 @@
 
 #include <event2/util.h>
 
-#include "conf.h"
+#include "addr.h"
 
 struct event_base;
 struct evbuffer;
@@ -44,7 +44,7 @@ struct conn_keepalive {
  * replaced, a live one or a non-socket file is an error). NULL after logging
  * why. The caller owns it (listener_destroy, which removes a Unix socket file).
  */
-struct listener *listener_create(struct event_base *base, const struct conf_addr *addr,
+struct listener *listener_create(struct event_base *base, const struct addr *addr,
     int unix_mode, const struct conn_keepalive *ka, accept_cb *cb, void *arg);
 void listener_destroy(struct listener *l);
 /* Stop or resume accepting. */

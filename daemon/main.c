@@ -29,12 +29,6 @@
 struct server server;
 struct metrics metrics;
 
-uint64_t
-server_now_ms(void)
-{
-	return clock_ms();
-}
-
 static void
 usage(FILE *fp)
 {
@@ -59,7 +53,7 @@ lt_rearm(void *arg, uint64_t when)
 		evtimer_del(server.lt_timer);
 		return;
 	}
-	uint64_t now = server_now_ms();
+	uint64_t now = clock_ms();
 	uint64_t delay = when > now ? when - now : 0;
 	struct timeval tv = { (time_t)(delay / 1000), (suseconds_t)(delay % 1000) * 1000 };
 	evtimer_add(server.lt_timer, &tv);
@@ -151,10 +145,10 @@ drain(void)
 {
 	struct event *tick = event_new(server.base, -1, EV_PERSIST, on_drain_tick, NULL);
 	struct timeval tv = { 0, 100000 };
-	uint64_t deadline = server_now_ms() + DRAIN_MS;
+	uint64_t deadline = clock_ms() + DRAIN_MS;
 	if (tick != NULL)
 		evtimer_add(tick, &tv);
-	while (draining() && server_now_ms() < deadline)
+	while (draining() && clock_ms() < deadline)
 		event_base_loop(server.base, EVLOOP_ONCE);
 	if (draining())
 		log_warn("releases still unconfirmed by the backend after %d ms; their leases "
@@ -277,7 +271,7 @@ main(int argc, char **argv)
 	raise_fd_limit(conf->max_clients);
 
 	server.conf = conf;
-	server.started_ms = server_now_ms();
+	server.started_ms = clock_ms();
 	TAILQ_INIT(&server.sessions);
 	server.base = event_base_new();
 	if (server.base == NULL)
@@ -314,9 +308,9 @@ main(int argc, char **argv)
 	struct conn_keepalive ka = { (int)conf->tcp_keepalive_s,
 	    (int)conf->tcp_keepalive_interval_s, (int)conf->tcp_keepalive_probes };
 	for (size_t i = 0; i < conf->nlisten; i++) {
-		struct conf_addr addr;
+		struct addr addr;
 		const char *why;
-		if (conf_parse_addr(conf->listen[i], &addr, &why) != 0)
+		if (addr_parse(conf->listen[i], ADDR_PORT_REQUIRED, &addr, &why) != 0)
 			log_fatal("listen %s: %s", conf->listen[i], why);
 		server.listeners[i] = listener_create(server.base, &addr,
 		    (int)conf->unix_socket_mode, &ka, session_accept, NULL);

@@ -36,7 +36,4 @@ struct server {
 
 extern struct server server;
 
-/* Monotonic milliseconds. */
-uint64_t server_now_ms(void);
-
 #endif

@@ -32,6 +32,7 @@
 
 #include <check.h>
 
+#include "clock.h"
 #include "dlock.h"
 
 #define TOKEN32 "0123456789abcdef0123456789abcdef"
@@ -86,16 +87,6 @@ opts(long long ttl_ms, long long wait_ms, int shared, int limit, int detach)
 	o.limit = limit;
 	o.detach = detach;
 	return o;
-}
-
-/* Milliseconds of the monotonic clock. */
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Assert that d's last call failed with code. */
@@ -635,10 +626,10 @@ START_TEST(test_call_timeout)
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_set_timeout(d, 300), 0);
-	t0 = now_ms();
+	t0 = (long long)clock_ms();
 	errno = 0;
 	ck_assert_int_eq(dlock_ping(d), -1);
-	dt = now_ms() - t0;
+	dt = (long long)clock_ms() - t0;
 	ck_assert_int_eq(errno, ETIMEDOUT);
 	assert_code(d, "IO");
 	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 300 ms");
@@ -646,7 +637,7 @@ START_TEST(test_call_timeout)
 	canned_wait(&c);	/* the server saw the connection end */
 
 	/* Dead: every call fails at once, the same way. */
-	t0 = now_ms();
+	t0 = (long long)clock_ms();
 	errno = 0;
 	ck_assert_int_eq(dlock_ping(d), -1);
 	ck_assert_int_eq(errno, ETIMEDOUT);
@@ -655,7 +646,7 @@ START_TEST(test_call_timeout)
 	ck_assert_int_eq(dlock_lock(d, "k", NULL, NULL), -1);
 	assert_code(d, "IO");
 	ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), -1);
-	ck_assert_msg(now_ms() - t0 < 100, "a dead handle waited");
+	ck_assert_msg((long long)clock_ms() - t0 < 100, "a dead handle waited");
 	dlock_close(d);
 }
 END_TEST
@@ -689,9 +680,9 @@ START_TEST(test_call_timeout_whole_reply)
 
 	/* 0: a reply 600 ms late is waited for. */
 	ck_assert_int_eq(dlock_set_timeout(d, 0), 0);
-	t0 = now_ms();
+	t0 = (long long)clock_ms();
 	ck_assert_int_eq(dlock_ping(d), 0);
-	dt = now_ms() - t0;
+	dt = (long long)clock_ms() - t0;
 	ck_assert_msg(dt >= 550, "PING answered after %lld ms", dt);
 
 	/* Within the timeout, however slowly it comes. */
@@ -699,9 +690,9 @@ START_TEST(test_call_timeout_whole_reply)
 	ck_assert_int_eq(dlock_ping(d), 0);
 
 	ck_assert_int_eq(dlock_set_timeout(d, 400), 0);
-	t0 = now_ms();
+	t0 = (long long)clock_ms();
 	ck_assert_int_eq(dlock_ping(d), -1);
-	dt = now_ms() - t0;
+	dt = (long long)clock_ms() - t0;
 	assert_code(d, "IO");
 	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 400 ms");
 	ck_assert_msg(dt >= 390 && dt < 800, "PING gave up after %lld ms", dt);
@@ -735,18 +726,18 @@ START_TEST(test_lock_wait_timeout)
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_set_timeout(d, 300), 0);
-	t0 = now_ms();
+	t0 = (long long)clock_ms();
 	ck_assert_msg(dlock_lock(d, "k", &o, &g) == 0, "%s", dlock_error(d));
-	ck_assert_msg(now_ms() - t0 >= 650, "LOCK WAIT 600 answered too soon");
+	ck_assert_msg((long long)clock_ms() - t0 >= 650, "LOCK WAIT 600 answered too soon");
 
 	o.wait_ms = -1;
 	ck_assert_msg(dlock_lock(d, "k", &o, &g) == 1, "%s", dlock_error(d));
 	ck_assert_str_eq(g.token, TOKEN32);
 
 	o.wait_ms = 200;
-	t0 = now_ms();
+	t0 = (long long)clock_ms();
 	ck_assert_int_eq(dlock_lock(d, "k", &o, &g), -1);
-	dt = now_ms() - t0;
+	dt = (long long)clock_ms() - t0;
 	assert_code(d, "IO");
 	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 500 ms");
 	ck_assert_msg(dt >= 490 && dt < 2000, "LOCK WAIT 200 gave up after %lld ms", dt);
@@ -824,9 +815,9 @@ START_TEST(test_timeout_live)
 	ck_assert_int_eq(dlock_set_timeout(b, 1000), 0);
 	ck_assert_int_eq(dlock_ping(b), 0);
 	ck_assert_int_eq(dlock_lock(a, key, NULL, NULL), 1);
-	t0 = now_ms();
+	t0 = (long long)clock_ms();
 	ck_assert_msg(dlock_lock(b, key, &o, NULL) == 0, "%s", dlock_error(b));
-	ck_assert_msg(now_ms() - t0 >= 1450, "WAIT 1500 ended early");
+	ck_assert_msg((long long)clock_ms() - t0 >= 1450, "WAIT 1500 ended early");
 	ck_assert_int_eq(dlock_ping(b), 0);
 	dlock_close(a);
 	dlock_close(b);
@@ -914,9 +905,9 @@ START_TEST(test_wait_not_granted)
 	ck_assert_int_eq(dlock_lock(b, key, &o, &g), 0);
 	ck_assert_str_eq(dlock_error_code(b), "");
 	o.wait_ms = 200;
-	t0 = now_ms();
+	t0 = (long long)clock_ms();
 	ck_assert_int_eq(dlock_lock(b, key, &o, &g), 0);
-	dt = now_ms() - t0;
+	dt = (long long)clock_ms() - t0;
 	ck_assert_msg(dt >= 180 && dt < 5000, "WAIT 200 took %lld ms", dt);
 	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
 	o.wait_ms = 0;

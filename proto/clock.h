@@ -1,13 +1,15 @@
 /*
- * clock — the daemon's one clock for deadlines and leases.
+ * clock — the one clock of dlockd, libdlock and dlock for deadlines, leases
+ * and timeouts.
  *
  * Milliseconds of CLOCK_BOOTTIME: it never steps back and keeps counting
  * while the machine is suspended, so a lease measured with it is not
- * believed to last longer than it does in a backend whose clock ran on.
- * It owns nothing and must not be used for wall-clock dates (logs, fences).
+ * believed to last longer than it does in a backend whose clock ran on, and
+ * a client's timeout is not stretched by a suspend. It owns nothing and must
+ * not be used for wall-clock dates (logs, fences).
  */
-#ifndef DLOCKD_CLOCK_H
-#define DLOCKD_CLOCK_H
+#ifndef DLOCK_CLOCK_H
+#define DLOCK_CLOCK_H
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 /*
- * clock — CLOCK_BOOTTIME in milliseconds.
+ * clock — CLOCK_BOOTTIME in milliseconds (see clock.h).
  */
 #include "clock.h"
 
