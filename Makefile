@@ -56,6 +56,8 @@ CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(PROTO_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o
 TEST_SRC    := $(wildcard tests/check_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# tests/*.c that are not suites (fakes, helpers) go into every suite
+TEST_HELP   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard tests/*.c)))
 
 PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
 
@@ -108,7 +110,7 @@ $(BUILD)/libdlockd.a: $(DAEMON_LIB)
 	ar rcs $@ $^
 
 # Every unit-test suite links the daemon's modules and libdlock.
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libdlockd.a $(BUILD)/libdlock.a
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELP) $(BUILD)/libdlockd.a $(BUILD)/libdlock.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
 
 # Install the Debian packages that are missing (root runs apt-get, others use sudo).
