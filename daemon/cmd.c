@@ -7,7 +7,6 @@
  */
 #include "cmd.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,9 +23,10 @@
 #include "conf.h"
 #include "locktab.h"
 #include "log.h"
-#include "metrics.h"
+#include "num.h"
 #include "server.h"
 #include "session.h"
+#include "xmalloc.h"
 
 #define CMD_OPEN 1		/* may run before AUTH */
 #define SEMAPHORE_MAX 1000000	/* largest LIMIT n */
@@ -75,27 +75,18 @@ arg_is(const struct codec_frame *f, size_t i, const char *word)
 	return i < f->argc && strcasecmp(f->argv[i], word) == 0;
 }
 
-/* Parse a decimal integer in [min, max]. 0, or -1. */
+/* Parse argument i as a decimal integer in [min, max]. 0, or -1. */
 static int
 arg_int(const struct codec_frame *f, size_t i, long long min, long long max, long long *out)
 {
-	const char *p = f->argv[i];
-	char *end;
-	if (f->argvlen[i] == 0 || f->argvlen[i] > 20 || !(*p == '-' || (*p >= '0' && *p <= '9')))
-		return -1;
-	errno = 0;
-	long long v = strtoll(p, &end, 10);
-	if (errno != 0 || end != p + f->argvlen[i] || v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
+	return num_parse(f->argv[i], f->argvlen[i], min, max, out) == NUM_OK ? 0 : -1;
 }
 
 /* The shortest TTL a LOCK or EXTEND may ask: the backend's floor. */
 static long long
-ttl_min(void)
+ttl_min(const struct session *s)
 {
-	return server.be->min_ttl_ms > TTL_MIN_MS ? (long long)server.be->min_ttl_ms :
+	return s->srv->be->min_ttl_ms > TTL_MIN_MS ? (long long)s->srv->be->min_ttl_ms :
 	    TTL_MIN_MS;
 }
 
@@ -103,10 +94,10 @@ ttl_min(void)
 static bool
 ttl_ok(struct session *s, const struct codec_frame *f, size_t i, long long *out)
 {
-	if (arg_int(f, i, ttl_min(), server.conf->max_ttl_ms, out) == 0)
+	if (arg_int(f, i, ttl_min(s), s->srv->conf->max_ttl_ms, out) == 0)
 		return true;
 	codec_reply_error(session_out(s), "ERR", "invalid TTL: must be %lld to %lld ms%s",
-	    ttl_min(), server.conf->max_ttl_ms, ttl_min() > TTL_MIN_MS ?
+	    ttl_min(s), s->srv->conf->max_ttl_ms, ttl_min(s) > TTL_MIN_MS ?
 	    " (the backend renews a lease within backend.command_timeout_ms three times "
 	    "over)" : "");
 	return false;
@@ -116,9 +107,9 @@ ttl_ok(struct session *s, const struct codec_frame *f, size_t i, long long *out)
 static bool
 key_ok(struct session *s, const struct codec_frame *f, size_t i)
 {
-	if (f->argvlen[i] == 0 || f->argvlen[i] > (size_t)server.conf->max_key_bytes) {
+	if (f->argvlen[i] == 0 || f->argvlen[i] > (size_t)s->srv->conf->max_key_bytes) {
 		codec_reply_error(session_out(s), "ERR", "key is empty or too long "
-		    "(1 to %lld bytes)", server.conf->max_key_bytes);
+		    "(1 to %lld bytes)", s->srv->conf->max_key_bytes);
 		return false;
 	}
 	return true;
@@ -157,12 +148,12 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 		break;
 	case LT_E_WAITERS:
 		codec_reply_error(out, "LIMIT", "too many waiters on this key "
-		    "(limits.max_waiters_per_key is %lld)", server.conf->max_waiters_per_key);
+		    "(limits.max_waiters_per_key is %lld)", s->srv->conf->max_waiters_per_key);
 		break;
 	case LT_E_LOCKS:
 		codec_reply_error(out, "LIMIT", "too many locks held by this session "
 		    "(limits.max_locks_per_session is %lld, waits included)",
-		    server.conf->max_locks_per_session);
+		    s->srv->conf->max_locks_per_session);
 		break;
 	case LT_E_BACKEND:
 		codec_reply_error(out, "BACKEND", "the lock backend failed; try again");
@@ -235,12 +226,12 @@ cmd_ping(struct session *s, const struct codec_frame *f)
 static bool
 auth_check(struct session *s, const char *user, const char *pass, size_t passlen)
 {
-	if (server.conf->password == NULL) {
+	if (s->srv->conf->password == NULL) {
 		codec_reply_error(session_out(s), "ERR",
 		    "AUTH called without any password configured");
 		return false;
 	}
-	bool ok = secret_equal(pass, passlen, server.conf->password);
+	bool ok = secret_equal(pass, passlen, s->srv->conf->password);
 	if (user != NULL && strcmp(user, "default") != 0)
 		ok = false;
 	if (!ok) {
@@ -296,13 +287,8 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 	if (pass != NULL && !auth_check(s, user, pass, passlen))
 		return;
 	if (setname != NULL) {
-		char *name = strdup(setname);
-		if (name == NULL) {
-			codec_reply_error(out, "ERR", "out of memory");
-			return;
-		}
 		free(s->name);
-		s->name = name;
+		s->name = xstrdup(setname);
 	}
 	s->proto = (int)proto;
 	if (s->proto < 3 && s->lost_push) {
@@ -319,7 +305,7 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 	codec_reply_cstr(out, "id");
 	codec_reply_int(out, (long long)s->id);
 	codec_reply_cstr(out, "backend");
-	codec_reply_cstr(out, server.be->ops->name);
+	codec_reply_cstr(out, s->srv->be->ops->name);
 	codec_reply_cstr(out, "mode");
 	codec_reply_cstr(out, "standalone");
 }
@@ -344,13 +330,8 @@ cmd_client(struct session *s, const struct codec_frame *f)
 		else
 			codec_reply_null(out, s->proto);
 	} else if (arg_is(f, 1, "SETNAME") && f->argc == 3) {
-		char *name = strdup(f->argv[2]);
-		if (name == NULL) {
-			codec_reply_error(out, "ERR", "out of memory");
-			return;
-		}
 		free(s->name);
-		s->name = name;
+		s->name = xstrdup(f->argv[2]);
 		codec_reply_simple(out, "OK");
 	} else if (arg_is(f, 1, "SETINFO") && f->argc == 4) {
 		codec_reply_simple(out, "OK");	/* library names: accepted, unused */
@@ -375,7 +356,7 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 {
 	struct evbuffer *out = session_out(s);
 	struct lt_lock_req req = { f->argv[1], f->argvlen[1], LOCK_EXCLUSIVE, 0,
-	    (uint64_t)server.conf->default_ttl_ms, -1, 0 };
+	    (uint64_t)s->srv->conf->default_ttl_ms, -1, 0 };
 	bool has_ttl = false, has_wait = false, shared = false, has_limit = false;
 	long long v;
 
@@ -480,7 +461,7 @@ cmd_status(struct session *s, const struct codec_frame *f)
 	struct lt_key_status ks;
 	if (!key_ok(s, f, 1))
 		return;
-	locktab_status(server.lt, f->argv[1], f->argvlen[1], &ks);
+	locktab_status(s->srv->lt, f->argv[1], f->argvlen[1], &ks);
 	codec_reply_map(out, 7, s->proto);
 	codec_reply_cstr(out, "mode");
 	codec_reply_cstr(out, ks.mode);
@@ -495,7 +476,7 @@ cmd_status(struct session *s, const struct codec_frame *f)
 	codec_reply_cstr(out, "limit");
 	codec_reply_int(out, ks.limit);
 	codec_reply_cstr(out, "backend");
-	codec_reply_cstr(out, server.be->ops->state(server.be));
+	codec_reply_cstr(out, s->srv->be->ops->state(s->srv->be));
 }
 
 static void
@@ -509,7 +490,7 @@ cmd_validate(struct session *s, const struct codec_frame *f)
 		return;
 	}
 	codec_reply_int(session_out(s),
-	    locktab_validate(server.lt, f->argv[1], f->argvlen[1], (uint64_t)fence));
+	    locktab_validate(s->srv->lt, f->argv[1], f->argvlen[1], (uint64_t)fence));
 }
 
 static void
@@ -539,20 +520,16 @@ cmd_info(struct session *s, const struct codec_frame *f)
 	struct evbuffer *text = evbuffer_new();
 	struct lt_stats st;
 	(void)f;
-	if (text == NULL) {
-		codec_reply_error(session_out(s), "ERR", "out of memory");
-		return;
-	}
-	locktab_stats(server.lt, &st);
+	locktab_stats(s->srv->lt, &st);
 	evbuffer_add_printf(text,
 	    "# Server\r\nversion:%s\r\nbackend:%s\r\nprocess_id:%ld\r\nuptime_seconds:%llu\r\n"
 	    "\r\n# Clients\r\nconnected_clients:%llu\r\nsession_idle_timeout_ms:%lld\r\n",
-	    DLOCKD_VERSION, server.be->ops->name, (long)getpid(),
-	    (unsigned long long)((clock_ms() - server.started_ms) / 1000),
-	    (unsigned long long)server.nsessions, server.conf->idle_timeout_ms);
+	    DLOCKD_VERSION, s->srv->be->ops->name, (long)getpid(),
+	    (unsigned long long)((clock_ms() - s->srv->started_ms) / 1000),
+	    (unsigned long long)s->srv->nsessions, s->srv->conf->idle_timeout_ms);
 #define METRICS_LINE(name, help) \
-	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)metrics.name);
-	METRICS(METRICS_LINE)
+	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)s->srv->metrics.name);
+	SERVER_METRICS(METRICS_LINE)
 #undef METRICS_LINE
 	evbuffer_add_printf(text,
 	    "\r\n# Locks\r\nkeys:%llu\r\nlocks_held:%llu\r\nwaiters:%llu\r\n"
@@ -566,7 +543,7 @@ cmd_info(struct session *s, const struct codec_frame *f)
 	    (unsigned long long)st.releases, (unsigned long long)st.expired,
 	    (unsigned long long)st.lost, (unsigned long long)st.handoffs,
 	    (unsigned long long)st.backend_errors, (unsigned long long)st.late_grants);
-	server.be->ops->info(server.be, text);
+	s->srv->be->ops->info(s->srv->be, text);
 	size_t len = evbuffer_get_length(text);
 	const unsigned char *p = evbuffer_pullup(text, -1);
 	codec_reply_bulk(session_out(s), p, len);
@@ -623,11 +600,7 @@ cmd_reply_lost(struct session *s, const char *key, size_t keylen, unsigned long 
     const char *reason)
 {
 	size_t size = 4 * keylen + 4;
-	char *esc = malloc(size);
-	if (esc == NULL) {
-		codec_reply_error(session_out(s), "LOST", "? %llu %s", fence, reason);
-		return;
-	}
+	char *esc = xmalloc(size);
 	log_escape(esc, size, key, keylen, LOG_ESC_SPACE);
 	codec_reply_error(session_out(s), "LOST", "%s %llu %s", esc, fence, reason);
 	free(esc);

@@ -35,6 +35,8 @@
 
 #include <event2/buffer.h>
 
+#include "xmalloc.h"
+
 #define CODEC_BUF_INIT		4096		/* first allocation of the input buffer */
 #define CODEC_BUF_KEEP		(64 * 1024)	/* an empty buffer larger than this shrinks */
 #define CODEC_ARGS_INIT		8		/* first allocation of the argument arrays */
@@ -74,9 +76,7 @@ struct codec {
 struct codec *
 codec_create(size_t max_frame_bytes, size_t max_args)
 {
-	struct codec *c = calloc(1, sizeof(*c));
-	if (c == NULL)
-		return NULL;
+	struct codec *c = xcalloc(1, sizeof(*c));
 	c->max_frame = max_frame_bytes == 0 ? CODEC_NOLIMIT : max_frame_bytes;
 	c->max_args = max_args == 0 ? SIZE_MAX : max_args;
 	c->state = CS_IDLE;
@@ -126,10 +126,9 @@ codec_fail_size(struct codec *c)
 /*
  * Make room for len more bytes at buf[end]: move the live bytes to the front
  * when that is cheap (they fill at most half the buffer), else grow the
- * buffer geometrically, copying only the live bytes. 0, or -1 when out of
- * memory (the codec is unchanged then).
+ * buffer geometrically, copying only the live bytes.
  */
-static int
+static void
 codec_reserve(struct codec *c, size_t len)
 {
 	size_t live = c->end - c->start;
@@ -138,37 +137,27 @@ codec_reserve(struct codec *c, size_t len)
 		c->start = c->end = 0;
 		if (c->cap > CODEC_BUF_KEEP && len <= CODEC_BUF_KEEP) {
 			/* Give back the memory a large request left behind. */
-			char *small = malloc(CODEC_BUF_KEEP);
-			if (small != NULL) {
-				free(c->buf);
-				c->buf = small;
-				c->cap = CODEC_BUF_KEEP;
-			}
+			free(c->buf);
+			c->buf = xmalloc(CODEC_BUF_KEEP);
+			c->cap = CODEC_BUF_KEEP;
 		}
 	}
 	if (c->cap - c->end >= len)
-		return 0;
-	if (len > SIZE_MAX / 2 - live)
-		return -1;
+		return;
 	size_t need = live + len;
 	if (c->start > 0 && need <= c->cap && live <= c->cap / 2) {
 		memmove(c->buf, c->buf + c->start, live);
 		c->end = live;
 		c->start = 0;
-		return 0;
+		return;
 	}
 	size_t ncap = c->cap == 0 ? CODEC_BUF_INIT : c->cap;
 	while (ncap < need || ncap / 2 < live)
-		ncap *= 2;
+		ncap = ncap * 2;
 	if (c->start == 0) {
-		char *nbuf = realloc(c->buf, ncap);
-		if (nbuf == NULL)
-			return -1;
-		c->buf = nbuf;
+		c->buf = xrealloc(c->buf, ncap);
 	} else {
-		char *nbuf = malloc(ncap);
-		if (nbuf == NULL)
-			return -1;
+		char *nbuf = xmalloc(ncap);
 		memcpy(nbuf, c->buf + c->start, live);
 		free(c->buf);
 		c->buf = nbuf;
@@ -176,23 +165,20 @@ codec_reserve(struct codec *c, size_t len)
 		c->start = 0;
 	}
 	c->cap = ncap;
-	return 0;
 }
 
 /*
  * Append bytes. After a protocol error they are dropped: the connection is
  * about to close and nothing more will be parsed.
  */
-int
+void
 codec_feed(struct codec *c, const void *data, size_t len)
 {
 	if (len == 0 || c->failed)
-		return 0;
-	if (codec_reserve(c, len) == -1)
-		return -1;
+		return;
+	codec_reserve(c, len);
 	memcpy(c->buf + c->end, data, len);
 	c->end += len;
-	return 0;
 }
 
 const char *
@@ -207,32 +193,19 @@ codec_buffered(const struct codec *c)
 	return c->end - c->start;
 }
 
-/* Room for at least n arguments in the argument arrays. 0 or -1. */
-static int
+/* Room for at least n arguments in the argument arrays. */
+static void
 codec_args_reserve(struct codec *c, size_t n)
 {
 	if (n <= c->argcap)
-		return 0;
+		return;
 	size_t ncap = c->argcap == 0 ? CODEC_ARGS_INIT : c->argcap;
-	while (ncap < n) {
-		if (ncap > SIZE_MAX / 2 / sizeof(size_t))
-			return -1;
+	while (ncap < n)
 		ncap *= 2;
-	}
-	size_t *off = realloc(c->argoff, ncap * sizeof(*off));
-	if (off == NULL)
-		return -1;
-	c->argoff = off;
-	size_t *lens = realloc(c->argvlen, ncap * sizeof(*lens));
-	if (lens == NULL)
-		return -1;
-	c->argvlen = lens;
-	char **ptrs = realloc(c->argv, ncap * sizeof(*ptrs));
-	if (ptrs == NULL)
-		return -1;
-	c->argv = ptrs;
+	c->argoff = xreallocarray(c->argoff, ncap, sizeof(*c->argoff));
+	c->argvlen = xreallocarray(c->argvlen, ncap, sizeof(*c->argvlen));
+	c->argv = xreallocarray(c->argv, ncap, sizeof(*c->argv));
 	c->argcap = ncap;
-	return 0;
 }
 
 /*
@@ -361,8 +334,7 @@ codec_split_inline(struct codec *c, size_t n)
 			break;
 		if (c->argc >= c->max_args)
 			return codec_fail(c, "too many arguments");
-		if (codec_args_reserve(c, c->argc + 1) == -1)
-			return codec_fail(c, "out of memory");
+		codec_args_reserve(c, c->argc + 1);
 		size_t wstart = w;
 		int inq = 0, insq = 0, done = 0;
 		while (!done) {
@@ -559,8 +531,7 @@ codec_next(struct codec *c, struct codec_frame *out)
 			size_t rest = c->nargs - c->argc - 1;
 			if (v > room || room - v < 2 || (room - v - 2) / CODEC_MIN_BULK < rest)
 				return codec_fail_size(c);
-			if (codec_args_reserve(c, c->argc + 1) == -1)
-				return codec_fail(c, "out of memory");
+			codec_args_reserve(c, c->argc + 1);
 			c->bulklen = (size_t)v;
 			c->state = CS_BULK_BODY;
 			continue;

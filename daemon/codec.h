@@ -39,19 +39,17 @@ struct codec_frame {
 /*
  * A new codec. max_frame_bytes bounds the wire size of one request (a larger
  * one is a protocol error as soon as that is known); max_args bounds argc.
- * 0 means no limit, for either. Returns NULL when out of memory. The caller
- * owns it (codec_destroy).
+ * 0 means no limit, for either. The caller owns it (codec_destroy).
  */
 struct codec *codec_create(size_t max_frame_bytes, size_t max_args);
 void codec_destroy(struct codec *c);
 
-/* Append bytes read from the peer. 0, or -1 when out of memory. After a
- * protocol error the bytes are dropped (the connection is to be closed). */
-int codec_feed(struct codec *c, const void *data, size_t len) __attribute__((warn_unused_result));
+/* Append bytes read from the peer. After a protocol error the bytes are
+ * dropped (the connection is to be closed). */
+void codec_feed(struct codec *c, const void *data, size_t len);
 
 /* The next complete frame, CODEC_MORE, or CODEC_ERROR (also on every later
- * call). Running out of memory for the argument arrays is reported as the
- * error "Protocol error: out of memory": the client is dropped. */
+ * call). */
 enum codec_status codec_next(struct codec *c, struct codec_frame *out);
 
 /* The error sentence, starting with "Protocol error: ", or NULL. */

@@ -1,6 +1,14 @@
 /*
- * server — the daemon's one instance: loop, config, backend, lock table,
- * listeners and sessions.
+ * server — the daemon's one instance: the event loop it runs on, the
+ * configuration in force, the backend, the lock table and its timer, the
+ * listeners, the sessions, and the counters INFO shows.
+ *
+ * Nothing here is global: main() makes one server and every module gets it
+ * as an argument (a session keeps a pointer to its server), so that a test
+ * can make a server of its own on a fake backend with an injected clock.
+ * The server owns the lock table and the listeners; it does not own the
+ * event loop, the configuration or the backend, which its creator frees
+ * after it.
  */
 #ifndef DLOCKD_SERVER_H
 #define DLOCKD_SERVER_H
@@ -9,31 +17,68 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "locktab.h"
+
 struct event_base;
 struct event;
 struct conf;
 struct backend;
-struct locktab;
 struct listener;
 struct session;
 
 TAILQ_HEAD(session_list, session);
 
+/* X(name, help) for every counter of the server's own (INFO's # Clients). */
+#define SERVER_METRICS(X) \
+	X(total_connections, "connections accepted") \
+	X(rejected_connections, "connections refused at max_clients") \
+	X(commands_total, "commands processed") \
+	X(protocol_errors_total, "connections closed for a protocol error") \
+	X(idle_timeouts_total, "sessions closed for sessions.idle_timeout_ms")
+
+/* The server's counters. */
+struct server_metrics {
+#define SERVER_METRICS_FIELD(name, help) uint64_t name;
+	SERVER_METRICS(SERVER_METRICS_FIELD)
+#undef SERVER_METRICS_FIELD
+};
+
 struct server {
-	struct event_base *base;	/* the event loop */
-	struct conf *conf;		/* configuration in force */
-	struct backend *be;		/* the backend */
+	struct event_base *base;	/* the event loop (not owned) */
+	const struct conf *conf;	/* configuration in force (not owned) */
+	struct backend *be;		/* the backend (not owned) */
 	struct locktab *lt;		/* the lock table */
 	struct event *lt_timer;		/* fires at the table's next deadline */
+	struct event *ev_clock;		/* looks for a suspend of the machine */
+	uint64_t suspended_ms;		/* time suspended as last seen, 0 at first */
 	struct listener **listeners;	/* one per conf->listen entry */
 	size_t nlisteners;
 	struct session_list sessions;	/* every connected session */
 	uint64_t nsessions;		/* on sessions */
 	uint64_t next_id;		/* id of the next session */
-	uint64_t started_ms;		/* monotonic start time */
-	bool stopping;			/* shutting down */
+	uint64_t started_ms;		/* clock_ms() at start */
+	bool stopping;			/* server_stop() was called */
+	struct server_metrics metrics;	/* counters for INFO */
 };
 
-extern struct server server;
+/*
+ * A server on base with configuration conf and backend be (neither owned;
+ * they must outlive it). Its lock table runs on clock (NULL: clock_ms()).
+ * It does not listen yet (server_listen). The caller owns it
+ * (server_destroy).
+ */
+struct server *server_create(struct event_base *base, const struct conf *conf,
+    struct backend *be, lt_clock_fn *clock, void *clock_arg);
+/* Listen on every conf->listen address; 0, or -1 after logging why. */
+int server_listen(struct server *srv) __attribute__((warn_unused_result));
+/* Stop: no more connections, every session closed (releasing its locks),
+ * detached locks released. The backend may still be finishing releases. */
+void server_stop(struct server *srv);
+/* Run the loop until the backend has confirmed the releases of the stop, or
+ * ms have passed; 1 if it has, 0 if not. */
+int server_drain(struct server *srv, uint64_t ms);
+/* Free the server. Frees the lock table only when nothing of it is in
+ * flight in the backend; returns 1 then, 0 if it was left to the exit. */
+int server_destroy(struct server *srv);
 
 #endif

@@ -1,5 +1,9 @@
 /*
- * session — one client connection.
+ * session — one client connection: in-order processing of its requests,
+ * back-pressure, its idle timer and the losses it has not been told of.
+ *
+ * It owns its connection, its codec and its lock-table owner. It must not
+ * know what a command does (cmd) nor how locks work (locktab).
  */
 #include "session.h"
 
@@ -19,13 +23,9 @@
 #include "conn.h"
 #include "locktab.h"
 #include "log.h"
-#include "metrics.h"
 #include "server.h"
+#include "xmalloc.h"
 
-#define SESSION_MAX_ARGS 1024		/* arguments in one request */
-#define SESSION_PIPELINE_FRAMES 16	/* request frames buffered behind a wait */
-#define SESSION_PIPELINE_MIN (1u << 20)	/* ... and at least this many bytes */
-#define SESSION_OUTPUT_HIGH (1u << 20)	/* unsent reply bytes that pause the session */
 
 void
 session_log(const struct session *s, int level, const char *fmt, ...)
@@ -91,13 +91,13 @@ session_run(struct session *s)
 		if (st == CODEC_MORE)
 			break;
 		if (st == CODEC_ERROR) {
-			metrics.protocol_errors_total++;
+			s->srv->metrics.protocol_errors_total++;
 			session_log(s, LOG_LEVEL_INFO, "%s", codec_error(s->codec));
 			codec_reply_error(session_out(s), "ERR", "%s", codec_error(s->codec));
 			s->closing = true;
 			break;
 		}
-		metrics.commands_total++;
+		s->srv->metrics.commands_total++;
 		if (!STAILQ_EMPTY(&s->notices)) {
 			session_notice(s);	/* in place of this command */
 			continue;
@@ -151,7 +151,7 @@ static void
 on_idle(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	uint64_t limit = (uint64_t)server.conf->idle_timeout_ms, now = clock_ms();
+	uint64_t limit = (uint64_t)s->srv->conf->idle_timeout_ms, now = clock_ms();
 	(void)fd;
 	(void)what;
 	if (s->pending) {
@@ -159,7 +159,7 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 	} else if (now - s->last_active_ms < limit) {
 		idle_arm(s, limit - (now - s->last_active_ms));
 	} else if (!s->closing) {
-		metrics.idle_timeouts_total++;
+		s->srv->metrics.idle_timeouts_total++;
 		session_log(s, LOG_LEVEL_INFO, "silent for %llu ms (sessions.idle_timeout_ms): "
 		    "closing", (unsigned long long)(now - s->last_active_ms));
 		s->closing = true;
@@ -178,20 +178,16 @@ session_read(struct session *s)
 	while ((n = evbuffer_peek(in, -1, NULL, vec, 8)) > 0) {
 		size_t done = 0;
 		for (int i = 0; i < n && i < 8; i++) {
-			if (codec_feed(s->codec, vec[i].iov_base, vec[i].iov_len) != 0) {
-				session_log(s, LOG_LEVEL_ERROR, "out of memory: closing");
-				session_destroy(s);
-				return;
-			}
+			codec_feed(s->codec, vec[i].iov_base, vec[i].iov_len);
 			done += vec[i].iov_len;
 		}
 		evbuffer_drain(in, done);
 	}
-	size_t limit = (size_t)server.conf->max_request_bytes * SESSION_PIPELINE_FRAMES;
+	size_t limit = (size_t)s->srv->conf->max_request_bytes * SESSION_PIPELINE_FRAMES;
 	if (limit < SESSION_PIPELINE_MIN)
 		limit = SESSION_PIPELINE_MIN;
 	if (s->pending && codec_buffered(s->codec) > limit) {
-		metrics.protocol_errors_total++;
+		s->srv->metrics.protocol_errors_total++;
 		session_log(s, LOG_LEVEL_WARN, "too much input pipelined behind a wait: closing");
 		codec_reply_error(session_out(s), "ERR",
 		    "Protocol error: too much input pipelined behind a waiting command");
@@ -236,20 +232,10 @@ on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *r
 		cmd_push_lost(s, key, keylen, (unsigned long long)fence, reason);
 		return;
 	}
-	struct lost_notice *n = calloc(1, sizeof(*n));
-	if (n == NULL || (n->key = malloc(keylen ? keylen : 1)) == NULL ||
-	    (n->reason = strdup(reason)) == NULL) {
-		/* the session must not go on believing it holds the lock */
-		session_log(s, LOG_LEVEL_ERROR, "out of memory recording a lost lock: closing");
-		if (n != NULL)
-			free(n->key);
-		free(n);
-		s->closing = true;
-		conn_close(s->conn);
-		return;
-	}
-	memcpy(n->key, key, keylen);
+	struct lost_notice *n = xcalloc(1, sizeof(*n));
+	n->key = xmemdup(key, keylen);
 	n->keylen = keylen;
+	n->reason = xstrdup(reason);
 	n->fence = fence;
 	STAILQ_INSERT_TAIL(&s->notices, n, entry);
 	if (s->pending && s->waiting_lock)
@@ -260,60 +246,40 @@ void
 session_accept(void *arg, evutil_socket_t fd, const char *peer)
 {
 	static const char full[] = "-LIMIT max number of clients reached\r\n";
-	(void)arg;
-	if (server.stopping) {
+	struct server *srv = arg;
+	const struct conf *conf = srv->conf;
+	if (srv->stopping) {
 		evutil_closesocket(fd);
 		return;
 	}
-	if (server.nsessions >= (uint64_t)server.conf->max_clients) {
-		metrics.rejected_connections++;
-		log_warn("refusing %s: max_clients (%lld) reached", peer,
-		    server.conf->max_clients);
+	if (srv->nsessions >= (uint64_t)conf->max_clients) {
+		srv->metrics.rejected_connections++;
+		log_warn("refusing %s: max_clients (%lld) reached", peer, conf->max_clients);
 		/* best effort: the socket is fresh, its buffer has room */
 		if (send(fd, full, sizeof(full) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 			log_debug("could not tell %s why", peer);
 		evutil_closesocket(fd);
 		return;
 	}
-	struct session *s = calloc(1, sizeof(*s));
-	if (s == NULL) {
-		log_error("out of memory accepting %s", peer);
-		evutil_closesocket(fd);
-		return;
-	}
-	s->id = ++server.next_id;
+	struct session *s = xcalloc(1, sizeof(*s));
+	s->srv = srv;
+	s->id = ++srv->next_id;
 	snprintf(s->peer, sizeof(s->peer), "%s", peer);
 	s->proto = 2;
-	s->authed = server.conf->password == NULL;
+	s->authed = conf->password == NULL;
 	STAILQ_INIT(&s->notices);
 	s->last_active_ms = clock_ms();
-	s->codec = codec_create((size_t)server.conf->max_request_bytes, SESSION_MAX_ARGS);
-	s->owner = locktab_owner_create(server.lt, s->id, on_lost, s);
-	s->ev_resume = event_new(server.base, -1, 0, on_resume, s);
-	if (server.conf->idle_timeout_ms > 0)
-		s->ev_idle = evtimer_new(server.base, on_idle, s);
-	s->conn = conn_create(server.base, fd, on_conn, s);
-	if (s->codec == NULL || s->owner == NULL || s->ev_resume == NULL || s->conn == NULL ||
-	    (server.conf->idle_timeout_ms > 0 && s->ev_idle == NULL)) {
-		log_error("out of memory accepting %s", peer);
-		if (s->codec != NULL)
-			codec_destroy(s->codec);
-		if (s->owner != NULL)
-			locktab_owner_destroy(s->owner);
-		if (s->ev_resume != NULL)
-			event_free(s->ev_resume);
-		if (s->ev_idle != NULL)
-			event_free(s->ev_idle);
-		if (s->conn != NULL)
-			conn_destroy(s->conn);
-		free(s);
-		return;
+	s->codec = codec_create((size_t)conf->max_request_bytes, SESSION_MAX_ARGS);
+	s->owner = locktab_owner_create(srv->lt, s->id, on_lost, s);
+	s->ev_resume = event_new(srv->base, -1, 0, on_resume, s);
+	s->conn = conn_create(srv->base, fd, on_conn, s);
+	if (conf->idle_timeout_ms > 0) {
+		s->ev_idle = evtimer_new(srv->base, on_idle, s);
+		idle_arm(s, (uint64_t)conf->idle_timeout_ms);
 	}
-	if (s->ev_idle != NULL)
-		idle_arm(s, (uint64_t)server.conf->idle_timeout_ms);
-	TAILQ_INSERT_TAIL(&server.sessions, s, entry);
-	server.nsessions++;
-	metrics.total_connections++;
+	TAILQ_INSERT_TAIL(&srv->sessions, s, entry);
+	srv->nsessions++;
+	srv->metrics.total_connections++;
 	session_log(s, LOG_LEVEL_DEBUG, "connected");
 }
 
@@ -321,8 +287,8 @@ void
 session_destroy(struct session *s)
 {
 	session_log(s, LOG_LEVEL_DEBUG, "closed");
-	TAILQ_REMOVE(&server.sessions, s, entry);
-	server.nsessions--;
+	TAILQ_REMOVE(&s->srv->sessions, s, entry);
+	s->srv->nsessions--;
 	/* first the table: no lock callback may reach this session again */
 	locktab_owner_destroy(s->owner);
 	conn_destroy(s->conn);

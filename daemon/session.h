@@ -21,7 +21,13 @@
 
 #include <event2/util.h>
 
+#define SESSION_MAX_ARGS 1024		/* arguments in one request */
+#define SESSION_PIPELINE_FRAMES 16	/* request frames buffered behind a wait */
+#define SESSION_PIPELINE_MIN (1u << 20)	/* ... and at least this many bytes */
+#define SESSION_OUTPUT_HIGH (1u << 20)	/* unsent reply bytes that pause the session */
+
 struct conn;
+struct server;
 struct codec;
 struct lt_owner;
 struct event;
@@ -38,6 +44,7 @@ struct lost_notice {
 STAILQ_HEAD(notice_list, lost_notice);
 
 struct session {
+	struct server *srv;		/* the server it belongs to */
 	uint64_t id;			/* unique for the daemon's life */
 	char peer[80];			/* peer address, for logs */
 	struct conn *conn;		/* the socket */
@@ -55,10 +62,11 @@ struct session {
 	uint64_t last_active_ms;	/* last input, or the end of the last wait */
 	struct event *ev_idle;		/* sessions.idle_timeout_ms, or NULL */
 	char *name;			/* CLIENT SETNAME, or NULL */
-	TAILQ_ENTRY(session) entry;	/* on server.sessions */
+	TAILQ_ENTRY(session) entry;	/* on srv->sessions */
 };
 
-/* Accept a connection on fd (owned from here on). */
+/* Accept a connection on fd (owned from here on) for the server arg (a
+ * listener's accept callback). */
 void session_accept(void *arg, evutil_socket_t fd, const char *peer);
 /* Close a session at once: its waits are cancelled, its locks released. */
 void session_destroy(struct session *s);

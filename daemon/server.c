@@ -1,0 +1,193 @@
+/*
+ * server — one daemon instance: the lock table's timer, the listeners, the
+ * sessions, start and stop.
+ *
+ * It owns the lock table, the listeners and the session list; it must not
+ * parse requests (session, cmd), know lock semantics (locktab) or any
+ * backend's wire format.
+ */
+#include "server.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "backend.h"
+#include "clock.h"
+#include "conf.h"
+#include "listener.h"
+#include "log.h"
+#include "session.h"
+#include "xmalloc.h"
+
+#define CLOCK_CHECK_MS 1000	/* how often a suspend of the machine is looked for */
+#define DRAIN_TICK_MS 100	/* how often a drain looks at the backend */
+
+static struct timeval
+tv_ms(uint64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	return tv;
+}
+
+/* Point the table's timer at its next deadline (the table's rearm hook). */
+static void
+lt_rearm(void *arg, uint64_t when)
+{
+	struct server *srv = arg;
+	if (when == LT_NEVER) {
+		evtimer_del(srv->lt_timer);
+		return;
+	}
+	uint64_t now = locktab_now(srv->lt);
+	struct timeval tv = tv_ms(when > now ? when - now : 0);
+	evtimer_add(srv->lt_timer, &tv);
+}
+
+/* Do what the table has due, and set the timer again: tick only re-arms
+ * when the deadline moved, and a timer that fired a hair early must be set
+ * again all the same. */
+static void
+lt_run(struct server *srv)
+{
+	locktab_tick(srv->lt);
+	lt_rearm(srv, locktab_next_deadline(srv->lt));
+}
+
+static void
+on_lt_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	lt_run(arg);
+}
+
+/* Every CLOCK_CHECK_MS: libevent's timers count on CLOCK_MONOTONIC, which
+ * stops while the machine is suspended, so after a resume the table's timer
+ * would fire late by the time slept while leases ran on in the backend.
+ * When that time grew, do what is due at once. */
+static void
+on_clock_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *srv = arg;
+	uint64_t now = clock_suspended_ms();
+	(void)fd;
+	(void)what;
+	if (srv->suspended_ms != 0 && now > srv->suspended_ms + 100) {
+		log_info("the machine was suspended for %llu ms: catching up",
+		    (unsigned long long)(now - srv->suspended_ms));
+		lt_run(srv);
+	}
+	srv->suspended_ms = now != 0 ? now : 1;
+}
+
+struct server *
+server_create(struct event_base *base, const struct conf *conf, struct backend *be,
+    lt_clock_fn *clock, void *clock_arg)
+{
+	struct server *srv = xcalloc(1, sizeof(*srv));
+	struct lt_limits limits = { (uint64_t)conf->max_waiters_per_key,
+	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->backend_handoff_limit,
+	    (uint64_t)conf->margin_percent, (uint64_t)conf->lock_delay_ms };
+	struct timeval tv = tv_ms(CLOCK_CHECK_MS);
+
+	srv->base = base;
+	srv->conf = conf;
+	srv->be = be;
+	srv->started_ms = clock_ms();
+	TAILQ_INIT(&srv->sessions);
+	srv->lt_timer = evtimer_new(base, on_lt_timer, srv);
+	srv->lt = locktab_create(be, &limits, clock, clock_arg, lt_rearm, srv);
+	srv->ev_clock = event_new(base, -1, EV_PERSIST, on_clock_check, srv);
+	evtimer_add(srv->ev_clock, &tv);
+	return srv;
+}
+
+int
+server_listen(struct server *srv)
+{
+	const struct conf *conf = srv->conf;
+	struct listener_keepalive ka = { (int)conf->tcp_keepalive_s,
+	    (int)conf->tcp_keepalive_interval_s, (int)conf->tcp_keepalive_probes };
+
+	srv->listeners = xcalloc(conf->nlisten, sizeof(*srv->listeners));
+	for (size_t i = 0; i < conf->nlisten; i++) {
+		struct addr addr;
+		const char *why;
+		struct listener *l;
+		if (addr_parse(conf->listen[i], ADDR_PORT_REQUIRED, &addr, &why) != 0) {
+			log_error("listen %s: %s", conf->listen[i], why);
+			return -1;
+		}
+		l = listener_create(srv->base, &addr, (int)conf->unix_socket_mode, &ka,
+		    session_accept, srv);
+		if (l == NULL) {
+			log_error("cannot listen on %s", conf->listen[i]);
+			return -1;
+		}
+		srv->listeners[srv->nlisteners++] = l;
+		log_info("listening on %s", listener_name(l));
+	}
+	return 0;
+}
+
+void
+server_stop(struct server *srv)
+{
+	struct session *s;
+	if (srv->stopping)
+		return;
+	srv->stopping = true;
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		listener_enable(srv->listeners[i], 0);
+	locktab_shutdown(srv->lt);
+	while ((s = TAILQ_FIRST(&srv->sessions)) != NULL)
+		session_destroy(s);
+}
+
+/* Releases the backend has not confirmed yet (kept while it is down, or in
+ * flight), and the table's own operations. */
+static int
+draining(const struct server *srv)
+{
+	return !locktab_idle(srv->lt) ||
+	    (srv->be->ops->pending != NULL && srv->be->ops->pending(srv->be) > 0);
+}
+
+static void
+on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+int
+server_drain(struct server *srv, uint64_t ms)
+{
+	struct event *tick = event_new(srv->base, -1, EV_PERSIST, on_drain_tick, NULL);
+	struct timeval tv = tv_ms(DRAIN_TICK_MS);
+	uint64_t deadline = clock_ms() + ms;
+
+	evtimer_add(tick, &tv);
+	while (draining(srv) && clock_ms() < deadline)
+		event_base_loop(srv->base, EVLOOP_ONCE);
+	event_free(tick);
+	return !draining(srv);
+}
+
+int
+server_destroy(struct server *srv)
+{
+	int idle = locktab_idle(srv->lt);
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		listener_destroy(srv->listeners[i]);
+	free(srv->listeners);
+	if (idle)
+		locktab_destroy(srv->lt);
+	event_free(srv->lt_timer);
+	event_free(srv->ev_clock);
+	free(srv);
+	return idle;
+}

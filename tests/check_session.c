@@ -1,0 +1,702 @@
+/*
+ * check_session — unit tests of sessions and commands (daemon/session.c,
+ * daemon/cmd.c) on a server of the test's own.
+ *
+ * Each test makes a server on the memory backend whose lock table runs on a
+ * clock the test moves by hand, and talks to it through socketpairs: one end
+ * is a session, the other the test's client. The test runs the event loop
+ * itself (never blocking), so every interleaving is chosen by the test; a
+ * deadline of the lock table is reached by moving the clock and ticking the
+ * table, not by waiting. No listener, no daemon process, no network.
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "backend.h"
+#include "clock.h"
+#include "conf.h"
+#include "locktab.h"
+#include "server.h"
+#include "session.h"
+
+#define REPLY_MAX 4096		/* longest reply a test reads whole */
+#define IO_LIMIT_MS 5000	/* longest a test waits for bytes it expects */
+
+static struct event_base *base;	/* the test's event loop */
+static struct conf *conf;	/* defaults, changed by some tests before setup_with */
+static struct backend *be;	/* the memory backend */
+static struct server *srv;	/* the server under test */
+static uint64_t clk = 1000000;	/* the lock table's clock, in ms */
+
+static uint64_t
+test_clock(void *arg)
+{
+	(void)arg;
+	return clk;
+}
+
+/* A server with the configuration conf (already finished). */
+static void
+server_up(void)
+{
+	base = event_base_new();
+	ck_assert_ptr_nonnull(base);
+	be = backend_create("memory", base, conf);
+	ck_assert_ptr_nonnull(be);
+	srv = server_create(base, conf, be, test_clock, NULL);
+}
+
+static void
+setup(void)
+{
+	conf = conf_create();
+	ck_assert_int_eq(conf_finish(conf), 0);
+	server_up();
+}
+
+/* A setup for tests that need a password. */
+static void
+setup_auth(void)
+{
+	conf = conf_create();
+	ck_assert_int_eq(conf_finish(conf), 0);
+	conf->password = strdup("sesame");
+	server_up();
+}
+
+static void
+teardown(void)
+{
+	server_stop(srv);
+	ck_assert_int_eq(server_drain(srv, 1000), 1);
+	ck_assert_int_eq(server_destroy(srv), 1);
+	backend_destroy(be);
+	event_base_free(base);
+	conf_destroy(conf);
+}
+
+/* Run what the loop has ready, without blocking. */
+static void
+pump(void)
+{
+	for (int i = 0; i < 8; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+/* A new session; returns the client's end. */
+static int
+client(void)
+{
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	session_accept(srv, sv[1], "test");
+	return sv[0];
+}
+
+/* The session with id (the n-th accepted, from 1). */
+static struct session *
+session_by_id(uint64_t id)
+{
+	struct session *s;
+	TAILQ_FOREACH(s, &srv->sessions, entry)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+static void
+send_bytes(int fd, const void *p, size_t len)
+{
+	const char *b = p;
+	while (len > 0) {
+		ssize_t n = write(fd, b, len);
+		if (n < 0 && errno == EAGAIN) {
+			pump();
+			continue;
+		}
+		ck_assert_int_gt(n, 0);
+		b += n;
+		len -= (size_t)n;
+	}
+}
+
+static void
+send_str(int fd, const char *s)
+{
+	send_bytes(fd, s, strlen(s));
+}
+
+/* Read exactly len bytes into buf, running the loop; fails after
+ * IO_LIMIT_MS or at end of stream. */
+static void
+recv_exact(int fd, char *buf, size_t len)
+{
+	uint64_t deadline = clock_ms() + IO_LIMIT_MS;
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, buf + got, len - got);
+		if (n > 0) {
+			got += (size_t)n;
+			continue;
+		}
+		ck_assert_msg(n != 0, "end of stream after %zu of %zu bytes", got, len);
+		ck_assert_msg(clock_ms() < deadline, "only %zu of %zu bytes", got, len);
+		pump();
+	}
+}
+
+/* Assert that the next len bytes from fd are exactly want. */
+static void
+expect_bytes(int fd, const char *want, size_t len)
+{
+	char buf[REPLY_MAX + 1];
+	ck_assert_uint_le(len, REPLY_MAX);
+	recv_exact(fd, buf, len);
+	buf[len] = '\0';
+	ck_assert_msg(memcmp(buf, want, len) == 0, "got '%s', expected '%s'", buf, want);
+}
+
+/* Assert that the next bytes from fd are exactly the string want. */
+static void
+expect(int fd, const char *want)
+{
+	expect_bytes(fd, want, strlen(want));
+}
+
+/* Assert that the next bytes are HELLO's reply to session id in proto. */
+static void
+expect_hello(int fd, int id, int proto)
+{
+	char want[512];
+	snprintf(want, sizeof(want), "%s\r\n$6\r\nserver\r\n$6\r\ndlockd\r\n"
+	    "$7\r\nversion\r\n$%zu\r\n%s\r\n$5\r\nproto\r\n:%d\r\n$2\r\nid\r\n:%d\r\n"
+	    "$7\r\nbackend\r\n$6\r\nmemory\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n",
+	    proto == 3 ? "%6" : "*12", strlen(DLOCKD_VERSION), DLOCKD_VERSION, proto, id);
+	expect(fd, want);
+}
+
+/* Assert that nothing is to be read from fd once the loop is idle. */
+static void
+expect_nothing(int fd)
+{
+	char c;
+	pump();
+	ck_assert_int_eq(read(fd, &c, 1), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+}
+
+/* Assert that the session behind fd closed its end (after what was read). */
+static void
+expect_closed(int fd)
+{
+	uint64_t deadline = clock_ms() + IO_LIMIT_MS;
+	char c;
+	for (;;) {
+		ssize_t n = read(fd, &c, 1);
+		if (n == 0)
+			return;
+		ck_assert_msg(n < 0, "unexpected byte 0x%02x", (unsigned char)c);
+		ck_assert_msg(clock_ms() < deadline, "the session stayed open");
+		pump();
+	}
+}
+
+/* Read one line ending in CRLF (the CRLF not kept). */
+static void
+recv_line(int fd, char *buf, size_t size)
+{
+	size_t n = 0;
+	for (;;) {
+		ck_assert_uint_lt(n + 1, size);
+		recv_exact(fd, buf + n, 1);
+		if (n > 0 && buf[n - 1] == '\r' && buf[n] == '\n') {
+			buf[n - 1] = '\0';
+			return;
+		}
+		n++;
+	}
+}
+
+/* Read a LOCK grant in RESP2 or RESP3 ([token, fence, ttl]); returns the
+ * fence, copies the token into token (33 bytes) and the ttl into *ttl. */
+static long long
+expect_grant(int fd, char *token, long long *ttl)
+{
+	char line[128];
+	long long fence;
+	recv_line(fd, line, sizeof(line));
+	ck_assert_str_eq(line, "*3");
+	recv_line(fd, line, sizeof(line));
+	ck_assert_str_eq(line, "$32");
+	recv_line(fd, line, sizeof(line));
+	ck_assert_uint_eq(strlen(line), TOKEN_LEN);
+	ck_assert_uint_eq(strspn(line, "0123456789abcdef"), TOKEN_LEN);
+	if (token != NULL)
+		memcpy(token, line, TOKEN_LEN + 1);
+	recv_line(fd, line, sizeof(line));
+	ck_assert_int_eq(sscanf(line, ":%lld", &fence), 1);
+	recv_line(fd, line, sizeof(line));
+	long long t;
+	ck_assert_int_eq(sscanf(line, ":%lld", &t), 1);
+	if (ttl != NULL)
+		*ttl = t;
+	return fence;
+}
+
+/* A new session that holds key "k" exclusively; *fence gets its fence. */
+static int
+holder(long long *fence)
+{
+	int fd = client();
+	send_str(fd, "LOCK k\r\n");
+	long long f = expect_grant(fd, NULL, NULL);
+	if (fence != NULL)
+		*fence = f;
+	return fd;
+}
+
+/* Assert the head of a RESP2 STATUS reply: mode, holders, waiters. */
+static void
+expect_status(int fd, const char *mode, int holders, int waiters)
+{
+	char want[256];
+	snprintf(want, sizeof(want), "*14\r\n$4\r\nmode\r\n$%zu\r\n%s\r\n$7\r\nholders\r\n"
+	    ":%d\r\n$7\r\nwaiters\r\n:%d\r\n", strlen(mode), mode, holders, waiters);
+	send_str(fd, "STATUS k\r\n");
+	expect(fd, want);
+}
+
+/* ---- command parsing and reply shapes ------------------------------------ */
+
+START_TEST(test_ping_and_unknown)
+{
+	int c = client();
+	send_str(c, "PING\r\n");
+	expect(c, "+PONG\r\n");
+	send_str(c, "ping hello\r\n");
+	expect(c, "$5\r\nhello\r\n");
+	send_bytes(c, "*2\r\n$4\r\nPING\r\n$3\r\na\0b\r\n", 23);
+	expect_bytes(c, "$3\r\na\0b\r\n", 9);
+	send_str(c, "FROB x\r\n");
+	expect(c, "-ERR unknown command 'FROB'\r\n");
+	/* a name that is no text is shown safely */
+	send_bytes(c, "*1\r\n$3\r\na\r\x01\r\n", 13);
+	expect(c, "-ERR unknown command 'a?" "?'\r\n");
+	send_str(c, "PING a b\r\n");
+	expect(c, "-ERR wrong number of arguments for 'PING' command\r\n");
+	send_str(c, "LOCK\r\n");
+	expect(c, "-ERR wrong number of arguments for 'LOCK' command\r\n");
+	/* the session is still usable after every one of them */
+	send_str(c, "PING\r\n");
+	expect(c, "+PONG\r\n");
+	close(c);
+}
+END_TEST
+
+START_TEST(test_lock_syntax_errors)
+{
+	static const struct { const char *req, *reply; } cases[] = {
+		{ "LOCK k TTL\r\n", "-ERR syntax error: LOCK key [TTL ms] [WAIT ms] "
+		    "[SHARED | LIMIT n] [DETACH]\r\n" },
+		{ "LOCK k BOGUS\r\n", "-ERR syntax error: LOCK key [TTL ms] [WAIT ms] "
+		    "[SHARED | LIMIT n] [DETACH]\r\n" },
+		{ "LOCK k TTL 5 TTL 5\r\n", "-ERR invalid TTL: must be 10 to 86400000 ms\r\n" },
+		{ "LOCK k TTL 100 TTL 100\r\n", "-ERR syntax error: LOCK key [TTL ms] [WAIT ms] "
+		    "[SHARED | LIMIT n] [DETACH]\r\n" },
+		{ "LOCK k TTL 86400001\r\n", "-ERR invalid TTL: must be 10 to 86400000 ms\r\n" },
+		{ "LOCK k TTL x\r\n", "-ERR invalid TTL: must be 10 to 86400000 ms\r\n" },
+		{ "LOCK k WAIT -1\r\n", "-ERR WAIT must be a number of ms, 0 or more\r\n" },
+		{ "LOCK k LIMIT 0\r\n", "-ERR LIMIT must be 1 to 1000000\r\n" },
+		{ "LOCK k SHARED LIMIT 2\r\n", "-ERR syntax error: LOCK key [TTL ms] [WAIT ms] "
+		    "[SHARED | LIMIT n] [DETACH]\r\n" },
+		{ "LOCK k DETACH\r\n", "-ERR DETACH needs an explicit TTL\r\n" },
+		{ "LOCK \"\"\r\n", "-ERR key is empty or too long (1 to 1024 bytes)\r\n" },
+		{ "EXTEND k 5\r\n", "-ERR invalid TTL: must be 10 to 86400000 ms\r\n" },
+		{ "VALIDATE k -1\r\n", "-ERR fence must be a number, 0 or more\r\n" },
+		{ "UNLOCK k\r\n", "-NOTHELD key is not held by this session\r\n" },
+		{ "UNLOCK k 0123\r\n", "-NOTHELD key is not held by that token\r\n" },
+		{ "EXTEND k 100\r\n", "-NOTHELD key is not held by this session\r\n" },
+	};
+	int c = client();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		send_str(c, cases[i].req);
+		expect(c, cases[i].reply);
+	}
+	/* a key one byte too long */
+	char big[1100];
+	memset(big, 'k', sizeof(big));
+	snprintf(big, sizeof(big), "LOCK %01025d\r\n", 0);
+	send_str(c, big);
+	expect(c, "-ERR key is empty or too long (1 to 1024 bytes)\r\n");
+	/* nothing was queued by any of them */
+	send_str(c, "STATUS k\r\n");
+	expect(c, "*14\r\n$4\r\nmode\r\n$4\r\nfree\r\n$7\r\nholders\r\n:0\r\n$7\r\nwaiters\r\n"
+	    ":0\r\n$5\r\nfence\r\n:0\r\n$6\r\nttl_ms\r\n:-1\r\n$5\r\nlimit\r\n:0\r\n"
+	    "$7\r\nbackend\r\n$5\r\nlocal\r\n");
+	close(c);
+}
+END_TEST
+
+START_TEST(test_lock_reply_shapes)
+{
+	char tok[TOKEN_LEN + 1], line[128];
+	long long ttl, f1, f2;
+	int c = client();
+
+	send_str(c, "LOCK a TTL 5000\r\n");
+	f1 = expect_grant(c, tok, &ttl);
+	ck_assert_int_eq(ttl, 5000);
+	/* reentrant: the same token and fence */
+	send_str(c, "LOCK a TTL 5000\r\n");
+	char tok2[TOKEN_LEN + 1];
+	ck_assert_int_eq(expect_grant(c, tok2, NULL), f1);
+	ck_assert_str_eq(tok, tok2);
+	send_str(c, "LOCK b SHARED\r\n");
+	f2 = expect_grant(c, NULL, &ttl);
+	ck_assert_int_gt(f2, f1);
+	ck_assert_int_eq(ttl, 30000);	/* locks.default_ttl_ms */
+	send_str(c, "LOCK a SHARED\r\n");
+	expect(c, "-ERR key is held by this session in exclusive mode; unlock it first\r\n");
+
+	/* LOCKS: [key, token, fence, mode, count] per holding, oldest first */
+	send_str(c, "LOCKS\r\n");
+	snprintf(line, sizeof(line), ":%lld\r\n", f1);
+	expect(c, "*2\r\n*5\r\n$1\r\na\r\n$32\r\n");
+	recv_exact(c, tok2, TOKEN_LEN);
+	ck_assert_int_eq(memcmp(tok, tok2, TOKEN_LEN), 0);
+	expect(c, "\r\n");
+	expect(c, line);
+	expect(c, "$9\r\nexclusive\r\n:2\r\n*5\r\n$1\r\nb\r\n$32\r\n");
+	recv_exact(c, tok2, TOKEN_LEN);
+	snprintf(line, sizeof(line), "\r\n:%lld\r\n$6\r\nshared\r\n:1\r\n", f2);
+	expect(c, line);
+
+	/* VALIDATE, UNLOCK counts down, then frees */
+	snprintf(line, sizeof(line), "VALIDATE a %lld\r\nVALIDATE a %lld\r\n", f1, f1 + 100);
+	send_str(c, line);
+	expect(c, ":1\r\n:0\r\n");
+	send_str(c, "UNLOCK a\r\nUNLOCK a\r\nUNLOCK a\r\n");
+	expect(c, ":1\r\n:0\r\n-NOTHELD key is not held by this session\r\n");
+
+	/* RESP3: a null for a LOCK not granted, a map for STATUS */
+	send_str(c, "HELLO 3\r\n");
+	expect_hello(c, 1, 3);
+	int d = client();
+	send_str(d, "HELLO\r\nLOCK b WAIT 0\r\n");
+	expect_hello(d, 2, 2);
+	expect(d, "*-1\r\n");
+	send_str(d, "HELLO 3\r\nLOCK b WAIT 0\r\n");
+	expect_hello(d, 2, 3);
+	expect(d, "_\r\n");
+	send_str(c, "STATUS b\r\n");
+	expect(c, "%7\r\n$4\r\nmode\r\n$6\r\nshared\r\n$7\r\nholders\r\n:1\r\n"
+	    "$7\r\nwaiters\r\n:0\r\n$5\r\nfence\r\n");
+	snprintf(line, sizeof(line), ":%lld\r\n", f2);
+	expect(c, line);
+	expect(c, "$6\r\nttl_ms\r\n:-1\r\n$5\r\nlimit\r\n:0\r\n$7\r\nbackend\r\n$5\r\nlocal\r\n");
+	close(c);
+	close(d);
+}
+END_TEST
+
+START_TEST(test_client_subcommands)
+{
+	int c = client();
+	send_str(c, "CLIENT ID\r\nCLIENT GETNAME\r\nCLIENT SETNAME worker-1\r\n"
+	    "CLIENT GETNAME\r\nCLIENT SETINFO lib-name redis-py\r\n");
+	expect(c, ":1\r\n$-1\r\n+OK\r\n$8\r\nworker-1\r\n+OK\r\n");
+	send_str(c, "CLIENT LOSTPUSH ON\r\n");
+	expect(c, "-ERR lost pushes need RESP3: send HELLO 3 first\r\n");
+	send_str(c, "CLIENT NOPE\r\n");
+	expect(c, "-ERR unknown CLIENT subcommand or wrong number of arguments (ID, GETNAME, "
+	    "SETNAME name, SETINFO attr value, LOSTPUSH ON|OFF)\r\n");
+	send_str(c, "HELLO 4\r\n");
+	expect(c, "-NOPROTO unsupported protocol version\r\n");
+	send_str(c, "HELLO 2 SETNAME\r\n");
+	expect(c, "-ERR syntax error in HELLO\r\n");
+	/* a second session gets the next id */
+	int d = client();
+	send_str(d, "CLIENT ID\r\n");
+	expect(d, ":2\r\n");
+	close(c);
+	close(d);
+}
+END_TEST
+
+START_TEST(test_info)
+{
+	char line[256];
+	bool clients = false, commands = false, held = false;
+	int c = client();
+	send_str(c, "LOCK x\r\n");
+	expect_grant(c, NULL, NULL);
+	send_str(c, "INFO\r\n");
+	recv_line(c, line, sizeof(line));
+	long long len;
+	ck_assert_int_eq(sscanf(line, "$%lld", &len), 1);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_lt(len, REPLY_MAX);
+	char text[REPLY_MAX + 1];
+	recv_exact(c, text, (size_t)len + 2);
+	text[len] = '\0';
+	ck_assert_ptr_nonnull(strstr(text, "# Server\r\nversion:" DLOCKD_VERSION "\r\n"
+	    "backend:memory\r\n"));
+	for (char *l = strtok(text, "\r\n"); l != NULL; l = strtok(NULL, "\r\n")) {
+		clients |= strcmp(l, "connected_clients:1") == 0;
+		commands |= strcmp(l, "commands_total:2") == 0;
+		held |= strcmp(l, "locks_held:1") == 0;
+	}
+	ck_assert(clients && commands && held);
+	close(c);
+}
+END_TEST
+
+START_TEST(test_auth)
+{
+	int c = client();
+	send_str(c, "LOCK k\r\n");
+	expect(c, "-NOAUTH Authentication required.\r\n");
+	send_str(c, "PING\r\nAUTH wrong\r\nAUTH other sesame\r\n");
+	expect(c, "+PONG\r\n-WRONGPASS invalid password\r\n-WRONGPASS invalid password\r\n");
+	/* HELLO with a bad argument after AUTH changes nothing */
+	send_str(c, "HELLO 2 AUTH default sesame BOGUS\r\nLOCK k\r\n");
+	expect(c, "-ERR syntax error in HELLO\r\n-NOAUTH Authentication required.\r\n");
+	send_str(c, "AUTH default sesame\r\nLOCK k WAIT 0\r\n");
+	expect(c, "+OK\r\n");
+	expect_grant(c, NULL, NULL);
+	close(c);
+}
+END_TEST
+
+/* ---- ordering ---------------------------------------------------------------- */
+
+START_TEST(test_pipeline_waits_behind_a_lock)
+{
+	long long f1;
+	int a = holder(&f1), b = client();
+	/* b's LOCK waits; the PING behind it is not answered before it */
+	send_str(b, "LOCK k\r\nPING\r\nCLIENT ID\r\n");
+	expect_nothing(b);
+	struct session *sb = session_by_id(2);
+	ck_assert_ptr_nonnull(sb);
+	ck_assert(sb->pending);
+	/* a's own commands go on meanwhile */
+	send_str(a, "PING\r\n");
+	expect(a, "+PONG\r\n");
+	send_str(a, "UNLOCK k\r\n");
+	expect(a, ":0\r\n");
+	ck_assert_int_gt(expect_grant(b, NULL, NULL), f1);
+	expect(b, "+PONG\r\n:2\r\n");
+	close(a);
+	close(b);
+}
+END_TEST
+
+START_TEST(test_wait_runs_out_on_the_table_clock)
+{
+	int a = holder(NULL), b = client();
+	send_str(b, "LOCK k WAIT 100\r\nPING\r\n");
+	expect_nothing(b);
+	clk += 99;
+	locktab_tick(srv->lt);
+	expect_nothing(b);
+	clk += 1;
+	locktab_tick(srv->lt);
+	expect(b, "*-1\r\n+PONG\r\n");
+	expect_status(b, "exclusive", 1, 0);
+	close(a);
+	close(b);
+}
+END_TEST
+
+START_TEST(test_fifo_across_sessions)
+{
+	long long last;
+	int c[5];
+	c[0] = holder(&last);
+	for (int i = 1; i < 5; i++)
+		c[i] = client();
+	for (int i = 1; i < 5; i++) {
+		send_str(c[i], "LOCK k\r\n");
+		pump();
+	}
+	for (int i = 0; i < 4; i++) {
+		send_str(c[i], "UNLOCK k\r\n");
+		expect(c[i], ":0\r\n");
+		for (int j = i + 2; j < 5; j++)
+			expect_nothing(c[j]);
+		long long f = expect_grant(c[i + 1], NULL, NULL);
+		ck_assert_int_gt(f, last);
+		last = f;
+	}
+	for (int i = 0; i < 5; i++)
+		close(c[i]);
+}
+END_TEST
+
+START_TEST(test_close_releases_and_withdraws)
+{
+	int a = holder(NULL), b = client(), c = client();
+	send_str(b, "LOCK k\r\n");
+	send_str(c, "LOCK k\r\n");
+	pump();
+	/* a waiter that goes away leaves the queue; a holder that goes away
+	 * hands the key on */
+	close(b);
+	pump();
+	close(a);
+	expect_grant(c, NULL, NULL);
+	expect_status(c, "exclusive", 1, 0);
+	ck_assert_uint_eq(srv->nsessions, 1);
+	close(c);
+}
+END_TEST
+
+START_TEST(test_quit_and_protocol_error)
+{
+	int a = client(), b = client();
+	send_str(a, "PING\r\nQUIT\r\nPING\r\n");
+	expect(a, "+PONG\r\n+OK\r\n");
+	expect_closed(a);
+	send_str(b, "PING\r\n*1\r\n$x\r\nPING\r\n");
+	expect(b, "+PONG\r\n-ERR Protocol error: ");
+	char line[256];
+	recv_line(b, line, sizeof(line));
+	expect_closed(b);
+	ck_assert_uint_eq(srv->metrics.protocol_errors_total, 1);
+	close(a);
+	close(b);
+}
+END_TEST
+
+/* ---- back-pressure ----------------------------------------------------------- */
+
+START_TEST(test_output_backpressure)
+{
+	enum { N = 3000, PAYLOAD = 1000 };
+	static char req[PAYLOAD + 32];
+	int c = client();
+	struct session *s = session_by_id(1);
+	int len = snprintf(req, sizeof(req), "PING %0*d\r\n", PAYLOAD, 7);
+	size_t reply = (size_t)snprintf(NULL, 0, "$%d\r\n%0*d\r\n", PAYLOAD, PAYLOAD, 7);
+
+	/* send without reading: the session stops reading once
+	 * SESSION_OUTPUT_HIGH bytes of replies wait for the peer */
+	size_t written = 0;
+	while (written < (size_t)N * (size_t)len && !s->throttled) {
+		size_t off = written % (size_t)len;
+		ssize_t n = write(c, req + off, (size_t)len - off);
+		if (n > 0)
+			written += (size_t)n;
+		else
+			ck_assert_int_eq(errno, EAGAIN);
+		pump();
+	}
+	int sent = (int)(written / (size_t)len);	/* whole requests */
+	ck_assert(s->throttled);
+	ck_assert_uint_ge(evbuffer_get_length(session_out(s)), SESSION_OUTPUT_HIGH);
+	/* it stays so while nobody reads */
+	uint64_t answered = srv->metrics.commands_total;
+	pump();
+	ck_assert_uint_eq(srv->metrics.commands_total, answered);
+	/* reading resumes it: every reply arrives, in order, none lost */
+	static char buf[PAYLOAD + 32];
+	for (int i = 0; i < sent; i++) {
+		recv_exact(c, buf, reply);
+		ck_assert_int_eq(memcmp(buf, "$1000\r\n", 7), 0);
+	}
+	ck_assert(!s->throttled);
+	expect_nothing(c);
+	close(c);
+}
+END_TEST
+
+START_TEST(test_input_behind_a_wait_is_bounded)
+{
+	int a = holder(NULL), b = client();
+	send_str(b, "LOCK k\r\n");
+	pump();
+	/* more than SESSION_PIPELINE_MIN bytes pipelined behind the wait */
+	static char junk[64 * 1024];
+	memset(junk, 0, sizeof(junk));
+	for (size_t i = 0; i + 6 <= sizeof(junk); i += 6)
+		memcpy(junk + i, "PING\r\n", 6);
+	size_t total = 0;
+	while (total <= SESSION_PIPELINE_MIN && session_by_id(2) != NULL) {
+		ssize_t n = write(b, junk, sizeof(junk) - sizeof(junk) % 6);
+		if (n > 0)
+			total += (size_t)n;
+		pump();
+	}
+	char line[256];
+	recv_line(b, line, sizeof(line));
+	ck_assert_str_eq(line, "-ERR Protocol error: too much input pipelined behind a "
+	    "waiting command");
+	expect_closed(b);
+	/* the lock is a's still, and free of b's wait */
+	expect_status(a, "exclusive", 1, 0);
+	close(a);
+	close(b);
+}
+END_TEST
+
+static Suite *
+session_suite(void)
+{
+	Suite *s = suite_create("session");
+	TCase *tc = tcase_create("commands");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_ping_and_unknown);
+	tcase_add_test(tc, test_lock_syntax_errors);
+	tcase_add_test(tc, test_lock_reply_shapes);
+	tcase_add_test(tc, test_client_subcommands);
+	tcase_add_test(tc, test_info);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("auth");
+	tcase_add_checked_fixture(tc, setup_auth, teardown);
+	tcase_add_test(tc, test_auth);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ordering");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_pipeline_waits_behind_a_lock);
+	tcase_add_test(tc, test_wait_runs_out_on_the_table_clock);
+	tcase_add_test(tc, test_fifo_across_sessions);
+	tcase_add_test(tc, test_close_releases_and_withdraws);
+	tcase_add_test(tc, test_quit_and_protocol_error);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("back-pressure");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_output_backpressure);
+	tcase_add_test(tc, test_input_behind_a_wait_is_bounded);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	signal(SIGPIPE, SIG_IGN);	/* a test writes to a session that closed */
+	SRunner *sr = srunner_create(session_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
