@@ -298,6 +298,13 @@ resp_free(struct resp *v)
 	free(v);
 }
 
+/* *out = a new value of type t: PARSE_OK, or the out-of-memory error. */
+static int
+resp_put(struct parser *p, enum resp_type t, struct resp **out)
+{
+	return (*out = resp_new(t)) != NULL ? PARSE_OK : parse_nomem(p);
+}
+
 /* A string value of type t holding a copy of s[0..len). */
 static int
 resp_string(struct parser *p, enum resp_type t, const char *s, size_t len,
@@ -392,7 +399,7 @@ resp_parse(struct parser *p, int depth, struct resp **out)
 	size_t linelen = 0;
 	long long n;
 	char t;
-	int r;
+	int r, blob;
 
 	if (depth > RESP_MAX_DEPTH)
 		return parse_fail(p, "nesting too deep");
@@ -413,50 +420,37 @@ resp_parse(struct parser *p, int depth, struct resp **out)
 	case ':':
 		if (num_parse(line, linelen, LLONG_MIN, LLONG_MAX, &n) != NUM_OK)
 			return parse_fail(p, "bad integer");
-		if ((*out = resp_new(RESP_INT)) == NULL)
-			return parse_nomem(p);
-		(*out)->integer = n;
-		return PARSE_OK;
+		if ((r = resp_put(p, RESP_INT, out)) == PARSE_OK)
+			(*out)->integer = n;
+		return r;
 	case '#':
 		if (linelen != 1 || (line[0] != 't' && line[0] != 'f'))
 			return parse_fail(p, "bad boolean");
-		if ((*out = resp_new(RESP_BOOL)) == NULL)
-			return parse_nomem(p);
-		(*out)->integer = line[0] == 't';
-		return PARSE_OK;
+		if ((r = resp_put(p, RESP_BOOL, out)) == PARSE_OK)
+			(*out)->integer = line[0] == 't';
+		return r;
 	case '_':
 		if (linelen != 0)
 			return parse_fail(p, "bad null");
-		if ((*out = resp_new(RESP_NULL)) == NULL)
-			return parse_nomem(p);
-		return PARSE_OK;
+		return resp_put(p, RESP_NULL, out);
 	case '$':
 	case '=':
 	case '!':
-		if (linelen == 1 && line[0] == '?')
-			return parse_fail(p, "streamed strings are not supported");
-		if (num_parse(line, linelen, LLONG_MIN, LLONG_MAX, &n) != NUM_OK)
-			return parse_fail(p, "bad string length");
-		if (n == -1 && t == '$') {
-			if ((*out = resp_new(RESP_NULL)) == NULL)
-				return parse_nomem(p);
-			return PARSE_OK;
-		}
-		return parse_blob(p, t, n, out);
 	case '*':
 	case '%':
 	case '~':
 	case '>':
 	case '|':
+		blob = t == '$' || t == '=' || t == '!';
 		if (linelen == 1 && line[0] == '?')
-			return parse_fail(p, "streamed aggregates are not supported");
+			return parse_fail(p, "streamed %s are not supported",
+			    blob ? "strings" : "aggregates");
 		if (num_parse(line, linelen, LLONG_MIN, LLONG_MAX, &n) != NUM_OK)
-			return parse_fail(p, "bad aggregate length");
-		if (n == -1 && t == '*') {
-			if ((*out = resp_new(RESP_NULL)) == NULL)
-				return parse_nomem(p);
-			return PARSE_OK;
-		}
+			return parse_fail(p, "bad %s length", blob ? "string" : "aggregate");
+		if (n == -1 && (t == '$' || t == '*'))
+			return resp_put(p, RESP_NULL, out);
+		if (blob)
+			return parse_blob(p, t, n, out);
 		if (t == '|') {
 			struct resp *attr = NULL;
 
@@ -628,19 +622,6 @@ push_handle(dlock_t *d, const struct resp *v)
 	return lost_add(d, k->str, k->len, v->elem[2]->integer);
 }
 
-/* The value of the hex digit c, or -1. */
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * If the error reply v is a loss notice, "LOST key fence reason" (what the
  * daemon answers in place of a command when a lock of a session without
@@ -671,9 +652,9 @@ lost_notice(dlock_t *d, const struct resp *v)
 	for (const char *c = k; c < kend; c++) {
 		if (*c != '\\') {
 			key[n++] = *c;
-		} else if (kend - c >= 4 && c[1] == 'x' && hexval(c[2]) >= 0 &&
-		    hexval(c[3]) >= 0) {
-			key[n++] = (char)(hexval(c[2]) * 16 + hexval(c[3]));
+		} else if (kend - c >= 4 && c[1] == 'x' && num_hex_digit(c[2]) >= 0 &&
+		    num_hex_digit(c[3]) >= 0) {
+			key[n++] = (char)(num_hex_digit(c[2]) * 16 + num_hex_digit(c[3]));
 			c += 3;
 		} else {
 			free(key);	/* not the notice format */

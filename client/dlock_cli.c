@@ -55,7 +55,17 @@
 struct command {
 	const char *name;	/* first word */
 	const char *usage;	/* what follows "dlock NAME" in usage lines */
-	int (*run)(const struct command *, int, char **);	/* returns the exit status */
+	/* run, lock: parse the arguments themselves; returns the exit status */
+	int (*run)(const struct command *, int, char **);
+	/* the others: exactly nargs non-empty arguments; argument num_arg (0:
+	 * none) a number in [num_min, num_max], else "num_what: ARG" */
+	int nargs;
+	int num_arg;
+	long long num_min, num_max;
+	const char *num_what;
+	/* after connecting: print the result; returns the exit status, or -1
+	 * when the call failed (dlock_error says why) */
+	int (*call)(dlock_t *d, char **argv, long long num);
 };
 
 static const char *opt_addr;		/* -a, or NULL for $DLOCK_ADDR / default */
@@ -751,154 +761,121 @@ want_args(const struct command *cmd, int argc, char **argv, int n)
 	return 0;
 }
 
-/* dlock unlock KEY TOKEN */
+/* A fixed-argument command: check its arguments, connect, call, close. */
 static int
-cmd_unlock(const struct command *cmd, int argc, char **argv)
+run_simple(const struct command *cmd, int argc, char **argv)
 {
-	long long n;
+	long long num = 0;
 	int status;
 	dlock_t *d;
 
-	if ((status = want_args(cmd, argc, argv, 2)) != 0)
+	if ((status = want_args(cmd, argc, argv, cmd->nargs)) != 0)
 		return status;
+	if (cmd->num_arg > 0 &&
+	    parse_num(argv[cmd->num_arg], cmd->num_min, cmd->num_max, &num) < 0)
+		return usage_error(cmd, "%s: %s", cmd->num_what, argv[cmd->num_arg]);
 	if ((d = connect_or_report(&status)) == NULL)
 		return status;
-	if ((n = dlock_unlock(d, argv[1], argv[2])) >= 0)
-		printf("%lld\n", n);
-	status = n >= 0 ? 0 : report(d);
+	if ((status = cmd->call(d, argv, num)) < 0)
+		status = report(d);
 	dlock_close(d);
 	return status;
 }
 
-/* dlock extend KEY MS TOKEN */
+/* Print a call's number result; -1 if the call failed (n < 0). */
 static int
-cmd_extend(const struct command *cmd, int argc, char **argv)
+print_result(long long n)
 {
-	long long ms, n;
-	int status;
-	dlock_t *d;
+	if (n < 0)
+		return -1;
+	printf("%lld\n", n);
+	return 0;
+}
 
-	if ((status = want_args(cmd, argc, argv, 3)) != 0)
-		return status;
-	if (parse_num(argv[2], 1, LLONG_MAX, &ms) < 0)
-		return usage_error(cmd, "not a positive number of milliseconds: %s", argv[2]);
-	if ((d = connect_or_report(&status)) == NULL)
-		return status;
-	if ((n = dlock_extend(d, argv[1], ms, argv[3])) >= 0)
-		printf("%lld\n", n);
-	status = n >= 0 ? 0 : report(d);
-	dlock_close(d);
-	return status;
+/* dlock unlock KEY TOKEN: prints the holds left */
+static int
+call_unlock(dlock_t *d, char **argv, long long num)
+{
+	(void)num;
+	return print_result(dlock_unlock(d, argv[1], argv[2]));
+}
+
+/* dlock extend KEY MS TOKEN: prints the validity now */
+static int
+call_extend(dlock_t *d, char **argv, long long ms)
+{
+	return print_result(dlock_extend(d, argv[1], ms, argv[3]));
 }
 
 /* dlock status KEY */
 static int
-cmd_status(const struct command *cmd, int argc, char **argv)
+call_status(dlock_t *d, char **argv, long long num)
 {
 	struct dlock_status st;
-	int status;
-	dlock_t *d;
-
-	if ((status = want_args(cmd, argc, argv, 1)) != 0)
-		return status;
-	if ((d = connect_or_report(&status)) == NULL)
-		return status;
-	if (dlock_status(d, argv[1], &st) == 0) {
-		printf("mode: %s\nholders: %lld\nwaiters: %lld\nfence: %lld\n"
-		    "ttl_ms: %lld\nlimit: %lld\nbackend: %s\n", st.mode, st.holders,
-		    st.waiters, st.fence, st.ttl_ms, st.limit, st.backend);
-		status = 0;
-	} else {
-		status = report(d);
-	}
-	dlock_close(d);
-	return status;
+	(void)num;
+	if (dlock_status(d, argv[1], &st) != 0)
+		return -1;
+	printf("mode: %s\nholders: %lld\nwaiters: %lld\nfence: %lld\n"
+	    "ttl_ms: %lld\nlimit: %lld\nbackend: %s\n", st.mode, st.holders,
+	    st.waiters, st.fence, st.ttl_ms, st.limit, st.backend);
+	return 0;
 }
 
 /* dlock validate KEY FENCE: exit 0 when valid, 1 when not. */
 static int
-cmd_validate(const struct command *cmd, int argc, char **argv)
+call_validate(dlock_t *d, char **argv, long long fence)
 {
-	long long fence;
-	int status, r;
-	dlock_t *d;
-
-	if ((status = want_args(cmd, argc, argv, 2)) != 0)
-		return status;
-	if (parse_num(argv[2], LLONG_MIN, LLONG_MAX, &fence) < 0)
-		return usage_error(cmd, "not a fence: %s", argv[2]);
-	if ((d = connect_or_report(&status)) == NULL)
-		return status;
-	if ((r = dlock_validate(d, argv[1], fence)) >= 0) {
-		printf("%d\n", r);
-		status = r == 1 ? 0 : EXIT_DAEMON;
-	} else {
-		status = report(d);
-	}
-	dlock_close(d);
-	return status;
+	int r = dlock_validate(d, argv[1], fence);
+	if (r < 0)
+		return -1;
+	printf("%d\n", r);
+	return r == 1 ? 0 : EXIT_DAEMON;
 }
 
 /* dlock info: the INFO text, with LF line ends. */
 static int
-cmd_info(const struct command *cmd, int argc, char **argv)
+call_info(dlock_t *d, char **argv, long long num)
 {
-	int status;
-	char *s;
-	dlock_t *d;
-
-	if ((status = want_args(cmd, argc, argv, 0)) != 0)
-		return status;
-	if ((d = connect_or_report(&status)) == NULL)
-		return status;
-	if ((s = dlock_info(d)) != NULL) {
-		size_t len = strlen(s);
-
-		for (char *c = s; *c != '\0'; c++)
-			if (*c != '\r')
-				putchar(*c);
-		if (len > 0 && s[len - 1] != '\n')
-			putchar('\n');
-		free(s);
-		status = 0;
-	} else {
-		status = report(d);
-	}
-	dlock_close(d);
-	return status;
+	char *s = dlock_info(d);
+	(void)argv;
+	(void)num;
+	if (s == NULL)
+		return -1;
+	size_t len = strlen(s);
+	for (char *c = s; *c != '\0'; c++)
+		if (*c != '\r')
+			putchar(*c);
+	if (len > 0 && s[len - 1] != '\n')
+		putchar('\n');
+	free(s);
+	return 0;
 }
 
 /* dlock ping */
 static int
-cmd_ping(const struct command *cmd, int argc, char **argv)
+call_ping(dlock_t *d, char **argv, long long num)
 {
-	int status;
-	dlock_t *d;
-
-	if ((status = want_args(cmd, argc, argv, 0)) != 0)
-		return status;
-	if ((d = connect_or_report(&status)) == NULL)
-		return status;
-	if (dlock_ping(d) == 0) {
-		puts("PONG");
-		status = 0;
-	} else {
-		status = report(d);
-	}
-	dlock_close(d);
-	return status;
+	(void)argv;
+	(void)num;
+	if (dlock_ping(d) != 0)
+		return -1;
+	puts("PONG");
+	return 0;
 }
 
 static const struct command commands[] = {
 	{ "run", "[--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] KEY -- "
-	  "COMMAND [ARGS...]", cmd_run },
-	{ "lock", "[--ttl MS] [--wait MS] [--shared | --limit N] KEY", cmd_lock },
-	{ "unlock", "KEY TOKEN", cmd_unlock },
-	{ "extend", "KEY MS TOKEN", cmd_extend },
-	{ "status", "KEY", cmd_status },
-	{ "validate", "KEY FENCE", cmd_validate },
-	{ "info", "", cmd_info },
-	{ "ping", "", cmd_ping },
+	  "COMMAND [ARGS...]", .run = cmd_run },
+	{ "lock", "[--ttl MS] [--wait MS] [--shared | --limit N] KEY", .run = cmd_lock },
+	{ "unlock", "KEY TOKEN", .nargs = 2, .call = call_unlock },
+	{ "extend", "KEY MS TOKEN", .nargs = 3, .num_arg = 2, .num_min = 1,
+	  .num_max = LLONG_MAX, .num_what = "not a positive number of milliseconds",
+	  .call = call_extend },
+	{ "status", "KEY", .nargs = 1, .call = call_status },
+	{ "validate", "KEY FENCE", .nargs = 2, .num_arg = 2, .num_min = LLONG_MIN,
+	  .num_max = LLONG_MAX, .num_what = "not a fence", .call = call_validate },
+	{ "info", "", .call = call_info },
+	{ "ping", "", .call = call_ping },
 };
 
 int
@@ -949,7 +926,9 @@ main(int argc, char **argv)
 		return usage_error(NULL, "%s", "empty address");
 	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++) {
 		if (strcmp(argv[i], commands[c].name) == 0) {
-			status = commands[c].run(&commands[c], argc - i, argv + i);
+			const struct command *cmd = &commands[c];
+			status = cmd->run != NULL ? cmd->run(cmd, argc - i, argv + i) :
+			    run_simple(cmd, argc - i, argv + i);
 			if (fflush(stdout) != 0 && status == 0) {
 				fprintf(stderr, "dlock: cannot write output: %s\n", strerror(errno));
 				status = EXIT_DAEMON;

@@ -179,35 +179,32 @@ reply_grant(struct session *s, const struct lt_grant *g)
 	codec_reply_int(out, (long long)g->ttl_ms);
 }
 
-/* ---- completions -------------------------------------------------------- */
-
+/* Reply with the outcome of a LOCK (g set when granted), UNLOCK or EXTEND
+ * (value): a grant, a number, a null (not granted) or an error. */
 static void
-lock_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
+reply_outcome(struct session *s, enum lt_status st, const struct lt_grant *g,
+    long long value, bool by_token)
 {
-	struct session *s = arg;
-	(void)value;
-	if (s->closing)
-		;	/* after a protocol error: nothing more is sent */
-	else if (st == LT_OK)
+	if (st == LT_OK && g != NULL)
 		reply_grant(s, g);
-	else if (st == LT_NOT_GRANTED)
-		codec_reply_null_array(session_out(s), s->proto);
-	else
-		reply_lt_error(s, st, false);
-	session_resume(s);
-}
-
-static void
-int_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
-{
-	struct session *s = arg;
-	(void)g;
-	if (s->closing)
-		;	/* after a protocol error: nothing more is sent */
 	else if (st == LT_OK)
 		codec_reply_int(session_out(s), value);
+	else if (st == LT_NOT_GRANTED)
+		codec_reply_null_array(session_out(s), s->proto);
+	else if (st == LT_E_MODE)
+		codec_reply_error(session_out(s), "ERR", "key is held by this session in %s "
+		    "mode; unlock it first", locktab_mode_name(g->mode));
 	else
-		reply_lt_error(s, st, false);
+		reply_lt_error(s, st, by_token);
+}
+
+/* The completion of a LOCK, UNLOCK or EXTEND that waited. */
+static void
+cmd_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
+{
+	struct session *s = arg;
+	if (!s->closing)	/* after a protocol error nothing more is sent */
+		reply_outcome(s, st, g, value, false);
 	session_resume(s);
 }
 
@@ -399,22 +396,13 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 		return;
 	}
 	struct lt_grant g;
-	s->pending = true;	/* before: on out of memory done may come first */
-	enum lt_status st = locktab_lock(s->owner, &req, &g, lock_done, s);
+	enum lt_status st = locktab_lock(s->owner, &req, &g, cmd_done, s);
 	if (st == LT_PENDING) {
+		s->pending = true;
 		s->waiting_lock = true;
 		return;
 	}
-	s->pending = false;
-	if (st == LT_OK)
-		reply_grant(s, &g);
-	else if (st == LT_NOT_GRANTED)
-		codec_reply_null_array(out, s->proto);
-	else if (st == LT_E_MODE)
-		codec_reply_error(out, "ERR", "key is held by this session in %s mode; "
-		    "unlock it first", locktab_mode_name(g.mode));
-	else
-		reply_lt_error(s, st, false);
+	reply_outcome(s, st, &g, 0, false);
 }
 
 static void
@@ -424,16 +412,12 @@ cmd_unlock(struct session *s, const struct codec_frame *f)
 	long long remaining = 0;
 	if (!key_ok(s, f, 1))
 		return;
-	s->pending = true;
 	enum lt_status st = locktab_unlock(s->owner, f->argv[1], f->argvlen[1], token,
-	    &remaining, int_done, s);
+	    &remaining, cmd_done, s);
 	if (st == LT_PENDING)
-		return;
-	s->pending = false;
-	if (st == LT_OK)
-		codec_reply_int(session_out(s), remaining);
+		s->pending = true;
 	else
-		reply_lt_error(s, st, token != NULL);
+		reply_outcome(s, st, NULL, remaining, token != NULL);
 }
 
 static void
@@ -445,13 +429,12 @@ cmd_extend(struct session *s, const struct codec_frame *f)
 		return;
 	if (!ttl_ok(s, f, 2, &ms))
 		return;
-	s->pending = true;
 	enum lt_status st = locktab_extend(s->owner, f->argv[1], f->argvlen[1],
-	    (uint64_t)ms, token, int_done, s);
+	    (uint64_t)ms, token, cmd_done, s);
 	if (st == LT_PENDING)
-		return;
-	s->pending = false;
-	reply_lt_error(s, st, token != NULL);
+		s->pending = true;
+	else
+		reply_outcome(s, st, NULL, 0, token != NULL);
 }
 
 static void

@@ -35,6 +35,7 @@
 
 #include <event2/buffer.h>
 
+#include "num.h"
 #include "xmalloc.h"
 
 #define CODEC_BUF_INIT		4096		/* first allocation of the input buffer */
@@ -299,18 +300,6 @@ is_blank(unsigned char ch)
 	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
 }
 
-static int
-hex_value(unsigned char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /*
  * Split the inline line at buf[start], n bytes without its line end, into
  * words as Redis's sdssplitargs does, unescaping in place: each word is
@@ -338,16 +327,16 @@ codec_split_inline(struct codec *c, size_t n)
 		size_t wstart = w;
 		int inq = 0, insq = 0, done = 0;
 		while (!done) {
-			if (inq) {
+			if (inq || insq) {
 				if (r == n)
 					return codec_fail(c, "unbalanced quotes in request");
-				if (p[r] == '\\' && r + 3 < n && p[r + 1] == 'x' &&
-				    hex_value((unsigned char)p[r + 2]) >= 0 &&
-				    hex_value((unsigned char)p[r + 3]) >= 0) {
-					p[w++] = (char)(hex_value((unsigned char)p[r + 2]) * 16 +
-					    hex_value((unsigned char)p[r + 3]));
+				if (inq && p[r] == '\\' && r + 3 < n && p[r + 1] == 'x' &&
+				    num_hex_digit((unsigned char)p[r + 2]) >= 0 &&
+				    num_hex_digit((unsigned char)p[r + 3]) >= 0) {
+					p[w++] = (char)(num_hex_digit((unsigned char)p[r + 2]) * 16 +
+					    num_hex_digit((unsigned char)p[r + 3]));
 					r += 4;
-				} else if (p[r] == '\\' && r + 1 < n) {
+				} else if (inq && p[r] == '\\' && r + 1 < n) {
 					char ch;
 					switch (p[r + 1]) {
 					case 'n': ch = '\n'; break;
@@ -359,22 +348,11 @@ codec_split_inline(struct codec *c, size_t n)
 					}
 					p[w++] = ch;
 					r += 2;
-				} else if (p[r] == '"') {
-					/* A closing quote ends the word. */
-					if (r + 1 < n && !is_blank((unsigned char)p[r + 1]))
-						return codec_fail(c, "unbalanced quotes in request");
-					r++;
-					done = 1;
-				} else {
-					p[w++] = p[r++];
-				}
-			} else if (insq) {
-				if (r == n)
-					return codec_fail(c, "unbalanced quotes in request");
-				if (p[r] == '\\' && r + 1 < n && p[r + 1] == '\'') {
+				} else if (insq && p[r] == '\\' && r + 1 < n && p[r + 1] == '\'') {
 					p[w++] = '\'';
 					r += 2;
-				} else if (p[r] == '\'') {
+				} else if (p[r] == (inq ? '"' : '\'')) {
+					/* A closing quote ends the word. */
 					if (r + 1 < n && !is_blank((unsigned char)p[r + 1]))
 						return codec_fail(c, "unbalanced quotes in request");
 					r++;
@@ -711,22 +689,23 @@ codec_reply_cstr(struct evbuffer *out, const char *s)
 	codec_reply_bulk(out, s, strlen(s));
 }
 
+/* RESP3's null, or RESP2's null of the kind resp2 ("$-1" or "*-1"). */
+static void
+codec_put_null(struct evbuffer *out, int proto, const char *resp2)
+{
+	(void)evbuffer_add_printf(out, "%s\r\n", proto >= 3 ? "_" : resp2);
+}
+
 void
 codec_reply_null(struct evbuffer *out, int proto)
 {
-	if (proto >= 3)
-		(void)evbuffer_add(out, "_\r\n", 3);
-	else
-		(void)evbuffer_add(out, "$-1\r\n", 5);
+	codec_put_null(out, proto, "$-1");
 }
 
 void
 codec_reply_null_array(struct evbuffer *out, int proto)
 {
-	if (proto >= 3)
-		(void)evbuffer_add(out, "_\r\n", 3);
-	else
-		(void)evbuffer_add(out, "*-1\r\n", 5);
+	codec_put_null(out, proto, "*-1");
 }
 
 void

@@ -78,8 +78,6 @@ conn_create(struct event_base *base, evutil_socket_t fd, conn_cb *cb, void *arg)
 void
 conn_destroy(struct conn *c)
 {
-	if (c == NULL)
-		return;
 	bufferevent_free(c->bev);
 	event_free(c->ev_gone);
 	free(c);

@@ -222,8 +222,6 @@ listener_create(struct event_base *base, const struct addr *addr, int unix_mode,
 void
 listener_destroy(struct listener *l)
 {
-	if (l == NULL)
-		return;
 	evconnlistener_free(l->ev);
 	event_free(l->ev_retry);
 	if (l->is_unix)

@@ -34,3 +34,15 @@ num_parse(const char *s, size_t len, long long min, long long max, long long *ou
 	*out = r;
 	return NUM_OK;
 }
+
+int
+num_hex_digit(int ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}

@@ -20,4 +20,7 @@ enum num_status {
 enum num_status num_parse(const char *s, size_t len, long long min, long long max,
     long long *out) __attribute__((warn_unused_result));
 
+/* The value of the hexadecimal digit ch (either case), or -1. */
+int num_hex_digit(int ch);
+
 #endif

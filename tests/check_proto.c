@@ -3,6 +3,7 @@
  * the address parser, the integer parser and the clock.
  */
 #include <check.h>
+#include <ctype.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -193,6 +194,19 @@ START_TEST(test_num_bad)
 }
 END_TEST
 
+START_TEST(test_hex_digits)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (int i = 0; i < 16; i++) {
+		ck_assert_int_eq(num_hex_digit(digits[i]), i);
+		ck_assert_int_eq(num_hex_digit(toupper((unsigned char)digits[i])), i);
+	}
+	for (int ch = 0; ch < 256; ch++)
+		if (strchr("0123456789abcdefABCDEF", ch) == NULL || ch == 0)
+			ck_assert_int_eq(num_hex_digit(ch), -1);
+}
+END_TEST
+
 /* --- clock_ms --- */
 
 START_TEST(test_clock_never_steps_back)
@@ -224,6 +238,7 @@ proto_suite(void)
 	tc = tcase_create("integers");
 	tcase_add_test(tc, test_num_good);
 	tcase_add_test(tc, test_num_bad);
+	tcase_add_test(tc, test_hex_digits);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("clock");
 	tcase_add_test(tc, test_clock_never_steps_back);
