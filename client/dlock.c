@@ -1,6 +1,10 @@
 /*
  * libdlock — a blocking client for dlockd.
  *
+ * It owns its connection, read buffer and queue of lost notices. It must not
+ * print, exit, or abort on a failed allocation: every failure is returned to
+ * the caller.
+ *
  * One dlock_t is one connection. Commands are sent as RESP arrays of bulk
  * strings (keys may hold any byte but NUL) and their replies are read with a
  * small RESP3 reader over a read buffer. The connection speaks RESP3 (HELLO 3

@@ -1,5 +1,7 @@
 /*
- * dlock — command-line client of dlockd.
+ * dlock — command-line client of dlockd. It owns its options and, for
+ * "run", the child process group; it talks to dlockd only through libdlock
+ * (dlock.h) and must not speak the protocol itself.
  *
  *	dlock [-a ADDR] [-p PASSWORD] COMMAND ...
  *

@@ -1,5 +1,6 @@
 /*
- * cmd — the command table and its handlers.
+ * cmd — the command table and its handlers (see cmd.h for what it must not
+ * do).
  *
  * Each handler gets a validated frame (name known, arity checked, session
  * authenticated unless the command is open) and writes exactly one reply,

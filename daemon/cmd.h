@@ -1,5 +1,11 @@
 /*
- * cmd — the command table: names, arity, who may run them, handlers.
+ * cmd — the command table: names, arity, who may run them, handlers, and
+ * the shapes of their replies.
+ *
+ * It validates a request's arguments, runs it against the lock table and
+ * writes its reply to the session. It owns no state of its own: a session's
+ * state is the session's, locks are the lock table's. It must not read from
+ * or write to a socket, nor decide when a session runs (session.c).
  */
 #ifndef DLOCKD_CMD_H
 #define DLOCKD_CMD_H

@@ -1,6 +1,10 @@
 /*
  * codec — RESP request frames in, RESP2/RESP3 replies out.
  *
+ * It owns the bytes a connection fed it and the frame it hands out; it must
+ * not touch a socket, know what a command means, or keep any state but the
+ * parse (errors are sticky: the session closes the connection).
+ *
  * The reader keeps every byte fed and not yet consumed in one buffer,
  * buf[start, end). The frame being parsed always begins at buf[start], and
  * all parse state (the position reached, the offsets and lengths of the

@@ -1,5 +1,8 @@
 /*
- * log — leveled logging to stderr or a file.
+ * log — leveled logging to stderr or a file (see log.h).
+ *
+ * It owns the log stream and the level. It must not allocate, so that it
+ * can report running out of memory.
  */
 #include "log.h"
 

@@ -2,6 +2,10 @@
  * session — one client connection: its codec, its lock-table owner, and
  * the in-order processing of its commands.
  *
+ * It owns its connection, codec, owner, timers and the losses it has not
+ * reported yet. It must not know what a command does (cmd.c) nor how locks
+ * work (locktab.c); it reaches its server through s->srv, never a global.
+ *
  * Commands are answered in order. A command that waits (LOCK in the queue,
  * UNLOCK/EXTEND until the backend confirms) makes the session pending: the
  * frames behind it stay buffered until its completion writes the reply and

@@ -1,5 +1,6 @@
 /*
- * xmalloc — allocations that do not fail (see xmalloc.h).
+ * xmalloc — allocations that do not fail (see xmalloc.h). It owns nothing;
+ * it must not be used by the client library, which reports errors instead.
  */
 #include "xmalloc.h"
 

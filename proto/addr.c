@@ -1,5 +1,6 @@
 /*
- * addr — "host:port", "[v6addr]:port" and "unix:/path" (see addr.h).
+ * addr — "host:port", "[v6addr]:port" and "unix:/path" (see addr.h). It
+ * owns nothing; it must not resolve names or open sockets.
  */
 #include "addr.h"
 

@@ -1,5 +1,6 @@
 /*
- * clock — CLOCK_BOOTTIME in milliseconds (see clock.h).
+ * clock — CLOCK_BOOTTIME in milliseconds (see clock.h). It owns nothing and
+ * must not be used for dates.
  */
 #include "clock.h"
 

@@ -1,5 +1,6 @@
 /*
- * num — decimal integers from text (see num.h).
+ * num — decimal integers and hex digits from text (see num.h). It owns
+ * nothing, allocates nothing, and must not know where the text came from.
  */
 #include "num.h"
 

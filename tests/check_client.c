@@ -34,6 +34,7 @@
 
 #include "clock.h"
 #include "dlock.h"
+#include "suite.h"
 
 #define TOKEN32 "0123456789abcdef0123456789abcdef"
 
@@ -1264,15 +1265,10 @@ client_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(client_suite());
 	const char *addr = getenv("DLOCK_TEST_ADDR");
-	int failed;
 
 	if (addr == NULL || *addr == '\0')
 		fprintf(stderr, "check_client: DLOCK_TEST_ADDR is not set: the live "
 		    "tests need a running dlockd and will fail\n");
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(client_suite());
 }

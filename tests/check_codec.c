@@ -17,6 +17,7 @@
 #include <event2/buffer.h>
 
 #include "codec.h"
+#include "suite.h"
 
 /* A string literal with its length, embedded NULs included. */
 #define LIT(s) (s), (sizeof(s) - 1)
@@ -1484,9 +1485,5 @@ codec_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(codec_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(codec_suite());
 }

@@ -12,6 +12,7 @@
 #include "addr.h"
 #include "clock.h"
 #include "num.h"
+#include "suite.h"
 
 /* --- addr_parse --- */
 
@@ -249,11 +250,5 @@ proto_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(proto_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(proto_suite());
 }

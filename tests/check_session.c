@@ -29,6 +29,7 @@
 #include "locktab.h"
 #include "server.h"
 #include "session.h"
+#include "suite.h"
 
 #define REPLY_MAX 4096		/* longest reply a test reads whole */
 #define IO_LIMIT_MS 5000	/* longest a test waits for bytes it expects */
@@ -692,11 +693,5 @@ int
 main(void)
 {
 	signal(SIGPIPE, SIG_IGN);	/* a test writes to a session that closed */
-	SRunner *sr = srunner_create(session_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(session_suite());
 }
