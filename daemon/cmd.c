@@ -170,7 +170,6 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 	case LT_E_CLOSING:
 		codec_reply_error(out, "ERR", "the server is shutting down");
 		break;
-	case LT_E_NOMEM:
 	default:
 		codec_reply_error(out, "ERR", "out of memory");
 		break;

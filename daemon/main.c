@@ -281,8 +281,8 @@ main(int argc, char **argv)
 		log_fatal("cannot start the %s backend", conf->backend_type);
 	server.lt_timer = evtimer_new(server.base, on_lt_timer, NULL);
 	struct lt_limits limits = { (uint64_t)conf->max_waiters_per_key,
-	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->backend_handoff_limit,
-	    (uint64_t)conf->margin_percent, (uint64_t)conf->lock_delay_ms };
+	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->margin_percent,
+	    (uint64_t)conf->lock_delay_ms };
 	server.lt = locktab_create(server.be, &limits, NULL, NULL, lt_rearm, NULL);
 	struct event *ev_clock = event_new(server.base, -1, EV_PERSIST, on_clock_check, NULL);
 	struct timeval clock_tv = { CLOCK_CHECK_MS / 1000, (CLOCK_CHECK_MS % 1000) * 1000 };
