@@ -6,6 +6,11 @@
  * renew it, release it, hand it over. Each operation completes through its
  * callback exactly once, always later from the event loop, never from inside
  * the call. Adding a backend is one new file and one line in backend.c.
+ *
+ * A backend owns everything between daemons: its wire format, its server's
+ * clock, and its policy of fairness towards other daemons (when a local
+ * handoff gives way to them, and for how long). It must not reach into the
+ * lock table beyond the calls of struct backend_up.
  */
 #ifndef DLOCKD_BACKEND_H
 #define DLOCKD_BACKEND_H
@@ -29,18 +34,21 @@ enum lock_mode {
 /* One lease as the backend sees it. Strings are only read during the call. */
 struct be_lock {
 	const char *key;	/* binary-safe key */
-	size_t keylen;
-	enum lock_mode mode;
+	size_t keylen;		/* its length */
+	enum lock_mode mode;	/* how it is held */
 	unsigned limit;		/* permits, for LOCK_SEMAPHORE */
 	const char *token;	/* the owner value: TOKEN_LEN hex chars, NUL-terminated */
 	uint64_t ttl_ms;	/* lease to take or renew: the holder's TTL plus the
 				 * lock-delay, which the lock table adds */
-	int yield;		/* acquire: give way once if other daemons wait */
+	unsigned handoffs;	/* transfer's from: how many handoffs of this key
+				 * in a row precede this one (0: from's lease was
+				 * acquired); 0 elsewhere */
 };
 
 enum be_status {
 	BE_OK,			/* done */
-	BE_BUSY,		/* held elsewhere: a wakeup for this key will follow */
+	BE_BUSY,		/* acquire: held elsewhere; transfer: see there. A
+				 * wakeup for this key will follow */
 	BE_NOTOWNER,		/* the lease is not ours any more */
 	BE_ERROR		/* backend unavailable or failed */
 };
@@ -62,7 +70,6 @@ struct be_reply {
 	uint64_t fence;		/* acquire/transfer: the fence of the new holding */
 	uint64_t valid_ms;	/* acquire/transfer/renew BE_OK: see above */
 	const char *why;	/* BE_ERROR/BE_NOTOWNER: a sentence, or NULL */
-	int contended;		/* acquire/transfer: other daemons wait for the key */
 };
 
 typedef void be_cb(void *arg, const struct be_reply *reply);
@@ -87,8 +94,19 @@ struct backend_ops {
 	 * ours; a lease that already lasts longer is left as it is. The lock
 	 * table sends one renew of a holding at a time. */
 	void (*renew)(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg);
-	/* Optional (NULL): hand from->token's exclusive lease to to->token with
-	 * a new fence, with no moment where the key is free. */
+	/*
+	 * Optional (NULL): hand from->token's exclusive lease to to->token with
+	 * a new fence, with no moment where the key is free. from->handoffs
+	 * says how many handoffs of the key in a row came before; the backend
+	 * may bound that run for other daemons' sake. Answers:
+	 *   BE_OK       to holds the lease (fence, valid_ms as for acquire);
+	 *   BE_BUSY     from's lease was released; to was not granted: other
+	 *               daemons wait for the key and this daemon gives way. A
+	 *               wakeup for the key will follow (up.wakeup), as after
+	 *               an acquire's BE_BUSY;
+	 *   BE_NOTOWNER from's lease had ended: nothing was changed;
+	 *   BE_ERROR    unknown whether anything changed.
+	 */
 	void (*transfer)(struct backend *be, const struct be_lock *from,
 	    const struct be_lock *to, be_cb *cb, void *arg);
 	/* Append "name:value\r\n" lines about the backend for INFO. */

@@ -11,6 +11,10 @@
  * clock in microseconds: a later run starts above every fence an earlier run
  * handed out, unless the system clock stepped back between the two (one grant
  * per microsecond, sustained, would be needed to outrun the clock).
+ *
+ * It owns the fence counter and the queue of completions. It must not keep
+ * any lock state of its own (the lock table has it all), and must never
+ * complete an operation from inside the call that asked for it.
  */
 #include "backend.h"
 
@@ -21,7 +25,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "log.h"
+#include "xmalloc.h"
 
 /* One queued completion. */
 struct mem_op {
@@ -54,23 +58,20 @@ mem_run(evutil_socket_t fd, short what, void *arg)
 	struct mem_op *op;
 	while ((op = TAILQ_FIRST(&batch)) != NULL) {
 		TAILQ_REMOVE(&batch, op, entry);
-		struct be_reply r = { op->status, op->fence, op->valid_ms, NULL, 0 };
+		struct be_reply r = { op->status, op->fence, op->valid_ms, NULL };
 		m->nops++;
 		op->cb(op->arg, &r);
 		free(op);
 	}
 }
 
-/* Queue a completion. Out of memory completes it... not at all, which would
- * strand the caller, so it aborts: the allocation is tiny. */
+/* Queue a completion, run from the loop by mem_run. */
 static void
 mem_queue(struct backend *be, enum be_status status, uint64_t fence, uint64_t valid_ms,
     be_cb *cb, void *arg)
 {
 	struct mem *m = be->priv;
-	struct mem_op *op = malloc(sizeof(*op));
-	if (op == NULL)
-		log_fatal("out of memory in the memory backend");
+	struct mem_op *op = xmalloc(sizeof(*op));
 	op->cb = cb;
 	op->arg = arg;
 	op->status = status;
@@ -81,20 +82,13 @@ mem_queue(struct backend *be, enum be_status status, uint64_t fence, uint64_t va
 	TAILQ_INSERT_TAIL(&m->ops, op, entry);
 }
 
+/* Set up be->priv: the event that runs completions and the fence counter,
+ * seeded from the wall clock. Always 0. */
 static int
 mem_create(struct backend *be)
 {
-	struct mem *m = calloc(1, sizeof(*m));
-	if (m == NULL) {
-		log_error("out of memory creating the memory backend");
-		return -1;
-	}
+	struct mem *m = xcalloc(1, sizeof(*m));
 	m->ev = event_new(be->base, -1, 0, mem_run, m);
-	if (m->ev == NULL) {
-		free(m);
-		log_error("cannot create the memory backend's event");
-		return -1;
-	}
 	TAILQ_INIT(&m->ops);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -103,6 +97,7 @@ mem_create(struct backend *be)
 	return 0;
 }
 
+/* Complete what is still queued with BE_ERROR and free be->priv. */
 static void
 mem_destroy(struct backend *be)
 {
@@ -110,7 +105,7 @@ mem_destroy(struct backend *be)
 	struct mem_op *op;
 	while ((op = TAILQ_FIRST(&m->ops)) != NULL) {
 		TAILQ_REMOVE(&m->ops, op, entry);
-		struct be_reply r = { BE_ERROR, 0, 0, "the backend is shutting down", 0 };
+		struct be_reply r = { BE_ERROR, 0, 0, "the backend is shutting down" };
 		op->cb(op->arg, &r);
 		free(op);
 	}
@@ -141,6 +136,7 @@ mem_renew(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg)
 	mem_queue(be, BE_OK, 0, lock->ttl_ms, cb, arg);
 }
 
+/* Hand over: a new fence; the lock table already moved the holding. */
 static void
 mem_transfer(struct backend *be, const struct be_lock *from, const struct be_lock *to,
     be_cb *cb, void *arg)

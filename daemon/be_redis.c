@@ -24,6 +24,16 @@
  * that key. Messages can be lost, so every BUSY answer also arms a retry at
  * the holder's remaining lease (capped, with jitter).
  *
+ * Fairness between daemons is this backend's own policy. The lock table
+ * hands an exclusive lease from one local holder to the next local waiter
+ * (transfer) and says how many handoffs of the key came in a row; once that
+ * run reaches backend.handoff_limit while the "w:" mark says another daemon
+ * waits, the transfer script releases the lease instead (and publishes the
+ * release, and deletes the mark) and the transfer answers BE_BUSY: this
+ * daemon's queue of the key retries in about RD_YIELD_RETRY_MS and ignores
+ * release messages for the key for RD_YIELD_QUIET_MS, so that the daemon
+ * that waits, woken by the same message, can take the key first.
+ *
  * hiredis 0.14 has no command timeout: a reply that is later than
  * command_timeout_ms drops the connection, which fails every command in
  * flight. While disconnected, commands fail at once (from the loop), except
@@ -31,6 +41,12 @@
  * release that Redis answered with an error (LOADING, BUSY, READONLY), which
  * is tried again every second. A kept release is dropped once its lease has
  * ended by itself.
+ *
+ * It owns the two connections, the scripts and what is in Redis under the
+ * prefix. It must not block the event loop (the server's name is resolved
+ * once, at start-up), must not complete an operation from inside the call
+ * that asked for it, and knows nothing of the lock table's state but what
+ * each call says.
  */
 #include "backend.h"
 
@@ -54,6 +70,7 @@
 #include "clock.h"
 #include "conf.h"
 #include "log.h"
+#include "xmalloc.h"
 
 #define RD_RETRY_CAP_MS 1000		/* longest sleep of a waiter after BUSY */
 #define RD_MARK_MS (4 * RD_RETRY_CAP_MS) /* life of a "someone waits" mark */
@@ -61,6 +78,10 @@
 #define RD_BACKOFF_MAX_MS 5000		/* longest reconnect delay */
 #define RD_ARGS 12			/* keys and arguments of one script call at most */
 #define RD_DEFER_RETRY_MS 1000		/* retry of releases Redis answered with an error */
+#define RD_YIELD_RETRY_MS 100		/* after a yield, this daemon's queue retries then */
+#define RD_YIELD_QUIET_MS 80		/* and ignores release messages for the key this
+					 * long: its own must not wake it first */
+#define RD_MEMBER_MAX (TOKEN_LEN + 16)	/* "<kind>:<token>" and its NUL */
 
 /* The scripts, in the order of enum rd_script. */
 enum rd_script { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
@@ -69,6 +90,10 @@ enum rd_script { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
 	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
 #define LUA_KEEP "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') " \
 	"redis.call('PEXPIREAT', KEYS[1], last[2]) "
+/* a lease of KEYS[1] was removed: drop the set once empty, publish key */
+#define LUA_RELEASED(channel, key) \
+	"if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end " \
+	"redis.call('PUBLISH', " #channel ", " #key ") "
 /* the next fence of KEYS[2]: above the counter and above the clock in us */
 #define LUA_FENCE "local f = tonumber(redis.call('GET', KEYS[2]) or '0') + 1 " \
 	"local us = tonumber(t[1]) * 1000000 + tonumber(t[2]) " \
@@ -76,11 +101,9 @@ enum rd_script { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
 	"redis.call('SET', KEYS[2], string.format('%.0f', f)) "
 
 static const char *const scripts[RS_COUNT] = {
-	/* acquire: KEYS lock, fence, mark; ARGV member, ttl, kind, limit, mark ms,
-	 * yield ('1': if another daemon waits, give way once and forget the mark).
-	 * {1, fence, contended} | {0, ms to wait: first lease to end} | {-1} */
+	/* acquire: KEYS lock, fence, mark; ARGV member, ttl, kind, limit, mark ms.
+	 * {1, fence} | {0, ms to wait: first lease to end} | {-1} */
 	LUA_NOW
-	"if ARGV[6] == '1' and redis.call('DEL', KEYS[3]) == 1 then return {0, 100} end "
 	"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) "
 	"local n = redis.call('ZCARD', KEYS[1]) "
 	"if n > 0 then "
@@ -98,12 +121,11 @@ static const char *const scripts[RS_COUNT] = {
 	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
 	LUA_KEEP
 	LUA_FENCE
-	"return {1, f, redis.call('EXISTS', KEYS[3])}",
+	"return {1, f}",
 
 	/* release: KEYS lock; ARGV member, channel, key. 1 | 0 (not ours) */
 	"if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end "
-	"if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end "
-	"redis.call('PUBLISH', ARGV[2], ARGV[3]) "
+	LUA_RELEASED(ARGV[2], ARGV[3])
 	"return 1",
 
 	/* renew: KEYS lock; ARGV member, ttl. The lease lasts at least ttl from
@@ -118,16 +140,24 @@ static const char *const scripts[RS_COUNT] = {
 	"end "
 	"return 1",
 
-	/* transfer: KEYS lock, fence, mark; ARGV from, to, ttl.
-	 * {1, fence, contended} | {0} (from's lease had ended) */
+	/* transfer: KEYS lock, fence, mark; ARGV to, from, ttl, handoffs in a
+	 * row before this one, handoff limit, channel, key. When the run has
+	 * reached the limit and another daemon waits (the mark), from is
+	 * released as by the release script and the mark deleted instead.
+	 * {1, fence} | {2} (released: yielded) | {0} (from's lease had ended) */
 	LUA_NOW
-	"local s = redis.call('ZSCORE', KEYS[1], ARGV[1]) "
+	"local s = redis.call('ZSCORE', KEYS[1], ARGV[2]) "
 	"if not s or tonumber(s) <= now then return {0} end "
-	"redis.call('ZREM', KEYS[1], ARGV[1]) "
-	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2]) "
+	"redis.call('ZREM', KEYS[1], ARGV[2]) "
+	"if tonumber(ARGV[4]) >= tonumber(ARGV[5]) and "
+	"    redis.call('DEL', KEYS[3]) == 1 then "
+	LUA_RELEASED(ARGV[6], ARGV[7])
+	"  return {2} "
+	"end "
+	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1]) "
 	LUA_KEEP
 	LUA_FENCE
-	"return {1, f, redis.call('EXISTS', KEYS[3])}",
+	"return {1, f}",
 };
 
 struct rd;
@@ -140,7 +170,9 @@ struct rd_op {
 	void *arg;
 	enum be_status failed;		/* for ops failed before sending */
 	char *key;			/* the lock's key (for BUSY retries) */
-	size_t keylen;
+	size_t keylen;			/* its length */
+	const char *member;		/* the lease taken or released (acquire: the
+					 * new one; transfer: to), in buf */
 	uint64_t ttl_ms;		/* the lease asked for (or released) */
 	uint64_t sent_ms;		/* when it went out */
 	uint64_t drop_at;		/* a kept release: when its lease has ended anyway */
@@ -152,13 +184,15 @@ struct rd_op {
 };
 TAILQ_HEAD(rd_op_list, rd_op);
 
-/* A retry armed by a BUSY answer. */
+/* A retry armed by a BUSY answer, or by a yield. */
 struct rd_retry {
 	struct rd *r;			/* the backend */
 	struct event *ev;		/* fires the wakeup */
 	char *key;			/* for which key */
-	size_t keylen;
-	TAILQ_ENTRY(rd_retry) entry;	/* on r->retries */
+	size_t keylen;			/* its length */
+	uint64_t quiet_until;		/* a yield: release messages for the key are
+					 * ignored until then (clock_ms()) */
+	TAILQ_ENTRY(rd_retry) entry;	/* on r->retries or r->yields */
 };
 TAILQ_HEAD(rd_retry_list, rd_retry);
 
@@ -189,6 +223,7 @@ struct rd {
 	struct rd_op_list failing;	/* failed before sending: told from ev_fail */
 	struct rd_op_list deferred;	/* releases waiting for the connection */
 	struct rd_retry_list retries;	/* BUSY retries */
+	struct rd_retry_list yields;	/* retries after a yield (a few at most) */
 	struct event *ev_fail;		/* completes r->failing */
 	struct event *ev_watch;		/* checks command timeouts */
 	struct event *ev_deferred;	/* sends kept releases again while connected */
@@ -222,13 +257,12 @@ op_free(struct rd_op *op)
 	free(op);
 }
 
-/* Tell op's caller; a BE_OK lease lasts at least its TTL from the call (the
- * script ran after it and never shortens a lease). */
+/* Tell op's caller and free op; a BE_OK lease lasts at least its TTL from
+ * the call (the script ran after it and never shortens a lease). */
 static void
-op_complete(struct rd_op *op, enum be_status st, uint64_t fence, int contended,
-    const char *why)
+op_complete(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
 {
-	struct be_reply rep = { st, fence, st == BE_OK ? op->ttl_ms : 0, why, contended };
+	struct be_reply rep = { st, fence, st == BE_OK ? op->ttl_ms : 0, why };
 	if (st == BE_ERROR)
 		op->r->nerrors++;
 	if (op->cb != NULL)
@@ -236,6 +270,7 @@ op_complete(struct rd_op *op, enum be_status st, uint64_t fence, int contended,
 	op_free(op);
 }
 
+/* Complete, from the loop, the calls that failed before they were sent. */
 static void
 on_fail(evutil_socket_t fd, short what, void *arg)
 {
@@ -245,7 +280,7 @@ on_fail(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	while ((op = TAILQ_FIRST(&r->failing)) != NULL) {
 		TAILQ_REMOVE(&r->failing, op, entry);
-		op_complete(op, op->failed, 0, 0, "redis is not connected");
+		op_complete(op, op->failed, 0, "redis is not connected");
 	}
 }
 
@@ -260,6 +295,23 @@ op_fail_later(struct rd_op *op, enum be_status st)
 	TAILQ_INSERT_TAIL(&r->failing, op, entry);
 }
 
+/* The list a retry is on. */
+static struct rd_retry_list *
+retry_list(struct rd *r, const struct rd_retry *rt)
+{
+	return rt->quiet_until != 0 ? &r->yields : &r->retries;
+}
+
+/* Take a retry off its list and free it. */
+static void
+retry_free(struct rd *r, struct rd_retry *rt)
+{
+	TAILQ_REMOVE(retry_list(r, rt), rt, entry);
+	event_free(rt->ev);
+	free(rt->key);
+	free(rt);
+}
+
 /* Wake the lock table's queue of key after a BUSY, in delay ms. */
 static void
 on_retry(evutil_socket_t fd, short what, void *arg)
@@ -268,35 +320,44 @@ on_retry(evutil_socket_t fd, short what, void *arg)
 	struct rd *r = rt->r;
 	(void)fd;
 	(void)what;
-	TAILQ_REMOVE(&r->retries, rt, entry);
 	r->nretries++;
 	r->be->up.wakeup(r->be->up.arg, rt->key, rt->keylen);
-	event_free(rt->ev);
-	free(rt->key);
-	free(rt);
+	retry_free(r, rt);
 }
 
+/*
+ * Wake the lock table's queue of key in pttl ms (at most RD_RETRY_CAP_MS;
+ * the cap when pttl is not positive), with jitter. quiet_ms > 0 (a yield):
+ * release messages for key are ignored that long.
+ */
 static void
-retry_arm(struct rd *r, const char *key, size_t keylen, long long pttl)
+retry_arm(struct rd *r, const char *key, size_t keylen, long long pttl, uint64_t quiet_ms)
 {
 	uint64_t delay = pttl > 0 && pttl < RD_RETRY_CAP_MS ? (uint64_t)pttl : RD_RETRY_CAP_MS;
 	delay += arc4random_uniform((uint32_t)(delay / 10 + 5));	/* jitter */
-	struct rd_retry *rt = calloc(1, sizeof(*rt));
-	if (rt == NULL || (rt->key = malloc(keylen + 1)) == NULL ||
-	    (rt->ev = evtimer_new(r->be->base, on_retry, rt)) == NULL) {
-		if (rt != NULL)
-			free(rt->key);
-		free(rt);
-		log_error("out of memory arming a retry; the key waits for its release message");
-		return;
-	}
+	struct rd_retry *rt = xcalloc(1, sizeof(*rt));
 	rt->r = r;
-	memcpy(rt->key, key, keylen);
-	rt->key[keylen] = '\0';
+	rt->ev = evtimer_new(r->be->base, on_retry, rt);
+	rt->key = xmemdup(key, keylen);
 	rt->keylen = keylen;
-	TAILQ_INSERT_TAIL(&r->retries, rt, entry);
+	rt->quiet_until = quiet_ms > 0 ? clock_ms() + quiet_ms : 0;
+	TAILQ_INSERT_TAIL(retry_list(r, rt), rt, entry);
 	struct timeval tv = tv_ms(delay);
 	evtimer_add(rt->ev, &tv);
+}
+
+/* Whether this daemon gave way on key within RD_YIELD_QUIET_MS: release
+ * messages for it are not passed on then. */
+static bool
+yield_quiet(struct rd *r, const char *key, size_t keylen)
+{
+	struct rd_retry *rt;
+	uint64_t now = clock_ms();
+	TAILQ_FOREACH(rt, &r->yields, entry)
+		if (now < rt->quiet_until && rt->keylen == keylen &&
+		    memcmp(rt->key, key, keylen) == 0)
+			return true;
+	return false;
 }
 
 /* An integer element of a script's array reply, or def. */
@@ -310,9 +371,8 @@ reply_int(const redisReply *rep, size_t i, long long def)
 }
 
 static void send_op(struct rd *r, struct rd_op *op);
-static struct rd_op *op_new(struct rd *r, enum rd_script script, const struct be_lock *l,
-    const char *keykinds, const char *const *args, be_cb *cb, void *arg);
-static void oom(void) __attribute__((noreturn));
+static struct rd_op *release_new(struct rd *r, const struct be_lock *l, const char *member,
+    be_cb *cb, void *arg);
 
 /* Keep release op for later: sent when the connection is back, or by the
  * retry timer while it is up; dropped once its lease has ended by itself. */
@@ -330,27 +390,18 @@ keep_release(struct rd *r, struct rd_op *op)
 }
 
 /*
- * Keep a release of the member in op's argument member_arg for later: op's
- * outcome is unknown (its reply was lost with the connection) or it could
- * not be sent. Releasing what was never taken is a harmless no-op in the
- * script.
+ * Keep a release of op's member (the lease it takes or releases) for later:
+ * op's outcome is unknown (its reply was lost with the connection) or it
+ * could not be sent. Releasing what was never taken is a harmless no-op in
+ * the script.
  */
 static void
-defer_release(struct rd *r, const struct rd_op *op, int member_arg)
+defer_release(struct rd *r, const struct rd_op *op)
 {
-	struct be_lock l = { op->key, op->keylen, LOCK_EXCLUSIVE, 0, NULL, op->ttl_ms, 0 };
-	char member[TOKEN_LEN + 20];
+	struct be_lock l = { .key = op->key, .keylen = op->keylen, .ttl_ms = op->ttl_ms };
 	if (r->destroying)
 		return;	/* leases end at their TTL */
-	snprintf(member, sizeof(member), "%.*s", (int)op->argvlen[member_arg],
-	    op->argv[member_arg]);
-	const char *args[] = { member, r->channel, "", NULL };
-	struct rd_op *rel = op_new(r, RS_RELEASE, &l, "l", args, NULL, NULL);
-	if (rel == NULL)
-		oom();
-	rel->argv[rel->argc - 1] = rel->key;
-	rel->argvlen[rel->argc - 1] = rel->keylen;
-	keep_release(r, rel);
+	keep_release(r, release_new(r, &l, op->member, NULL, NULL));
 }
 
 /* A release failed with the connection, or Redis answered it with an error:
@@ -358,7 +409,7 @@ defer_release(struct rd *r, const struct rd_op *op, int member_arg)
 static void
 release_failed(struct rd *r, struct rd_op *op, const char *why)
 {
-	struct be_reply fail = { BE_ERROR, 0, 0, why, 0 };
+	struct be_reply fail = { BE_ERROR, 0, 0, why };
 	r->nerrors++;
 	if (op->cb != NULL)
 		op->cb(op->arg, &fail);
@@ -400,16 +451,14 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 		/* the connection is going: nothing more may be sent on it */
 		r->cmd.up = false;
 		/* an acquire or transfer may have run: give its lease back */
-		if (op->script == RS_ACQUIRE)
-			defer_release(r, op, 6);	/* EVALSHA sha 3 l f w member */
-		else if (op->script == RS_TRANSFER)
-			defer_release(r, op, 7);	/* ... w from to */
+		if (op->script == RS_ACQUIRE || op->script == RS_TRANSFER)
+			defer_release(r, op);
 		if (op->script == RS_RELEASE && r->be->priv != NULL && !r->destroying) {
 			/* unknown whether it ran: send it again later */
 			release_failed(r, op, "the connection to redis was lost");
 			return;
 		}
-		op_complete(op, BE_ERROR, 0, 0, "the connection to redis was lost");
+		op_complete(op, BE_ERROR, 0, "the connection to redis was lost");
 		return;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
@@ -431,7 +480,7 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 			release_failed(r, op, "redis answered an error");
 			return;
 		}
-		op_complete(op, BE_ERROR, 0, 0, "redis answered an error");
+		op_complete(op, BE_ERROR, 0, "redis answered an error");
 		return;
 	}
 	note_success(r);
@@ -439,39 +488,43 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 	case RS_ACQUIRE: {
 		long long v = reply_int(rep, 0, -2);
 		if (v == 1) {
-			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0),
-			    (int)reply_int(rep, 2, 0), NULL);
+			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0), NULL);
 		} else if (v == 0) {
-			retry_arm(r, op->key, op->keylen, reply_int(rep, 1, RD_RETRY_CAP_MS));
-			op_complete(op, BE_BUSY, 0, 0, NULL);
+			retry_arm(r, op->key, op->keylen, reply_int(rep, 1, RD_RETRY_CAP_MS), 0);
+			op_complete(op, BE_BUSY, 0, NULL);
 		} else if (v == -1) {
-			op_complete(op, BE_ERROR, 0, 0, "the key is in use with another kind "
+			op_complete(op, BE_ERROR, 0, "the key is in use with another kind "
 			    "(semaphore or lock) by another daemon");
 		} else {
-			op_complete(op, BE_ERROR, 0, 0, "unexpected reply from redis");
+			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
 		}
 		break;
 	}
 	case RS_TRANSFER: {
 		long long v = reply_int(rep, 0, -2);
-		if (v == 1)
-			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0),
-			    (int)reply_int(rep, 2, 0), NULL);
-		else if (v == 0)
-			op_complete(op, BE_NOTOWNER, 0, 0, "the lease had ended in redis");
-		else
-			op_complete(op, BE_ERROR, 0, 0, "unexpected reply from redis");
+		if (v == 1) {
+			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0), NULL);
+		} else if (v == 2) {
+			/* yielded: from was released for the daemon that waits;
+			 * this one's queue tries again after it had its chance */
+			retry_arm(r, op->key, op->keylen, RD_YIELD_RETRY_MS, RD_YIELD_QUIET_MS);
+			op_complete(op, BE_BUSY, 0, NULL);
+		} else if (v == 0) {
+			op_complete(op, BE_NOTOWNER, 0, "the lease had ended in redis");
+		} else {
+			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
+		}
 		break;
 	}
 	case RS_RELEASE:
 	case RS_RENEW:
 		if (rep->type != REDIS_REPLY_INTEGER) {
-			op_complete(op, BE_ERROR, 0, 0, "unexpected reply from redis");
+			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
 		} else if (rep->integer == 1) {
-			op_complete(op, BE_OK, 0, 0, NULL);
+			op_complete(op, BE_OK, 0, NULL);
 		} else {
 			r->nnotowner++;
-			op_complete(op, BE_NOTOWNER, 0, 0,
+			op_complete(op, BE_NOTOWNER, 0,
 			    "redis holds the lease for another owner, or it ended");
 		}
 		break;
@@ -498,7 +551,7 @@ send_op(struct rd *r, struct rd_op *op)
 	    op->argv, op->argvlen) != REDIS_OK) {
 		/* the connection is being torn down */
 		if (op->script == RS_RELEASE)
-			defer_release(r, op, 4);	/* EVALSHA sha 1 l member */
+			defer_release(r, op);
 		op_fail_later(op, BE_ERROR);
 		return;
 	}
@@ -521,35 +574,45 @@ lock_kind(const struct be_lock *l, char *out, size_t outlen)
 	return snprintf(out, outlen, "?");
 }
 
+/* The member of l's lease in the sorted set, "<kind>:<token>": the one
+ * place it is built. */
+static void
+lock_member(const struct be_lock *l, char out[RD_MEMBER_MAX])
+{
+	char kind[16];
+	lock_kind(l, kind, sizeof(kind));
+	snprintf(out, RD_MEMBER_MAX, "%s:%s", kind, l->token);
+}
+
+/* An argument of op_new that stands for the lock's key itself (binary-safe):
+ * compared by address. */
+static const char arg_key[] = "<key>";
+
 /*
  * A new call of script with nkeys keys named after l's key (each key kind a
- * letter: 'l' lock, 'f' fence, 'w' mark) and the string arguments args
- * (NULL-terminated; binary ones as "\0" + index into bins). NULL when out of
- * memory.
+ * letter: 'l' lock, 'f' fence, 'w' mark), then ARGV: member (the lease the
+ * call takes or releases, kept as op->member), then the string arguments
+ * args (NULL-terminated; arg_key for the key itself). The caller owns the
+ * call until it is sent or kept; op_free frees it.
  */
 static struct rd_op *
-op_new(struct rd *r, enum rd_script script, const struct be_lock *l, const char *keykinds,
-    const char *const *args, be_cb *cb, void *arg)
+op_new(struct rd *r, enum rd_script script, const struct be_lock *l, const char *member,
+    const char *keykinds, const char *const *args, be_cb *cb, void *arg)
 {
 	size_t plen = strlen(r->conf->backend_prefix), nkeys = strlen(keykinds);
-	size_t need = nkeys * (plen + 2 + l->keylen + 1) + l->keylen + 1;
+	size_t need = nkeys * (plen + 2 + l->keylen + 1) + strlen(member) + 1;
 	size_t nargs = 0;
 	for (; args[nargs] != NULL; nargs++)
-		need += strlen(args[nargs]) + 1;
-	assert(nkeys + nargs <= RD_ARGS);
-	struct rd_op *op = calloc(1, sizeof(*op));
-	if (op == NULL || (op->buf = malloc(need)) == NULL ||
-	    (op->key = malloc(l->keylen + 1)) == NULL) {
-		if (op != NULL)
-			op_free(op);
-		return NULL;
-	}
+		if (args[nargs] != arg_key)
+			need += strlen(args[nargs]) + 1;
+	assert(nkeys + 1 + nargs <= RD_ARGS);
+	struct rd_op *op = xcalloc(1, sizeof(*op));
+	op->buf = xmalloc(need);
 	op->r = r;
 	op->script = script;
 	op->cb = cb;
 	op->arg = arg;
-	memcpy(op->key, l->key, l->keylen);
-	op->key[l->keylen] = '\0';
+	op->key = xmemdup(l->key, l->keylen);
 	op->keylen = l->keylen;
 	op->ttl_ms = l->ttl_ms;
 
@@ -567,14 +630,31 @@ op_new(struct rd *r, enum rd_script script, const struct be_lock *l, const char 
 		op->argvlen[op->argc++] = plen + 2 + l->keylen;
 		p += plen + 2 + l->keylen + 1;
 	}
-	for (size_t i = 0; i < nargs; i++) {
-		size_t n = strlen(args[i]);
-		memcpy(p, args[i], n + 1);
+	for (size_t i = 0; i <= nargs; i++) {
+		const char *a = i == 0 ? member : args[i - 1];
+		if (a == arg_key) {
+			op->argv[op->argc] = op->key;
+			op->argvlen[op->argc++] = op->keylen;
+			continue;
+		}
+		size_t n = strlen(a);
+		memcpy(p, a, n + 1);
+		if (i == 0)
+			op->member = p;
 		op->argv[op->argc] = p;
 		op->argvlen[op->argc++] = n;
 		p += n + 1;
 	}
 	return op;
+}
+
+/* A new call of the release script for member, a lease of l's key. */
+static struct rd_op *
+release_new(struct rd *r, const struct be_lock *l, const char *member, be_cb *cb, void *arg)
+{
+	/* the message is the key itself */
+	const char *args[] = { r->channel, arg_key, NULL };
+	return op_new(r, RS_RELEASE, l, member, "l", args, cb, arg);
 }
 
 /* Send op now, or fail it from the loop when the connection is down. */
@@ -588,86 +668,67 @@ submit(struct rd *r, struct rd_op *op)
 	send_op(r, op);
 }
 
-/* A call could not be built: the allocations are small, so memory is gone
- * for good; completing from inside the call would break the contract. */
-static void
-oom(void)
-{
-	log_fatal("out of memory in the redis backend");
-}
-
+/* Take l's lease if the key's leases in Redis allow it (acquire script). */
 static void
 rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
-	char kind[16], member[TOKEN_LEN + 20], ttl[24], limit[16], mark[16];
+	char kind[16], member[RD_MEMBER_MAX], ttl[24], limit[16], mark[16];
 	lock_kind(l, kind, sizeof(kind));
-	snprintf(member, sizeof(member), "%s:%s", kind, l->token);
+	lock_member(l, member);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)l->ttl_ms);
 	snprintf(limit, sizeof(limit), "%u", l->limit);
 	snprintf(mark, sizeof(mark), "%d", RD_MARK_MS);
-	const char *args[] = { member, ttl, kind, limit, mark, l->yield ? "1" : "0", NULL };
-	struct rd_op *op = op_new(r, RS_ACQUIRE, l, "lfw", args, cb, arg);
-	if (op == NULL)
-		oom();
-	submit(r, op);
+	const char *args[] = { ttl, kind, limit, mark, NULL };
+	submit(r, op_new(r, RS_ACQUIRE, l, member, "lfw", args, cb, arg));
 }
 
+/* Drop l's lease and publish the key; kept for later while disconnected. */
 static void
 rd_release(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
-	char kind[16], member[TOKEN_LEN + 20];
-	lock_kind(l, kind, sizeof(kind));
-	snprintf(member, sizeof(member), "%s:%s", kind, l->token);
-	const char *args[] = { member, r->channel, "", NULL };
-	struct rd_op *op = op_new(r, RS_RELEASE, l, "l", args, cb, arg);
-	if (op == NULL)
-		oom();
-	/* the message is the key itself (binary-safe) */
-	op->argv[op->argc - 1] = op->key;
-	op->argvlen[op->argc - 1] = op->keylen;
+	char member[RD_MEMBER_MAX];
+	lock_member(l, member);
+	struct rd_op *op = release_new(r, l, member, cb, arg);
 	if (!r->cmd.up) {
 		/* tell now that it failed, and release it once redis is back */
-		defer_release(r, op, 4);	/* EVALSHA sha 1 l member */
+		defer_release(r, op);
 		op_fail_later(op, BE_ERROR);
 		return;
 	}
 	send_op(r, op);
 }
 
+/* Make l's lease last at least l->ttl_ms from now, if it is still ours. */
 static void
 rd_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
-	char kind[16], member[TOKEN_LEN + 20], ttl[24];
-	lock_kind(l, kind, sizeof(kind));
-	snprintf(member, sizeof(member), "%s:%s", kind, l->token);
+	char member[RD_MEMBER_MAX], ttl[24];
+	lock_member(l, member);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)l->ttl_ms);
-	const char *args[] = { member, ttl, NULL };
-	struct rd_op *op = op_new(r, RS_RENEW, l, "l", args, cb, arg);
-	if (op == NULL)
-		oom();
+	const char *args[] = { ttl, NULL };
 	r->nrenewals++;
-	submit(r, op);
+	submit(r, op_new(r, RS_RENEW, l, member, "l", args, cb, arg));
 }
 
+/* Hand from's lease to to, unless from->handoffs has reached the handoff
+ * limit while another daemon waits: then the script releases from and the
+ * reply is BE_BUSY (a yield, see on_reply). */
 static void
 rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock *to,
     be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
-	char kind[16], fm[TOKEN_LEN + 20], tm[TOKEN_LEN + 20], ttl[24];
-	lock_kind(from, kind, sizeof(kind));
-	snprintf(fm, sizeof(fm), "%s:%s", kind, from->token);
-	lock_kind(to, kind, sizeof(kind));
-	snprintf(tm, sizeof(tm), "%s:%s", kind, to->token);
+	char fm[RD_MEMBER_MAX], tm[RD_MEMBER_MAX], ttl[24], run[16], limit[24];
+	lock_member(from, fm);
+	lock_member(to, tm);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)to->ttl_ms);
-	const char *args[] = { fm, tm, ttl, NULL };
-	struct rd_op *op = op_new(r, RS_TRANSFER, to, "lfw", args, cb, arg);
-	if (op == NULL)
-		oom();
-	submit(r, op);
+	snprintf(run, sizeof(run), "%u", from->handoffs);
+	snprintf(limit, sizeof(limit), "%lld", r->conf->backend_handoff_limit);
+	const char *args[] = { fm, ttl, run, limit, r->channel, arg_key, NULL };
+	submit(r, op_new(r, RS_TRANSFER, to, tm, "lfw", args, cb, arg));
 }
 
 /* ---- connections ---------------------------------------------------------- */
@@ -820,6 +881,9 @@ link_ready(struct rd_link *l)
 		cmd_ready(l->r);
 }
 
+/* A reply on the subscriber link: the subscription is up (every queue may
+ * have missed a message), or a key was released (unless this daemon has
+ * just given way on it). */
 static void
 on_message(redisAsyncContext *ctx, void *reply, void *privdata)
 {
@@ -836,8 +900,11 @@ on_message(redisAsyncContext *ctx, void *reply, void *privdata)
 		r->be->up.wakeup(r->be->up.arg, NULL, 0);
 	} else if (strcmp(rep->element[0]->str, "message") == 0 &&
 	    rep->element[2]->type == REDIS_REPLY_STRING) {
+		const char *key = rep->element[2]->str;
+		size_t keylen = rep->element[2]->len;
 		r->nmessages++;
-		r->be->up.wakeup(r->be->up.arg, rep->element[2]->str, rep->element[2]->len);
+		if (!yield_quiet(r, key, keylen))
+			r->be->up.wakeup(r->be->up.arg, key, keylen);
 	}
 }
 
@@ -932,31 +999,30 @@ on_watch(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the backend ------------------------------------------------------------ */
 
-static int
+/* A link not connected yet, with its reconnect timer. */
+static void
 link_init(struct rd *r, struct rd_link *l, bool sub)
 {
 	l->r = r;
 	l->sub = sub;
 	l->backoff_ms = RD_BACKOFF_MIN_MS;
 	l->ev_reconnect = evtimer_new(r->be->base, on_reconnect, l);
-	return l->ev_reconnect != NULL ? 0 : -1;
 }
 
+/* Set up be->priv: resolve the server once (start-up may block), then
+ * start both connections. 0, or -1 after logging why. */
 static int
 rd_create(struct backend *be)
 {
 	const struct conf *c = be->conf;
-	struct rd *r = calloc(1, sizeof(*r));
-	if (r == NULL) {
-		log_error("out of memory creating the redis backend");
-		return -1;
-	}
+	struct rd *r = xcalloc(1, sizeof(*r));
 	r->be = be;
 	r->conf = c;
 	TAILQ_INIT(&r->inflight);
 	TAILQ_INIT(&r->failing);
 	TAILQ_INIT(&r->deferred);
 	TAILQ_INIT(&r->retries);
+	TAILQ_INIT(&r->yields);
 	r->channellen = (size_t)snprintf(r->channel, sizeof(r->channel), "%sreleased",
 	    c->backend_prefix);
 
@@ -976,12 +1042,8 @@ rd_create(struct backend *be)
 	r->ev_fail = event_new(be->base, -1, 0, on_fail, r);
 	r->ev_watch = event_new(be->base, -1, EV_PERSIST, on_watch, r);
 	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
-	if (r->ev_fail == NULL || r->ev_watch == NULL || r->ev_deferred == NULL ||
-	    link_init(r, &r->cmd, false) != 0 ||
-	    link_init(r, &r->sub, true) != 0) {
-		log_error("out of memory creating the redis backend");
-		return -1;
-	}
+	link_init(r, &r->cmd, false);
+	link_init(r, &r->sub, true);
 	evtimer_add(r->ev_watch, &tick);
 	/* a renewal that gets no reply is dropped after command_timeout_ms and
 	 * retried: a lease needs room for that, three times over */
@@ -994,6 +1056,8 @@ rd_create(struct backend *be)
 	return 0;
 }
 
+/* Drop both links (failing what is in flight), free what is kept for
+ * later and every retry, then be->priv. */
 static void
 rd_destroy(struct backend *be)
 {
@@ -1017,12 +1081,10 @@ rd_destroy(struct backend *be)
 		TAILQ_REMOVE(&r->deferred, op, entry);
 		op_free(op);
 	}
-	while ((rt = TAILQ_FIRST(&r->retries)) != NULL) {
-		TAILQ_REMOVE(&r->retries, rt, entry);
-		event_free(rt->ev);
-		free(rt->key);
-		free(rt);
-	}
+	while ((rt = TAILQ_FIRST(&r->retries)) != NULL)
+		retry_free(r, rt);
+	while ((rt = TAILQ_FIRST(&r->yields)) != NULL)
+		retry_free(r, rt);
 	event_free(r->ev_fail);
 	event_free(r->ev_watch);
 	event_free(r->ev_deferred);
@@ -1065,6 +1127,7 @@ rd_state(struct backend *be)
 	return r->cmd.up ? "connected" : "disconnected";
 }
 
+/* Releases in flight or kept for later: shutdown waits for them. */
 static size_t
 rd_pending(struct backend *be)
 {

@@ -162,9 +162,8 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 	case LT_E_CLOSING:
 		codec_reply_error(out, "ERR", "the server is shutting down");
 		break;
-	case LT_E_NOMEM:
-	default:
-		codec_reply_error(out, "ERR", "out of memory");
+	default:	/* outcomes that are not errors never come here */
+		codec_reply_error(out, "ERR", "internal error");
 		break;
 	}
 }

@@ -1,6 +1,13 @@
 /*
  * locktab — the lock table.
  *
+ * It owns lock semantics: keys, holdings, FIFO waiters, reentrancy, sessions
+ * (owners), leases as the backend promised them, fences it was given, and
+ * the deadlines that follow from them. It must know nothing of sockets,
+ * timers or any backend's wire format, nor decide anything a backend
+ * decides (which daemon goes next, how long to wait for another): it asks
+ * the backend through struct backend_ops and acts on the answers.
+ *
  * State is list membership:
  *  - a waiter is on its key's FIFO list (and its owner's list) from LOCK until
  *    it is granted, times out or is cancelled; it is QUEUED, or ACQUIRING while
@@ -14,9 +21,10 @@
  *    tombstone on its key's tombs list until its lease's end plus the
  *    lock-delay: the key counts it as held until then. A holding is freed
  *    when it is GONE, not a tombstone, and no backend operation refers to it.
- * Keys are reference counted by their waiters and holdings; a key nobody
- * refers to is kept on an idle list (for its last fence) and the oldest idle
- * keys are freed when there are too many.
+ * Keys live in a hash table (hashtab.c) and are reference counted by their
+ * waiters and holdings; a key nobody refers to is kept on an idle list (for
+ * its last fence) and the oldest idle keys are freed when there are too many.
+ * Deadlines live on a min-heap (heap.c).
  *
  * Leases: a holding's lease end (expires) is set from the reply to the one
  * lease operation of the holding in flight (acquire, transfer, renew or
@@ -24,38 +32,54 @@
  * the lock-delay (which the backend keeps on top of the holder's TTL). A
  * second EXTEND of the holding, or a renewal falling due meanwhile, waits
  * for that reply.
+ *
+ * Handoffs: an exclusive holding released while an exclusive waiter heads
+ * the queue is handed straight to it (transfer). The table counts the
+ * handoffs of a key in a row and tells the backend with each transfer; the
+ * backend may refuse one to let other daemons in (BE_BUSY, see backend.h).
  */
 #include "locktab.h"
 
 #include <assert.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
 
 #include "clock.h"
+#include "hashtab.h"
+#include "heap.h"
 #include "log.h"
+#include "xmalloc.h"
 
 #define LT_IDLE_KEYS_MAX 4096	/* idle keys kept for their last fence */
+#define LT_BUCKETS 1024		/* the key table's first size */
 #define LT_RENEW_RETRY_MS 1000	/* longest pause before retrying a renewal */
 #define LT_RENEW_QUANTUM_MS 100	/* renewals due within one quantum go together */
-#define LT_YIELD_MS 80		/* how long a yielding queue ignores wakeups: shorter
-				 * than the backend's own retry after a yield */
 #define LT_LOSS_LOG_MS 1000	/* losses after a logged one are summed up this long */
+
+_Static_assert(LT_NEVER == HEAP_NEVER, "a deadline of LT_NEVER is off the heap");
 
 enum timer_kind { TIMER_WAITER, TIMER_HOLD, TIMER_LOG };
 
 /* A deadline on the table's heap. */
 struct lt_timer {
-	uint64_t when;		/* due time; LT_NEVER when not on the heap */
-	size_t idx;		/* position on the heap */
+	struct heap_node node;	/* due time and heap position (first member) */
 	enum timer_kind kind;	/* what it is embedded in */
 };
 
 enum waiter_state { W_QUEUED, W_ACQUIRING };
 enum hold_state { H_ACTIVE, H_LOST, H_GONE };
 enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_RENEW, OP_EXTEND, OP_TRANSFER };
+
+/* What a lease is of, as a waiter asks for it and its holding keeps it. */
+struct lt_terms {
+	enum lock_mode mode;		/* wanted or held mode */
+	unsigned limit;			/* permits, for a semaphore */
+	char token[TOKEN_LEN + 1];	/* identifies the lease */
+};
 
 struct lt_key;
 struct lt_op;
@@ -66,17 +90,14 @@ struct lt_waiter {
 	struct lt_timer timer;		/* WAIT deadline (first member) */
 	struct lt_key *key;		/* its key (a reference) */
 	struct lt_owner *owner;		/* who asked; NULL once cancelled */
-	enum lock_mode mode;		/* wanted mode */
-	unsigned limit;			/* permits, for a semaphore */
+	struct lt_terms terms;		/* the lease it asks for */
 	uint64_t ttl_ms;		/* the holder's TTL */
 	uint64_t deadline;		/* end of WAIT, LT_NEVER for none */
 	bool detach;			/* not bound to the owner once granted */
 	bool try_once;			/* WAIT 0 */
-	bool yielding;			/* its acquire gives way to other daemons */
 	enum waiter_state state;	/* QUEUED or ACQUIRING */
 	lt_done_cb *done;		/* the LOCK's completion */
 	void *arg;			/* its argument */
-	char token[TOKEN_LEN + 1];	/* token of the holding to be */
 	TAILQ_ENTRY(lt_waiter) kentry;	/* on key->waiters */
 	TAILQ_ENTRY(lt_waiter) oentry;	/* on owner->waiters */
 };
@@ -90,9 +111,7 @@ struct lt_hold {
 	struct lt_owner *owner;		/* bound owner; NULL when detached or GONE */
 	struct lt_owner *creator;	/* detached and ACTIVE: the owner that took it,
 					 * while that one lives */
-	enum lock_mode mode;		/* held mode */
-	unsigned limit;			/* permits, for a semaphore */
-	char token[TOKEN_LEN + 1];	/* identifies the holding */
+	struct lt_terms terms;		/* the lease held */
 	uint64_t fence;			/* fence of the grant */
 	uint64_t ttl_ms;		/* the holder's TTL */
 	unsigned count;			/* hold count (reentrancy) */
@@ -111,10 +130,7 @@ TAILQ_HEAD(hold_list, lt_hold);
 
 /* A key in use, or idle and remembered for its fence. */
 struct lt_key {
-	struct lt_key *hnext;		/* hash chain */
-	uint64_t hash;			/* hash of name */
-	char *name;			/* the key (NUL-terminated copy) */
-	size_t len;			/* its length */
+	struct hashtab_node hnode;	/* in lt->keys, keyed by name */
 	struct hold_list holders;	/* ACTIVE holdings */
 	struct hold_list tombs;		/* lost holdings whose lease may still run */
 	struct waiter_list waiters;	/* FIFO */
@@ -126,13 +142,13 @@ struct lt_key {
 	unsigned ntomb_excl;		/* exclusive tombstones */
 	unsigned refs;			/* waiters and holdings referring to it */
 	uint64_t last_fence;		/* last fence granted */
+	unsigned handoffs;		/* handoffs in a row since the last acquire
+					 * or release, told to the backend */
 	bool blocked;			/* backend said BUSY: wait for a wakeup */
-	bool contended;			/* the backend says other daemons wait */
-	bool yield;			/* the next acquire gives way to other daemons */
-	uint64_t yield_until;		/* wakeups before this are ignored (a yield) */
-	unsigned handoffs;		/* consecutive handoffs to local waiters */
 	bool idle;			/* on lt->idle */
 	TAILQ_ENTRY(lt_key) ientry;	/* on lt->idle */
+	size_t len;			/* the name's length */
+	char name[];			/* the key, NUL-terminated (binary-safe) */
 };
 TAILQ_HEAD(key_list, lt_key);
 
@@ -171,19 +187,15 @@ struct locktab {
 	struct backend *be;		/* where leases are agreed */
 	struct lt_limits limits;	/* what is enforced */
 	lt_clock_fn *clock;		/* time source */
-	void *clock_arg;
+	void *clock_arg;		/* its argument */
 	lt_rearm_cb *rearm;		/* told when the earliest deadline moves */
-	void *rearm_arg;
+	void *rearm_arg;		/* its argument */
 	uint64_t armed;			/* the deadline last told */
-	struct lt_key **buckets;	/* hash table of keys */
-	size_t nbuckets;		/* a power of two */
-	size_t nkeys;			/* keys in the table, idle ones too */
+	struct hashtab *keys;		/* every struct lt_key, idle ones too */
 	struct key_list idle;		/* keys nobody refers to, oldest first */
 	size_t nidle;			/* on idle */
-	struct lt_timer **heap;		/* deadlines, earliest first */
-	size_t heaplen, heapcap;
+	struct heap deadlines;		/* every lt_timer set, earliest first */
 	uint64_t inflight;		/* backend operations in flight */
-	uint64_t seed[2];		/* hash key */
 	bool closing;			/* locktab_shutdown was called */
 	bool renew_failing;		/* the last renewal failed (logged once) */
 	struct lt_timer log_timer;	/* end of the window in which losses are
@@ -213,96 +225,42 @@ locktab_now(const struct locktab *lt)
 	return lt->clock(lt->clock_arg);
 }
 
-/* ---- the deadline heap ------------------------------------------------ */
+/* ---- deadlines ------------------------------------------------------------ */
 
+/* A timer off the heap, for what it is embedded in. */
 static void
-heap_swap(struct locktab *lt, size_t a, size_t b)
+timer_init(struct lt_timer *t, enum timer_kind kind)
 {
-	struct lt_timer *t = lt->heap[a];
-	lt->heap[a] = lt->heap[b];
-	lt->heap[b] = t;
-	lt->heap[a]->idx = a;
-	lt->heap[b]->idx = b;
+	heap_node_init(&t->node);
+	t->kind = kind;
 }
 
+/* Put t on the heap for when, or move it there (LT_NEVER takes it off). */
 static void
-heap_up(struct locktab *lt, size_t i)
+timer_set(struct locktab *lt, struct lt_timer *t, uint64_t when)
 {
-	while (i > 0 && lt->heap[(i - 1) / 2]->when > lt->heap[i]->when) {
-		heap_swap(lt, i, (i - 1) / 2);
-		i = (i - 1) / 2;
-	}
-}
-
-static void
-heap_down(struct locktab *lt, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < lt->heaplen && lt->heap[l]->when < lt->heap[m]->when)
-			m = l;
-		if (r < lt->heaplen && lt->heap[r]->when < lt->heap[m]->when)
-			m = r;
-		if (m == i)
-			return;
-		heap_swap(lt, i, m);
-		i = m;
-	}
+	heap_set(&lt->deadlines, &t->node, when);
 }
 
 /* Take t off the heap if it is on it. */
 static void
 timer_clear(struct locktab *lt, struct lt_timer *t)
 {
-	if (t->when == LT_NEVER)
-		return;
-	size_t i = t->idx, last = lt->heaplen - 1;
-	if (i != last) {
-		heap_swap(lt, i, last);
-		lt->heaplen--;
-		heap_up(lt, i);
-		heap_down(lt, i);
-	} else {
-		lt->heaplen--;
-	}
-	t->when = LT_NEVER;
+	heap_clear(&lt->deadlines, &t->node);
 }
 
-/* Put t on the heap for when (LT_NEVER takes it off). 0 or -1 (no memory). */
-static int
-timer_set(struct locktab *lt, struct lt_timer *t, uint64_t when)
+/* Whether t is on the heap. */
+static bool
+timer_pending(const struct lt_timer *t)
 {
-	if (t->when != LT_NEVER) {
-		if (when == LT_NEVER) {
-			timer_clear(lt, t);
-			return 0;
-		}
-		t->when = when;
-		heap_up(lt, t->idx);
-		heap_down(lt, t->idx);
-		return 0;
-	}
-	if (when == LT_NEVER)
-		return 0;
-	if (lt->heaplen == lt->heapcap) {
-		size_t cap = lt->heapcap ? lt->heapcap * 2 : 64;
-		struct lt_timer **heap = realloc(lt->heap, cap * sizeof(*heap));
-		if (heap == NULL)
-			return -1;
-		lt->heap = heap;
-		lt->heapcap = cap;
-	}
-	t->when = when;
-	t->idx = lt->heaplen;
-	lt->heap[lt->heaplen++] = t;
-	heap_up(lt, t->idx);
-	return 0;
+	return t->node.when != HEAP_NEVER;
 }
 
 uint64_t
 locktab_next_deadline(const struct locktab *lt)
 {
-	return lt->heaplen ? lt->heap[0]->when : LT_NEVER;
+	const struct heap_node *n = heap_earliest(&lt->deadlines);
+	return n != NULL ? n->when : LT_NEVER;
 }
 
 /* The end of every entry point: tell the rearm hook if the earliest
@@ -320,96 +278,35 @@ sync_timer(struct locktab *lt)
 
 /* ---- keys --------------------------------------------------------------- */
 
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND do { \
-	v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32); \
-	v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2; \
-	v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0; \
-	v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); \
-} while (0)
-
-/* SipHash-2-4 of the key with the table's random seed: clients choose keys,
- * so the hash must not let them choose collisions. */
-static uint64_t
-key_hash(const struct locktab *lt, const char *key, size_t len)
+/* The key a hash table node is embedded in. */
+static struct lt_key *
+key_of(struct hashtab_node *n)
 {
-	const unsigned char *p = (const unsigned char *)key;
-	uint64_t k0 = lt->seed[0], k1 = lt->seed[1];
-	uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
-	uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
-	uint64_t b = (uint64_t)len << 56, m;
-	size_t i, tail = len & 7;
-
-	for (i = 0; i + 8 <= len; i += 8) {
-		memcpy(&m, p + i, 8);
-		v3 ^= m;
-		SIPROUND;
-		SIPROUND;
-		v0 ^= m;
-	}
-	for (size_t j = 0; j < tail; j++)
-		b |= (uint64_t)p[i + j] << (8 * j);
-	v3 ^= b;
-	SIPROUND;
-	SIPROUND;
-	v0 ^= b;
-	v2 ^= 0xff;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
-	return v0 ^ v1 ^ v2 ^ v3;
+	return (struct lt_key *)(void *)((char *)n - offsetof(struct lt_key, hnode));
 }
 
+/* The key named name (len bytes), or NULL: it is not in the table. */
 static struct lt_key *
 key_find(const struct locktab *lt, const char *name, size_t len)
 {
-	uint64_t h = key_hash(lt, name, len);
-	for (struct lt_key *k = lt->buckets[h & (lt->nbuckets - 1)]; k; k = k->hnext)
-		if (k->hash == h && k->len == len && memcmp(k->name, name, len) == 0)
-			return k;
-	return NULL;
+	struct hashtab_node *n = hashtab_find(lt->keys, name, len);
+	return n != NULL ? key_of(n) : NULL;
 }
 
-/* Double the buckets when the table is full; failure only costs speed. */
-static void
-key_grow(struct locktab *lt)
-{
-	size_t n = lt->nbuckets * 2;
-	struct lt_key **b = calloc(n, sizeof(*b));
-	if (b == NULL)
-		return;
-	for (size_t i = 0; i < lt->nbuckets; i++) {
-		struct lt_key *k, *next;
-		for (k = lt->buckets[i]; k; k = next) {
-			next = k->hnext;
-			k->hnext = b[k->hash & (n - 1)];
-			b[k->hash & (n - 1)] = k;
-		}
-	}
-	free(lt->buckets);
-	lt->buckets = b;
-	lt->nbuckets = n;
-}
-
+/* Take k out of the table and free it. */
 static void
 key_free(struct locktab *lt, struct lt_key *k)
 {
-	struct lt_key **pp = &lt->buckets[k->hash & (lt->nbuckets - 1)];
-	while (*pp != k)
-		pp = &(*pp)->hnext;
-	*pp = k->hnext;
+	hashtab_remove(lt->keys, &k->hnode);
 	if (k->idle) {
 		TAILQ_REMOVE(&lt->idle, k, ientry);
 		lt->nidle--;
 	}
-	lt->nkeys--;
-	free(k->name);
 	free(k);
 }
 
-/* The key named name, created if needed; NULL when out of memory. The caller
- * must take a reference before returning to the loop. */
+/* The key named name, created (idle) if needed; the table owns it. The
+ * caller must take a reference before returning to the loop. */
 static struct lt_key *
 key_get(struct locktab *lt, const char *name, size_t len)
 {
@@ -418,24 +315,14 @@ key_get(struct locktab *lt, const char *name, size_t len)
 		return k;
 	while (lt->nidle >= LT_IDLE_KEYS_MAX)
 		key_free(lt, TAILQ_FIRST(&lt->idle));
-	if (lt->nkeys >= lt->nbuckets)
-		key_grow(lt);
-	k = calloc(1, sizeof(*k));
-	if (k == NULL || (k->name = malloc(len + 1)) == NULL) {
-		free(k);
-		return NULL;
-	}
+	k = xcalloc(1, sizeof(*k) + len + 1);
 	memcpy(k->name, name, len);
 	k->name[len] = '\0';
 	k->len = len;
-	k->hash = key_hash(lt, name, len);
 	TAILQ_INIT(&k->holders);
 	TAILQ_INIT(&k->tombs);
 	TAILQ_INIT(&k->waiters);
-	size_t b = k->hash & (lt->nbuckets - 1);
-	k->hnext = lt->buckets[b];
-	lt->buckets[b] = k;
-	lt->nkeys++;
+	hashtab_insert(lt->keys, &k->hnode, k->name, len);
 	/* new keys start idle: the first reference takes them off the list */
 	k->idle = true;
 	TAILQ_INSERT_TAIL(&lt->idle, k, ientry);
@@ -443,6 +330,7 @@ key_get(struct locktab *lt, const char *name, size_t len)
 	return k;
 }
 
+/* One more waiter or holding refers to k: it is not idle. */
 static void
 key_ref(struct locktab *lt, struct lt_key *k)
 {
@@ -455,6 +343,7 @@ key_ref(struct locktab *lt, struct lt_key *k)
 	}
 }
 
+/* One fewer refers to k; with none left it goes idle (kept for its fence). */
 static void
 key_unref(struct locktab *lt, struct lt_key *k)
 {
@@ -477,11 +366,11 @@ key_kind(const struct lt_key *k, bool *sem, unsigned *limit)
 	const struct lt_hold *h = TAILQ_FIRST(&k->holders);
 	const struct lt_waiter *w = TAILQ_FIRST(&k->waiters);
 	if (h != NULL) {
-		*sem = h->mode == LOCK_SEMAPHORE;
-		*limit = h->limit;
+		*sem = h->terms.mode == LOCK_SEMAPHORE;
+		*limit = h->terms.limit;
 	} else if (w != NULL) {
-		*sem = w->mode == LOCK_SEMAPHORE;
-		*limit = w->limit;
+		*sem = w->terms.mode == LOCK_SEMAPHORE;
+		*limit = w->terms.limit;
 	} else {
 		return false;
 	}
@@ -585,38 +474,32 @@ renew_time(uint64_t sent_at, uint64_t span_ms)
 	return t;
 }
 
-/* The backend's view of a lease of k held by token for a holder's ttl_ms:
- * the backend keeps it for the lock-delay on top. The one place a be_lock is
- * built. */
+/* The backend's view of the lease t of key k for a holder's ttl_ms: the
+ * backend keeps it for the lock-delay on top. The one place a be_lock is
+ * built; its strings point into k and t. */
 static struct be_lock
-lease_of(const struct locktab *lt, const struct lt_key *k, enum lock_mode mode,
-    unsigned limit, const char *token, uint64_t ttl_ms)
+lease_of(const struct locktab *lt, const struct lt_key *k, const struct lt_terms *t,
+    uint64_t ttl_ms)
 {
-	struct be_lock l = { k->name, k->len, mode, limit, token,
-	    ttl_ms + lt->limits.lock_delay_ms, 0 };
+	struct be_lock l = {
+		.key = k->name,
+		.keylen = k->len,
+		.mode = t->mode,
+		.limit = t->limit,
+		.token = t->token,
+		.ttl_ms = ttl_ms + lt->limits.lock_delay_ms,
+		.handoffs = 0,
+	};
 	return l;
 }
 
-static struct be_lock
-hold_lease(const struct locktab *lt, const struct lt_hold *h)
-{
-	return lease_of(lt, h->key, h->mode, h->limit, h->token, h->ttl_ms);
-}
-
-static struct be_lock
-waiter_lease(const struct locktab *lt, const struct lt_waiter *w)
-{
-	return lease_of(lt, w->key, w->mode, w->limit, w->token, w->ttl_ms);
-}
-
-/* A new operation record; NULL when out of memory. */
+/* A new operation record, in flight until op_free; the table owns it. The
+ * command of o waits on it when done is not NULL. */
 static struct lt_op *
 op_new(struct locktab *lt, enum op_kind kind, struct lt_owner *o, lt_done_cb *done,
     void *arg)
 {
-	struct lt_op *op = calloc(1, sizeof(*op));
-	if (op == NULL)
-		return NULL;
+	struct lt_op *op = xcalloc(1, sizeof(*op));
 	op->lt = lt;
 	op->kind = kind;
 	op->sent_at = locktab_now(lt);
@@ -660,11 +543,10 @@ note_loss(struct locktab *lt, const struct lt_hold *h, const char *reason)
 	log_escape(kb, sizeof(kb), h->key->name, h->key->len, 0);
 	log_debug("lock lost: key '%s' fence %llu: %s", kb, (unsigned long long)h->fence,
 	    reason);
-	if (lt->log_timer.when == LT_NEVER) {
+	if (!timer_pending(&lt->log_timer)) {
 		log_warn("lock lost: key '%s' fence %llu: %s", kb, (unsigned long long)h->fence,
 		    reason);
-		if (timer_set(lt, &lt->log_timer, locktab_now(lt) + LT_LOSS_LOG_MS) != 0)
-			log_fatal("out of memory scheduling a log line");
+		timer_set(lt, &lt->log_timer, locktab_now(lt) + LT_LOSS_LOG_MS);
 	} else if (lt->unlogged_losses++ == 0) {
 		memcpy(lt->loss_key, kb, sizeof(kb));
 		snprintf(lt->loss_reason, sizeof(lt->loss_reason), "%s", reason);
@@ -713,8 +595,7 @@ hold_schedule(struct locktab *lt, struct lt_hold *h)
 		uint64_t lost_at = hold_lost_at(lt, h);
 		when = h->lease_op != NULL || h->renew_at > lost_at ? lost_at : h->renew_at;
 	}
-	if (timer_set(lt, &h->timer, when) != 0)
-		log_fatal("out of memory scheduling a lease");
+	timer_set(lt, &h->timer, when);
 }
 
 /* Free a holding that is GONE, not a tombstone, and that no operation
@@ -736,7 +617,7 @@ hold_unlink_key(struct locktab *lt, struct lt_hold *h)
 	assert(h->state == H_ACTIVE);
 	TAILQ_REMOVE(&k->holders, h, kentry);
 	k->nholders--;
-	if (h->mode == LOCK_EXCLUSIVE)
+	if (h->terms.mode == LOCK_EXCLUSIVE)
 		k->nexcl--;
 	lt->stats.holds--;
 	timer_clear(lt, &h->timer);
@@ -767,7 +648,9 @@ hold_gone(struct locktab *lt, struct lt_hold *h)
 
 static void waiter_free(struct locktab *lt, struct lt_waiter *w);
 static void waiter_fail(struct locktab *lt, struct lt_waiter *w, enum lt_status st);
+static bool waiter_requeue(struct locktab *lt, struct lt_waiter *w);
 
+/* The backend answered a release: tell the command waiting on it, if any. */
 static void
 on_release(void *arg, const struct be_reply *r)
 {
@@ -785,16 +668,20 @@ on_release(void *arg, const struct be_reply *r)
 	sync_timer(lt);
 }
 
+/* Release a lease: done (if not NULL) is told when the backend answers. */
+static void
+release_lease(struct locktab *lt, const struct be_lock *l, struct lt_owner *o,
+    lt_done_cb *done, void *arg)
+{
+	struct lt_op *op = op_new(lt, OP_RELEASE, o, done, arg);
+	lt->be->ops->release(lt->be, l, on_release, op);
+}
+
 /* Fire-and-forget release of a lease nobody holds. */
 static void
 release_quietly(struct locktab *lt, const struct be_lock *l)
 {
-	struct lt_op *op = op_new(lt, OP_RELEASE, NULL, NULL, NULL);
-	if (op == NULL) {
-		log_error("out of memory releasing a lease; it ends at its TTL");
-		return;
-	}
-	lt->be->ops->release(lt->be, l, on_release, op);
+	release_lease(lt, l, NULL, NULL, NULL);
 }
 
 /*
@@ -820,13 +707,13 @@ hold_lose(struct locktab *lt, struct lt_hold *h, const char *reason, bool gone)
 		h->tomb_until = until;
 		TAILQ_INSERT_TAIL(&k->tombs, h, kentry);
 		k->ntombs++;
-		if (h->mode == LOCK_EXCLUSIVE)
+		if (h->terms.mode == LOCK_EXCLUSIVE)
 			k->ntomb_excl++;
 		hold_schedule(lt, h);
 	} else if (!gone) {
 		/* its end has passed already: a renewal that was still on its
 		 * way may have kept the lease, so let it go */
-		struct be_lock l = hold_lease(lt, h);
+		struct be_lock l = lease_of(lt, h->key, &h->terms, h->ttl_ms);
 		release_quietly(lt, &l);
 	}
 	if (h->owner != NULL) {
@@ -847,11 +734,11 @@ static void
 tomb_end(struct locktab *lt, struct lt_hold *h)
 {
 	struct lt_key *k = h->key;
-	struct be_lock l = hold_lease(lt, h);
+	struct be_lock l = lease_of(lt, h->key, &h->terms, h->ttl_ms);
 	assert(h->tomb);
 	TAILQ_REMOVE(&k->tombs, h, kentry);
 	k->ntombs--;
-	if (h->mode == LOCK_EXCLUSIVE)
+	if (h->terms.mode == LOCK_EXCLUSIVE)
 		k->ntomb_excl--;
 	h->tomb = false;
 	release_quietly(lt, &l);
@@ -873,7 +760,7 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 {
 	struct lt_key *k = w->key;
 	struct lt_owner *o = w->owner;
-	struct be_lock l = waiter_lease(lt, w);
+	struct be_lock l = lease_of(lt, w->key, &w->terms, w->ttl_ms);
 	uint64_t now = locktab_now(lt);
 
 	if (local_leases(lt))
@@ -896,30 +783,15 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 		    (long long)end - (long long)now);
 		lt->stats.late_grants++;
 		release_quietly(lt, &l);
-		if (w->try_once || w->deadline <= now)
-			waiter_fail(lt, w, LT_NOT_GRANTED);
-		else if (timer_set(lt, &w->timer, w->deadline) != 0)
-			waiter_fail(lt, w, LT_E_NOMEM);
-		else
-			token_new(w->token);	/* the next try is a new lease */
+		if (waiter_requeue(lt, w))
+			token_new(w->terms.token);	/* the next try is a new lease */
 		return;
 	}
-	struct lt_hold *h = calloc(1, sizeof(*h));
-	if (h == NULL) {
-		release_quietly(lt, &l);
-		if (w->done != NULL)
-			w->done(w->arg, LT_E_NOMEM, NULL, 0);
-		w->done = NULL;
-		waiter_free(lt, w);
-		return;
-	}
-	h->timer.when = LT_NEVER;
-	h->timer.kind = TIMER_HOLD;
+	struct lt_hold *h = xcalloc(1, sizeof(*h));
+	timer_init(&h->timer, TIMER_HOLD);
 	h->key = k;
 	key_ref(lt, k);
-	h->mode = w->mode;
-	h->limit = w->limit;
-	memcpy(h->token, w->token, sizeof(h->token));
+	h->terms = w->terms;
 	h->fence = r->fence;
 	h->ttl_ms = w->ttl_ms;
 	h->count = 1;
@@ -929,7 +801,7 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 	TAILQ_INIT(&h->lease_queue);
 	TAILQ_INSERT_TAIL(&k->holders, h, kentry);
 	k->nholders++;
-	if (h->mode == LOCK_EXCLUSIVE)
+	if (h->terms.mode == LOCK_EXCLUSIVE)
 		k->nexcl++;
 	if (w->detach) {
 		h->creator = o;
@@ -945,11 +817,11 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 	hold_schedule(lt, h);
 
 	struct lt_grant g;
-	memcpy(g.token, h->token, sizeof(g.token));
+	memcpy(g.token, h->terms.token, sizeof(g.token));
 	g.fence = h->fence;
 	g.ttl_ms = hold_left(lt, h, now);
 	g.count = 1;
-	g.mode = h->mode;
+	g.mode = h->terms.mode;
 	lt_done_cb *done = w->done;
 	void *arg = w->arg;
 	waiter_free(lt, w);
@@ -969,6 +841,34 @@ waiter_fail(struct locktab *lt, struct lt_waiter *w, enum lt_status st)
 		done(arg, st, NULL, 0);
 }
 
+/* A try of w (QUEUED again) did not grant it: it waits on until its WAIT is
+ * over, or is told LT_NOT_GRANTED now when that is over, when it was WAIT 0,
+ * or (not told) when it was cancelled. Whether it still waits. */
+static bool
+waiter_requeue(struct locktab *lt, struct lt_waiter *w)
+{
+	assert(w->state == W_QUEUED);
+	if (w->owner == NULL || w->try_once || w->deadline <= locktab_now(lt)) {
+		waiter_fail(lt, w, LT_NOT_GRANTED);
+		return false;
+	}
+	timer_set(lt, &w->timer, w->deadline);
+	return true;
+}
+
+/* The backend answered w BE_BUSY: the key is taken beyond this process, or
+ * the backend gave way to other daemons. The key's queue waits for the
+ * backend's wakeup; w waits on as waiter_requeue says. */
+static void
+waiter_busy(struct locktab *lt, struct lt_waiter *w)
+{
+	w->key->blocked = true;
+	if (lt->closing)
+		waiter_fail(lt, w, LT_E_CLOSING);
+	else
+		waiter_requeue(lt, w);
+}
+
 /* The end of an ACQUIRING state, whatever the outcome. */
 static void
 waiter_settle(struct lt_waiter *w)
@@ -976,10 +876,12 @@ waiter_settle(struct lt_waiter *w)
 	assert(w->state == W_ACQUIRING);
 	w->state = W_QUEUED;
 	w->key->nacquiring--;
-	if (w->mode == LOCK_EXCLUSIVE)
+	if (w->terms.mode == LOCK_EXCLUSIVE)
 		w->key->nexcl--;
 }
 
+/* The backend answered an acquire of op->w: grant it, keep it waiting for a
+ * wakeup (BE_BUSY), or fail it. */
 static void
 on_acquire(void *arg, const struct be_reply *r)
 {
@@ -993,23 +895,12 @@ on_acquire(void *arg, const struct be_reply *r)
 	key_ref(lt, k);	/* keep k while its waiter may go */
 	switch (r->status) {
 	case BE_OK:
-		k->contended = r->contended != 0;
-		k->handoffs = 0;
+		k->handoffs = 0;	/* a new run of handoffs starts */
 		waiter_granted(lt, w, r, sent_at);
 		break;
 	case BE_BUSY:
-		/* held beyond this process: the head waits for a wakeup; after a
-		 * yield, not the one our own release message brings */
-		k->blocked = true;
-		if (w->yielding)
-			k->yield_until = locktab_now(lt) + LT_YIELD_MS;
-		w->yielding = false;
-		if (lt->closing)
-			waiter_fail(lt, w, LT_E_CLOSING);
-		else if (w->owner == NULL || w->try_once || w->deadline <= locktab_now(lt))
-			waiter_fail(lt, w, LT_NOT_GRANTED);
-		else if (timer_set(lt, &w->timer, w->deadline) != 0)
-			waiter_fail(lt, w, LT_E_NOMEM);
+		/* held beyond this process: the head waits for a wakeup */
+		waiter_busy(lt, w);
 		break;
 	case BE_NOTOWNER:
 	case BE_ERROR: {
@@ -1026,6 +917,8 @@ on_acquire(void *arg, const struct be_reply *r)
 	sync_timer(lt);
 }
 
+/* The backend answered a transfer from op->h to op->w: the UNLOCK that
+ * started it is told of the old lease, the waiter of the new one. */
 static void
 on_transfer(void *arg, const struct be_reply *r)
 {
@@ -1040,12 +933,18 @@ on_transfer(void *arg, const struct be_reply *r)
 	switch (r->status) {
 	case BE_OK:
 		lt->stats.handoffs++;
-		k->contended = r->contended != 0;
 		k->handoffs++;
 		op_done(op, LT_OK, NULL, 0);
 		waiter_granted(lt, w, r, sent_at);
 		break;
 	case BE_BUSY:
+		/* the backend released the old lease and gave way to other
+		 * daemons: the UNLOCK is done, and the waiter waits for the
+		 * wakeup that follows, as after a busy acquire */
+		k->handoffs = 0;
+		op_done(op, LT_OK, NULL, 0);
+		waiter_busy(lt, w);
+		break;
 	case BE_NOTOWNER:
 		/* the old lease had ended: the waiter acquires as usual,
 		 * unless the table is shutting down */
@@ -1056,7 +955,7 @@ on_transfer(void *arg, const struct be_reply *r)
 	case BE_ERROR: {
 		/* the old lease may still be there: release it (a backend
 		 * that is down sends that when it is back) */
-		struct be_lock l = hold_lease(lt, h);
+		struct be_lock l = lease_of(lt, h->key, &h->terms, h->ttl_ms);
 		lt->stats.backend_errors++;
 		release_quietly(lt, &l);
 		op_done(op, LT_E_BACKEND, NULL, 0);
@@ -1079,7 +978,7 @@ static void on_lease(void *arg, const struct be_reply *r);
 static void
 lease_send(struct locktab *lt, struct lt_hold *h, struct lt_op *op)
 {
-	struct be_lock l = lease_of(lt, h->key, h->mode, h->limit, h->token, op->ttl_ms);
+	struct be_lock l = lease_of(lt, h->key, &h->terms, op->ttl_ms);
 	assert(h->lease_op == NULL);
 	h->lease_op = op;
 	op->sent_at = locktab_now(lt);
@@ -1188,35 +1087,30 @@ waiter_free(struct locktab *lt, struct lt_waiter *w)
 	free(w);
 }
 
-/* Send w to the backend: an acquire, or a transfer from holding from. 0, or
- * -1 when out of memory (nothing was changed). */
-static int
+/* Send w to the backend: an acquire, or a transfer from holding from (whose
+ * release the command of o waits on with done, if not NULL). */
+static void
 waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
     struct lt_owner *o, lt_done_cb *done, void *arg)
 {
 	struct lt_key *k = w->key;
 	struct lt_op *op = op_new(lt, from ? OP_TRANSFER : OP_ACQUIRE, o, done, arg);
-	if (op == NULL)
-		return -1;
 	timer_clear(lt, &w->timer);
 	w->state = W_ACQUIRING;
 	k->nacquiring++;
-	if (w->mode == LOCK_EXCLUSIVE)
+	if (w->terms.mode == LOCK_EXCLUSIVE)
 		k->nexcl++;
 	op->w = w;
-	struct be_lock to = waiter_lease(lt, w);
-	to.yield = k->yield;
-	w->yielding = k->yield;
-	k->yield = false;
+	struct be_lock to = lease_of(lt, k, &w->terms, w->ttl_ms);
 	if (from != NULL) {
-		struct be_lock fl = hold_lease(lt, from);
+		struct be_lock fl = lease_of(lt, k, &from->terms, from->ttl_ms);
+		fl.handoffs = k->handoffs;
 		op->h = from;
 		from->ops++;
 		lt->be->ops->transfer(lt->be, &fl, &to, on_transfer, op);
 	} else {
 		lt->be->ops->acquire(lt->be, &to, on_acquire, op);
 	}
-	return 0;
 }
 
 /* Start every waiter at the head of k's queue that can now be granted:
@@ -1231,10 +1125,9 @@ pump(struct locktab *lt, struct lt_key *k)
 		next = TAILQ_NEXT(w, kentry);
 		if (w->state == W_ACQUIRING)
 			continue;
-		if (!key_compatible(k, w->mode, w->limit))
+		if (!key_compatible(k, w->terms.mode, w->terms.limit))
 			break;
-		if (waiter_start(lt, w, NULL, NULL, NULL, NULL) != 0)
-			waiter_fail(lt, w, LT_E_NOMEM);
+		waiter_start(lt, w, NULL, NULL, NULL, NULL);
 	}
 }
 
@@ -1253,23 +1146,28 @@ waiter_expire(struct locktab *lt, struct lt_waiter *w)
 
 /* ---- the table ---------------------------------------------------------- */
 
+/* The backend says key may be free now (key NULL: any key may be): the
+ * queues that wait for a wakeup try again. */
 static void
 on_wakeup(void *arg, const char *key, size_t keylen)
 {
 	struct locktab *lt = arg;
 	if (key == NULL) {
-		/* any key may be free: retry every blocked queue */
-		for (size_t i = 0; i < lt->nbuckets; i++)
-			for (struct lt_key *k = lt->buckets[i]; k; k = k->hnext)
-				if (k->blocked && locktab_now(lt) >= k->yield_until) {
-					k->blocked = false;
-					pump(lt, k);
-				}
+		struct hashtab_iter it;
+		struct hashtab_node *n;
+		hashtab_iter_init(&it, lt->keys);
+		while ((n = hashtab_next(&it)) != NULL) {
+			struct lt_key *k = key_of(n);
+			if (k->blocked) {
+				k->blocked = false;
+				pump(lt, k);
+			}
+		}
 		sync_timer(lt);
 		return;
 	}
 	struct lt_key *k = key_find(lt, key, keylen);
-	if (k == NULL || k->refs == 0 || locktab_now(lt) < k->yield_until)
+	if (k == NULL || k->refs == 0)
 		return;
 	k->blocked = false;
 	pump(lt, k);
@@ -1280,15 +1178,9 @@ struct locktab *
 locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *clock,
     void *clock_arg, lt_rearm_cb *rearm, void *rearm_arg)
 {
-	struct locktab *lt = calloc(1, sizeof(*lt));
-	if (lt == NULL)
-		return NULL;
-	lt->nbuckets = 1024;
-	lt->buckets = calloc(lt->nbuckets, sizeof(*lt->buckets));
-	if (lt->buckets == NULL) {
-		free(lt);
-		return NULL;
-	}
+	struct locktab *lt = xcalloc(1, sizeof(*lt));
+	lt->keys = hashtab_create(LT_BUCKETS);
+	heap_init(&lt->deadlines);
 	lt->be = be;
 	lt->limits = *limits;
 	lt->clock = clock != NULL ? clock : clock_default;
@@ -1296,10 +1188,8 @@ locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *
 	lt->rearm = rearm;
 	lt->rearm_arg = rearm_arg;
 	lt->armed = LT_NEVER;
-	lt->log_timer.when = LT_NEVER;
-	lt->log_timer.kind = TIMER_LOG;
+	timer_init(&lt->log_timer, TIMER_LOG);
 	TAILQ_INIT(&lt->idle);
-	arc4random_buf(lt->seed, sizeof(lt->seed));
 	be->up.wakeup = on_wakeup;
 	be->up.arg = lt;
 	return lt;
@@ -1312,27 +1202,26 @@ locktab_destroy(struct locktab *lt)
 		return;
 	assert(lt->inflight == 0);
 	log_losses(lt);
-	for (size_t i = 0; i < lt->nbuckets; i++) {
-		struct lt_key *k, *next;
-		for (k = lt->buckets[i]; k; k = next) {
-			next = k->hnext;
-			struct lt_hold *h;
-			/* detached holdings that outlived every owner */
-			while ((h = TAILQ_FIRST(&k->holders)) != NULL) {
-				hold_unlink_key(lt, h);
-				free(h);
-			}
-			/* tombstones whose time has not come */
-			while ((h = TAILQ_FIRST(&k->tombs)) != NULL) {
-				TAILQ_REMOVE(&k->tombs, h, kentry);
-				free(h);
-			}
-			free(k->name);
-			free(k);
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+	hashtab_iter_init(&it, lt->keys);
+	while ((n = hashtab_next(&it)) != NULL) {
+		struct lt_key *k = key_of(n);
+		struct lt_hold *h;
+		/* detached holdings that outlived every owner */
+		while ((h = TAILQ_FIRST(&k->holders)) != NULL) {
+			hold_unlink_key(lt, h);
+			free(h);
 		}
+		/* tombstones whose time has not come */
+		while ((h = TAILQ_FIRST(&k->tombs)) != NULL) {
+			TAILQ_REMOVE(&k->tombs, h, kentry);
+			free(h);
+		}
+		free(k);
 	}
-	free(lt->buckets);
-	free(lt->heap);
+	hashtab_destroy(lt->keys);
+	heap_fini(&lt->deadlines);
 	free(lt);
 }
 
@@ -1345,9 +1234,7 @@ locktab_idle(const struct locktab *lt)
 struct lt_owner *
 locktab_owner_create(struct locktab *lt, uint64_t id, lt_lost_cb *lost, void *arg)
 {
-	struct lt_owner *o = calloc(1, sizeof(*o));
-	if (o == NULL)
-		return NULL;
+	struct lt_owner *o = xcalloc(1, sizeof(*o));
 	o->lt = lt;
 	o->id = id;
 	o->lost = lost;
@@ -1445,7 +1332,7 @@ owner_lost(const struct lt_owner *o, const char *key, size_t keylen, const char 
 	TAILQ_FOREACH(h, &o->holds, oentry)
 		if (h->state == H_LOST && h->key->len == keylen &&
 		    memcmp(h->key->name, key, keylen) == 0 &&
-		    (token == NULL || strcmp(h->token, token) == 0))
+		    (token == NULL || strcmp(h->terms.token, token) == 0))
 			return h;
 	return NULL;
 }
@@ -1472,7 +1359,7 @@ token_hold(const struct lt_key *k, const char *token)
 	if (k == NULL)
 		return NULL;
 	TAILQ_FOREACH(h, &k->holders, kentry)
-		if (strcmp(h->token, token) == 0)
+		if (strcmp(h->terms.token, token) == 0)
 			return h;
 	return NULL;
 }
@@ -1482,7 +1369,7 @@ token_hold(const struct lt_key *k, const char *token)
 static void
 catch_up(struct locktab *lt)
 {
-	if (lt->heaplen > 0 && lt->heap[0]->when <= locktab_now(lt))
+	if (locktab_next_deadline(lt) <= locktab_now(lt))
 		locktab_tick(lt);
 }
 
@@ -1503,14 +1390,14 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	if ((h = owner_lost(o, req->key, req->keylen, NULL)) != NULL)
 		hold_gone(lt, h);	/* locking again forgets the loss */
 	if ((h = owner_hold(o, k)) != NULL) {
-		g->mode = h->mode;
+		g->mode = h->terms.mode;
 		/* another mode, or a detached lock queued behind the session's
 		 * own holding: it would wait for itself */
-		if (h->mode != req->mode || h->limit != req->limit || req->detach)
+		if (h->terms.mode != req->mode || h->terms.limit != req->limit || req->detach)
 			return LT_E_MODE;
 		h->count++;
 		lt->stats.reentrant++;
-		memcpy(g->token, h->token, sizeof(g->token));
+		memcpy(g->token, h->terms.token, sizeof(g->token));
 		g->fence = h->fence;
 		g->ttl_ms = hold_left(lt, h, locktab_now(lt));
 		g->count = h->count;
@@ -1530,18 +1417,14 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 		return LT_NOT_GRANTED;
 	}
 
-	if ((k = key_get(lt, req->key, req->keylen)) == NULL)
-		return LT_E_NOMEM;
-	struct lt_waiter *w = calloc(1, sizeof(*w));
-	if (w == NULL)
-		return LT_E_NOMEM;
-	w->timer.when = LT_NEVER;
-	w->timer.kind = TIMER_WAITER;
+	k = key_get(lt, req->key, req->keylen);
+	struct lt_waiter *w = xcalloc(1, sizeof(*w));
+	timer_init(&w->timer, TIMER_WAITER);
 	w->key = k;
 	key_ref(lt, k);
 	w->owner = o;
-	w->mode = req->mode;
-	w->limit = req->limit;
+	w->terms.mode = req->mode;
+	w->terms.limit = req->limit;
 	w->ttl_ms = req->ttl_ms;
 	w->detach = req->detach != 0;
 	w->try_once = req->wait_ms == 0;
@@ -1549,17 +1432,13 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	w->state = W_QUEUED;
 	w->done = done;
 	w->arg = arg;
-	token_new(w->token);
+	token_new(w->terms.token);
 	TAILQ_INSERT_TAIL(&k->waiters, w, kentry);
 	k->nwaiters++;
 	TAILQ_INSERT_TAIL(&o->waiters, w, oentry);
 	o->nwaiters++;
 	lt->stats.waiters++;
-	if (timer_set(lt, &w->timer, w->deadline) != 0) {
-		w->done = NULL;
-		waiter_free(lt, w);
-		return LT_E_NOMEM;
-	}
+	timer_set(lt, &w->timer, w->deadline);
 	pump(lt, k);
 	sync_timer(lt);
 	return LT_PENDING;
@@ -1576,29 +1455,17 @@ hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_
 {
 	struct lt_key *k = h->key;
 	struct lt_waiter *w = TAILQ_FIRST(&k->waiters);
-	struct be_lock l = hold_lease(lt, h);
 
 	key_ref(lt, k);
 	hold_unlink_key(lt, h);
-	/* after max_handoffs in a row while other daemons wait, let them in */
-	bool fair = k->contended && lt->limits.max_handoffs != 0 &&
-	    k->handoffs >= lt->limits.max_handoffs;
-	if (lt->be->ops->transfer == NULL || h->mode != LOCK_EXCLUSIVE || w == NULL ||
-	    w->state != W_QUEUED || w->mode != LOCK_EXCLUSIVE || k->blocked ||
-	    lt->closing || k->nholders != 0 || k->nacquiring != 0 || k->ntombs != 0 ||
-	    fair || waiter_start(lt, w, h, o, done, arg) != 0) {
-		k->handoffs = 0;
-		k->yield = fair;	/* else the local waiter would win again */
-		struct lt_op *op = op_new(lt, OP_RELEASE, o, done, arg);
-		if (op == NULL) {
-			char kb[LOG_KEY_BUF];
-			log_error("out of memory releasing '%s'; it ends at its TTL",
-			    log_escape(kb, sizeof(kb), k->name, k->len, 0));
-			if (done != NULL)
-				done(arg, LT_E_NOMEM, NULL, 0);
-		} else {
-			lt->be->ops->release(lt->be, &l, on_release, op);
-		}
+	if (lt->be->ops->transfer != NULL && h->terms.mode == LOCK_EXCLUSIVE && w != NULL &&
+	    w->state == W_QUEUED && w->terms.mode == LOCK_EXCLUSIVE && !k->blocked &&
+	    !lt->closing && k->nholders == 0 && k->nacquiring == 0 && k->ntombs == 0) {
+		waiter_start(lt, w, h, o, done, arg);
+	} else {
+		struct be_lock l = lease_of(lt, k, &h->terms, h->ttl_ms);
+		k->handoffs = 0;	/* a release ends the run of handoffs */
+		release_lease(lt, &l, o, done, arg);
 		pump(lt, k);
 	}
 	if (h->owner != NULL)
@@ -1661,8 +1528,6 @@ locktab_extend(struct lt_owner *o, const char *key, size_t keylen, uint64_t ttl_
 	if (st != LT_OK)
 		return st;
 	struct lt_op *op = op_new(lt, OP_EXTEND, o, done, arg);
-	if (op == NULL)
-		return LT_E_NOMEM;
 	op->h = h;
 	op->ttl_ms = ttl_ms;
 	h->ops++;
@@ -1698,8 +1563,8 @@ locktab_status(struct locktab *lt, const char *key, size_t keylen, struct lt_key
 		out->limit = limit;
 	if (h == NULL)
 		return;
-	out->mode = locktab_mode_name(h->mode);
-	if (h->mode == LOCK_EXCLUSIVE)
+	out->mode = locktab_mode_name(h->terms.mode);
+	if (h->terms.mode == LOCK_EXCLUSIVE)
 		out->ttl_ms = (int64_t)hold_left(lt, h, locktab_now(lt));
 }
 
@@ -1725,8 +1590,8 @@ locktab_owner_holds(const struct lt_owner *o, void (*fn)(void *arg,
 	TAILQ_FOREACH(h, &o->holds, oentry) {
 		if (h->state != H_ACTIVE)
 			continue;
-		struct lt_hold_info info = { h->key->name, h->key->len, h->token, h->fence,
-		    h->mode, h->count };
+		struct lt_hold_info info = { h->key->name, h->key->len, h->terms.token, h->fence,
+		    h->terms.mode, h->count };
 		if (fn != NULL)
 			fn(arg, &info);
 		n++;
@@ -1757,14 +1622,10 @@ hold_due(struct locktab *lt, struct lt_hold *h, uint64_t now)
 	}
 	if (h->lease_op == NULL && now >= h->renew_at) {
 		struct lt_op *op = op_new(lt, OP_RENEW, NULL, NULL, NULL);
-		if (op != NULL) {
-			op->h = h;
-			op->ttl_ms = h->ttl_ms;
-			h->ops++;
-			lease_send(lt, h, op);
-		} else {
-			h->renew_at = now + 1;
-		}
+		op->h = h;
+		op->ttl_ms = h->ttl_ms;
+		h->ops++;
+		lease_send(lt, h, op);
 	}
 	hold_schedule(lt, h);
 }
@@ -1773,8 +1634,11 @@ void
 locktab_tick(struct locktab *lt)
 {
 	uint64_t now = locktab_now(lt);
-	while (lt->heaplen > 0 && lt->heap[0]->when <= now) {
-		struct lt_timer *t = lt->heap[0];
+	struct heap_node *n;
+	while ((n = heap_earliest(&lt->deadlines)) != NULL && n->when <= now) {
+		/* the node is the first member of a timer, the timer the first
+		 * member of what it is embedded in */
+		struct lt_timer *t = (struct lt_timer *)(void *)n;
 		timer_clear(lt, t);
 		if (t->kind == TIMER_WAITER)
 			waiter_expire(lt, (struct lt_waiter *)t);
@@ -1789,28 +1653,28 @@ locktab_tick(struct locktab *lt)
 void
 locktab_shutdown(struct locktab *lt)
 {
+	struct hashtab_iter it;
+	struct hashtab_node *n;
 	lt->closing = true;
-	for (size_t i = 0; i < lt->nbuckets; i++) {
-		struct lt_key *k, *next;
-		for (k = lt->buckets[i]; k; k = next) {
-			struct lt_waiter *w, *wn;
-			struct lt_hold *h, *hn;
-			key_ref(lt, k);
-			for (w = TAILQ_FIRST(&k->waiters); w; w = wn) {
-				wn = TAILQ_NEXT(w, kentry);
-				if (w->state == W_QUEUED)
-					waiter_fail(lt, w, LT_E_CLOSING);
-			}
-			for (h = TAILQ_FIRST(&k->holders); h; h = hn) {
-				hn = TAILQ_NEXT(h, kentry);
-				if (h->owner == NULL) {
-					lt->stats.releases++;
-					hold_release(lt, h, NULL, NULL, NULL);
-				}
-			}
-			next = k->hnext;
-			key_unref(lt, k);
+	hashtab_iter_init(&it, lt->keys);
+	while ((n = hashtab_next(&it)) != NULL) {
+		struct lt_key *k = key_of(n);
+		struct lt_waiter *w, *wn;
+		struct lt_hold *h, *hn;
+		key_ref(lt, k);
+		for (w = TAILQ_FIRST(&k->waiters); w; w = wn) {
+			wn = TAILQ_NEXT(w, kentry);
+			if (w->state == W_QUEUED)
+				waiter_fail(lt, w, LT_E_CLOSING);
 		}
+		for (h = TAILQ_FIRST(&k->holders); h; h = hn) {
+			hn = TAILQ_NEXT(h, kentry);
+			if (h->owner == NULL) {
+				lt->stats.releases++;
+				hold_release(lt, h, NULL, NULL, NULL);
+			}
+		}
+		key_unref(lt, k);
 	}
 	sync_timer(lt);
 }

@@ -2,7 +2,8 @@
  * locktab — the lock table: keys, holders, FIFO waiters, reentrancy,
  * sessions, fences and deadlines.
  *
- * It knows nothing of sockets or of any backend's wire format. Each key has
+ * It knows nothing of sockets, of event-loop timers, of any backend's wire
+ * format, or of how a backend shares keys with other daemons. Each key has
  * a list of holdings and a strict FIFO list of waiters; only waiters at the
  * head that can be granted together are sent to the backend, so only they
  * contend there. Holdings bound to an owner (a session) are renewed every
@@ -25,8 +26,8 @@
  *
  * Callbacks (done, lost) must not call back into the table: they record the
  * outcome and return; the caller acts on it later from the event loop. A done
- * callback normally comes later, from the event loop; only when memory runs
- * out may it come before the call that returned LT_PENDING has returned.
+ * callback always comes later, from the event loop, never before the call
+ * that returned LT_PENDING has returned. Allocations do not fail (xmalloc).
  */
 #ifndef DLOCKD_LOCKTAB_H
 #define DLOCKD_LOCKTAB_H
@@ -53,7 +54,6 @@ enum lt_status {
 	LT_E_WAITERS,		/* max_waiters_per_key reached */
 	LT_E_LOCKS,		/* max_locks_per_session reached */
 	LT_E_BACKEND,		/* the backend failed */
-	LT_E_NOMEM,		/* out of memory */
 	LT_E_CLOSING		/* the table is shutting down */
 };
 
@@ -122,8 +122,6 @@ struct lt_limits {
 	uint64_t max_waiters_per_key;	/* queued LOCKs per key */
 	uint64_t max_locks_per_owner;	/* holdings (detached ones it took
 					 * included) and waits per owner */
-	uint64_t max_handoffs;		/* consecutive handoffs of a key that other
-					 * daemons wait for; 0: no limit */
 	uint64_t margin_percent;	/* safety margin, percent of the TTL */
 	uint64_t lock_delay_ms;		/* after a loss, the key stays taken this
 					 * long past the lease's end */
@@ -131,7 +129,7 @@ struct lt_limits {
 
 /*
  * A new table on backend be (not owned; the table sets be->up). clock NULL
- * uses clock_ms() (CLOCK_BOOTTIME). NULL when out of memory. Caller owns it.
+ * uses clock_ms() (CLOCK_BOOTTIME). Never NULL; the caller owns it.
  */
 struct locktab *locktab_create(struct backend *be, const struct lt_limits *limits,
     lt_clock_fn *clock, void *clock_arg, lt_rearm_cb *rearm, void *rearm_arg);
@@ -145,7 +143,7 @@ int locktab_idle(const struct locktab *lt);
 uint64_t locktab_now(const struct locktab *lt);
 
 /* A new owner (session) with an id for logs and a lost callback (may be
- * NULL). NULL when out of memory. */
+ * NULL). Never NULL; locktab_owner_destroy frees it. */
 struct lt_owner *locktab_owner_create(struct locktab *lt, uint64_t id, lt_lost_cb *lost,
     void *arg);
 /* Destroy an owner: its waits are cancelled, its bound holdings released,

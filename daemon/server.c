@@ -88,8 +88,7 @@ server_create(struct event_base *base, const struct conf *conf, struct backend *
 {
 	struct server *srv = xcalloc(1, sizeof(*srv));
 	struct lt_limits limits = { (uint64_t)conf->max_waiters_per_key,
-	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->backend_handoff_limit,
-	    (uint64_t)conf->margin_percent, (uint64_t)conf->lock_delay_ms };
+	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->margin_percent, (uint64_t)conf->lock_delay_ms };
 	struct timeval tv = tv_ms(CLOCK_CHECK_MS);
 
 	srv->base = base;

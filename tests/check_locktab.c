@@ -1,10 +1,11 @@
 /*
  * check_locktab — unit tests of the lock table (daemon/locktab.c).
  *
- * Most tests drive the table through a fake backend that records every
- * operation the table asks for (kind, key, token, ttl, mode) and completes
- * it only when the test says so, and through a clock the test moves by hand:
- * every interleaving is chosen by the test and every outcome is exact. A few
+ * Most tests drive the table through the fake backend (tests/fake_backend.c)
+ * that records every operation the table asks for (kind, key, token, ttl,
+ * mode, handoffs) and completes it only when the test says so, and through
+ * its clock, which the test moves by hand: every interleaving is chosen by
+ * the test and every outcome is exact. A few
  * tests run on the memory backend and a real event loop. A randomized test
  * with a fixed seed checks the table against a simple model.
  *
@@ -21,6 +22,7 @@
 #include <event2/event.h>
 
 #include "backend.h"
+#include "fake_backend.h"
 #include "locktab.h"
 #include "log.h"
 
@@ -36,199 +38,9 @@
 } while (0)
 
 #define NOWN 8			/* owners every fixture creates */
-#define FK_KEYMAX 64		/* longest key the fake backend records */
 #define WAIT_FOREVER (-1)
 
-/* ---- the fake backend ---------------------------------------------------- */
-
-enum fk_kind { FK_ACQUIRE, FK_RELEASE, FK_RENEW, FK_TRANSFER, FK_NKINDS };
-
-/* One operation the table asked the fake backend for. */
-struct fk_op {
-	enum fk_kind kind;		/* which operation */
-	char key[FK_KEYMAX];		/* its key (NUL-terminated copy) */
-	size_t keylen;			/* the key's length */
-	enum lock_mode mode;		/* the lease's mode */
-	unsigned limit;			/* its permits */
-	char token[TOKEN_LEN + 1];	/* the lease (transfer: the old one) */
-	char to[TOKEN_LEN + 1];		/* transfer: the new lease */
-	uint64_t ttl_ms;		/* lease asked for (transfer: the new one's) */
-	uint64_t at;			/* the test clock when asked */
-	int yield;			/* acquire: give way to other daemons */
-	be_cb *cb;			/* the table's completion */
-	void *arg;			/* and its argument */
-	bool done;			/* completed */
-};
-
-/* The fake backend's state. */
-struct fake {
-	struct fk_op *ops;		/* every operation asked, oldest first */
-	size_t nops, cap;		/* used and allocated entries of ops */
-	size_t *pend;			/* indexes into ops not completed, oldest first */
-	size_t npend, pcap;		/* used and allocated entries of pend */
-	unsigned count[FK_NKINDS];	/* operations asked, by kind */
-	uint64_t fence;			/* last fence drain() handed out */
-	int contended;			/* what BE_OK answers say of other daemons */
-	uint64_t valid_cut;		/* BE_OK answers promise the TTL less this */
-};
-
-static struct fake fk;		/* the fake backend of the running test */
-static struct backend fbe;	/* its backend instance */
-static uint64_t clk;		/* the test clock, in ms */
 static uint64_t delay_ms;	/* the table's lock-delay */
-
-/* Record an operation; the pointer is valid until the next one. */
-static struct fk_op *
-fk_record(enum fk_kind kind, const struct be_lock *l, be_cb *cb, void *arg)
-{
-	if (fk.nops == fk.cap) {
-		fk.cap = fk.cap ? fk.cap * 2 : 64;
-		fk.ops = realloc(fk.ops, fk.cap * sizeof(*fk.ops));
-		REQUIRE(fk.ops != NULL);
-	}
-	if (fk.npend == fk.pcap) {
-		fk.pcap = fk.pcap ? fk.pcap * 2 : 64;
-		fk.pend = realloc(fk.pend, fk.pcap * sizeof(*fk.pend));
-		REQUIRE(fk.pend != NULL);
-	}
-	struct fk_op *op = &fk.ops[fk.nops];
-	memset(op, 0, sizeof(*op));
-	op->kind = kind;
-	REQUIRE(l->keylen < FK_KEYMAX);
-	memcpy(op->key, l->key, l->keylen);
-	op->keylen = l->keylen;
-	op->mode = l->mode;
-	op->limit = l->limit;
-	REQUIRE(strlen(l->token) == TOKEN_LEN);
-	memcpy(op->token, l->token, TOKEN_LEN + 1);
-	op->ttl_ms = l->ttl_ms;
-	op->yield = l->yield;
-	op->at = clk;
-	op->cb = cb;
-	op->arg = arg;
-	fk.pend[fk.npend++] = fk.nops++;
-	fk.count[kind]++;
-	return op;
-}
-
-static void
-fk_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
-{
-	(void)be;
-	fk_record(FK_ACQUIRE, l, cb, arg);
-}
-
-static void
-fk_release(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
-{
-	(void)be;
-	fk_record(FK_RELEASE, l, cb, arg);
-}
-
-static void
-fk_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
-{
-	(void)be;
-	fk_record(FK_RENEW, l, cb, arg);
-}
-
-static void
-fk_transfer(struct backend *be, const struct be_lock *from, const struct be_lock *to,
-    be_cb *cb, void *arg)
-{
-	(void)be;
-	ck_assert_uint_eq(from->keylen, to->keylen);
-	ck_assert_uint_eq(strlen(to->token), TOKEN_LEN);
-	struct fk_op *op = fk_record(FK_TRANSFER, from, cb, arg);
-	memcpy(op->to, to->token, TOKEN_LEN + 1);
-	op->ttl_ms = to->ttl_ms;
-	op->mode = to->mode;
-}
-
-/* The fake backend, with and without the optional transfer. */
-static const struct backend_ops fake_ops = {
-	.name = "fake",
-	.acquire = fk_acquire,
-	.release = fk_release,
-	.renew = fk_renew,
-	.transfer = fk_transfer,
-};
-static const struct backend_ops fake_ops_nt = {
-	.name = "fake-no-transfer",
-	.acquire = fk_acquire,
-	.release = fk_release,
-	.renew = fk_renew,
-};
-
-/* The pending operation at position pos (0: the oldest); valid until the
- * next operation is recorded. */
-static struct fk_op *
-fk_pending(size_t pos)
-{
-	REQUIRE(pos < fk.npend);
-	return &fk.ops[fk.pend[pos]];
-}
-
-/* Complete the pending operation at position pos with st (and fence). */
-static void
-fk_complete_at(size_t pos, enum be_status st, uint64_t fence)
-{
-	REQUIRE(pos < fk.npend);
-	size_t i = fk.pend[pos];
-	memmove(&fk.pend[pos], &fk.pend[pos + 1], (fk.npend - pos - 1) * sizeof(*fk.pend));
-	fk.npend--;
-	fk.ops[i].done = true;
-	be_cb *cb = fk.ops[i].cb;
-	void *arg = fk.ops[i].arg;
-	uint64_t valid = fk.ops[i].ttl_ms > fk.valid_cut ? fk.ops[i].ttl_ms - fk.valid_cut : 0;
-	struct be_reply r = { st, st == BE_OK ? fence : 0, st == BE_OK ? valid : 0,
-	    st == BE_OK ? NULL : "the fake backend says so", st == BE_OK ? fk.contended : 0 };
-	cb(arg, &r);
-}
-
-/* Complete the oldest pending operation. */
-static void
-fk_complete(enum be_status st, uint64_t fence)
-{
-	fk_complete_at(0, st, fence);
-}
-
-/* Position of the oldest pending operation of kind for token (NULL: any), or
- * -1. A transfer matches its old or its new token. */
-static long
-fk_find(enum fk_kind kind, const char *token)
-{
-	for (size_t p = 0; p < fk.npend; p++) {
-		const struct fk_op *op = &fk.ops[fk.pend[p]];
-		if (op->kind != kind)
-			continue;
-		if (token == NULL || strcmp(op->token, token) == 0 ||
-		    (kind == FK_TRANSFER && strcmp(op->to, token) == 0))
-			return (long)p;
-	}
-	return -1;
-}
-
-/* Check that the pending operation at pos is of kind on key. */
-static struct fk_op *
-fk_expect(size_t pos, enum fk_kind kind, const char *key)
-{
-	struct fk_op *op = fk_pending(pos);
-	ck_assert_int_eq(op->kind, kind);
-	ck_assert_str_eq(op->key, key);
-	ck_assert_uint_eq(op->keylen, strlen(key));
-	return op;
-}
-
-/* Complete everything pending with BE_OK, and what that leads to. */
-static void
-drain(void)
-{
-	for (unsigned n = 0; fk.npend > 0; n++) {
-		ck_assert_uint_lt(n, 1000000);
-		fk_complete(BE_OK, ++fk.fence);
-	}
-}
 
 /* ---- the table under test, its owners and callbacks ---------------------- */
 
@@ -260,14 +72,7 @@ static unsigned rearm_calls;		/* rearm hook calls */
 static uint64_t rearm_when;		/* the last deadline it was told */
 static struct event_base *base;		/* memory backend tests: the loop */
 static struct backend *mbe;		/* and the backend */
-static const struct lt_limits limits_default = { 10000, 10000, 16, 10, 0 };	/* the daemon's */
-
-static uint64_t
-test_clock(void *arg)
-{
-	(void)arg;
-	return clk;
-}
+static const struct lt_limits limits_default = { 10000, 10000, 10, 0 };	/* the daemon's */
 
 static void
 test_rearm(void *arg, uint64_t when)
@@ -304,7 +109,7 @@ on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *r
 	memcpy(c->lost_key, key, keylen);
 	c->lost_key[keylen] = '\0';
 	c->lost_fence = fence;
-	c->lost_clock = clk;
+	c->lost_clock = fk_now;
 	snprintf(c->lost_reason, sizeof(c->lost_reason), "%s", reason);
 }
 
@@ -316,7 +121,7 @@ table_start(struct backend *be, const struct lt_limits *limits)
 	rearm_calls = 0;
 	rearm_when = LT_NEVER;
 	memset(O, 0, sizeof(O));
-	lt = locktab_create(be, limits, test_clock, NULL, test_rearm, NULL);
+	lt = locktab_create(be, limits, fk_clock, NULL, test_rearm, NULL);
 	ck_assert_ptr_nonnull(lt);
 	ck_assert_ptr_eq(be->up.arg, lt);
 	ck_assert_ptr_nonnull(be->up.wakeup);
@@ -347,25 +152,21 @@ kill_all(void)
 static void
 fake_start(const struct backend_ops *ops)
 {
-	memset(&fk, 0, sizeof(fk));
-	memset(&fbe, 0, sizeof(fbe));
-	fbe.ops = ops;
-	fbe.priv = &fk;
-	clk = 1000;
+	fk_start(ops);
 	delay_ms = 0;
-	table_start(&fbe, &limits_default);
+	table_start(&fk_be, &limits_default);
 }
 
 static void
 setup_fake(void)
 {
-	fake_start(&fake_ops);
+	fake_start(&fk_ops);
 }
 
 static void
 setup_fake_nt(void)
 {
-	fake_start(&fake_ops_nt);
+	fake_start(&fk_ops_nt);
 }
 
 /* End a fake backend test: destroy the owners, complete every operation,
@@ -374,13 +175,11 @@ static void
 teardown_fake(void)
 {
 	kill_all();
-	drain();
+	fk_drain();
 	ck_assert(locktab_idle(lt));
 	locktab_destroy(lt);
 	lt = NULL;
-	free(fk.ops);
-	free(fk.pend);
-	memset(&fk, 0, sizeof(fk));
+	fk_stop();
 }
 
 /* Start again with other limits (before anything was locked). */
@@ -390,7 +189,7 @@ restart(const struct lt_limits *limits)
 	kill_all();
 	ck_assert(locktab_idle(lt));
 	locktab_destroy(lt);
-	table_start(&fbe, limits);
+	table_start(&fk_be, limits);
 }
 
 /* Run the memory backend's completions until the table is idle. */
@@ -406,7 +205,7 @@ flush(void)
 static void
 setup_mem(void)
 {
-	clk = 1000;
+	fk_now = 1000;
 	base = event_base_new();
 	ck_assert_ptr_nonnull(base);
 	mbe = backend_create("memory", base, NULL);
@@ -625,9 +424,9 @@ START_TEST(release_wakes_only_head)
 	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
 	ck_assert_uint_eq(fk.npend, 1);
 	/* more time, ticks and spurious wakeups do not start anyone else */
-	clk += 5000;
+	fk_now += 5000;
 	locktab_tick(lt);
-	fbe.up.wakeup(fbe.up.arg, "k", 1);
+	fk_be.up.wakeup(fk_be.up.arg, "k", 1);
 	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
 	fk_complete(BE_OK, 2);
 	assert_granted(&r[0], 2);
@@ -743,7 +542,7 @@ START_TEST(exclusive_timeout_lets_shared_run)
 	ck_assert_int_eq(lock(2, "k", SHRD, 0, 30000, WAIT_FOREVER, 0, &s2), LT_PENDING);
 	ck_assert_int_eq(lock(3, "k", SHRD, 0, 30000, WAIT_FOREVER, 0, &s3), LT_PENDING);
 	ck_assert_uint_eq(fk.npend, 0);
-	clk += 100;
+	fk_now += 100;
 	locktab_tick(lt);
 	ck_assert_int_eq(x.calls, 1);
 	ck_assert_int_eq(x.st, LT_NOT_GRANTED);
@@ -929,15 +728,15 @@ END_TEST
 START_TEST(wait_timeout)
 {
 	struct res h, w;
-	clk = 5000;
+	fk_now = 5000;
 	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);	/* renewal due at 15000 */
 	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, 500, 0, &w), LT_PENDING);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 5500);
-	clk = 5499;
+	fk_now = 5499;
 	locktab_tick(lt);
 	ck_assert_int_eq(w.calls, 0);
 	ck_assert_uint_eq(status("k").waiters, 1);
-	clk = 5500;
+	fk_now = 5500;
 	locktab_tick(lt);
 	ck_assert_int_eq(w.calls, 1);
 	ck_assert_int_eq(w.st, LT_NOT_GRANTED);
@@ -949,7 +748,7 @@ START_TEST(wait_timeout)
 	ck_assert_uint_eq(fk.npend, 0);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 15000);
 	/* more ticks do not tell it again */
-	clk = 6000;
+	fk_now = 6000;
 	locktab_tick(lt);
 	ck_assert_int_eq(w.calls, 1);
 }
@@ -1046,19 +845,19 @@ START_TEST(busy_then_wakeup)
 	/* the key is taken elsewhere: try-once fails at once */
 	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, 0, 0, &c), LT_NOT_GRANTED);
 	/* neither time nor a wakeup for another key retries */
-	clk += 10000;
+	fk_now += 10000;
 	locktab_tick(lt);
-	fbe.up.wakeup(fbe.up.arg, "other", 5);
-	fbe.up.wakeup(fbe.up.arg, "kk", 2);
+	fk_be.up.wakeup(fk_be.up.arg, "other", 5);
+	fk_be.up.wakeup(fk_be.up.arg, "kk", 2);
 	ck_assert_uint_eq(fk.npend, 0);
 	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 1);
 	/* the wakeup retries the head only, with the same token */
-	fbe.up.wakeup(fbe.up.arg, "k", 1);
+	fk_be.up.wakeup(fk_be.up.arg, "k", 1);
 	ck_assert_uint_eq(fk.npend, 1);
 	ck_assert_str_eq(fk_expect(0, FK_ACQUIRE, "k")->token, t0);
 	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 2);
 	/* a spurious wakeup while it is decided sends nothing more */
-	fbe.up.wakeup(fbe.up.arg, "k", 1);
+	fk_be.up.wakeup(fk_be.up.arg, "k", 1);
 	ck_assert_uint_eq(fk.npend, 1);
 	fk_complete(BE_OK, 9);
 	assert_granted(&a, 9);
@@ -1072,7 +871,7 @@ END_TEST
 START_TEST(busy_wait_deadline)
 {
 	struct res c, d, e;
-	clk = 1000;
+	fk_now = 1000;
 	ck_assert_int_eq(lock(0, "b", EXCL, 0, 30000, 1000, 0, &c), LT_PENDING);
 	/* while the backend decides there is no WAIT deadline */
 	ck_assert_uint_eq(locktab_next_deadline(lt), LT_NEVER);
@@ -1080,10 +879,10 @@ START_TEST(busy_wait_deadline)
 	ck_assert_int_eq(c.calls, 0);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 2000);
 	ck_assert_uint_eq(rearm_when, 2000);
-	clk = 1999;
+	fk_now = 1999;
 	locktab_tick(lt);
 	ck_assert_int_eq(c.calls, 0);
-	clk = 2000;
+	fk_now = 2000;
 	locktab_tick(lt);
 	ck_assert_int_eq(c.calls, 1);
 	ck_assert_int_eq(c.st, LT_NOT_GRANTED);
@@ -1093,7 +892,7 @@ START_TEST(busy_wait_deadline)
 	/* WAIT runs out while the backend decides: its answer decides */
 	ck_assert_int_eq(lock(1, "c", EXCL, 0, 30000, 100, 0, &d), LT_PENDING);
 	ck_assert_int_eq(lock(2, "e", EXCL, 0, 30000, 100, 0, &e), LT_PENDING);
-	clk += 200;
+	fk_now += 200;
 	locktab_tick(lt);
 	ck_assert_int_eq(d.calls, 0);
 	ck_assert_int_eq(e.calls, 0);
@@ -1188,7 +987,7 @@ START_TEST(destroy_while_acquiring)
 	fk_complete(BE_BUSY, 0);
 	ck_assert_uint_eq(fk.npend, 0);
 	ck_assert_uint_eq(status("j").waiters, 1);
-	fbe.up.wakeup(fbe.up.arg, "j", 1);
+	fk_be.up.wakeup(fk_be.up.arg, "j", 1);
 	ck_assert_uint_eq(fk.npend, 1);
 	fk_complete(BE_OK, 7);
 	assert_granted(&d, 7);
@@ -1214,7 +1013,7 @@ START_TEST(destroy_while_holding)
 	ck_assert_uint_eq(st.releases, 2);
 	ck_assert_uint_eq(st.holds, 0);
 	ck_assert_str_eq(status("s").mode, "free");
-	drain();
+	fk_drain();
 	ck_assert_int_eq(b.calls, 1);
 	ck_assert_int_eq(b.st, LT_OK);
 	ck_assert_int_eq(validate("k", b.g.fence), 1);
@@ -1259,10 +1058,10 @@ START_TEST(destroyed_owner_never_called)
 	ck_assert_int_eq(extend(0, "e", 90000, NULL, &ex), LT_PENDING);
 	ck_assert_uint_eq(fk.npend, 3);
 	kill_owner(0);
-	drain();
-	clk += 10000;
+	fk_drain();
+	fk_now += 10000;
 	locktab_tick(lt);
-	drain();
+	fk_drain();
 	ck_assert_int_eq(w0.calls, 0);
 	ck_assert_int_eq(a0.calls, 0);
 	ck_assert_int_eq(ul.calls, 0);
@@ -1288,17 +1087,17 @@ END_TEST
 START_TEST(detach_expires_at_ttl)
 {
 	struct res d, b;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "d", EXCL, 0, 2000, 1, 9, &d);
 	ck_assert_uint_eq(locktab_owner_holds(O[0].o, NULL, NULL), 0);
 	ck_assert_int_eq(lock(1, "d", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
 	ck_assert_uint_eq(fk.npend, 0);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 3000);
-	clk = 2999;
+	fk_now = 2999;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.npend, 0);
 	ck_assert_int_eq(validate("d", 9), 1);
-	clk = 3000;
+	fk_now = 3000;
 	locktab_tick(lt);
 	ck_assert_uint_eq(stats().expired, 1);
 	ck_assert_int_eq(validate("d", 9), 0);
@@ -1343,7 +1142,7 @@ END_TEST
 START_TEST(detach_survives_owner)
 {
 	struct res d, b;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "d", EXCL, 0, 5000, 1, 9, &d);
 	kill_owner(0);
 	ck_assert_uint_eq(fk.npend, 0);
@@ -1353,7 +1152,7 @@ START_TEST(detach_survives_owner)
 	ck_assert_int_eq(s.ttl_ms, 5000);
 	ck_assert_int_eq(validate("d", 9), 1);
 	ck_assert_int_eq(lock(1, "d", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
-	clk = 6000;
+	fk_now = 6000;
 	locktab_tick(lt);
 	/* expiry hands the key straight to the exclusive waiter */
 	ck_assert_uint_eq(fk.npend, 1);
@@ -1396,10 +1195,10 @@ END_TEST
 START_TEST(extend_sets_ttl)
 {
 	struct res h, e, d;
-	clk = 10000;
+	fk_now = 10000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
 	ck_assert_int_eq(status("k").ttl_ms, 3000);
-	clk = 10100;
+	fk_now = 10100;
 	ck_assert_int_eq(status("k").ttl_ms, 2900);
 	ck_assert_int_eq(extend(0, "k", 9000, NULL, &e), LT_PENDING);
 	ck_assert_uint_eq(fk.npend, 1);
@@ -1414,9 +1213,9 @@ START_TEST(extend_sets_ttl)
 	ck_assert_int_eq(status("k").ttl_ms, 9000);
 	/* renewals follow the new TTL: a third of it from the EXTEND */
 	ck_assert_uint_eq(locktab_next_deadline(lt), 13100);
-	clk = 11100;
+	fk_now = 11100;
 	ck_assert_int_eq(status("k").ttl_ms, 8000);
-	clk = 13100;
+	fk_now = 13100;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.npend, 1);
 	ck_assert_uint_eq(fk_expect(0, FK_RENEW, "k")->ttl_ms, 9000);
@@ -1440,10 +1239,10 @@ START_TEST(extend_sets_ttl)
 	ck_assert_int_eq(e.value, 7000);
 	ck_assert_int_eq(status("d").ttl_ms, 7000);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 20100);
-	clk = 20099;
+	fk_now = 20099;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.npend, 0);
-	clk = 20100;
+	fk_now = 20100;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.npend, 1);
 	ck_assert_str_eq(fk_expect(0, FK_RELEASE, "d")->token, d.g.token);
@@ -1454,15 +1253,15 @@ END_TEST
 START_TEST(renewal_every_third)
 {
 	struct res h, d, s;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
 	hold(1, "d", EXCL, 0, 3000, 1, 2, &d);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 2000);
 	ck_assert_uint_eq(rearm_when, 2000);
-	clk = 1999;
+	fk_now = 1999;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.count[FK_RENEW], 0);
-	clk = 2000;
+	fk_now = 2000;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.count[FK_RENEW], 1);
 	struct fk_op *op = fk_expect(0, FK_RENEW, "k");
@@ -1471,24 +1270,24 @@ START_TEST(renewal_every_third)
 	ck_assert_int_eq(op->mode, EXCL);
 	/* while it is out, the next deadline is the point of loss */
 	ck_assert_uint_eq(locktab_next_deadline(lt), 3700);
-	clk = 2500;
+	fk_now = 2500;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.count[FK_RENEW], 1);
 	fk_complete(BE_OK, 0);
 	/* the lease now runs from when the renewal was sent */
 	ck_assert_int_eq(status("k").ttl_ms, 2500);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 3000);
-	clk = 3000;
+	fk_now = 3000;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.count[FK_RENEW], 2);
 	fk_complete(BE_OK, 0);
 	/* at 4000: the third renewal, and the detached lease ends */
-	clk = 4000;
+	fk_now = 4000;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.count[FK_RENEW], 3);
 	ck_assert_int_ge(fk_find(FK_RELEASE, d.g.token), 0);
 	ck_assert_int_lt(fk_find(FK_RENEW, d.g.token), 0);
-	drain();
+	fk_drain();
 	for (size_t i = 0; i < fk.nops; i++)
 		if (fk.ops[i].kind == FK_RENEW)
 			ck_assert_str_eq(fk.ops[i].token, h.g.token);
@@ -1497,7 +1296,7 @@ START_TEST(renewal_every_third)
 
 	/* shared holds are renewed too */
 	hold(2, "s", SHRD, 0, 600, 0, 3, &s);
-	clk += 200;
+	fk_now += 200;
 	locktab_tick(lt);
 	ck_assert_int_ge(fk_find(FK_RENEW, s.g.token), 0);
 }
@@ -1506,10 +1305,10 @@ END_TEST
 START_TEST(renew_notowner_lost)
 {
 	struct res h, b, e, u;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 42, &h);
 	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
-	clk = 2000;
+	fk_now = 2000;
 	locktab_tick(lt);
 	fk_expect(0, FK_RENEW, "k");
 	fk_complete(BE_NOTOWNER, 0);
@@ -1544,13 +1343,13 @@ END_TEST
 START_TEST(lost_then_relock)
 {
 	struct res h, again, u;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
-	clk = 2000;
+	fk_now = 2000;
 	locktab_tick(lt);
 	fk_complete(BE_NOTOWNER, 0);
 	ck_assert_int_eq(O[0].nlost, 1);
-	drain();
+	fk_drain();
 	hold(0, "k", EXCL, 0, 3000, 0, 2, &again);
 	ck_assert_str_ne(again.g.token, h.g.token);
 	ck_assert_int_eq(unlock(0, "k", h.g.token, &u), LT_E_NOTHELD);
@@ -1566,8 +1365,8 @@ fail_renewals_until_lost(int i, uint64_t limit)
 {
 	unsigned renews = 0;
 	while (O[i].nlost == 0) {
-		ck_assert_uint_lt(clk, limit);
-		clk += 10;
+		ck_assert_uint_lt(fk_now, limit);
+		fk_now += 10;
 		locktab_tick(lt);
 		long p;
 		while ((p = fk_find(FK_RENEW, NULL)) >= 0) {
@@ -1582,7 +1381,7 @@ START_TEST(renew_error_until_margin)
 {
 	struct res h;
 	unsigned renews;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
 	renews = fail_renewals_until_lost(0, 1000 + 3000 + 1000);
 	/* declared lost before the lease could have run out at the backend */
@@ -1597,10 +1396,10 @@ START_TEST(renew_error_until_margin)
 	/* the lease is not released before its end: the holder may not have
 	 * heard yet; at its end it is released, in case a late renewal kept it */
 	ck_assert_int_lt(fk_find(FK_RELEASE, h.g.token), 0);
-	clk = 1000 + 3000 - 1;
+	fk_now = 1000 + 3000 - 1;
 	locktab_tick(lt);
 	ck_assert_int_lt(fk_find(FK_RELEASE, h.g.token), 0);
-	clk = 1000 + 3000;
+	fk_now = 1000 + 3000;
 	locktab_tick(lt);
 	ck_assert_int_ge(fk_find(FK_RELEASE, h.g.token), 0);
 }
@@ -1609,16 +1408,16 @@ END_TEST
 START_TEST(renew_unanswered_lost)
 {
 	struct res h, u;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
-	clk = 2000;
+	fk_now = 2000;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.npend, 1);
-	clk = 3699;
+	fk_now = 3699;
 	locktab_tick(lt);
 	ck_assert_int_eq(O[0].nlost, 0);
 	ck_assert_uint_eq(fk.count[FK_RENEW], 1);
-	clk = 3700;
+	fk_now = 3700;
 	locktab_tick(lt);
 	ck_assert_int_eq(O[0].nlost, 1);
 	ck_assert_uint_eq(O[0].lost_clock, 3700);
@@ -1628,8 +1427,8 @@ START_TEST(renew_unanswered_lost)
 	fk_complete_at((size_t)p, BE_OK, 0);
 	ck_assert_int_eq(validate("k", 1), 0);
 	ck_assert_uint_eq(status("k").holders, 0);
-	drain();
-	clk = 10000;
+	fk_drain();
+	fk_now = 10000;
 	locktab_tick(lt);
 	ck_assert_int_eq(O[0].nlost, 1);
 	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_E_LOST);
@@ -1641,12 +1440,12 @@ END_TEST
 START_TEST(extend_in_flight_when_lost)
 {
 	struct res h, d, e, e2, u;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
 	ck_assert_int_eq(extend(0, "k", 60000, NULL, &e), LT_PENDING);
 	ck_assert_uint_eq(fk.npend, 1);
 	/* the backend is slow: at 3700 the lease is declared lost */
-	clk = 3700;
+	fk_now = 3700;
 	locktab_tick(lt);
 	ck_assert_int_eq(O[0].nlost, 1);
 	long p = fk_find(FK_RENEW, h.g.token);
@@ -1666,7 +1465,7 @@ START_TEST(extend_in_flight_when_lost)
 	fk_complete_at((size_t)p, BE_OK, 0);
 	ck_assert_int_eq(e2.calls, 1);
 	ck_assert_int_ne(e2.st, LT_OK);
-	drain();
+	fk_drain();
 	ck_assert_int_eq(u.st, LT_OK);
 	ck_assert_str_eq(status("d").mode, "free");
 }
@@ -1699,68 +1498,184 @@ start_transfer(struct res *h, struct res *b, struct res *u, char to[TOKEN_LEN + 
 	ck_assert_uint_eq(s.waiters, 1);
 }
 
-/* Consecutive handoffs: unlimited while no other daemon waits; once the
- * backend says others wait, max_handoffs (16) in a row, then a plain release
- * lets everyone contend, and the local waiter acquires like them. */
+/* Handoffs of a key in a row are counted and told to the backend with each
+ * transfer (from's be_lock.handoffs); the table sets no limit of its own.
+ * The backend may refuse a transfer to let other daemons in (BE_BUSY). */
 static struct res alt[2];	/* alternate_handoffs: outlive the call */
 
+/* Owner from unlocks "k": the table asks for a transfer that says handoffs
+ * came before it, the backend grants it with fence, to is told so, and the
+ * UNLOCK is done. */
 static void
-alternate_handoffs(int n, bool contended)
+handoff(int from, unsigned handoffs, uint64_t fence, struct res *to)
 {
-	struct res *r = alt, u;
-	fk.contended = contended;
+	struct res u;
+	ck_assert_int_eq(unlock(from, "k", NULL, &u), LT_PENDING);
+	struct fk_op *op = fk_expect(0, FK_TRANSFER, "k");
+	ck_assert_uint_eq(op->handoffs, handoffs);
+	fk_complete(BE_OK, fence);
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_OK);
+	assert_granted(to, fence);
+}
+
+/* Owner 0 holds "k" (fence 1) and owners 0 and 1 hand it to each other n
+ * times in a row (fences 2 ..), each locking again at once: transfer i says
+ * that i handoffs came before it. Then owner n % 2 holds the key (fence
+ * n + 1) and the other waits. */
+static void
+alternate_handoffs(int n)
+{
+	struct res *r = alt;
 	hold(0, "k", EXCL, 0, 30000, 0, 1, &r[0]);
 	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &r[1]), LT_PENDING);
 	for (int i = 0; i < n; i++) {
 		int from = i % 2, to = 1 - from;
-		ck_assert_int_eq(unlock(from, "k", NULL, &u), LT_PENDING);
-		fk_expect(0, FK_TRANSFER, "k");
-		fk_complete(BE_OK, (uint64_t)i + 2);
-		ck_assert_int_eq(u.st, LT_OK);
-		assert_granted(&r[to], (uint64_t)i + 2);
+		handoff(from, (unsigned)i, (uint64_t)i + 2, &r[to]);
+		ck_assert_str_ne(r[to].g.token, r[from].g.token);
 		ck_assert_int_eq(lock(from, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &r[from]),
 		    LT_PENDING);
 	}
 }
 
-START_TEST(handoffs_unlimited_uncontended)
+START_TEST(handoffs_counted_and_passed)
 {
 	struct res u;
-	alternate_handoffs(40, false);
+	alternate_handoffs(40);
+	ck_assert_uint_eq(stats().handoffs, 40);
+	/* the 41st is a transfer too, after 40 in a row */
 	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
-	fk_expect(0, FK_TRANSFER, "k");
+	ck_assert_uint_eq(fk_expect(0, FK_TRANSFER, "k")->handoffs, 40);
+	/* nothing but a transfer carries a count */
+	for (size_t i = 0; i < fk.nops; i++)
+		if (fk.ops[i].kind != FK_TRANSFER)
+			ck_assert_uint_eq(fk.ops[i].handoffs, 0);
 }
 END_TEST
 
-START_TEST(handoffs_capped_when_contended)
+/* An acquire starts a new run: here after a transfer that found the old
+ * lease ended, with no release in between. */
+START_TEST(handoffs_reset_by_acquire)
 {
-	struct res u;
-	alternate_handoffs(16, true);
-	/* the 17th release goes to everyone */
-	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
-	fk_expect(0, FK_RELEASE, "k");
-	/* and the local waiter's acquire gives way once */
-	ck_assert_int_eq(fk_expect(1, FK_ACQUIRE, "k")->yield, 1);
-	ck_assert_uint_eq(fk.count[FK_TRANSFER], 16);
-	fk_complete(BE_OK, 0);
-	ck_assert_int_eq(u.st, LT_OK);
-	/* it gave way: the wakeup its own release message brings is ignored
-	 * for a moment, so that the daemon that waits can take the key */
-	fk_complete(BE_BUSY, 0);
-	ck_assert_uint_eq(status("k").waiters, 1);
-	fbe.up.wakeup(fbe.up.arg, "k", 1);
-	fbe.up.wakeup(fbe.up.arg, NULL, 0);
-	ck_assert_uint_eq(fk.npend, 0);
-	clk += 80;
-	fbe.up.wakeup(fbe.up.arg, "k", 1);
-	ck_assert_int_eq(fk_expect(0, FK_ACQUIRE, "k")->yield, 0);
-	fk_complete(BE_OK, 100);
-	ck_assert_uint_eq(status("k").fence, 100);
-	/* a fresh acquire starts a new run of handoffs */
-	struct res w;
-	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	struct res u, w;
+	alternate_handoffs(3);		/* owner 1 holds, owner 0 waits */
 	ck_assert_int_eq(unlock(1, "k", NULL, &u), LT_PENDING);
+	ck_assert_uint_eq(fk_expect(0, FK_TRANSFER, "k")->handoffs, 3);
+	fk_complete(BE_NOTOWNER, 0);
+	ck_assert_int_eq(u.st, LT_E_LOST);
+	ck_assert_uint_eq(fk_expect(0, FK_ACQUIRE, "k")->handoffs, 0);
+	fk_complete(BE_OK, 10);
+	assert_granted(&alt[0], 10);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	handoff(0, 0, 11, &w);
+}
+END_TEST
+
+/* A release (nobody to hand the key to) ends the run too. */
+START_TEST(handoffs_reset_by_release)
+{
+	struct res h, w;
+	alternate_handoffs(3);		/* owner 1 holds, owner 0 waits */
+	ck_assert_uint_eq(locktab_owner_cancel(O[0].o), 1);
+	release(1, "k");
+	hold(0, "k", EXCL, 0, 30000, 0, 10, &h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	handoff(0, 0, 11, &w);
+}
+END_TEST
+
+/*
+ * The backend gives way to other daemons: BE_BUSY to a transfer means the
+ * old lease was released and the waiter not granted. The UNLOCK is done;
+ * the waiter keeps its place, nobody is granted the key here until the
+ * backend's wakeup, which starts the waiter again.
+ */
+START_TEST(transfer_busy_gives_way)
+{
+	struct res u, t, n;
+	alternate_handoffs(4);		/* owner 0 holds (fence 5), owner 1 waits */
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
+	struct fk_op *op = fk_expect(0, FK_TRANSFER, "k");
+	ck_assert_uint_eq(op->handoffs, 4);
+	char to[TOKEN_LEN + 1];
+	memcpy(to, op->to, sizeof(to));
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(u.calls, 1);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_int_eq(u.value, 0);
+	ck_assert_int_eq(alt[1].calls, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+	struct lt_key_status s = status("k");
+	ck_assert_uint_eq(s.holders, 0);
+	ck_assert_uint_eq(s.waiters, 1);
+	ck_assert_int_eq(validate("k", 5), 0);
+	ck_assert_uint_eq(stats().handoffs, 4);
+	ck_assert_uint_eq(stats().releases, 5);
+
+	/* nobody is granted the key here meanwhile */
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, 0, 0, &n), LT_NOT_GRANTED);
+	ck_assert_int_eq(lock(3, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &t), LT_PENDING);
+	fk_now += 200;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 0);
+
+	/* the wakeup starts the head again, for the same lease */
+	fk_be.up.wakeup(fk_be.up.arg, "k", 1);
+	ck_assert_uint_eq(fk.npend, 1);
+	op = fk_expect(0, FK_ACQUIRE, "k");
+	ck_assert_str_eq(op->token, to);
+	ck_assert_uint_eq(op->handoffs, 0);
+	fk_complete(BE_OK, 100);
+	assert_granted(&alt[1], 100);
+	ck_assert_str_eq(alt[1].g.token, to);
+	ck_assert_int_eq(t.calls, 0);
+
+	/* and a new run of handoffs starts */
+	handoff(1, 0, 101, &t);
+}
+END_TEST
+
+/* A waiter the backend gave way for still ends at its WAIT. */
+START_TEST(transfer_busy_wait_times_out)
+{
+	struct res h, b, u;
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, 500, 0, &b), LT_PENDING);
+	fk_now += 100;
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
 	fk_expect(0, FK_TRANSFER, "k");
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_int_eq(b.calls, 0);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1500);
+	fk_now = 1499;
+	locktab_tick(lt);
+	ck_assert_int_eq(b.calls, 0);
+	fk_now = 1500;
+	locktab_tick(lt);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.st, LT_NOT_GRANTED);
+	ck_assert_uint_eq(status("k").waiters, 0);
+	ck_assert_uint_eq(stats().timeouts, 1);
+	/* a wakeup that comes late finds nobody to start */
+	fk_be.up.wakeup(fk_be.up.arg, "k", 1);
+	ck_assert_uint_eq(fk.npend, 0);
+}
+END_TEST
+
+/* Giving way while the table shuts down: the waiter is told so. */
+START_TEST(transfer_busy_while_closing)
+{
+	struct res h, b, u;
+	char to[TOKEN_LEN + 1];
+	start_transfer(&h, &b, &u, to);
+	locktab_shutdown(lt);
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(u.st, LT_OK);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.st, LT_E_CLOSING);
+	ck_assert_uint_eq(status("k").waiters, 0);
+	ck_assert_uint_eq(fk.npend, 0);
 }
 END_TEST
 
@@ -1773,7 +1688,7 @@ START_TEST(wakeup_all_keys)
 	fk_complete(BE_BUSY, 0);
 	fk_complete(BE_BUSY, 0);
 	ck_assert_uint_eq(fk.npend, 0);
-	fbe.up.wakeup(fbe.up.arg, NULL, 0);
+	fk_be.up.wakeup(fk_be.up.arg, NULL, 0);
 	ck_assert_uint_eq(fk.npend, 2);
 	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 4);
 }
@@ -1784,12 +1699,12 @@ END_TEST
 START_TEST(renewals_batched)
 {
 	struct res a, b;
-	clk = 1010;
+	fk_now = 1010;
 	hold(0, "a", EXCL, 0, 30000, 0, 1, &a);
-	clk = 1070;
+	fk_now = 1070;
 	hold(1, "b", EXCL, 0, 30000, 0, 2, &b);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 11100);
-	clk = 11100;
+	fk_now = 11100;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.count[FK_RENEW], 2);
 }
@@ -1894,7 +1809,7 @@ END_TEST
 
 START_TEST(limits_waiters_and_locks)
 {
-	static const struct lt_limits lim = { 2, 3, 16, 10, 0 };
+	static const struct lt_limits lim = { 2, 3, 10, 0 };
 	struct res r, a, b, c, w;
 	restart(&lim);
 	hold(0, "k", EXCL, 0, 30000, 0, 1, &r);
@@ -1942,7 +1857,7 @@ START_TEST(status_and_validate)
 	ck_assert_int_eq(s.ttl_ms, -1);
 	ck_assert_uint_eq(s.limit, 0);
 
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "e", EXCL, 0, 3000, 0, 11, &r);
 	ck_assert_int_eq(lock(1, "e", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
 	s = status("e");
@@ -1952,7 +1867,7 @@ START_TEST(status_and_validate)
 	ck_assert_uint_eq(s.fence, 11);
 	ck_assert_int_eq(s.ttl_ms, 3000);
 	ck_assert_uint_eq(s.limit, 0);
-	clk = 1500;
+	fk_now = 1500;
 	ck_assert_int_eq(status("e").ttl_ms, 2500);
 
 	hold(2, "s", SHRD, 0, 3000, 0, 12, &r);
@@ -2223,7 +2138,7 @@ END_TEST
 START_TEST(deadline_and_rearm)
 {
 	struct res h, a, b, x;
-	clk = 1000;
+	fk_now = 1000;
 	ck_assert_uint_eq(locktab_next_deadline(lt), LT_NEVER);
 	ck_assert_uint_eq(rearm_calls, 0);
 	hold(0, "h", EXCL, 0, 3000, 0, 1, &h);
@@ -2238,7 +2153,7 @@ START_TEST(deadline_and_rearm)
 	ck_assert_int_eq(lock(2, "h", EXCL, 0, 3000, 800, 0, &b), LT_PENDING);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 1500);
 	ck_assert_uint_eq(rearm_calls, 2);
-	clk = 1500;
+	fk_now = 1500;
 	locktab_tick(lt);
 	ck_assert_int_eq(a.st, LT_NOT_GRANTED);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 1800);
@@ -2260,7 +2175,7 @@ START_TEST(deadline_and_rearm)
 	ck_assert_uint_eq(locktab_next_deadline(lt), 1550);
 	ck_assert_uint_eq(rearm_when, 1550);
 	ck_assert_uint_eq(rearm_calls, 6);
-	clk = 1550;
+	fk_now = 1550;
 	locktab_tick(lt);
 	ck_assert_int_eq(x.st, LT_NOT_GRANTED);
 	ck_assert_uint_eq(rearm_when, LT_NEVER);
@@ -2383,7 +2298,7 @@ START_TEST(mem_destroy_in_flight)
 	s = status("k");
 	ck_assert_uint_eq(s.holders, 0);
 	ck_assert_uint_eq(s.waiters, 0);
-	clk += 2000;		/* the last loss's log window ends */
+	fk_now += 2000;		/* the last loss's log window ends */
 	locktab_tick(lt);
 	struct lt_stats st = stats();
 	ck_assert_uint_eq(st.holds, 0);
@@ -2401,7 +2316,7 @@ START_TEST(mem_bound_lease_is_local)
 	flush();
 	ck_assert_int_eq(a.st, LT_OK);
 	ck_assert_uint_eq(locktab_next_deadline(lt), LT_NEVER);
-	clk += 10 * 100;
+	fk_now += 10 * 100;
 	locktab_tick(lt);
 	flush();
 	ck_assert_uint_eq(stats().lost, 0);
@@ -2420,7 +2335,7 @@ START_TEST(mem_detach_expiry)
 	ck_assert_int_eq(lock(1, "d", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
 	flush();
 	ck_assert_int_eq(b.calls, 0);
-	clk += 100;
+	fk_now += 100;
 	locktab_tick(lt);
 	flush();
 	ck_assert_int_eq(b.calls, 1);
@@ -2462,6 +2377,7 @@ struct r_key {
 	unsigned nholders;		/* holdings */
 	unsigned nexcl;			/* exclusive holdings */
 	uint64_t last_fence;		/* last fence granted */
+	unsigned handoffs;		/* transfers granted since the last acquire */
 };
 
 /* The model. */
@@ -2478,6 +2394,7 @@ struct rmodel {
 	uint64_t seq;			/* LOCKs so far */
 	uint64_t rng;			/* random state */
 	uint64_t grants, refused, lost, reentrant, busy;	/* what happened */
+	uint64_t yields;		/* transfers answered BUSY */
 };
 
 static struct rmodel rm;		/* the model of the running randomized test */
@@ -2650,7 +2567,9 @@ r_act(struct r_owner *ro)
 		}
 		return;
 	}
-	int k = (int)rnd_below((unsigned)rm.nkeys);
+	/* now and then a key it holds: reentrancy, or another mode */
+	int k = ro->nholds > 0 && rnd_below(8) == 0 ? ro->holds[rnd_below(ro->nholds)].key :
+	    (int)rnd_below((unsigned)rm.nkeys);
 	struct r_key *rk = &rm.keys[k];
 	enum lock_mode mode = rk->sem ? SEMA : rnd_below(2) ? EXCL : SHRD;
 	static const uint64_t ttls[] = { 1000, 3000, 30000 };
@@ -2689,7 +2608,22 @@ r_act(struct r_owner *ro)
 	rm.refused++;
 }
 
-/* The fake backend answers one pending operation, picked at random. */
+/* The fake backend answers BE_BUSY for key k: it owes a wakeup. */
+static void
+r_busy(size_t pos, int k)
+{
+	if (rm.nwake == rm.wcap) {
+		rm.wcap = rm.wcap ? rm.wcap * 2 : 64;
+		rm.wake = realloc(rm.wake, rm.wcap * sizeof(*rm.wake));
+		ck_assert_ptr_nonnull(rm.wake);
+	}
+	rm.wake[rm.nwake++] = k;
+	rm.busy++;
+	fk_complete_at(pos, BE_BUSY, 0);
+}
+
+/* The fake backend answers one pending operation, picked at random. A
+ * transfer must carry the handoffs of its key since the last acquire. */
 static void
 r_answer(void)
 {
@@ -2700,27 +2634,30 @@ r_answer(void)
 	size_t pos = rnd_below(fk.npend < 8 || rnd_below(8) == 0 ? (unsigned)fk.npend : 8);
 	struct fk_op *op = fk_pending(pos);
 	unsigned dice = rnd_below(100);
+	int k = atoi(op->key + 2);
+	struct r_key *rk = &rm.keys[k];
 	switch (op->kind) {
 	case FK_ACQUIRE:
+		REQUIRE(op->handoffs == 0);
 		if (dice < 3) {
-			int k = atoi(op->key + 2);
-			if (rm.nwake == rm.wcap) {
-				rm.wcap = rm.wcap ? rm.wcap * 2 : 64;
-				rm.wake = realloc(rm.wake, rm.wcap * sizeof(*rm.wake));
-				ck_assert_ptr_nonnull(rm.wake);
-			}
-			rm.wake[rm.nwake++] = k;
-			rm.busy++;
-			fk_complete_at(pos, BE_BUSY, 0);
+			r_busy(pos, k);
 		} else {
+			rk->handoffs = 0;
 			fk_complete_at(pos, BE_OK, ++fk.fence);
 		}
 		break;
 	case FK_TRANSFER:
-		if (dice < 5)
+		REQUIRE(op->handoffs == rk->handoffs);
+		if (dice < 5) {
 			fk_complete_at(pos, BE_NOTOWNER, 0);
-		else
+		} else if (dice < 12 || (op->handoffs >= 4 && dice < 50)) {
+			/* the backend gives way, often once a run is long */
+			rm.yields++;
+			r_busy(pos, k);
+		} else {
+			rk->handoffs++;
 			fk_complete_at(pos, BE_OK, ++fk.fence);
+		}
 		break;
 	case FK_RENEW:
 		fk_complete_at(pos, dice < 2 ? BE_NOTOWNER : BE_OK, 0);
@@ -2746,7 +2683,7 @@ r_wakeup(void)
 		k = (int)rnd_below((unsigned)rm.nkeys);
 	}
 	r_keyname(k, name, sizeof(name));
-	fbe.up.wakeup(fbe.up.arg, name, strlen(name));
+	fk_be.up.wakeup(fk_be.up.arg, name, strlen(name));
 }
 
 /* The table agrees with the model on every key and on the counters. */
@@ -2817,7 +2754,7 @@ r_run(bool memory, int nkeys, int nowners, int steps, uint64_t seed)
 			}
 		} else if (dice < 90) {
 			/* now and then a stall: grants come late, leases are lost */
-			clk += rnd_below(40) == 0 ? 300 + rnd_below(1000) : 1 + rnd_below(20);
+			fk_now += rnd_below(40) == 0 ? 300 + rnd_below(1000) : 1 + rnd_below(20);
 			locktab_tick(lt);
 		} else if (dice < 94) {
 			if (!memory)
@@ -2840,6 +2777,7 @@ r_run(bool memory, int nkeys, int nowners, int steps, uint64_t seed)
 	ck_assert_uint_gt(rm.reentrant, 0);
 	if (!memory) {
 		ck_assert_uint_gt(rm.busy, 0);
+		ck_assert_uint_gt(rm.yields, 0);
 		ck_assert_uint_gt(rm.lost, 0);
 		ck_assert_uint_gt(stats().late_grants, 0);
 		ck_assert_uint_gt(fk.count[FK_TRANSFER], 0);
@@ -2856,15 +2794,15 @@ r_run(bool memory, int nkeys, int nowners, int steps, uint64_t seed)
 			fk_complete(BE_OK, ++fk.fence);
 		} else if (rm.nwake == 0) {
 			/* the keys of lost holdings are free once their leases end */
-			clk += 100000;
+			fk_now += 100000;
 			locktab_tick(lt);
 		} else {
 			char name[32];
 			r_keyname(rm.wake[--rm.nwake], name, sizeof(name));
-			fbe.up.wakeup(fbe.up.arg, name, strlen(name));
+			fk_be.up.wakeup(fk_be.up.arg, name, strlen(name));
 		}
 	}
-	clk += 2000;		/* the last loss's log window ends */
+	fk_now += 2000;		/* the last loss's log window ends */
 	locktab_tick(lt);
 	struct lt_stats st = stats();
 	ck_assert_uint_eq(st.holds, 0);
@@ -2919,16 +2857,16 @@ restart_delay(uint64_t delay)
 START_TEST(extend_waits_for_renewal)
 {
 	struct res h, e;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
-	clk = 2000;
+	fk_now = 2000;
 	locktab_tick(lt);
 	fk_expect(0, FK_RENEW, "k");
 	ck_assert_uint_eq(fk_pending(0)->ttl_ms, 3000);
-	clk = 2100;
+	fk_now = 2100;
 	ck_assert_int_eq(extend(0, "k", 60000, NULL, &e), LT_PENDING);
 	ck_assert_uint_eq(fk.npend, 1);		/* not sent yet */
-	clk = 2400;
+	fk_now = 2400;
 	fk_complete(BE_OK, 0);			/* the renewal: lease to 2000 + 3000 */
 	ck_assert_int_eq(e.calls, 0);
 	ck_assert_uint_eq(fk.npend, 1);		/* now the EXTEND goes */
@@ -2936,7 +2874,7 @@ START_TEST(extend_waits_for_renewal)
 	ck_assert_uint_eq(op->ttl_ms, 60000);
 	ck_assert_uint_eq(op->at, 2400);
 	ck_assert_int_eq(status("k").ttl_ms, 2600);
-	clk = 2500;
+	fk_now = 2500;
 	fk_complete(BE_OK, 0);
 	ck_assert_int_eq(e.calls, 1);
 	ck_assert_int_eq(e.st, LT_OK);
@@ -2953,18 +2891,18 @@ END_TEST
 START_TEST(renewal_waits_for_extend)
 {
 	struct res h, e;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
-	clk = 1500;
+	fk_now = 1500;
 	ck_assert_int_eq(extend(0, "k", 60000, NULL, &e), LT_PENDING);
 	ck_assert_uint_eq(fk.npend, 1);
-	clk = 2100;
+	fk_now = 2100;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.npend, 1);
 	ck_assert_uint_eq(fk.count[FK_RENEW], 1);
 	/* while the EXTEND is out, the old lease still decides the loss */
 	ck_assert_uint_eq(locktab_next_deadline(lt), 1000 + 3000 - 300);
-	clk = 2600;
+	fk_now = 2600;
 	fk_complete(BE_OK, 0);
 	ck_assert_int_eq(e.st, LT_OK);
 	ck_assert_int_eq(status("k").ttl_ms, 1500 + 60000 - 2600);
@@ -3000,17 +2938,17 @@ END_TEST
 START_TEST(validity_from_backend)
 {
 	struct res h;
-	clk = 1000;
+	fk_now = 1000;
 	fk.valid_cut = 400;
 	ck_assert_int_eq(lock(0, "k", EXCL, 0, 3000, WAIT_FOREVER, 0, &h), LT_PENDING);
-	clk = 1100;
+	fk_now = 1100;
 	fk_complete(BE_OK, 7);
 	assert_granted(&h, 7);
 	ck_assert_uint_eq(h.g.ttl_ms, 1000 + 2600 - 1100);
 	/* lost a margin (300) before the end promised, renewed a third in
 	 * (rounded up to the 100 ms quantum) */
 	ck_assert_uint_eq(locktab_next_deadline(lt), 1900);
-	clk = 1900;
+	fk_now = 1900;
 	locktab_tick(lt);
 	fk_complete(BE_ERROR, 0);
 	fail_renewals_until_lost(0, 5000);
@@ -3025,10 +2963,10 @@ START_TEST(late_grant_not_delivered)
 {
 	struct res a, b;
 	char t1[TOKEN_LEN + 1], t2[TOKEN_LEN + 1];
-	clk = 1000;
+	fk_now = 1000;
 	ck_assert_int_eq(lock(0, "k", EXCL, 0, 1000, WAIT_FOREVER, 0, &a), LT_PENDING);
 	pending_token(0, t1);
-	clk = 1000 + 1000 - 100;	/* exactly the margin left */
+	fk_now = 1000 + 1000 - 100;	/* exactly the margin left */
 	fk_complete(BE_OK, 5);
 	ck_assert_int_eq(a.calls, 0);
 	ck_assert_uint_eq(stats().late_grants, 1);
@@ -3041,7 +2979,7 @@ START_TEST(late_grant_not_delivered)
 	pending_token(1, t2);
 	ck_assert_str_ne(t1, t2);
 	fk_complete(BE_OK, 0);
-	clk += 300;
+	fk_now += 300;
 	fk_complete(BE_OK, 6);
 	assert_granted(&a, 6);
 	ck_assert_str_eq(a.g.token, t2);
@@ -3049,7 +2987,7 @@ START_TEST(late_grant_not_delivered)
 	release(0, "k");
 	/* a waiter whose WAIT is over when its late grant comes: not granted */
 	ck_assert_int_eq(lock(1, "j", EXCL, 0, 1000, 500, 0, &b), LT_PENDING);
-	clk += 950;
+	fk_now += 950;
 	fk_complete(BE_OK, 9);
 	ck_assert_int_eq(b.calls, 1);
 	ck_assert_int_eq(b.st, LT_NOT_GRANTED);
@@ -3062,7 +3000,7 @@ START_TEST(late_grant_not_delivered)
 	ck_assert_int_eq(lock(2, "m", EXCL, 0, 1000, WAIT_FOREVER, 0, &c), LT_PENDING);
 	ck_assert_int_eq(unlock(0, "m", NULL, &u), LT_PENDING);
 	fk_expect(0, FK_TRANSFER, "m");
-	clk += 950;
+	fk_now += 950;
 	fk_complete(BE_OK, 11);
 	ck_assert_int_eq(u.st, LT_OK);
 	ck_assert_int_eq(c.calls, 0);
@@ -3080,13 +3018,13 @@ END_TEST
 START_TEST(no_answer_past_deadline)
 {
 	struct res h, again;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
-	clk = 2000;
+	fk_now = 2000;
 	locktab_tick(lt);	/* the renewal goes, and never comes back */
-	clk = 3699;
+	fk_now = 3699;
 	ck_assert_int_eq(validate("k", 1), 1);
-	clk = 3700;		/* no tick: the loop is late */
+	fk_now = 3700;		/* no tick: the loop is late */
 	ck_assert_int_eq(validate("k", 1), 0);
 	ck_assert_int_eq(lock(0, "k", EXCL, 0, 3000, 0, 0, &again), LT_NOT_GRANTED);
 	ck_assert_int_eq(O[0].nlost, 1);
@@ -3100,26 +3038,26 @@ START_TEST(lost_key_held_until_lease_end_and_delay)
 {
 	struct res h, b, w0, u;
 	restart_delay(500);
-	clk = 1000;
+	fk_now = 1000;
 	ck_assert_int_eq(lock(0, "k", EXCL, 0, 3000, WAIT_FOREVER, 0, &h), LT_PENDING);
 	ck_assert_uint_eq(fk_expect(0, FK_ACQUIRE, "k")->ttl_ms, 3500);
 	fk_complete(BE_OK, 1);
 	ck_assert_uint_eq(h.g.ttl_ms, 3000);
 	ck_assert_int_eq(lock(1, "k", EXCL, 0, 3000, WAIT_FOREVER, 0, &b), LT_PENDING);
-	clk = 2000;
+	fk_now = 2000;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk_expect(0, FK_RENEW, "k")->ttl_ms, 3500);
 	/* the renewal hangs: lost a margin before the end */
-	clk = 3700;
+	fk_now = 3700;
 	locktab_tick(lt);
 	ck_assert_int_eq(O[0].nlost, 1);
 	ck_assert_int_eq(lock(2, "k", EXCL, 0, 3000, 0, 0, &w0), LT_NOT_GRANTED);
 	ck_assert_uint_eq(fk.npend, 1);		/* nothing but the renewal */
-	clk = 4499;
+	fk_now = 4499;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.npend, 1);
 	ck_assert_uint_eq(locktab_next_deadline(lt), 4500);
-	clk = 4500;
+	fk_now = 4500;
 	locktab_tick(lt);
 	/* the lease goes (a late renewal may have kept it), then B tries */
 	ck_assert_uint_eq(fk.npend, 3);
@@ -3147,29 +3085,29 @@ START_TEST(lost_tombstone_modes)
 	struct res s, x, s2, p1, p2, p3;
 	long p;
 	restart_delay(1000);
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "s", SHRD, 0, 30000, 0, 1, &s);
 	ck_assert_int_eq(lock(1, "s", EXCL, 0, 30000, WAIT_FOREVER, 0, &x), LT_PENDING);
-	clk = 11000;
+	fk_now = 11000;
 	locktab_tick(lt);
 	fk_complete(BE_NOTOWNER, 0);
 	ck_assert_int_eq(O[0].nlost, 1);
 	ck_assert_uint_eq(fk.npend, 0);
 	ck_assert_int_eq(x.calls, 0);
-	clk = 11999;
+	fk_now = 11999;
 	locktab_tick(lt);
 	ck_assert_uint_eq(fk.npend, 0);
-	clk = 12000;
+	fk_now = 12000;
 	locktab_tick(lt);
 	fk_complete(BE_OK, 0);		/* the tombstone's release */
 	fk_expect(0, FK_ACQUIRE, "s");
 	fk_complete(BE_OK, 2);
 	assert_granted(&x, 2);
-	drain();
+	fk_drain();
 
 	/* shared beside a shared tombstone */
 	hold(2, "t", SHRD, 0, 30000, 0, 5, &s2);
-	clk = 22000;
+	fk_now = 22000;
 	locktab_tick(lt);
 	p = fk_find(FK_RENEW, s2.g.token);
 	ck_assert_int_ge(p, 0);
@@ -3179,24 +3117,24 @@ START_TEST(lost_tombstone_modes)
 	ck_assert_int_eq(lock(4, "t", EXCL, 0, 30000, 0, 0, &x), LT_NOT_GRANTED);
 
 	/* a lost permit of two */
-	clk = 30000;
+	fk_now = 30000;
 	locktab_tick(lt);	/* the tombstone of t ends: its release goes */
-	drain();
+	fk_drain();
 	hold(5, "p", SEMA, 2, 30000, 0, 7, &p1);
 	hold(6, "p", SEMA, 2, 30000, 0, 8, &p2);
-	clk = 40000;
+	fk_now = 40000;
 	locktab_tick(lt);
 	p = fk_find(FK_RENEW, p1.g.token);
 	ck_assert_int_ge(p, 0);
 	fk_complete_at((size_t)p, BE_NOTOWNER, 0);
 	ck_assert_int_eq(O[5].nlost, 1);
-	drain();
+	fk_drain();
 	ck_assert_int_eq(lock(7, "p", SEMA, 2, 30000, 0, 0, &p3), LT_NOT_GRANTED);
-	clk = 41000;
+	fk_now = 41000;
 	locktab_tick(lt);
-	drain();
+	fk_drain();
 	ck_assert_int_eq(lock(7, "p", SEMA, 2, 30000, WAIT_FOREVER, 0, &p3), LT_PENDING);
-	drain();
+	fk_drain();
 	ck_assert_int_eq(p3.st, LT_OK);
 }
 END_TEST
@@ -3204,7 +3142,7 @@ END_TEST
 /* Detached locks count toward the owner's limit while it lives. */
 START_TEST(detached_count_toward_limit)
 {
-	static const struct lt_limits lim = { 100, 2, 16, 10, 0 };
+	static const struct lt_limits lim = { 100, 2, 10, 0 };
 	struct res d1, d2, d3, u;
 	restart(&lim);
 	hold(0, "a", EXCL, 0, 30000, 1, 1, &d1);
@@ -3219,9 +3157,9 @@ START_TEST(detached_count_toward_limit)
 	kill_owner(0);
 	ck_assert_uint_eq(status("b").holders, 1);
 	ck_assert_uint_eq(status("c").holders, 1);
-	clk += 30000;
+	fk_now += 30000;
 	locktab_tick(lt);
-	drain();
+	fk_drain();
 	ck_assert_uint_eq(status("b").holders, 0);
 	ck_assert_uint_eq(stats().expired, 2);
 }
@@ -3232,7 +3170,7 @@ END_TEST
 START_TEST(cancel_and_forget)
 {
 	struct res h, w, a, u;
-	clk = 1000;
+	fk_now = 1000;
 	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
 	ck_assert_int_eq(lock(1, "k", EXCL, 0, 3000, WAIT_FOREVER, 0, &w), LT_PENDING);
 	ck_assert_uint_eq(locktab_owner_cancel(O[1].o), 1);
@@ -3247,7 +3185,7 @@ START_TEST(cancel_and_forget)
 	fk_complete(BE_OK, 0);
 	ck_assert_int_eq(w.calls, 0);
 	/* the loss, told by other means, is forgotten */
-	clk = 2000;
+	fk_now = 2000;
 	locktab_tick(lt);
 	fk_complete(BE_NOTOWNER, 0);
 	ck_assert_int_eq(O[0].nlost, 1);
@@ -3294,8 +3232,12 @@ locktab_suite(void)
 	tcase_add_test(tc, renew_unanswered_lost);
 	tcase_add_test(tc, extend_in_flight_when_lost);
 	tcase_add_test(tc, transfer_handoff);
-	tcase_add_test(tc, handoffs_unlimited_uncontended);
-	tcase_add_test(tc, handoffs_capped_when_contended);
+	tcase_add_test(tc, handoffs_counted_and_passed);
+	tcase_add_test(tc, handoffs_reset_by_acquire);
+	tcase_add_test(tc, handoffs_reset_by_release);
+	tcase_add_test(tc, transfer_busy_gives_way);
+	tcase_add_test(tc, transfer_busy_wait_times_out);
+	tcase_add_test(tc, transfer_busy_while_closing);
 	tcase_add_test(tc, wakeup_all_keys);
 	tcase_add_test(tc, renewals_batched);
 	tcase_add_test(tc, transfer_notowner_acquires);

@@ -865,6 +865,46 @@ class TestRedisProcesses(RedisCase):
         self.assertLess(place, n, "B was granted only after all of A's %d waiters, "
                         "though A released the key about every %d grants" % (n, limit + 1))
 
+    def test_handoff_gives_way_to_a_waiter_gone(self):
+        # the mark says another daemon waits, but its waiter has gone: when
+        # the run of handoffs reaches the limit, A's transfer releases the key
+        # and deletes the mark; nobody takes it, and A's own queue goes on by
+        # itself (its retry after the pause), every waiter granted in order
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf={"handoff_limit": 1})
+        b = self.start_daemon(r)
+        key = unique_key()
+        rc = r.client()
+        self.addCleanup(rc.connection_pool.disconnect)
+        holder = self.conn(a)
+        self.assertGranted(holder.cmd("LOCK", key))
+        # B's attempt finds the key busy (the mark is set), then gives up
+        self.assertEqual(self.conn(b).cmd("LOCK", key, "WAIT", 50), NULL)
+        marks = [n for n in rc.scan_iter(match="*w:" + key)]
+        self.assertEqual(len(marks), 1, rc.keys("*"))
+        ws = []
+        for i in range(3):
+            w = self.conn(a)
+            w.send(Raw.encode("LOCK", key, "WAIT", 10000))
+            self.wait_status(a, key, waiters=i + 1)
+            ws.append(w)
+        t0 = time.monotonic()
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        fences = []
+        for i, w in enumerate(ws):
+            g = read_within(w, 5 * SLOWDOWN)
+            self.assertIsInstance(g, list, "waiter %d on A got %r" % (i, g))
+            fences.append(g[1])
+            self.assertEqual(w.cmd("UNLOCK", key), 0)
+        took = time.monotonic() - t0
+        self.assertEqual(fences, sorted(fences))
+        # the first handoff goes on (none before it); the second gives way
+        # once and deletes the mark; the waiter it passed over acquires
+        # after the pause, and the third is a handoff again
+        self.assertEqual(rc.exists(*marks), 0, "the mark is still there")
+        self.assertGreaterEqual(took, 0.08, "no pause: A did not give way")
+        self.assertEqual(int(self.info(a)["handoffs_total"]), 2)
+
     def test_backend_url_password_db_and_prefix(self):
         r = self.start_redis(password="s3cret")
         # -b redis://:s3cret@127.0.0.1:port/3
