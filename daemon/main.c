@@ -276,12 +276,15 @@ main(int argc, char **argv)
 	server.base = event_base_new();
 	if (server.base == NULL)
 		log_fatal("cannot create the event loop");
-	server.be = backend_create(conf->backend_type, server.base, conf);
+	server.be = backend_create(conf->backend_type, server.base, conf->backend_settings);
 	if (server.be == NULL)
 		log_fatal("cannot start the %s backend", conf->backend_type);
 	server.lt_timer = evtimer_new(server.base, on_lt_timer, NULL);
+	/* backend.handoff_limit is the redis backend's; 0 (none) elsewhere */
+	const long long *handoff_limit = conf_backend_value(conf, "handoff_limit");
 	struct lt_limits limits = { (uint64_t)conf->max_waiters_per_key,
-	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->backend_handoff_limit,
+	    (uint64_t)conf->max_locks_per_session,
+	    handoff_limit != NULL ? (uint64_t)*handoff_limit : 0,
 	    (uint64_t)conf->margin_percent, (uint64_t)conf->lock_delay_ms };
 	server.lt = locktab_create(server.be, &limits, NULL, NULL, lt_rearm, NULL);
 	struct event *ev_clock = event_new(server.base, -1, EV_PERSIST, on_clock_check, NULL);
@@ -289,10 +292,6 @@ main(int argc, char **argv)
 	if (server.lt_timer == NULL || server.lt == NULL || ev_clock == NULL ||
 	    evtimer_add(ev_clock, &clock_tv) != 0)
 		log_fatal("out of memory");
-	if ((uint64_t)conf->default_ttl_ms < server.be->min_ttl_ms)
-		log_fatal("locks.default_ttl_ms (%lld) is shorter than the %s backend's shortest "
-		    "lease (%llu ms)", conf->default_ttl_ms, server.be->ops->name,
-		    (unsigned long long)server.be->min_ttl_ms);
 
 	struct event *ev_term = evsignal_new(server.base, SIGTERM, on_stop_signal, NULL);
 	struct event *ev_int = evsignal_new(server.base, SIGINT, on_stop_signal, NULL);
