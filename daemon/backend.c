@@ -1,5 +1,7 @@
 /*
- * backend — the registry of backends.
+ * backend — the registry of backends: adding one is its own file plus one
+ * line in backends[] below. Everything else (conf's backend.type and -b,
+ * the backend's settings) finds it through backend_find() and backend_at().
  */
 #include "backend.h"
 
@@ -7,32 +9,48 @@
 #include <string.h>
 
 #include "log.h"
+#include "xmalloc.h"
 
-/* Every backend this build has, by name. */
-static const struct backend_ops *const backends[] = {
-	&be_memory_ops,
-	&be_redis_ops,
-};
+/* Every backend this build has, one line each: the operations table its
+ * file defines. */
+#define BACKENDS(X) \
+	X(be_memory_ops) \
+	X(be_redis_ops)
+
+#define BACKEND_DECLARE(ops) extern const struct backend_ops ops;
+#define BACKEND_ENTRY(ops) &ops,
+BACKENDS(BACKEND_DECLARE)
+static const struct backend_ops *const backends[] = { BACKENDS(BACKEND_ENTRY) };
+
+#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
+
+const struct backend_ops *
+backend_find(const char *name)
+{
+	for (size_t i = 0; i < NBACKENDS; i++)
+		if (strcmp(backends[i]->name, name) == 0)
+			return backends[i];
+	return NULL;
+}
+
+const struct backend_ops *
+backend_at(size_t i)
+{
+	return i < NBACKENDS ? backends[i] : NULL;
+}
 
 struct backend *
-backend_create(const char *type, struct event_base *base, const struct conf *conf)
+backend_create(const char *type, struct event_base *base, const void *settings)
 {
-	const struct backend_ops *ops = NULL;
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-		if (strcmp(backends[i]->name, type) == 0)
-			ops = backends[i];
+	const struct backend_ops *ops = backend_find(type);
 	if (ops == NULL) {
 		log_error("unknown backend '%s'", type);
 		return NULL;
 	}
-	struct backend *be = calloc(1, sizeof(*be));
-	if (be == NULL) {
-		log_error("out of memory creating the %s backend", type);
-		return NULL;
-	}
+	struct backend *be = xcalloc(1, sizeof(*be));
 	be->ops = ops;
 	be->base = base;
-	be->conf = conf;
+	be->settings = settings;
 	if (ops->create(be) != 0) {
 		free(be);
 		return NULL;

@@ -20,7 +20,7 @@
 
 struct evbuffer;
 struct event_base;
-struct conf;
+struct conf_setting;
 
 /* How a key is held. */
 enum lock_mode {
@@ -74,6 +74,10 @@ struct be_reply {
 
 typedef void be_cb(void *arg, const struct be_reply *reply);
 
+/* Takes one setting of a -b URL: its name under "backend." and its value
+ * as the configuration file would write it. */
+typedef void backend_url_set(void *arg, const char *name, const char *value);
+
 struct backend;
 
 /* The operations table of one backend. */
@@ -82,6 +86,21 @@ struct backend_ops {
 	/* 1 when leases live in this process and cannot run out while their
 	 * session does: bound holdings are then never renewed nor lost */
 	int local_leases;
+	/* Its keys under "backend." (conf.h): rows whose offsets are into a
+	 * struct of settings_size bytes that conf allocates, fills (defaults
+	 * from the rows) and hands to create as be->settings. NULL: none. */
+	const struct conf_setting *settings;
+	size_t nsettings;		/* rows in settings */
+	size_t settings_size;		/* sizeof its settings struct */
+	/* Optional: take apart a -b URL. 1 if url is not of this backend;
+	 * else call set for each setting it gives and return 0, or return -1
+	 * with *why a static sentence that never holds a password. */
+	int (*parse_url)(const char *url, backend_url_set *set, void *arg, const char **why);
+	const char *url_form;		/* with parse_url: its URL in messages,
+					 * such as "redis://host:port" */
+	/* Optional (NULL: no floor): the shortest lease, in ms, that it can
+	 * keep with these settings (its settings struct). */
+	uint64_t (*min_lease_ms)(const void *settings);
 	/* Set up be->priv. 0, or -1 after logging why. */
 	int (*create)(struct backend *be);
 	/* Complete every pending operation with BE_ERROR, then free be->priv. */
@@ -130,21 +149,24 @@ struct backend_up {
 struct backend {
 	const struct backend_ops *ops;	/* its operations */
 	struct event_base *base;	/* the event loop it completes on */
-	const struct conf *conf;	/* the configuration (backend.* keys) */
+	const void *settings;		/* its settings struct (ops->settings), filled
+					 * by conf; NULL when it has none */
 	struct backend_up up;		/* set by the lock table */
-	uint64_t min_ttl_ms;		/* shortest TTL it can keep (set by create;
-					 * 0: no floor of its own) */
+	uint64_t min_ttl_ms;		/* shortest TTL it can keep (set by create,
+					 * from ops->min_lease_ms; 0: no floor) */
 	void *priv;			/* the backend's own state */
 };
 
-/* Look up the backend named type and create an instance; NULL after logging
- * why. The caller owns it (backend_destroy). */
+/* Look up the backend named type and create an instance with settings (its
+ * settings struct, which must outlive it); NULL after logging why. The
+ * caller owns it (backend_destroy). */
 struct backend *backend_create(const char *type, struct event_base *base,
-    const struct conf *conf);
+    const void *settings);
 void backend_destroy(struct backend *be);
 
-/* The operations of each backend (be_memory.c, be_redis.c). */
-extern const struct backend_ops be_memory_ops;
-extern const struct backend_ops be_redis_ops;
+/* The registered backend called name, or NULL. */
+const struct backend_ops *backend_find(const char *name);
+/* The i-th registered backend, from 0; NULL past the last. */
+const struct backend_ops *backend_at(size_t i);
 
 #endif

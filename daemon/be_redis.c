@@ -51,6 +51,7 @@
 #include "backend.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -70,6 +71,7 @@
 #include "clock.h"
 #include "conf.h"
 #include "log.h"
+#include "num.h"
 #include "xmalloc.h"
 
 #define RD_RETRY_CAP_MS 1000		/* longest sleep of a waiter after BUSY */
@@ -210,9 +212,24 @@ struct rd_link {
 	bool down_logged;		/* its going down was logged */
 };
 
+/* The settings of the backend (backend.* keys; see rd_settings_table). */
+struct rd_settings {
+	struct addr address;		/* the server */
+	char *password;			/* AUTH password, NULL for none */
+	char *password_file;		/* where password was read from, or NULL */
+	long long db;			/* SELECT db */
+	char *key_prefix;		/* prefix of every key dlockd uses */
+	long long connect_timeout_ms;	/* connect (and AUTH) timeout */
+	long long command_timeout_ms;	/* a reply later than this drops the connection */
+	long long handoff_limit;	/* consecutive local handoffs of a key before
+					 * it is released to all daemons */
+};
+
+static uint64_t rd_min_lease_ms(const void *settings);
+
 struct rd {
 	struct backend *be;		/* our backend */
-	const struct conf *conf;	/* its settings */
+	const struct rd_settings *set;	/* its settings */
 	char ip[INET6_ADDRSTRLEN];	/* the server, resolved at start */
 	struct rd_link cmd;		/* commands */
 	struct rd_link sub;		/* pub/sub */
@@ -599,7 +616,7 @@ static struct rd_op *
 op_new(struct rd *r, enum rd_script script, const struct be_lock *l, const char *member,
     const char *keykinds, const char *const *args, be_cb *cb, void *arg)
 {
-	size_t plen = strlen(r->conf->backend_prefix), nkeys = strlen(keykinds);
+	size_t plen = strlen(r->set->key_prefix), nkeys = strlen(keykinds);
 	size_t need = nkeys * (plen + 2 + l->keylen + 1) + strlen(member) + 1;
 	size_t nargs = 0;
 	for (; args[nargs] != NULL; nargs++)
@@ -623,7 +640,7 @@ op_new(struct rd *r, enum rd_script script, const struct be_lock *l, const char 
 	op->argvlen[op->argc++] = 1;
 	for (size_t i = 0; i < nkeys; i++) {
 		op->argv[op->argc] = p;
-		memcpy(p, r->conf->backend_prefix, plen);
+		memcpy(p, r->set->key_prefix, plen);
 		p[plen] = keykinds[i];
 		p[plen + 1] = ':';
 		memcpy(p + plen + 2, l->key, l->keylen);
@@ -726,7 +743,7 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	lock_member(to, tm);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)to->ttl_ms);
 	snprintf(run, sizeof(run), "%u", from->handoffs);
-	snprintf(limit, sizeof(limit), "%lld", r->conf->backend_handoff_limit);
+	snprintf(limit, sizeof(limit), "%lld", r->set->handoff_limit);
 	const char *args[] = { fm, ttl, run, limit, r->channel, arg_key, NULL };
 	submit(r, op_new(r, RS_TRANSFER, to, tm, "lfw", args, cb, arg));
 }
@@ -743,8 +760,8 @@ link_down(struct rd_link *l, const char *why)
 	l->up = false;
 	if (!l->down_logged) {
 		l->down_logged = true;
-		log_warn("redis %s connection to %s:%lld down: %s", l->sub ? "subscriber" :
-		    "command", r->ip, r->conf->backend_port, why);
+		log_warn("redis %s connection to %s:%d down: %s", l->sub ? "subscriber" :
+		    "command", r->ip, r->set->address.port, why);
 	}
 	uint64_t delay = l->backoff_ms + arc4random_uniform((uint32_t)(l->backoff_ms / 5 + 1));
 	l->backoff_ms = l->backoff_ms * 2 > RD_BACKOFF_MAX_MS ? RD_BACKOFF_MAX_MS :
@@ -875,8 +892,8 @@ link_ready(struct rd_link *l)
 	if (l->ever_up)
 		l->reconnects++;
 	l->ever_up = true;
-	log_info("redis %s connection to %s:%lld up", l->sub ? "subscriber" : "command",
-	    l->r->ip, l->r->conf->backend_port);
+	log_info("redis %s connection to %s:%d up", l->sub ? "subscriber" : "command",
+	    l->r->ip, l->r->set->address.port);
 	if (!l->sub)
 		cmd_ready(l->r);
 }
@@ -918,8 +935,8 @@ on_hello(redisAsyncContext *ctx, void *reply, void *privdata)
 	if (l == NULL || l->ctx != ctx || rep == NULL)
 		return;
 	if (rep->type == REDIS_REPLY_ERROR) {
-		log_error("redis %s:%lld refused the connection: %s", l->r->ip,
-		    l->r->conf->backend_port, rep->str);
+		log_error("redis %s:%d refused the connection: %s", l->r->ip,
+		    l->r->set->address.port, rep->str);
 		/* inside a callback: hiredis frees it on return */
 		ctx->data = NULL;
 		l->ctx = NULL;
@@ -936,7 +953,7 @@ static void
 link_connect(struct rd_link *l)
 {
 	struct rd *r = l->r;
-	redisAsyncContext *ctx = redisAsyncConnect(r->ip, (int)r->conf->backend_port);
+	redisAsyncContext *ctx = redisAsyncConnect(r->ip, r->set->address.port);
 	if (ctx == NULL || ctx->err) {
 		if (ctx != NULL)
 			redisAsyncFree(ctx);
@@ -956,10 +973,10 @@ link_connect(struct rd_link *l)
 	redisAsyncSetDisconnectCallback(ctx, on_disconnect);
 	/* pipelined behind the connect: AUTH, SELECT, then the last reply says
 	 * the link is usable */
-	if (r->conf->backend_password != NULL)
-		redisAsyncCommand(ctx, NULL, NULL, "AUTH %s", r->conf->backend_password);
-	if (!l->sub && r->conf->backend_db != 0)
-		redisAsyncCommand(ctx, NULL, NULL, "SELECT %lld", r->conf->backend_db);
+	if (r->set->password != NULL)
+		redisAsyncCommand(ctx, NULL, NULL, "AUTH %s", r->set->password);
+	if (!l->sub && r->set->db != 0)
+		redisAsyncCommand(ctx, NULL, NULL, "SELECT %lld", r->set->db);
 	if (l->sub) {
 		redisAsyncCommand(ctx, on_hello, NULL, "PING");
 		redisAsyncCommand(ctx, on_message, NULL, "SUBSCRIBE %b", r->channel,
@@ -988,12 +1005,12 @@ on_watch(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct rd_op *oldest = TAILQ_FIRST(&r->inflight);
 	if (r->cmd.ctx != NULL && oldest != NULL &&
-	    now - oldest->sent_ms > (uint64_t)r->conf->backend_command_timeout_ms)
+	    now - oldest->sent_ms > (uint64_t)r->set->command_timeout_ms)
 		link_drop(&r->cmd, "a reply is overdue (backend.command_timeout_ms)");
 	struct rd_link *links[] = { &r->cmd, &r->sub };
 	for (size_t i = 0; i < 2; i++)
 		if (links[i]->ctx != NULL && !links[i]->up &&
-		    now - links[i]->started_ms > (uint64_t)r->conf->backend_connect_timeout_ms)
+		    now - links[i]->started_ms > (uint64_t)r->set->connect_timeout_ms)
 			link_drop(links[i], "connect timed out (backend.connect_timeout_ms)");
 }
 
@@ -1014,23 +1031,23 @@ link_init(struct rd *r, struct rd_link *l, bool sub)
 static int
 rd_create(struct backend *be)
 {
-	const struct conf *c = be->conf;
+	const struct rd_settings *c = be->settings;
 	struct rd *r = xcalloc(1, sizeof(*r));
 	r->be = be;
-	r->conf = c;
+	r->set = c;
 	TAILQ_INIT(&r->inflight);
 	TAILQ_INIT(&r->failing);
 	TAILQ_INIT(&r->deferred);
 	TAILQ_INIT(&r->retries);
 	TAILQ_INIT(&r->yields);
 	r->channellen = (size_t)snprintf(r->channel, sizeof(r->channel), "%sreleased",
-	    c->backend_prefix);
+	    c->key_prefix);
 
 	/* start-up may block: resolve the server's name once, here */
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
-	int rc = getaddrinfo(c->backend_host, NULL, &hints, &ai);
+	int rc = getaddrinfo(c->address.host, NULL, &hints, &ai);
 	if (rc != 0) {
-		log_error("redis backend: cannot resolve %s: %s", c->backend_host,
+		log_error("redis backend: cannot resolve %s: %s", c->address.host,
 		    gai_strerror(rc));
 		free(r);
 		return -1;
@@ -1045,14 +1062,12 @@ rd_create(struct backend *be)
 	link_init(r, &r->cmd, false);
 	link_init(r, &r->sub, true);
 	evtimer_add(r->ev_watch, &tick);
-	/* a renewal that gets no reply is dropped after command_timeout_ms and
-	 * retried: a lease needs room for that, three times over */
-	be->min_ttl_ms = 3 * (uint64_t)c->backend_command_timeout_ms;
+	be->min_ttl_ms = rd_min_lease_ms(c);
 	be->priv = r;
 	link_connect(&r->cmd);
 	link_connect(&r->sub);
-	log_info("redis backend: %s:%lld db %lld, key prefix '%s'", r->ip, c->backend_port,
-	    c->backend_db, c->backend_prefix);
+	log_info("redis backend: %s:%d db %lld, key prefix '%s'", r->ip, c->address.port,
+	    c->db, c->key_prefix);
 	return 0;
 }
 
@@ -1105,14 +1120,14 @@ rd_info(struct backend *be, struct evbuffer *out)
 	TAILQ_FOREACH(op, &r->deferred, entry)
 		deferred++;
 	evbuffer_add_printf(out,
-	    "backend_address:%s:%lld\r\nbackend_db:%lld\r\nbackend_connected:%d\r\n"
+	    "backend_address:%s:%d\r\nbackend_db:%lld\r\nbackend_connected:%d\r\n"
 	    "backend_subscribed:%d\r\nbackend_reconnects_total:%llu\r\n"
 	    "backend_scripts_loaded:%zu\r\nbackend_commands_total:%llu\r\n"
 	    "backend_inflight:%zu\r\nbackend_deferred_releases:%zu\r\n"
 	    "backend_renewals_total:%llu\r\nbackend_lost_total:%llu\r\n"
 	    "backend_command_errors_total:%llu\r\nbackend_release_messages_total:%llu\r\n"
 	    "backend_retries_total:%llu\r\nbackend_maxmemory_policy:%s\r\n",
-	    r->ip, r->conf->backend_port, r->conf->backend_db, r->cmd.up, r->sub.up,
+	    r->ip, r->set->address.port, r->set->db, r->cmd.up, r->sub.up,
 	    (unsigned long long)(r->cmd.reconnects + r->sub.reconnects), loaded,
 	    (unsigned long long)r->ncommands, inflight, deferred,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nnotowner,
@@ -1141,9 +1156,167 @@ rd_pending(struct backend *be)
 	return n;
 }
 
+/* ---- settings -------------------------------------------------------------- */
+
+#define RD_PORT 6379			/* the port of a URL that gives none */
+#define RD_DB_MAX 1000000		/* largest db (the message below says it too) */
+#define RD_SET(field) offsetof(struct rd_settings, field)
+
+/* The keys under "backend." that this backend reads, into struct rd_settings. */
+static const struct conf_setting rd_settings_table[] = {
+	{ .name = "address", .type = CONF_SERVER, .off = RD_SET(address),
+	  .defstr = "127.0.0.1:6379" },
+	{ .name = "password", .type = CONF_SECRET, .off = RD_SET(password) },
+	{ .name = "password_file", .type = CONF_SECRET_FILE, .off = RD_SET(password_file),
+	  .pair = "password" },
+	{ .name = "db", .type = CONF_INT, .off = RD_SET(db), .min = 0, .max = RD_DB_MAX },
+	{ .name = "key_prefix", .type = CONF_SHORTSTR, .off = RD_SET(key_prefix), .max = 64,
+	  .defstr = "dlock:" },
+	{ .name = "connect_timeout_ms", .type = CONF_INT, .off = RD_SET(connect_timeout_ms),
+	  .min = 10, .max = 600000, .def = 2000 },
+	{ .name = "command_timeout_ms", .type = CONF_INT, .off = RD_SET(command_timeout_ms),
+	  .min = 10, .max = 600000, .def = 2000 },
+	{ .name = "handoff_limit", .type = CONF_INT, .off = RD_SET(handoff_limit),
+	  .min = 1, .max = 1000000, .def = 16 },
+};
+
+/* A renewal that gets no reply is dropped after command_timeout_ms and
+ * retried: a lease needs room for that, three times over (a lock is renewed
+ * every third of its TTL). */
+static uint64_t
+rd_min_lease_ms(const void *settings)
+{
+	const struct rd_settings *set = settings;
+	return 3 * (uint64_t)set->command_timeout_ms;
+}
+
+/* The value of the hex digit c, or -1. */
+static int
+rd_hex(char c)
+{
+	return isdigit((unsigned char)c) ? c - '0' :
+	    isxdigit((unsigned char)c) ? tolower((unsigned char)c) - 'a' + 10 : -1;
+}
+
+/* Decode the n bytes at s, a part of a URL with %XX escapes, into a string
+ * the caller wipes and frees. NULL for a bad escape or an escaped NUL. */
+static char *
+rd_url_decode(const char *s, size_t n)
+{
+	char *d = xmalloc(n + 1);
+	size_t j = 0;
+	for (size_t i = 0; i < n; i++) {
+		int hi = n - i >= 3 ? rd_hex(s[i + 1]) : -1;
+		int lo = n - i >= 3 ? rd_hex(s[i + 2]) : -1;
+		if (s[i] != '%') {
+			d[j++] = s[i];
+		} else if (hi >= 0 && lo >= 0 && hi + lo > 0) {
+			d[j++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			explicit_bzero(d, n + 1);
+			free(d);
+			return NULL;
+		}
+	}
+	d[j] = '\0';
+	return d;
+}
+
+/* The "host[:port][/db]" part of a redis URL into *a and *db: NULL, or why
+ * not. */
+static const char *
+rd_url_server(const char *s, struct addr *a, long long *db)
+{
+	const char *slash = s + strcspn(s, "/"), *d = *slash != '\0' ? slash + 1 : slash, *why;
+	char *hostport;
+	int rc;
+	if (strpbrk(s, "?#") != NULL)
+		return "query parameters are not supported";
+	if (slash == s)
+		return "the host is missing";
+	hostport = xmemdup(s, (size_t)(slash - s));
+	rc = conf_server_parse(hostport, RD_PORT, a, &why);
+	free(hostport);
+	if (rc < 0)
+		return why;
+	*db = 0;
+	if (*d == '\0')
+		return NULL;
+	if (!isdigit((unsigned char)*d) || (d[0] == '0' && d[1] != '\0'))
+		return "the database is not a number (expected /0, /1, ...)";
+	switch (num_parse(d, strlen(d), 0, RD_DB_MAX, db)) {
+	case NUM_OK:
+		return NULL;
+	case NUM_RANGE:
+		return "the database number is out of range (0..1000000)";
+	default:
+		return "the database is not a number (expected /0, /1, ...)";
+	}
+}
+
+/* -b redis://[[default]:password@]host[:port][/db]: port 6379 and db 0 when
+ * left out; user and password may hold %XX escapes. The URL gives the
+ * address, the password (none when it has none, and never the file's
+ * password_file) and the db. 1 if url is not a redis URL; else 0, or -1 with
+ * *why a sentence that never holds the password. */
+static int
+rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
+{
+	const char *s = url + strlen("redis://"), *at, *colon;
+	char *user, *pw = NULL, *text;
+	struct addr a;
+	long long db;
+	if (strncasecmp(url, "rediss://", 9) == 0) {
+		*why = "TLS (rediss://) is not supported";
+		return -1;
+	}
+	if (strncasecmp(url, "redis://", 8) != 0)
+		return 1;
+	*why = NULL;
+	if ((at = strrchr(s, '@')) != NULL) {
+		colon = memchr(s, ':', (size_t)(at - s));
+		user = rd_url_decode(s, (size_t)((colon != NULL ? colon : at) - s));
+		if (user == NULL)
+			*why = "bad %-escape in the user name";
+		else if (*user != '\0' && strcmp(user, "default") != 0)
+			*why = colon != NULL ? "only the user 'default' is supported" :
+			    "only the user 'default' is supported (a password goes after a colon: "
+			    "redis://:password@host:port)";
+		else if (colon != NULL &&
+		    (pw = rd_url_decode(colon + 1, (size_t)(at - colon - 1))) == NULL)
+			*why = memmem(colon, (size_t)(at - colon), "%00", 3) != NULL ?
+			    "the password contains a NUL byte" : "bad %-escape in the password";
+		free(user);
+		s = at + 1;
+	}
+	if (*why == NULL)
+		*why = rd_url_server(s, &a, &db);
+	if (*why == NULL) {
+		text = xasprintf(strchr(a.host, ':') != NULL ? "[%s]:%d" : "%s:%d", a.host, a.port);
+		set(arg, "address", text);
+		free(text);
+		set(arg, "password", pw != NULL ? pw : "");
+		set(arg, "password_file", "");
+		text = xasprintf("%lld", db);
+		set(arg, "db", text);
+		free(text);
+	}
+	if (pw != NULL)
+		explicit_bzero(pw, strlen(pw));
+	free(pw);
+	return *why == NULL ? 0 : -1;
+}
+
 const struct backend_ops be_redis_ops = {
 	.name = "redis",
 	.local_leases = 0,
+	.settings = rd_settings_table,
+	.nsettings = sizeof(rd_settings_table) / sizeof(rd_settings_table[0]),
+	.settings_size = sizeof(struct rd_settings),
+	.parse_url = rd_parse_url,
+	.url_form = "redis://host:port",
+	.min_lease_ms = rd_min_lease_ms,
 	.create = rd_create,
 	.destroy = rd_destroy,
 	.acquire = rd_acquire,

@@ -1,295 +1,223 @@
 /*
- * conf — the YAML configuration file, command-line overrides, defaults.
+ * conf — the configuration: the YAML file, command-line options, defaults.
  *
- * The file is read with libyaml's event parser (yaml_parser_parse), not its
- * document loader: the mappings are walked as events arrive, every key is
- * joined to its parents' into a dotted name ("limits.max_clients") and looked
- * up in conf_directives[], which says where the value goes, how to parse it,
- * its range and its default. A key that is the start of some directives'
- * names ("limits") is a section and must hold a mapping.
+ * It owns struct conf, the settings struct of every registered backend, the
+ * entries read from the file and the command line, and the list of errors.
+ * Every setting is a row of a table (struct conf_setting): conf_table[] for
+ * struct conf, and each backend's ops->settings for its keys under
+ * "backend.". It must not know any backend's keys, URL or rules (a backend
+ * declares them in its own file), resolve a name, or stop at the first error.
  *
- * Nothing stops at the first problem: each one becomes a line of c->errors
- * ("file:line:column: message", libyaml's 0-based marks plus one) and the walk
- * goes on with the next key, so one run of `dlockd -t` shows all of them. Only
- * a YAML syntax error ends the walk, as libyaml cannot go past it.
+ * A load is two passes. Pass 1 walks libyaml's events and turns the file into
+ * a flat list of entries (dotted name, value, position), reporting what the
+ * file's shape gets wrong: unknown, dotted and duplicate keys, anchors,
+ * aliases, tags, several documents. Pass 2 applies each entry through the
+ * rows of its name. Command-line options are entries too, applied when given
+ * and again after any file, so they win without any record of who set what.
+ * conf_finish() fills the defaults in one pass and checks the settings in
+ * another; a rule between two settings is shown at the first one's place in
+ * the file, else at the second's, else on the command line.
  *
- * struct conf is the public part of struct conf_priv, which also keeps, for
- * each directive, where its value came from (file position or command line)
- * so that conf_finish() can point at the right place.
+ * Errors read "file:line:column: message" (libyaml's marks count from 0),
+ * "command line: message", or "file: message" for the file as a whole. A
+ * load's errors are sorted by position, so they come in the file's order
+ * whichever pass found them. Only a YAML syntax error ends a walk early.
  */
 #include "conf.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 
 #include <yaml.h>
 
-#include "addr.h"
+#include "backend.h"
 #include "log.h"
+#include "num.h"
+#include "xmalloc.h"
 
-/* Bytes of a request that are not the key, at the least (frame headers,
- * the command name): max_key_bytes + CONF_REQUEST_OVERHEAD <= max_request_bytes. */
-#define CONF_REQUEST_OVERHEAD	32
-/* Largest password file read. */
-#define CONF_PASSWORD_MAX	4096
-/* Largest piece of a bad value quoted back in a message. */
-#define CONF_QUOTE_MAX		48
-/* What libyaml makes of "!!": the prefix of the standard tags. */
-#define CONF_STD_TAG		"tag:yaml.org,2002:"
-#define CONF_STD_TAG_LEN	(sizeof(CONF_STD_TAG) - 1)
-/* Most directives conf_directives[] may have (sizes the arrays of struct
- * conf_priv, which must be known before the table). */
-#define CONF_MAXDIRECTIVES	32
-/* What a redis:// URL starts with, and the port it gives when none is written. */
-#define CONF_REDIS_SCHEME	"redis://"
-#define CONF_REDIS_PORT		6379
+#define CONF_REQUEST_OVERHEAD 32	/* least bytes of a request that are not the key */
+#define CONF_SECRET_MAX 4096		/* largest password file */
+#define CONF_QUOTE_MAX 48		/* most bytes of a value quoted in a message */
+#define CONF_STD_TAG "tag:yaml.org,2002:" /* what libyaml makes of "!!" */
+#define CONF_CMDLINE 0			/* the line of what the command line gave */
+#define CONF_WHOLE_FILE SIZE_MAX	/* the line of an error about the whole file */
+#define AT_CMDLINE ((struct conf_pos){ CONF_CMDLINE, 0 })
+#define AT_MARK(m) ((struct conf_pos){ (m).line + 1, (m).column + 1 })
+#define FIELD(base, off) ((void *)((char *)(base) + (off)))
 
-/* How a directive's value is parsed and stored. */
-enum conf_type {
-	CONF_T_INT,		/* decimal integer in [min, max]; long long */
-	CONF_T_MODE,		/* octal permission bits in [min, max]; long long */
-	CONF_T_STR,		/* any string, "" stored as NULL; char * */
-	CONF_T_SHORTSTR,	/* a string of 1 to max bytes; char * */
-	CONF_T_PASSFILE,	/* file name; the file is read now; char * */
-	CONF_T_BACKEND,		/* one of conf_backends[]; char * */
-	CONF_T_LEVEL,		/* a log level name (log_level_parse); char * */
-	CONF_T_ADDRLIST,	/* list of addr_parse() addresses; char ** */
-	CONF_T_SERVER,		/* "host:port" or "[v6]:port" to connect to; host in
-				 * char * at off, port in long long at portoff */
-};
+/* The i-th log level's name, for log.level. */
+static const char *
+conf_level_choice(size_t i)
+{
+	return i <= LOG_LEVEL_ERROR ? log_level_name((enum log_level)i) : NULL;
+}
 
-/* Where a directive's value came from. */
-enum conf_source { CONF_SRC_UNSET, CONF_SRC_FILE, CONF_SRC_CMDLINE };
+/* The i-th registered backend's name, for backend.type. */
+static const char *
+conf_backend_choice(size_t i)
+{
+	return backend_at(i) != NULL ? backend_at(i)->name : NULL;
+}
 
-/* A position in the file, counted from 1. */
-struct conf_pos {
-	size_t line;		/* line of the file */
-	size_t col;		/* column (in characters) */
-};
+/* The i-th form -b takes: a backend's name, or its URL if it takes one. */
+static const char *
+conf_url_choice(size_t i)
+{
+	const struct backend_ops *ops = backend_at(i);
 
-/* The config and what only this file needs to know about it. */
-struct conf_priv {
-	struct conf pub;			/* what the header shows; first */
-	enum conf_source src[CONF_MAXDIRECTIVES]; /* who set each directive */
-	struct conf_pos val[CONF_MAXDIRECTIVES]; /* where its value is, if in the file */
-	char *secret[CONF_MAXDIRECTIVES];	/* CONF_T_PASSFILE: what its file held,
-						 * until conf_finish() moves it */
-	char *backend_password_file;		/* backend.password_file, resolved */
-	bool nomem;				/* an allocation failed */
-};
+	return ops == NULL ? NULL : ops->parse_url != NULL ? ops->url_form : ops->name;
+}
 
-/* One key of the file. */
-struct conf_directive {
-	const char *name;	/* dotted path from the top level */
-	enum conf_type type;	/* how the value is parsed */
-	size_t off;		/* offsetof(struct conf_priv, field) */
-	size_t portoff;		/* CONF_T_SERVER: offset of the port field */
-	long long min;		/* CONF_T_INT, CONF_T_MODE: smallest value */
-	long long max;		/* CONF_T_INT, CONF_T_MODE: largest value;
-				 * CONF_T_SHORTSTR: most bytes */
-	long long def;		/* CONF_T_INT, CONF_T_MODE: default */
-	const char *defstr;	/* string types: default, NULL for none */
-	const char *pair;	/* CONF_T_PASSFILE: the directive that gives the
-				 * password itself, of which at most one is set */
-	bool reloadable;	/* may change without a restart (on a reload) */
-};
+#define OFF(field) offsetof(struct conf, field)
+#define INT(n, field, lo, hi, d, reload) { .name = n, .type = CONF_INT, .off = OFF(field), \
+	.min = lo, .max = hi, .def = d, .reloadable = reload }
 
-/* A field of the public struct conf, and one only this file sees. */
-#define OFF(field)	offsetof(struct conf_priv, pub.field)
-#define PRIV(field)	offsetof(struct conf_priv, field)
-
-static const struct conf_directive conf_directives[] = {
-	{ .name = "listen", .type = CONF_T_ADDRLIST, .off = OFF(listen),
+static const struct conf_setting conf_table[] = {
+	{ .name = "listen", .type = CONF_ADDRLIST, .off = OFF(listen), .count = OFF(nlisten),
 	  .defstr = "127.0.0.1:7480" },
-	{ .name = "unix_socket_mode", .type = CONF_T_MODE, .off = OFF(unix_socket_mode),
-	  .min = 0, .max = 0777, .def = 0660 },
-	{ .name = "auth.password", .type = CONF_T_STR, .off = OFF(password),
-	  .reloadable = true },
-	{ .name = "auth.password_file", .type = CONF_T_PASSFILE, .off = OFF(password_file),
-	  .pair = "auth.password", .reloadable = true },
-	{ .name = "backend.type", .type = CONF_T_BACKEND, .off = OFF(backend_type),
-	  .defstr = "memory" },
-	{ .name = "backend.address", .type = CONF_T_SERVER, .off = OFF(backend_host),
-	  .portoff = OFF(backend_port), .defstr = "127.0.0.1:6379" },
-	{ .name = "backend.password", .type = CONF_T_STR, .off = OFF(backend_password) },
-	{ .name = "backend.password_file", .type = CONF_T_PASSFILE,
-	  .off = PRIV(backend_password_file), .pair = "backend.password" },
-	{ .name = "backend.db", .type = CONF_T_INT, .off = OFF(backend_db),
-	  .min = 0, .max = 1000000, .def = 0 },
-	{ .name = "backend.key_prefix", .type = CONF_T_SHORTSTR, .off = OFF(backend_prefix),
-	  .max = 64, .defstr = "dlock:" },
-	{ .name = "backend.connect_timeout_ms", .type = CONF_T_INT,
-	  .off = OFF(backend_connect_timeout_ms), .min = 10, .max = 600000, .def = 2000 },
-	{ .name = "backend.command_timeout_ms", .type = CONF_T_INT,
-	  .off = OFF(backend_command_timeout_ms), .min = 10, .max = 600000, .def = 2000 },
-	{ .name = "backend.handoff_limit", .type = CONF_T_INT,
-	  .off = OFF(backend_handoff_limit), .min = 1, .max = 1000000, .def = 16 },
-	{ .name = "locks.default_ttl_ms", .type = CONF_T_INT, .off = OFF(default_ttl_ms),
-	  .min = 10, .max = 31536000000LL, .def = 30000, .reloadable = true },
-	{ .name = "locks.max_ttl_ms", .type = CONF_T_INT, .off = OFF(max_ttl_ms),
-	  .min = 10, .max = 31536000000LL, .def = 86400000, .reloadable = true },
-	{ .name = "locks.margin_percent", .type = CONF_T_INT, .off = OFF(margin_percent),
-	  .min = 1, .max = 50, .def = 10 },
-	{ .name = "locks.lock_delay_ms", .type = CONF_T_INT, .off = OFF(lock_delay_ms),
-	  .min = 0, .max = 3600000, .def = 0 },
-	{ .name = "sessions.idle_timeout_ms", .type = CONF_T_INT, .off = OFF(idle_timeout_ms),
-	  .min = 0, .max = 31536000000LL, .def = 0, .reloadable = true },
-	{ .name = "sessions.tcp_keepalive_s", .type = CONF_T_INT, .off = OFF(tcp_keepalive_s),
-	  .min = 0, .max = 32767, .def = 15 },
-	{ .name = "sessions.tcp_keepalive_interval_s", .type = CONF_T_INT,
-	  .off = OFF(tcp_keepalive_interval_s), .min = 1, .max = 32767, .def = 5 },
-	{ .name = "sessions.tcp_keepalive_probes", .type = CONF_T_INT,
-	  .off = OFF(tcp_keepalive_probes), .min = 1, .max = 127, .def = 3 },
-	{ .name = "limits.max_clients", .type = CONF_T_INT, .off = OFF(max_clients),
-	  .min = 1, .max = 1000000, .def = 10000, .reloadable = true },
-	{ .name = "limits.max_key_bytes", .type = CONF_T_INT, .off = OFF(max_key_bytes),
-	  .min = 1, .max = 536870912LL - CONF_REQUEST_OVERHEAD, .def = 1024,
-	  .reloadable = true },
-	{ .name = "limits.max_request_bytes", .type = CONF_T_INT, .off = OFF(max_request_bytes),
-	  .min = 64, .max = 536870912LL, .def = 65536, .reloadable = true },
-	{ .name = "limits.max_waiters_per_key", .type = CONF_T_INT,
-	  .off = OFF(max_waiters_per_key), .min = 1, .max = INT_MAX, .def = 10000,
-	  .reloadable = true },
-	{ .name = "limits.max_locks_per_session", .type = CONF_T_INT,
-	  .off = OFF(max_locks_per_session), .min = 1, .max = INT_MAX, .def = 10000,
-	  .reloadable = true },
-	{ .name = "log.level", .type = CONF_T_LEVEL, .off = OFF(log_level),
-	  .defstr = "info", .reloadable = true },
-	{ .name = "log.file", .type = CONF_T_STR, .off = OFF(log_file),
-	  .reloadable = true },
+	{ .name = "unix_socket_mode", .type = CONF_MODE, .off = OFF(unix_socket_mode), .max = 0777,
+	  .def = 0660 },
+	{ .name = "auth.password", .type = CONF_SECRET, .off = OFF(password), .reloadable = 1 },
+	{ .name = "auth.password_file", .type = CONF_SECRET_FILE, .off = OFF(password_file),
+	  .pair = "auth.password", .reloadable = 1 },
+	{ .name = "backend.type", .type = CONF_ENUM, .off = OFF(backend_type),
+	  .choice = conf_backend_choice, .defstr = "memory" },
+	INT("locks.default_ttl_ms", default_ttl_ms, 10, 31536000000LL, 30000, 1),
+	INT("locks.max_ttl_ms", max_ttl_ms, 10, 31536000000LL, 86400000, 1),
+	INT("locks.margin_percent", margin_percent, 1, 50, 10, 0),
+	INT("locks.lock_delay_ms", lock_delay_ms, 0, 3600000, 0, 0),
+	INT("sessions.idle_timeout_ms", idle_timeout_ms, 0, 31536000000LL, 0, 1),
+	INT("sessions.tcp_keepalive_s", tcp_keepalive_s, 0, 32767, 15, 0),
+	INT("sessions.tcp_keepalive_interval_s", tcp_keepalive_interval_s, 1, 32767, 5, 0),
+	INT("sessions.tcp_keepalive_probes", tcp_keepalive_probes, 1, 127, 3, 0),
+	INT("limits.max_clients", max_clients, 1, 1000000, 10000, 1),
+	INT("limits.max_key_bytes", max_key_bytes, 1, 536870912LL - CONF_REQUEST_OVERHEAD, 1024, 1),
+	INT("limits.max_request_bytes", max_request_bytes, 64, 536870912LL, 65536, 1),
+	INT("limits.max_waiters_per_key", max_waiters_per_key, 1, 2147483647, 10000, 1),
+	INT("limits.max_locks_per_session", max_locks_per_session, 1, 2147483647, 10000, 1),
+	{ .name = "log.level", .type = CONF_ENUM, .off = OFF(log_level),
+	  .choice = conf_level_choice, .defstr = "info", .reloadable = 1 },
+	{ .name = "log.file", .type = CONF_STR, .off = OFF(log_file), .reloadable = 1 },
 };
 
-#define CONF_NDIRECTIVES (sizeof(conf_directives) / sizeof(conf_directives[0]))
+/* A place in the file, from 1; or line CONF_CMDLINE, CONF_WHOLE_FILE. */
+struct conf_pos {
+	size_t line;		/* line */
+	size_t col;		/* column, in characters */
+};
 
-_Static_assert(CONF_NDIRECTIVES <= CONF_MAXDIRECTIVES,
-    "conf_directives[] is larger than CONF_MAXDIRECTIVES");
+/* What a value was written as. */
+enum conf_shape {
+	SH_PLAIN,		/* a scalar without quotes (or from the command line) */
+	SH_QUOTED,		/* a quoted scalar */
+	SH_STR,			/* a scalar tagged !!str */
+	SH_INT,			/* a scalar tagged !!int */
+	SH_EMPTY,		/* nothing, ~ or null, without quotes */
+	SH_MAPPING,		/* a mapping (not kept) */
+	SH_LIST,		/* a sequence (see the entry's items) */
+	SH_BAD			/* an alias or a bad tag, already reported */
+};
 
-/* Backend types this build knows, NULL-terminated. */
-static const char *const conf_backends[] = { "memory", "redis", NULL };
+/* One value, or one item of a list. */
+struct conf_value {
+	enum conf_shape shape;	/* what it was written as */
+	char *text;		/* a scalar's text, NUL-terminated; wiped when freed */
+	size_t len;		/* its length (a NUL inside makes strlen() shorter) */
+	struct conf_pos pos;	/* where it starts */
+};
+
+/* A key of the file, or a setting given on the command line. */
+struct conf_entry {
+	char *name;		/* the dotted name */
+	struct conf_value v;	/* its value */
+	struct conf_value *items; /* SH_LIST: the items */
+	size_t nitems;		/* how many */
+	size_t keyline;		/* the line of its key (duplicates name it) */
+	char *secret;		/* CONF_SECRET_FILE: what the file held, until
+				 * conf_finish() moves it to the secret's field */
+	bool applied;		/* every row of its name took its value */
+};
+
+/* A list of entries. */
+struct conf_entries {
+	struct conf_entry *v;	/* the entries, in order */
+	size_t n;		/* how many */
+};
+
+/* A row of any table, under its full name. */
+struct conf_row {
+	char *name;		/* full dotted name ("backend." + a backend's row's) */
+	const struct conf_setting *s; /* the row */
+	size_t table;		/* 0: conf_table[]; i + 1: backend_at(i)'s */
+};
+
+/* The config and what only this file sees of it. */
+struct conf_priv {
+	struct conf pub;		/* what the header shows; first */
+	struct conf_row *rows;		/* every table's rows */
+	size_t nrows;			/* how many */
+	void **tables;			/* the struct each table fills: &pub, then
+					 * each backend's settings (NULL for none) */
+	struct conf_entries file;	/* the entries of the file(s) loaded */
+	struct conf_entries cmdline;	/* the entries of the command line */
+	struct conf_pos *errpos;	/* the position of each error */
+};
 
 /* One conf_load() in progress. */
 struct conf_parser {
-	struct conf_priv *p;	/* the config being filled */
-	const char *file;	/* the file name in messages */
-	yaml_parser_t yp;	/* libyaml's state */
+	struct conf_priv *p;		/* the config being filled */
+	yaml_parser_t yp;		/* libyaml's state */
+	size_t first;			/* this file's first entry in p->file */
 };
 
-/* A key already seen in one mapping, to find duplicates. */
-struct conf_seen {
-	char *name;		/* the dotted name */
-	size_t line;		/* its line, from 1 */
-};
-
-/* The whole of c, which conf_create() allocated as a struct conf_priv. */
-static struct conf_priv *
-conf_priv(struct conf *c)
-{
-	return (struct conf_priv *)c;
-}
-
-/* Append one already formatted line to c->errors; takes msg. */
-static void
-conf_add_error(struct conf_priv *p, char *msg)
+/* Append "where: message" to c->errors, pos saying where. Returns -1. */
+static int __attribute__((format(printf, 3, 4)))
+conf_error(struct conf_priv *p, struct conf_pos pos, const char *fmt, ...)
 {
 	struct conf *c = &p->pub;
-	char **errors;
-
-	if (msg == NULL) {
-		p->nomem = true;
-		return;
-	}
-	errors = reallocarray(c->errors, c->nerrors + 1, sizeof(*errors));
-	if (errors == NULL) {
-		free(msg);
-		p->nomem = true;
-		return;
-	}
-	c->errors = errors;
-	c->errors[c->nerrors++] = msg;
-}
-
-/* Append "prefix" followed by the formatted message to c->errors. */
-static void __attribute__((format(printf, 3, 0)))
-conf_verror(struct conf_priv *p, const char *prefix, const char *fmt, va_list ap)
-{
-	char *msg, *line;
-
-	if (vasprintf(&msg, fmt, ap) < 0) {
-		p->nomem = true;
-		return;
-	}
-	if (asprintf(&line, "%s%s", prefix, msg) < 0)
-		line = NULL;
-	free(msg);
-	conf_add_error(p, line);
-}
-
-/* An error about the file at libyaml's (0-based) mark m. */
-static void __attribute__((format(printf, 3, 4)))
-conf_error_at(struct conf_parser *ps, yaml_mark_t m, const char *fmt, ...)
-{
-	char prefix[PATH_MAX + 64];
-	va_list ap;
-
-	snprintf(prefix, sizeof(prefix), "%s:%zu:%zu: ", ps->file, m.line + 1, m.column + 1);
-	va_start(ap, fmt);
-	conf_verror(ps->p, prefix, fmt, ap);
-	va_end(ap);
-}
-
-/* An error found after the file was read, at directive i's value if it came
- * from the file, else at the command line. */
-static void __attribute__((format(printf, 3, 4)))
-conf_error_dir(struct conf_priv *p, size_t i, const char *fmt, ...)
-{
-	char prefix[PATH_MAX + 64];
-	va_list ap;
-
-	if (p->src[i] == CONF_SRC_FILE && p->pub.path != NULL)
-		snprintf(prefix, sizeof(prefix), "%s:%zu:%zu: ", p->pub.path,
-		    p->val[i].line, p->val[i].col);
-	else
-		snprintf(prefix, sizeof(prefix), "command line: ");
-	va_start(ap, fmt);
-	conf_verror(p, prefix, fmt, ap);
-	va_end(ap);
-}
-
-/* An error about a command-line option. */
-static void __attribute__((format(printf, 2, 3)))
-conf_error_cmdline(struct conf_priv *p, const char *fmt, ...)
-{
+	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	conf_verror(p, "command line: ", fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	c->errors = xreallocarray(c->errors, c->nerrors + 1, sizeof(*c->errors));
+	p->errpos = xreallocarray(p->errpos, c->nerrors + 1, sizeof(*p->errpos));
+	p->errpos[c->nerrors] = pos;
+	c->errors[c->nerrors++] = pos.line == CONF_CMDLINE ? xasprintf("command line: %s", msg) :
+	    pos.line == CONF_WHOLE_FILE ? xasprintf("%s: %s", c->path, msg) :
+	    xasprintf("%s:%zu:%zu: %s", c->path, pos.line, pos.col, msg);
+	return -1;
 }
 
-/* An error about the file as a whole ("file: message"). */
-static void __attribute__((format(printf, 3, 4)))
-conf_error_file(struct conf_priv *p, const char *file, const char *fmt, ...)
+/* Sort the errors from the first-th on by position, keeping the order of
+ * those at one place. */
+static void
+conf_sort_errors(struct conf_priv *p, size_t first)
 {
-	char prefix[PATH_MAX + 8];
-	va_list ap;
+	for (size_t i = first + 1; i < p->pub.nerrors; i++)
+		for (size_t j = i; j > first; j--) {
+			struct conf_pos a = p->errpos[j - 1], b = p->errpos[j];
+			char *e = p->pub.errors[j];
 
-	snprintf(prefix, sizeof(prefix), "%s: ", file);
-	va_start(ap, fmt);
-	conf_verror(p, prefix, fmt, ap);
-	va_end(ap);
+			if (a.line < b.line || (a.line == b.line && a.col <= b.col))
+				break;
+			p->errpos[j - 1] = b;
+			p->errpos[j] = a;
+			p->pub.errors[j] = p->pub.errors[j - 1];
+			p->pub.errors[j - 1] = e;
+		}
 }
 
 /* Copy at most CONF_QUOTE_MAX bytes of s (len bytes) into buf for a message,
- * control characters shown as '?', "..." when cut. Returns buf. */
+ * control characters as '?', "..." when cut (not inside a UTF-8 sequence). */
 static const char *
 conf_quote(const char *s, size_t len, char *buf, size_t size)
 {
@@ -297,894 +225,699 @@ conf_quote(const char *s, size_t len, char *buf, size_t size)
 
 	if (n + 4 > size)
 		n = size - 4;
-	/* do not cut a UTF-8 sequence in two */
-	if (n < len)
-		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-			n--;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		buf[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-	}
-	if (n < len) {
-		memcpy(buf + n, "...", 4);
-	} else
-		buf[n] = '\0';
+	while (n > 0 && n < len && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n--;
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	memcpy(buf + n, n < len ? "..." : "", n < len ? 4 : 1);
 	return buf;
 }
 
-/* The text of a scalar event. */
+/* Describe v for "..., not <what>" messages, into buf. */
 static const char *
-conf_text(const yaml_event_t *ev)
-{
-	return (const char *)ev->data.scalar.value;
-}
-
-/* Whether ev is a scalar meaning "no value": empty, "~" or "null", unquoted. */
-static bool
-conf_is_null(const yaml_event_t *ev)
-{
-	static const char *const nulls[] = { "", "~", "null", "Null", "NULL" };
-
-	if (ev->type != YAML_SCALAR_EVENT ||
-	    ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-		return false;
-	for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++)
-		if (strcmp(conf_text(ev), nulls[i]) == 0)
-			return true;
-	return false;
-}
-
-/* Describe the node starting with ev for "..., not <what>" messages; may use
- * buf. */
-static const char *
-conf_what(const yaml_event_t *ev, char *buf, size_t size)
+conf_what(const struct conf_value *v, char *buf, size_t size)
 {
 	char q[CONF_QUOTE_MAX + 4];
 
-	switch (ev->type) {
-	case YAML_MAPPING_START_EVENT:
-		return "a mapping";
-	case YAML_SEQUENCE_START_EVENT:
-		return "a list";
-	case YAML_ALIAS_EVENT:
-		return "an alias";
-	case YAML_SCALAR_EVENT:
-		if (conf_is_null(ev))
-			return "an empty value";
-		snprintf(buf, size, "'%s'", conf_quote(conf_text(ev),
-		    ev->data.scalar.length, q, sizeof(q)));
-		return buf;
-	default:
-		return "nothing";
-	}
+	if (v->shape == SH_MAPPING || v->shape == SH_LIST || v->shape == SH_EMPTY)
+		snprintf(buf, size, "%s", v->shape == SH_MAPPING ? "a mapping" :
+		    v->shape == SH_LIST ? "a list" : "an empty value");
+	else
+		snprintf(buf, size, "'%s'", conf_quote(v->text, v->len, q, sizeof(q)));
+	return buf;
 }
 
-/* Read the next event into ev. On a YAML error, report it and return -1 (ev
- * then holds nothing to delete). */
-static int
+/* Join choice(0), choice(1), ... as "a, b or c" into buf. */
+static const char *
+conf_join(const char *(*choice)(size_t), char *buf, size_t size)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; choice(i) != NULL && len < size; i++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%s", i == 0 ? "" :
+		    choice(i + 1) != NULL ? ", " : " or ", choice(i));
+	return buf;
+}
+
+/* Replace the string in field with a copy of s (NULL for none), wiping the
+ * old one first if it may be a secret. */
+static void
+conf_set_str(char **field, const char *s, bool secret)
+{
+	if (secret && *field != NULL)
+		explicit_bzero(*field, strlen(*field));
+	free(*field);
+	*field = s != NULL ? xstrdup(s) : NULL;
+}
+
+/* Free what e holds, its texts wiped (they may be secrets). */
+static void
+conf_free_entry(struct conf_entry *e)
+{
+	free(e->name);
+	for (size_t i = 0; i <= e->nitems; i++) {
+		struct conf_value *v = i < e->nitems ? &e->items[i] : &e->v;
+
+		if (v->text != NULL)
+			explicit_bzero(v->text, v->len);
+		free(v->text);
+	}
+	free(e->items);
+	conf_set_str(&e->secret, NULL, true);
+}
+
+/* A new, zeroed entry at the end of l (valid until l grows). */
+static struct conf_entry *
+conf_push(struct conf_entries *l)
+{
+	l->v = xreallocarray(l->v, l->n + 1, sizeof(*l->v));
+	memset(&l->v[l->n], 0, sizeof(l->v[0]));
+	return &l->v[l->n++];
+}
+
+/* The row called name; with section, whether name is a section instead
+ * (some rows' names start with name + "."). */
+static const struct conf_row *
+conf_find(const struct conf_priv *p, const char *name, bool section)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < p->nrows; i++)
+		if (section ? strncmp(p->rows[i].name, name, n) == 0 && p->rows[i].name[n] == '.' :
+		    strcmp(p->rows[i].name, name) == 0)
+			return &p->rows[i];
+	return NULL;
+}
+
+/* The entry that last gave name a value: the command line's, else the
+ * file's; NULL if none did. */
+static struct conf_entry *
+conf_effective(struct conf_priv *p, const char *name)
+{
+	struct conf_entries *lists[] = { &p->cmdline, &p->file };
+
+	for (size_t l = 0; l < 2; l++)
+		for (size_t i = lists[l]->n; i-- > 0;)
+			if (lists[l]->v[i].applied && strcmp(lists[l]->v[i].name, name) == 0)
+				return &lists[l]->v[i];
+	return NULL;
+}
+
+/* ---- pass 1: the YAML file into entries ----------------------------------- */
+
+/* Read the next event. false after reporting a YAML error, which ends the
+ * walk: libyaml gives nothing more. */
+static bool
 conf_next(struct conf_parser *ps, yaml_event_t *ev)
 {
 	yaml_parser_t *yp = &ps->yp;
+	char ctx[128] = "", val[16] = "";
 
 	if (yaml_parser_parse(yp, ev))
-		return 0;
-	switch (yp->error) {
-	case YAML_MEMORY_ERROR:
-		ps->p->nomem = true;
-		conf_error_file(ps->p, ps->file, "out of memory");
-		break;
-	case YAML_READER_ERROR:
+		return true;
+	if (yp->error == YAML_MEMORY_ERROR)
+		log_fatal("out of memory reading %s", ps->p->pub.path);
+	if (yp->error == YAML_READER_ERROR) {
 		if (yp->problem_value != -1)
-			conf_error_file(ps->p, ps->file, "%s (0x%02X at byte offset %zu)",
-			    yp->problem, (unsigned)yp->problem_value, yp->problem_offset);
-		else
-			conf_error_file(ps->p, ps->file, "%s (at byte offset %zu)", yp->problem,
-			    yp->problem_offset);
-		break;
-	case YAML_SCANNER_ERROR:
-	case YAML_PARSER_ERROR:
-		if (yp->context != NULL)
-			conf_error_at(ps, yp->problem_mark,
-			    "syntax error: %s (%s at line %zu, column %zu)", yp->problem,
-			    yp->context, yp->context_mark.line + 1,
-			    yp->context_mark.column + 1);
-		else
-			conf_error_at(ps, yp->problem_mark, "syntax error: %s", yp->problem);
-		break;
-	default:
-		conf_error_file(ps->p, ps->file, "cannot parse the file");
-		break;
+			snprintf(val, sizeof(val), "0x%02X ", (unsigned)yp->problem_value);
+		conf_error(ps->p, (struct conf_pos){ CONF_WHOLE_FILE, 0 },
+		    "%s (%sat byte offset %zu)", yp->problem, val, yp->problem_offset);
+		return false;
 	}
-	return -1;
+	if (yp->context != NULL)
+		snprintf(ctx, sizeof(ctx), " (%s at line %zu, column %zu)", yp->context,
+		    yp->context_mark.line + 1, yp->context_mark.column + 1);
+	conf_error(ps->p, AT_MARK(yp->problem_mark), "syntax error: %s%s",
+	    yp->problem != NULL ? yp->problem : "cannot parse the file", ctx);
+	return false;
 }
 
-/* Report what YAML allows on a node but the config does not use: anchors
- * and tags other than the standard str, int, seq and map. */
-static void
-conf_check_props(struct conf_parser *ps, const yaml_event_t *ev)
-{
-	static const char *const allowed[] = { "str", "int", "seq", "map" };
-	const yaml_char_t *anchor, *tag;
-	const char *t;
-
-	switch (ev->type) {
-	case YAML_SCALAR_EVENT:
-		anchor = ev->data.scalar.anchor;
-		tag = ev->data.scalar.tag;
-		break;
-	case YAML_SEQUENCE_START_EVENT:
-		anchor = ev->data.sequence_start.anchor;
-		tag = ev->data.sequence_start.tag;
-		break;
-	case YAML_MAPPING_START_EVENT:
-		anchor = ev->data.mapping_start.anchor;
-		tag = ev->data.mapping_start.tag;
-		break;
-	default:
-		return;
-	}
-	if (anchor != NULL)
-		conf_error_at(ps, ev->start_mark, "anchors are not supported (&%s)",
-		    (const char *)anchor);
-	if (tag == NULL)
-		return;
-	t = (const char *)tag;
-	if (strncmp(t, CONF_STD_TAG, CONF_STD_TAG_LEN) == 0) {
-		for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
-			if (strcmp(t + CONF_STD_TAG_LEN, allowed[i]) == 0)
-				return;
-		conf_error_at(ps, ev->start_mark, "tag '!!%s' is not supported",
-		    t + CONF_STD_TAG_LEN);
-		return;
-	}
-	conf_error_at(ps, ev->start_mark, "tag '%s' is not supported", t);
-}
-
-/* Whether scalar ev carries the tag !!name. */
+/* Consume the rest of the node that starts with ev (already read). */
 static bool
-conf_has_tag(const yaml_event_t *ev, const char *name)
-{
-	const char *t = (const char *)ev->data.scalar.tag;
-
-	return t != NULL && strncmp(t, CONF_STD_TAG, CONF_STD_TAG_LEN) == 0 &&
-	    strcmp(t + CONF_STD_TAG_LEN, name) == 0;
-}
-
-/* Consume the rest of the node whose first event is ev (already read). */
-static int
 conf_skip(struct conf_parser *ps, const yaml_event_t *ev)
 {
+	int depth = ev->type == YAML_SEQUENCE_START_EVENT || ev->type == YAML_MAPPING_START_EVENT;
 	yaml_event_t e;
-	int depth;
 
-	if (ev->type != YAML_SEQUENCE_START_EVENT && ev->type != YAML_MAPPING_START_EVENT)
-		return 0;
-	for (depth = 1; depth > 0;) {
-		if (conf_next(ps, &e) < 0)
-			return -1;
+	while (depth > 0) {
+		if (!conf_next(ps, &e))
+			return false;
 		if (e.type == YAML_SEQUENCE_START_EVENT || e.type == YAML_MAPPING_START_EVENT)
 			depth++;
 		else if (e.type == YAML_SEQUENCE_END_EVENT || e.type == YAML_MAPPING_END_EVENT)
 			depth--;
 		yaml_event_delete(&e);
 	}
-	return 0;
+	return true;
 }
 
-/* The directive called name, or NULL. */
-static const struct conf_directive *
-conf_find(const char *name)
+/* The shape of the node that starts with ev, after reporting what it may not
+ * have: an anchor (the node is still used); an alias, or a tag other than
+ * !!str and !!int on a scalar, !!seq on a list, !!map on a mapping (SH_BAD). */
+static enum conf_shape
+conf_shape(struct conf_parser *ps, const yaml_event_t *ev)
 {
-	for (size_t i = 0; i < CONF_NDIRECTIVES; i++)
-		if (strcmp(conf_directives[i].name, name) == 0)
-			return &conf_directives[i];
-	return NULL;
+	static const char *const nulls[] = { "", "~", "null", "Null", "NULL" };
+	/* scalar, sequence_start and mapping_start all begin with anchor, tag */
+	const char *anchor = (const char *)ev->data.scalar.anchor;
+	const char *tag = (const char *)ev->data.scalar.tag, *own;
+	struct conf_pos at = AT_MARK(ev->start_mark);
+	enum conf_shape shape = ev->type == YAML_SEQUENCE_START_EVENT ? SH_LIST :
+	    ev->type == YAML_MAPPING_START_EVENT ? SH_MAPPING : SH_PLAIN;
+
+	if (ev->type == YAML_ALIAS_EVENT) {
+		conf_error(ps->p, at, "aliases are not supported (*%s)", ev->data.alias.anchor);
+		return SH_BAD;
+	}
+	if (ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		shape = SH_QUOTED;
+	for (size_t i = 0; ev->type == YAML_SCALAR_EVENT && i < 5; i++)
+		if (shape == SH_PLAIN && strcmp((const char *)ev->data.scalar.value, nulls[i]) == 0)
+			shape = SH_EMPTY;
+	if (anchor != NULL)
+		conf_error(ps->p, at, "anchors are not supported (&%s)", anchor);
+	if (tag == NULL)
+		return shape;
+	if (strncmp(tag, CONF_STD_TAG, strlen(CONF_STD_TAG)) != 0) {
+		conf_error(ps->p, at, "tag '%s' is not supported", tag);
+		return SH_BAD;
+	}
+	tag += strlen(CONF_STD_TAG);
+	own = shape == SH_LIST ? "seq" : shape == SH_MAPPING ? "map" : "str";
+	if (strcmp(tag, own) == 0)
+		return shape == SH_LIST || shape == SH_MAPPING ? shape : SH_STR;
+	if (strcmp(tag, "int") == 0 && shape != SH_LIST && shape != SH_MAPPING)
+		return SH_INT;
+	conf_error(ps->p, at, "tag '!!%s' is not supported", tag);
+	return SH_BAD;
 }
 
-/* Whether name is a section: the start of some directive names. */
+/* Read the node that starts with ev into v: a scalar's text; with items,
+ * a list's items too (each a scalar, or a collection skipped). */
 static bool
-conf_is_section(const char *name)
+conf_read(struct conf_parser *ps, const yaml_event_t *ev, struct conf_value *v,
+    struct conf_entry *items)
 {
-	size_t n = strlen(name);
-
-	for (size_t i = 0; i < CONF_NDIRECTIVES; i++)
-		if (strncmp(conf_directives[i].name, name, n) == 0 &&
-		    conf_directives[i].name[n] == '.')
-			return true;
-	return false;
-}
-
-/* The long long field of directive d in p. */
-static long long *
-conf_ll(struct conf_priv *p, const struct conf_directive *d)
-{
-	return (long long *)(void *)((char *)p + d->off);
-}
-
-/* The string field of directive d in p. */
-static char **
-conf_str(struct conf_priv *p, const struct conf_directive *d)
-{
-	return (char **)(void *)((char *)p + d->off);
-}
-
-/* The port field of CONF_T_SERVER directive d in p. */
-static long long *
-conf_port(struct conf_priv *p, const struct conf_directive *d)
-{
-	return (long long *)(void *)((char *)p + d->portoff);
-}
-
-/* Free a secret string after wiping it; *s becomes NULL. */
-static void
-conf_free_secret(char **s)
-{
-	if (*s != NULL)
-		explicit_bzero(*s, strlen(*s));
-	free(*s);
-	*s = NULL;
-}
-
-/* Parse a decimal integer: optional sign, digits, no leading zero. 0, -1 if
- * it is not one, -2 if it does not fit a long long. */
-static int
-conf_parse_ll(const char *s, long long *out)
-{
-	bool neg = false;
-	long long v = 0;
-	const char *d;
-
-	if (*s == '-' || *s == '+')
-		neg = *s++ == '-';
-	if (!isdigit((unsigned char)*s) || (s[0] == '0' && s[1] != '\0'))
-		return -1;
-	for (d = s; isdigit((unsigned char)*d); d++)
-		;
-	if (*d != '\0')
-		return -1;
-	for (; *s != '\0'; s++) {
-		int digit = *s - '0';
-		if (v > (LLONG_MAX - digit) / 10)
-			return -2;
-		v = v * 10 + digit;
-	}
-	*out = neg ? -v : v;
-	return 0;
-}
-
-/* Parse octal permission bits ("0660", "660"). 0, -1 if not octal, -2 if
- * too large to be a mode. */
-static int
-conf_parse_mode(const char *s, long long *out)
-{
-	long long v = 0;
-
-	if (*s == '\0')
-		return -1;
-	for (const char *d = s; *d != '\0'; d++)
-		if (*d < '0' || *d > '7')
-			return -1;
-	for (; *s != '\0'; s++) {
-		v = v * 8 + (*s - '0');
-		if (v > 07777777)
-			return -2;
-	}
-	*out = v;
-	return 0;
-}
-
-/* Resolve a file name given in the config: relative ones are taken from the
- * directory of the config file. Returns a string the caller frees, or NULL. */
-static char *
-conf_resolve(const char *conffile, const char *name)
-{
-	const char *slash = strrchr(conffile, '/');
-	char *out;
-
-	if (name[0] == '/' || slash == NULL)
-		return strdup(name);
-	if (asprintf(&out, "%.*s/%s", (int)(slash - conffile), conffile, name) < 0)
-		return NULL;
-	return out;
-}
-
-/* Read the password in file: its whole content without the line end(s) at the
- * end. Returns a string the caller frees, or NULL with why set to a
- * static sentence (or to "" with errno set for a system error). */
-static char *
-conf_read_password(const char *file, const char **why)
-{
-	char buf[CONF_PASSWORD_MAX + 1];
-	char *pw = NULL;
-	FILE *fp;
-	size_t n;
-	bool big;
-	int err;
-
-	*why = "";
-	if ((fp = fopen(file, "re")) == NULL)
-		return NULL;
-	n = fread(buf, 1, sizeof(buf), fp);
-	err = ferror(fp) ? errno : 0;
-	fclose(fp);
-	big = n > CONF_PASSWORD_MAX;
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	if (err != 0)
-		*why = "";	/* errno says why */
-	else if (big)
-		*why = "is larger than 4096 bytes";
-	else if (n == 0)
-		*why = "is empty";
-	else if (memchr(buf, '\0', n) != NULL)
-		*why = "contains a NUL byte";
-	else if ((pw = strndup(buf, n)) == NULL)
-		*why = "cannot be read: out of memory";
-	explicit_bzero(buf, sizeof(buf));
-	errno = err;
-	return pw;
-}
-
-/* Parse the address of a server to connect to: "host:port" or "[v6]:port",
- * port 1 to 65535. 0, or -1 with why set to a static sentence. */
-static int
-conf_parse_server(const char *s, struct addr *out, const char **why)
-{
-	if (strncmp(s, "unix:", 5) == 0) {
-		*why = "a Unix socket is not supported here (expected host:port or [v6addr]:port)";
-		return -1;
-	}
-	if (*s != '\0' && *s != '[' && strchr(s, ':') == NULL) {
-		*why = "missing port (expected host:port or [v6addr]:port)";
-		return -1;
-	}
-	if (addr_parse(s, ADDR_PORT_REQUIRED, out, why) < 0)
-		return -1;
-	if (out->port == 0) {
-		*why = "the port must be between 1 and 65535";
-		return -1;
-	}
-	return 0;
-}
-
-/* Whether the addresses a and b would be the same listener (port 0 picks a
- * new port each time, so those never clash). */
-static bool
-conf_addr_same(const struct addr *a, const struct addr *b)
-{
-	if (a->kind != b->kind)
-		return false;
-	if (a->kind == ADDR_UNIX)
-		return strcmp(a->path, b->path) == 0;
-	return a->port != 0 && a->port == b->port && strcasecmp(a->host, b->host) == 0;
-}
-
-/* Whether addr is already one of list's n addresses. */
-static bool
-conf_addr_listed(char **list, size_t n, const struct addr *addr)
-{
-	struct addr other;
-	const char *why;
-
-	for (size_t i = 0; i < n; i++)
-		if (addr_parse(list[i], ADDR_PORT_REQUIRED, &other, &why) == 0 && conf_addr_same(&other, addr))
-			return true;
-	return false;
-}
-
-/* Free a list of n strings and the list. */
-static void
-conf_free_list(char **list, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
-}
-
-/* Append a copy of s to *list (n entries). 0, or -1 out of memory. */
-static int
-conf_list_add(char ***list, size_t *n, const char *s)
-{
-	char **l = reallocarray(*list, *n + 1, sizeof(*l));
-
-	if (l == NULL)
-		return -1;
-	*list = l;
-	if ((l[*n] = strdup(s)) == NULL)
-		return -1;
-	(*n)++;
-	return 0;
-}
-
-/* Record that directive d was set by the file, its value at mark m (unless
- * the command line set it, which wins). */
-static void
-conf_mark_set(struct conf_parser *ps, const struct conf_directive *d, yaml_mark_t m)
-{
-	size_t i = (size_t)(d - conf_directives);
-
-	if (ps->p->src[i] == CONF_SRC_CMDLINE)
-		return;
-	ps->p->src[i] = CONF_SRC_FILE;
-	ps->p->val[i].line = m.line + 1;
-	ps->p->val[i].col = m.column + 1;
-}
-
-/* Whether the command line already set d, so the file's value only gets
- * checked. */
-static bool
-conf_by_cmdline(struct conf_parser *ps, const struct conf_directive *d)
-{
-	return ps->p->src[d - conf_directives] == CONF_SRC_CMDLINE;
-}
-
-/* The list value of "listen" (ev is its first event): check every address
- * and keep the list if all of them are good, unless the command line gave
- * listeners. */
-static int
-conf_set_addrlist(struct conf_parser *ps, const struct conf_directive *d, const yaml_event_t *ev)
-{
-	char what[CONF_QUOTE_MAX + 8], q[CONF_QUOTE_MAX + 4];
-	char **list = NULL;
-	size_t n = 0;
 	yaml_event_t e;
-	bool bad = false;
-	int rc = 0;
+	bool ok;
 
-	if (ev->type != YAML_SEQUENCE_START_EVENT) {
-		conf_error_at(ps, ev->start_mark, "'%s' must be a list of addresses, not %s",
-		    d->name, conf_what(ev, what, sizeof(what)));
-		return conf_skip(ps, ev);
+	v->shape = conf_shape(ps, ev);
+	v->pos = AT_MARK(ev->start_mark);
+	if (ev->type == YAML_SCALAR_EVENT) {
+		v->len = ev->data.scalar.length;
+		v->text = xmemdup(ev->data.scalar.value, v->len);
+		return true;
 	}
+	if (ev->type != YAML_SEQUENCE_START_EVENT || items == NULL)
+		return conf_skip(ps, ev);
 	for (;;) {
-		struct addr addr;
-		const char *why;
-
-		if (conf_next(ps, &e) < 0) {
-			rc = -1;
-			break;
-		}
+		if (!conf_next(ps, &e))
+			return false;
 		if (e.type == YAML_SEQUENCE_END_EVENT) {
 			yaml_event_delete(&e);
-			break;
+			return true;
 		}
-		conf_check_props(ps, &e);
-		bad = true;
-		if (e.type == YAML_ALIAS_EVENT) {
-			conf_error_at(ps, e.start_mark, "aliases are not supported (*%s)",
-			    (const char *)e.data.alias.anchor);
-		} else if (e.type != YAML_SCALAR_EVENT || conf_is_null(&e)) {
-			conf_error_at(ps, e.start_mark, "'%s' entries must be addresses, not %s",
-			    d->name, conf_what(&e, what, sizeof(what)));
-			if (conf_skip(ps, &e) < 0) {
-				yaml_event_delete(&e);
-				rc = -1;
-				break;
-			}
-		} else if (strlen(conf_text(&e)) != e.data.scalar.length ||
-		    addr_parse(conf_text(&e), ADDR_PORT_REQUIRED, &addr, &why) < 0) {
-			if (strlen(conf_text(&e)) != e.data.scalar.length)
-				why = "it contains a NUL character";
-			conf_error_at(ps, e.start_mark, "bad listen address %s: %s",
-			    conf_what(&e, what, sizeof(what)), why);
-		} else if (conf_addr_listed(list, n, &addr)) {
-			conf_error_at(ps, e.start_mark, "duplicate listen address '%s'",
-			    conf_quote(addr.text, strlen(addr.text), q, sizeof(q)));
-		} else if (conf_list_add(&list, &n, conf_text(&e)) < 0) {
-			ps->p->nomem = true;
-		} else
-			bad = false;
+		items->items = xreallocarray(items->items, items->nitems + 1, sizeof(*items->items));
+		memset(&items->items[items->nitems], 0, sizeof(*items->items));
+		ok = conf_read(ps, &e, &items->items[items->nitems++], NULL);
 		yaml_event_delete(&e);
+		if (!ok)
+			return false;
 	}
-	if (rc == 0 && !bad && !conf_by_cmdline(ps, d)) {
-		struct conf *c = &ps->p->pub;
-		conf_free_list(c->listen, c->nlisten);
-		c->listen = list;
-		c->nlisten = n;
-		conf_mark_set(ps, d, ev->start_mark);
-	} else
-		conf_free_list(list, n);
-	return rc;
 }
 
-/* A number (CONF_T_INT or CONF_T_MODE) in scalar ev for directive d. */
-static void
-conf_set_number(struct conf_parser *ps, const struct conf_directive *d, const yaml_event_t *ev)
+static bool conf_walk_mapping(struct conf_parser *, const char *);
+
+/* The node that starts with ev, the value of the section name ("" for the
+ * top level): a mapping to walk, or nothing. */
+static bool
+conf_walk_section(struct conf_parser *ps, const char *name, const yaml_event_t *ev)
 {
 	char what[CONF_QUOTE_MAX + 8];
-	const char *text = conf_text(ev);
-	long long v = 0;
-	int rc;
+	struct conf_entry e = { .name = NULL };
+	bool ok;
 
-	if (d->type == CONF_T_INT) {
-		if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE && !conf_has_tag(ev, "int")) {
-			conf_error_at(ps, ev->start_mark,
-			    "'%s' must be a decimal integer, not a quoted string", d->name);
-			return;
-		}
-		if (conf_has_tag(ev, "str")) {
-			conf_error_at(ps, ev->start_mark,
-			    "'%s' must be a decimal integer, not a string", d->name);
-			return;
-		}
-		rc = conf_is_null(ev) ? -1 : conf_parse_ll(text, &v);
-	} else
-		rc = conf_is_null(ev) ? -1 : conf_parse_mode(text, &v);
-	if (rc == 0 && strlen(text) != ev->data.scalar.length)
-		rc = -1;
-	if (rc == -1) {
-		conf_error_at(ps, ev->start_mark, "'%s' must be %s, not %s", d->name,
-		    d->type == CONF_T_INT ? "a decimal integer" : "an octal mode such as 0660",
-		    conf_what(ev, what, sizeof(what)));
-		return;
-	}
-	if (rc == -2 || v < d->min || v > d->max) {
-		conf_quote(text, strlen(text), what, sizeof(what));
-		if (d->type == CONF_T_INT)
-			conf_error_at(ps, ev->start_mark, "'%s' must be between %lld and %lld, not %s",
-			    d->name, d->min, d->max, what);
-		else
-			conf_error_at(ps, ev->start_mark, "'%s' must be between %#llo and %#llo, not %s",
-			    d->name, d->min, d->max, what);
-		return;
-	}
-	if (!conf_by_cmdline(ps, d))
-		*conf_ll(ps->p, d) = v;
-	conf_mark_set(ps, d, ev->start_mark);
-}
-
-/* Replace the string of directive d with a copy of s ("" stores NULL). */
-static void
-conf_store_str(struct conf_priv *p, const struct conf_directive *d, const char *s)
-{
-	char **field = conf_str(p, d);
-	char *copy = NULL;
-
-	if (*s != '\0' && (copy = strdup(s)) == NULL) {
-		p->nomem = true;
-		return;
-	}
-	free(*field);
-	*field = copy;
-}
-
-/* Store server address a as the value of CONF_T_SERVER directive d. */
-static void
-conf_store_server(struct conf_priv *p, const struct conf_directive *d,
-    const struct addr *a)
-{
-	conf_store_str(p, d, a->host);
-	*conf_port(p, d) = a->port;
-}
-
-/* A string (CONF_T_STR, CONF_T_SHORTSTR, CONF_T_PASSFILE, CONF_T_BACKEND,
- * CONF_T_LEVEL, CONF_T_SERVER) in scalar ev for directive d. */
-static void
-conf_set_string(struct conf_parser *ps, const struct conf_directive *d, const yaml_event_t *ev)
-{
-	char q[CONF_QUOTE_MAX + 4];
-	const char *text = conf_is_null(ev) ? "" : conf_text(ev);
-	struct conf_priv *p = ps->p;
-
-	if (strlen(conf_text(ev)) != ev->data.scalar.length) {
-		conf_error_at(ps, ev->start_mark, "'%s' must not contain a NUL character", d->name);
-		return;
-	}
-	switch (d->type) {
-	case CONF_T_BACKEND: {
-		size_t i;
-		for (i = 0; conf_backends[i] != NULL; i++)
-			if (strcmp(text, conf_backends[i]) == 0)
-				break;
-		if (conf_backends[i] == NULL) {
-			char names[128] = "";
-			size_t len = 0;
-			for (i = 0; conf_backends[i] != NULL && len < sizeof(names); i++)
-				len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
-				    i == 0 ? "" : conf_backends[i + 1] != NULL ? ", " : " or ",
-				    conf_backends[i]);
-			conf_error_at(ps, ev->start_mark, "unknown backend type '%s' (expected %s)",
-			    conf_quote(text, strlen(text), q, sizeof(q)), names);
-			return;
-		}
-		break;
-	}
-	case CONF_T_LEVEL:
-		if (log_level_parse(text) < 0) {
-			conf_error_at(ps, ev->start_mark,
-			    "unknown log level '%s' (expected %s, %s, %s or %s)",
-			    conf_quote(text, strlen(text), q, sizeof(q)),
-			    log_level_name(LOG_LEVEL_DEBUG), log_level_name(LOG_LEVEL_INFO),
-			    log_level_name(LOG_LEVEL_WARN), log_level_name(LOG_LEVEL_ERROR));
-			return;
-		}
-		break;
-	case CONF_T_PASSFILE:
-		if (*text != '\0') {
-			const char *why;
-			char *file = conf_resolve(p->pub.path, text);
-			char *pw = file != NULL ? conf_read_password(file, &why) : NULL;
-
-			if (file == NULL) {
-				p->nomem = true;
-				return;
-			}
-			if (pw == NULL) {
-				if (*why == '\0')
-					conf_error_at(ps, ev->start_mark,
-					    "cannot read password file '%s': %s",
-					    conf_quote(file, strlen(file), q, sizeof(q)),
-					    strerror(errno));
-				else
-					conf_error_at(ps, ev->start_mark, "password file '%s' %s",
-					    conf_quote(file, strlen(file), q, sizeof(q)), why);
-				free(file);
-				return;
-			}
-			if (conf_by_cmdline(ps, d)) {	/* checked, not used */
-				conf_free_secret(&pw);
-				free(file);
-				return;
-			}
-			conf_free_secret(&p->secret[d - conf_directives]);
-			p->secret[d - conf_directives] = pw;
-			free(*conf_str(p, d));
-			*conf_str(p, d) = file;
-			conf_mark_set(ps, d, ev->start_mark);
-			return;
-		}
-		if (!conf_by_cmdline(ps, d))
-			conf_free_secret(&p->secret[d - conf_directives]);
-		break;
-	case CONF_T_SHORTSTR:
-		if (*text == '\0') {
-			conf_error_at(ps, ev->start_mark, "'%s' must not be empty", d->name);
-			return;
-		}
-		if (strlen(text) > (size_t)d->max) {
-			conf_error_at(ps, ev->start_mark, "'%s' must be at most %lld bytes, not %zu",
-			    d->name, d->max, strlen(text));
-			return;
-		}
-		break;
-	case CONF_T_SERVER: {
-		struct addr a;
-		const char *why;
-
-		if (conf_parse_server(text, &a, &why) < 0) {
-			conf_error_at(ps, ev->start_mark, "bad backend address '%s': %s",
-			    conf_quote(text, strlen(text), q, sizeof(q)), why);
-			return;
-		}
-		if (!conf_by_cmdline(ps, d))
-			conf_store_server(p, d, &a);
-		conf_mark_set(ps, d, ev->start_mark);
-		return;
-	}
-	default:
-		break;
-	}
-	if (!conf_by_cmdline(ps, d))
-		conf_store_str(p, d, text);
-	conf_mark_set(ps, d, ev->start_mark);
-}
-
-/* The value of directive d (ev is its first event). */
-static int
-conf_set(struct conf_parser *ps, const struct conf_directive *d, const yaml_event_t *ev)
-{
-	char what[CONF_QUOTE_MAX + 8];
-	const char *want;
-
-	if (d->type == CONF_T_ADDRLIST)
-		return conf_set_addrlist(ps, d, ev);
-	if (ev->type == YAML_SCALAR_EVENT) {
-		if (d->type == CONF_T_INT || d->type == CONF_T_MODE)
-			conf_set_number(ps, d, ev);
-		else
-			conf_set_string(ps, d, ev);
-		return 0;
-	}
-	switch (d->type) {
-	case CONF_T_INT:
-		want = "a decimal integer";
-		break;
-	case CONF_T_MODE:
-		want = "an octal mode such as 0660";
-		break;
-	default:
-		want = "a string";
-		break;
-	}
-	conf_error_at(ps, ev->start_mark, "'%s' must be %s, not %s", d->name, want,
-	    conf_what(ev, what, sizeof(what)));
-	return conf_skip(ps, ev);
-}
-
-static int conf_parse_mapping(struct conf_parser *, const char *);
-
-/* The value (first event ev) of the key called name (event key). Problems
- * are reported in the order of their positions: the key's, then the value's. */
-static int
-conf_parse_value(struct conf_parser *ps, const char *name, const yaml_event_t *key,
-    const yaml_event_t *ev)
-{
-	char what[CONF_QUOTE_MAX + 8], q[CONF_QUOTE_MAX + 4];
-	bool dotted = strchr(conf_text(key), '.') != NULL;
-	const struct conf_directive *d = dotted ? NULL : conf_find(name);
-	bool section = !dotted && d == NULL && conf_is_section(name);
-
-	if (d == NULL && !section) {
-		if (dotted && (conf_find(name) != NULL || conf_is_section(name)))
-			conf_error_at(ps, key->start_mark,
-			    "unknown key '%s' (a dot does not nest keys: write a mapping)",
-			    conf_quote(name, strlen(name), q, sizeof(q)));
-		else
-			conf_error_at(ps, key->start_mark, "unknown key '%s'",
-			    conf_quote(name, strlen(name), q, sizeof(q)));
-	}
-	conf_check_props(ps, ev);
-	if (ev->type == YAML_ALIAS_EVENT) {
-		conf_error_at(ps, ev->start_mark, "aliases are not supported (*%s)",
-		    (const char *)ev->data.alias.anchor);
-		return 0;
-	}
-	if (d == NULL && !section)
-		return conf_skip(ps, ev);
-	if (d != NULL)
-		return conf_set(ps, d, ev);
-	/* a section: a mapping, or nothing at all */
 	if (ev->type == YAML_MAPPING_START_EVENT)
-		return conf_parse_mapping(ps, name);
-	if (conf_is_null(ev))
-		return 0;
-	conf_error_at(ps, ev->start_mark, "'%s' must be a mapping, not %s", name,
-	    conf_what(ev, what, sizeof(what)));
-	return conf_skip(ps, ev);
+		return conf_shape(ps, ev) == SH_MAPPING ? conf_walk_mapping(ps, name) :
+		    conf_skip(ps, ev);
+	ok = conf_read(ps, ev, &e.v, NULL);
+	conf_what(&e.v, what, sizeof(what));
+	if (e.v.shape != SH_EMPTY && e.v.shape != SH_BAD && *name != '\0')
+		conf_error(ps->p, e.v.pos, "'%s' must be a mapping, not %s", name, what);
+	else if (e.v.shape != SH_EMPTY && e.v.shape != SH_BAD)
+		conf_error(ps->p, e.v.pos, "the top level must be a mapping, not %s", what);
+	conf_free_entry(&e);
+	return ok;
 }
 
-/* The keys and values of a mapping whose start event was read, up to its
- * end; prefix is the dotted name of the mapping ("" at the top). */
-static int
-conf_parse_mapping(struct conf_parser *ps, const char *prefix)
+/* The value (first event val) of key k of the section prefix: a setting's
+ * becomes an entry, a section's is walked, anything else reported. */
+static bool
+conf_walk_key(struct conf_parser *ps, const char *prefix, const struct conf_value *k,
+    const yaml_event_t *val)
 {
-	char what[CONF_QUOTE_MAX + 8];
-	struct conf_seen *seen = NULL, *s;
-	size_t nseen = 0;
-	yaml_event_t key, val;
-	char *name;
-	int rc = 0;
+	struct conf_priv *p = ps->p;
+	char what[CONF_QUOTE_MAX + 8], q[CONF_QUOTE_MAX + 4], *name;
+	struct conf_entry *e = NULL, skip = { .name = NULL };
+	bool section, known, ok;
 
-	for (;;) {
-		if (conf_next(ps, &key) < 0) {
-			rc = -1;
-			break;
-		}
+	if (k->shape == SH_MAPPING || k->shape == SH_LIST)
+		conf_error(p, k->pos, "a key must be a scalar, not %s",
+		    conf_what(k, what, sizeof(what)));
+	if (k->text == NULL) {		/* reported */
+		ok = conf_read(ps, val, &skip.v, NULL);
+		conf_free_entry(&skip);
+		return ok;
+	}
+	name = *prefix != '\0' ? xasprintf("%s.%s", prefix, k->text) : xstrdup(k->text);
+	section = conf_find(p, name, true) != NULL;
+	known = section || conf_find(p, name, false) != NULL;
+	conf_quote(name, strlen(name), q, sizeof(q));
+	for (size_t i = ps->first; i < p->file.n && e == NULL; i++)
+		if (strcmp(p->file.v[i].name, name) == 0)
+			e = &p->file.v[i];
+	if (strchr(k->text, '.') != NULL || !known)
+		conf_error(p, k->pos, strchr(k->text, '.') != NULL && known ?
+		    "unknown key '%s' (a dot does not nest keys: write a mapping)" :
+		    "unknown key '%s'", q);
+	else if (e != NULL)
+		conf_error(p, k->pos, "duplicate key '%s' (first at line %zu)", q, e->keyline);
+	else {
+		e = conf_push(&p->file);	/* a section's too, to find duplicates */
+		e->name = name;
+		e->keyline = k->pos.line;
+		return section ? conf_walk_section(ps, name, val) : conf_read(ps, val, &e->v, e);
+	}
+	free(name);
+	ok = conf_read(ps, val, &skip.v, NULL);
+	conf_free_entry(&skip);
+	return ok;
+}
+
+/* The keys and values of the mapping whose start was read, up to its end;
+ * prefix is its dotted name ("" at the top). */
+static bool
+conf_walk_mapping(struct conf_parser *ps, const char *prefix)
+{
+	struct conf_entry k = { .name = NULL };
+	yaml_event_t key, val;
+	bool ok = true;
+
+	while (ok && conf_next(ps, &key)) {
 		if (key.type == YAML_MAPPING_END_EVENT) {
 			yaml_event_delete(&key);
-			break;
+			return true;
 		}
-		conf_check_props(ps, &key);
-		name = NULL;
-		if (key.type == YAML_ALIAS_EVENT) {
-			conf_error_at(ps, key.start_mark, "aliases are not supported (*%s)",
-			    (const char *)key.data.alias.anchor);
-		} else if (key.type != YAML_SCALAR_EVENT) {
-			conf_error_at(ps, key.start_mark, "a key must be a scalar, not %s",
-			    conf_what(&key, what, sizeof(what)));
-			if (conf_skip(ps, &key) < 0) {
-				yaml_event_delete(&key);
-				rc = -1;
-				break;
-			}
-		} else if (asprintf(&name, "%s%s%s", prefix, *prefix != '\0' ? "." : "",
-		    conf_text(&key)) < 0) {
-			name = NULL;
-			ps->p->nomem = true;
-		}
-		if (conf_next(ps, &val) < 0) {
-			yaml_event_delete(&key);
-			free(name);
-			rc = -1;
-			break;
-		}
-		s = NULL;
-		for (size_t i = 0; name != NULL && i < nseen; i++)
-			if (strcmp(seen[i].name, name) == 0)
-				s = &seen[i];
-		if (name == NULL) {
-			conf_check_props(ps, &val);
-			rc = conf_skip(ps, &val);
-		} else if (s != NULL) {
-			char q[CONF_QUOTE_MAX + 4];
-			conf_error_at(ps, key.start_mark, "duplicate key '%s' (first at line %zu)",
-			    conf_quote(name, strlen(name), q, sizeof(q)), s->line);
-			conf_check_props(ps, &val);
-			rc = conf_skip(ps, &val);
-		} else {
-			s = reallocarray(seen, nseen + 1, sizeof(*seen));
-			if (s != NULL) {
-				seen = s;
-				seen[nseen].name = name;
-				seen[nseen++].line = key.start_mark.line + 1;
-			} else
-				ps->p->nomem = true;
-			rc = conf_parse_value(ps, name, &key, &val);
-			if (s != NULL)
-				name = NULL;	/* now owned by seen[] */
-		}
-		free(name);
+		ok = conf_read(ps, &key, &k.v, NULL) && conf_next(ps, &val);
 		yaml_event_delete(&key);
-		yaml_event_delete(&val);
-		if (rc < 0)
-			break;
+		if (ok) {
+			ok = conf_walk_key(ps, prefix, &k.v, &val);
+			yaml_event_delete(&val);
+		}
+		conf_free_entry(&k);
+		memset(&k, 0, sizeof(k));
 	}
-	for (size_t i = 0; i < nseen; i++)
-		free(seen[i].name);
-	free(seen);
-	return rc;
+	return false;
 }
 
 /* The whole stream: nothing, or one document whose top is a mapping. */
 static void
-conf_parse_stream(struct conf_parser *ps)
+conf_walk(struct conf_parser *ps)
 {
-	char what[CONF_QUOTE_MAX + 8];
 	yaml_event_t ev;
+	bool ok;
 
-	if (conf_next(ps, &ev) < 0)		/* stream start */
+	if (!conf_next(ps, &ev))		/* stream start */
 		return;
 	yaml_event_delete(&ev);
-	if (conf_next(ps, &ev) < 0)
-		return;
-	if (ev.type == YAML_STREAM_END_EVENT) {	/* an empty file */
-		yaml_event_delete(&ev);
-		return;
-	}
+	if (!conf_next(ps, &ev) || ev.type == YAML_STREAM_END_EVENT)
+		return;				/* an empty file */
 	yaml_event_delete(&ev);			/* document start */
-	if (conf_next(ps, &ev) < 0)
+	if (!conf_next(ps, &ev))
 		return;
-	conf_check_props(ps, &ev);
-	if (ev.type == YAML_MAPPING_START_EVENT) {
-		if (conf_parse_mapping(ps, "") < 0) {
-			yaml_event_delete(&ev);
-			return;
-		}
-	} else if (ev.type == YAML_ALIAS_EVENT) {
-		conf_error_at(ps, ev.start_mark, "aliases are not supported (*%s)",
-		    (const char *)ev.data.alias.anchor);
-	} else if (!conf_is_null(&ev)) {
-		conf_error_at(ps, ev.start_mark, "the top level must be a mapping, not %s",
-		    conf_what(&ev, what, sizeof(what)));
-		if (conf_skip(ps, &ev) < 0) {
-			yaml_event_delete(&ev);
-			return;
-		}
-	}
+	ok = conf_walk_section(ps, "", &ev);
 	yaml_event_delete(&ev);
-	if (conf_next(ps, &ev) < 0)		/* document end */
+	if (!ok || !conf_next(ps, &ev))		/* document end */
 		return;
 	yaml_event_delete(&ev);
-	if (conf_next(ps, &ev) < 0)
+	if (!conf_next(ps, &ev))
 		return;
 	if (ev.type == YAML_DOCUMENT_START_EVENT)
-		conf_error_at(ps, ev.start_mark, "several documents in one file are not supported");
+		conf_error(ps->p, AT_MARK(ev.start_mark),
+		    "several documents in one file are not supported");
 	yaml_event_delete(&ev);
 }
+
+/* ---- pass 2: entries into the settings ------------------------------------ */
+
+/* Parse text as the value of row s: CONF_INT an optional sign and decimal
+ * digits without a leading zero, CONF_MODE octal digits. */
+static enum num_status
+conf_number(const struct conf_setting *s, const char *text, long long *out)
+{
+	const char *d = text + (s->type == CONF_INT && (*text == '+' || *text == '-'));
+	long long v = 0;
+
+	if (s->type == CONF_INT && (!isdigit((unsigned char)*d) || (d[0] == '0' && d[1] != '\0')))
+		return NUM_SYNTAX;
+	if (s->type == CONF_INT)
+		return num_parse(text + (*text == '+'), strlen(text + (*text == '+')), s->min,
+		    s->max, out);
+	if (*d == '\0' || strspn(d, "01234567") != strlen(d))
+		return NUM_SYNTAX;
+	for (; *d != '\0' && v <= s->max; d++)
+		v = v * 8 + (*d - '0');
+	if (v < s->min || v > s->max)
+		return NUM_RANGE;
+	*out = v;
+	return NUM_OK;
+}
+
+/* Read the password file named text (relative to the config file's
+ * directory) into e->secret and its resolved name into field. */
+static int
+conf_apply_secret_file(struct conf_priv *p, struct conf_entry *e, char **field,
+    const char *text)
+{
+	const char *slash = p->pub.path != NULL ? strrchr(p->pub.path, '/') : NULL, *why;
+	char buf[CONF_SECRET_MAX + 1], q[CONF_QUOTE_MAX + 4], *file;
+	size_t n = 0;
+	int err = 0;
+	FILE *fp;
+
+	conf_set_str(&e->secret, NULL, true);
+	conf_set_str(field, NULL, false);
+	if (*text == '\0')
+		return 0;
+	file = text[0] == '/' || slash == NULL ? xstrdup(text) :
+	    xasprintf("%.*s/%s", (int)(slash - p->pub.path), p->pub.path, text);
+	if ((fp = fopen(file, "re")) == NULL)
+		err = errno;
+	else {
+		n = fread(buf, 1, sizeof(buf), fp);
+		err = ferror(fp) ? errno : 0;
+		fclose(fp);
+	}
+	while (n > 0 && n <= CONF_SECRET_MAX && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	why = err != 0 ? strerror(err) : n > CONF_SECRET_MAX ? "is larger than 4096 bytes" :
+	    n == 0 ? "is empty" : memchr(buf, '\0', n) != NULL ? "contains a NUL byte" : NULL;
+	conf_quote(file, strlen(file), q, sizeof(q));
+	if (err != 0)
+		conf_error(p, e->v.pos, "cannot read password file '%s': %s", q, why);
+	else if (why != NULL)
+		conf_error(p, e->v.pos, "password file '%s' %s", q, why);
+	else {
+		e->secret = xmemdup(buf, n);
+		*field = file;
+		file = NULL;
+	}
+	explicit_bzero(buf, sizeof(buf));
+	free(file);
+	return why != NULL ? -1 : 0;
+}
+
+/* Whether addresses a and b would be one listener (port 0 picks a new port
+ * each time, so those never clash). */
+static bool
+conf_addr_same(const struct addr *a, const struct addr *b)
+{
+	if (a->kind != b->kind || a->kind == ADDR_UNIX)
+		return a->kind == b->kind && strcmp(a->path, b->path) == 0;
+	return a->port != 0 && a->port == b->port && strcasecmp(a->host, b->host) == 0;
+}
+
+/* Apply list entry e to the CONF_ADDRLIST row s of base: it replaces the
+ * list if each item is a good address, listed once. */
+static int
+conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct conf_setting *s,
+    void *base)
+{
+	char ***field = FIELD(base, s->off), what[CONF_QUOTE_MAX + 8];
+	size_t *count = FIELD(base, s->count), n = 0;
+	struct addr *a;
+	const char *why;
+	bool bad = false;
+
+	if (e->v.shape != SH_LIST)
+		return e->v.shape == SH_BAD ? -1 : conf_error(p, e->v.pos,
+		    "'%s' must be a list of addresses, not %s", e->name,
+		    conf_what(&e->v, what, sizeof(what)));
+	a = xcalloc(e->nitems + 1, sizeof(*a));
+	for (size_t i = 0; i < e->nitems; i++) {
+		const struct conf_value *v = &e->items[i];
+		bool dup = false;
+
+		conf_what(v, what, sizeof(what));
+		why = v->text != NULL && strlen(v->text) != v->len ?
+		    "it contains a NUL character" : NULL;
+		if (v->shape == SH_BAD)
+			bad = true;
+		else if (v->shape == SH_MAPPING || v->shape == SH_LIST || v->shape == SH_EMPTY)
+			bad = conf_error(p, v->pos, "'%s' entries must be addresses, not %s", e->name,
+			    what);
+		else if (why != NULL || addr_parse(v->text, ADDR_PORT_REQUIRED, &a[n], &why) < 0)
+			bad = conf_error(p, v->pos, "bad %s address %s: %s", e->name, what, why);
+		else {
+			for (size_t j = 0; j < n; j++)
+				dup = dup || conf_addr_same(&a[j], &a[n]);
+			if (dup)
+				bad = conf_error(p, v->pos, "duplicate %s address '%s'", e->name,
+				    conf_quote(a[n].text, strlen(a[n].text), what, sizeof(what)));
+			else
+				n++;
+		}
+	}
+	if (!bad) {
+		while (*count > 0)
+			free((*field)[--*count]);
+		free(*field);
+		*field = xcalloc(n + 1, sizeof(**field));
+		for (; *count < n; (*count)++)
+			(*field)[*count] = xstrdup(a[*count].text);
+	}
+	free(a);
+	return bad ? -1 : 0;
+}
+
+/* Apply entry e to row s of base. 0, or -1 after reporting why. */
+static int
+conf_apply_row(struct conf_priv *p, struct conf_entry *e, const struct conf_setting *s,
+    void *base)
+{
+	char what[CONF_QUOTE_MAX + 8], q[CONF_QUOTE_MAX + 4], names[128];
+	const char *want = s->type == CONF_INT ? "a decimal integer" : s->type == CONF_MODE ?
+	    "an octal mode such as 0660" : "a string", *text, *why, *name = NULL;
+	const struct conf_value *v = &e->v;
+	void *field = FIELD(base, s->off);
+	struct addr a;
+	long long n;
+
+	if (s->type == CONF_ADDRLIST || v->shape == SH_BAD)
+		return v->shape == SH_BAD ? -1 : conf_apply_list(p, e, s, base);
+	conf_what(v, what, sizeof(what));
+	if (v->shape == SH_MAPPING || v->shape == SH_LIST)
+		return conf_error(p, v->pos, "'%s' must be %s, not %s", e->name, want, what);
+	if (strlen(v->text) != v->len)
+		return conf_error(p, v->pos, "'%s' must not contain a NUL character", e->name);
+	text = v->shape == SH_EMPTY ? "" : v->text;
+	conf_quote(text, strlen(text), q, sizeof(q));
+	switch (s->type) {
+	case CONF_INT:
+	case CONF_MODE:
+		if (s->type == CONF_INT && (v->shape == SH_QUOTED || v->shape == SH_STR))
+			return conf_error(p, v->pos, "'%s' must be a decimal integer, not %s",
+			    e->name, v->shape == SH_STR ? "a string" : "a quoted string");
+		switch (conf_number(s, text, &n)) {
+		case NUM_OK:
+			*(long long *)field = n;
+			return 0;
+		case NUM_RANGE:
+			if (s->type == CONF_MODE)
+				return conf_error(p, v->pos, "'%s' must be between %#llo and %#llo, "
+				    "not %s", e->name, s->min, s->max, q);
+			return conf_error(p, v->pos, "'%s' must be between %lld and %lld, not %s",
+			    e->name, s->min, s->max, q);
+		default:
+			return conf_error(p, v->pos, "'%s' must be %s, not %s", e->name, want, what);
+		}
+	case CONF_ENUM:
+		for (size_t i = 0; (name = s->choice(i)) != NULL && strcmp(name, text) != 0; i++)
+			;
+		if (name == NULL)
+			return conf_error(p, v->pos, "'%s' must be %s, not %s", e->name,
+			    conf_join(s->choice, names, sizeof(names)), what);
+		break;
+	case CONF_SHORTSTR:
+		if (*text == '\0')
+			return conf_error(p, v->pos, "'%s' must not be empty", e->name);
+		if (strlen(text) > (size_t)s->max)
+			return conf_error(p, v->pos, "'%s' must be at most %lld bytes, not %zu",
+			    e->name, s->max, strlen(text));
+		break;
+	case CONF_SERVER:
+		if (conf_server_parse(text, ADDR_PORT_REQUIRED, &a, &why) < 0)
+			return conf_error(p, v->pos, "bad %s '%s': %s", e->name, q, why);
+		*(struct addr *)field = a;
+		return 0;
+	case CONF_SECRET_FILE:
+		return conf_apply_secret_file(p, e, field, text);
+	default:
+		break;
+	}
+	conf_set_str(field, *text != '\0' ? text : NULL, s->type == CONF_SECRET);
+	return 0;
+}
+
+/* Apply entry e through every row of its name (conf_table[]'s, or each
+ * backend's for a "backend." key), reporting the first refusal. */
+static bool
+conf_apply(struct conf_priv *p, struct conf_entry *e)
+{
+	e->applied = false;
+	for (size_t i = 0; i < p->nrows; i++)
+		if (strcmp(p->rows[i].name, e->name) == 0) {
+			if (conf_apply_row(p, e, p->rows[i].s, p->tables[p->rows[i].table]) < 0)
+				return e->applied = false;
+			e->applied = true;
+		}
+	return e->applied;
+}
+
+/* ---- the command line ----------------------------------------------------- */
+
+/* Apply e, given on the command line, and keep it to apply again after any
+ * file loaded later; e is freed if refused. 0 or -1. */
+static int
+conf_cmdline(struct conf_priv *p, struct conf_entry e)
+{
+	if (!conf_apply(p, &e)) {
+		conf_free_entry(&e);
+		return -1;
+	}
+	*conf_push(&p->cmdline) = e;
+	return 0;
+}
+
+/* A value given on the command line, as the file would write it. */
+static struct conf_value
+conf_cmdline_value(const char *s)
+{
+	return (struct conf_value){ SH_PLAIN, xstrdup(s), strlen(s), AT_CMDLINE };
+}
+
+/* -l ADDR: one list of every -l so far, which replaces the file's. */
+int
+conf_override_listen(struct conf *c, const char *addr)
+{
+	struct conf_priv *p = (struct conf_priv *)c;
+	const struct conf_entry *prev = conf_effective(p, "listen");
+	struct conf_entry e = { .name = xstrdup("listen"), .v = conf_cmdline_value("") };
+
+	if (prev != NULL && prev->v.pos.line != CONF_CMDLINE)
+		prev = NULL;
+	e.v.shape = SH_LIST;
+	e.nitems = (prev != NULL ? prev->nitems : 0) + 1;
+	e.items = xcalloc(e.nitems, sizeof(*e.items));
+	for (size_t i = 0; i < e.nitems; i++)
+		e.items[i] = conf_cmdline_value(i + 1 < e.nitems ? prev->items[i].text : addr);
+	return conf_cmdline(p, e);
+}
+
+/* Copy url into buf for a message, the user and password (between "://" and
+ * the last '@') hidden: "scheme://:***@host". A user "" or "default" is
+ * kept, as it tells nothing secret. */
+static const char *
+conf_url_mask(const char *url, char *buf, size_t size)
+{
+	const char *sep = strstr(url, "://"), *info = sep != NULL ? sep + 3 : url;
+	const char *at = strrchr(info, '@');
+	size_t infolen = at != NULL ? (size_t)(at - info) : 0, user = strcspn(info, ":");
+
+	if (user > infolen)
+		user = infolen;
+	if (at == NULL)
+		snprintf(buf, size, "%s", url);
+	else if (user == 0 || (user == 7 && strncmp(info, "default", 7) == 0))
+		snprintf(buf, size, "%.*s%s%s", (int)(info + user - url), url,
+		    user < infolen ? ":***" : "", at);
+	else
+		snprintf(buf, size, "%.*s***%s", (int)(info - url), url, at);
+	return buf;
+}
+
+/* backend_url_set of conf_override_backend(): collect "backend." + name. */
+static void
+conf_url_set(void *arg, const char *name, const char *value)
+{
+	struct conf_entry *e = conf_push(arg);
+
+	e->name = xasprintf("backend.%s", name);
+	e->v = conf_cmdline_value(value);
+}
+
+/* -b URL: the type, then what the backend's parse_url gives. */
+int
+conf_override_backend(struct conf *c, const char *url)
+{
+	struct conf_priv *p = (struct conf_priv *)c;
+	char masked[512], q[CONF_QUOTE_MAX + 4], names[256];
+	struct conf_entries got = { NULL, 0 };
+	const struct backend_ops *ops;
+	const char *why = "";
+	int rc = 1;
+
+	for (size_t i = 0; rc == 1 && (ops = backend_at(i)) != NULL; i++)
+		if (ops->parse_url != NULL)
+			rc = ops->parse_url(url, conf_url_set, &got, &why);
+		else if (strcmp(url, ops->name) == 0)
+			rc = 0;
+	conf_url_mask(url, masked, sizeof(masked));
+	conf_quote(masked, strlen(masked), q, sizeof(q));
+	if (rc == 1)
+		conf_error(p, AT_CMDLINE, "unknown backend URL '%s' (expected %s)", q,
+		    conf_join(conf_url_choice, names, sizeof(names)));
+	else if (rc < 0)
+		conf_error(p, AT_CMDLINE, "bad %s URL '%s': %s", ops->name, q, why);
+	else
+		rc = conf_cmdline(p, (struct conf_entry){ .name = xstrdup("backend.type"),
+		    .v = conf_cmdline_value(ops->name) });
+	for (size_t i = 0; i < got.n; i++)
+		if (rc == 0)
+			rc = conf_cmdline(p, got.v[i]);
+		else
+			conf_free_entry(&got.v[i]);
+	free(got.v);
+	return rc == 0 ? 0 : -1;
+}
+
+/* ---- the whole config ----------------------------------------------------- */
 
 struct conf *
 conf_create(void)
 {
-	struct conf_priv *p = calloc(1, sizeof(*p));
+	struct conf_priv *p = xcalloc(1, sizeof(*p));
+	size_t ntables = 1;
 
-	if (p == NULL)
-		return NULL;
-	for (size_t i = 0; i < CONF_NDIRECTIVES; i++) {
-		const struct conf_directive *d = &conf_directives[i];
-		if (d->type == CONF_T_INT || d->type == CONF_T_MODE)
-			*conf_ll(p, d) = CONF_UNSET;
-		else if (d->type == CONF_T_SERVER)
-			*conf_port(p, d) = CONF_UNSET;
+	while (backend_at(ntables - 1) != NULL)
+		ntables++;
+	p->tables = xcalloc(ntables, sizeof(*p->tables));
+	p->tables[0] = &p->pub;
+	for (size_t t = 0; t < ntables; t++) {
+		const struct backend_ops *ops = t > 0 ? backend_at(t - 1) : NULL;
+		const struct conf_setting *rows = ops != NULL ? ops->settings : conf_table;
+		size_t n = ops != NULL ? ops->nsettings : sizeof(conf_table) / sizeof(conf_table[0]);
+
+		if (ops != NULL && ops->settings_size > 0)
+			p->tables[t] = xcalloc(1, ops->settings_size);
+		p->rows = xreallocarray(p->rows, p->nrows + n, sizeof(*p->rows));
+		for (size_t i = 0; i < n; i++) {
+			p->rows[p->nrows++] = (struct conf_row){ xasprintf("%s%s",
+			    ops != NULL ? "backend." : "", rows[i].name), &rows[i], t };
+			if (rows[i].type == CONF_INT || rows[i].type == CONF_MODE)
+				*(long long *)FIELD(p->tables[t], rows[i].off) = CONF_UNSET;
+		}
 	}
 	return &p->pub;
 }
@@ -1192,426 +925,208 @@ conf_create(void)
 void
 conf_destroy(struct conf *c)
 {
-	struct conf_priv *p;
+	struct conf_priv *p = (struct conf_priv *)c;
 
 	if (c == NULL)
 		return;
-	p = conf_priv(c);
+	for (size_t i = 0; i < p->nrows; i++) {
+		const struct conf_setting *s = p->rows[i].s;
+		void *base = p->tables[p->rows[i].table];
+		char ***list = FIELD(base, s->off);
+
+		if (s->type == CONF_ADDRLIST) {
+			for (size_t j = 0; j < *(size_t *)FIELD(base, s->count); j++)
+				free((*list)[j]);
+			free(*list);
+		} else if (s->type != CONF_INT && s->type != CONF_MODE && s->type != CONF_SERVER)
+			conf_set_str(FIELD(base, s->off), NULL, s->type == CONF_SECRET);
+		free(p->rows[i].name);
+	}
+	for (size_t t = 1; backend_at(t - 1) != NULL; t++)
+		free(p->tables[t]);
+	for (size_t i = 0; i < p->file.n + p->cmdline.n; i++)
+		conf_free_entry(i < p->file.n ? &p->file.v[i] : &p->cmdline.v[i - p->file.n]);
+	for (size_t i = 0; i < c->nerrors; i++)
+		free(c->errors[i]);
+	free(p->file.v);
+	free(p->cmdline.v);
+	free(c->errors);
 	free(c->path);
-	conf_free_list(c->listen, c->nlisten);
-	conf_free_secret(&c->password);
-	free(c->password_file);
-	for (size_t i = 0; i < CONF_NDIRECTIVES; i++)
-		conf_free_secret(&p->secret[i]);
-	free(c->backend_type);
-	free(c->backend_host);
-	conf_free_secret(&c->backend_password);
-	free(p->backend_password_file);
-	free(c->backend_prefix);
-	free(c->log_level);
-	free(c->log_file);
-	conf_free_list(c->errors, c->nerrors);
+	free(p->errpos);
+	free(p->tables);
+	free(p->rows);
 	free(p);
 }
 
-/* Parse path into c; see the header. A file name that cannot be opened or is
- * not a regular file is reported as "file: message". */
+/* Parse path into c; see the header. */
 int
 conf_load(struct conf *c, const char *path)
 {
-	struct conf_priv *p = conf_priv(c);
-	struct conf_parser ps;
+	struct conf_priv *p = (struct conf_priv *)c;
+	struct conf_parser ps = { .p = p, .first = p->file.n };
+	struct conf_pos whole = { CONF_WHOLE_FILE, 0 };
 	size_t before = c->nerrors;
 	struct stat st;
 	FILE *fp;
 
 	free(c->path);
-	if ((c->path = strdup(path)) == NULL) {
-		p->nomem = true;
-		return -1;
-	}
-	if ((fp = fopen(path, "re")) == NULL) {
-		conf_error_file(p, path, "cannot open the file: %s", strerror(errno));
-		return -1;
-	}
+	c->path = xstrdup(path);
+	if ((fp = fopen(path, "re")) == NULL)
+		return conf_error(p, whole, "cannot open the file: %s", strerror(errno));
 	if (fstat(fileno(fp), &st) < 0 || !S_ISREG(st.st_mode)) {
-		conf_error_file(p, path, "not a regular file");
 		fclose(fp);
-		return -1;
+		return conf_error(p, whole, "not a regular file");
 	}
-	memset(&ps, 0, sizeof(ps));
-	ps.p = p;
-	ps.file = c->path;
-	if (!yaml_parser_initialize(&ps.yp)) {
-		p->nomem = true;
-		fclose(fp);
-		return -1;
-	}
+	if (!yaml_parser_initialize(&ps.yp))
+		log_fatal("out of memory reading %s", path);
 	yaml_parser_set_input_file(&ps.yp, fp);
-	conf_parse_stream(&ps);
+	conf_walk(&ps);					/* pass 1 */
 	yaml_parser_delete(&ps.yp);
 	fclose(fp);
-	return c->nerrors > before || p->nomem ? -1 : 0;
+	for (size_t i = ps.first; i < p->file.n; i++)	/* pass 2 */
+		conf_apply(p, &p->file.v[i]);
+	for (size_t i = 0; i < p->cmdline.n; i++)	/* the command line still wins */
+		conf_apply(p, &p->cmdline.v[i]);
+	conf_sort_errors(p, before);
+	return c->nerrors > before ? -1 : 0;
 }
 
-int
-conf_override_listen(struct conf *c, const char *addr)
-{
-	struct conf_priv *p = conf_priv(c);
-	size_t i = (size_t)(conf_find("listen") - conf_directives);
-	char q[CONF_QUOTE_MAX + 4];
-	struct addr a;
-	const char *why;
-
-	if (addr_parse(addr, ADDR_PORT_REQUIRED, &a, &why) < 0) {
-		conf_error_cmdline(p, "bad listen address '%s': %s",
-		    conf_quote(addr, strlen(addr), q, sizeof(q)), why);
-		return -1;
-	}
-	if (p->src[i] != CONF_SRC_CMDLINE) {
-		conf_free_list(c->listen, c->nlisten);
-		c->listen = NULL;
-		c->nlisten = 0;
-		p->src[i] = CONF_SRC_CMDLINE;
-	}
-	if (conf_addr_listed(c->listen, c->nlisten, &a)) {
-		conf_error_cmdline(p, "duplicate listen address '%s'",
-		    conf_quote(addr, strlen(addr), q, sizeof(q)));
-		return -1;
-	}
-	if (conf_list_add(&c->listen, &c->nlisten, addr) < 0) {
-		p->nomem = true;
-		return -1;
-	}
-	return 0;
-}
-
-/* Index of the directive called name, which exists. */
-static size_t
-conf_index(const char *name)
-{
-	return (size_t)(conf_find(name) - conf_directives);
-}
-
-/* Copy url into buf for a message, with the user and password (what is
- * between "://" and the last '@') hidden: "redis://:***@host:6379". A user ""
- * or "default" is kept, as it tells nothing secret. Returns buf. */
-static const char *
-conf_url_mask(const char *url, char *buf, size_t size)
-{
-	const char *sep = strstr(url, "://");
-	const char *info = sep != NULL ? sep + 3 : url;
-	const char *at = strrchr(info, '@');
-	size_t infolen, userlen;
-
-	if (at == NULL) {
-		snprintf(buf, size, "%s", url);
-		return buf;
-	}
-	infolen = (size_t)(at - info);
-	userlen = strcspn(info, ":");
-	if (userlen > infolen)
-		userlen = infolen;
-	if (userlen == 0 || (userlen == 7 && strncmp(info, "default", 7) == 0))
-		snprintf(buf, size, "%.*s%s%s", (int)(info + userlen - url), url,
-		    userlen < infolen ? ":***" : "", at);
-	else
-		snprintf(buf, size, "%.*s***%s", (int)(info - url), url, at);
-	return buf;
-}
-
-/* Decode the n bytes at s, a part of a URL with %XX escapes. 0 with *out a
- * string the caller frees (wiping it if secret), -1 for a bad escape, -2 for
- * an escaped NUL byte, -3 out of memory. */
-static int
-conf_url_decode(const char *s, size_t n, char **out)
-{
-	char *d = malloc(n + 1);
-	size_t j = 0;
-
-	*out = NULL;
-	if (d == NULL)
-		return -3;
-	for (size_t i = 0; i < n; i++) {
-		int hi, lo;
-
-		if (s[i] != '%') {
-			d[j++] = s[i];
-			continue;
-		}
-		if (n - i < 3 || !isxdigit((unsigned char)s[i + 1]) ||
-		    !isxdigit((unsigned char)s[i + 2])) {
-			explicit_bzero(d, n + 1);
-			free(d);
-			return -1;
-		}
-		hi = isdigit((unsigned char)s[i + 1]) ? s[i + 1] - '0' :
-		    tolower((unsigned char)s[i + 1]) - 'a' + 10;
-		lo = isdigit((unsigned char)s[i + 2]) ? s[i + 2] - '0' :
-		    tolower((unsigned char)s[i + 2]) - 'a' + 10;
-		if (hi == 0 && lo == 0) {
-			explicit_bzero(d, n + 1);
-			free(d);
-			return -2;
-		}
-		d[j++] = (char)(hi * 16 + lo);
-		i += 2;
-	}
-	d[j] = '\0';
-	*out = d;
-	return 0;
-}
-
-/* A redis:// URL taken apart by conf_parse_redis_url(). */
-struct conf_url {
-	struct addr addr;	/* the server */
-	char *password;		/* AUTH password, NULL for none; the caller wipes
-				 * and frees it */
-	long long db;		/* SELECT db */
-};
-
-/* Parse "redis://[[default]:password@]host[:port][/db]" (the scheme already
- * checked, in any case). The user, if given, must be "default"; user and
- * password may hold %XX escapes; the port defaults to 6379 and db to 0.
- * 0, or -1 with why set to a static sentence that never holds the password. */
-static int
-conf_parse_redis_url(const char *url, struct conf_url *out, const char **why)
-{
-	const struct conf_directive *dbdir = &conf_directives[conf_index("backend.db")];
-	const char *s = url + strlen(CONF_REDIS_SCHEME);
-	char hostport[sizeof(out->addr.text)];
-	const char *at, *slash, *rb;
-	bool hasport;
-	size_t n;
-
-	memset(out, 0, sizeof(*out));
-	if ((at = strrchr(s, '@')) != NULL) {
-		const char *colon = memchr(s, ':', (size_t)(at - s));
-		size_t ulen = colon != NULL ? (size_t)(colon - s) : (size_t)(at - s);
-		char *user;
-		bool known;
-		int rc;
-
-		if ((rc = conf_url_decode(s, ulen, &user)) < 0) {
-			*why = rc == -3 ? "out of memory" : "bad %-escape in the user name";
-			return -1;
-		}
-		known = *user == '\0' || strcmp(user, "default") == 0;
-		free(user);
-		if (!known) {
-			*why = colon != NULL ? "only the user 'default' is supported" :
-			    "only the user 'default' is supported (a password goes after a "
-			    "colon: redis://:password@host:port)";
-			return -1;
-		}
-		if (colon != NULL) {
-			rc = conf_url_decode(colon + 1, (size_t)(at - colon - 1), &out->password);
-			if (rc < 0) {
-				*why = rc == -3 ? "out of memory" : rc == -2 ?
-				    "the password contains a NUL byte" :
-				    "bad %-escape in the password";
-				return -1;
-			}
-			if (*out->password == '\0')
-				conf_free_secret(&out->password);
-		}
-		s = at + 1;
-	}
-	if (strpbrk(s, "?#") != NULL) {
-		*why = "query parameters are not supported";
-		goto fail;
-	}
-	slash = strchr(s, '/');
-	n = slash != NULL ? (size_t)(slash - s) : strlen(s);
-	if (n == 0) {
-		*why = "the host is missing";
-		goto fail;
-	}
-	if (n + sizeof(":65535") > sizeof(hostport)) {
-		*why = "the address is too long";
-		goto fail;
-	}
-	memcpy(hostport, s, n);
-	hostport[n] = '\0';
-	if (hostport[0] == '[')
-		hasport = (rb = strchr(hostport, ']')) != NULL && rb[1] != '\0';
-	else
-		hasport = strchr(hostport, ':') != NULL;
-	if (!hasport)
-		snprintf(hostport + n, sizeof(hostport) - n, ":%d", CONF_REDIS_PORT);
-	if (conf_parse_server(hostport, &out->addr, why) < 0)
-		goto fail;
-	if (slash != NULL && slash[1] != '\0') {
-		int rc = -1;
-
-		if (isdigit((unsigned char)slash[1]))
-			rc = conf_parse_ll(slash + 1, &out->db);
-		if (rc == -1) {
-			*why = "the database is not a number (expected /0, /1, ...)";
-			goto fail;
-		}
-		if (rc == -2 || out->db < dbdir->min || out->db > dbdir->max) {
-			*why = "the database number is out of range (0..1000000)";
-			goto fail;
-		}
-	}
-	return 0;
-fail:
-	conf_free_secret(&out->password);
-	return -1;
-}
-
-/* -b URL; see the header. A redis:// URL sets the backend type, address,
- * password (none if the URL has none, whatever the file says) and db. */
-int
-conf_override_backend(struct conf *c, const char *url)
-{
-	static const char *const keys[] = {
-		"backend.type", "backend.address", "backend.password",
-		"backend.password_file", "backend.db",
-	};
-	struct conf_priv *p = conf_priv(c);
-	const struct conf_directive *type = conf_find("backend.type");
-	char masked[512], q[CONF_QUOTE_MAX + 4];
-	struct conf_url u;
-	const char *why;
-
-	if (strcmp(url, "memory") == 0) {
-		conf_store_str(p, type, "memory");
-		p->src[type - conf_directives] = CONF_SRC_CMDLINE;
-		return p->nomem ? -1 : 0;
-	}
-	conf_url_mask(url, masked, sizeof(masked));
-	conf_quote(masked, strlen(masked), q, sizeof(q));
-	if (strncasecmp(url, "rediss://", 9) == 0) {
-		conf_error_cmdline(p, "bad redis URL '%s': TLS (rediss://) is not supported", q);
-		return -1;
-	}
-	if (strncasecmp(url, CONF_REDIS_SCHEME, strlen(CONF_REDIS_SCHEME)) != 0) {
-		conf_error_cmdline(p, "unknown backend URL '%s' (expected memory or "
-		    "redis://host:port)", q);
-		return -1;
-	}
-	if (conf_parse_redis_url(url, &u, &why) < 0) {
-		conf_error_cmdline(p, "bad redis URL '%s': %s", q, why);
-		return -1;
-	}
-	conf_store_str(p, type, "redis");
-	conf_store_server(p, &conf_directives[conf_index("backend.address")], &u.addr);
-	conf_free_secret(&c->backend_password);
-	c->backend_password = u.password;
-	free(p->backend_password_file);
-	p->backend_password_file = NULL;
-	conf_free_secret(&p->secret[conf_index("backend.password_file")]);
-	c->backend_db = u.db;
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		p->src[conf_index(keys[i])] = CONF_SRC_CMDLINE;
-	return p->nomem ? -1 : 0;
-}
-
-/* Whether directive a was set at a later place of the file than b. */
-static bool
-conf_later(const struct conf_priv *p, size_t a, size_t b)
-{
-	return p->val[a].line > p->val[b].line ||
-	    (p->val[a].line == p->val[b].line && p->val[a].col > p->val[b].col);
-}
-
-/* Give every unset directive its default. */
+/* Give the field of row s in base its default if it is unset. */
 static void
-conf_fill_defaults(struct conf_priv *p)
+conf_default(const struct conf_setting *s, void *base)
 {
-	struct conf *c = &p->pub;
+	void *field = FIELD(base, s->off);
+	const char *why;
 
-	for (size_t i = 0; i < CONF_NDIRECTIVES; i++) {
-		const struct conf_directive *d = &conf_directives[i];
-		switch (d->type) {
-		case CONF_T_INT:
-		case CONF_T_MODE:
-			if (*conf_ll(p, d) == CONF_UNSET)
-				*conf_ll(p, d) = d->def;
-			break;
-		case CONF_T_ADDRLIST:
-			if (p->src[i] == CONF_SRC_UNSET && c->nlisten == 0 &&
-			    conf_list_add(&c->listen, &c->nlisten, d->defstr) < 0)
-				p->nomem = true;
-			break;
-		case CONF_T_SERVER:
-			if (*conf_str(p, d) == NULL && d->defstr != NULL) {
-				struct addr a;
-				const char *why;
-
-				if (conf_parse_server(d->defstr, &a, &why) == 0)
-					conf_store_server(p, d, &a);
-			}
-			break;
-		default:
-			if (*conf_str(p, d) == NULL && d->defstr != NULL)
-				conf_store_str(p, d, d->defstr);
-			break;
+	switch (s->type) {
+	case CONF_INT:
+	case CONF_MODE:
+		if (*(long long *)field == CONF_UNSET)
+			*(long long *)field = s->def;
+		break;
+	case CONF_SERVER:
+		if (s->defstr != NULL && ((struct addr *)field)->text[0] == '\0' &&
+		    conf_server_parse(s->defstr, ADDR_PORT_REQUIRED, field, &why) < 0)
+			log_fatal("%s: bad default: %s", s->name, why);
+		break;
+	case CONF_ADDRLIST:
+		if (s->defstr != NULL && *(char ***)field == NULL) {
+			*(char ***)field = xcalloc(2, sizeof(char *));
+			**(char ***)field = xstrdup(s->defstr);
+			*(size_t *)FIELD(base, s->count) = 1;
 		}
+		break;
+	default:
+		if (s->defstr != NULL && *(char **)field == NULL)
+			*(char **)field = xstrdup(s->defstr);
+		break;
 	}
 }
 
-/* Fill the defaults, then check the rules between directives. Returns -1 if
- * c->errors holds any error (from this call or an earlier conf_load() or
- * override) or memory ran out, else 0. */
+/* Where a rule between the settings called a and b is reported: at a's place
+ * in the file if it has one, else at b's, else on the command line. */
+static struct conf_pos
+conf_rule(struct conf_priv *p, const char *a, const char *b)
+{
+	const struct conf_entry *ea = conf_effective(p, a), *eb = conf_effective(p, b);
+
+	if (ea != NULL && ea->v.pos.line != CONF_CMDLINE)
+		return ea->v.pos;
+	return eb != NULL ? eb->v.pos : AT_CMDLINE;
+}
+
+/* Check row r alone: a list must not be empty; a secret and its file must
+ * not both be set, and the file's secret becomes the secret. */
+static void
+conf_check(struct conf_priv *p, const struct conf_row *r)
+{
+	void *base = p->tables[r->table];
+	const struct conf_row *pair;
+	struct conf_entry *e;
+	char *name, **secret;
+
+	if (r->s->type == CONF_ADDRLIST && *(size_t *)FIELD(base, r->s->count) == 0)
+		conf_error(p, conf_rule(p, r->name, r->name), "'%s' must have at least one address",
+		    r->name);
+	if (r->s->type != CONF_SECRET_FILE)
+		return;
+	name = xasprintf("%s%s", r->table > 0 ? "backend." : "", r->s->pair);
+	if ((pair = conf_find(p, name, false)) == NULL)
+		log_fatal("%s: no setting %s", r->name, name);
+	secret = FIELD(base, pair->s->off);
+	if (*secret != NULL && *(char **)FIELD(base, r->s->off) != NULL)
+		conf_error(p, conf_rule(p, name, r->name), "'%s' and '%s' cannot both be set",
+		    name, r->name);
+	else if ((e = conf_effective(p, r->name)) != NULL && e->secret != NULL) {
+		conf_set_str(secret, NULL, true);
+		*secret = e->secret;
+		e->secret = NULL;
+	}
+	free(name);
+}
+
+/* Fill the defaults, then check the settings of conf_table[] and of the
+ * chosen backend, and the rules between settings. */
 int
 conf_finish(struct conf *c)
 {
-	struct conf_priv *p = conf_priv(c);
-	size_t cmdto = conf_index("backend.command_timeout_ms");
-	size_t defttl = conf_index("locks.default_ttl_ms");
-	size_t maxttl = conf_index("locks.max_ttl_ms");
-	size_t keyb = conf_index("limits.max_key_bytes");
-	size_t reqb = conf_index("limits.max_request_bytes");
+	struct conf_priv *p = (struct conf_priv *)c;
+	const struct backend_ops *ops;
+	size_t t;
 
-	conf_fill_defaults(p);
-
-	if (c->nlisten == 0)
-		conf_error_dir(p, conf_index("listen"), "'listen' must have at least one address");
-
-	/* a password, or a file holding it; the file's is used from now on */
-	for (size_t i = 0; i < CONF_NDIRECTIVES; i++) {
-		const struct conf_directive *d = &conf_directives[i];
-		size_t j;
-		char **pw;
-
-		if (d->type != CONF_T_PASSFILE)
-			continue;
-		j = conf_index(d->pair);
-		pw = conf_str(p, &conf_directives[j]);
-		if (*pw != NULL && *conf_str(p, d) != NULL) {
-			conf_error_dir(p, conf_later(p, i, j) ? i : j,
-			    "'%s' and '%s' cannot both be set", d->pair, d->name);
-		} else if (p->secret[i] != NULL) {
-			*pw = p->secret[i];
-			p->secret[i] = NULL;
-		}
-	}
-
+	for (size_t i = 0; i < p->nrows; i++)
+		conf_default(p->rows[i].s, p->tables[p->rows[i].table]);
+	for (t = 1; (ops = backend_at(t - 1)) != NULL && strcmp(ops->name, c->backend_type) != 0;
+	    t++)
+		;
+	c->backend_settings = ops != NULL ? p->tables[t] : NULL;
+	for (size_t i = 0; i < p->nrows; i++)
+		if (p->rows[i].table == 0 || p->rows[i].table == t)
+			conf_check(p, &p->rows[i]);
 	if (c->default_ttl_ms > c->max_ttl_ms)
-		conf_error_dir(p, p->src[defttl] == CONF_SRC_FILE ? defttl : maxttl,
+		conf_error(p, conf_rule(p, "locks.default_ttl_ms", "locks.max_ttl_ms"),
 		    "'locks.default_ttl_ms' (%lld) must not be greater than "
 		    "'locks.max_ttl_ms' (%lld)", c->default_ttl_ms, c->max_ttl_ms);
-
 	if (c->max_key_bytes > c->max_request_bytes - CONF_REQUEST_OVERHEAD)
-		conf_error_dir(p, p->src[keyb] == CONF_SRC_FILE ? keyb : reqb,
+		conf_error(p, conf_rule(p, "limits.max_key_bytes", "limits.max_request_bytes"),
 		    "'limits.max_key_bytes' (%lld) must be at most 'limits.max_request_bytes' "
 		    "- %d (%lld)", c->max_key_bytes, CONF_REQUEST_OVERHEAD,
 		    c->max_request_bytes - CONF_REQUEST_OVERHEAD);
+	if (ops != NULL && ops->min_lease_ms != NULL &&
+	    (uint64_t)c->default_ttl_ms < ops->min_lease_ms(c->backend_settings))
+		conf_error(p, conf_rule(p, "locks.default_ttl_ms", "backend.type"),
+		    "'locks.default_ttl_ms' (%lld) must be at least the %s backend's shortest "
+		    "lease (%llu ms)", c->default_ttl_ms, ops->name,
+		    (unsigned long long)ops->min_lease_ms(c->backend_settings));
+	return c->nerrors > 0 ? -1 : 0;
+}
 
-	/* a lease is renewed every third of its TTL: a renewal that gets no
-	 * reply must time out, and be retried, before the lease ends */
-	if (c->backend_type != NULL && strcmp(c->backend_type, "redis") == 0 &&
-	    c->default_ttl_ms < 3 * c->backend_command_timeout_ms)
-		conf_error_dir(p, p->src[cmdto] != CONF_SRC_FILE &&
-		    p->src[defttl] == CONF_SRC_FILE ? defttl : cmdto,
-		    "'locks.default_ttl_ms' (%lld) must be at least three times "
-		    "'backend.command_timeout_ms' (3 x %lld = %lld): a lock is renewed every "
-		    "third of its TTL, and a renewal must be able to time out and be retried "
-		    "before the lease ends", c->default_ttl_ms, c->backend_command_timeout_ms,
-		    3 * c->backend_command_timeout_ms);
+const void *
+conf_backend_value(const struct conf *c, const char *name)
+{
+	const struct conf_priv *p = (const struct conf_priv *)c;
 
-	return c->nerrors > 0 || p->nomem ? -1 : 0;
+	for (size_t i = 0; c->backend_type != NULL && i < p->nrows; i++) {
+		const struct conf_row *r = &p->rows[i];
+
+		if (r->table > 0 && strcmp(r->s->name, name) == 0 &&
+		    strcmp(backend_at(r->table - 1)->name, c->backend_type) == 0)
+			return FIELD(p->tables[r->table], r->s->off);
+	}
+	return NULL;
+}
+
+int
+conf_server_parse(const char *s, int default_port, struct addr *out, const char **why)
+{
+	if (strncmp(s, "unix:", 5) == 0)
+		*why = "a Unix socket is not supported here (expected host:port or [v6addr]:port)";
+	else if (default_port == ADDR_PORT_REQUIRED && *s != '\0' && *s != '[' &&
+	    strchr(s, ':') == NULL)
+		*why = "missing port (expected host:port or [v6addr]:port)";
+	else if (addr_parse(s, default_port, out, why) == 0 && out->port == 0)
+		*why = "the port must be between 1 and 65535";
+	else
+		return addr_parse(s, default_port, out, why);
+	return -1;
 }

@@ -1,42 +1,78 @@
 /*
  * conf — the YAML configuration file, command-line overrides, defaults.
  *
- * conf_create() gives a struct whose fields are all UNSET; conf_load() parses
- * a file into it through a directive table (name, type, offset, reloadable);
- * conf_override_*() apply command-line options; conf_finish() fills the
- * defaults and validates. Every problem is appended to c->errors as
- * "file:line:column: message" (or "command line: message") and loading goes
- * on, so all of them can be reported before exit.
+ * Every setting is one row of a settings table (struct conf_setting): conf.c
+ * has the table of struct conf, and each backend declares the table of its
+ * own keys under "backend." (struct backend_ops in backend.h), with offsets
+ * into a settings struct of its own that conf allocates and fills.
+ *
+ * conf_create() gives a struct whose fields are all unset; conf_load() reads
+ * a file into it; conf_override_*() apply command-line options, which win
+ * over the file whenever they are given; conf_finish() fills the defaults
+ * and checks the rules between settings. Every problem is appended to
+ * c->errors as "file:line:column: message" (or "command line: message") and
+ * loading goes on, so that all of them can be reported before exit.
  */
 #ifndef DLOCKD_CONF_H
 #define DLOCKD_CONF_H
 
 #include <stddef.h>
-#include <sys/socket.h>
 
-#define CONF_UNSET (-1LL)
+#include "addr.h"
 
+#define CONF_UNSET (-1LL)	/* an integer setting not given (yet) */
+
+/* How a setting is written in the file and stored in its field. */
+enum conf_type {
+	CONF_INT,		/* decimal integer in [min, max]; long long */
+	CONF_MODE,		/* octal permission bits in [min, max]; long long */
+	CONF_STR,		/* any string, "" for none (NULL); char * */
+	CONF_SHORTSTR,		/* a string of 1 to max bytes; char * */
+	CONF_SECRET,		/* as CONF_STR, wiped when freed; char * */
+	CONF_SECRET_FILE,	/* a file holding the secret of the CONF_SECRET row
+				 * .pair, read at load, relative to the config
+				 * file's directory; its resolved name, char * */
+	CONF_ENUM,		/* one of the names .choice gives; char * */
+	CONF_SERVER,		/* "host:port" or "[v6addr]:port" to connect to;
+				 * struct addr (text "" while unset) */
+	CONF_ADDRLIST,		/* list of addresses to listen on; char ** at off,
+				 * their number (size_t) at .count */
+};
+
+/* One row of a settings table. */
+struct conf_setting {
+	const char *name;	/* dotted key; a backend's rows leave out "backend." */
+	enum conf_type type;	/* how the value is parsed and stored */
+	size_t off;		/* offsetof() its field in the table's struct */
+	long long min;		/* CONF_INT, CONF_MODE: smallest value */
+	long long max;		/* CONF_INT, CONF_MODE: largest value;
+				 * CONF_SHORTSTR: most bytes */
+	long long def;		/* CONF_INT, CONF_MODE: default */
+	const char *defstr;	/* other types: default as written, NULL for none */
+	const char *pair;	/* CONF_SECRET_FILE: name of the secret's row */
+	size_t count;		/* CONF_ADDRLIST: offsetof() the count */
+	const char *(*choice)(size_t i); /* CONF_ENUM: the i-th allowed name,
+				 * NULL past the last */
+	int reloadable;		/* may change on a reload, without a restart.
+				 * Nothing reads it yet: the configuration reload
+				 * (SIGHUP) that is coming will */
+};
+
+/* The settings of conf.c's own table. */
 struct conf {
 	char *path;			/* the file loaded, or NULL */
 
 	char **listen;			/* listener addresses as written */
-	size_t nlisten;
+	size_t nlisten;			/* how many */
 	long long unix_socket_mode;	/* permission bits of Unix sockets */
 
 	char *password;			/* required password, NULL for none */
 	char *password_file;		/* where password was read from, or NULL */
 
-	char *backend_type;		/* "memory" or "redis" */
-	char *backend_host;		/* redis: server host or IP */
-	long long backend_port;		/* redis: server port */
-	char *backend_password;		/* redis: AUTH password, NULL for none */
-	long long backend_db;		/* redis: SELECT db */
-	char *backend_prefix;		/* redis: prefix of every key dlockd uses */
-	long long backend_connect_timeout_ms; /* redis: connect (and AUTH) timeout */
-	long long backend_command_timeout_ms; /* redis: a reply later than this
-					 * drops the connection */
-	long long backend_handoff_limit; /* consecutive local handoffs of a key
-					 * before it is released to all daemons */
+	char *backend_type;		/* a registered backend's name */
+	void *backend_settings;		/* that backend's settings struct (its
+					 * ops->settings_size bytes) once
+					 * conf_finish() is done; NULL if it has none */
 
 	long long default_ttl_ms;	/* LOCK TTL when none is given */
 	long long max_ttl_ms;		/* largest TTL a LOCK or EXTEND may ask */
@@ -56,26 +92,38 @@ struct conf {
 	long long max_locks_per_session; /* held and queued locks per connection */
 
 	char *log_level;		/* debug, info, warn, error */
-	char *log_file;			/* NULL or "" for stderr */
+	char *log_file;			/* NULL for stderr */
 
 	char **errors;			/* every problem found, in order */
-	size_t nerrors;
+	size_t nerrors;			/* how many */
 };
 
-/* A config with every field unset; NULL when out of memory. */
+/* A config with every field unset. The caller owns it (conf_destroy). */
 struct conf *conf_create(void);
 void conf_destroy(struct conf *c);
 
 /* Parse path into c. 0 if no error was found, else -1 (see c->errors). */
 int conf_load(struct conf *c, const char *path);
 
-/* -l ADDR: the first call drops the listeners of the file; later ones add. */
+/* -l ADDR: the first call replaces the file's listeners; later ones add. */
 int conf_override_listen(struct conf *c, const char *addr);
-/* -b URL: "memory" or "redis://[:password@]host:port[/db]" (later
- * redlock://, etcd://). */
+/* -b URL: the name of a backend that takes no URL ("memory"), or a URL
+ * that a backend's parse_url takes ("redis://..."). */
 int conf_override_backend(struct conf *c, const char *url);
 
-/* Fill defaults for what is unset and validate. 0, or -1 (see c->errors). */
+/* Fill defaults for what is unset and check the rules between settings.
+ * 0, or -1 if c->errors holds any error (see c->errors). */
 int conf_finish(struct conf *c);
+
+/* The field of the setting called name (without "backend.") of the backend
+ * c->backend_type names; NULL if that backend has no such setting. */
+const void *conf_backend_value(const struct conf *c, const char *name);
+
+/* Parse the address of a server to connect to: "host:port" or
+ * "[v6addr]:port", port 1 to 65535; without ":port" the port is
+ * default_port, or the address is refused if that is ADDR_PORT_REQUIRED.
+ * 0, or -1 with *why set to a static sentence. */
+int conf_server_parse(const char *s, int default_port, struct addr *out, const char **why)
+	__attribute__((warn_unused_result));
 
 #endif

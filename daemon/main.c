@@ -177,13 +177,9 @@ main(int argc, char **argv)
 	struct event_base *base = event_base_new();
 	if (base == NULL)
 		log_fatal("cannot create the event loop");
-	struct backend *be = backend_create(conf->backend_type, base, conf);
+	struct backend *be = backend_create(conf->backend_type, base, conf->backend_settings);
 	if (be == NULL)
 		log_fatal("cannot start the %s backend", conf->backend_type);
-	if ((uint64_t)conf->default_ttl_ms < be->min_ttl_ms)
-		log_fatal("locks.default_ttl_ms (%lld) is shorter than the %s backend's shortest "
-		    "lease (%llu ms)", conf->default_ttl_ms, be->ops->name,
-		    (unsigned long long)be->min_ttl_ms);
 	struct server *srv = server_create(base, conf, be, NULL, NULL);
 
 	struct event *ev_term = evsignal_new(base, SIGTERM, on_stop_signal, srv);

@@ -15,7 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
+#include "backend.h"
 #include "conf.h"
+#include "log.h"
 
 /* The file name of something in the source tree; the caller frees it. */
 static char *
@@ -103,19 +107,53 @@ load_ok(const char *name)
 	return c;
 }
 
-/* Assert that the redis fields of the backend section hold their defaults
- * (which they get whatever the backend type). */
+/* The integer setting backend.name of the chosen backend. */
+static long long
+be_int(const struct conf *c, const char *name)
+{
+	const long long *v = conf_backend_value(c, name);
+
+	ck_assert_msg(v != NULL, "no backend.%s", name);
+	return *v;
+}
+
+/* The string setting backend.name of the chosen backend (NULL for none). */
+static const char *
+be_str(const struct conf *c, const char *name)
+{
+	char *const *v = conf_backend_value(c, name);
+
+	ck_assert_msg(v != NULL, "no backend.%s", name);
+	return *v;
+}
+
+/* The server address backend.address of the chosen backend. */
+static const struct addr *
+be_addr(const struct conf *c)
+{
+	const struct addr *a = conf_backend_value(c, "address");
+
+	ck_assert_ptr_nonnull(a);
+	return a;
+}
+
+/* Assert that the redis backend is chosen and its settings, handed over as
+ * c->backend_settings, hold their defaults. */
 static void
 expect_backend_defaults(const struct conf *c)
 {
-	ck_assert_str_eq(c->backend_host, "127.0.0.1");
-	ck_assert_int_eq(c->backend_port, 6379);
-	ck_assert_ptr_null(c->backend_password);
-	ck_assert_int_eq(c->backend_db, 0);
-	ck_assert_str_eq(c->backend_prefix, "dlock:");
-	ck_assert_int_eq(c->backend_connect_timeout_ms, 2000);
-	ck_assert_int_eq(c->backend_command_timeout_ms, 2000);
-	ck_assert_int_eq(c->backend_handoff_limit, 16);
+	ck_assert_str_eq(c->backend_type, "redis");
+	ck_assert_ptr_nonnull(c->backend_settings);
+	ck_assert_ptr_eq(c->backend_settings, be_addr(c));
+	ck_assert_str_eq(be_addr(c)->host, "127.0.0.1");
+	ck_assert_int_eq(be_addr(c)->port, 6379);
+	ck_assert_ptr_null(be_str(c, "password"));
+	ck_assert_ptr_null(be_str(c, "password_file"));
+	ck_assert_int_eq(be_int(c, "db"), 0);
+	ck_assert_str_eq(be_str(c, "key_prefix"), "dlock:");
+	ck_assert_int_eq(be_int(c, "connect_timeout_ms"), 2000);
+	ck_assert_int_eq(be_int(c, "command_timeout_ms"), 2000);
+	ck_assert_int_eq(be_int(c, "handoff_limit"), 16);
 }
 
 /* Assert that the lease rules and the session settings hold their defaults. */
@@ -140,7 +178,8 @@ expect_defaults(const struct conf *c)
 	ck_assert_ptr_null(c->password);
 	ck_assert_ptr_null(c->password_file);
 	ck_assert_str_eq(c->backend_type, "memory");
-	expect_backend_defaults(c);
+	ck_assert_ptr_null(c->backend_settings);	/* memory has no settings */
+	ck_assert_ptr_null(conf_backend_value(c, "address"));
 	ck_assert_int_eq(c->default_ttl_ms, 30000);
 	ck_assert_int_eq(c->max_ttl_ms, 86400000);
 	expect_session_defaults(c);
@@ -244,14 +283,11 @@ START_TEST(test_no_file_gives_defaults)
 	ck_assert_ptr_null(c->path);
 	ck_assert_int_eq(c->max_clients, CONF_UNSET);
 	ck_assert_int_eq(c->unix_socket_mode, CONF_UNSET);
+	ck_assert_int_eq(c->default_ttl_ms, CONF_UNSET);
+	ck_assert_ptr_null(c->listen);
+	ck_assert_ptr_null(c->log_level);
 	ck_assert_ptr_null(c->backend_type);
-	ck_assert_ptr_null(c->backend_host);
-	ck_assert_int_eq(c->backend_port, CONF_UNSET);
-	ck_assert_int_eq(c->backend_db, CONF_UNSET);
-	ck_assert_ptr_null(c->backend_prefix);
-	ck_assert_int_eq(c->backend_connect_timeout_ms, CONF_UNSET);
-	ck_assert_int_eq(c->backend_command_timeout_ms, CONF_UNSET);
-	ck_assert_int_eq(c->backend_handoff_limit, CONF_UNSET);
+	ck_assert_ptr_null(c->backend_settings);
 	ck_assert_int_eq(conf_finish(c), 0);
 	ck_assert_uint_eq(c->nerrors, 0);
 	expect_defaults(c);
@@ -272,7 +308,7 @@ START_TEST(test_all_keys)
 	ck_assert_str_eq(c->password, "correct horse");
 	ck_assert_ptr_null(c->password_file);
 	ck_assert_str_eq(c->backend_type, "memory");
-	expect_backend_defaults(c);
+	ck_assert_ptr_null(c->backend_settings);
 	ck_assert_int_eq(c->default_ttl_ms, 5000);
 	ck_assert_int_eq(c->max_ttl_ms, 60000);
 	ck_assert_int_eq(c->margin_percent, 20);
@@ -331,7 +367,8 @@ START_TEST(test_shipped_config)
 	ck_assert_ptr_null(c->password);
 	ck_assert_ptr_null(c->password_file);
 	ck_assert_str_eq(c->backend_type, "memory");
-	expect_backend_defaults(c);
+	ck_assert_ptr_null(c->backend_settings);	/* memory has no settings */
+	ck_assert_ptr_null(conf_backend_value(c, "address"));
 	ck_assert_int_eq(c->default_ttl_ms, 30000);
 	ck_assert_int_eq(c->max_ttl_ms, 86400000);
 	expect_session_defaults(c);
@@ -349,7 +386,6 @@ START_TEST(test_shipped_config)
 	ck_assert_int_eq(conf_load(c, path), 0);
 	ck_assert_int_eq(conf_override_backend(c, "redis://127.0.0.1:6379"), 0);
 	ck_assert_int_eq(conf_finish(c), 0);
-	ck_assert_str_eq(c->backend_type, "redis");
 	expect_backend_defaults(c);
 	conf_destroy(c);
 	free(path);
@@ -492,7 +528,7 @@ START_TEST(test_errors_all_reported)
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		"5:19: 'unix_socket_mode' must be an octal mode such as 0660, not '0999'",
 		"6:1: unknown key 'bogus'",
-		"8:9: unknown backend type 'etcd' (expected memory or redis)",
+		"8:9: 'backend.type' must be memory or redis, not 'etcd'",
 		"10:19: 'locks.default_ttl_ms' must be a decimal integer, not '30s'",
 		"11:15: 'locks.max_ttl_ms' must be between 10 and 31536000000, not 5",
 		"13:16: 'limits.max_clients' must be between 1 and 1000000, not 0",
@@ -502,7 +538,7 @@ START_TEST(test_errors_all_reported)
 		"16:24: 'limits.max_waiters_per_key' must be a decimal integer, not a mapping",
 		"17:26: 'limits.max_locks_per_session' must be a decimal integer, not a list",
 		"18:3: unknown key 'limits.max_client'",
-		"20:10: unknown log level 'verbose' (expected debug, info, warn or error)",
+		"20:10: 'log.level' must be debug, info, warn or error, not 'verbose'",
 		"21:3: duplicate key 'log.level' (first at line 20)",
 		"22:9: 'log.file' must be a string, not a list",
 		NULL
@@ -644,7 +680,7 @@ END_TEST
 START_TEST(test_password_both)
 {
 	static const char *const want[] = {
-		"3:18: 'auth.password' and 'auth.password_file' cannot both be set",
+		"2:13: 'auth.password' and 'auth.password_file' cannot both be set",
 		NULL
 	};
 	expect_fixture_rc("password-both.yaml", 0, want);
@@ -941,14 +977,14 @@ START_TEST(test_redis_all_keys)
 	struct conf *c = load_ok("redis-all.yaml");
 
 	ck_assert_str_eq(c->backend_type, "redis");
-	ck_assert_str_eq(c->backend_host, "::1");
-	ck_assert_int_eq(c->backend_port, 6380);
-	ck_assert_str_eq(c->backend_password, "s3cret");
-	ck_assert_int_eq(c->backend_db, 3);
-	ck_assert_str_eq(c->backend_prefix, "app1:");
-	ck_assert_int_eq(c->backend_connect_timeout_ms, 500);
-	ck_assert_int_eq(c->backend_command_timeout_ms, 1000);
-	ck_assert_int_eq(c->backend_handoff_limit, 4);
+	ck_assert_str_eq(be_addr(c)->host, "::1");
+	ck_assert_int_eq(be_addr(c)->port, 6380);
+	ck_assert_str_eq(be_str(c, "password"), "s3cret");
+	ck_assert_int_eq(be_int(c, "db"), 3);
+	ck_assert_str_eq(be_str(c, "key_prefix"), "app1:");
+	ck_assert_int_eq(be_int(c, "connect_timeout_ms"), 500);
+	ck_assert_int_eq(be_int(c, "command_timeout_ms"), 1000);
+	ck_assert_int_eq(be_int(c, "handoff_limit"), 4);
 	ck_assert_int_eq(c->default_ttl_ms, 3003);
 	/* the client password is another thing */
 	ck_assert_ptr_null(c->password);
@@ -971,10 +1007,10 @@ START_TEST(test_redis_password_file)
 {
 	struct conf *c = load_ok("redis-pwfile.yaml");
 
-	ck_assert_str_eq(c->backend_host, "redis.example.net");
-	ck_assert_int_eq(c->backend_port, 6379);
+	ck_assert_str_eq(be_addr(c)->host, "redis.example.net");
+	ck_assert_int_eq(be_addr(c)->port, 6379);
 	/* relative to the directory of the config file, line end dropped */
-	ck_assert_str_eq(c->backend_password, "s3cret pass");
+	ck_assert_str_eq(be_str(c, "password"), "s3cret pass");
 	ck_assert_ptr_null(c->password);
 	ck_assert_ptr_null(c->password_file);
 	conf_destroy(c);
@@ -985,24 +1021,25 @@ START_TEST(test_redis_values)
 {
 	static const struct {
 		const char *yaml;	/* the file */
-		const char *host;	/* backend_host then */
-		long long port;		/* backend_port */
-		const char *password;	/* backend_password */
-		const char *prefix;	/* backend_prefix */
+		const char *host;	/* backend.address: host */
+		long long port;		/* and port */
+		const char *password;	/* backend.password */
+		const char *prefix;	/* backend.key_prefix */
 	} ok[] = {
-		{ "backend: { address: \"db-1.example.org:1\" }\n", "db-1.example.org", 1,
-		  NULL, "dlock:" },
-		{ "backend: { address: 10.0.0.7:65535 }\n", "10.0.0.7", 65535, NULL, "dlock:" },
-		{ "backend: { address: \"[fe80::1%eth0]:6379\" }\n", "fe80::1%eth0", 6379,
-		  NULL, "dlock:" },
-		{ "backend: { password: \"\", password_file: \"\" }\n", "127.0.0.1", 6379,
-		  NULL, "dlock:" },
-		{ "backend:\n  password:\n  password_file:\n", "127.0.0.1", 6379, NULL,
+		{ "backend: { type: redis, address: \"db-1.example.org:1\" }\n",
+		  "db-1.example.org", 1, NULL, "dlock:" },
+		{ "backend: { type: redis, address: 10.0.0.7:65535 }\n", "10.0.0.7", 65535, NULL,
 		  "dlock:" },
-		{ "backend: { password: \"a b:@/c\" }\n", "127.0.0.1", 6379, "a b:@/c",
-		  "dlock:" },
-		{ "backend: { key_prefix: \"x\" }\n", "127.0.0.1", 6379, NULL, "x" },
-		{ "backend: { key_prefix: \"0123456789012345678901234567890123456789"
+		{ "backend: { type: redis, address: \"[fe80::1%eth0]:6379\" }\n", "fe80::1%eth0",
+		  6379, NULL, "dlock:" },
+		{ "backend: { type: redis, password: \"\", password_file: \"\" }\n", "127.0.0.1",
+		  6379, NULL, "dlock:" },
+		{ "backend:\n  type: redis\n  password:\n  password_file:\n", "127.0.0.1", 6379,
+		  NULL, "dlock:" },
+		{ "backend: { type: redis, password: \"a b:@/c\" }\n", "127.0.0.1", 6379,
+		  "a b:@/c", "dlock:" },
+		{ "backend: { type: redis, key_prefix: \"x\" }\n", "127.0.0.1", 6379, NULL, "x" },
+		{ "backend: { type: redis, key_prefix: \"0123456789012345678901234567890123456789"
 		  "012345678901234567890123\" }\n", "127.0.0.1", 6379, NULL,
 		  "0123456789012345678901234567890123456789012345678901234567890123" },
 	};
@@ -1012,14 +1049,14 @@ START_TEST(test_redis_values)
 	scratch_init(&s);
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		c = load_text(&s, ok[i].yaml, 0, 0);
-		ck_assert_str_eq(c->backend_type, "memory");
-		ck_assert_str_eq(c->backend_host, ok[i].host);
-		ck_assert_int_eq(c->backend_port, ok[i].port);
+		ck_assert_str_eq(c->backend_type, "redis");
+		ck_assert_str_eq(be_addr(c)->host, ok[i].host);
+		ck_assert_int_eq(be_addr(c)->port, ok[i].port);
 		if (ok[i].password == NULL)
-			ck_assert_ptr_null(c->backend_password);
+			ck_assert_ptr_null(be_str(c, "password"));
 		else
-			ck_assert_str_eq(c->backend_password, ok[i].password);
-		ck_assert_str_eq(c->backend_prefix, ok[i].prefix);
+			ck_assert_str_eq(be_str(c, "password"), ok[i].password);
+		ck_assert_str_eq(be_str(c, "key_prefix"), ok[i].prefix);
 		conf_destroy(c);
 	}
 
@@ -1027,17 +1064,18 @@ START_TEST(test_redis_values)
 	c = load_text(&s, "backend:\n  type: redis\n  db: 1000000\n  connect_timeout_ms: 600000\n"
 	    "  command_timeout_ms: 10\n  handoff_limit: 1000000\nlocks:\n  default_ttl_ms: 33\n",
 	    0, 0);
-	ck_assert_int_eq(c->backend_db, 1000000);
-	ck_assert_int_eq(c->backend_connect_timeout_ms, 600000);
-	ck_assert_int_eq(c->backend_command_timeout_ms, 10);
-	ck_assert_int_eq(c->backend_handoff_limit, 1000000);
+	ck_assert_int_eq(be_int(c, "db"), 1000000);
+	ck_assert_int_eq(be_int(c, "connect_timeout_ms"), 600000);
+	ck_assert_int_eq(be_int(c, "command_timeout_ms"), 10);
+	ck_assert_int_eq(be_int(c, "handoff_limit"), 1000000);
 	conf_destroy(c);
-	c = load_text(&s, "backend:\n  db: 0\n  connect_timeout_ms: 10\n"
-	    "  command_timeout_ms: 600000\n  handoff_limit: 1\n", 0, 0);
-	ck_assert_int_eq(c->backend_db, 0);
-	ck_assert_int_eq(c->backend_connect_timeout_ms, 10);
-	ck_assert_int_eq(c->backend_command_timeout_ms, 600000);
-	ck_assert_int_eq(c->backend_handoff_limit, 1);
+	c = load_text(&s, "backend:\n  type: redis\n  db: 0\n  connect_timeout_ms: 10\n"
+	    "  command_timeout_ms: 600000\n  handoff_limit: 1\n"
+	    "locks: { default_ttl_ms: 1800000 }\n", 0, 0);
+	ck_assert_int_eq(be_int(c, "db"), 0);
+	ck_assert_int_eq(be_int(c, "connect_timeout_ms"), 10);
+	ck_assert_int_eq(be_int(c, "command_timeout_ms"), 600000);
+	ck_assert_int_eq(be_int(c, "handoff_limit"), 1);
 	conf_destroy(c);
 	scratch_rm(&s);
 }
@@ -1045,22 +1083,39 @@ END_TEST
 
 START_TEST(test_redis_keys_with_memory)
 {
-	/* allowed, kept, and not held to the rule of the redis backend */
+	/* checked against the redis backend's table, then ignored: not handed
+	 * to the memory backend, not held to the redis backend's rules */
+	static const char *const bad[] = {
+		"3:7: 'backend.db' must be between 0 and 1000000, not -1", NULL
+	};
 	struct conf *c = load_ok("redis-memory.yaml");
+	char *path = fixture("redis-both.yaml");
+	struct scratch s;
 
 	ck_assert_str_eq(c->backend_type, "memory");
-	ck_assert_str_eq(c->backend_host, "10.0.0.1");
-	ck_assert_str_eq(c->backend_prefix, "x:");
-	ck_assert_int_eq(c->backend_command_timeout_ms, 600000);
+	ck_assert_ptr_null(c->backend_settings);
+	ck_assert_ptr_null(conf_backend_value(c, "command_timeout_ms"));
 	ck_assert_int_eq(c->default_ttl_ms, 10);
 	conf_destroy(c);
+
+	/* nor to the rule between its password and password file */
+	c = conf_create();
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_override_backend(c, "memory"), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	conf_destroy(c);
+	free(path);
+
+	scratch_init(&s);
+	expect_text_errors(&s, "backend:\n  type: memory\n  db: -1\n", -1, bad);
+	scratch_rm(&s);
 }
 END_TEST
 
 START_TEST(test_redis_bad_values)
 {
 	static const char *const want[] = {
-		"4:12: bad backend address 'localhost': missing port "
+		"4:12: bad backend.address 'localhost': missing port "
 		    "(expected host:port or [v6addr]:port)",
 		"5:13: 'backend.password' must be a string, not a list",
 		"6:7: 'backend.db' must be between 0 and 1000000, not 1000001",
@@ -1078,38 +1133,38 @@ START_TEST(test_redis_bad_addresses)
 {
 	static const struct { const char *yaml, *error; } bad[] = {
 		{ "backend:\n  address: localhost\n",
-		  "2:12: bad backend address 'localhost': missing port "
+		  "2:12: bad backend.address 'localhost': missing port "
 		      "(expected host:port or [v6addr]:port)" },
 		{ "backend:\n  address: \"localhost:0\"\n",
-		  "2:12: bad backend address 'localhost:0': the port must be between 1 and 65535" },
+		  "2:12: bad backend.address 'localhost:0': the port must be between 1 and 65535" },
 		{ "backend:\n  address: \"localhost:65536\"\n",
-		  "2:12: bad backend address 'localhost:65536': the port is out of range "
+		  "2:12: bad backend.address 'localhost:65536': the port is out of range "
 		      "(0..65535)" },
 		{ "backend:\n  address: \"localhost:redis\"\n",
-		  "2:12: bad backend address 'localhost:redis': the port is not a number" },
+		  "2:12: bad backend.address 'localhost:redis': the port is not a number" },
 		{ "backend:\n  address: \"localhost:\"\n",
-		  "2:12: bad backend address 'localhost:': the port is missing" },
+		  "2:12: bad backend.address 'localhost:': the port is missing" },
 		{ "backend:\n  address: \"unix:/run/redis/redis.sock\"\n",
-		  "2:12: bad backend address 'unix:/run/redis/redis.sock': a Unix socket is not "
+		  "2:12: bad backend.address 'unix:/run/redis/redis.sock': a Unix socket is not "
 		      "supported here (expected host:port or [v6addr]:port)" },
 		{ "backend:\n  address: \"::1:6379\"\n",
-		  "2:12: bad backend address '::1:6379': an IPv6 address must be in brackets, "
+		  "2:12: bad backend.address '::1:6379': an IPv6 address must be in brackets, "
 		      "as in [::1]:7480" },
 		{ "backend:\n  address: \"[::1]\"\n",
-		  "2:12: bad backend address '[::1]': missing ':port' after ']' "
+		  "2:12: bad backend.address '[::1]': missing ':port' after ']' "
 		      "(expected [v6addr]:port)" },
 		{ "backend:\n  address: \"\"\n",
-		  "2:12: bad backend address '': the address is empty" },
+		  "2:12: bad backend.address '': the address is empty" },
 		{ "backend:\n  address:\n",
-		  "2:11: bad backend address '': the address is empty" },
+		  "2:11: bad backend.address '': the address is empty" },
 		{ "backend:\n  address: \"a b:6379\"\n",
-		  "2:12: bad backend address 'a b:6379': the host has characters a host name "
+		  "2:12: bad backend.address 'a b:6379': the host has characters a host name "
 		      "cannot have" },
 		{ "backend:\n  address: [\"127.0.0.1:6379\"]\n",
 		  "2:12: 'backend.address' must be a string, not a list" },
 		/* checked with the memory backend too */
 		{ "backend:\n  type: memory\n  address: \"127.0.0.1\"\n",
-		  "3:12: bad backend address '127.0.0.1': missing port "
+		  "3:12: bad backend.address '127.0.0.1': missing port "
 		      "(expected host:port or [v6addr]:port)" },
 	};
 	struct scratch s;
@@ -1152,12 +1207,13 @@ START_TEST(test_redis_bad_password_file)
 	char *yaml;
 
 	scratch_init(&s);
-	ck_assert_int_ge(asprintf(&yaml, "backend:\n  password_file: %s/none.txt\n", s.dir), 0);
+	ck_assert_int_ge(asprintf(&yaml, "backend:\n  type: redis\n  password_file: %s/none.txt\n",
+	    s.dir), 0);
 	c = load_text(&s, yaml, -1, -1);
 	ck_assert_uint_eq(c->nerrors, 1);
-	ck_assert_ptr_nonnull(strstr(c->errors[0], ":2:18: cannot read password file '"));
+	ck_assert_ptr_nonnull(strstr(c->errors[0], ":3:18: cannot read password file '"));
 	ck_assert_ptr_nonnull(strstr(c->errors[0], "none.txt': No such file or directory"));
-	ck_assert_ptr_null(c->backend_password);
+	ck_assert_ptr_null(be_str(c, "password"));
 	conf_destroy(c);
 	free(yaml);
 	scratch_rm(&s);
@@ -1167,7 +1223,7 @@ END_TEST
 START_TEST(test_redis_password_both)
 {
 	static const char *const want[] = {
-		"4:18: 'backend.password' and 'backend.password_file' cannot both be set",
+		"3:13: 'backend.password' and 'backend.password_file' cannot both be set",
 		NULL
 	};
 	char *rel = fixture("pw.txt");
@@ -1176,14 +1232,14 @@ START_TEST(test_redis_password_both)
 	struct conf *c;
 	char *yaml, *line;
 
-	/* the error is at the later of the two */
+	/* the error is at the first one named, the password */
 	expect_fixture_rc("redis-both.yaml", 0, want);
 
 	ck_assert_ptr_nonnull(pw);
 
 	scratch_init(&s);
-	ck_assert_int_ge(asprintf(&yaml, "backend: { password_file: \"%s\", password: hunter2 }\n",
-	    pw), 0);
+	ck_assert_int_ge(asprintf(&yaml, "backend: { type: redis, password_file: \"%s\", "
+	    "password: hunter2 }\n", pw), 0);
 	ck_assert_int_ge(asprintf(&line, "1:%d: 'backend.password' and 'backend.password_file' "
 	    "cannot both be set", (int)(strstr(yaml, "hunter2") - yaml) + 1), 0);
 	{
@@ -1203,28 +1259,51 @@ START_TEST(test_redis_password_both)
 }
 END_TEST
 
-START_TEST(test_redis_command_timeout_rule)
+START_TEST(test_shortest_lease_rule)
 {
 	static const char *const both[] = {
-		"3:23: 'locks.default_ttl_ms' (30000) must be at least three times "
-		    "'backend.command_timeout_ms' (3 x 10001 = 30003): a lock is renewed every "
-		    "third of its TTL, and a renewal must be able to time out and be retried "
-		    "before the lease ends",
+		"5:19: 'locks.default_ttl_ms' (30000) must be at least the redis backend's "
+		    "shortest lease (30003 ms)",
 		NULL
 	};
 	static const char *const ttl[] = {
-		"4:19: 'locks.default_ttl_ms' (5999) must be at least three times "
-		    "'backend.command_timeout_ms' (3 x 2000 = 6000): a lock is renewed every "
-		    "third of its TTL, and a renewal must be able to time out and be retried "
-		    "before the lease ends",
+		"4:19: 'locks.default_ttl_ms' (5999) must be at least the redis backend's "
+		    "shortest lease (6000 ms)",
+		NULL
+	};
+	static const char *const type[] = {
+		"2:9: 'locks.default_ttl_ms' (30000) must be at least the redis backend's "
+		    "shortest lease (60000 ms)",
+		NULL
+	};
+	static const char *const cmdline[] = {
+		" 'locks.default_ttl_ms' (30000) must be at least the redis backend's "
+		    "shortest lease (60000 ms)",
 		NULL
 	};
 	char *path = fixture("redis-timeout-ttl.yaml");
+	const struct backend_ops *redis = backend_find("redis");
+	struct event_base *base;
+	struct backend *be;
+	struct scratch s;
 	struct conf *c;
 
-	/* both in the file: at command_timeout_ms; only the TTL: at the TTL */
+	/* the lease is the backend's (3 x command_timeout_ms for redis), the
+	 * rule conf's: at the TTL when the file sets it ... */
 	expect_fixture_rc("redis-timeout.yaml", 0, both);
 	expect_fixture_rc("redis-timeout-ttl.yaml", 0, ttl);
+
+	/* ... else at the backend's type ... */
+	scratch_init(&s);
+	expect_text_errors(&s, "backend:\n  type: redis\n  command_timeout_ms: 20000\n", 0, type);
+
+	/* ... else on the command line */
+	c = load_text(&s, "backend:\n  command_timeout_ms: 20000\n", 0, 0);
+	ck_assert_int_eq(conf_override_backend(c, "redis://h"), 0);
+	ck_assert_int_eq(conf_finish(c), -1);
+	expect_errors(c, "command line", cmdline);
+	conf_destroy(c);
+	scratch_rm(&s);
 
 	/* -b memory: no rule */
 	c = conf_create();
@@ -1243,12 +1322,21 @@ START_TEST(test_redis_command_timeout_rule)
 	conf_destroy(c);
 	free(path);
 
-	/* the defaults keep the rule */
+	/* the defaults keep the rule; the backend's floor is the same function */
 	c = conf_create();
-	ck_assert_int_eq(conf_override_backend(c, "redis://localhost"), 0);
+	ck_assert_int_eq(conf_override_backend(c, "redis://127.0.0.1:1"), 0);
 	ck_assert_int_eq(conf_finish(c), 0);
-	ck_assert_int_eq(c->backend_command_timeout_ms * 3 <= c->default_ttl_ms, 1);
+	ck_assert_ptr_nonnull(redis->min_lease_ms);
+	ck_assert_uint_eq(redis->min_lease_ms(c->backend_settings), 6000);
+	ck_assert_int_le(6000, c->default_ttl_ms);
+	ck_assert_ptr_nonnull(base = event_base_new());
+	log_min_level = LOG_LEVEL_WARN;
+	ck_assert_ptr_nonnull(be = backend_create("redis", base, c->backend_settings));
+	ck_assert_uint_eq(be->min_ttl_ms, 6000);
+	backend_destroy(be);
+	event_base_free(base);
 	conf_destroy(c);
+	ck_assert_ptr_null(backend_find("memory")->min_lease_ms);
 }
 END_TEST
 
@@ -1256,10 +1344,10 @@ START_TEST(test_redis_url_good)
 {
 	static const struct {
 		const char *url;	/* the -b option */
-		const char *host;	/* backend_host then */
-		long long port;		/* backend_port */
-		const char *password;	/* backend_password */
-		long long db;		/* backend_db */
+		const char *host;	/* backend.address: host */
+		long long port;		/* and port */
+		const char *password;	/* backend.password */
+		long long db;		/* backend.db */
 	} ok[] = {
 		{ "redis://127.0.0.1:6379", "127.0.0.1", 6379, NULL, 0 },
 		{ "redis://localhost", "localhost", 6379, NULL, 0 },
@@ -1288,16 +1376,16 @@ START_TEST(test_redis_url_good)
 		    c->nerrors > 0 ? c->errors[0] : "");
 		ck_assert_int_eq(conf_finish(c), 0);
 		ck_assert_str_eq(c->backend_type, "redis");
-		ck_assert_str_eq(c->backend_host, ok[i].host);
-		ck_assert_int_eq(c->backend_port, ok[i].port);
+		ck_assert_str_eq(be_addr(c)->host, ok[i].host);
+		ck_assert_int_eq(be_addr(c)->port, ok[i].port);
 		if (ok[i].password == NULL)
-			ck_assert_ptr_null(c->backend_password);
+			ck_assert_ptr_null(be_str(c, "password"));
 		else
-			ck_assert_str_eq(c->backend_password, ok[i].password);
-		ck_assert_int_eq(c->backend_db, ok[i].db);
+			ck_assert_str_eq(be_str(c, "password"), ok[i].password);
+		ck_assert_int_eq(be_int(c, "db"), ok[i].db);
 		/* what a URL does not give keeps its default */
-		ck_assert_str_eq(c->backend_prefix, "dlock:");
-		ck_assert_int_eq(c->backend_command_timeout_ms, 2000);
+		ck_assert_str_eq(be_str(c, "key_prefix"), "dlock:");
+		ck_assert_int_eq(be_int(c, "command_timeout_ms"), 2000);
 		conf_destroy(c);
 	}
 }
@@ -1363,7 +1451,9 @@ START_TEST(test_redis_url_bad)
 		{ "Memory", "unknown backend URL 'Memory' (expected memory or redis://host:port)" },
 		{ "redis:6379", "unknown backend URL 'redis:6379' "
 		      "(expected memory or redis://host:port)" },
+		{ "redis", "unknown backend URL 'redis' (expected memory or redis://host:port)" },
 	};
+	char *redis = fixture("redis-defaults.yaml");
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char line[300];
@@ -1375,12 +1465,19 @@ START_TEST(test_redis_url_bad)
 		ck_assert_int_eq(conf_finish(c), -1);
 		expect_errors(c, "command line", want);
 		ck_assert(!errors_contain(c, "hunter2"));
-		/* nothing was taken from it */
 		ck_assert_str_eq(c->backend_type, "memory");
-		ck_assert_str_eq(c->backend_host, "127.0.0.1");
-		ck_assert_ptr_null(c->backend_password);
+		conf_destroy(c);
+
+		/* nothing was taken from it, not even to apply after a file */
+		c = conf_create();
+		ck_assert_int_eq(conf_override_backend(c, bad[i].url), -1);
+		ck_assert_int_eq(conf_load(c, redis), 0);
+		ck_assert_int_eq(conf_finish(c), -1);
+		expect_errors(c, "command line", want);
+		expect_backend_defaults(c);
 		conf_destroy(c);
 	}
+	free(redis);
 }
 END_TEST
 
@@ -1416,20 +1513,20 @@ START_TEST(test_redis_url_overrides_file)
 			ck_assert_int_eq(conf_finish(c), 0);
 			/* type, address, password and db from the URL ... */
 			ck_assert_str_eq(c->backend_type, "redis");
-			ck_assert_str_eq(c->backend_host, "10.1.1.1");
-			ck_assert_int_eq(c->backend_port, 7000);
+			ck_assert_str_eq(be_addr(c)->host, "10.1.1.1");
+			ck_assert_int_eq(be_addr(c)->port, 7000);
 			if (u == 0) {
-				ck_assert_ptr_null(c->backend_password);
-				ck_assert_int_eq(c->backend_db, 0);
+				ck_assert_ptr_null(be_str(c, "password"));
+				ck_assert_int_eq(be_int(c, "db"), 0);
 			} else {
-				ck_assert_str_eq(c->backend_password, "url-pw");
-				ck_assert_int_eq(c->backend_db, 9);
+				ck_assert_str_eq(be_str(c, "password"), "url-pw");
+				ck_assert_int_eq(be_int(c, "db"), 9);
 			}
 			/* ... the rest from the file */
-			ck_assert_str_eq(c->backend_prefix, "app1:");
-			ck_assert_int_eq(c->backend_connect_timeout_ms, 500);
-			ck_assert_int_eq(c->backend_command_timeout_ms, 1000);
-			ck_assert_int_eq(c->backend_handoff_limit, 4);
+			ck_assert_str_eq(be_str(c, "key_prefix"), "app1:");
+			ck_assert_int_eq(be_int(c, "connect_timeout_ms"), 500);
+			ck_assert_int_eq(be_int(c, "command_timeout_ms"), 1000);
+			ck_assert_int_eq(be_int(c, "handoff_limit"), 4);
 			conf_destroy(c);
 		}
 	free(path);
@@ -1447,7 +1544,7 @@ START_TEST(test_redis_url_overrides_password_file)
 	ck_assert_int_eq(conf_load(c, path), 0);
 	ck_assert_int_eq(conf_override_backend(c, "redis://:url-pw@h"), 0);
 	ck_assert_int_eq(conf_finish(c), 0);
-	ck_assert_str_eq(c->backend_password, "url-pw");
+	ck_assert_str_eq(be_str(c, "password"), "url-pw");
 	conf_destroy(c);
 
 	/* ... and so does a URL without one, given first or last */
@@ -1455,8 +1552,8 @@ START_TEST(test_redis_url_overrides_password_file)
 	ck_assert_int_eq(conf_override_backend(c, "redis://h"), 0);
 	ck_assert_int_eq(conf_load(c, path), 0);
 	ck_assert_int_eq(conf_finish(c), 0);
-	ck_assert_ptr_null(c->backend_password);
-	ck_assert_str_eq(c->backend_host, "h");
+	ck_assert_ptr_null(be_str(c, "password"));
+	ck_assert_str_eq(be_addr(c)->host, "h");
 	conf_destroy(c);
 
 	/* a file that sets both: neither is used, so no conflict */
@@ -1464,7 +1561,7 @@ START_TEST(test_redis_url_overrides_password_file)
 	ck_assert_int_eq(conf_load(c, both), 0);
 	ck_assert_int_eq(conf_override_backend(c, "redis://h"), 0);
 	ck_assert_int_eq(conf_finish(c), 0);
-	ck_assert_ptr_null(c->backend_password);
+	ck_assert_ptr_null(be_str(c, "password"));
 	conf_destroy(c);
 	free(both);
 	free(path);
@@ -1483,17 +1580,155 @@ START_TEST(test_redis_url_then_memory)
 	ck_assert_int_eq(conf_load(c, path), 0);
 	ck_assert_int_eq(conf_override_backend(c, "redis://:hunter2@h:0"), -1);
 	ck_assert_str_eq(c->backend_type, "redis");
-	ck_assert_str_eq(c->backend_host, "::1");
-	ck_assert_str_eq(c->backend_password, "s3cret");
-	ck_assert_int_eq(c->backend_db, 3);
+	ck_assert_str_eq(be_addr(c)->host, "::1");
+	ck_assert_str_eq(be_str(c, "password"), "s3cret");
+	ck_assert_int_eq(be_int(c, "db"), 3);
 	ck_assert_int_eq(conf_override_backend(c, "memory"), 0);
 	ck_assert_int_eq(conf_finish(c), -1);
 	expect_errors(c, "command line", want);
 	ck_assert_str_eq(c->backend_type, "memory");
-	ck_assert_str_eq(c->backend_host, "::1");
-	ck_assert_int_eq(c->backend_port, 6380);
+	ck_assert_ptr_null(c->backend_settings);
+	ck_assert_ptr_null(conf_backend_value(c, "address"));
 	conf_destroy(c);
 	free(path);
+}
+END_TEST
+
+/* --- backends declare their keys --- */
+
+START_TEST(test_backend_keys_declared_by_backends)
+{
+	static const char *const redis_keys[] = { "address", "password", "password_file", "db",
+		"key_prefix", "connect_timeout_ms", "command_timeout_ms", "handoff_limit" };
+	const struct backend_ops *redis = backend_find("redis"), *ops;
+	char *conf_c = top_path("daemon/conf.c"), text[65536];
+	struct scratch s;
+	size_t n;
+	FILE *fp;
+
+	/* the redis backend's table is the whole of its keys ... */
+	ck_assert_ptr_nonnull(redis);
+	ck_assert_uint_eq(redis->nsettings, sizeof(redis_keys) / sizeof(redis_keys[0]));
+	for (size_t i = 0; i < redis->nsettings; i++)
+		ck_assert_str_eq(redis->settings[i].name, redis_keys[i]);
+	ck_assert_uint_eq(backend_find("memory")->nsettings, 0);
+	ck_assert_ptr_null(backend_find("memory")->settings);
+
+	/* ... each key of each backend's table is one conf takes under
+	 * "backend.", checked by its row ... */
+	scratch_init(&s);
+	for (size_t b = 0; (ops = backend_at(b)) != NULL; b++)
+		for (size_t i = 0; i < ops->nsettings; i++) {
+			char *yaml, *want;
+			struct conf *c;
+
+			ck_assert_int_ge(asprintf(&yaml, "backend:\n  %s: { a: 1 }\n",
+			    ops->settings[i].name), 0);
+			ck_assert_int_ge(asprintf(&want, ":2:%zu: 'backend.%s' must be ",
+			    strlen(ops->settings[i].name) + 5, ops->settings[i].name), 0);
+			c = load_text(&s, yaml, -1, -1);
+			ck_assert_uint_eq(c->nerrors, 1);
+			ck_assert_msg(strstr(c->errors[0], want) != NULL, "%s", c->errors[0]);
+			conf_destroy(c);
+			free(want);
+			free(yaml);
+		}
+	/* ... and no other */
+	expect_text_errors(&s, "backend:\n  bogus: 1\n", -1,
+	    (const char *const[]){ "2:3: unknown key 'backend.bogus'", NULL });
+	scratch_rm(&s);
+
+	/* conf.c itself names no backend */
+	ck_assert_ptr_nonnull(fp = fopen(conf_c, "r"));
+	n = fread(text, 1, sizeof(text) - 1, fp);
+	text[n] = '\0';
+	fclose(fp);
+	ck_assert_uint_lt(n, sizeof(text) - 1);
+	ck_assert_ptr_null(strcasestr(text, "redis"));
+	free(conf_c);
+}
+END_TEST
+
+/* --- one run reports everything --- */
+
+START_TEST(test_every_error_in_one_run)
+{
+	char *path = fixture("all-errors.yaml"), *pw = fixture("no-such-password.txt");
+	const char *const file[] = {
+		"2:28: duplicate listen address '127.0.0.1:7480'",
+		"3:19: 'unix_socket_mode' must be an octal mode such as 0660, not '0999'",
+		NULL,	/* the password file, below */
+		"8:7: 'backend.db' must be between 0 and 1000000, not -1",
+		"9:12: aliases are not supported (*nowhere)",
+		"10:3: unknown key 'backend.bogus'",
+		"12:19: anchors are not supported (&t)",
+		"14:1: unknown key 'limits.max_clients' (a dot does not nest keys: write a mapping)",
+		"16:16: tag '!!float' is not supported",
+		"17:15: 'log.level' must be debug, info, warn or error, not 'loud'",
+		"18:1: duplicate key 'log' (first at line 17)",
+		"command line: bad listen address 'nope': missing port "
+		    "(expected host:port, [v6addr]:port or unix:/path)",
+		"command line: bad redis URL 'redis://:***@h:0': "
+		    "the port must be between 1 and 65535",
+		"12:19: 'locks.default_ttl_ms' (100) must not be greater than "
+		    "'locks.max_ttl_ms' (50)",
+		"12:19: 'locks.default_ttl_ms' (100) must be at least the redis backend's "
+		    "shortest lease (6000 ms)",
+	};
+	size_t n = sizeof(file) / sizeof(file[0]);
+	struct conf *c = conf_create();
+
+	/* pass 1 and pass 2 of the file, the command line, then the rules */
+	ck_assert_int_eq(conf_load(c, path), -1);
+	ck_assert_int_eq(conf_override_listen(c, "nope"), -1);
+	ck_assert_int_eq(conf_override_backend(c, "redis://:pw@h:0"), -1);
+	ck_assert_int_eq(conf_finish(c), -1);
+	ck_assert_uint_eq(c->nerrors, n);
+	for (size_t i = 0; i < n; i++) {
+		char *want;
+
+		if (file[i] == NULL)
+			ck_assert_int_ge(asprintf(&want, "%s:5:18: cannot read password file '%s': "
+			    "No such file or directory", path, pw), 0);
+		else if (strncmp(file[i], "command line:", 13) == 0)
+			want = strdup(file[i]);
+		else
+			ck_assert_int_ge(asprintf(&want, "%s:%s", path, file[i]), 0);
+		ck_assert_str_eq(c->errors[i], want);
+		free(want);
+	}
+	conf_destroy(c);
+	free(pw);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_cmdline_wins_over_later_file)
+{
+	/* options given before a file are applied again after it: no record of
+	 * who set what, the command line's entries simply come last */
+	struct scratch s;
+	struct conf *c = conf_create();
+	const char *path;
+
+	scratch_init(&s);
+	path = scratch_text(&s, "t.yaml", "listen: [\"127.0.0.1:9000\"]\nbackend:\n  type: memory\n"
+	    "  address: \"10.0.0.1:1\"\n  password: file-pw\n  db: 7\n  key_prefix: \"x:\"\n");
+	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:9001"), 0);
+	ck_assert_int_eq(conf_override_backend(c, "redis://:url-pw@10.9.9.9/4"), 0);
+	for (int load = 0; load < 2; load++)
+		ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_uint_eq(c->nlisten, 1);
+	ck_assert_str_eq(c->listen[0], "127.0.0.1:9001");
+	ck_assert_str_eq(c->backend_type, "redis");
+	ck_assert_str_eq(be_addr(c)->host, "10.9.9.9");
+	ck_assert_int_eq(be_addr(c)->port, 6379);
+	ck_assert_str_eq(be_str(c, "password"), "url-pw");
+	ck_assert_int_eq(be_int(c, "db"), 4);
+	ck_assert_str_eq(be_str(c, "key_prefix"), "x:");	/* not in the URL: the file's */
+	conf_destroy(c);
+	scratch_rm(&s);
 }
 END_TEST
 
@@ -1557,13 +1792,19 @@ conf_suite(void)
 	tcase_add_test(tc, test_redis_bad_prefixes);
 	tcase_add_test(tc, test_redis_bad_password_file);
 	tcase_add_test(tc, test_redis_password_both);
-	tcase_add_test(tc, test_redis_command_timeout_rule);
+	tcase_add_test(tc, test_shortest_lease_rule);
 	tcase_add_test(tc, test_redis_url_good);
 	tcase_add_test(tc, test_redis_url_bad);
 	tcase_add_test(tc, test_redis_url_long_is_cut);
 	tcase_add_test(tc, test_redis_url_overrides_file);
 	tcase_add_test(tc, test_redis_url_overrides_password_file);
 	tcase_add_test(tc, test_redis_url_then_memory);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("structure");
+	tcase_add_test(tc, test_backend_keys_declared_by_backends);
+	tcase_add_test(tc, test_every_error_in_one_run);
+	tcase_add_test(tc, test_cmdline_wins_over_later_file);
 	suite_add_tcase(s, tc);
 
 	return s;

@@ -53,7 +53,7 @@ server_up(void)
 {
 	base = event_base_new();
 	ck_assert_ptr_nonnull(base);
-	be = backend_create("memory", base, conf);
+	be = backend_create("memory", base, conf->backend_settings);
 	ck_assert_ptr_nonnull(be);
 	srv = server_create(base, conf, be, test_clock, NULL);
 }

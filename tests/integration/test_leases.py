@@ -363,8 +363,8 @@ class TestRedisSettings(RedisCase):
         out = subprocess.run([DLOCKD, "-t", "-c", conf], capture_output=True, text=True,
                              timeout=10)
         self.assertEqual(out.returncode, 1, out)
-        self.assertIn("2:19: 'locks.default_ttl_ms' (5999) must be at least three times",
-                      out.stderr)
+        self.assertIn("2:19: 'locks.default_ttl_ms' (5999) must be at least the redis "
+                      "backend's shortest lease (6000 ms)", out.stderr)
 
 
 class TestReleases(RedisCase):
