@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hashtab.h"
+#include "suite.h"
 
 /* A check for hot paths: it only calls into Check when it fails. */
 #define REQUIRE(cond) do { \
@@ -413,9 +414,5 @@ hashtab_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(hashtab_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(hashtab_suite());
 }

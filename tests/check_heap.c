@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "heap.h"
+#include "suite.h"
 
 /* A check for hot paths: it only calls into Check when it fails. */
 #define REQUIRE(cond) do { \
@@ -306,9 +307,5 @@ heap_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(heap_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(heap_suite());
 }

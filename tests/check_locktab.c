@@ -25,6 +25,7 @@
 #include "fake_backend.h"
 #include "locktab.h"
 #include "log.h"
+#include "suite.h"
 
 #define EXCL LOCK_EXCLUSIVE
 #define SHRD LOCK_SHARED
@@ -3304,9 +3305,5 @@ main(void)
 {
 	/* the table warns about every loss and backend error the tests cause */
 	log_min_level = LOG_LEVEL_ERROR;
-	SRunner *sr = srunner_create(locktab_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(locktab_suite());
 }

@@ -8,6 +8,10 @@
  * itself (never blocking), so every interleaving is chosen by the test; a
  * deadline of the lock table is reached by moving the clock and ticking the
  * table, not by waiting. No listener, no daemon process, no network.
+ *
+ * The "backend" cases run the server on the fake backend (fake_backend.c),
+ * which completes an operation only when the test says so: a session can
+ * then go away, or lose its lock, while its request is at the backend.
  */
 #include <check.h>
 #include <errno.h>
@@ -24,6 +28,7 @@
 #include <event2/event.h>
 
 #include "backend.h"
+#include "fake_backend.h"
 #include "clock.h"
 #include "conf.h"
 #include "locktab.h"
@@ -179,11 +184,13 @@ expect(int fd, const char *want)
 static void
 expect_hello(int fd, int id, int proto)
 {
+	const char *name = srv->be->ops->name;
 	char want[512];
 	snprintf(want, sizeof(want), "%s\r\n$6\r\nserver\r\n$6\r\ndlockd\r\n"
 	    "$7\r\nversion\r\n$%zu\r\n%s\r\n$5\r\nproto\r\n:%d\r\n$2\r\nid\r\n:%d\r\n"
-	    "$7\r\nbackend\r\n$6\r\nmemory\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n",
-	    proto == 3 ? "%6" : "*12", strlen(DLOCKD_VERSION), DLOCKD_VERSION, proto, id);
+	    "$7\r\nbackend\r\n$%zu\r\n%s\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n",
+	    proto == 3 ? "%6" : "*12", strlen(DLOCKD_VERSION), DLOCKD_VERSION, proto, id,
+	    strlen(name), name);
 	expect(fd, want);
 }
 
@@ -652,6 +659,141 @@ START_TEST(test_input_behind_a_wait_is_bounded)
 }
 END_TEST
 
+/* ---- on the fake backend: requests in flight, losses --------------------- */
+
+static void
+setup_fake(void)
+{
+	conf = conf_create();
+	ck_assert_int_eq(conf_finish(conf), 0);
+	base = event_base_new();
+	ck_assert_ptr_nonnull(base);
+	fk_start(&fk_ops);
+	be = &fk_be;
+	srv = server_create(base, conf, be, fk_clock, NULL);
+}
+
+static void
+teardown_fake(void)
+{
+	server_stop(srv);
+	fk_drain();	/* the backend confirms the releases of the stop */
+	ck_assert_int_eq(server_destroy(srv), 1);
+	fk_stop();
+	event_base_free(base);
+	conf_destroy(conf);
+}
+
+START_TEST(test_close_while_acquire_in_flight)
+{
+	int a = client();
+	send_str(a, "LOCK k\r\n");
+	pump();
+	fk_expect(0, FK_ACQUIRE, "k");
+	/* the session goes away while the backend decides */
+	close(a);
+	pump();
+	ck_assert_uint_eq(srv->nsessions, 0);
+	/* the grant comes to nobody: the lease is given back at once */
+	fk_complete(BE_OK, 7);
+	fk_expect(0, FK_RELEASE, "k");
+	fk_complete(BE_OK, 0);
+	/* and the key is free for the next session */
+	int b = client();
+	send_str(b, "LOCK k\r\n");
+	pump();
+	fk_expect(0, FK_ACQUIRE, "k");
+	fk_complete(BE_OK, 8);
+	ck_assert_int_eq(expect_grant(b, NULL, NULL), 8);
+	close(b);
+}
+END_TEST
+
+START_TEST(test_close_while_unlock_in_flight)
+{
+	int a = client();
+	send_str(a, "LOCK k\r\nUNLOCK k\r\nPING\r\n");
+	pump();
+	fk_complete(BE_OK, 3);
+	expect_grant(a, NULL, NULL);
+	fk_expect(0, FK_RELEASE, "k");
+	expect_nothing(a);	/* the PING waits behind the UNLOCK */
+	close(a);
+	pump();
+	fk_complete(BE_OK, 0);	/* to a session that is gone */
+	pump();
+	ck_assert_uint_eq(srv->nsessions, 0);
+	ck_assert(locktab_idle(srv->lt));
+}
+END_TEST
+
+/* Make a's lock on k (fence 5) be lost: its renewal finds another owner. */
+static void
+lose_lock(void)
+{
+	fk_now += 10000;	/* a third of the default 30 s TTL */
+	locktab_tick(srv->lt);
+	fk_expect(0, FK_RENEW, "k");
+	fk_complete(BE_NOTOWNER, 0);
+	pump();
+}
+
+START_TEST(test_loss_told_in_place_of_the_next_command)
+{
+	int a = client();
+	send_str(a, "LOCK k\r\n");
+	pump();
+	fk_complete(BE_OK, 5);
+	expect_grant(a, NULL, NULL);
+	lose_lock();
+	expect_nothing(a);	/* nothing unasked */
+	send_str(a, "PING\r\nPING\r\nUNLOCK k\r\n");
+	expect(a, "-LOST k 5 the fake backend says so\r\n+PONG\r\n");
+	/* told once: the loss is forgotten after it */
+	expect(a, "-NOTHELD key is not held by this session\r\n");
+	close(a);
+}
+END_TEST
+
+START_TEST(test_loss_withdraws_a_waiting_lock)
+{
+	int a = client(), b = client();
+	send_str(a, "LOCK k\r\n");
+	pump();
+	fk_complete(BE_OK, 5);
+	expect_grant(a, NULL, NULL);
+	send_str(b, "LOCK other\r\n");
+	pump();
+	fk_complete(BE_OK, 6);
+	expect_grant(b, NULL, NULL);
+	/* a waits for "other"; its loss of k answers that LOCK at once */
+	send_str(a, "LOCK other\r\nPING\r\n");
+	expect_nothing(a);
+	lose_lock();
+	expect(a, "-LOST k 5 the fake backend says so\r\n+PONG\r\n");
+	expect_status(b, "free", 0, 0);	/* STATUS k: nobody holds or waits */
+	close(a);
+	close(b);
+}
+END_TEST
+
+START_TEST(test_loss_pushed_in_resp3)
+{
+	int a = client();
+	send_str(a, "HELLO 3\r\nCLIENT LOSTPUSH ON\r\nLOCK k\r\n");
+	expect_hello(a, 1, 3);
+	expect(a, "+OK\r\n");
+	pump();
+	fk_complete(BE_OK, 5);
+	expect_grant(a, NULL, NULL);
+	lose_lock();
+	expect(a, ">4\r\n$4\r\nlost\r\n$1\r\nk\r\n:5\r\n$24\r\nthe fake backend says so\r\n");
+	send_str(a, "PING\r\n");
+	expect(a, "+PONG\r\n");
+	close(a);
+}
+END_TEST
+
 static Suite *
 session_suite(void)
 {
@@ -678,6 +820,15 @@ session_suite(void)
 	tcase_add_test(tc, test_fifo_across_sessions);
 	tcase_add_test(tc, test_close_releases_and_withdraws);
 	tcase_add_test(tc, test_quit_and_protocol_error);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("backend");
+	tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
+	tcase_add_test(tc, test_close_while_acquire_in_flight);
+	tcase_add_test(tc, test_close_while_unlock_in_flight);
+	tcase_add_test(tc, test_loss_told_in_place_of_the_next_command);
+	tcase_add_test(tc, test_loss_withdraws_a_waiting_lock);
+	tcase_add_test(tc, test_loss_pushed_in_resp3);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("back-pressure");

@@ -7,6 +7,8 @@
  */
 #include "fake_backend.h"
 
+#include <event2/buffer.h>
+
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,12 +100,30 @@ fk_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	op->mode = to->mode;
 }
 
+/* INFO: the operations asked, by kind. */
+static void
+fk_info(struct backend *be, struct evbuffer *out)
+{
+	(void)be;
+	evbuffer_add_printf(out, "backend_fake_ops:%zu\r\n", fk.nops);
+}
+
+/* STATUS's backend field. */
+static const char *
+fk_state(struct backend *be)
+{
+	(void)be;
+	return "fake";
+}
+
 const struct backend_ops fk_ops = {
 	.name = "fake",
 	.acquire = fk_acquire,
 	.release = fk_release,
 	.renew = fk_renew,
 	.transfer = fk_transfer,
+	.info = fk_info,
+	.state = fk_state,
 };
 
 const struct backend_ops fk_ops_nt = {
@@ -111,6 +131,8 @@ const struct backend_ops fk_ops_nt = {
 	.acquire = fk_acquire,
 	.release = fk_release,
 	.renew = fk_renew,
+	.info = fk_info,
+	.state = fk_state,
 };
 
 void
