@@ -1,27 +1,19 @@
 /*
  * conf — the configuration: the YAML file, command-line options, defaults.
  *
- * It owns struct conf, the settings struct of every registered backend, the
- * entries read from the file and the command line, and the list of errors.
- * Every setting is a row of a table (struct conf_setting): conf_table[] for
- * struct conf, and each backend's ops->settings for its keys under
- * "backend.". It must not know any backend's keys, URL or rules (a backend
- * declares them in its own file), resolve a name, or stop at the first error.
+ * It owns struct conf, every registered backend's settings struct, the
+ * command line's entries and the errors. Every setting is a row of a table
+ * (struct conf_setting): conf_table[] here, each backend's ops->settings for
+ * its keys under "backend.". It must not know any backend's keys, URL or
+ * rules, resolve a name, or stop at the first error.
  *
- * A load is two passes. Pass 1 walks libyaml's events and turns the file into
- * a flat list of entries (dotted name, value, position), reporting what the
- * file's shape gets wrong: unknown, dotted and duplicate keys, anchors,
- * aliases, tags, several documents. Pass 2 applies each entry through the
- * rows of its name. Command-line options are entries too, applied when given
- * and again after any file, so they win without any record of who set what.
- * conf_finish() fills the defaults in one pass and checks the settings in
- * another; a rule between two settings is shown at the first one's place in
- * the file, else at the second's, else on the command line.
- *
- * Errors read "file:line:column: message" (libyaml's marks count from 0),
- * "command line: message", or "file: message" for the file as a whole. A
- * load's errors are sorted by position, so they come in the file's order
- * whichever pass found them. Only a YAML syntax error ends a walk early.
+ * A load reads the file's YAML events, walks them into entries (dotted name,
+ * value, position) while reporting what the file's shape gets wrong, then
+ * applies each entry through the rows of its name. Command-line options are
+ * entries too, applied when given and again after any file, so they win. A
+ * row keeps where its value was last given, for the rules between settings.
+ * Errors read "file:line:column: message", "command line: message" or
+ * "file: message"; a load's errors are sorted by position.
  */
 #include "conf.h"
 
@@ -46,7 +38,7 @@
 #define CONF_SECRET_MAX 4096		/* largest password file */
 #define CONF_QUOTE_MAX 48		/* most bytes of a value quoted in a message */
 #define CONF_STD_TAG "tag:yaml.org,2002:" /* what libyaml makes of "!!" */
-#define CONF_CMDLINE 0			/* the line of what the command line gave */
+#define CONF_CMDLINE 0			/* the line of the command line, or of nowhere */
 #define CONF_WHOLE_FILE SIZE_MAX	/* the line of an error about the whole file */
 #define AT_CMDLINE ((struct conf_pos){ CONF_CMDLINE, 0 })
 #define AT_MARK(m) ((struct conf_pos){ (m).line + 1, (m).column + 1 })
@@ -133,16 +125,14 @@ struct conf_value {
 	struct conf_pos pos;	/* where it starts */
 };
 
-/* A key of the file, or a setting given on the command line. */
+/* A key of the file (or a section, to find duplicates), or a setting given
+ * on the command line. */
 struct conf_entry {
 	char *name;		/* the dotted name */
 	struct conf_value v;	/* its value */
 	struct conf_value *items; /* SH_LIST: the items */
 	size_t nitems;		/* how many */
 	size_t keyline;		/* the line of its key (duplicates name it) */
-	char *secret;		/* CONF_SECRET_FILE: what the file held, until
-				 * conf_finish() moves it to the secret's field */
-	bool applied;		/* every row of its name took its value */
 };
 
 /* A list of entries. */
@@ -156,6 +146,10 @@ struct conf_row {
 	char *name;		/* full dotted name ("backend." + a backend's row's) */
 	const struct conf_setting *s; /* the row */
 	size_t table;		/* 0: conf_table[]; i + 1: backend_at(i)'s */
+	struct conf_pos pos;	/* where its value was last given (AT_CMDLINE:
+				 * on the command line, or nowhere) */
+	char *secret;		/* CONF_SECRET_FILE: what the file held, until
+				 * conf_finish() moves it to the secret's field */
 };
 
 /* The config and what only this file sees of it. */
@@ -165,7 +159,6 @@ struct conf_priv {
 	size_t nrows;			/* how many */
 	void **tables;			/* the struct each table fills: &pub, then
 					 * each backend's settings (NULL for none) */
-	struct conf_entries file;	/* the entries of the file(s) loaded */
 	struct conf_entries cmdline;	/* the entries of the command line */
 	struct conf_pos *errpos;	/* the position of each error */
 };
@@ -173,8 +166,10 @@ struct conf_priv {
 /* One conf_load() in progress. */
 struct conf_parser {
 	struct conf_priv *p;		/* the config being filled */
-	yaml_parser_t yp;		/* libyaml's state */
-	size_t first;			/* this file's first entry in p->file */
+	yaml_event_t *ev;		/* the file's events, up to its end, a second
+					 * document or a YAML error */
+	size_t nev;			/* how many */
+	struct conf_entries file;	/* the entries of the file */
 };
 
 /* Append "where: message" to c->errors, pos saying where. Returns -1. */
@@ -260,12 +255,12 @@ conf_join(const char *(*choice)(size_t), char *buf, size_t size)
 	return buf;
 }
 
-/* Replace the string in field with a copy of s (NULL for none), wiping the
- * old one first if it may be a secret. */
+/* Replace the string in field with a copy of s (NULL for none), the old one
+ * wiped first: it may be a secret. */
 static void
-conf_set_str(char **field, const char *s, bool secret)
+conf_set_str(char **field, const char *s)
 {
-	if (secret && *field != NULL)
+	if (*field != NULL)
 		explicit_bzero(*field, strlen(*field));
 	free(*field);
 	*field = s != NULL ? xstrdup(s) : NULL;
@@ -284,7 +279,6 @@ conf_free_entry(struct conf_entry *e)
 		free(v->text);
 	}
 	free(e->items);
-	conf_set_str(&e->secret, NULL, true);
 }
 
 /* A new, zeroed entry at the end of l (valid until l grows). */
@@ -298,7 +292,7 @@ conf_push(struct conf_entries *l)
 
 /* The row called name; with section, whether name is a section instead
  * (some rows' names start with name + "."). */
-static const struct conf_row *
+static struct conf_row *
 conf_find(const struct conf_priv *p, const char *name, bool section)
 {
 	size_t n = strlen(name);
@@ -310,66 +304,22 @@ conf_find(const struct conf_priv *p, const char *name, bool section)
 	return NULL;
 }
 
-/* The entry that last gave name a value: the command line's, else the
- * file's; NULL if none did. */
-static struct conf_entry *
-conf_effective(struct conf_priv *p, const char *name)
+/* ---- the YAML file into entries ------------------------------------------- */
+
+/* The index just past the node that starts at event i (ps->nev if the
+ * events end first). */
+static size_t
+conf_end(const struct conf_parser *ps, size_t i)
 {
-	struct conf_entries *lists[] = { &p->cmdline, &p->file };
+	size_t depth = 0;
 
-	for (size_t l = 0; l < 2; l++)
-		for (size_t i = lists[l]->n; i-- > 0;)
-			if (lists[l]->v[i].applied && strcmp(lists[l]->v[i].name, name) == 0)
-				return &lists[l]->v[i];
-	return NULL;
-}
+	do {
+		yaml_event_type_t t = ps->ev[i].type;
 
-/* ---- pass 1: the YAML file into entries ----------------------------------- */
-
-/* Read the next event. false after reporting a YAML error, which ends the
- * walk: libyaml gives nothing more. */
-static bool
-conf_next(struct conf_parser *ps, yaml_event_t *ev)
-{
-	yaml_parser_t *yp = &ps->yp;
-	char ctx[128] = "", val[16] = "";
-
-	if (yaml_parser_parse(yp, ev))
-		return true;
-	if (yp->error == YAML_MEMORY_ERROR)
-		log_fatal("out of memory reading %s", ps->p->pub.path);
-	if (yp->error == YAML_READER_ERROR) {
-		if (yp->problem_value != -1)
-			snprintf(val, sizeof(val), "0x%02X ", (unsigned)yp->problem_value);
-		conf_error(ps->p, (struct conf_pos){ CONF_WHOLE_FILE, 0 },
-		    "%s (%sat byte offset %zu)", yp->problem, val, yp->problem_offset);
-		return false;
-	}
-	if (yp->context != NULL)
-		snprintf(ctx, sizeof(ctx), " (%s at line %zu, column %zu)", yp->context,
-		    yp->context_mark.line + 1, yp->context_mark.column + 1);
-	conf_error(ps->p, AT_MARK(yp->problem_mark), "syntax error: %s%s",
-	    yp->problem != NULL ? yp->problem : "cannot parse the file", ctx);
-	return false;
-}
-
-/* Consume the rest of the node that starts with ev (already read). */
-static bool
-conf_skip(struct conf_parser *ps, const yaml_event_t *ev)
-{
-	int depth = ev->type == YAML_SEQUENCE_START_EVENT || ev->type == YAML_MAPPING_START_EVENT;
-	yaml_event_t e;
-
-	while (depth > 0) {
-		if (!conf_next(ps, &e))
-			return false;
-		if (e.type == YAML_SEQUENCE_START_EVENT || e.type == YAML_MAPPING_START_EVENT)
-			depth++;
-		else if (e.type == YAML_SEQUENCE_END_EVENT || e.type == YAML_MAPPING_END_EVENT)
-			depth--;
-		yaml_event_delete(&e);
-	}
-	return true;
+		depth += t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT;
+		depth -= t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT;
+	} while (++i < ps->nev && depth > 0);
+	return i;
 }
 
 /* The shape of the node that starts with ev, after reporting what it may not
@@ -413,192 +363,192 @@ conf_shape(struct conf_parser *ps, const yaml_event_t *ev)
 	return SH_BAD;
 }
 
-/* Read the node that starts with ev into v: a scalar's text; with items,
- * a list's items too (each a scalar, or a collection skipped). */
-static bool
-conf_read(struct conf_parser *ps, const yaml_event_t *ev, struct conf_value *v,
-    struct conf_entry *items)
+/* Read the node at event i into v (zeroed): a scalar's text; with items, a
+ * list's items too (each a scalar, or a collection skipped). Returns the
+ * index past the node; with v NULL, the node is only checked. */
+static size_t
+conf_read(struct conf_parser *ps, size_t i, struct conf_value *v, struct conf_entry *items)
 {
-	yaml_event_t e;
-	bool ok;
+	const yaml_event_t *ev = &ps->ev[i];
+	struct conf_value skip = { SH_BAD, NULL, 0, { 0, 0 } };
 
+	if (v == NULL)
+		v = &skip;
 	v->shape = conf_shape(ps, ev);
 	v->pos = AT_MARK(ev->start_mark);
-	if (ev->type == YAML_SCALAR_EVENT) {
+	if (ev->type == YAML_SCALAR_EVENT && v != &skip) {
 		v->len = ev->data.scalar.length;
 		v->text = xmemdup(ev->data.scalar.value, v->len);
-		return true;
 	}
 	if (ev->type != YAML_SEQUENCE_START_EVENT || items == NULL)
-		return conf_skip(ps, ev);
-	for (;;) {
-		if (!conf_next(ps, &e))
-			return false;
-		if (e.type == YAML_SEQUENCE_END_EVENT) {
-			yaml_event_delete(&e);
-			return true;
-		}
+		return conf_end(ps, i);
+	for (i++; i < ps->nev && ps->ev[i].type != YAML_SEQUENCE_END_EVENT;) {
 		items->items = xreallocarray(items->items, items->nitems + 1, sizeof(*items->items));
 		memset(&items->items[items->nitems], 0, sizeof(*items->items));
-		ok = conf_read(ps, &e, &items->items[items->nitems++], NULL);
-		yaml_event_delete(&e);
-		if (!ok)
-			return false;
+		i = conf_read(ps, i, &items->items[items->nitems++], NULL);
 	}
+	return i < ps->nev ? i + 1 : i;
 }
 
-static bool conf_walk_mapping(struct conf_parser *, const char *);
+static size_t conf_walk_mapping(struct conf_parser *, const char *, size_t);
 
-/* The node that starts with ev, the value of the section name ("" for the
- * top level): a mapping to walk, or nothing. */
-static bool
-conf_walk_section(struct conf_parser *ps, const char *name, const yaml_event_t *ev)
+/* The node at event i, the value of the section name ("" for the top level):
+ * a mapping to walk, or nothing. Returns the index past it. */
+static size_t
+conf_walk_section(struct conf_parser *ps, const char *name, size_t i)
 {
-	char what[CONF_QUOTE_MAX + 8];
 	struct conf_entry e = { .name = NULL };
-	bool ok;
+	char what[CONF_QUOTE_MAX + 8];
 
-	if (ev->type == YAML_MAPPING_START_EVENT)
-		return conf_shape(ps, ev) == SH_MAPPING ? conf_walk_mapping(ps, name) :
-		    conf_skip(ps, ev);
-	ok = conf_read(ps, ev, &e.v, NULL);
+	if (ps->ev[i].type == YAML_MAPPING_START_EVENT)
+		return conf_shape(ps, &ps->ev[i]) == SH_MAPPING ? conf_walk_mapping(ps, name, i + 1) :
+		    conf_end(ps, i);
+	i = conf_read(ps, i, &e.v, NULL);
 	conf_what(&e.v, what, sizeof(what));
 	if (e.v.shape != SH_EMPTY && e.v.shape != SH_BAD && *name != '\0')
 		conf_error(ps->p, e.v.pos, "'%s' must be a mapping, not %s", name, what);
 	else if (e.v.shape != SH_EMPTY && e.v.shape != SH_BAD)
 		conf_error(ps->p, e.v.pos, "the top level must be a mapping, not %s", what);
 	conf_free_entry(&e);
-	return ok;
+	return i;
 }
 
-/* The value (first event val) of key k of the section prefix: a setting's
- * becomes an entry, a section's is walked, anything else reported. */
-static bool
-conf_walk_key(struct conf_parser *ps, const char *prefix, const struct conf_value *k,
-    const yaml_event_t *val)
+/* The value at event i of key k of the section prefix: a setting's becomes
+ * an entry, a section's is walked, anything else reported. Returns the index
+ * past the value. */
+static size_t
+conf_walk_key(struct conf_parser *ps, const char *prefix, const struct conf_value *k, size_t i)
 {
 	struct conf_priv *p = ps->p;
 	char what[CONF_QUOTE_MAX + 8], q[CONF_QUOTE_MAX + 4], *name;
-	struct conf_entry *e = NULL, skip = { .name = NULL };
-	bool section, known, ok;
+	struct conf_entry *e = NULL;
+	bool section, known, dotted;
 
-	if (k->shape == SH_MAPPING || k->shape == SH_LIST)
-		conf_error(p, k->pos, "a key must be a scalar, not %s",
-		    conf_what(k, what, sizeof(what)));
-	if (k->text == NULL) {		/* reported */
-		ok = conf_read(ps, val, &skip.v, NULL);
-		conf_free_entry(&skip);
-		return ok;
+	if (k->text == NULL) {		/* a collection or an alias */
+		if (k->shape != SH_BAD)
+			conf_error(p, k->pos, "a key must be a scalar, not %s",
+			    conf_what(k, what, sizeof(what)));
+		return conf_read(ps, i, NULL, NULL);
 	}
 	name = *prefix != '\0' ? xasprintf("%s.%s", prefix, k->text) : xstrdup(k->text);
 	section = conf_find(p, name, true) != NULL;
 	known = section || conf_find(p, name, false) != NULL;
+	dotted = strchr(k->text, '.') != NULL;
+	for (size_t j = 0; j < ps->file.n && e == NULL; j++)
+		if (strcmp(ps->file.v[j].name, name) == 0)
+			e = &ps->file.v[j];
 	conf_quote(name, strlen(name), q, sizeof(q));
-	for (size_t i = ps->first; i < p->file.n && e == NULL; i++)
-		if (strcmp(p->file.v[i].name, name) == 0)
-			e = &p->file.v[i];
-	if (strchr(k->text, '.') != NULL || !known)
-		conf_error(p, k->pos, strchr(k->text, '.') != NULL && known ?
+	if (dotted || !known)
+		conf_error(p, k->pos, dotted && known ?
 		    "unknown key '%s' (a dot does not nest keys: write a mapping)" :
 		    "unknown key '%s'", q);
 	else if (e != NULL)
 		conf_error(p, k->pos, "duplicate key '%s' (first at line %zu)", q, e->keyline);
 	else {
-		e = conf_push(&p->file);	/* a section's too, to find duplicates */
+		e = conf_push(&ps->file);
 		e->name = name;
 		e->keyline = k->pos.line;
-		return section ? conf_walk_section(ps, name, val) : conf_read(ps, val, &e->v, e);
+		return section ? conf_walk_section(ps, name, i) : conf_read(ps, i, &e->v, e);
 	}
 	free(name);
-	ok = conf_read(ps, val, &skip.v, NULL);
-	conf_free_entry(&skip);
-	return ok;
+	return conf_read(ps, i, NULL, NULL);
 }
 
-/* The keys and values of the mapping whose start was read, up to its end;
- * prefix is its dotted name ("" at the top). */
-static bool
-conf_walk_mapping(struct conf_parser *ps, const char *prefix)
+/* The keys and values of the mapping whose first key is event i, up to its
+ * end; prefix is its dotted name ("" at the top). Returns the index past it. */
+static size_t
+conf_walk_mapping(struct conf_parser *ps, const char *prefix, size_t i)
 {
-	struct conf_entry k = { .name = NULL };
-	yaml_event_t key, val;
-	bool ok = true;
+	while (i < ps->nev && ps->ev[i].type != YAML_MAPPING_END_EVENT) {
+		struct conf_entry k = { .name = NULL };
 
-	while (ok && conf_next(ps, &key)) {
-		if (key.type == YAML_MAPPING_END_EVENT) {
-			yaml_event_delete(&key);
-			return true;
-		}
-		ok = conf_read(ps, &key, &k.v, NULL) && conf_next(ps, &val);
-		yaml_event_delete(&key);
-		if (ok) {
-			ok = conf_walk_key(ps, prefix, &k.v, &val);
-			yaml_event_delete(&val);
-		}
+		i = conf_read(ps, i, &k.v, NULL);
+		if (i < ps->nev)
+			i = conf_walk_key(ps, prefix, &k.v, i);
 		conf_free_entry(&k);
-		memset(&k, 0, sizeof(k));
 	}
-	return false;
+	return i < ps->nev ? i + 1 : i;
 }
 
-/* The whole stream: nothing, or one document whose top is a mapping. */
+/* Report the YAML error that stopped the parser. */
 static void
-conf_walk(struct conf_parser *ps)
+conf_yaml_error(struct conf_priv *p, const yaml_parser_t *yp)
 {
-	yaml_event_t ev;
+	char ctx[128] = "", val[16] = "";
+
+	if (yp->error == YAML_MEMORY_ERROR)
+		log_fatal("out of memory reading %s", p->pub.path);
+	if (yp->error == YAML_READER_ERROR) {
+		if (yp->problem_value != -1)
+			snprintf(val, sizeof(val), "0x%02X ", (unsigned)yp->problem_value);
+		conf_error(p, (struct conf_pos){ CONF_WHOLE_FILE, 0 },
+		    "%s (%sat byte offset %zu)", yp->problem, val, yp->problem_offset);
+		return;
+	}
+	if (yp->context != NULL)
+		snprintf(ctx, sizeof(ctx), " (%s at line %zu, column %zu)", yp->context,
+		    yp->context_mark.line + 1, yp->context_mark.column + 1);
+	conf_error(p, AT_MARK(yp->problem_mark), "syntax error: %s%s",
+	    yp->problem != NULL ? yp->problem : "cannot parse the file", ctx);
+}
+
+/* Read the events of the file up to its end, a second document or a YAML
+ * error, walk them into ps->file (nothing, or one document whose top is a
+ * mapping), then report what ended the reading early. */
+static void
+conf_walk(struct conf_parser *ps, yaml_parser_t *yp)
+{
+	yaml_event_t *ev;
+	size_t docs = 0;
 	bool ok;
 
-	if (!conf_next(ps, &ev))		/* stream start */
-		return;
-	yaml_event_delete(&ev);
-	if (!conf_next(ps, &ev) || ev.type == YAML_STREAM_END_EVENT)
-		return;				/* an empty file */
-	yaml_event_delete(&ev);			/* document start */
-	if (!conf_next(ps, &ev))
-		return;
-	ok = conf_walk_section(ps, "", &ev);
-	yaml_event_delete(&ev);
-	if (!ok || !conf_next(ps, &ev))		/* document end */
-		return;
-	yaml_event_delete(&ev);
-	if (!conf_next(ps, &ev))
-		return;
-	if (ev.type == YAML_DOCUMENT_START_EVENT)
-		conf_error(ps->p, AT_MARK(ev.start_mark),
+	do {
+		ps->ev = xreallocarray(ps->ev, ps->nev + 1, sizeof(*ps->ev));
+		ev = &ps->ev[ps->nev];
+		if (!(ok = yaml_parser_parse(yp, ev)))
+			break;
+		ps->nev++;
+		docs += ev->type == YAML_DOCUMENT_START_EVENT;
+	} while (ev->type != YAML_STREAM_END_EVENT && docs < 2);
+	if (ps->nev > 2 && ps->ev[1].type == YAML_DOCUMENT_START_EVENT)
+		conf_walk_section(ps, "", 2);
+	if (!ok)
+		conf_yaml_error(ps->p, yp);
+	else if (docs == 2)
+		conf_error(ps->p, AT_MARK(ev->start_mark),
 		    "several documents in one file are not supported");
-	yaml_event_delete(&ev);
+	for (size_t i = 0; i < ps->nev; i++)
+		yaml_event_delete(&ps->ev[i]);
+	free(ps->ev);
 }
 
-/* ---- pass 2: entries into the settings ------------------------------------ */
+/* ---- entries into the settings -------------------------------------------- */
 
 /* Parse text as the value of row s: CONF_INT an optional sign and decimal
  * digits without a leading zero, CONF_MODE octal digits. */
 static enum num_status
 conf_number(const struct conf_setting *s, const char *text, long long *out)
 {
-	const char *d = text + (s->type == CONF_INT && (*text == '+' || *text == '-'));
-	long long v = 0;
+	const char *d = text + (*text == '+' || *text == '-');
 
-	if (s->type == CONF_INT && (!isdigit((unsigned char)*d) || (d[0] == '0' && d[1] != '\0')))
+	if (s->type == CONF_MODE) {
+		if (*text == '\0' || text[strspn(text, "01234567")] != '\0')
+			return NUM_SYNTAX;
+		*out = strtoll(text, NULL, 8);	/* LLONG_MAX if too long */
+		return *out < s->min || *out > s->max ? NUM_RANGE : NUM_OK;
+	}
+	if (!isdigit((unsigned char)*d) || (d[0] == '0' && d[1] != '\0'))
 		return NUM_SYNTAX;
-	if (s->type == CONF_INT)
-		return num_parse(text + (*text == '+'), strlen(text + (*text == '+')), s->min,
-		    s->max, out);
-	if (*d == '\0' || strspn(d, "01234567") != strlen(d))
-		return NUM_SYNTAX;
-	for (; *d != '\0' && v <= s->max; d++)
-		v = v * 8 + (*d - '0');
-	if (v < s->min || v > s->max)
-		return NUM_RANGE;
-	*out = v;
-	return NUM_OK;
+	text += *text == '+';
+	return num_parse(text, strlen(text), s->min, s->max, out);
 }
 
 /* Read the password file named text (relative to the config file's
- * directory) into e->secret and its resolved name into field. */
+ * directory) into r->secret and its resolved name into field; v is where
+ * the name was given. A file that cannot be used leaves r->secret as it was. */
 static int
-conf_apply_secret_file(struct conf_priv *p, struct conf_entry *e, char **field,
-    const char *text)
+conf_apply_secret_file(struct conf_priv *p, struct conf_row *r, const struct conf_value *v,
+    char **field, const char *text)
 {
 	const char *slash = p->pub.path != NULL ? strrchr(p->pub.path, '/') : NULL, *why;
 	char buf[CONF_SECRET_MAX + 1], q[CONF_QUOTE_MAX + 4], *file;
@@ -606,10 +556,11 @@ conf_apply_secret_file(struct conf_priv *p, struct conf_entry *e, char **field,
 	int err = 0;
 	FILE *fp;
 
-	conf_set_str(&e->secret, NULL, true);
-	conf_set_str(field, NULL, false);
-	if (*text == '\0')
+	conf_set_str(field, NULL);
+	if (*text == '\0') {
+		conf_set_str(&r->secret, NULL);
 		return 0;
+	}
 	file = text[0] == '/' || slash == NULL ? xstrdup(text) :
 	    xasprintf("%.*s/%s", (int)(slash - p->pub.path), p->pub.path, text);
 	if ((fp = fopen(file, "re")) == NULL)
@@ -623,13 +574,12 @@ conf_apply_secret_file(struct conf_priv *p, struct conf_entry *e, char **field,
 		n--;
 	why = err != 0 ? strerror(err) : n > CONF_SECRET_MAX ? "is larger than 4096 bytes" :
 	    n == 0 ? "is empty" : memchr(buf, '\0', n) != NULL ? "contains a NUL byte" : NULL;
-	conf_quote(file, strlen(file), q, sizeof(q));
-	if (err != 0)
-		conf_error(p, e->v.pos, "cannot read password file '%s': %s", q, why);
-	else if (why != NULL)
-		conf_error(p, e->v.pos, "password file '%s' %s", q, why);
+	if (why != NULL)
+		conf_error(p, v->pos, err != 0 ? "cannot read password file '%s': %s" :
+		    "password file '%s' %s", conf_quote(file, strlen(file), q, sizeof(q)), why);
 	else {
-		e->secret = xmemdup(buf, n);
+		conf_set_str(&r->secret, NULL);
+		r->secret = xmemdup(buf, n);
 		*field = file;
 		file = NULL;
 	}
@@ -661,13 +611,12 @@ conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct co
 	bool bad = false;
 
 	if (e->v.shape != SH_LIST)
-		return e->v.shape == SH_BAD ? -1 : conf_error(p, e->v.pos,
-		    "'%s' must be a list of addresses, not %s", e->name,
+		return conf_error(p, e->v.pos, "'%s' must be a list of addresses, not %s", e->name,
 		    conf_what(&e->v, what, sizeof(what)));
 	a = xcalloc(e->nitems + 1, sizeof(*a));
 	for (size_t i = 0; i < e->nitems; i++) {
 		const struct conf_value *v = &e->items[i];
-		bool dup = false;
+		size_t j = 0;
 
 		conf_what(v, what, sizeof(what));
 		why = v->text != NULL && strlen(v->text) != v->len ?
@@ -680,13 +629,12 @@ conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct co
 		else if (why != NULL || addr_parse(v->text, ADDR_PORT_REQUIRED, &a[n], &why) < 0)
 			bad = conf_error(p, v->pos, "bad %s address %s: %s", e->name, what, why);
 		else {
-			for (size_t j = 0; j < n; j++)
-				dup = dup || conf_addr_same(&a[j], &a[n]);
-			if (dup)
+			while (j < n && !conf_addr_same(&a[j], &a[n]))
+				j++;
+			if (j < n)
 				bad = conf_error(p, v->pos, "duplicate %s address '%s'", e->name,
 				    conf_quote(a[n].text, strlen(a[n].text), what, sizeof(what)));
-			else
-				n++;
+			n += j == n;
 		}
 	}
 	if (!bad) {
@@ -701,21 +649,23 @@ conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct co
 	return bad ? -1 : 0;
 }
 
-/* Apply entry e to row s of base. 0, or -1 after reporting why. */
+/* Apply entry e to row r. 0, or -1 after reporting why. */
 static int
-conf_apply_row(struct conf_priv *p, struct conf_entry *e, const struct conf_setting *s,
-    void *base)
+conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row *r)
 {
 	char what[CONF_QUOTE_MAX + 8], q[CONF_QUOTE_MAX + 4], names[128];
+	const struct conf_setting *s = r->s;
 	const char *want = s->type == CONF_INT ? "a decimal integer" : s->type == CONF_MODE ?
 	    "an octal mode such as 0660" : "a string", *text, *why, *name = NULL;
 	const struct conf_value *v = &e->v;
-	void *field = FIELD(base, s->off);
+	void *field = FIELD(p->tables[r->table], s->off);
 	struct addr a;
 	long long n;
 
-	if (s->type == CONF_ADDRLIST || v->shape == SH_BAD)
-		return v->shape == SH_BAD ? -1 : conf_apply_list(p, e, s, base);
+	if (v->shape == SH_BAD)
+		return -1;
+	if (s->type == CONF_ADDRLIST)
+		return conf_apply_list(p, e, s, p->tables[r->table]);
 	conf_what(v, what, sizeof(what));
 	if (v->shape == SH_MAPPING || v->shape == SH_LIST)
 		return conf_error(p, v->pos, "'%s' must be %s, not %s", e->name, want, what);
@@ -734,11 +684,9 @@ conf_apply_row(struct conf_priv *p, struct conf_entry *e, const struct conf_sett
 			*(long long *)field = n;
 			return 0;
 		case NUM_RANGE:
-			if (s->type == CONF_MODE)
-				return conf_error(p, v->pos, "'%s' must be between %#llo and %#llo, "
-				    "not %s", e->name, s->min, s->max, q);
-			return conf_error(p, v->pos, "'%s' must be between %lld and %lld, not %s",
-			    e->name, s->min, s->max, q);
+			return conf_error(p, v->pos, s->type == CONF_MODE ?
+			    "'%s' must be between %#llo and %#llo, not %s" :
+			    "'%s' must be between %lld and %lld, not %s", e->name, s->min, s->max, q);
 		default:
 			return conf_error(p, v->pos, "'%s' must be %s, not %s", e->name, want, what);
 		}
@@ -762,27 +710,27 @@ conf_apply_row(struct conf_priv *p, struct conf_entry *e, const struct conf_sett
 		*(struct addr *)field = a;
 		return 0;
 	case CONF_SECRET_FILE:
-		return conf_apply_secret_file(p, e, field, text);
+		return conf_apply_secret_file(p, r, v, field, text);
 	default:
 		break;
 	}
-	conf_set_str(field, *text != '\0' ? text : NULL, s->type == CONF_SECRET);
+	conf_set_str(field, *text != '\0' ? text : NULL);
 	return 0;
 }
 
 /* Apply entry e through every row of its name (conf_table[]'s, or each
- * backend's for a "backend." key), reporting the first refusal. */
-static bool
-conf_apply(struct conf_priv *p, struct conf_entry *e)
+ * backend's for a "backend." key), stopping at the first refusal; each row
+ * that takes it keeps where it was given. 0 or -1. */
+static int
+conf_apply(struct conf_priv *p, const struct conf_entry *e)
 {
-	e->applied = false;
 	for (size_t i = 0; i < p->nrows; i++)
 		if (strcmp(p->rows[i].name, e->name) == 0) {
-			if (conf_apply_row(p, e, p->rows[i].s, p->tables[p->rows[i].table]) < 0)
-				return e->applied = false;
-			e->applied = true;
+			if (conf_apply_row(p, e, &p->rows[i]) < 0)
+				return -1;
+			p->rows[i].pos = e->v.pos;
 		}
-	return e->applied;
+	return 0;
 }
 
 /* ---- the command line ----------------------------------------------------- */
@@ -792,7 +740,7 @@ conf_apply(struct conf_priv *p, struct conf_entry *e)
 static int
 conf_cmdline(struct conf_priv *p, struct conf_entry e)
 {
-	if (!conf_apply(p, &e)) {
+	if (conf_apply(p, &e) < 0) {
 		conf_free_entry(&e);
 		return -1;
 	}
@@ -812,11 +760,12 @@ int
 conf_override_listen(struct conf *c, const char *addr)
 {
 	struct conf_priv *p = (struct conf_priv *)c;
-	const struct conf_entry *prev = conf_effective(p, "listen");
 	struct conf_entry e = { .name = xstrdup("listen"), .v = conf_cmdline_value("") };
+	const struct conf_entry *prev = NULL;
 
-	if (prev != NULL && prev->v.pos.line != CONF_CMDLINE)
-		prev = NULL;
+	for (size_t i = 0; i < p->cmdline.n; i++)
+		if (strcmp(p->cmdline.v[i].name, "listen") == 0)
+			prev = &p->cmdline.v[i];
 	e.v.shape = SH_LIST;
 	e.nitems = (prev != NULL ? prev->nitems : 0) + 1;
 	e.items = xcalloc(e.nitems, sizeof(*e.items));
@@ -913,8 +862,8 @@ conf_create(void)
 			p->tables[t] = xcalloc(1, ops->settings_size);
 		p->rows = xreallocarray(p->rows, p->nrows + n, sizeof(*p->rows));
 		for (size_t i = 0; i < n; i++) {
-			p->rows[p->nrows++] = (struct conf_row){ xasprintf("%s%s",
-			    ops != NULL ? "backend." : "", rows[i].name), &rows[i], t };
+			p->rows[p->nrows++] = (struct conf_row){ .name = xasprintf("%s%s",
+			    ops != NULL ? "backend." : "", rows[i].name), .s = &rows[i], .table = t };
 			if (rows[i].type == CONF_INT || rows[i].type == CONF_MODE)
 				*(long long *)FIELD(p->tables[t], rows[i].off) = CONF_UNSET;
 		}
@@ -939,16 +888,16 @@ conf_destroy(struct conf *c)
 				free((*list)[j]);
 			free(*list);
 		} else if (s->type != CONF_INT && s->type != CONF_MODE && s->type != CONF_SERVER)
-			conf_set_str(FIELD(base, s->off), NULL, s->type == CONF_SECRET);
+			conf_set_str(FIELD(base, s->off), NULL);
+		conf_set_str(&p->rows[i].secret, NULL);
 		free(p->rows[i].name);
 	}
 	for (size_t t = 1; backend_at(t - 1) != NULL; t++)
 		free(p->tables[t]);
-	for (size_t i = 0; i < p->file.n + p->cmdline.n; i++)
-		conf_free_entry(i < p->file.n ? &p->file.v[i] : &p->cmdline.v[i - p->file.n]);
+	for (size_t i = 0; i < p->cmdline.n; i++)
+		conf_free_entry(&p->cmdline.v[i]);
 	for (size_t i = 0; i < c->nerrors; i++)
 		free(c->errors[i]);
-	free(p->file.v);
 	free(p->cmdline.v);
 	free(c->errors);
 	free(c->path);
@@ -963,9 +912,10 @@ int
 conf_load(struct conf *c, const char *path)
 {
 	struct conf_priv *p = (struct conf_priv *)c;
-	struct conf_parser ps = { .p = p, .first = p->file.n };
+	struct conf_parser ps = { .p = p };
 	struct conf_pos whole = { CONF_WHOLE_FILE, 0 };
 	size_t before = c->nerrors;
+	yaml_parser_t yp;
 	struct stat st;
 	FILE *fp;
 
@@ -977,16 +927,19 @@ conf_load(struct conf *c, const char *path)
 		fclose(fp);
 		return conf_error(p, whole, "not a regular file");
 	}
-	if (!yaml_parser_initialize(&ps.yp))
+	if (!yaml_parser_initialize(&yp))
 		log_fatal("out of memory reading %s", path);
-	yaml_parser_set_input_file(&ps.yp, fp);
-	conf_walk(&ps);					/* pass 1 */
-	yaml_parser_delete(&ps.yp);
+	yaml_parser_set_input_file(&yp, fp);
+	conf_walk(&ps, &yp);
+	yaml_parser_delete(&yp);
 	fclose(fp);
-	for (size_t i = ps.first; i < p->file.n; i++)	/* pass 2 */
-		conf_apply(p, &p->file.v[i]);
+	for (size_t i = 0; i < ps.file.n; i++) {
+		(void)conf_apply(p, &ps.file.v[i]);
+		conf_free_entry(&ps.file.v[i]);
+	}
+	free(ps.file.v);
 	for (size_t i = 0; i < p->cmdline.n; i++)	/* the command line still wins */
-		conf_apply(p, &p->cmdline.v[i]);
+		(void)conf_apply(p, &p->cmdline.v[i]);
 	conf_sort_errors(p, before);
 	return c->nerrors > before ? -1 : 0;
 }
@@ -1026,43 +979,40 @@ conf_default(const struct conf_setting *s, void *base)
 /* Where a rule between the settings called a and b is reported: at a's place
  * in the file if it has one, else at b's, else on the command line. */
 static struct conf_pos
-conf_rule(struct conf_priv *p, const char *a, const char *b)
+conf_rule(const struct conf_priv *p, const char *a, const char *b)
 {
-	const struct conf_entry *ea = conf_effective(p, a), *eb = conf_effective(p, b);
+	struct conf_pos at = conf_find(p, a, false)->pos;
 
-	if (ea != NULL && ea->v.pos.line != CONF_CMDLINE)
-		return ea->v.pos;
-	return eb != NULL ? eb->v.pos : AT_CMDLINE;
+	return at.line != CONF_CMDLINE ? at : conf_find(p, b, false)->pos;
 }
 
 /* Check row r alone: a list must not be empty; a secret and its file must
  * not both be set, and the file's secret becomes the secret. */
 static void
-conf_check(struct conf_priv *p, const struct conf_row *r)
+conf_check(struct conf_priv *p, struct conf_row *r)
 {
 	void *base = p->tables[r->table];
 	const struct conf_row *pair;
-	struct conf_entry *e;
-	char *name, **secret;
+	char **secret;
 
 	if (r->s->type == CONF_ADDRLIST && *(size_t *)FIELD(base, r->s->count) == 0)
-		conf_error(p, conf_rule(p, r->name, r->name), "'%s' must have at least one address",
-		    r->name);
+		conf_error(p, r->pos, "'%s' must have at least one address", r->name);
 	if (r->s->type != CONF_SECRET_FILE)
 		return;
-	name = xasprintf("%s%s", r->table > 0 ? "backend." : "", r->s->pair);
-	if ((pair = conf_find(p, name, false)) == NULL)
-		log_fatal("%s: no setting %s", r->name, name);
+	for (pair = p->rows; pair < p->rows + p->nrows; pair++)
+		if (pair->table == r->table && strcmp(pair->s->name, r->s->pair) == 0)
+			break;
+	if (pair == p->rows + p->nrows)
+		log_fatal("%s: no setting %s", r->name, r->s->pair);
 	secret = FIELD(base, pair->s->off);
 	if (*secret != NULL && *(char **)FIELD(base, r->s->off) != NULL)
-		conf_error(p, conf_rule(p, name, r->name), "'%s' and '%s' cannot both be set",
-		    name, r->name);
-	else if ((e = conf_effective(p, r->name)) != NULL && e->secret != NULL) {
-		conf_set_str(secret, NULL, true);
-		*secret = e->secret;
-		e->secret = NULL;
+		conf_error(p, conf_rule(p, pair->name, r->name), "'%s' and '%s' cannot both be set",
+		    pair->name, r->name);
+	else if (r->secret != NULL) {
+		conf_set_str(secret, NULL);
+		*secret = r->secret;
+		r->secret = NULL;
 	}
-	free(name);
 }
 
 /* Fill the defaults, then check the settings of conf_table[] and of the
