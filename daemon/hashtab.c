@@ -90,8 +90,6 @@ hashtab_create(size_t nbuckets)
 void
 hashtab_destroy(struct hashtab *t)
 {
-	if (t == NULL)
-		return;
 	free(t->buckets);
 	free(t);
 }

@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "conf.h"
 #include "log.h"
+#include "suite.h"
 
 /* The file name of something in the source tree; the caller frees it. */
 static char *
@@ -1813,11 +1814,5 @@ conf_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(conf_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(conf_suite());
 }
