@@ -257,13 +257,6 @@ struct rd {
 
 static void link_connect(struct rd_link *l);
 
-static struct timeval
-tv_ms(uint64_t ms)
-{
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-	return tv;
-}
-
 /* ---- completing operations ---------------------------------------------- */
 
 static void
@@ -359,7 +352,7 @@ retry_arm(struct rd *r, const char *key, size_t keylen, long long pttl, uint64_t
 	rt->keylen = keylen;
 	rt->quiet_until = quiet_ms > 0 ? clock_ms() + quiet_ms : 0;
 	TAILQ_INSERT_TAIL(retry_list(r, rt), rt, entry);
-	struct timeval tv = tv_ms(delay);
+	struct timeval tv = clock_tv(delay);
 	evtimer_add(rt->ev, &tv);
 }
 
@@ -401,7 +394,7 @@ keep_release(struct rd *r, struct rd_op *op)
 	op->cb = NULL;
 	TAILQ_INSERT_TAIL(&r->deferred, op, entry);
 	if (r->cmd.up && !evtimer_pending(r->ev_deferred, NULL)) {
-		struct timeval tv = tv_ms(RD_DEFER_RETRY_MS);
+		struct timeval tv = clock_tv(RD_DEFER_RETRY_MS);
 		evtimer_add(r->ev_deferred, &tv);
 	}
 }
@@ -766,7 +759,7 @@ link_down(struct rd_link *l, const char *why)
 	uint64_t delay = l->backoff_ms + arc4random_uniform((uint32_t)(l->backoff_ms / 5 + 1));
 	l->backoff_ms = l->backoff_ms * 2 > RD_BACKOFF_MAX_MS ? RD_BACKOFF_MAX_MS :
 	    l->backoff_ms * 2;
-	struct timeval tv = tv_ms(delay);
+	struct timeval tv = clock_tv(delay);
 	evtimer_add(l->ev_reconnect, &tv);
 }
 
@@ -1055,7 +1048,7 @@ rd_create(struct backend *be)
 	getnameinfo(ai->ai_addr, ai->ai_addrlen, r->ip, sizeof(r->ip), NULL, 0, NI_NUMERICHOST);
 	freeaddrinfo(ai);
 
-	struct timeval tick = tv_ms(100);
+	struct timeval tick = clock_tv(100);
 	r->ev_fail = event_new(be->base, -1, 0, on_fail, r);
 	r->ev_watch = event_new(be->base, -1, EV_PERSIST, on_watch, r);
 	r->ev_deferred = evtimer_new(be->base, on_deferred, r);

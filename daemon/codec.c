@@ -693,23 +693,24 @@ codec_reply_cstr(struct evbuffer *out, const char *s)
 	codec_reply_bulk(out, s, strlen(s));
 }
 
-/* RESP3's null, or RESP2's null of the kind resp2 ("$-1" or "*-1"). */
+/* RESP3's null, or RESP2's null of the kind resp2 ("$-1\r\n" or "*-1\r\n"). */
 static void
 codec_put_null(struct evbuffer *out, int proto, const char *resp2)
 {
-	(void)evbuffer_add_printf(out, "%s\r\n", proto >= 3 ? "_" : resp2);
+	const char *s = proto >= 3 ? "_\r\n" : resp2;
+	(void)evbuffer_add(out, s, strlen(s));
 }
 
 void
 codec_reply_null(struct evbuffer *out, int proto)
 {
-	codec_put_null(out, proto, "$-1");
+	codec_put_null(out, proto, "$-1\r\n");
 }
 
 void
 codec_reply_null_array(struct evbuffer *out, int proto)
 {
-	codec_put_null(out, proto, "*-1");
+	codec_put_null(out, proto, "*-1\r\n");
 }
 
 void

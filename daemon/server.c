@@ -24,13 +24,6 @@
 #define CLOCK_CHECK_MS 1000	/* how often a suspend of the machine is looked for */
 #define DRAIN_TICK_MS 100	/* how often a drain looks at the backend */
 
-static struct timeval
-tv_ms(uint64_t ms)
-{
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-	return tv;
-}
-
 /* Point the table's timer at its next deadline (the table's rearm hook). */
 static void
 lt_rearm(void *arg, uint64_t when)
@@ -41,7 +34,7 @@ lt_rearm(void *arg, uint64_t when)
 		return;
 	}
 	uint64_t now = locktab_now(srv->lt);
-	struct timeval tv = tv_ms(when > now ? when - now : 0);
+	struct timeval tv = clock_tv(when > now ? when - now : 0);
 	evtimer_add(srv->lt_timer, &tv);
 }
 
@@ -89,7 +82,7 @@ server_create(struct event_base *base, const struct conf *conf, struct backend *
 	struct server *srv = xcalloc(1, sizeof(*srv));
 	struct lt_limits limits = { (uint64_t)conf->max_waiters_per_key,
 	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->margin_percent, (uint64_t)conf->lock_delay_ms };
-	struct timeval tv = tv_ms(CLOCK_CHECK_MS);
+	struct timeval tv = clock_tv(CLOCK_CHECK_MS);
 
 	srv->base = base;
 	srv->conf = conf;
@@ -166,7 +159,7 @@ int
 server_drain(struct server *srv, uint64_t ms)
 {
 	struct event *tick = event_new(srv->base, -1, EV_PERSIST, on_drain_tick, NULL);
-	struct timeval tv = tv_ms(DRAIN_TICK_MS);
+	struct timeval tv = clock_tv(DRAIN_TICK_MS);
 	uint64_t deadline = clock_ms() + ms;
 
 	evtimer_add(tick, &tv);

@@ -140,7 +140,7 @@ session_resume(struct session *s)
 static void
 idle_arm(struct session *s, uint64_t ms)
 {
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	struct timeval tv = clock_tv(ms);
 	evtimer_add(s->ev_idle, &tv);
 }
 

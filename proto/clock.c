@@ -29,3 +29,10 @@ clock_suspended_ms(void)
 	uint64_t b = ts_ms(&boot), m = ts_ms(&mono);
 	return b > m ? b - m : 0;
 }
+
+struct timeval
+clock_tv(uint64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	return tv;
+}

@@ -12,6 +12,7 @@
 #define DLOCK_CLOCK_H
 
 #include <stdint.h>
+#include <sys/time.h>
 
 /* Milliseconds since boot, suspended time included. */
 uint64_t clock_ms(void);
@@ -20,5 +21,8 @@ uint64_t clock_ms(void);
  * time spent suspended since boot. libevent's timers count on
  * CLOCK_MONOTONIC, so a change of this value means they fired late. */
 uint64_t clock_suspended_ms(void);
+
+/* A duration of ms milliseconds as a struct timeval (for timers). */
+struct timeval clock_tv(uint64_t ms);
 
 #endif
