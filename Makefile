@@ -35,15 +35,16 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' $(WARNINGS)
 LDFLAGS    ?=
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
-PKGS_DAEMON := libevent yaml-0.1 hiredis
+PKGS_DAEMON := libevent yaml-0.1 hiredis jansson
 CFLAGS_DAEMON = $(shell pkg-config --cflags $(PKGS_DAEMON))
 LIBS_DAEMON   = $(shell pkg-config --libs $(PKGS_DAEMON))
 CFLAGS_CHECK  = $(shell pkg-config --cflags check)
 LIBS_CHECK    = $(shell pkg-config --libs check)
 
 # Debian packages: what building needs, and what the tests need on top.
-DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev
-DEB_CHECK := check redis-server redis-tools python3 python3-redis valgrind iproute2
+DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev libjansson-dev
+DEB_CHECK := check redis-server redis-tools etcd-server etcd-client python3 python3-redis valgrind \
+              iproute2
 
 # proto/ holds the sources both ends link: addresses, integers, the clock.
 PROTO_SRC   := $(wildcard proto/*.c)
