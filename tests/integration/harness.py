@@ -16,7 +16,9 @@ Environment (set by run.sh):
 """
 
 import atexit
+import base64
 import itertools
+import json
 import os
 import re
 import select
@@ -30,6 +32,8 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 import redis
 
@@ -603,6 +607,307 @@ def count_commands(entries):
     return client, lua
 
 
+# ---- etcd (the etcd backend's store) ----
+
+ETCD = os.environ.get("ETCD_BIN", "etcd")
+ETCD_START_TIMEOUT = 15.0  # seconds etcd may take to answer (about 1 s on loopback)
+ETCD_HTTP_TIMEOUT = 5.0  # seconds a request of the JSON gateway may take
+
+
+def _b64(data):
+    if isinstance(data, str):
+        data = data.encode()
+    return base64.b64encode(data).decode()
+
+
+def _unb64(text):
+    return base64.b64decode(text or "")
+
+
+def prefix_end(prefix):
+    """The range_end that makes a range of every key starting with prefix
+    (the prefix with its last byte below 0xff incremented)."""
+    if isinstance(prefix, str):
+        prefix = prefix.encode()
+    b = bytearray(prefix)
+    while b and b[-1] == 0xFF:
+        b.pop()
+    if not b:
+        return b"\0"  # every key
+    b[-1] += 1
+    return bytes(b)
+
+
+# loopback only: no proxy from the environment
+_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+METRIC_RE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+class EtcdError(Exception):
+    """The JSON gateway answered an error (an HTTP status other than 200)."""
+
+
+class EtcdServer:
+    """One etcd process, a cluster of one member: client and peer URLs on
+    free loopback ports, its data in a directory of its own, warnings only
+    in its log.
+
+    start() starts it (again on the same ports and data after stop());
+    stop() stops it (resuming it first if pause() stopped it) and is safe to
+    call twice. Every process is recorded by spawn(), so one a test could
+    not stop is killed at exit.
+
+    The other methods talk to it through its JSON gateway (POST /v3/...,
+    keys and values base64): keys(), put(), delete(), compact(),
+    revision(), leases(); and read GET /metrics: metrics(), requests().
+    The gateway's calls are gRPC calls inside etcd and count in requests()
+    like the daemons' own.
+    """
+
+    def __init__(self, port=None, directory=None, name="dlockd-test"):
+        self.dir = directory or new_dir("etcd")
+        self.fixed_port = port is not None
+        self.port = port or free_port()
+        self.peer_port = free_port()
+        self.name = name
+        self.data = os.path.join(self.dir, "data")
+        self.logfile = os.path.join(self.dir, "etcd.log")
+        self.proc = None
+        self.rc = None
+        self.paused = False
+        self.started = False  # the data directory holds a member
+
+    def argv(self):
+        client = "http://127.0.0.1:%d" % self.port
+        peer = "http://127.0.0.1:%d" % self.peer_port
+        return [ETCD, "--name", self.name, "--data-dir", self.data,
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", "%s=%s" % (self.name, peer),
+                "--initial-cluster-state", "new",
+                "--initial-cluster-token", "dlockd-test-%d" % self.port,
+                "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn"]
+
+    def start(self):
+        """Start and wait (bounded) until it serves a read. A missing etcd
+        binary is a failure of the test, never a skip."""
+        if shutil.which(ETCD) is None:
+            raise AssertionError("etcd is missing: %r not found (Debian package "
+                                 "etcd-server)" % ETCD)
+        for attempt in range(3):
+            self.rc = None
+            self.paused = False
+            with open(self.logfile, "ab") as log:
+                self.proc = spawn(self.argv(), stdin=subprocess.DEVNULL,
+                                  stdout=log, stderr=log)
+            try:
+                wait_until(self._ready, ETCD_START_TIMEOUT, 0.02, "etcd to answer")
+                self.started = True
+                return self
+            except _PortTaken:
+                # a free port was taken in the meantime: try others (a
+                # member's ports are kept once it has data)
+                if self.fixed_port or self.started or attempt == 2:
+                    raise AssertionError("etcd could not listen on ports %d, %d:\n%s"
+                                         % (self.port, self.peer_port, self.log()))
+                shutil.rmtree(self.data, True)
+                self.port = free_port()
+                self.peer_port = free_port()
+            except BaseException:
+                self._kill()
+                raise
+        raise AssertionError("not reached")
+
+    def _ready(self):
+        if self.proc.poll() is not None:
+            rc = reap(self.proc)
+            self.proc = None
+            if "address already in use" in self.log():
+                raise _PortTaken()
+            raise AssertionError("etcd exited with %d at start-up:\n%s" % (rc, self.log()))
+        try:
+            self.revision(timeout=1.0)
+        except (OSError, EtcdError):
+            return False
+        return True
+
+    def _kill(self):
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.rc = reap(self.proc)
+            self.proc = None
+            self.paused = False
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def pause(self):
+        """SIGSTOP: etcd accepts connections (the kernel queues them) but
+        answers nothing, and counts no lease down, until resume()."""
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self):
+        """SIGCONT after pause()."""
+        if self.proc is not None and self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Send sig (after resuming a paused server) and wait (bounded) for
+        the exit; returns the status. etcd ends on SIGTERM by raising it
+        again: the status is then -SIGTERM."""
+        if self.proc is None:
+            return self.rc
+        if self.proc.poll() is None:
+            if self.paused and sig != signal.SIGKILL:
+                self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(sig)
+        self.paused = False
+        self.rc = reap(self.proc, timeout)
+        self.proc = None
+        return self.rc
+
+    def stop_checked(self):
+        """Stop with SIGTERM; fail unless it ends as etcd does on SIGTERM
+        (for cleanups). One the test stopped itself is left alone."""
+        if self.proc is None:
+            return
+        rc = self.stop()
+        if rc not in (0, -signal.SIGTERM):
+            raise AssertionError("etcd exited with %s; log:\n%s" % (rc, self.log()))
+
+    def log(self):
+        return log_tail(self.logfile)
+
+    def endpoint(self):
+        """host:port of the client URL, as backend.endpoints takes it."""
+        return "127.0.0.1:%d" % self.port
+
+    def url(self, user=None, password=None):
+        """The -b URL of this server: etcd://[user:password@]127.0.0.1:port."""
+        u = "etcd://"
+        if user is not None or password is not None:
+            u += "%s:%s@" % (user or "", password or "")
+        return u + self.endpoint()
+
+    # ---- the JSON gateway ----
+
+    def call(self, path, body, timeout=ETCD_HTTP_TIMEOUT):
+        """POST body (a dict) as JSON to /v3/<path>; the decoded answer."""
+        req = urllib.request.Request("http://127.0.0.1:%d/v3/%s" % (self.port, path),
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with _http.open(req, timeout=timeout) as f:
+                return json.loads(f.read().decode())
+        except urllib.error.HTTPError as e:
+            raise EtcdError("%s: HTTP %d: %s" % (path, e.code,
+                                                 e.read().decode(errors="replace")))
+
+    def revision(self, timeout=ETCD_HTTP_TIMEOUT):
+        """The store's current revision."""
+        r = self.call("kv/range", {"key": _b64(b"\0"), "count_only": True}, timeout)
+        return int(r["header"]["revision"])
+
+    def keys(self, prefix=b""):
+        """Every key under prefix as (key, create_revision, lease, value),
+        key and value bytes, sorted by create revision."""
+        if isinstance(prefix, str):
+            prefix = prefix.encode()
+        r = self.call("kv/range", {"key": _b64(prefix or b"\0"),
+                                   "range_end": _b64(prefix_end(prefix))})
+        out = [(_unb64(kv["key"]), int(kv.get("create_revision", 0)),
+                int(kv.get("lease", 0)), _unb64(kv.get("value")))
+               for kv in r.get("kvs", [])]
+        out.sort(key=lambda e: e[1])
+        return out
+
+    def put(self, key, value, lease=0):
+        """Put key = value (optionally on a lease); the new revision."""
+        body = {"key": _b64(key), "value": _b64(value)}
+        if lease:
+            body["lease"] = str(lease)
+        return int(self.call("kv/put", body)["header"]["revision"])
+
+    def delete(self, key, prefix=False):
+        """Delete key (every key under it with prefix=True); how many went."""
+        body = {"key": _b64(key)}
+        if prefix:
+            body["range_end"] = _b64(prefix_end(key))
+        return int(self.call("kv/deleterange", body).get("deleted", 0))
+
+    def compact(self, revision=None, physical=True):
+        """Compact the history up to revision (default: the current one)."""
+        if revision is None:
+            revision = self.revision()
+        self.call("kv/compaction", {"revision": str(revision), "physical": physical})
+        return revision
+
+    def lease_grant(self, ttl_s):
+        """A new lease of ttl_s seconds; its id."""
+        return int(self.call("lease/grant", {"TTL": str(ttl_s)})["ID"])
+
+    def lease_ttl(self, lease):
+        """(ttl, granted_ttl) of a lease in seconds; ttl is -1 once it is gone."""
+        r = self.call("kv/lease/timetolive", {"ID": str(lease)})
+        return int(r.get("TTL", -1)), int(r.get("grantedTTL", 0))
+
+    def leases(self):
+        """The ids of every live lease."""
+        r = self.call("kv/lease/leases", {})
+        return sorted(int(x["ID"]) for x in r.get("leases", []))
+
+    # ---- metrics ----
+
+    def metrics(self):
+        """GET /metrics as a dict of (name, frozenset of (label, value)) ->
+        float. Not a gRPC call: it counts in no request counter."""
+        with _http.open("http://127.0.0.1:%d/metrics" % self.port,
+                        timeout=ETCD_HTTP_TIMEOUT) as f:
+            text = f.read().decode(errors="replace")
+        out = {}
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            m = METRIC_RE.match(line)
+            if not m:
+                continue
+            labels = frozenset(LABEL_RE.findall(m.group(2) or ""))
+            try:
+                out[(m.group(1), labels)] = float(m.group(3))
+            except ValueError:
+                pass
+        return out
+
+    @staticmethod
+    def count(metrics, name, **labels):
+        """The sum of metric name over the series that have these labels."""
+        want = set(labels.items())
+        return sum(v for (n, ls), v in metrics.items() if n == name and want <= ls)
+
+    def requests(self, method, metrics=None):
+        """gRPC calls of method (Range, Txn, Put, DeleteRange, LeaseGrant,
+        LeaseKeepAlive, Watch, ...) started so far: a stream counts once."""
+        if metrics is None:
+            metrics = self.metrics()
+        return int(self.count(metrics, "grpc_server_started_total", grpc_method=method))
+
+    def messages(self, method, metrics=None):
+        """gRPC messages received of method (for streams: each keepalive
+        request or watch request sent on it)."""
+        if metrics is None:
+            metrics = self.metrics()
+        return int(self.count(metrics, "grpc_server_msg_received_total", grpc_method=method))
+
+
 # ---- the daemon ----
 
 def yaml_str(s):
@@ -614,6 +919,8 @@ def yaml_value(v):
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
+    if isinstance(v, (list, tuple)):
+        return "[%s]" % ", ".join(yaml_value(x) for x in v)
     return yaml_str(str(v))
 
 
@@ -634,11 +941,17 @@ class Daemon:
     command_timeout_ms) is given, a "backend:" section with type, address
     (and password) appended to config. start() then also waits until INFO
     says backend_connected:1.
+
+    backend "etcd" works the same way with etcd an EtcdServer: -b
+    etcd://127.0.0.1:<port> (or backend_url), or with backend_conf a
+    "backend:" section with type and endpoints (backend_conf's own
+    "endpoints", a list or a string, replaces the server's), or, with
+    neither, the backend section that config itself has.
     """
 
     def __init__(self, config="", port=None, unix=True, listen_from_config=False,
                  extra_args=(), directory=None, backend="memory", redis=None,
-                 backend_conf=None, backend_url=None):
+                 backend_conf=None, backend_url=None, etcd=None):
         self.dir = directory or new_dir("dlockd")
         self.port = port or free_port()
         self.sock = os.path.join(self.dir, "dlockd.sock") if unix else None
@@ -653,7 +966,20 @@ class Daemon:
         self.redis = redis
         self.backend_conf = backend_conf
         self.backend_url = backend_url
-        if backend == "redis":
+        self.etcd = etcd
+        if backend == "etcd":
+            if (etcd is None and backend_url is None and backend_conf is None
+                    and not BACKEND_SECTION_RE.search(config)):
+                raise ValueError("an etcd-backed Daemon needs etcd=, backend_url=, "
+                                 "backend_conf= or a backend section in config")
+            if backend_conf is not None:
+                if BACKEND_SECTION_RE.search(config):
+                    raise ValueError("config has a backend section and backend_conf is given")
+                if backend_url is not None:
+                    raise ValueError("backend_conf and backend_url are exclusive")
+                if etcd is None and "endpoints" not in backend_conf:
+                    raise ValueError("backend_conf without endpoints needs etcd=")
+        elif backend == "redis":
             if redis is None and backend_url is None:
                 raise ValueError("a redis-backed Daemon needs redis= or backend_url=")
             if backend_conf is not None:
@@ -676,6 +1002,15 @@ class Daemon:
                 text += "\n"
             text += "backend:\n" + "".join("  %s: %s\n" % (k, yaml_value(v))
                                             for k, v in conf.items())
+        elif self.backend == "etcd" and self.backend_conf is not None:
+            conf = {"type": "etcd"}
+            if self.etcd is not None:
+                conf["endpoints"] = [self.etcd.endpoint()]
+            conf.update(self.backend_conf)
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += "backend:\n" + "".join("  %s: %s\n" % (k, yaml_value(v))
+                                            for k, v in conf.items())
         return text
 
     def argv(self, wrapped=True):
@@ -686,11 +1021,16 @@ class Daemon:
                 a += ["-l", "unix:" + self.sock]
         if self.backend == "redis" and self.backend_conf is None:
             a += ["-b", self.backend_url or self.redis.url()]
+        if self.backend == "etcd" and self.backend_conf is None:
+            if self.backend_url is not None:
+                a += ["-b", self.backend_url]
+            elif self.etcd is not None and not BACKEND_SECTION_RE.search(self.config):
+                a += ["-b", self.etcd.url()]
         return a + self.extra_args
 
     def start(self, wait_backend=True):
         """Start and wait (bounded) until every listener accepts (and, for
-        the redis backend, until the backend is connected, unless
+        the redis and etcd backends, until the backend is connected, unless
         wait_backend is false). A daemon that does not get there is killed."""
         if not os.path.exists(DLOCKD):
             raise AssertionError("dlockd binary missing: %s" % DLOCKD)
@@ -716,7 +1056,7 @@ class Daemon:
 
         try:
             wait_until(ready, START_TIMEOUT, 0.01, "dlockd to accept connections")
-            if self.backend == "redis" and wait_backend:
+            if self.backend in ("redis", "etcd") and wait_backend:
                 def connected():
                     exited()
                     return self.info().get("backend_connected") == "1"
@@ -795,6 +1135,7 @@ class DaemonTestCase(unittest.TestCase):
     BACKEND "redis" starts a redis-server for the class first (stopped after
     the daemon whatever happens) and runs the daemon on it; BACKEND_CONF, if
     set, is the dict of backend.* keys written to its configuration.
+    BACKEND "etcd" does the same with an etcd server of the class.
     """
 
     CONFIG = ""
@@ -802,20 +1143,30 @@ class DaemonTestCase(unittest.TestCase):
     BACKEND_CONF = None
     daemon = None
     redis = None
+    etcd = None
 
     @classmethod
     def setUpClass(cls):
         if cls.BACKEND == "redis":
             cls.redis = RedisServer().start()
             cls.addClassCleanup(cls._stop_redis)
+        elif cls.BACKEND == "etcd":
+            cls.etcd = EtcdServer().start()
+            cls.addClassCleanup(cls._stop_etcd)
         cls.daemon = Daemon(cls.CONFIG, backend=cls.BACKEND, redis=cls.redis,
-                            backend_conf=cls.BACKEND_CONF).start()
+                            etcd=cls.etcd, backend_conf=cls.BACKEND_CONF).start()
 
     @classmethod
     def _stop_redis(cls):
         r, cls.redis = cls.redis, None
         if r is not None:
             r.stop_checked()
+
+    @classmethod
+    def _stop_etcd(cls):
+        e, cls.etcd = cls.etcd, None
+        if e is not None:
+            e.stop_checked()
 
     @classmethod
     def tearDownClass(cls):
@@ -831,6 +1182,9 @@ class DaemonTestCase(unittest.TestCase):
         if self.redis is not None:
             self.assertTrue(self.redis.running(), "the shared redis-server died:\n%s"
                             % self.redis.log())
+        if self.etcd is not None:
+            self.assertTrue(self.etcd.running(), "the shared etcd died:\n%s"
+                            % self.etcd.log())
         self._clients = []
 
     def tearDown(self):
@@ -1236,3 +1590,33 @@ class RedisTestCase(unittest.TestCase):
         self.assertEqual(len(reply), 3, reply)
         self.assertRegex(reply[0], TOKEN_RE)
         return reply
+
+
+class EtcdTestCase(RedisTestCase):
+    """RedisTestCase for the etcd backend: etcd servers and dlockd processes
+    started by a test (start_etcd, start_daemon) or for its class
+    (class_etcd, class_daemon) are stopped after it, daemons first."""
+
+    @classmethod
+    def class_etcd(cls, **kw):
+        e = EtcdServer(**kw).start()
+        cls.addClassCleanup(e.stop_checked)
+        return e
+
+    @classmethod
+    def class_daemon(cls, etcd_server, config="", **kw):
+        kw.setdefault("backend", "etcd")
+        d = Daemon(config, etcd=etcd_server, **kw)
+        cls.addClassCleanup(d.stop_checked)
+        return d.start()
+
+    def start_etcd(self, **kw):
+        e = EtcdServer(**kw).start()
+        self.addCleanup(e.stop_checked)
+        return e
+
+    def start_daemon(self, etcd_server, config="", start=True, **kw):
+        kw.setdefault("backend", "etcd")
+        d = Daemon(config, etcd=etcd_server, **kw)
+        self.addCleanup(d.stop_checked)
+        return d.start() if start else d
