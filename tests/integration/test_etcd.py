@@ -1,0 +1,848 @@
+"""The etcd backend: several dlockd processes on one etcd.
+
+The backend's URL and configuration keys; FIFO order and fences across
+daemons; wake-ups through one watch stream per daemon, without polling; a
+daemon killed while holding locks; etcd stopped (SIGSTOP) past the daemon's
+lease; etcd down and back; endpoint failover; compaction while a waiter
+waits; and the keys the locks are in etcd.
+
+Every test starts its own etcd (or shares the one of its class) on free
+loopback ports; see harness.EtcdServer. Each test uses keys of its own. The
+bounds below assume loopback; a daemon under a wrapper (valgrind) gets
+SLOWDOWN times as long where only speed is measured, never where safety is.
+"""
+
+import os
+import re
+import signal
+import socket
+import sys
+import time
+import unittest
+
+from harness import (NULL, SLOWDOWN, Err, EtcdTestCase, Push, Raw, free_port,
+                     in_thread, new_dir, unique_key, wait_until)
+from test_daemon import run_dlockd
+
+LEASE = 3000  # ms: the daemon lease (backend.lease_ttl_ms) of the tests that let it run out
+# backend keys of the daemons that must notice an unreachable etcd quickly
+FAST = {"connect_timeout_ms": 300, "request_timeout_ms": 500}
+PREFIX = "dlock/"  # backend.key_prefix's default
+WAKE_BOUND = 1.0 * SLOWDOWN  # s from a release on one daemon to the grant on another
+RECONNECT_BOUND = 8.0  # s for a daemon to be back on etcd (capped backoff)
+KILL_MARGIN = 1.5  # s after the lease for etcd to expire it and another daemon to see it
+BACKEND_REPLY_SLACK = 1.0 * SLOWDOWN  # s over request_timeout_ms for -BACKEND
+QUIET_WINDOW = 3.0  # s of waiting in which the daemons must not poll etcd
+SAFE = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
+
+
+def report(text):
+    """A figure for the log of the run."""
+    sys.stdout.write("\n    %s\n" % text)
+    sys.stdout.flush()
+
+
+def escaped(key):
+    """A lock key as the backend writes it in an etcd key: every byte
+    outside [A-Za-z0-9._:-] as %XX."""
+    if isinstance(key, str):
+        key = key.encode()
+    return b"".join(bytes([c]) if c in SAFE else b"%%%02X" % c for c in key)
+
+
+def lock_prefix(key, prefix=PREFIX):
+    """The etcd prefix under which key's lockers have their etcd keys."""
+    return prefix.encode() + escaped(key) + b"/"
+
+
+def read_within(conn, seconds):
+    """The next reply or push on a Raw connection, or None if nothing
+    complete arrives within seconds."""
+    old = conn.s.gettimeout()
+    conn.settimeout(max(seconds, 0.001))
+    try:
+        return conn.read()
+    except (socket.timeout, TimeoutError):
+        return None
+    finally:
+        conn.settimeout(old)
+
+
+def lease_conf(ms=LEASE, **kw):
+    conf = dict(FAST)
+    conf["lease_ttl_ms"] = ms
+    conf.update(kw)
+    return conf
+
+
+class EtcdCase(EtcdTestCase):
+
+    def assertErr(self, reply, code, msg=None):
+        """reply is an error reply with this code word."""
+        self.assertIsInstance(reply, Err, msg or "not an error: %r" % (reply,))
+        self.assertEqual(reply.code, code, msg or reply)
+
+    def hello3(self, conn):
+        """RESP3, with lost pushes (CLIENT LOSTPUSH ON)."""
+        reply = conn.cmd("HELLO", "3")
+        self.assertEqual(reply[b"proto"], 3)
+        self.assertEqual(conn.cmd("CLIENT", "LOSTPUSH", "ON"), "OK")
+
+    def queue(self, daemon, key, *opts, waiters):
+        """A new connection on daemon that sends LOCK key *opts and is then
+        queued as the waiters-th waiter of key on that daemon."""
+        w = self.conn(daemon)
+        w.send(Raw.encode("LOCK", key, *opts))
+        self.wait_status(daemon, key, waiters=waiters)
+        return w
+
+    def etcd_keys(self, etcd, key, prefix=PREFIX):
+        """The etcd keys of key's lockers: (name, create_revision, lease,
+        value), oldest first."""
+        return etcd.keys(lock_prefix(key, prefix))
+
+    def wait_etcd_keys(self, etcd, key, n, what="", prefix=PREFIX, timeout=5.0):
+        """Wait until key has n lockers' keys in etcd; returns them."""
+        got = []
+
+        def ok():
+            got[:] = self.etcd_keys(etcd, key, prefix)
+            return len(got) == n
+        wait_until(ok, timeout, 0.01, "%d etcd keys for %s %s (have %s)"
+                   % (n, key, what, got))
+        return got
+
+    def lease_id(self, daemon):
+        return int(self.info(daemon)["backend_lease_id"])
+
+
+# ---- configuration ----
+
+class TestEtcdConfig(unittest.TestCase):
+    """-b etcd://... and the backend section, checked with dlockd -t (which
+    connects to nothing)."""
+
+    def write(self, name, text):
+        path = os.path.join(new_dir("conf"), name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def check_ok(self, args, what):
+        rc, out, err = run_dlockd(["-t"] + args)
+        self.assertEqual((rc, out.strip()), (0, "configuration OK"),
+                         "%s: %s%s" % (what, out, err))
+
+    def test_url_forms_accepted(self):
+        empty = self.write("empty.yaml", "")
+        for url in ("etcd://127.0.0.1", "etcd://127.0.0.1:2379", "etcd://localhost:23790",
+                    "etcd://127.0.0.1:2379,127.0.0.1:22379",
+                    "etcd://127.0.0.1:1,localhost,127.0.0.1:65535",
+                    "etcd://root:s3cret@127.0.0.1:2379",
+                    "etcd://root:s3cret@127.0.0.1:2379,127.0.0.1:2380"):
+            self.check_ok(["-c", empty, "-b", url], url)
+
+    def test_url_forms_rejected(self):
+        empty = self.write("empty.yaml", "")
+        for url in ("etcd://", "etcd://:2379", "etcd://127.0.0.1:", "etcd://127.0.0.1:0",
+                    "etcd://127.0.0.1:65536", "etcd://127.0.0.1:etcd",
+                    "etcd://127.0.0.1:2379,", "etcd://,127.0.0.1:2379",
+                    "etcd://127.0.0.1:2379,,127.0.0.1:2380",
+                    "etcd://root:hunter2@", "etcd://root:hunter2@127.0.0.1:x"):
+            rc, out, err = run_dlockd(["-t", "-c", empty, "-b", url])
+            self.assertEqual(rc, 1, "%s accepted: %s%s" % (url, out, err))
+            self.assertNotIn("configuration OK", out + err, url)
+            # one clear line naming the backend and the URL, the password hidden
+            self.assertRegex(err, r"bad etcd URL '[^']*': \S", url)
+            self.assertNotIn("hunter2", err, "the password is shown: %s" % err)
+            self.assertEqual(len([l for l in err.splitlines() if l.strip()]), 1, err)
+
+    def test_url_scheme_unknown(self):
+        empty = self.write("empty.yaml", "")
+        rc, out, err = run_dlockd(["-t", "-c", empty, "-b", "etcdx://127.0.0.1:2379"])
+        self.assertEqual(rc, 1, out + err)
+        self.assertRegex(err, r"unknown backend URL .*\(expected [^)]*etcd://", err)
+
+    def test_yaml_endpoints_forms(self):
+        for endpoints in ('[127.0.0.1:2379]', '["127.0.0.1:2379", "localhost:2380"]',
+                          '"127.0.0.1:2379,localhost:2380"', '127.0.0.1:2379',
+                          '\n    - 127.0.0.1:2379\n    - "127.0.0.1:2380"'):
+            path = self.write("ok.yaml", "backend:\n  type: etcd\n  endpoints: %s\n"
+                              % endpoints)
+            self.check_ok(["-c", path], endpoints)
+
+    def test_yaml_every_key(self):
+        d = new_dir("conf")
+        with open(os.path.join(d, "pw.txt"), "w") as f:
+            f.write("s3cret\n")
+        for auth in ('  username: "root"\n  password: "s3cret"\n',
+                     '  username: "root"\n  password_file: "pw.txt"\n'):
+            path = os.path.join(d, "full.yaml")
+            with open(path, "w") as f:
+                f.write('backend:\n'
+                        '  type: etcd\n'
+                        '  endpoints: [127.0.0.1:2379, 127.0.0.1:22379]\n'
+                        '  key_prefix: "locks/"\n'
+                        '  lease_ttl_ms: 2000\n'
+                        '  connect_timeout_ms: 500\n'
+                        '  request_timeout_ms: 700\n'
+                        '  handoff_limit: 4\n' + auth)
+            self.check_ok(["-c", path], auth)
+
+    def test_yaml_errors(self):
+        path = self.write("bad.yaml",
+                          'backend:\n'                             # 1
+                          '  type: etcd\n'                         # 2
+                          '  endpoints: ["127.0.0.1:0"]\n'         # 3: col 15
+                          '  lease_ttl_ms: 1999\n'                 # 4: col 17
+                          '  request_timeout_ms: -5\n'             # 5: col 23
+                          '  bogus: 1\n')                          # 6: col 3
+        rc, out, err = run_dlockd(["-t", "-c", path])
+        self.assertEqual(rc, 1, out + err)
+        self.assertNotIn("configuration OK", out + err)
+        lines = [l for l in err.splitlines() if l.strip()]
+        where = set()
+        for line in lines:
+            m = re.match(r"^(.*):(\d+):(\d+): \S", line)
+            self.assertIsNotNone(m, "not a file:line:column: line: %r" % line)
+            self.assertEqual(m.group(1), path)
+            where.add(int(m.group(2)))
+        self.assertEqual(where, {3, 4, 5, 6}, err)
+
+    def test_yaml_both_passwords_rejected(self):
+        d = new_dir("conf")
+        with open(os.path.join(d, "pw.txt"), "w") as f:
+            f.write("x\n")
+        path = os.path.join(d, "both.yaml")
+        with open(path, "w") as f:
+            f.write('backend:\n  type: etcd\n  endpoints: "127.0.0.1:2379"\n'
+                    '  username: root\n  password: "a"\n  password_file: "pw.txt"\n')
+        rc, out, err = run_dlockd(["-t", "-c", path])
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("password", err)
+
+    def test_yaml_empty_endpoints_rejected(self):
+        for endpoints in ('[]', '""', '"127.0.0.1:2379,"'):
+            path = self.write("empty.yaml", "backend:\n  type: etcd\n  endpoints: %s\n"
+                              % endpoints)
+            rc, out, err = run_dlockd(["-t", "-c", path])
+            self.assertEqual(rc, 1, "%s accepted: %s%s" % (endpoints, out, err))
+            self.assertRegex(err, r"(?m)^%s:3:\d+: " % re.escape(path), endpoints)
+
+
+# ---- two daemons on one etcd ----
+
+class TestEtcdDaemons(EtcdCase):
+    """Three daemons, A, B and C, on one etcd, shared by the tests of the
+    class; each test uses keys of its own. C holds the key where a test
+    needs a holder on neither A nor B."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.etcd = cls.class_etcd()
+        cls.a = cls.class_daemon(cls.etcd)
+        cls.b = cls.class_daemon(cls.etcd)
+        cls.c = cls.class_daemon(cls.etcd)
+
+    def setUp(self):
+        super().setUp()
+        for d in (self.a, self.b, self.c):
+            self.assertTrue(d.running(), "a shared dlockd died:\n%s" % d.log())
+        self.assertTrue(self.etcd.running(), "etcd died:\n%s" % self.etcd.log())
+
+    def test_mutual_exclusion_and_fences_across_daemons(self):
+        key = unique_key()
+        ca, cb = self.conn(self.a), self.conn(self.b)
+        fences = []
+        for i in range(20):
+            c, other = ((ca, cb), (cb, ca))[i % 2]
+            g = self.assertGranted(c.cmd("LOCK", key, "WAIT", 0))
+            # the fence is the create revision of the holder's etcd key
+            keys = self.etcd_keys(self.etcd, key)
+            self.assertEqual(len(keys), 1, keys)
+            self.assertEqual(g[1], keys[0][1], "fence %d, etcd key %s" % (g[1], keys))
+            self.assertIs(other.cmd("LOCK", key, "WAIT", 0), NULL)
+            self.assertEqual(c.cmd("VALIDATE", key, g[1]), 1)
+            self.assertEqual(c.cmd("UNLOCK", key), 0)
+            fences.append(g[1])
+        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])), fences)
+        self.assertLessEqual(fences[-1], self.etcd.revision())
+        self.assertGreater(fences[0], 0)
+        # each daemon reports the last fence it issued
+        self.assertEqual(self.status(self.a, key)["fence"], fences[-2])
+        self.assertEqual(self.status(self.b, key)["fence"], fences[-1])
+
+    def test_fifo_across_daemons(self):
+        # waiters queued alternately on A and B behind a holder on C are
+        # granted in the order they asked
+        key = unique_key()
+        holder = self.conn(self.c)
+        g0 = self.assertGranted(holder.cmd("LOCK", key))
+        waiters = []
+        for i in range(3):
+            for name, d in (("A", self.a), ("B", self.b)):
+                w = self.queue(d, key, "WAIT", 20000, waiters=i + 1)
+                if i == 0:
+                    # the head of a daemon's queue has its key in etcd
+                    self.wait_etcd_keys(self.etcd, key, len(waiters) + 2,
+                                        "(%s's head waiter)" % name)
+                waiters.append(("%s%d" % (name, i), w))
+        # only the head of each daemon's queue has a key in etcd
+        keys = self.etcd_keys(self.etcd, key)
+        self.assertEqual(len(keys), 3, keys)
+        order = []
+
+        def take(name, w):
+            g = read_within(w, 20)
+            if not isinstance(g, list):
+                raise AssertionError("waiter %s got %r" % (name, g))
+            order.append((name, g[1]))
+            if w.cmd("UNLOCK", key) != 0:
+                raise AssertionError("waiter %s: UNLOCK did not release" % name)
+
+        calls = [in_thread(take, name, w) for name, w in waiters]
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        for c in calls:
+            c.result(30)
+        self.assertEqual([n for n, _ in order], [n for n, _ in waiters],
+                         "grants out of request order: %s" % order)
+        fences = [g0[1]] + [f for _, f in order]
+        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])), fences)
+        self.wait_etcd_keys(self.etcd, key, 0, "(all released)")
+
+    def test_wake_across_daemons_without_polling(self):
+        # a waiter on B behind a holder on A: for seconds of waiting nobody
+        # reads or writes etcd (keepalives aside); the release wakes B
+        # through its watch
+        key = unique_key()
+        holder = self.conn(self.a)
+        self.assertGranted(holder.cmd("LOCK", key))
+        w = self.queue(self.b, key, "WAIT", 30000, waiters=1)
+        self.wait_etcd_keys(self.etcd, key, 2, "(B's waiter)")
+        time.sleep(0.2)  # B's read of the key and its watch request are done
+        m0 = self.etcd.metrics()
+        time.sleep(QUIET_WINDOW)  # the measurement window itself
+        m1 = self.etcd.metrics()
+        grown = {}
+        for method in ("Range", "Txn", "Put", "DeleteRange", "LeaseGrant", "Watch",
+                       "LeaseKeepAlive", "LeaseRevoke", "LeaseTimeToLive"):
+            calls = self.etcd.requests(method, m1) - self.etcd.requests(method, m0)
+            msgs = self.etcd.messages(method, m1) - self.etcd.messages(method, m0)
+            if calls or msgs:
+                grown[method] = (calls, msgs)
+        report("etcd calls (streams started, messages) in %.1f s of waiting, "
+               "3 daemons: %s" % (QUIET_WINDOW, grown or "none"))
+        for method in ("Range", "Txn", "Put", "DeleteRange", "LeaseGrant", "Watch"):
+            self.assertNotIn(method, grown, "the daemons poll etcd while a LOCK waits: %s"
+                             % grown)
+        self.assertIsNone(read_within(w, 0), "B's waiter answered while A holds the key")
+        # one watch stream per daemon, no more
+        open_watches = (self.etcd.requests("Watch", m1)
+                        - int(self.etcd.count(m1, "grpc_server_handled_total",
+                                              grpc_method="Watch")))
+        self.assertLessEqual(open_watches, 3, "more than one watch stream per daemon")
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        t0 = time.monotonic()
+        self.assertGranted(read_within(w, 5))
+        took = [time.monotonic() - t0]
+        self.assertEqual(w.cmd("UNLOCK", key), 0)
+        # the latency of the wake-up, a few times
+        for _ in range(5):
+            self.assertGranted(holder.cmd("LOCK", key, "WAIT", 5000))
+            w = self.queue(self.b, key, "WAIT", 5000, waiters=1)
+            self.wait_etcd_keys(self.etcd, key, 2, "(B's waiter)")
+            self.assertEqual(holder.cmd("UNLOCK", key), 0)
+            t0 = time.monotonic()
+            self.assertGranted(read_within(w, 5))
+            took.append(time.monotonic() - t0)
+            self.assertEqual(w.cmd("UNLOCK", key), 0)
+        report("release on A -> grant on B: %s ms"
+               % ", ".join("%.1f" % (1000 * t) for t in took))
+        self.assertLess(max(took), WAKE_BOUND,
+                        "a waiter on B was granted %.0f ms after the release on A"
+                        % (1000 * max(took)))
+
+    def test_shared_and_semaphore_across_daemons(self):
+        key = unique_key()
+        sa, sb = self.conn(self.a), self.conn(self.b)
+        ga = self.assertGranted(sa.cmd("LOCK", key, "SHARED", "WAIT", 0))
+        gb = self.assertGranted(sb.cmd("LOCK", key, "SHARED", "WAIT", 0))
+        self.assertLess(ga[1], gb[1])
+        self.assertIs(self.conn(self.c).cmd("LOCK", key, "WAIT", 0), NULL)
+        x = self.queue(self.c, key, "WAIT", 20000, waiters=1)
+        self.assertEqual(sa.cmd("UNLOCK", key), 0)
+        self.assertIsNone(read_within(x, 0.3), "exclusive granted while B holds shared")
+        self.assertEqual(sb.cmd("UNLOCK", key), 0)
+        gx = self.assertGranted(read_within(x, 5))
+        self.assertGreater(gx[1], gb[1])
+        self.assertEqual(x.cmd("UNLOCK", key), 0)
+        sem = unique_key()
+        p1, p2 = self.conn(self.a), self.conn(self.b)
+        g1 = self.assertGranted(p1.cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0))
+        g2 = self.assertGranted(p2.cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0))
+        self.assertLess(g1[1], g2[1])
+        for d in (self.a, self.b, self.c):
+            self.assertIs(self.conn(d).cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0), NULL,
+                          "a third permit of two on %s" % d.addr())
+        p3 = self.queue(self.c, sem, "LIMIT", 2, "WAIT", 20000, waiters=1)
+        self.assertEqual(p2.cmd("UNLOCK", sem), 0)
+        g3 = self.assertGranted(read_within(p3, 5))
+        self.assertGreater(g3[1], g2[1])
+        self.assertEqual(p1.cmd("UNLOCK", sem), 0)
+        self.assertEqual(p3.cmd("UNLOCK", sem), 0)
+
+    def test_etcd_keys_of_locks(self):
+        # a lock is a key <prefix><escaped key>/<id> on the daemon's lease,
+        # its value the mode; gone as soon as it is released
+        key = unique_key("a b/ü%")
+        lease_a = self.lease_id(self.a)
+        self.assertNotEqual(lease_a, 0)
+        self.assertIn(lease_a, self.etcd.leases())
+        c = self.conn(self.a)
+        g = self.assertGranted(c.cmd("LOCK", key))
+        keys = self.etcd_keys(self.etcd, key)
+        self.assertEqual(len(keys), 1, keys)
+        name, rev, lease, value = keys[0]
+        self.assertTrue(name.startswith(lock_prefix(key)), name)
+        self.assertRegex(name[len(lock_prefix(key)):], rb"\A[^/]+\Z")
+        self.assertEqual(rev, g[1])
+        self.assertEqual(lease, lease_a, "not on the daemon's lease")
+        self.assertTrue(value, "no mode in the value")
+        self.assertEqual(c.cmd("UNLOCK", key), 0)
+        self.assertEqual(self.etcd_keys(self.etcd, key), [], "the key stays after UNLOCK")
+        # shared holders and permits have a key each; a closed session's go
+        s1, s2 = self.conn(self.a), self.conn(self.b)
+        self.assertGranted(s1.cmd("LOCK", key, "SHARED"))
+        self.assertGranted(s2.cmd("LOCK", key, "SHARED"))
+        keys = self.etcd_keys(self.etcd, key)
+        self.assertEqual(len(keys), 2, keys)
+        self.assertEqual({k[2] for k in keys}, {lease_a, self.lease_id(self.b)})
+        self.assertNotEqual(keys[0][3], value, "shared and exclusive: the same value")
+        s1.close()
+        self.wait_etcd_keys(self.etcd, key, 1, "(a closed session's lock)", timeout=1.0)
+        s2.close()
+        self.wait_etcd_keys(self.etcd, key, 0, "(a closed session's lock)", timeout=1.0)
+        # a DETACH lock has a lease of its own, of its TTL in whole seconds
+        d = self.conn(self.a)
+        token, fence, _ = self.assertGranted(d.cmd("LOCK", key, "TTL", 4500, "DETACH"))
+        d.close()
+        keys = self.etcd_keys(self.etcd, key)
+        self.assertEqual(len(keys), 1, keys)
+        self.assertNotIn(keys[0][2], (0, lease_a))
+        ttl, granted = self.etcd.lease_ttl(keys[0][2])
+        self.assertEqual(granted, 5, "DETACH TTL 4500 ms: a lease of 5 s")
+        self.assertGreater(ttl, 0)
+        self.assertEqual(self.conn(self.a).cmd("UNLOCK", key, token), 0)
+        self.assertEqual(self.etcd_keys(self.etcd, key), [])
+
+    def test_info_backend_fields(self):
+        info = self.info(self.a)
+        self.assertEqual(info["backend"], "etcd")
+        for name in ("backend_connected", "backend_reconnects_total", "backend_lease_id",
+                     "backend_lease_ttl_ms", "backend_lease_valid_ms",
+                     "backend_watch_revision", "backend_requests_total",
+                     "backend_renewals_total", "backend_lost_total"):
+            self.assertIn(name, info, "INFO lacks %s" % name)
+            self.assertRegex(info[name], r"^\d+$", name)
+        self.assertEqual(info["backend_connected"], "1")
+        self.assertEqual(info["backend_endpoint"], self.etcd.endpoint())
+        self.assertEqual(int(info["backend_lease_ttl_ms"]), 10000)  # the default
+        self.assertTrue(0 < int(info["backend_lease_valid_ms"]) <= 10000, info)
+        lease = int(info["backend_lease_id"])
+        ttl, granted = self.etcd.lease_ttl(lease)
+        self.assertEqual(granted, 10)
+        self.assertGreater(ttl, 0)
+        self.assertLessEqual(int(info["backend_watch_revision"]), self.etcd.revision())
+        # requests are counted; keepalives go every third of the lease
+        c = self.conn(self.a)
+        k = unique_key()
+        before = int(info["backend_requests_total"])
+        self.assertGranted(c.cmd("LOCK", k))
+        self.assertEqual(c.cmd("UNLOCK", k), 0)
+        self.assertGreater(int(self.info(self.a)["backend_requests_total"]), before)
+        renewals = int(self.info(self.a)["backend_renewals_total"])
+        wait_until(lambda: int(self.info(self.a)["backend_renewals_total"]) > renewals,
+                   10000 / 3000 + 2, 0.05, "a keepalive of the daemon's lease")
+        self.assertEqual(c.cmd("HELLO", "3")[b"backend"], b"etcd")
+
+
+# ---- daemons and etcd started, stopped and killed ----
+
+class TestEtcdProcesses(EtcdCase):
+    """Each test starts its own etcd and daemons, and stops, kills or
+    restarts them."""
+
+    def test_fences_across_restarts(self):
+        e = self.start_etcd()
+        port = free_port()
+        a = self.start_daemon(e, port=port)
+        b = self.start_daemon(e)
+        key = unique_key()
+        fences = []
+
+        def cycle(daemon):
+            c = self.conn(daemon)
+            c.settimeout(20)
+            reply = None
+            deadline = time.monotonic() + RECONNECT_BOUND
+            while time.monotonic() < deadline:
+                reply = c.cmd("LOCK", key, "WAIT", 5000)
+                if not (isinstance(reply, Err) and reply.code == "BACKEND"):
+                    break
+                time.sleep(0.05)
+            fences.append(self.assertGranted(reply)[1])
+            self.assertEqual(c.cmd("UNLOCK", key), 0)
+            c.close()
+
+        for _ in range(3):
+            cycle(a)
+            cycle(b)
+        self.assertEqual(a.stop(signal.SIGKILL), -signal.SIGKILL)
+        cycle(b)
+        a2 = self.start_daemon(e, port=port)
+        self.assertEqual(self.status(a2, key)["fence"], 0)  # a new daemon knows nothing
+        cycle(a2)
+        # etcd restarted on its data: revisions go on
+        self.assertIn(e.stop(), (0, -signal.SIGTERM))
+        e.start()
+        cycle(b)
+        cycle(a2)
+        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
+                        "fences across restarts: %s" % fences)
+        self.assertLess(fences[-1], 10 ** 6, "fences are etcd revisions")
+
+    def test_killed_daemon_locks_taken_after_lease(self):
+        e = self.start_etcd()
+        a = self.start_daemon(e, backend_conf=lease_conf())
+        b = self.start_daemon(e, backend_conf=lease_conf())
+        k1, k2, k3 = unique_key("x"), unique_key("s"), unique_key("l")
+        c1, c2 = self.conn(a), self.conn(a)
+        fences = {}
+        fences[k1] = self.assertGranted(c1.cmd("LOCK", k1))[1]
+        fences[k2] = self.assertGranted(c1.cmd("LOCK", k2, "SHARED"))[1]
+        self.assertGranted(c1.cmd("LOCK", k3, "LIMIT", 2))
+        fences[k3] = self.assertGranted(c2.cmd("LOCK", k3, "LIMIT", 2))[1]
+        calls = {}
+        for k, opts in ((k1, ()), (k2, ()), (k3, ("LIMIT", 2))):
+            w = self.conn(b)
+            w.settimeout(LEASE / 1000 + KILL_MARGIN + 10)
+            w.send(Raw.encode("LOCK", k, *opts, "WAIT", 30000))
+            self.wait_status(b, k, waiters=1)
+            calls[k] = in_thread(w.read)
+        # A's lease in etcd is a renewed one
+        renewals = int(self.info(a)["backend_renewals_total"])
+        wait_until(lambda: int(self.info(a)["backend_renewals_total"]) > renewals,
+                   LEASE / 1000, 0.01, "A to keep its lease alive")
+        t_renewed = time.monotonic()
+        for k in calls:
+            self.assertFalse(calls[k].done.is_set(), "%s granted on B while A holds it" % k)
+        lease_a = self.lease_id(a)
+        t_kill = time.monotonic()
+        self.assertEqual(a.stop(signal.SIGKILL), -signal.SIGKILL)
+        took = {}
+        for k, call in calls.items():
+            g = self.assertGranted(call.result(LEASE / 1000 + KILL_MARGIN + 10))
+            self.assertGreater(g[1], fences[k])
+            took[k] = call.done_at - t_kill
+        report("locks of a killed daemon granted elsewhere after %s ms (lease %d ms)"
+               % (", ".join("%.0f" % (1000 * t) for t in took.values()), LEASE))
+        for k, t in took.items():
+            # etcd had a keepalive of the lease a moment before t_renewed:
+            # it cannot end the lease before that + LEASE
+            self.assertGreaterEqual(calls[k].done_at, t_renewed + LEASE / 1000 - 0.1,
+                                    "%s free %.3f s after the kill, before the lease "
+                                    "can have run out" % (k, t))
+            self.assertLess(t, LEASE / 1000 + KILL_MARGIN,
+                            "%s free only %.3f s after the kill" % (k, t))
+        self.assertEqual(e.lease_ttl(lease_a)[0], -1, "the killed daemon's lease lives")
+
+    def test_lost_when_etcd_stopped_past_the_lease(self):
+        # etcd stopped (SIGSTOP) past the daemon's lease: the holders are
+        # told before the lease can have ended in etcd; once etcd is back
+        # nothing is granted on the dead lease
+        e = self.start_etcd()
+        a = self.start_daemon(e, backend_conf=lease_conf())
+        b = self.start_daemon(e, backend_conf=lease_conf())
+        k1, k2, k3 = unique_key("x"), unique_key("s"), unique_key("r2")
+        h = self.conn(a)
+        self.hello3(h)
+        h2 = self.conn(a)  # RESP2: told by -LOST only
+        fence = {}
+        fence[k1] = self.assertGranted(h.cmd("LOCK", k1))[1]
+        fence[k2] = self.assertGranted(h.cmd("LOCK", k2, "SHARED"))[1]
+        fence[k3] = self.assertGranted(h2.cmd("LOCK", k3))[1]
+        waiters = {}
+        for k in (k1, k2, k3):
+            w = self.conn(b)
+            w.settimeout(30)
+            w.send(Raw.encode("LOCK", k, "WAIT", 30000))
+            self.wait_status(b, k, waiters=1)
+            waiters[k] = w
+        old_lease = self.lease_id(a)
+        # stop etcd right after a keepalive of A's lease was answered: etcd
+        # had it at t_prev or later, and ends the lease LEASE after that
+        renewals = int(self.info(a)["backend_renewals_total"])
+        t_prev = time.monotonic()
+        while True:
+            n = int(self.info(a)["backend_renewals_total"])
+            if n > renewals:
+                break
+            self.assertLess(time.monotonic() - t_prev, LEASE / 1000, "no keepalive")
+            t_prev = time.monotonic()
+        e.pause()
+        t_stop = time.monotonic()
+        lease_end = t_prev + LEASE / 1000  # the earliest end of the lease in etcd
+        pushes = {}
+
+        def read_pushes():
+            while len(pushes) < 2:
+                p = read_within(h, lease_end + 1.5 - time.monotonic())
+                if p is None:
+                    return
+                if not isinstance(p, Push):
+                    raise AssertionError("not a push: %r" % (p,))
+                pushes[p[1].decode()] = (time.monotonic(), p)
+
+        grants = {}
+
+        def take(k):
+            # B's waiter may be answered -BACKEND while etcd is stopped: it
+            # asks again; what matters is when and how the key is granted
+            w = waiters[k]
+            deadline = time.monotonic() + 25
+            while time.monotonic() < deadline:
+                g = w.read()
+                if isinstance(g, list):
+                    grants[k] = (time.monotonic(), g)
+                    return
+                if not (isinstance(g, Err) and g.code == "BACKEND"):
+                    raise AssertionError("waiter for %s got %r" % (k, g))
+                time.sleep(0.05)
+                w.send(Raw.encode("LOCK", k, "WAIT", 30000))
+            raise AssertionError("%s not granted on B" % k)
+
+        takers = [in_thread(take, k) for k in (k1, k2, k3)]
+        try:
+            reader = in_thread(read_pushes)
+            reader.result(LEASE / 1000 + 5)
+            # keep etcd stopped until the lease has run out in it for sure
+            left = t_stop + LEASE / 1000 + 0.5 - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+            # nothing granted while etcd is stopped
+            self.assertEqual(grants, {}, "granted on B while etcd is stopped")
+        finally:
+            e.resume()
+        t_cont = time.monotonic()
+        for t in takers:
+            t.result(30)
+        report("lost pushes %s ms after etcd was stopped (lease %d ms); other daemon's "
+               "grants %s ms after SIGCONT"
+               % (", ".join("%.0f" % (1000 * (pushes[k][0] - t_stop)) for k in pushes), LEASE,
+                  ", ".join("%.0f" % (1000 * (grants[k][0] - t_cont)) for k in grants)))
+        for k in (k1, k2):
+            self.assertIn(k, pushes, "no lost push for %s within the lease" % k)
+            t, p = pushes[k]
+            self.assertEqual(list(p)[:3], [b"lost", k.encode(), fence[k]])
+            self.assertIsInstance(p[3], bytes)
+            self.assertLess(t, lease_end, "the lost push for %s came %.0f ms after the "
+                            "lease could have ended in etcd" % (k, 1000 * (t - lease_end)))
+        self.assertNotIn(k3, pushes)
+        # B's grants: new fences, on a live lease that is not A's dead one
+        for k in (k1, k2, k3):
+            g = grants[k][1]
+            self.assertGreater(g[1], fence[k])
+            keys = self.etcd_keys(e, k)
+            self.assertEqual([x[1] for x in keys], [g[1]], "etcd keys of %s: %s" % (k, keys))
+            self.assertNotEqual(keys[0][2], old_lease, "granted on the dead lease")
+            self.assertGreater(e.lease_ttl(keys[0][2])[0], 0, "granted on a dead lease")
+        self.assertEqual(e.lease_ttl(old_lease)[0], -1, "the lost lease lives in etcd")
+        # A's holders: -LOST once, then -NOTHELD
+        lost = h2.cmd("PING")
+        self.assertErr(lost, "LOST")
+        self.assertTrue(lost.startswith("LOST %s %d " % (k3, fence[k3])), lost)
+        for c, k in ((h, k1), (h, k2), (h2, k3)):
+            if c is h:
+                self.assertErr(c.cmd("UNLOCK", k), "LOST")
+            self.assertErr(c.cmd("UNLOCK", k), "NOTHELD")
+        info = self.info(a)
+        self.assertGreaterEqual(int(info["lost_total"]), 3)
+        self.assertGreaterEqual(int(info["backend_lost_total"]), 1)
+        # A locks again, on a new lease
+        k4 = unique_key()
+
+        def granted():
+            reply = h2.cmd("LOCK", k4, "WAIT", 0)
+            if isinstance(reply, Err) and reply.code == "BACKEND":
+                return False
+            return self.assertGranted(reply)
+
+        wait_until(granted, RECONNECT_BOUND, 0.05, "A to lock again")
+        new_lease = self.lease_id(a)
+        self.assertNotEqual(new_lease, old_lease)
+        self.assertEqual([x[2] for x in self.etcd_keys(e, k4)], [new_lease])
+        self.assertEqual(h2.cmd("UNLOCK", k4), 0)
+
+    def test_etcd_down_and_back(self):
+        e = self.start_etcd()
+        a = self.start_daemon(e, backend_conf=FAST)
+        c = self.conn(a)
+        before = int(self.info(a)["backend_reconnects_total"])
+        # stopped: no answer; LOCK answers -BACKEND after the request timeout
+        held = unique_key()
+        self.assertGranted(c.cmd("LOCK", held))
+        e.pause()
+        try:
+            t0 = time.monotonic()
+            reply = c.cmd("LOCK", unique_key())
+            took = time.monotonic() - t0
+            self.assertErr(reply, "BACKEND")
+            self.assertLess(took, FAST["request_timeout_ms"] / 1000 + BACKEND_REPLY_SLACK,
+                            "-BACKEND came %.3f s after LOCK" % took)
+        finally:
+            e.resume()
+        # the short outage does not lose the lock; its release may find the
+        # client still counting etcd as down
+        reply = c.cmd("UNLOCK", held)
+        if reply != 0:
+            self.assertErr(reply, "BACKEND")
+        # gone: refused at once
+        self.assertIn(e.stop(), (0, -signal.SIGTERM))
+        for opts in ((), ("WAIT", 5000), ("WAIT", 0), ("SHARED",), ("LIMIT", 3)):
+            t0 = time.monotonic()
+            reply = c.cmd("LOCK", unique_key(), *opts)
+            took = time.monotonic() - t0
+            self.assertErr(reply, "BACKEND", "LOCK %s while etcd is down: %r" % (opts, reply))
+            self.assertLess(took, FAST["request_timeout_ms"] / 1000 + BACKEND_REPLY_SLACK,
+                            "-BACKEND came %.3f s after LOCK %s" % (took, opts))
+        wait_until(lambda: self.info(a)["backend_connected"] == "0", 3, 0.02,
+                   "INFO backend_connected:0")
+        self.assertEqual(self.status(a, unique_key())["backend"], b"disconnected")
+        self.assertEqual(c.cmd("PING"), "PONG")
+        # back on the same port and data: locks work again
+        e.start()
+        key = unique_key()
+
+        def granted():
+            reply = c.cmd("LOCK", key, "WAIT", 0)
+            if isinstance(reply, Err):
+                self.assertEqual(reply.code, "BACKEND", reply)
+                return False
+            return self.assertGranted(reply)
+
+        wait_until(granted, RECONNECT_BOUND, 0.05, "LOCK to work once etcd is back")
+        self.assertEqual(self.status(a, key)["backend"], b"connected")
+        self.assertEqual(c.cmd("UNLOCK", key), 0)
+        info = self.info(a)
+        self.assertEqual(info["backend_connected"], "1")
+        self.assertGreater(int(info["backend_reconnects_total"]), before)
+
+    def test_endpoints_failover(self):
+        # the first endpoint a port nobody listens on, the second a live
+        # etcd: given in a YAML list, a comma string, and the -b URL
+        e = self.start_etcd()
+        dead = "127.0.0.1:%d" % free_port()
+        live = e.endpoint()
+        daemons = [
+            self.start_daemon(e, backend_conf=dict(FAST, endpoints=[dead, live])),
+            self.start_daemon(e, backend_conf=dict(FAST, endpoints="%s,%s" % (dead, live))),
+            self.start_daemon(e, backend_url="etcd://%s,%s" % (dead, live)),
+            self.start_daemon(e, 'backend:\n  type: etcd\n  endpoints:\n'
+                              '    - %s\n    - %s\n' % (dead, live)),
+        ]
+        key = unique_key()
+        for i, d in enumerate(daemons):
+            info = self.info(d)
+            self.assertEqual(info["backend_endpoint"], live, "daemon %d" % i)
+            c = self.conn(d)
+            g = self.assertGranted(c.cmd("LOCK", key, "WAIT", 5000))
+            # they share one etcd: the others are kept out
+            for other in daemons:
+                if other is not d:
+                    self.assertIs(self.conn(other).cmd("LOCK", key, "WAIT", 0), NULL)
+            self.assertEqual([x[1] for x in self.etcd_keys(e, key)], [g[1]])
+            self.assertEqual(c.cmd("UNLOCK", key), 0)
+
+    def test_compaction_while_waiting(self):
+        e = self.start_etcd()
+        a = self.start_daemon(e)
+        b = self.start_daemon(e)
+        key = unique_key()
+        holder = self.conn(a)
+        self.assertGranted(holder.cmd("LOCK", key))
+        w = self.queue(b, key, "WAIT", 30000, waiters=1)
+        self.wait_etcd_keys(e, key, 2, "(B's waiter)")
+        # history past B's watch, compacted away
+        for i in range(5):
+            e.put("other/%d" % i, "x")
+        rev = e.compact()
+        self.assertGreater(rev, int(self.info(b)["backend_watch_revision"]))
+        self.assertIsNone(read_within(w, 0.3), "granted while A holds the key")
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        g = self.assertGranted(read_within(w, 5))
+        self.assertEqual(w.cmd("UNLOCK", key), 0)
+        # again, and etcd restarted after the compaction: B's watch must
+        # start again from a revision that is gone
+        self.assertGranted(holder.cmd("LOCK", key))
+        w = self.queue(b, key, "WAIT", 30000, waiters=1)
+        self.wait_etcd_keys(e, key, 2, "(B's waiter)")
+        watched = int(self.info(b)["backend_watch_revision"])
+        for i in range(5):
+            e.put("other/%d" % i, "y")
+        rev = e.compact()
+        self.assertGreater(rev, watched + 1)
+        self.assertIn(e.stop(), (0, -signal.SIGTERM))
+        e.start()
+        # both daemons back on etcd (the waiter may have been told -BACKEND)
+        wait_until(lambda: all(self.info(d)["backend_connected"] == "1" for d in (a, b)),
+                   RECONNECT_BOUND, 0.05, "both daemons to reconnect")
+        reply = read_within(w, 0.5)
+        if isinstance(reply, Err):
+            self.assertEqual(reply.code, "BACKEND", reply)
+            w = self.queue(b, key, "WAIT", 30000, waiters=1)
+        else:
+            self.assertIsNone(reply, "granted while A holds the key")
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        g2 = self.assertGranted(read_within(w, 5))
+        self.assertGreater(g2[1], g[1])
+        self.assertEqual(w.cmd("UNLOCK", key), 0)
+
+    def test_key_prefix(self):
+        e = self.start_etcd()
+        a = self.start_daemon(e)
+        b = self.start_daemon(e, backend_conf={"key_prefix": "other/"})
+        key = unique_key()
+        ga = self.assertGranted(self.conn(a).cmd("LOCK", key))
+        # another prefix is another name space: the same key is free there
+        gb = self.assertGranted(self.conn(b).cmd("LOCK", key, "WAIT", 0))
+        self.assertEqual([x[1] for x in self.etcd_keys(e, key)], [ga[1]])
+        self.assertEqual([x[1] for x in self.etcd_keys(e, key, "other/")], [gb[1]])
+        names = [k[0] for k in e.keys(b"")]
+        self.assertTrue(all(n.startswith((b"dlock/", b"other/")) for n in names), names)
+
+
+class TestEtcdServerHarness(EtcdTestCase):
+    """The harness's etcd: started, paused, stopped, restarted."""
+
+    def test_start_pause_stop(self):
+        e = self.start_etcd()
+        self.assertEqual(e.keys(b""), [])
+        rev = e.put("a/1", "x")
+        self.assertEqual(e.keys("a/"), [(b"a/1", rev, 0, b"x")])
+        e.pause()
+        t0 = time.monotonic()
+        with self.assertRaises(OSError):
+            e.call("kv/range", {"key": "YQ=="}, timeout=0.3)
+        self.assertLess(time.monotonic() - t0, 2)
+        e.resume()
+        self.assertEqual(e.revision(), rev)
+        self.assertIn(e.stop(), (0, -signal.SIGTERM))
+        self.assertIn(e.stop(), (0, -signal.SIGTERM))  # twice is fine
+        e.start()  # the same ports and data
+        self.assertEqual(e.keys("a/"), [(b"a/1", rev, 0, b"x")])
+        self.assertGreaterEqual(e.requests("Range"), 1)
+        e.pause()  # a paused server is stopped too
+
+
+if __name__ == "__main__":
+    unittest.main()
