@@ -1,7 +1,8 @@
 """Helpers of the dlockd integration tests.
 
-Starts real dlockd processes (and the redis-server processes of the redis
-backend) on free loopback ports in a temporary directory, talks to them with
+Starts real dlockd processes (and the redis-server and etcd processes of the
+redis and etcd backends) on free loopback ports in a temporary directory,
+talks to them with
 redis-py and with a raw RESP2/RESP3 socket client, and makes sure every
 process a test starts is stopped whatever happens.
 
@@ -10,6 +11,8 @@ Environment (set by run.sh):
   DLOCK_BIN        the dlock command-line client
   REDIS_SERVER_BIN the redis-server of the redis-backed tests (default:
                    redis-server from PATH; missing is a failure, not a skip)
+  ETCD_BIN         the etcd of the etcd-backed tests (default: etcd from
+                   PATH; missing is a failure, not a skip)
   DLOCKD_TEST_TMP  a scratch directory that run.sh removes at exit; every
                    process started here is recorded in its pids/ directory
                    so that run.sh can stop it if this interpreter dies
@@ -49,6 +52,7 @@ WRAPPER = shlex.split(os.environ.get("DLOCKD_WRAPPER", ""))
 PYTHON = "/usr/bin/python3"
 REDIS_CLI = "redis-cli"
 REDIS_SERVER = os.environ.get("REDIS_SERVER_BIN", "redis-server")
+ETCD = os.environ.get("ETCD_BIN", "etcd")
 
 START_TIMEOUT = 20.0 if WRAPPER else 5.0  # seconds a daemon may take to accept
 STOP_TIMEOUT = 20.0 if WRAPPER else 5.0  # seconds a daemon may take to exit
@@ -609,7 +613,6 @@ def count_commands(entries):
 
 # ---- etcd (the etcd backend's store) ----
 
-ETCD = os.environ.get("ETCD_BIN", "etcd")
 ETCD_START_TIMEOUT = 15.0  # seconds etcd may take to answer (about 1 s on loopback)
 ETCD_HTTP_TIMEOUT = 5.0  # seconds a request of the JSON gateway may take
 

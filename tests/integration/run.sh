@@ -5,7 +5,8 @@
 #
 # 1. the Python suite (tests/integration/test_*.py, Debian's /usr/bin/python3
 #    with python3-redis), which starts its own dlockd processes (and, for the
-#    redis backend, its own redis-server processes on free loopback ports),
+#    redis and etcd backends, its own redis-server and etcd processes on free
+#    loopback ports),
 #    and drives them with redis-py, raw sockets, redis-cli and the dlock CLI;
 # 2. the libdlock Check suite ($BUILD/tests/check_client) against a fresh
 #    dlockd whose address it gets in DLOCK_TEST_ADDR.
@@ -13,7 +14,8 @@
 # -k PATTERN runs only the Python tests whose name (module.Class.test)
 # contains PATTERN (and skips the Check suite): -k test_redis. for the redis
 # backend's own tests, -k TestLocksRedis for the lock suite on the redis
-# backend, -k test_lost_before_redis_ttl for one test. DLOCKD_WRAPPER, if set, is a command prefix for
+# backend (-k test_etcd. and -k TestLocksEtcd for etcd), -k
+# test_lost_before_redis_ttl for one test. DLOCKD_WRAPPER, if set, is a command prefix for
 # every dlockd started (e.g. "valgrind -q --error-exitcode=99"). The binaries come from $BUILD: dlockd, dlock and
 # tests/check_client; a missing one is a failure. Everything runs in a
 # temporary directory that is removed at exit, and every process started
@@ -126,6 +128,9 @@ if ! command -v redis-cli >/dev/null 2>&1; then
 fi
 if ! command -v "${REDIS_SERVER_BIN:-redis-server}" >/dev/null 2>&1; then
 	fail "${REDIS_SERVER_BIN:-redis-server} is missing (Debian package redis-server)"
+fi
+if ! command -v "${ETCD_BIN:-etcd}" >/dev/null 2>&1; then
+	fail "${ETCD_BIN:-etcd} is missing (Debian package etcd-server)"
 fi
 
 # ---- 1. the Python suite ----

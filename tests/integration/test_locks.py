@@ -2,9 +2,11 @@
 DETACH, EXTEND, STATUS, VALIDATE, LOCKS, INFO, and release on disconnect.
 
 TestLocks runs on the memory backend; TestLocksRedis runs the same tests on
-the redis backend, against a redis-server of its own. Where the backends
-legitimately differ (where fences start, STATUS ttl_ms of a session lock,
-STATUS's backend state, INFO's backend fields) the checks ask self.BACKEND.
+the redis backend, against a redis-server of its own, and TestLocksEtcd on
+the etcd backend, against an etcd of its own. Where the backends
+legitimately differ (where fences start, the validity of a lease and
+STATUS ttl_ms, STATUS's backend state, INFO's backend fields) the checks ask
+self.BACKEND, or are check_* methods that a backend's class overrides.
 """
 
 import os
@@ -767,6 +769,86 @@ class TestLocksRedis(TestLocks):
     BACKEND = "redis"
     BACKEND_CONF = {"command_timeout_ms": 100}
     TTL_MIN = 300
+
+
+class TestLocksEtcd(TestLocks):
+    """Every test of TestLocks on the etcd backend (one etcd for the class,
+    started before the daemon and stopped after it).
+
+    A session lock is a key on the daemon's own etcd lease
+    (backend.lease_ttl_ms, LEASE_MS here), kept alive every third of it: the
+    validity a LOCK reports, and STATUS's ttl_ms, are what is left of that
+    lease, whatever the lock's TTL. A DETACH lock has a lease of its own, of
+    its TTL. Fences are etcd revisions: small integers, not clocks."""
+    BACKEND = "etcd"
+    LEASE_MS = 6000
+    BACKEND_CONF = {"lease_ttl_ms": LEASE_MS}
+    TTL_MIN = 10
+
+    def check_first_fence(self, fence):
+        """A fence is the revision at which the key's holder was written."""
+        self.assertGreater(fence, 0)
+        self.assertLessEqual(fence, self.etcd.revision(), "a fence past etcd's revision")
+
+    def check_lease_left(self, left):
+        """left is what is left of the daemon's lease: kept alive every
+        third of it, it never has much less than two thirds left."""
+        self.assertLessEqual(left, self.LEASE_MS)
+        self.assertGreater(left, self.LEASE_MS * 2 // 3 - 200 * SLOWDOWN,
+                           "the daemon's lease of %d ms" % self.LEASE_MS)
+
+    def check_validity(self, left, ttl, bound=True):
+        if bound:
+            self.check_lease_left(left)
+        else:
+            self.assertLessEqual(left, ttl)
+            self.assertGreater(left, ttl - 100 * SLOWDOWN, "validity %d of %d" % (left, ttl))
+
+    def check_session_ttl(self, ttl_ms, ttl):
+        self.check_lease_left(ttl_ms)
+
+    def check_fresh_ttl(self, ttl_ms, ttl, bound=True):
+        if bound:
+            self.check_lease_left(ttl_ms)
+        else:
+            super().check_fresh_ttl(ttl_ms, ttl, bound)
+
+    def check_backend_info(self, info):
+        for name in ("backend_connected", "backend_reconnects_total", "backend_lease_id",
+                     "backend_lease_ttl_ms", "backend_lease_valid_ms",
+                     "backend_watch_revision", "backend_requests_total",
+                     "backend_renewals_total", "backend_lost_total"):
+            self.assertIn(name, info)
+            self.assertRegex(info[name], r"^\d+$", name)
+        self.assertEqual(info["backend_connected"], "1")
+        self.assertEqual(info["backend_endpoint"], self.etcd.endpoint())
+        self.assertEqual(int(info["backend_lease_ttl_ms"]), self.LEASE_MS)
+        self.assertIn(int(info["backend_lease_id"]), self.etcd.leases())
+
+    def backend_state(self):
+        return b"connected"
+
+    def test_session_lock_status_ttl(self):
+        # STATUS ttl_ms of a session lock over a keepalive period and a
+        # half: what is left of the daemon's lease, counting down, and put
+        # back by the keepalives
+        key = unique_key()
+        r = self.client()
+        self.lock(r, key, "TTL", 450)
+        seen = []
+        deadline = time.monotonic() + 1.5 * self.LEASE_MS / 3000
+        while time.monotonic() < deadline:
+            st = self.status(key)
+            self.assertEqual((st["mode"], st["holders"]), (b"exclusive", 1), st)
+            seen.append(st["ttl_ms"])
+            time.sleep(0.01)
+        for v in seen:
+            self.check_lease_left(v)
+        self.assertTrue(any(b < a for a, b in zip(seen, seen[1:])),
+                        "ttl_ms does not count down: %s" % seen)
+        self.assertTrue(any(b > a + 100 for a, b in zip(seen, seen[1:])),
+                        "ttl_ms never renewed: %s" % seen)
+        self.assertEqual(r.execute_command("UNLOCK", key), 0)
 
 
 if __name__ == "__main__":
