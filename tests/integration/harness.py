@@ -2,9 +2,8 @@
 
 Starts real dlockd processes (and the redis-server and etcd processes of the
 redis and etcd backends) on free loopback ports in a temporary directory,
-talks to them with
-redis-py and with a raw RESP2/RESP3 socket client, and makes sure every
-process a test starts is stopped whatever happens.
+talks to them with redis-py and with a raw RESP2/RESP3 socket client, and
+makes sure every process a test starts is stopped whatever happens.
 
 Environment (set by run.sh):
   DLOCKD_BIN       the daemon under test
