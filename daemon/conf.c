@@ -796,6 +796,32 @@ conf_url_mask(const char *url, char *buf, size_t size)
 	return buf;
 }
 
+/* Decode the n bytes at s; see the header. */
+char *
+conf_url_decode(const char *s, size_t n)
+{
+	char *d = xmalloc(n + 1);
+	size_t j = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int hi = n - i >= 3 ? num_hex_digit((unsigned char)s[i + 1]) : -1;
+		int lo = n - i >= 3 ? num_hex_digit((unsigned char)s[i + 2]) : -1;
+
+		if (s[i] != '%')
+			d[j++] = s[i];
+		else if (hi >= 0 && lo >= 0 && hi + lo > 0) {
+			d[j++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			explicit_bzero(d, n + 1);
+			free(d);
+			return NULL;
+		}
+	}
+	d[j] = '\0';
+	return d;
+}
+
 /* backend_url_set of conf_override_backend(): collect "backend." + name. */
 static void
 conf_url_set(void *arg, const char *name, const char *value)

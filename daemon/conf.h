@@ -126,4 +126,9 @@ const void *conf_backend_value(const struct conf *c, const char *name);
 int conf_server_parse(const char *s, int default_port, struct addr *out, const char **why)
 	__attribute__((warn_unused_result));
 
+/* Decode the n bytes at s, a part of a URL with %XX escapes (either case),
+ * into a new string the caller wipes (explicit_bzero) and frees: it may be
+ * a password. NULL for a bad escape or an escaped NUL (%00). */
+char *conf_url_decode(const char *s, size_t n);
+
 #endif

@@ -1595,6 +1595,46 @@ START_TEST(test_redis_url_then_memory)
 }
 END_TEST
 
+START_TEST(test_url_decode)
+{
+	static const struct {
+		const char *in;		/* the part of a URL */
+		size_t n;		/* bytes of it to decode */
+		const char *out;	/* what it decodes to, NULL if refused */
+	} cases[] = {
+		{ "", 0, "" },
+		{ "hunter2", 7, "hunter2" },
+		{ "pa%40ss%2f%2F%25", 16, "pa@ss//%" },
+		{ "%41%62c", 7, "Abc" },
+		{ "%01%7f%ff+ ", 11, "\x01\x7f\xff+ " },
+		{ "a%41zz", 4, "aA" },		/* only n bytes are read */
+		{ "%%41", 4, NULL },
+		{ "a%4", 3, NULL },
+		{ "a%41", 3, NULL },		/* the escape goes past n */
+		{ "%", 1, NULL },
+		{ "%g0", 3, NULL },
+		{ "%0g", 3, NULL },
+		{ "% 1", 3, NULL },
+		{ "%00", 3, NULL },		/* a NUL would cut the string */
+		{ "x%00y", 5, NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *d = conf_url_decode(cases[i].in, cases[i].n);
+
+		if (cases[i].out == NULL)
+			ck_assert_msg(d == NULL, "'%s' (%zu) gave '%s'", cases[i].in, cases[i].n,
+			    d);
+		else {
+			ck_assert_msg(d != NULL, "'%s' (%zu) refused", cases[i].in, cases[i].n);
+			ck_assert_str_eq(d, cases[i].out);
+			explicit_bzero(d, strlen(d));
+		}
+		free(d);
+	}
+}
+END_TEST
+
 /* --- backends declare their keys --- */
 
 START_TEST(test_backend_keys_declared_by_backends)
@@ -1800,6 +1840,7 @@ conf_suite(void)
 	tcase_add_test(tc, test_redis_url_overrides_file);
 	tcase_add_test(tc, test_redis_url_overrides_password_file);
 	tcase_add_test(tc, test_redis_url_then_memory);
+	tcase_add_test(tc, test_url_decode);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("structure");
