@@ -530,7 +530,7 @@ START_TEST(test_errors_all_reported)
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		"5:19: 'unix_socket_mode' must be an octal mode such as 0660, not '0999'",
 		"6:1: unknown key 'bogus'",
-		"8:9: 'backend.type' must be memory or redis, not 'etcd'",
+		"8:9: 'backend.type' must be memory, redis or etcd, not 'zookeeper'",
 		"10:19: 'locks.default_ttl_ms' must be a decimal integer, not '30s'",
 		"11:15: 'locks.max_ttl_ms' must be between 10 and 31536000000, not 5",
 		"13:16: 'limits.max_clients' must be between 1 and 1000000, not 0",
@@ -926,9 +926,9 @@ START_TEST(test_override_errors)
 		" bad listen address 'nope': missing port "
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		" duplicate listen address '127.0.0.1:7000'",
-		" unknown backend URL 'etcd://127.0.0.1:2379' (expected memory or "
-		    "redis://host:port)",
-		" unknown backend URL '' (expected memory or redis://host:port)",
+		" unknown backend URL 'zk://127.0.0.1:2181' (expected memory, "
+		    "redis://host:port or etcd://host:port[,host:port...])",
+		" unknown backend URL '' (expected memory, redis://host:port or etcd://host:port[,host:port...])",
 		NULL
 	};
 
@@ -938,7 +938,7 @@ START_TEST(test_override_errors)
 	/* port 0 twice is two listeners on two free ports */
 	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:0"), 0);
 	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:0"), 0);
-	ck_assert_int_eq(conf_override_backend(c, "etcd://127.0.0.1:2379"), -1);
+	ck_assert_int_eq(conf_override_backend(c, "zk://127.0.0.1:2181"), -1);
 	ck_assert_int_eq(conf_override_backend(c, ""), -1);
 	ck_assert_int_eq(conf_finish(c), -1);
 	expect_errors(c, "command line", want);
@@ -1445,15 +1445,15 @@ START_TEST(test_redis_url_bad)
 		      "the port must be between 1 and 65535" },
 		{ "rediss://:hunter2@h:6379", "bad redis URL 'rediss://:***@h:6379': "
 		      "TLS (rediss://) is not supported" },
-		{ "etcd://h:2379", "unknown backend URL 'etcd://h:2379' "
-		      "(expected memory or redis://host:port)" },
+		{ "zk://h:2181", "unknown backend URL 'zk://h:2181' "
+		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
 		{ "http://:hunter2@h", "unknown backend URL 'http://:***@h' "
-		      "(expected memory or redis://host:port)" },
-		{ "hunter2@h", "unknown backend URL '***@h' (expected memory or redis://host:port)" },
-		{ "Memory", "unknown backend URL 'Memory' (expected memory or redis://host:port)" },
+		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
+		{ "hunter2@h", "unknown backend URL '***@h' (expected memory, redis://host:port or etcd://host:port[,host:port...])" },
+		{ "Memory", "unknown backend URL 'Memory' (expected memory, redis://host:port or etcd://host:port[,host:port...])" },
 		{ "redis:6379", "unknown backend URL 'redis:6379' "
-		      "(expected memory or redis://host:port)" },
-		{ "redis", "unknown backend URL 'redis' (expected memory or redis://host:port)" },
+		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
+		{ "redis", "unknown backend URL 'redis' (expected memory, redis://host:port or etcd://host:port[,host:port...])" },
 	};
 	char *redis = fixture("redis-defaults.yaml");
 
