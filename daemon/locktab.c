@@ -117,7 +117,7 @@ struct lt_hold {
 	uint64_t ttl_ms;		/* the holder's TTL */
 	unsigned count;			/* hold count (reentrancy) */
 	uint64_t expires;		/* end of the holder's lease */
-	uint64_t span;			/* the validity the last lease reply promised */
+	uint64_t span;			/* the longest validity a lease reply promised */
 	uint64_t renew_at;		/* next renewal (bound holdings) */
 	uint64_t tomb_until;		/* a tombstone: the key is held until then */
 	struct lt_op *lease_op;		/* the renewal or EXTEND in flight, or NULL */
@@ -438,8 +438,8 @@ lease_end(const struct locktab *lt, uint64_t sent_at, uint64_t valid_ms)
 }
 
 /* The margin of a lease of a holder's ttl_ms that the backend promised for
- * span_ms: of the shorter of the two (a backend whose lease is the daemon's,
- * not the holder's, may promise less than the TTL). */
+ * span_ms at most: of the shorter of the two (a backend whose lease is the
+ * daemon's, not the holder's, may promise less than the TTL). */
 static uint64_t
 hold_margin(const struct locktab *lt, uint64_t ttl_ms, uint64_t span_ms)
 {
@@ -1039,7 +1039,8 @@ on_lease(void *arg, const struct be_reply *r)
 			if (local_leases(lt))
 				op->sent_at = now;	/* in this process: from now */
 			h->expires = lease_end(lt, op->sent_at, r->valid_ms);
-			h->span = r->valid_ms;
+			if (r->valid_ms > h->span)
+				h->span = r->valid_ms;
 			h->renew_at = renew_time(op->sent_at, h->expires - op->sent_at);
 			break;
 		case BE_BUSY:
