@@ -75,6 +75,8 @@
 #define ET_RETRY_MS 1000	/* a keepalive or grant that failed is tried again then */
 #define ET_DELETE_RETRY_MS 1000	/* deletes that failed are sent again then */
 #define ET_KIND_MAX 16		/* "x0", "s0", "n<limit>" and a NUL */
+#define ET_WATCH_RETRY_MIN_MS 100	/* first pause before starting a lost watch again */
+#define ET_WATCH_RETRY_MAX_MS 2000	/* longest such pause */
 
 /* The settings of the backend (backend.* keys; see et_settings_table). */
 struct et_settings {
@@ -175,6 +177,8 @@ struct et {
 	struct event *ev_lease;		/* next keepalive or grant */
 	int64_t watch_rev;		/* revision the watch stream has reached */
 	bool watch_ready;		/* the stream is created */
+	uint64_t watch_backoff_ms;	/* pause before starting it again */
+	struct event *ev_watch;		/* starts it again */
 	bool rewake;			/* wake every waiting key once it is */
 	struct et_op_list ops;		/* operations with a request out */
 	struct et_op_list waiting;	/* acquires waiting for the lease and watch */
@@ -191,6 +195,7 @@ struct et {
 
 static void lease_schedule(struct et *r, uint64_t ms);
 static void wake_now(struct et *r, struct et_key *k);
+static void flush_waiting(struct et *r);
 static void op_send(struct et_op *op);
 
 /* ---- keys and entries ----------------------------------------------------- */
@@ -681,7 +686,8 @@ on_lease_timer(evutil_socket_t fd, short what, void *arg)
 				etcd_call(r->cli, "/v3/lease/keepalive", json_pack("{s:o}", "ID",
 				    jint(e->lease)), NULL, NULL);
 	}
-	if (r->lease == 0 || !etcd_up(r->cli))
+	flush_waiting(r);
+	if (!ready(r))
 		lease_schedule(r, ET_RETRY_MS);
 	else
 		lease_schedule(r, r->lease_ttl_ms / 3);
@@ -704,7 +710,7 @@ flush_waiting(struct et *r)
 {
 	struct et_op_list list;
 	struct et_op *op;
-	if (TAILQ_EMPTY(&r->waiting) || (!ready(r) && etcd_up(r->cli) && r->granting))
+	if (TAILQ_EMPTY(&r->waiting))
 		return;
 	TAILQ_INIT(&list);
 	TAILQ_CONCAT(&list, &r->waiting, entry);
@@ -712,7 +718,8 @@ flush_waiting(struct et *r)
 		TAILQ_REMOVE(&list, op, entry);
 		if (ready(r))
 			op_send(op);
-		else if (etcd_up(r->cli) && r->lease != 0 && !r->watch_ready)
+		else if (etcd_up(r->cli) && (r->lease != 0 || r->granting) &&
+		    clock_ms() - op->t_call < (uint64_t)r->set->request_timeout_ms)
 			TAILQ_INSERT_TAIL(&r->waiting, op, entry);
 		else {
 			struct et_entry *e = entry_find(op->k, op->token);
@@ -721,7 +728,9 @@ flush_waiting(struct et *r)
 				if (e->state == E_NEW)
 					entry_free(r, e);
 			}
-			op_answer(op, BE_ERROR, 0, 0, "no etcd lease: etcd is not reachable");
+			op_answer(op, BE_ERROR, 0, 0, etcd_up(r->cli) ?
+			    "etcd did not grant a lease or start the watch in time" :
+			    "etcd is not reachable");
 		}
 	}
 }
@@ -807,7 +816,6 @@ watch_start(struct et *r)
 	etcd_watch(r->cli, req);
 }
 
-static void wake_now(struct et *r, struct et_key *k);
 
 /* Wake every key with a waiting entry (after a gap in the stream). */
 static void
@@ -873,11 +881,16 @@ on_watch(void *arg, json_t *res)
 	int64_t head;
 
 	if (res == NULL) {
+		/* start it again after a pause that grows while it keeps failing */
+		struct timeval tv = clock_tv(r->watch_backoff_ms);
 		r->watch_ready = false;
-		if (etcd_up(r->cli) && !r->destroying)
-			watch_start(r);
+		r->watch_backoff_ms = r->watch_backoff_ms * 2 > ET_WATCH_RETRY_MAX_MS ?
+		    ET_WATCH_RETRY_MAX_MS : r->watch_backoff_ms * 2;
+		if (!r->destroying)
+			evtimer_add(r->ev_watch, &tv);
 		return;
 	}
+	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
 	head = etcd_int(json_object_get(res, "header"), "revision");
 	if (json_is_true(json_object_get(res, "canceled")) ||
 	    etcd_int(res, "compact_revision") > 0) {
@@ -923,6 +936,17 @@ on_watch(void *arg, json_t *res)
 		r->watch_rev = head;	/* progress: nothing before head is missing */
 }
 
+/* Time to start the watch stream again, if etcd answers. */
+static void
+on_watch_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct et *r = arg;
+	(void)fd;
+	(void)what;
+	if (etcd_up(r->cli) && !etcd_watching(r->cli))
+		watch_start(r);
+}
+
 /* etcd came up or went down. */
 static void
 on_state(void *arg, bool up)
@@ -937,6 +961,7 @@ on_state(void *arg, bool up)
 		watch_start(r);
 	if (!r->keeping && !r->granting)
 		lease_schedule(r, 0);
+	flush_waiting(r);
 	if (!TAILQ_EMPTY(&r->deferred)) {
 		evtimer_del(r->ev_deferred);
 		struct timeval tv = clock_tv(0);
@@ -1564,7 +1589,10 @@ et_create(struct backend *be)
 	r->ev_lease = evtimer_new(be->base, on_lease_timer, r);
 	r->ev_done = event_new(be->base, -1, 0, on_done, r);
 	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
-	if (r->ev_lease == NULL || r->ev_done == NULL || r->ev_deferred == NULL)
+	r->ev_watch = evtimer_new(be->base, on_watch_timer, r);
+	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
+	if (r->ev_lease == NULL || r->ev_done == NULL || r->ev_deferred == NULL ||
+	    r->ev_watch == NULL)
 		log_fatal("out of memory (the etcd backend)");
 	be->priv = r;
 	lease_schedule(r, 0);
@@ -1617,6 +1645,7 @@ et_destroy(struct backend *be)
 	event_free(r->ev_lease);
 	event_free(r->ev_done);
 	event_free(r->ev_deferred);
+	event_free(r->ev_watch);
 	free(r);
 	be->priv = NULL;
 }
