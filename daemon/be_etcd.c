@@ -116,6 +116,7 @@ struct et_entry {
 	bool busy;			/* an acquire of it is in flight */
 	bool claimable;			/* in a wakeup: not asked for again yet */
 	bool gone;			/* E_HELD: its key or lease is gone */
+	bool leaving;			/* E_HELD: a handoff deletes its key */
 	TAILQ_ENTRY(et_entry) entry;	/* on k->entries */
 };
 TAILQ_HEAD(et_entry_list, et_entry);
@@ -852,7 +853,7 @@ watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev, int64_t cr
 		if (e->state == E_WAITING && (e->wait_rev == created ||
 		    (e->wait_rev < 0 && created < e->create_rev)))
 			wake = true;
-		if (e->state == E_HELD && !e->gone && strlen(e->ekey) == len &&
+		if (e->state == E_HELD && !e->gone && !e->leaving && strlen(e->ekey) == len &&
 		    memcmp(e->ekey, ekey, len) == 0) {
 			/* not by us: ours are forgotten before their delete */
 			e->gone = true;
@@ -886,8 +887,12 @@ on_watch(void *arg, json_t *res)
 		r->watch_ready = false;
 		r->watch_backoff_ms = r->watch_backoff_ms * 2 > ET_WATCH_RETRY_MAX_MS ?
 		    ET_WATCH_RETRY_MAX_MS : r->watch_backoff_ms * 2;
-		if (!r->destroying)
+		if (!r->destroying) {
 			evtimer_add(r->ev_watch, &tv);
+			/* is etcd there at all? a keepalive tells at once */
+			if (!r->keeping && !r->granting)
+				lease_schedule(r, 0);
+		}
 		return;
 	}
 	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
@@ -1420,6 +1425,7 @@ transfer_txn(struct et_op *op)
 		op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
 		return;
 	}
+	from->leaving = true;
 	to = entry_new(r, op->k, op->token);
 	to->busy = true;
 	free(op->ekey);
