@@ -15,7 +15,8 @@
  * file defines. */
 #define BACKENDS(X) \
 	X(be_memory_ops) \
-	X(be_redis_ops)
+	X(be_redis_ops) \
+	X(be_etcd_ops)
 
 #define BACKEND_DECLARE(ops) extern const struct backend_ops ops;
 #define BACKEND_ENTRY(ops) &ops,

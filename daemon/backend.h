@@ -43,6 +43,9 @@ struct be_lock {
 	unsigned handoffs;	/* transfer's from: how many handoffs of this key
 				 * in a row precede this one (0: from's lease was
 				 * acquired); 0 elsewhere */
+	int detached;		/* 1: a DETACH lock, whose lease must not end
+				 * with this process (it is never renewed but by
+				 * EXTEND); 0: bound to a session */
 };
 
 enum be_status {
@@ -128,6 +131,10 @@ struct backend_ops {
 	 */
 	void (*transfer)(struct backend *be, const struct be_lock *from,
 	    const struct be_lock *to, be_cb *cb, void *arg);
+	/* Optional (NULL): the lock table no longer waits for key (the last
+	 * waiter of its queue has left): what the backend keeps for a wait
+	 * after BE_BUSY (a place in a queue of its server's) can go. */
+	void (*withdraw)(struct backend *be, const char *key, size_t keylen);
 	/* Append "name:value\r\n" lines about the backend for INFO. */
 	void (*info)(struct backend *be, struct evbuffer *out);
 	/* One word for STATUS: "local", "connected" or "disconnected". */
@@ -142,6 +149,10 @@ struct backend_up {
 	/* The key may be free now (after a BE_BUSY); key NULL: any key may be
 	 * (release messages may have been missed). May be spurious. */
 	void (*wakeup)(void *arg, const char *key, size_t keylen);
+	/* The leases of key's holdings may have ended (key NULL: of any key):
+	 * renew its session-bound holdings now, so that a lease the backend
+	 * knows is gone is reported lost at once. */
+	void (*expire)(void *arg, const char *key, size_t keylen);
 	void *arg;
 };
 

@@ -1183,39 +1183,6 @@ rd_min_lease_ms(const void *settings)
 	return 3 * (uint64_t)set->command_timeout_ms;
 }
 
-/* The value of the hex digit c, or -1. */
-static int
-rd_hex(char c)
-{
-	return isdigit((unsigned char)c) ? c - '0' :
-	    isxdigit((unsigned char)c) ? tolower((unsigned char)c) - 'a' + 10 : -1;
-}
-
-/* Decode the n bytes at s, a part of a URL with %XX escapes, into a string
- * the caller wipes and frees. NULL for a bad escape or an escaped NUL. */
-static char *
-rd_url_decode(const char *s, size_t n)
-{
-	char *d = xmalloc(n + 1);
-	size_t j = 0;
-	for (size_t i = 0; i < n; i++) {
-		int hi = n - i >= 3 ? rd_hex(s[i + 1]) : -1;
-		int lo = n - i >= 3 ? rd_hex(s[i + 2]) : -1;
-		if (s[i] != '%') {
-			d[j++] = s[i];
-		} else if (hi >= 0 && lo >= 0 && hi + lo > 0) {
-			d[j++] = (char)(hi * 16 + lo);
-			i += 2;
-		} else {
-			explicit_bzero(d, n + 1);
-			free(d);
-			return NULL;
-		}
-	}
-	d[j] = '\0';
-	return d;
-}
-
 /* The "host[:port][/db]" part of a redis URL into *a and *db: NULL, or why
  * not. */
 static const char *
@@ -1269,7 +1236,7 @@ rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 	*why = NULL;
 	if ((at = strrchr(s, '@')) != NULL) {
 		colon = memchr(s, ':', (size_t)(at - s));
-		user = rd_url_decode(s, (size_t)((colon != NULL ? colon : at) - s));
+		user = conf_url_decode(s, (size_t)((colon != NULL ? colon : at) - s));
 		if (user == NULL)
 			*why = "bad %-escape in the user name";
 		else if (*user != '\0' && strcmp(user, "default") != 0)
@@ -1277,7 +1244,7 @@ rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 			    "only the user 'default' is supported (a password goes after a colon: "
 			    "redis://:password@host:port)";
 		else if (colon != NULL &&
-		    (pw = rd_url_decode(colon + 1, (size_t)(at - colon - 1))) == NULL)
+		    (pw = conf_url_decode(colon + 1, (size_t)(at - colon - 1))) == NULL)
 			*why = memmem(colon, (size_t)(at - colon), "%00", 3) != NULL ?
 			    "the password contains a NUL byte" : "bad %-escape in the password";
 		free(user);

@@ -44,6 +44,10 @@
 #define AT_MARK(m) ((struct conf_pos){ (m).line + 1, (m).column + 1 })
 #define FIELD(base, off) ((void *)((char *)(base) + (off)))
 
+/* The i-th backend conf knows, from 0, NULL past the last: backend_at(),
+ * unless a unit test gave its own list to conf_use_backends(). */
+static const struct backend_ops *(*conf_backend_at)(size_t) = backend_at;
+
 /* The i-th log level's name, for log.level. */
 static const char *
 conf_level_choice(size_t i)
@@ -55,14 +59,14 @@ conf_level_choice(size_t i)
 static const char *
 conf_backend_choice(size_t i)
 {
-	return backend_at(i) != NULL ? backend_at(i)->name : NULL;
+	return conf_backend_at(i) != NULL ? conf_backend_at(i)->name : NULL;
 }
 
 /* The i-th form -b takes: a backend's name, or its URL if it takes one. */
 static const char *
 conf_url_choice(size_t i)
 {
-	const struct backend_ops *ops = backend_at(i);
+	const struct backend_ops *ops = conf_backend_at(i);
 
 	return ops == NULL ? NULL : ops->parse_url != NULL ? ops->url_form : ops->name;
 }
@@ -145,7 +149,7 @@ struct conf_entries {
 struct conf_row {
 	char *name;		/* full dotted name ("backend." + a backend's row's) */
 	const struct conf_setting *s; /* the row */
-	size_t table;		/* 0: conf_table[]; i + 1: backend_at(i)'s */
+	size_t table;		/* 0: conf_table[]; i + 1: conf_backend_at(i)'s */
 	struct conf_pos pos;	/* where its value was last given (AT_CMDLINE:
 				 * on the command line, or nowhere) */
 	char *secret;		/* CONF_SECRET_FILE: what the file held, until
@@ -159,6 +163,7 @@ struct conf_priv {
 	size_t nrows;			/* how many */
 	void **tables;			/* the struct each table fills: &pub, then
 					 * each backend's settings (NULL for none) */
+	size_t ntables;			/* how many */
 	struct conf_entries cmdline;	/* the entries of the command line */
 	struct conf_pos *errpos;	/* the position of each error */
 };
@@ -253,6 +258,13 @@ conf_join(const char *(*choice)(size_t), char *buf, size_t size)
 		len += (size_t)snprintf(buf + len, size - len, "%s%s", i == 0 ? "" :
 		    choice(i + 1) != NULL ? ", " : " or ", choice(i));
 	return buf;
+}
+
+/* Whether row s holds a list: char ** at .off, its count at .count. */
+static bool
+conf_is_list(const struct conf_setting *s)
+{
+	return s->type == CONF_ADDRLIST || s->type == CONF_SERVERLIST;
 }
 
 /* Replace the string in field with a copy of s (NULL for none), the old one
@@ -598,24 +610,75 @@ conf_addr_same(const struct addr *a, const struct addr *b)
 	return a->port != 0 && a->port == b->port && strcasecmp(a->host, b->host) == 0;
 }
 
-/* Apply list entry e to the CONF_ADDRLIST row s of base: it replaces the
- * list if each item is a good address, listed once. */
+/* The items of v, a scalar that lists them separated by commas, into l's
+ * items, each at v's place, without the spaces and tabs around it. Nothing,
+ * or only blanks, lists none; an empty item is kept, to be refused. */
+static void
+conf_split(const struct conf_value *v, struct conf_entry *l)
+{
+	const char *end = v->text + (v->shape == SH_EMPTY ? 0 : v->len), *b, *e;
+	const char *next = v->text + strspn(v->text, " \t");	/* the next item */
+
+	if (next >= end)
+		return;
+	do {
+		b = next;
+		e = memchr(b, ',', (size_t)(end - b));
+		next = e != NULL ? e + 1 : NULL;
+		if (e == NULL)
+			e = end;
+		while (b < e && (*b == ' ' || *b == '\t'))
+			b++;
+		while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		l->items = xreallocarray(l->items, l->nitems + 1, sizeof(*l->items));
+		l->items[l->nitems++] = (struct conf_value){ SH_PLAIN, xmemdup(b, (size_t)(e - b)),
+		    (size_t)(e - b), v->pos };
+	} while (next != NULL);
+}
+
+/* Parse text, an item of the list row s, into *a: for CONF_ADDRLIST an
+ * address to listen on, kept as written; for CONF_SERVERLIST a server to
+ * connect to (port s->def if left out and s->def is above 0), kept as
+ * "host:port" or "[v6addr]:port". 0, or -1 with *why set. */
+static int
+conf_list_item(const struct conf_setting *s, const char *text, struct addr *a, const char **why)
+{
+	if (s->type == CONF_ADDRLIST)
+		return addr_parse(text, ADDR_PORT_REQUIRED, a, why);
+	if (conf_server_parse(text, s->def > 0 ? (int)s->def : ADDR_PORT_REQUIRED, a, why) < 0)
+		return -1;
+	snprintf(a->text, sizeof(a->text), strchr(a->host, ':') != NULL ? "[%s]:%d" : "%s:%d",
+	    a->host, a->port);
+	return 0;
+}
+
+/* Apply entry e to the list row s of base (CONF_ADDRLIST, CONF_SERVERLIST):
+ * it replaces the list if each item is good and listed once. A
+ * CONF_SERVERLIST also takes one scalar listing its items with commas. */
 static int
 conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct conf_setting *s,
     void *base)
 {
+	bool servers = s->type == CONF_SERVERLIST;
+	const char *noun = servers ? "server" : "address", *nouns = servers ? "servers" :
+	    "addresses", *why;
 	char ***field = FIELD(base, s->off), what[CONF_QUOTE_MAX + 8];
 	size_t *count = FIELD(base, s->count), n = 0;
+	struct conf_entry split = { .name = NULL };
+	const struct conf_entry *l = e;
 	struct addr *a;
-	const char *why;
 	bool bad = false;
 
-	if (e->v.shape != SH_LIST)
-		return conf_error(p, e->v.pos, "'%s' must be a list of addresses, not %s", e->name,
+	if (servers && e->v.shape != SH_LIST && e->v.shape != SH_MAPPING) {
+		conf_split(&e->v, &split);
+		l = &split;
+	} else if (e->v.shape != SH_LIST)
+		return conf_error(p, e->v.pos, "'%s' must be a list of %s, not %s", e->name, nouns,
 		    conf_what(&e->v, what, sizeof(what)));
-	a = xcalloc(e->nitems + 1, sizeof(*a));
-	for (size_t i = 0; i < e->nitems; i++) {
-		const struct conf_value *v = &e->items[i];
+	a = xcalloc(l->nitems + 1, sizeof(*a));
+	for (size_t i = 0; i < l->nitems; i++) {
+		const struct conf_value *v = &l->items[i];
 		size_t j = 0;
 
 		conf_what(v, what, sizeof(what));
@@ -624,19 +687,20 @@ conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct co
 		if (v->shape == SH_BAD)
 			bad = true;
 		else if (v->shape == SH_MAPPING || v->shape == SH_LIST || v->shape == SH_EMPTY)
-			bad = conf_error(p, v->pos, "'%s' entries must be addresses, not %s", e->name,
+			bad = conf_error(p, v->pos, "'%s' entries must be %s, not %s", e->name, nouns,
 			    what);
-		else if (why != NULL || addr_parse(v->text, ADDR_PORT_REQUIRED, &a[n], &why) < 0)
-			bad = conf_error(p, v->pos, "bad %s address %s: %s", e->name, what, why);
+		else if (why != NULL || conf_list_item(s, v->text, &a[n], &why) < 0)
+			bad = conf_error(p, v->pos, "bad %s %s %s: %s", e->name, noun, what, why);
 		else {
 			while (j < n && !conf_addr_same(&a[j], &a[n]))
 				j++;
 			if (j < n)
-				bad = conf_error(p, v->pos, "duplicate %s address '%s'", e->name,
+				bad = conf_error(p, v->pos, "duplicate %s %s '%s'", e->name, noun,
 				    conf_quote(a[n].text, strlen(a[n].text), what, sizeof(what)));
 			n += j == n;
 		}
 	}
+	conf_free_entry(&split);
 	if (!bad) {
 		while (*count > 0)
 			free((*field)[--*count]);
@@ -664,7 +728,7 @@ conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row 
 
 	if (v->shape == SH_BAD)
 		return -1;
-	if (s->type == CONF_ADDRLIST)
+	if (conf_is_list(s))
 		return conf_apply_list(p, e, s, p->tables[r->table]);
 	conf_what(v, what, sizeof(what));
 	if (v->shape == SH_MAPPING || v->shape == SH_LIST)
@@ -796,6 +860,32 @@ conf_url_mask(const char *url, char *buf, size_t size)
 	return buf;
 }
 
+/* Decode the n bytes at s; see the header. */
+char *
+conf_url_decode(const char *s, size_t n)
+{
+	char *d = xmalloc(n + 1);
+	size_t j = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int hi = n - i >= 3 ? num_hex_digit((unsigned char)s[i + 1]) : -1;
+		int lo = n - i >= 3 ? num_hex_digit((unsigned char)s[i + 2]) : -1;
+
+		if (s[i] != '%')
+			d[j++] = s[i];
+		else if (hi >= 0 && lo >= 0 && hi + lo > 0) {
+			d[j++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			explicit_bzero(d, n + 1);
+			free(d);
+			return NULL;
+		}
+	}
+	d[j] = '\0';
+	return d;
+}
+
 /* backend_url_set of conf_override_backend(): collect "backend." + name. */
 static void
 conf_url_set(void *arg, const char *name, const char *value)
@@ -817,7 +907,7 @@ conf_override_backend(struct conf *c, const char *url)
 	const char *why = "";
 	int rc = 1;
 
-	for (size_t i = 0; rc == 1 && (ops = backend_at(i)) != NULL; i++)
+	for (size_t i = 0; rc == 1 && (ops = conf_backend_at(i)) != NULL; i++)
 		if (ops->parse_url != NULL)
 			rc = ops->parse_url(url, conf_url_set, &got, &why);
 		else if (strcmp(url, ops->name) == 0)
@@ -849,12 +939,13 @@ conf_create(void)
 	struct conf_priv *p = xcalloc(1, sizeof(*p));
 	size_t ntables = 1;
 
-	while (backend_at(ntables - 1) != NULL)
+	while (conf_backend_at(ntables - 1) != NULL)
 		ntables++;
 	p->tables = xcalloc(ntables, sizeof(*p->tables));
+	p->ntables = ntables;
 	p->tables[0] = &p->pub;
 	for (size_t t = 0; t < ntables; t++) {
-		const struct backend_ops *ops = t > 0 ? backend_at(t - 1) : NULL;
+		const struct backend_ops *ops = t > 0 ? conf_backend_at(t - 1) : NULL;
 		const struct conf_setting *rows = ops != NULL ? ops->settings : conf_table;
 		size_t n = ops != NULL ? ops->nsettings : sizeof(conf_table) / sizeof(conf_table[0]);
 
@@ -883,7 +974,7 @@ conf_destroy(struct conf *c)
 		void *base = p->tables[p->rows[i].table];
 		char ***list = FIELD(base, s->off);
 
-		if (s->type == CONF_ADDRLIST) {
+		if (conf_is_list(s)) {
 			for (size_t j = 0; j < *(size_t *)FIELD(base, s->count); j++)
 				free((*list)[j]);
 			free(*list);
@@ -892,7 +983,7 @@ conf_destroy(struct conf *c)
 		conf_set_str(&p->rows[i].secret, NULL);
 		free(p->rows[i].name);
 	}
-	for (size_t t = 1; backend_at(t - 1) != NULL; t++)
+	for (size_t t = 1; t < p->ntables; t++)
 		free(p->tables[t]);
 	for (size_t i = 0; i < p->cmdline.n; i++)
 		conf_free_entry(&p->cmdline.v[i]);
@@ -944,11 +1035,27 @@ conf_load(struct conf *c, const char *path)
 	return c->nerrors > before ? -1 : 0;
 }
 
-/* Give the field of row s in base its default if it is unset. */
+/* Give the list row r the list its .defstr writes, as if it were given
+ * (a CONF_SERVERLIST's may name several servers, with commas). */
 static void
-conf_default(const struct conf_setting *s, void *base)
+conf_default_list(struct conf_priv *p, const struct conf_row *r)
 {
-	void *field = FIELD(base, s->off);
+	struct conf_value v = conf_cmdline_value(r->s->defstr);
+	struct conf_entry e = { .name = r->name, .v = v, .items = &v, .nitems = 1 };
+
+	if (r->s->type == CONF_ADDRLIST)
+		e.v.shape = SH_LIST;
+	if (conf_apply_list(p, &e, r->s, p->tables[r->table]) < 0)
+		log_fatal("%s: bad default: %s", r->name, p->pub.errors[p->pub.nerrors - 1]);
+	conf_set_str(&v.text, NULL);
+}
+
+/* Give the field of row r its default if it is unset. */
+static void
+conf_default(struct conf_priv *p, const struct conf_row *r)
+{
+	const struct conf_setting *s = r->s;
+	void *base = p->tables[r->table], *field = FIELD(base, s->off);
 	const char *why;
 
 	switch (s->type) {
@@ -963,11 +1070,9 @@ conf_default(const struct conf_setting *s, void *base)
 			log_fatal("%s: bad default: %s", s->name, why);
 		break;
 	case CONF_ADDRLIST:
-		if (s->defstr != NULL && *(char ***)field == NULL) {
-			*(char ***)field = xcalloc(2, sizeof(char *));
-			**(char ***)field = xstrdup(s->defstr);
-			*(size_t *)FIELD(base, s->count) = 1;
-		}
+	case CONF_SERVERLIST:
+		if (s->defstr != NULL && *(char ***)field == NULL)
+			conf_default_list(p, r);
 		break;
 	default:
 		if (s->defstr != NULL && *(char **)field == NULL)
@@ -995,8 +1100,9 @@ conf_check(struct conf_priv *p, struct conf_row *r)
 	const struct conf_row *pair;
 	char **secret;
 
-	if (r->s->type == CONF_ADDRLIST && *(size_t *)FIELD(base, r->s->count) == 0)
-		conf_error(p, r->pos, "'%s' must have at least one address", r->name);
+	if (conf_is_list(r->s) && *(size_t *)FIELD(base, r->s->count) == 0)
+		conf_error(p, r->pos, "'%s' must have at least one %s", r->name,
+		    r->s->type == CONF_SERVERLIST ? "server" : "address");
 	if (r->s->type != CONF_SECRET_FILE)
 		return;
 	for (pair = p->rows; pair < p->rows + p->nrows; pair++)
@@ -1025,9 +1131,9 @@ conf_finish(struct conf *c)
 	size_t t;
 
 	for (size_t i = 0; i < p->nrows; i++)
-		conf_default(p->rows[i].s, p->tables[p->rows[i].table]);
-	for (t = 1; (ops = backend_at(t - 1)) != NULL && strcmp(ops->name, c->backend_type) != 0;
-	    t++)
+		conf_default(p, &p->rows[i]);
+	for (t = 1; (ops = conf_backend_at(t - 1)) != NULL &&
+	    strcmp(ops->name, c->backend_type) != 0; t++)
 		;
 	c->backend_settings = ops != NULL ? p->tables[t] : NULL;
 	for (size_t i = 0; i < p->nrows; i++)
@@ -1051,6 +1157,12 @@ conf_finish(struct conf *c)
 	return c->nerrors > 0 ? -1 : 0;
 }
 
+void
+conf_use_backends(const struct backend_ops *(*at)(size_t))
+{
+	conf_backend_at = at != NULL ? at : backend_at;
+}
+
 const void *
 conf_backend_value(const struct conf *c, const char *name)
 {
@@ -1060,7 +1172,7 @@ conf_backend_value(const struct conf *c, const char *name)
 		const struct conf_row *r = &p->rows[i];
 
 		if (r->table > 0 && strcmp(r->s->name, name) == 0 &&
-		    strcmp(backend_at(r->table - 1)->name, c->backend_type) == 0)
+		    strcmp(conf_backend_at(r->table - 1)->name, c->backend_type) == 0)
 			return FIELD(p->tables[r->table], r->s->off);
 	}
 	return NULL;

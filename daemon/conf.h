@@ -20,6 +20,8 @@
 
 #include "addr.h"
 
+struct backend_ops;
+
 #define CONF_UNSET (-1LL)	/* an integer setting not given (yet) */
 
 /* How a setting is written in the file and stored in its field. */
@@ -37,6 +39,11 @@ enum conf_type {
 				 * struct addr (text "" while unset) */
 	CONF_ADDRLIST,		/* list of addresses to listen on; char ** at off,
 				 * their number (size_t) at .count */
+	CONF_SERVERLIST,	/* list of servers to connect to, "host:port" or
+				 * "[v6addr]:port", port .def if left out and
+				 * .def > 0: a YAML list, or one string of them
+				 * separated by commas (as a -b URL gives it).
+				 * Stored as CONF_ADDRLIST, each "host:port" */
 };
 
 /* One row of a settings table. */
@@ -47,10 +54,13 @@ struct conf_setting {
 	long long min;		/* CONF_INT, CONF_MODE: smallest value */
 	long long max;		/* CONF_INT, CONF_MODE: largest value;
 				 * CONF_SHORTSTR: most bytes */
-	long long def;		/* CONF_INT, CONF_MODE: default */
+	long long def;		/* CONF_INT, CONF_MODE: default;
+				 * CONF_SERVERLIST: port of a server without
+				 * one (0: a port is required) */
 	const char *defstr;	/* other types: default as written, NULL for none */
 	const char *pair;	/* CONF_SECRET_FILE: name of the secret's row */
-	size_t count;		/* CONF_ADDRLIST: offsetof() the count */
+	size_t count;		/* CONF_ADDRLIST, CONF_SERVERLIST: offsetof()
+				 * the count */
 	const char *(*choice)(size_t i); /* CONF_ENUM: the i-th allowed name,
 				 * NULL past the last */
 	int reloadable;		/* may change on a reload, without a restart.
@@ -125,5 +135,15 @@ const void *conf_backend_value(const struct conf *c, const char *name);
  * 0, or -1 with *why set to a static sentence. */
 int conf_server_parse(const char *s, int default_port, struct addr *out, const char **why)
 	__attribute__((warn_unused_result));
+
+/* Decode the n bytes at s, a part of a URL with %XX escapes (either case),
+ * into a new string the caller wipes (explicit_bzero) and frees: it may be
+ * a password. NULL for a bad escape or an escaped NUL (%00). */
+char *conf_url_decode(const char *s, size_t n);
+
+/* For unit tests: from the next conf_create() on, know the backends that
+ * at gives (as backend_at() does: the i-th, NULL past the last) instead of
+ * the registered ones; NULL goes back to those. */
+void conf_use_backends(const struct backend_ops *(*at)(size_t i));
 
 #endif

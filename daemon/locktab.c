@@ -78,6 +78,7 @@ enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_RENEW, OP_EXTEND, OP_TRANSFER };
 struct lt_terms {
 	enum lock_mode mode;		/* wanted or held mode */
 	unsigned limit;			/* permits, for a semaphore */
+	bool detached;			/* DETACH: not bound to a session */
 	char token[TOKEN_LEN + 1];	/* identifies the lease */
 };
 
@@ -116,6 +117,7 @@ struct lt_hold {
 	uint64_t ttl_ms;		/* the holder's TTL */
 	unsigned count;			/* hold count (reentrancy) */
 	uint64_t expires;		/* end of the holder's lease */
+	uint64_t span;			/* the longest validity a lease reply promised */
 	uint64_t renew_at;		/* next renewal (bound holdings) */
 	uint64_t tomb_until;		/* a tombstone: the key is held until then */
 	struct lt_op *lease_op;		/* the renewal or EXTEND in flight, or NULL */
@@ -435,11 +437,20 @@ lease_end(const struct locktab *lt, uint64_t sent_at, uint64_t valid_ms)
 	return valid_ms > delay ? sent_at + valid_ms - delay : sent_at;
 }
 
+/* The margin of a lease of a holder's ttl_ms that the backend promised for
+ * span_ms at most: of the shorter of the two (a backend whose lease is the
+ * daemon's, not the holder's, may promise less than the TTL). */
+static uint64_t
+hold_margin(const struct locktab *lt, uint64_t ttl_ms, uint64_t span_ms)
+{
+	return lease_margin(lt, span_ms < ttl_ms ? span_ms : ttl_ms);
+}
+
 /* When a bound holding is declared lost if no renewal succeeded. */
 static uint64_t
 hold_lost_at(const struct locktab *lt, const struct lt_hold *h)
 {
-	uint64_t m = lease_margin(lt, h->ttl_ms);
+	uint64_t m = hold_margin(lt, h->ttl_ms, h->span);
 	return h->expires > m ? h->expires - m : 0;
 }
 
@@ -489,6 +500,7 @@ lease_of(const struct locktab *lt, const struct lt_key *k, const struct lt_terms
 		.token = t->token,
 		.ttl_ms = ttl_ms + lt->limits.lock_delay_ms,
 		.handoffs = 0,
+		.detached = t->detached,
 	};
 	return l;
 }
@@ -776,7 +788,8 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 		waiter_fail(lt, w, LT_E_CLOSING);
 		return;
 	}
-	if (!local_leases(lt) && (end <= now || end - now <= lease_margin(lt, w->ttl_ms))) {
+	if (!local_leases(lt) && (end <= now ||
+	    end - now <= hold_margin(lt, w->ttl_ms, r->valid_ms))) {
 		char kb[LOG_KEY_BUF];
 		log_debug("grant of '%s' came with %lld ms of its lease left: not delivered",
 		    log_escape(kb, sizeof(kb), k->name, k->len, 0),
@@ -796,6 +809,7 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 	h->ttl_ms = w->ttl_ms;
 	h->count = 1;
 	h->expires = end;
+	h->span = r->valid_ms;
 	h->renew_at = renew_time(sent_at, end - sent_at);
 	h->state = H_ACTIVE;
 	TAILQ_INIT(&h->lease_queue);
@@ -1025,6 +1039,8 @@ on_lease(void *arg, const struct be_reply *r)
 			if (local_leases(lt))
 				op->sent_at = now;	/* in this process: from now */
 			h->expires = lease_end(lt, op->sent_at, r->valid_ms);
+			if (r->valid_ms > h->span)
+				h->span = r->valid_ms;
 			h->renew_at = renew_time(op->sent_at, h->expires - op->sent_at);
 			break;
 		case BE_BUSY:
@@ -1076,8 +1092,11 @@ waiter_free(struct locktab *lt, struct lt_waiter *w)
 	timer_clear(lt, &w->timer);
 	TAILQ_REMOVE(&k->waiters, w, kentry);
 	k->nwaiters--;
-	if (TAILQ_EMPTY(&k->waiters))
+	if (TAILQ_EMPTY(&k->waiters)) {
 		k->blocked = false;
+		if (lt->be->ops->withdraw != NULL)
+			lt->be->ops->withdraw(lt->be, k->name, k->len);
+	}
 	if (w->owner != NULL) {
 		TAILQ_REMOVE(&w->owner->waiters, w, oentry);
 		w->owner->nwaiters--;
@@ -1174,6 +1193,39 @@ on_wakeup(void *arg, const char *key, size_t keylen)
 	sync_timer(lt);
 }
 
+/* Renew the bound holdings of k now (their timers fire at once). */
+static void
+key_expire(struct locktab *lt, struct lt_key *k, uint64_t now)
+{
+	struct lt_hold *h;
+	TAILQ_FOREACH(h, &k->holders, kentry)
+		if (h->owner != NULL && !local_leases(lt)) {
+			h->renew_at = now;
+			hold_schedule(lt, h);
+		}
+}
+
+/* The backend says the leases of key (NULL: of every key) may have ended:
+ * renewals tell which. */
+static void
+on_expire(void *arg, const char *key, size_t keylen)
+{
+	struct locktab *lt = arg;
+	uint64_t now = locktab_now(lt);
+	if (key == NULL) {
+		struct hashtab_iter it;
+		struct hashtab_node *n;
+		hashtab_iter_init(&it, lt->keys);
+		while ((n = hashtab_next(&it)) != NULL)
+			key_expire(lt, key_of(n), now);
+	} else {
+		struct lt_key *k = key_find(lt, key, keylen);
+		if (k != NULL)
+			key_expire(lt, k, now);
+	}
+	sync_timer(lt);
+}
+
 struct locktab *
 locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *clock,
     void *clock_arg, lt_rearm_cb *rearm, void *rearm_arg)
@@ -1191,6 +1243,7 @@ locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *
 	timer_init(&lt->log_timer, TIMER_LOG);
 	TAILQ_INIT(&lt->idle);
 	be->up.wakeup = on_wakeup;
+	be->up.expire = on_expire;
 	be->up.arg = lt;
 	return lt;
 }
@@ -1425,6 +1478,7 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	w->owner = o;
 	w->terms.mode = req->mode;
 	w->terms.limit = req->limit;
+	w->terms.detached = req->detach != 0;
 	w->ttl_ms = req->ttl_ms;
 	w->detach = req->detach != 0;
 	w->try_once = req->wait_ms == 0;

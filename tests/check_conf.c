@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,7 +530,7 @@ START_TEST(test_errors_all_reported)
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		"5:19: 'unix_socket_mode' must be an octal mode such as 0660, not '0999'",
 		"6:1: unknown key 'bogus'",
-		"8:9: 'backend.type' must be memory or redis, not 'etcd'",
+		"8:9: 'backend.type' must be memory, redis or etcd, not 'zookeeper'",
 		"10:19: 'locks.default_ttl_ms' must be a decimal integer, not '30s'",
 		"11:15: 'locks.max_ttl_ms' must be between 10 and 31536000000, not 5",
 		"13:16: 'limits.max_clients' must be between 1 and 1000000, not 0",
@@ -925,9 +926,9 @@ START_TEST(test_override_errors)
 		" bad listen address 'nope': missing port "
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		" duplicate listen address '127.0.0.1:7000'",
-		" unknown backend URL 'etcd://127.0.0.1:2379' (expected memory or "
-		    "redis://host:port)",
-		" unknown backend URL '' (expected memory or redis://host:port)",
+		" unknown backend URL 'zk://127.0.0.1:2181' (expected memory, "
+		    "redis://host:port or etcd://host:port[,host:port...])",
+		" unknown backend URL '' (expected memory, redis://host:port or etcd://host:port[,host:port...])",
 		NULL
 	};
 
@@ -937,7 +938,7 @@ START_TEST(test_override_errors)
 	/* port 0 twice is two listeners on two free ports */
 	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:0"), 0);
 	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:0"), 0);
-	ck_assert_int_eq(conf_override_backend(c, "etcd://127.0.0.1:2379"), -1);
+	ck_assert_int_eq(conf_override_backend(c, "zk://127.0.0.1:2181"), -1);
 	ck_assert_int_eq(conf_override_backend(c, ""), -1);
 	ck_assert_int_eq(conf_finish(c), -1);
 	expect_errors(c, "command line", want);
@@ -1444,15 +1445,15 @@ START_TEST(test_redis_url_bad)
 		      "the port must be between 1 and 65535" },
 		{ "rediss://:hunter2@h:6379", "bad redis URL 'rediss://:***@h:6379': "
 		      "TLS (rediss://) is not supported" },
-		{ "etcd://h:2379", "unknown backend URL 'etcd://h:2379' "
-		      "(expected memory or redis://host:port)" },
+		{ "zk://h:2181", "unknown backend URL 'zk://h:2181' "
+		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
 		{ "http://:hunter2@h", "unknown backend URL 'http://:***@h' "
-		      "(expected memory or redis://host:port)" },
-		{ "hunter2@h", "unknown backend URL '***@h' (expected memory or redis://host:port)" },
-		{ "Memory", "unknown backend URL 'Memory' (expected memory or redis://host:port)" },
+		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
+		{ "hunter2@h", "unknown backend URL '***@h' (expected memory, redis://host:port or etcd://host:port[,host:port...])" },
+		{ "Memory", "unknown backend URL 'Memory' (expected memory, redis://host:port or etcd://host:port[,host:port...])" },
 		{ "redis:6379", "unknown backend URL 'redis:6379' "
-		      "(expected memory or redis://host:port)" },
-		{ "redis", "unknown backend URL 'redis' (expected memory or redis://host:port)" },
+		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
+		{ "redis", "unknown backend URL 'redis' (expected memory, redis://host:port or etcd://host:port[,host:port...])" },
 	};
 	char *redis = fixture("redis-defaults.yaml");
 
@@ -1592,6 +1593,303 @@ START_TEST(test_redis_url_then_memory)
 	ck_assert_ptr_null(conf_backend_value(c, "address"));
 	conf_destroy(c);
 	free(path);
+}
+END_TEST
+
+/* --- lists of servers, through a backend only this suite knows --- */
+
+#define LS_PORT 2379		/* the port of an endpoint written without one */
+
+/* The settings of the "lists" backend. */
+struct ls_settings {
+	char **endpoints;	/* backend.endpoints: port LS_PORT if left out */
+	size_t nendpoints;	/* how many */
+	char **peers;		/* backend.peers: each with its port */
+	size_t npeers;		/* how many */
+};
+
+#define LS_SET(field) offsetof(struct ls_settings, field)
+
+static const struct conf_setting ls_table[] = {
+	{ .name = "endpoints", .type = CONF_SERVERLIST, .off = LS_SET(endpoints),
+	  .count = LS_SET(nendpoints), .def = LS_PORT, .defstr = "localhost" },
+	{ .name = "peers", .type = CONF_SERVERLIST, .off = LS_SET(peers),
+	  .count = LS_SET(npeers), .defstr = "[::1]:7000, 127.0.0.1:7001" },
+};
+
+/* -b lists://SERVERS gives backend.endpoints as it is written: one string,
+ * the servers separated by commas. */
+static int
+ls_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
+{
+	(void)why;
+	if (strncmp(url, "lists://", 8) != 0)
+		return 1;
+	set(arg, "endpoints", url + 8);
+	return 0;
+}
+
+/* Only conf sees it: it is never created. */
+static const struct backend_ops ls_ops = {
+	.name = "lists",
+	.settings = ls_table,
+	.nsettings = sizeof(ls_table) / sizeof(ls_table[0]),
+	.settings_size = sizeof(struct ls_settings),
+	.parse_url = ls_parse_url,
+	.url_form = "lists://host:port,...",
+};
+
+/* The registered backends, then "lists". */
+static const struct backend_ops *
+ls_at(size_t i)
+{
+	size_t n = 0;
+
+	while (backend_at(n) != NULL)
+		n++;
+	return i < n ? backend_at(i) : i == n ? &ls_ops : NULL;
+}
+
+static void
+ls_setup(void)
+{
+	conf_use_backends(ls_at);
+}
+
+static void
+ls_teardown(void)
+{
+	conf_use_backends(NULL);
+}
+
+/* The settings of the "lists" backend, which c must have chosen. */
+static const struct ls_settings *
+ls_settings(const struct conf *c)
+{
+	const struct ls_settings *set = c->backend_settings;
+
+	ck_assert_str_eq(c->backend_type, "lists");
+	ck_assert_ptr_nonnull(set);
+	ck_assert_ptr_eq(conf_backend_value(c, "endpoints"), &set->endpoints);
+	ck_assert_ptr_eq(conf_backend_value(c, "peers"), &set->peers);
+	return set;
+}
+
+/* Assert that the n servers of list are want (NULL-terminated), in order,
+ * and that list ends with NULL. */
+static void
+expect_servers(char *const *list, size_t n, const char *const *want)
+{
+	size_t i;
+
+	ck_assert_ptr_nonnull(list);
+	for (i = 0; want[i] != NULL; i++) {
+		ck_assert_msg(i < n, "%zu servers, expected more", n);
+		ck_assert_str_eq(list[i], want[i]);
+	}
+	ck_assert_uint_eq(n, i);
+	ck_assert_ptr_null(list[n]);
+}
+
+START_TEST(test_serverlist_good)
+{
+	static const struct {
+		const char *yaml;		/* the file's keys after backend.type */
+		const char *endpoints[6];	/* backend.endpoints then */
+		const char *peers[3];		/* backend.peers then */
+	} ok[] = {
+		/* .defstr as if given: the default port, several servers */
+		{ "", { "localhost:2379" }, { "[::1]:7000", "127.0.0.1:7001" } },
+		/* lists, in order, the default port where none is written */
+		{ "  endpoints:\n    - etcd-1.example.net:2381\n    - etcd-2\n    - \"[::1]\"\n"
+		  "    - '[fe80::1%eth0]:2380'\n    - !!str 10.0.0.3:2379\n"
+		  "  peers: [ \"b:2\", a:1 ]\n",
+		  { "etcd-1.example.net:2381", "etcd-2:2379", "[::1]:2379", "[fe80::1%eth0]:2380",
+		    "10.0.0.3:2379" }, { "b:2", "a:1" } },
+		/* one string, commas between, blanks around them */
+		{ "  endpoints: h1:1, h2 ,[::1]:3,\th4\n  peers: \"  a:1  \"\n",
+		  { "h1:1", "h2:2379", "[::1]:3", "h4:2379" }, { "a:1" } },
+	};
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		char *yaml;
+
+		ck_assert_int_ge(asprintf(&yaml, "backend:\n  type: lists\n%s", ok[i].yaml), 0);
+		c = load_text(&s, yaml, 0, 0);
+		expect_servers(ls_settings(c)->endpoints, ls_settings(c)->nendpoints,
+		    ok[i].endpoints);
+		expect_servers(ls_settings(c)->peers, ls_settings(c)->npeers, ok[i].peers);
+		conf_destroy(c);
+		free(yaml);
+	}
+	scratch_rm(&s);
+
+	/* with another backend chosen, its settings are not handed out */
+	c = conf_create();
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_str_eq(c->backend_type, "memory");
+	ck_assert_ptr_null(conf_backend_value(c, "endpoints"));
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_serverlist_bad)
+{
+	static const char *const items[] = {
+		"3:7: bad backend.endpoints server 'unix:/run/etcd.sock': a Unix socket is not "
+		    "supported here (expected host:port or [v6addr]:port)",
+		"4:7: bad backend.endpoints server 'h:0': the port must be between 1 and 65535",
+		"5:7: bad backend.endpoints server 'h:': the port is missing",
+		"6:7: bad backend.endpoints server '::1:2379': "
+		    "an IPv6 address must be in brackets, as in [::1]:7480",
+		"7:7: 'backend.endpoints' entries must be servers, not a mapping",
+		"8:6: 'backend.endpoints' entries must be servers, not an empty value",
+		"10:7: duplicate backend.endpoints server 'good:1'",
+		"12:7: duplicate backend.endpoints server 'h:2379'",
+		/* one scalar: every error at its place */
+		"13:10: bad backend.peers server '': the address is empty",
+		"13:10: bad backend.peers server 'b:x': the port is not a number",
+		"13:10: duplicate backend.peers server 'a:1'",
+		"13:10: bad backend.peers server 'c': "
+		    "missing port (expected host:port or [v6addr]:port)",
+		"13:10: bad backend.peers server '': the address is empty",
+		NULL
+	};
+	static const char *const shapes[] = {
+		/* an item of a list is one server, commas or not */
+		"2:16: bad backend.endpoints server 'c:3,d:4': "
+		    "an IPv6 address must be in brackets, as in [::1]:7480",
+		"3:10: bad backend.peers server 'b?:2': it contains a NUL character",
+		NULL
+	};
+	static const char *const mapping[] = {
+		"2:10: 'backend.peers' must be a list of servers, not a mapping", NULL
+	};
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	expect_text_errors(&s, "backend:\n  endpoints:\n"
+	    "    - unix:/run/etcd.sock\n    - \"h:0\"\n    - \"h:\"\n    - ::1:2379\n"
+	    "    - { a: 1 }\n    -\n    - good:1\n    - good:1\n    - h\n    - h:2379\n"
+	    "  peers: a:1,, b:x ,a:1 ,c,\n", -1, items);
+	expect_text_errors(&s, "backend:\n  endpoints: [ \"c:3,d:4\" ]\n"
+	    "  peers: \"a:1,b\\0:2\"\n", -1, shapes);
+	expect_text_errors(&s, "backend:\n  peers: { a: 1 }\n", -1, mapping);
+
+	/* a refused list leaves the one before it */
+	c = conf_create();
+	ck_assert_int_eq(conf_override_backend(c, "lists://x:1"), 0);
+	ck_assert_int_eq(conf_override_backend(c, "lists://x:1,y,x:1"), -1);
+	ck_assert_int_eq(conf_finish(c), -1);
+	expect_errors(c, "command line", (const char *const[]){
+	    " duplicate backend.endpoints server 'x:1'", NULL });
+	expect_servers(ls_settings(c)->endpoints, ls_settings(c)->nendpoints,
+	    (const char *const[]){ "x:1", NULL });
+	conf_destroy(c);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_serverlist_empty)
+{
+	static const char *const want[] = {
+		"3:14: 'backend.endpoints' must have at least one server", NULL
+	};
+	static const char *const none[] = { NULL };
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	expect_text_errors(&s, "backend:\n  type: lists\n  endpoints: []\n", 0, want);
+	expect_text_errors(&s, "backend:\n  type: lists\n  endpoints: ''\n", 0, want);
+	expect_text_errors(&s, "backend:\n  type: lists\n  endpoints: \" \\t \"\n", 0, want);
+	expect_text_errors(&s, "backend:\n  type: lists\n  endpoints: ~\n", 0, want);
+	/* only the chosen backend's settings must make sense */
+	expect_text_errors(&s, "backend:\n  endpoints: []\n", 0, none);
+	scratch_rm(&s);
+
+	c = conf_create();
+	ck_assert_int_eq(conf_override_backend(c, "lists://"), 0);
+	ck_assert_int_eq(conf_finish(c), -1);
+	expect_errors(c, "command line", (const char *const[]){
+	    " 'backend.endpoints' must have at least one server", NULL });
+	conf_destroy(c);
+}
+END_TEST
+
+START_TEST(test_serverlist_url)
+{
+	static const struct {
+		const char *url;		/* the -b option */
+		const char *want[4];		/* backend.endpoints */
+	} ok[] = {
+		{ "lists://h1:2379,h2:2379", { "h1:2379", "h2:2379", NULL } },
+		{ "lists:// h1 , [::1]:5 ", { "h1:2379", "[::1]:5", NULL } },
+		{ "lists://[2001:db8::1],h", { "[2001:db8::1]:2379", "h:2379", NULL } },
+		{ "lists://only:1", { "only:1", NULL } },
+	};
+	struct scratch s;
+	const char *path;
+
+	scratch_init(&s);
+	path = scratch_text(&s, "t.yaml", "backend:\n  type: lists\n  endpoints: [ f:1, g:2 ]\n");
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct conf *c = conf_create();
+
+		ck_assert_msg(conf_override_backend(c, ok[i].url) == 0, "%s: %s", ok[i].url,
+		    c->nerrors > 0 ? c->errors[0] : "");
+		/* the URL's list wins over the file's, before or after it */
+		ck_assert_int_eq(conf_load(c, path), 0);
+		ck_assert_int_eq(conf_finish(c), 0);
+		expect_servers(ls_settings(c)->endpoints, ls_settings(c)->nendpoints,
+		    ok[i].want);
+		conf_destroy(c);
+	}
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_url_decode)
+{
+	static const struct {
+		const char *in;		/* the part of a URL */
+		size_t n;		/* bytes of it to decode */
+		const char *out;	/* what it decodes to, NULL if refused */
+	} cases[] = {
+		{ "", 0, "" },
+		{ "hunter2", 7, "hunter2" },
+		{ "pa%40ss%2f%2F%25", 16, "pa@ss//%" },
+		{ "%41%62c", 7, "Abc" },
+		{ "%01%7f%ff+ ", 11, "\x01\x7f\xff+ " },
+		{ "a%41zz", 4, "aA" },		/* only n bytes are read */
+		{ "%%41", 4, NULL },
+		{ "a%4", 3, NULL },
+		{ "a%41", 3, NULL },		/* the escape goes past n */
+		{ "%", 1, NULL },
+		{ "%g0", 3, NULL },
+		{ "%0g", 3, NULL },
+		{ "% 1", 3, NULL },
+		{ "%00", 3, NULL },		/* a NUL would cut the string */
+		{ "x%00y", 5, NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *d = conf_url_decode(cases[i].in, cases[i].n);
+
+		if (cases[i].out == NULL)
+			ck_assert_msg(d == NULL, "'%s' (%zu) gave '%s'", cases[i].in, cases[i].n,
+			    d);
+		else {
+			ck_assert_msg(d != NULL, "'%s' (%zu) refused", cases[i].in, cases[i].n);
+			ck_assert_str_eq(d, cases[i].out);
+			explicit_bzero(d, strlen(d));
+		}
+		free(d);
+	}
 }
 END_TEST
 
@@ -1800,6 +2098,15 @@ conf_suite(void)
 	tcase_add_test(tc, test_redis_url_overrides_file);
 	tcase_add_test(tc, test_redis_url_overrides_password_file);
 	tcase_add_test(tc, test_redis_url_then_memory);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("server lists");
+	tcase_add_checked_fixture(tc, ls_setup, ls_teardown);
+	tcase_add_test(tc, test_serverlist_good);
+	tcase_add_test(tc, test_serverlist_bad);
+	tcase_add_test(tc, test_serverlist_empty);
+	tcase_add_test(tc, test_serverlist_url);
+	tcase_add_test(tc, test_url_decode);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("structure");

@@ -1,0 +1,1743 @@
+/*
+ * be_etcd — leases in an etcd v3 cluster, through its JSON gateway (etcd.c).
+ *
+ * The recipe is etcd's concurrency.Mutex, extended to shared locks and
+ * semaphores. A lock key K is the range of etcd keys "<prefix><K escaped>/"
+ * (bytes outside [A-Za-z0-9._:-] written %XX, so no key's range holds
+ * another's); each holder or waiting head of a daemon's local queue has one
+ * etcd key "<range><token>" in it, whose value is its kind ("x0" exclusive,
+ * "s0" shared, "n<limit>" semaphore). The keys are ranked by create
+ * revision: an exclusive key holds when it is first, a shared one when no
+ * key before it is exclusive (the read-write recipe), a semaphore's when
+ * fewer than its limit are before it. An acquire is one Txn: put the key
+ * (a put keeps the create revision of a key that exists, so a waiter keeps
+ * its place) and read the range. When the key does not hold yet, the
+ * acquire answers BE_BUSY and the key stays in etcd, waiting for the delete
+ * of the one key before it that stands in its way (any key before it, for a
+ * semaphore); one prefix watch stream per daemon (deletes only, with their
+ * previous values) reports the deletes, and the lock table's queue is woken
+ * and asks again, taking over the waiting key even when its first waiter
+ * has left (the key keeps the daemon's place; see claim below).
+ *
+ * Leases: the keys of session-bound locks and of every waiting key are on
+ * one lease of the daemon (backend.lease_ttl_ms), granted at start and kept
+ * alive every third of its TTL; a daemon that dies loses them all when it
+ * ends. The lease is valid until the send time of the last keepalive that
+ * etcd answered plus the TTL it answered, on this host's clock; renewals of
+ * bound holdings are answered from that, so a lease that cannot be kept
+ * alive makes the lock table declare its holdings lost before etcd can have
+ * expired it. If etcd says the lease is gone, every holding on it is told
+ * it is no longer the owner (BE_NOTOWNER through the next renewal, which
+ * up.expire asks for at once) and a new lease is granted. A DETACH lock's
+ * key is on a lease of its own with the lock's TTL (etcd counts whole
+ * seconds: rounded up), kept alive while the key waits and not after.
+ *
+ * Fences are etcd revisions: the revision of the Txn that found the key
+ * holding (for a key that held at once, its create revision). Every grant's
+ * Txn comes after the release or handoff that let it hold, so fences
+ * strictly increase per key across daemons and restarts.
+ *
+ * Handoff: a local handoff of an exclusive lease is one Txn, guarded by
+ * the holder's create revision, that deletes the holder's key and puts the
+ * next local waiter's at the end of the range: it holds at once when no
+ * other daemon's key waits, else the first of those holds (the delete is
+ * what it waits for) and the local waiter waits its turn (BE_BUSY). The key
+ * is never free in between, and daemons are served strictly in revision
+ * order: no run of local handoffs can pass a waiting daemon, so etcd needs
+ * no handoff limit.
+ *
+ * It owns its etcd keys, leases and the watch stream; it never blocks the
+ * loop (names are resolved at start), never completes an operation from
+ * inside the call that asked for it, and knows the lock table only through
+ * the calls it gets and struct backend_up.
+ */
+#include "backend.h"
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "clock.h"
+#include "conf.h"
+#include "etcd.h"
+#include "hashtab.h"
+#include "log.h"
+#include "xmalloc.h"
+
+#define ET_RETRY_MS 1000	/* a keepalive or grant that failed is tried again then */
+#define ET_DELETE_RETRY_MS 1000	/* deletes that failed are sent again then */
+#define ET_KIND_MAX 16		/* "x0", "s0", "n<limit>" and a NUL */
+#define ET_WATCH_RETRY_MIN_MS 100	/* first pause before starting a lost watch again */
+#define ET_WATCH_RETRY_MAX_MS 2000	/* longest such pause */
+
+/* The settings of the backend (backend.* keys; see et_settings_table). */
+struct et_settings {
+	char **endpoints;		/* "host:port", tried in order */
+	size_t nendpoints;		/* how many */
+	char *key_prefix;		/* prefix of every etcd key dlockd uses */
+	long long lease_ttl_ms;		/* the daemon's lease */
+	long long request_timeout_ms;	/* a call without an answer by then fails */
+	char *username;			/* NULL: no authentication */
+	char *password;			/* its password */
+	char *password_file;		/* where password was read from, or NULL */
+};
+
+enum et_state {
+	E_NEW,		/* its first put is on its way */
+	E_WAITING,	/* in etcd, not holding: waits for a delete */
+	E_HELD		/* holds */
+};
+
+struct et_key;
+
+/* One etcd key of this daemon. */
+struct et_entry {
+	struct et_key *k;		/* its lock key */
+	char token[TOKEN_LEN + 1];	/* the lock table's lease it stands for */
+	char *ekey;			/* the etcd key, NUL-terminated */
+	enum et_state state;
+	enum lock_mode mode;		/* as last put */
+	unsigned limit;
+	int64_t create_rev;		/* its create revision, 0 until known */
+	int64_t lease;			/* the lease it was last put with */
+	bool own;			/* lease is its own (DETACH), not the daemon's */
+	uint64_t own_until;		/* own: the lease is valid until then */
+	uint64_t own_ttl_ms;		/* own: its TTL as granted */
+	int64_t wait_rev;		/* E_WAITING: woken by the delete of the key with
+					 * this create revision; -1: of any before it */
+	bool busy;			/* an acquire of it is in flight */
+	bool claimable;			/* in a wakeup: not asked for again yet */
+	bool gone;			/* E_HELD: its key or lease is gone */
+	bool leaving;			/* E_HELD: a handoff deletes its key */
+	TAILQ_ENTRY(et_entry) entry;	/* on k->entries */
+};
+TAILQ_HEAD(et_entry_list, et_entry);
+
+/* A lock key with etcd keys of this daemon. */
+struct et_key {
+	struct hashtab_node node;	/* in r->keys, keyed by path */
+	char *name;			/* the lock key (binary-safe) */
+	size_t len;
+	char *path;			/* "<prefix><escaped key>/" */
+	size_t pathlen;
+	int64_t last_delete;		/* revision of the last delete seen in its range */
+	struct et_entry_list entries;	/* its etcd keys */
+	unsigned refs;			/* operations in flight that use it */
+};
+
+enum et_kind { EK_ACQUIRE, EK_RELEASE, EK_RENEW, EK_TRANSFER, EK_DELETE, EK_WAKE };
+
+struct et;
+
+/* An operation of the lock table, or one of the backend's own. */
+struct et_op {
+	struct et *r;			/* the backend */
+	enum et_kind kind;		/* what it is */
+	be_cb *cb;			/* whom to tell, NULL for none */
+	void *arg;
+	struct et_key *k;		/* the lock key (a reference) */
+	char token[TOKEN_LEN + 1];	/* the lease it is about (transfer: to's) */
+	char from[TOKEN_LEN + 1];	/* transfer: from's */
+	enum lock_mode mode;		/* acquire, transfer: the kind asked for */
+	unsigned limit;
+	bool detach;			/* acquire, renew, transfer: on a lease of its own */
+	uint64_t ttl_ms;		/* the lease asked for */
+	uint64_t t_call;		/* when the lock table called */
+	uint64_t sent;			/* when the current request went out */
+	int64_t lease;			/* an own lease granted for it, 0 none */
+	uint64_t lease_until;		/* its validity */
+	char *ekey;			/* EK_DELETE, EK_RELEASE: the etcd key */
+	int64_t revoke;			/* EK_DELETE: a lease to revoke after, 0 none */
+	struct be_reply rep;		/* on r->done: the answer */
+	char why[160];			/* its sentence */
+	bool in_flight;			/* a request of it is out */
+	TAILQ_ENTRY(et_op) entry;	/* on r->ops, r->waiting, r->done or r->deferred */
+};
+TAILQ_HEAD(et_op_list, et_op);
+
+struct et {
+	struct backend *be;		/* our backend */
+	const struct et_settings *set;	/* its settings */
+	struct etcd *cli;		/* the gateway client */
+	struct hashtab *keys;		/* struct et_key by path */
+	int64_t lease;			/* the daemon's lease, 0 none */
+	uint64_t lease_until;		/* valid until then (clock_ms) */
+	uint64_t lease_ttl_ms;		/* its TTL as etcd granted it */
+	bool granting;			/* a grant is in flight */
+	bool keeping;			/* a keepalive is in flight */
+	uint64_t grant_sent;		/* when it was sent */
+	uint64_t keep_sent;		/* when it was sent */
+	struct event *ev_lease;		/* next keepalive or grant */
+	int64_t watch_rev;		/* revision the watch stream has reached */
+	bool watch_ready;		/* the stream is created */
+	uint64_t watch_backoff_ms;	/* pause before starting it again */
+	struct event *ev_watch;		/* starts it again */
+	bool rewake;			/* wake every waiting key once it is */
+	struct et_op_list ops;		/* operations with a request out */
+	struct et_op_list waiting;	/* acquires waiting for the lease and watch */
+	struct et_op_list done;		/* answers to give from the loop */
+	struct et_op_list deferred;	/* deletes to send again */
+	struct event *ev_done;		/* gives r->done */
+	struct event *ev_deferred;	/* sends r->deferred */
+	uint64_t nrenewals;		/* keepalives etcd answered with a TTL */
+	uint64_t nlost;			/* daemon leases lost */
+	uint64_t nwakeups;		/* waiting keys woken by a delete */
+	uint64_t nups;			/* times etcd came back */
+	bool destroying;		/* et_destroy runs */
+};
+
+static void lease_schedule(struct et *r, uint64_t ms);
+static void wake_now(struct et *r, struct et_key *k);
+static void flush_waiting(struct et *r);
+static void op_send(struct et_op *op);
+
+/* ---- keys and entries ----------------------------------------------------- */
+
+/* Whether byte c is written as itself in an etcd key. */
+static bool
+key_plain(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	    c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+/* The lock key k's etcd range, "<prefix><escaped>/"; the caller frees it. */
+static char *
+key_path(const struct et *r, const char *name, size_t len, size_t *pathlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t plen = strlen(r->set->key_prefix), n = plen;
+	char *p = xmalloc(plen + 3 * len + 2);
+	memcpy(p, r->set->key_prefix, plen);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (key_plain(c)) {
+			p[n++] = (char)c;
+		} else {
+			p[n++] = '%';
+			p[n++] = hex[c >> 4];
+			p[n++] = hex[c & 15];
+		}
+	}
+	p[n++] = '/';
+	p[n] = '\0';
+	*pathlen = n;
+	return p;
+}
+
+static struct et_key *
+key_find_path(struct et *r, const char *path, size_t pathlen)
+{
+	struct hashtab_node *n = hashtab_find(r->keys, path, pathlen);
+	return n != NULL ? (struct et_key *)(void *)n : NULL;
+}
+
+/* The lock key name's record, made if need be; a reference for the caller. */
+static struct et_key *
+key_get(struct et *r, const char *name, size_t len)
+{
+	size_t pathlen;
+	char *path = key_path(r, name, len, &pathlen);
+	struct et_key *k = key_find_path(r, path, pathlen);
+	if (k != NULL) {
+		free(path);
+	} else {
+		k = xcalloc(1, sizeof(*k));
+		k->name = xmemdup(name, len);
+		k->len = len;
+		k->path = path;
+		k->pathlen = pathlen;
+		TAILQ_INIT(&k->entries);
+		hashtab_insert(r->keys, &k->node, k->path, k->pathlen);
+	}
+	k->refs++;
+	return k;
+}
+
+/* Drop a reference to k; k is freed once nothing refers to it. */
+static void
+key_put(struct et *r, struct et_key *k)
+{
+	assert(k->refs > 0);
+	if (--k->refs > 0 || !TAILQ_EMPTY(&k->entries))
+		return;
+	hashtab_remove(r->keys, &k->node);
+	free(k->name);
+	free(k->path);
+	free(k);
+}
+
+/* The entry of k that stands for token, or NULL. */
+static struct et_entry *
+entry_find(struct et_key *k, const char *token)
+{
+	struct et_entry *e;
+	TAILQ_FOREACH(e, &k->entries, entry)
+		if (strcmp(e->token, token) == 0)
+			return e;
+	return NULL;
+}
+
+/* A new entry of k (a reference is taken) for token, not in etcd yet. */
+static struct et_entry *
+entry_new(struct et *r, struct et_key *k, const char *token)
+{
+	struct et_entry *e = xcalloc(1, sizeof(*e));
+	e->k = k;
+	k->refs++;
+	memcpy(e->token, token, TOKEN_LEN + 1);
+	e->ekey = xasprintf("%s%s", k->path, token);
+	e->state = E_NEW;
+	TAILQ_INSERT_TAIL(&k->entries, e, entry);
+	(void)r;
+	return e;
+}
+
+/* Forget e (its etcd key is deleted, or will be, by the caller). */
+static void
+entry_free(struct et *r, struct et_entry *e)
+{
+	struct et_key *k = e->k;
+	TAILQ_REMOVE(&k->entries, e, entry);
+	free(e->ekey);
+	free(e);
+	key_put(r, k);
+}
+
+/* The value stored for a lease of mode: its kind. */
+static void
+kind_of(enum lock_mode mode, unsigned limit, char out[ET_KIND_MAX])
+{
+	switch (mode) {
+	case LOCK_EXCLUSIVE: snprintf(out, ET_KIND_MAX, "x0"); break;
+	case LOCK_SHARED: snprintf(out, ET_KIND_MAX, "s0"); break;
+	case LOCK_SEMAPHORE: snprintf(out, ET_KIND_MAX, "n%u", limit); break;
+	}
+}
+
+/* ---- JSON of requests ----------------------------------------------------- */
+
+/* A JSON string of the base64 of the len bytes at s. */
+static json_t *
+jb64(const void *s, size_t len)
+{
+	char *t = etcd_b64_encode(s, len);
+	json_t *j = json_string(t);
+	free(t);
+	return j;
+}
+
+/* A JSON string of the decimal n (etcd's int64). */
+static json_t *
+jint(int64_t n)
+{
+	char buf[24];
+	snprintf(buf, sizeof(buf), "%lld", (long long)n);
+	return json_string(buf);
+}
+
+/* request_put of e's key with kind mode/limit on lease. */
+static json_t *
+req_put(const char *ekey, enum lock_mode mode, unsigned limit, int64_t lease)
+{
+	char kind[ET_KIND_MAX];
+	kind_of(mode, limit, kind);
+	return json_pack("{s:{s:o, s:o, s:o}}", "request_put", "key", jb64(ekey, strlen(ekey)),
+	    "value", jb64(kind, strlen(kind)), "lease", jint(lease));
+}
+
+/* request_range of k's whole range, by create revision. */
+static json_t *
+req_range(const struct et_key *k)
+{
+	char *end = xmemdup(k->path, k->pathlen);
+	json_t *j;
+	end[k->pathlen - 1]++;	/* '/' + 1: the end of the prefix range */
+	j = json_pack("{s:{s:o, s:o, s:s, s:s}}", "request_range", "key",
+	    jb64(k->path, k->pathlen), "range_end", jb64(end, k->pathlen),
+	    "sort_order", "ASCEND", "sort_target", "CREATE");
+	free(end);
+	return j;
+}
+
+/* compare: ekey's create revision is rev. */
+static json_t *
+cmp_created(const char *ekey, int64_t rev)
+{
+	return json_pack("{s:o, s:s, s:s, s:o}", "key", jb64(ekey, strlen(ekey)),
+	    "target", "CREATE", "result", "EQUAL", "create_revision", jint(rev));
+}
+
+/* The i-th response of a Txn's answer, of kind name ("response_range"). */
+static json_t *
+txn_response(const json_t *body, size_t i, const char *name)
+{
+	return json_object_get(json_array_get(json_object_get(body, "responses"), i), name);
+}
+
+/* ---- completing operations ------------------------------------------------ */
+
+/* Give the answers queued on r->done. */
+static void
+on_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct et *r = arg;
+	struct et_op *op;
+	(void)fd;
+	(void)what;
+	while ((op = TAILQ_FIRST(&r->done)) != NULL) {
+		TAILQ_REMOVE(&r->done, op, entry);
+		if (op->kind == EK_ACQUIRE || op->kind == EK_TRANSFER) {
+			/* its entry may be taken over by another acquire now */
+			struct et_entry *e = entry_find(op->k, op->token);
+			if (e != NULL)
+				e->busy = false;
+		}
+		if (op->kind == EK_WAKE) {
+			wake_now(r, op->k);
+		} else if (op->cb != NULL) {
+			op->rep.why = op->why[0] != '\0' ? op->why : NULL;
+			op->cb(op->arg, &op->rep);
+		}
+		key_put(r, op->k);
+		free(op->ekey);
+		free(op);
+	}
+}
+
+/* Answer op (on no list) with st from the loop; op is freed after. */
+static void
+op_answer(struct et_op *op, enum be_status st, uint64_t fence, uint64_t valid_ms,
+    const char *why)
+{
+	struct et *r = op->r;
+	op->rep.status = st;
+	op->rep.fence = fence;
+	op->rep.valid_ms = st == BE_OK ? valid_ms : 0;
+	snprintf(op->why, sizeof(op->why), "%s", why != NULL ? why : "");
+	if (TAILQ_EMPTY(&r->done))
+		event_active(r->ev_done, EV_TIMEOUT, 0);
+	TAILQ_INSERT_TAIL(&r->done, op, entry);
+}
+
+/* A new operation on the lock key of l (a reference is taken). */
+static struct et_op *
+op_new(struct et *r, enum et_kind kind, const char *key, size_t keylen, be_cb *cb, void *arg)
+{
+	struct et_op *op = xcalloc(1, sizeof(*op));
+	op->r = r;
+	op->kind = kind;
+	op->cb = cb;
+	op->arg = arg;
+	op->k = key_get(r, key, keylen);
+	op->t_call = clock_ms();
+	return op;
+}
+
+/* Wake the lock table's queue of k from the loop. */
+static void
+wake_later(struct et *r, struct et_key *k)
+{
+	struct et_op *op = op_new(r, EK_WAKE, k->name, k->len, NULL, NULL);
+	op_answer(op, BE_OK, 0, 0, NULL);
+}
+
+/* Send op's request: path with body; its answer goes to cb. */
+static void
+op_call(struct et_op *op, const char *path, json_t *body, etcd_cb *cb)
+{
+	struct et *r = op->r;
+	op->sent = clock_ms();
+	op->in_flight = true;
+	TAILQ_INSERT_TAIL(&r->ops, op, entry);
+	etcd_call(r->cli, path, body, cb, op);
+}
+
+/* An answer to op's request arrived: it is not in flight any more. */
+static void
+op_landed(struct et_op *op)
+{
+	op->in_flight = false;
+	TAILQ_REMOVE(&op->r->ops, op, entry);
+}
+
+/* Whether the daemon's lease can be relied on now. */
+static bool
+lease_ok(const struct et *r, uint64_t now)
+{
+	return r->lease != 0 && now < r->lease_until;
+}
+
+/* Whether acquires can be sent: etcd answers, the lease is valid and the
+ * watch stream is created (so that no delete after the answer is missed). */
+static bool
+ready(const struct et *r)
+{
+	return etcd_up(r->cli) && lease_ok(r, clock_ms()) && r->watch_ready;
+}
+
+/* ---- deletes -------------------------------------------------------------- */
+
+static void on_delete(void *arg, const struct etcd_result *res);
+
+/* Send (or send again) the delete of op->ekey, and the revoke of its lease. */
+static void
+delete_send(struct et_op *op)
+{
+	json_t *ops = json_array();
+	json_array_append_new(ops, json_pack("{s:{s:o}}", "request_delete_range", "key",
+	    jb64(op->ekey, strlen(op->ekey))));
+	op_call(op, "/v3/kv/txn", json_pack("{s:o}", "success", ops), on_delete);
+}
+
+/* Delete etcd key ekey (and revoke lease, if not 0) until etcd confirms it,
+ * telling cb (if not NULL) whether it was there. */
+static void
+delete_start(struct et *r, struct et_key *k, const char *ekey, int64_t lease, be_cb *cb,
+    void *arg)
+{
+	struct et_op *op = op_new(r, cb != NULL ? EK_RELEASE : EK_DELETE, k->name, k->len, cb, arg);
+	op->ekey = xstrdup(ekey);
+	op->revoke = lease;
+	if (!etcd_up(r->cli) && !r->destroying) {
+		if (cb != NULL) {
+			struct et_op *tell = op_new(r, EK_RELEASE, k->name, k->len, cb, arg);
+			op->cb = NULL;
+			op_answer(tell, BE_ERROR, 0, 0, "etcd is not reachable");
+		}
+		op->kind = EK_DELETE;
+		TAILQ_INSERT_TAIL(&r->deferred, op, entry);
+		if (!evtimer_pending(r->ev_deferred, NULL)) {
+			struct timeval tv = clock_tv(ET_DELETE_RETRY_MS);
+			evtimer_add(r->ev_deferred, &tv);
+		}
+		return;
+	}
+	delete_send(op);
+}
+
+/* Send the deletes kept for later again. */
+static void
+on_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	struct et *r = arg;
+	struct et_op_list again;
+	struct et_op *op;
+	(void)fd;
+	(void)what;
+	if (!etcd_up(r->cli)) {
+		struct timeval tv = clock_tv(ET_DELETE_RETRY_MS);
+		if (!TAILQ_EMPTY(&r->deferred))
+			evtimer_add(r->ev_deferred, &tv);
+		return;
+	}
+	TAILQ_INIT(&again);
+	TAILQ_CONCAT(&again, &r->deferred, entry);
+	while ((op = TAILQ_FIRST(&again)) != NULL) {
+		TAILQ_REMOVE(&again, op, entry);
+		delete_send(op);
+	}
+}
+
+/* Revoke lease (fire and forget). */
+static void
+revoke(struct et *r, int64_t lease)
+{
+	if (lease != 0)
+		etcd_call(r->cli, "/v3/lease/revoke", json_pack("{s:o}", "ID", jint(lease)),
+		    NULL, NULL);
+}
+
+/* The answer to a delete: a release is told whether its key was there; a
+ * delete that got no answer is kept and sent again. */
+static void
+on_delete(void *arg, const struct etcd_result *res)
+{
+	struct et_op *op = arg;
+	struct et *r = op->r;
+	json_t *dr = res->status == ETCD_OK ?
+	    txn_response(res->body, 0, "response_delete_range") : NULL;
+	op_landed(op);
+	if (res->status == ETCD_OK) {
+		revoke(r, op->revoke);
+		if (op->kind == EK_RELEASE && etcd_int(dr, "deleted") > 0)
+			op_answer(op, BE_OK, 0, 0, NULL);
+		else if (op->kind == EK_RELEASE)
+			op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key was gone");
+		else
+			op_answer(op, BE_OK, 0, 0, NULL);
+		return;
+	}
+	if (op->kind == EK_RELEASE) {
+		struct et_op *tell = op_new(r, EK_RELEASE, op->k->name, op->k->len, op->cb, op->arg);
+		op_answer(tell, BE_ERROR, 0, 0, res->why);
+		op->cb = NULL;
+		op->kind = EK_DELETE;
+	}
+	if (r->destroying) {
+		op_answer(op, BE_ERROR, 0, 0, NULL);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&r->deferred, op, entry);
+	if (!evtimer_pending(r->ev_deferred, NULL)) {
+		struct timeval tv = clock_tv(ET_DELETE_RETRY_MS);
+		evtimer_add(r->ev_deferred, &tv);
+	}
+}
+
+/* Let entry e go: forget it and delete its etcd key (revoking its own
+ * lease), telling cb if not NULL. */
+static void
+entry_drop(struct et *r, struct et_entry *e, be_cb *cb, void *arg)
+{
+	struct et_key *k = e->k;
+	k->refs++;
+	delete_start(r, k, e->ekey, e->own ? e->lease : 0, cb, arg);
+	entry_free(r, e);
+	key_put(r, k);
+}
+
+/* ---- the daemon's lease ----------------------------------------------------- */
+
+/* The lease cannot be relied on any more: every entry on it is gone, the
+ * lock table is asked to renew (and so to learn it), waiting keys are
+ * forgotten (their queues try again, on the new lease), and a new lease is
+ * granted. */
+static void
+lease_lost(struct et *r, const char *why)
+{
+	int64_t old = r->lease;
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+
+	if (old == 0)
+		return;
+	log_warn("etcd lease %llx lost: %s", (unsigned long long)old, why);
+	r->nlost++;
+	r->lease = 0;
+	r->lease_until = 0;
+	hashtab_iter_init(&it, r->keys);
+	while ((n = hashtab_next(&it)) != NULL) {
+		struct et_key *k = (struct et_key *)(void *)n;
+		struct et_entry *e, *next;
+		bool wake = false;
+		for (e = TAILQ_FIRST(&k->entries); e != NULL; e = next) {
+			next = TAILQ_NEXT(e, entry);
+			if (e->own && e->state == E_HELD)
+				continue;
+			if (e->state == E_HELD) {
+				e->gone = true;
+			} else if (!e->busy) {
+				/* its key went with the lease, or will */
+				wake = true;
+				e->state = E_NEW;
+			}
+		}
+		if (wake)
+			wake_later(r, k);
+	}
+	revoke(r, old);	/* in case etcd still has it */
+	r->be->up.expire(r->be->up.arg, NULL, 0);
+	lease_schedule(r, 0);
+}
+
+static void on_grant(void *arg, const struct etcd_result *res);
+static void on_keepalive(void *arg, const struct etcd_result *res);
+
+/* Time for a keepalive, or for a grant when there is no lease. */
+static void
+on_lease_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct et *r = arg;
+	uint64_t now = clock_ms();
+	(void)fd;
+	(void)what;
+	if (r->lease != 0 && now >= r->lease_until)
+		lease_lost(r, "it could not be kept alive in time");
+	if (r->lease == 0) {
+		if (!r->granting) {
+			uint64_t ttl_s = ((uint64_t)r->set->lease_ttl_ms + 999) / 1000;
+			r->granting = true;
+			r->grant_sent = now;
+			etcd_call(r->cli, "/v3/lease/grant", json_pack("{s:o}", "TTL",
+			    jint((int64_t)ttl_s)), on_grant, r);
+		}
+	} else if (!r->keeping) {
+		r->keeping = true;
+		r->keep_sent = now;
+		etcd_call(r->cli, "/v3/lease/keepalive", json_pack("{s:o}", "ID", jint(r->lease)),
+		    on_keepalive, r);
+	}
+	/* keep the own leases of waiting DETACH keys alive too */
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+	hashtab_iter_init(&it, r->keys);
+	while ((n = hashtab_next(&it)) != NULL) {
+		struct et_entry *e;
+		TAILQ_FOREACH(e, &((struct et_key *)(void *)n)->entries, entry)
+			if (e->own && e->state == E_WAITING)
+				etcd_call(r->cli, "/v3/lease/keepalive", json_pack("{s:o}", "ID",
+				    jint(e->lease)), NULL, NULL);
+	}
+	flush_waiting(r);
+	if (!ready(r))
+		lease_schedule(r, ET_RETRY_MS);
+	else
+		lease_schedule(r, r->lease_ttl_ms / 3);
+}
+
+/* The next keepalive (or grant) in ms. */
+static void
+lease_schedule(struct et *r, uint64_t ms)
+{
+	struct timeval tv = clock_tv(ms);
+	if (r->destroying)
+		return;
+	evtimer_del(r->ev_lease);
+	evtimer_add(r->ev_lease, &tv);
+}
+
+/* Send or fail the acquires waiting for the lease and the watch. */
+static void
+flush_waiting(struct et *r)
+{
+	struct et_op_list list;
+	struct et_op *op;
+	if (TAILQ_EMPTY(&r->waiting))
+		return;
+	TAILQ_INIT(&list);
+	TAILQ_CONCAT(&list, &r->waiting, entry);
+	while ((op = TAILQ_FIRST(&list)) != NULL) {
+		TAILQ_REMOVE(&list, op, entry);
+		if (ready(r))
+			op_send(op);
+		else if (etcd_up(r->cli) && (r->lease != 0 || r->granting) &&
+		    clock_ms() - op->t_call < (uint64_t)r->set->request_timeout_ms)
+			TAILQ_INSERT_TAIL(&r->waiting, op, entry);
+		else {
+			struct et_entry *e = entry_find(op->k, op->token);
+			if (e != NULL) {
+				e->busy = false;
+				if (e->state == E_NEW)
+					entry_free(r, e);
+			}
+			op_answer(op, BE_ERROR, 0, 0, etcd_up(r->cli) ?
+			    "etcd did not grant a lease or start the watch in time" :
+			    "etcd is not reachable");
+		}
+	}
+}
+
+
+/* The answer to the grant of the daemon's lease. */
+static void
+on_grant(void *arg, const struct etcd_result *res)
+{
+	struct et *r = arg;
+	int64_t id = res->status == ETCD_OK ? etcd_int(res->body, "ID") : 0;
+	int64_t ttl = res->status == ETCD_OK ? etcd_int(res->body, "TTL") : 0;
+	r->granting = false;
+	if (id > 0 && ttl > 0) {
+		r->lease = id;
+		r->lease_ttl_ms = (uint64_t)ttl * 1000;
+		r->lease_until = r->grant_sent + r->lease_ttl_ms;
+		log_info("etcd lease %llx granted, TTL %lld s", (unsigned long long)id,
+		    (long long)ttl);
+		lease_schedule(r, r->lease_ttl_ms / 3);
+	} else if (res->status != ETCD_DOWN) {
+		log_warn("etcd did not grant a lease: %s", res->why != NULL ? res->why :
+		    "no ID or TTL in its answer");
+	}
+	flush_waiting(r);
+}
+
+/* The answer to a keepalive of the daemon's lease: it is valid until the
+ * keepalive's send time plus the TTL etcd answers; no TTL: it is gone. */
+static void
+on_keepalive(void *arg, const struct etcd_result *res)
+{
+	struct et *r = arg;
+	int64_t ttl;
+	r->keeping = false;
+	if (res->status != ETCD_OK || r->lease == 0)
+		return;	/* the timer tries again; lease_until stays */
+	if (etcd_int(res->body, "ID") != r->lease)
+		return;	/* an answer about a lease given up since */
+	ttl = etcd_int(res->body, "TTL");
+	if (ttl <= 0) {
+		lease_lost(r, "etcd says it has expired");
+		return;
+	}
+	r->nrenewals++;
+	if (r->keep_sent + (uint64_t)ttl * 1000 > r->lease_until)
+		r->lease_until = r->keep_sent + (uint64_t)ttl * 1000;
+}
+
+/* ---- the watch stream ----------------------------------------------------- */
+
+/* The end of the prefix range of s (len bytes): the caller frees it. */
+static char *
+prefix_end(const char *s, size_t len, size_t *endlen)
+{
+	char *e = xmemdup(s, len);
+	while (len > 0 && (unsigned char)e[len - 1] == 0xff)
+		len--;
+	if (len == 0) {
+		e[0] = '\0';	/* every key */
+		*endlen = 1;
+		return e;
+	}
+	e[len - 1]++;
+	*endlen = len;
+	return e;
+}
+
+/* (Re)start the watch of every key under the prefix: deletes only, with
+ * the previous value (for its create revision), from where it stopped. */
+static void
+watch_start(struct et *r)
+{
+	const char *p = r->set->key_prefix;
+	size_t endlen;
+	char *end = prefix_end(p, strlen(p), &endlen);
+	json_t *req = json_pack("{s:o, s:o, s:[s], s:b}", "key", jb64(p, strlen(p)),
+	    "range_end", jb64(end, endlen), "filters", "NOPUT", "prev_kv", 1);
+	free(end);
+	if (r->watch_rev > 0)
+		json_object_set_new(req, "start_revision", jint(r->watch_rev + 1));
+	r->watch_ready = false;
+	etcd_watch(r->cli, req);
+}
+
+
+/* Wake every key with a waiting entry (after a gap in the stream). */
+static void
+wake_all(struct et *r)
+{
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+	hashtab_iter_init(&it, r->keys);
+	while ((n = hashtab_next(&it)) != NULL) {
+		struct et_key *k = (struct et_key *)(void *)n;
+		struct et_entry *e;
+		TAILQ_FOREACH(e, &k->entries, entry)
+			if (e->state == E_WAITING) {
+				wake_later(r, k);
+				break;
+			}
+	}
+}
+
+/* A delete in the range of a lock key of ours, at revision rev, of the
+ * etcd key ekey (len bytes) created at created. */
+static void
+watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev, int64_t created)
+{
+	const char *slash = memrchr(ekey, '/', len);
+	struct et_key *k = slash != NULL ? key_find_path(r, ekey, (size_t)(slash - ekey) + 1) : NULL;
+	struct et_entry *e;
+	bool wake = false, expire = false;
+	if (k == NULL)
+		return;
+	if (rev > k->last_delete)
+		k->last_delete = rev;
+	TAILQ_FOREACH(e, &k->entries, entry) {
+		if (e->state == E_WAITING && (e->wait_rev == created ||
+		    (e->wait_rev < 0 && created < e->create_rev)))
+			wake = true;
+		if (e->state == E_HELD && !e->gone && !e->leaving && strlen(e->ekey) == len &&
+		    memcmp(e->ekey, ekey, len) == 0) {
+			/* not by us: ours are forgotten before their delete */
+			e->gone = true;
+			expire = true;
+		}
+	}
+	if (wake) {
+		r->nwakeups++;
+		wake_later(r, k);
+	}
+	if (expire) {
+		char kb[LOG_KEY_BUF];
+		log_warn("etcd key of lock '%s' was deleted by someone else",
+		    log_escape(kb, sizeof(kb), k->name, k->len, 0));
+		r->be->up.expire(r->be->up.arg, k->name, k->len);
+	}
+}
+
+/* One message of the watch stream, or NULL: the stream ended. */
+static void
+on_watch(void *arg, json_t *res)
+{
+	struct et *r = arg;
+	json_t *events, *ev;
+	size_t i;
+	int64_t head;
+
+	if (res == NULL) {
+		/* start it again after a pause that grows while it keeps failing */
+		struct timeval tv = clock_tv(r->watch_backoff_ms);
+		r->watch_ready = false;
+		r->watch_backoff_ms = r->watch_backoff_ms * 2 > ET_WATCH_RETRY_MAX_MS ?
+		    ET_WATCH_RETRY_MAX_MS : r->watch_backoff_ms * 2;
+		if (!r->destroying) {
+			evtimer_add(r->ev_watch, &tv);
+			/* is etcd there at all? a keepalive tells at once */
+			if (!r->keeping && !r->granting)
+				lease_schedule(r, 0);
+		}
+		return;
+	}
+	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
+	head = etcd_int(json_object_get(res, "header"), "revision");
+	if (json_is_true(json_object_get(res, "canceled")) ||
+	    etcd_int(res, "compact_revision") > 0) {
+		/* the revision to resume from is compacted: read state anew */
+		log_warn("etcd watch from revision %lld cancelled (compacted to %lld): "
+		    "waiting locks look again", (long long)r->watch_rev + 1,
+		    (long long)etcd_int(res, "compact_revision"));
+		r->watch_rev = 0;
+		r->rewake = true;
+		watch_start(r);
+		return;
+	}
+	if (json_is_true(json_object_get(res, "created"))) {
+		if (r->watch_rev == 0)
+			r->watch_rev = head;
+		r->watch_ready = true;
+		if (r->rewake) {
+			r->rewake = false;
+			wake_all(r);
+		}
+		flush_waiting(r);
+		return;
+	}
+	events = json_object_get(res, "events");
+	json_array_foreach(events, i, ev) {
+		json_t *kv = json_object_get(ev, "kv");
+		int64_t rev = etcd_int(kv, "mod_revision");
+		size_t len;
+		char *key;
+		if (rev > r->watch_rev)
+			r->watch_rev = rev;
+		if (!json_is_string(json_object_get(ev, "type")) ||
+		    strcmp(json_string_value(json_object_get(ev, "type")), "DELETE") != 0)
+			continue;
+		key = etcd_b64_decode(json_string_value(json_object_get(kv, "key")) != NULL ?
+		    json_string_value(json_object_get(kv, "key")) : "", &len);
+		if (key != NULL)
+			watch_delete(r, key, len, rev, etcd_int(json_object_get(ev, "prev_kv"),
+			    "create_revision"));
+		free(key);
+	}
+	if (json_array_size(events) == 0 && head > r->watch_rev)
+		r->watch_rev = head;	/* progress: nothing before head is missing */
+}
+
+/* Time to start the watch stream again, if etcd answers. */
+static void
+on_watch_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct et *r = arg;
+	(void)fd;
+	(void)what;
+	if (etcd_up(r->cli) && !etcd_watching(r->cli))
+		watch_start(r);
+}
+
+/* etcd came up or went down. */
+static void
+on_state(void *arg, bool up)
+{
+	struct et *r = arg;
+	if (!up) {
+		flush_waiting(r);
+		return;
+	}
+	r->nups++;
+	if (!etcd_watching(r->cli))
+		watch_start(r);
+	if (!r->keeping && !r->granting)
+		lease_schedule(r, 0);
+	flush_waiting(r);
+	if (!TAILQ_EMPTY(&r->deferred)) {
+		evtimer_del(r->ev_deferred);
+		struct timeval tv = clock_tv(0);
+		evtimer_add(r->ev_deferred, &tv);
+	}
+}
+
+/* ---- acquiring ---------------------------------------------------------------- */
+
+/*
+ * Where the etcd key ekey stands in kvs (a range's keys by create
+ * revision) for a lease of mode/limit: whether it holds, and if not the
+ * create revision of the key whose delete it waits for (-1: any before it).
+ * 0, or -1 if ekey is not in kvs.
+ */
+static int
+decide(const json_t *kvs, const char *ekey, enum lock_mode mode, unsigned limit,
+    int64_t *created, bool *holds, int64_t *wait_rev)
+{
+	char *mine = etcd_b64_encode(ekey, strlen(ekey));
+	int64_t prev = 0, last_excl = 0;
+	unsigned before = 0;
+	size_t i;
+	json_t *kv;
+	int rc = -1;
+
+	json_array_foreach(kvs, i, kv) {
+		const char *key = json_string_value(json_object_get(kv, "key"));
+		const char *val = json_string_value(json_object_get(kv, "value"));
+		int64_t c = etcd_int(kv, "create_revision");
+		if (key != NULL && strcmp(key, mine) == 0) {
+			*created = c;
+			rc = 0;
+			break;
+		}
+		before++;
+		prev = c;
+		/* "czA=" is base64 of "s0": any other kind excludes readers */
+		if (val == NULL || strcmp(val, "czA=") != 0)
+			last_excl = c;
+	}
+	free(mine);
+	switch (mode) {
+	case LOCK_EXCLUSIVE:
+		*holds = before == 0;
+		*wait_rev = prev;
+		break;
+	case LOCK_SHARED:
+		*holds = last_excl == 0;
+		*wait_rev = last_excl;
+		break;
+	case LOCK_SEMAPHORE:
+		*holds = before < limit;
+		*wait_rev = -1;
+		break;
+	}
+	return rc;
+}
+
+/* How long the lease op put its key on is still valid, from the call. */
+static uint64_t
+op_valid(const struct et_op *op)
+{
+	struct et *r = op->r;
+	uint64_t until = op->detach ? op->lease_until : r->lease_until, v;
+	if (until <= op->t_call)
+		return 0;
+	v = until - op->t_call;
+	return op->detach && v > op->ttl_ms ? op->ttl_ms : v;
+}
+
+/* Entry e (E_NEW or E_WAITING) was put at revision rev with created as its
+ * create revision: it holds (answer BE_OK with fence rev) or waits (BE_BUSY). */
+static void
+entry_placed(struct et_op *op, struct et_entry *e, const json_t *kvs, int64_t rev)
+{
+	struct et *r = op->r;
+	int64_t created = 0, wait_rev = 0;
+	bool holds = false;
+	uint64_t valid;
+
+	if (decide(kvs, e->ekey, op->mode, op->limit, &created, &holds, &wait_rev) < 0) {
+		entry_drop(r, e, NULL, NULL);
+		op_answer(op, BE_ERROR, 0, 0, "the etcd key was not there after its put");
+		return;
+	}
+	if (e->own && e->lease != op->lease)
+		revoke(r, e->lease);	/* it was on an own lease it leaves */
+	e->create_rev = created;
+	e->lease = op->detach ? op->lease : r->lease;
+	e->own = op->detach;
+	e->own_until = op->lease_until;
+	e->own_ttl_ms = op->detach ? op->ttl_ms : 0;
+	e->mode = op->mode;
+	e->limit = op->limit;
+	if (!holds) {
+		e->state = E_WAITING;
+		e->wait_rev = wait_rev;
+		if (e->k->last_delete > rev)
+			wake_later(r, e->k);	/* a delete came before this answer */
+		op_answer(op, BE_BUSY, 0, 0, NULL);
+		return;
+	}
+	valid = op_valid(op);
+	if (valid == 0) {
+		/* never grant on a lease that may have ended (etcd issue 9921) */
+		entry_drop(r, e, NULL, NULL);
+		op_answer(op, BE_ERROR, 0, 0, "the etcd lease ran out before the grant");
+		return;
+	}
+	e->state = E_HELD;
+	e->gone = false;
+	op_answer(op, BE_OK, (uint64_t)rev, valid, NULL);
+}
+
+/* A Txn of op failed (st ETCD_FAILED or ETCD_DOWN, why): e was changed or
+ * not. The lease a put named may be gone: then it is given up. */
+static void
+txn_failed(struct et_op *op, struct et_entry *e, const struct etcd_result *res)
+{
+	struct et *r = op->r;
+	bool lease_gone = res->status == ETCD_FAILED && res->why != NULL &&
+	    strstr(res->why, "lease not found") != NULL;
+	if (lease_gone && !op->detach)
+		lease_lost(r, "etcd says it is not found");
+	if (e != NULL && e->state == E_NEW) {
+		/* a Txn is all or nothing: a refused one put nothing */
+		if (res->status == ETCD_FAILED)
+			entry_free(r, e);
+		else
+			entry_drop(r, e, NULL, NULL);
+	}
+	if (op->detach && op->lease != 0 && (e == NULL || e->lease != op->lease))
+		revoke(r, op->lease);
+	op_answer(op, BE_ERROR, 0, 0, res->why);
+}
+
+/* The answer to an acquire's Txn: put the key, read the range. */
+static void
+on_acquire_txn(void *arg, const struct etcd_result *res)
+{
+	struct et_op *op = arg;
+	struct et_entry *e = entry_find(op->k, op->token);
+	op_landed(op);
+	if (res->status != ETCD_OK) {
+		txn_failed(op, e, res);
+		return;
+	}
+	if (e == NULL) {
+		/* released meanwhile: what was put goes too */
+		delete_start(op->r, op->k, op->ekey, 0, NULL, NULL);
+		op_answer(op, BE_ERROR, 0, 0, "released while being acquired");
+		return;
+	}
+	entry_placed(op, e, json_object_get(txn_response(res->body, 1, "response_range"), "kvs"),
+	    etcd_int(json_object_get(res->body, "header"), "revision"));
+}
+
+/* Send an acquire's Txn. */
+static void
+acquire_txn(struct et_op *op)
+{
+	struct et *r = op->r;
+	struct et_entry *e = entry_find(op->k, op->token);
+	json_t *ops;
+	assert(e != NULL);
+	free(op->ekey);
+	op->ekey = xstrdup(e->ekey);
+	ops = json_pack("[o, o]", req_put(e->ekey, op->mode, op->limit,
+	    op->detach ? op->lease : r->lease), req_range(op->k));
+	op_call(op, "/v3/kv/txn", json_pack("{s:o}", "success", ops), on_acquire_txn);
+}
+
+static void transfer_txn(struct et_op *op);
+static void renew_own_txn(struct et_op *op);
+
+/* The answer to the grant or keepalive of an op's own lease; then the
+ * op's Txn. */
+static void
+on_own_lease(void *arg, const struct etcd_result *res)
+{
+	struct et_op *op = arg;
+	struct et_entry *e = entry_find(op->k, op->kind == EK_TRANSFER ? op->from : op->token);
+	int64_t id = res->status == ETCD_OK ? etcd_int(res->body, "ID") : 0;
+	int64_t ttl = res->status == ETCD_OK ? etcd_int(res->body, "TTL") : 0;
+	op_landed(op);
+	if (res->status != ETCD_OK) {
+		txn_failed(op, op->kind == EK_ACQUIRE ? e : NULL, res);
+		return;
+	}
+	if (ttl <= 0 || id <= 0) {
+		/* a keepalive of a lease that is gone */
+		if (op->kind == EK_RENEW) {
+			if (e != NULL)
+				e->gone = true;
+			op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd lease has expired");
+			return;
+		}
+		if (e != NULL && op->kind == EK_ACQUIRE) {
+			e->own = false;	/* its key went with it: a new lease */
+			e->lease = 0;
+		}
+		op->lease = 0;
+		op_send(op);
+		return;
+	}
+	op->lease = id;
+	op->lease_until = op->sent + (uint64_t)ttl * 1000;
+	switch (op->kind) {
+	case EK_ACQUIRE:
+		acquire_txn(op);
+		break;
+	case EK_TRANSFER:
+		transfer_txn(op);
+		break;
+	default:
+		if (e != NULL && e->lease == id) {
+			/* a keepalive of the lease it has */
+			e->own_until = op->lease_until;
+			op_answer(op, BE_OK, 0, op_valid(op), NULL);
+		} else {
+			renew_own_txn(op);
+		}
+		break;
+	}
+}
+
+/* Keep alive (lease not 0) or grant a lease of its own for op. */
+static void
+own_lease(struct et_op *op, int64_t lease)
+{
+	uint64_t ttl_s = (op->ttl_ms + 999) / 1000;
+	if (lease != 0)
+		op_call(op, "/v3/lease/keepalive", json_pack("{s:o}", "ID", jint(lease)),
+		    on_own_lease);
+	else
+		op_call(op, "/v3/lease/grant", json_pack("{s:o}", "TTL", jint((int64_t)ttl_s)),
+		    on_own_lease);
+}
+
+/* Send an acquire or transfer that was ready (or became ready). */
+static void
+op_send(struct et_op *op)
+{
+	struct et_entry *e = entry_find(op->k, op->token);
+	if (op->kind == EK_TRANSFER) {
+		if (op->detach)
+			own_lease(op, 0);
+		else
+			transfer_txn(op);
+		return;
+	}
+	if (op->detach)
+		own_lease(op, e != NULL && e->own ? e->lease : 0);
+	else
+		acquire_txn(op);
+}
+
+/* The entry for an acquire of token: its own, or a waiting one of the
+ * key's whose waiter has gone (it keeps its place), or a new one. */
+static struct et_entry *
+entry_claim(struct et *r, struct et_key *k, const char *token)
+{
+	struct et_entry *e = entry_find(k, token);
+	if (e == NULL)
+		TAILQ_FOREACH(e, &k->entries, entry)
+			if (e->state == E_WAITING && !e->busy && (e->claimable ||
+			    entry_find(k, token) == NULL))
+				break;
+	if (e != NULL)
+		memcpy(e->token, token, TOKEN_LEN + 1);
+	else
+		e = entry_new(r, k, token);
+	e->claimable = false;
+	return e;
+}
+
+static void
+et_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	struct et *r = be->priv;
+	struct et_op *op = op_new(r, EK_ACQUIRE, l->key, l->keylen, cb, arg);
+	struct et_entry *e;
+	memcpy(op->token, l->token, TOKEN_LEN + 1);
+	op->mode = l->mode;
+	op->limit = l->limit;
+	op->ttl_ms = l->ttl_ms;
+	op->detach = l->detached;
+	if (!etcd_up(r->cli)) {
+		op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
+		return;
+	}
+	e = entry_claim(r, op->k, op->token);
+	e->busy = true;
+	if (ready(r))
+		op_send(op);
+	else
+		TAILQ_INSERT_TAIL(&r->waiting, op, entry);
+}
+
+/* ---- releasing, renewing -------------------------------------------------- */
+
+static void
+et_release(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	struct et *r = be->priv;
+	struct et_key *k = key_get(r, l->key, l->keylen);
+	struct et_entry *e = entry_find(k, l->token);
+	if (e != NULL) {
+		entry_drop(r, e, cb, arg);
+	} else {
+		/* not known (an acquire whose answer was lost): its key, if any */
+		char *ekey = xasprintf("%s%s", k->path, l->token);
+		delete_start(r, k, ekey, 0, cb, arg);
+		free(ekey);
+	}
+	key_put(r, k);
+}
+
+/* The answer to the Txn that moves a renewed DETACH key to a longer lease
+ * of its own. */
+static void
+on_renew_own_txn(void *arg, const struct etcd_result *res)
+{
+	struct et_op *op = arg;
+	struct et *r = op->r;
+	struct et_entry *e = entry_find(op->k, op->token);
+	op_landed(op);
+	if (res->status != ETCD_OK) {
+		revoke(r, op->lease);
+		op_answer(op, BE_ERROR, 0, 0, res->why);
+	} else if (!json_is_true(json_object_get(res->body, "succeeded")) || e == NULL) {
+		revoke(r, op->lease);
+		if (e != NULL)
+			e->gone = true;
+		op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
+	} else {
+		revoke(r, e->lease);
+		e->lease = op->lease;
+		e->own_until = op->lease_until;
+		e->own_ttl_ms = op->ttl_ms;
+		op_answer(op, BE_OK, 0, op_valid(op), NULL);
+	}
+}
+
+/* Move a DETACH key to the new lease op->lease, if it is still ours. */
+static void
+renew_own_txn(struct et_op *op)
+{
+	struct et_entry *e = entry_find(op->k, op->token);
+	if (e == NULL) {
+		revoke(op->r, op->lease);
+		op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
+		return;
+	}
+	op_call(op, "/v3/kv/txn", json_pack("{s:[o], s:[o]}", "compare",
+	    cmp_created(e->ekey, e->create_rev), "success",
+	    req_put(e->ekey, e->mode, e->limit, op->lease)), on_renew_own_txn);
+}
+
+/*
+ * A renewal. A session-bound key is on the daemon's lease, which is kept
+ * alive apart: the answer is what is left of it. A DETACH key's own lease
+ * is kept alive, or, for a longer TTL than it has, replaced by a longer
+ * one (etcd cannot change a lease's TTL).
+ */
+static void
+et_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	struct et *r = be->priv;
+	struct et_op *op = op_new(r, EK_RENEW, l->key, l->keylen, cb, arg);
+	struct et_entry *e = entry_find(op->k, l->token);
+	uint64_t now = op->t_call;
+	memcpy(op->token, l->token, TOKEN_LEN + 1);
+	op->ttl_ms = l->ttl_ms;
+	op->detach = e != NULL && e->own;
+	if (e == NULL || e->state != E_HELD || e->gone) {
+		op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
+	} else if (!e->own) {
+		if (e->lease != r->lease)
+			op_answer(op, BE_NOTOWNER, 0, 0, "the daemon's etcd lease was lost");
+		else if (!lease_ok(r, now))
+			op_answer(op, BE_ERROR, 0, 0, "the etcd lease is not confirmed");
+		else
+			op_answer(op, BE_OK, 0, r->lease_until - now, NULL);
+	} else if (!etcd_up(r->cli)) {
+		op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
+	} else {
+		uint64_t need = (op->ttl_ms + 999) / 1000 * 1000;
+		own_lease(op, need <= e->own_ttl_ms ? e->lease : 0);
+	}
+}
+
+/* ---- handing over ----------------------------------------------------------- */
+
+/* The answer to a transfer's Txn. */
+static void
+on_transfer_txn(void *arg, const struct etcd_result *res)
+{
+	struct et_op *op = arg;
+	struct et *r = op->r;
+	struct et_entry *from = entry_find(op->k, op->from);
+	struct et_entry *to = entry_find(op->k, op->token);
+	int64_t rev;
+	op_landed(op);
+	if (res->status != ETCD_OK) {
+		if (to != NULL)
+			txn_failed(op, to, res);
+		else
+			txn_failed(op, NULL, res);
+		return;
+	}
+	rev = etcd_int(json_object_get(res->body, "header"), "revision");
+	if (!json_is_true(json_object_get(res->body, "succeeded"))) {
+		/* from's key is gone: nothing was changed */
+		if (from != NULL)
+			entry_free(r, from);
+		if (to != NULL)
+			entry_free(r, to);
+		if (op->detach)
+			revoke(r, op->lease);
+		op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
+		return;
+	}
+	if (to == NULL) {
+		/* released meanwhile: what was put goes too */
+		delete_start(r, op->k, op->ekey, 0, NULL, NULL);
+		if (from != NULL)
+			entry_free(r, from);
+		op_answer(op, BE_ERROR, 0, 0, "released while being handed over");
+		return;
+	}
+	/* from's key was deleted, to's put at the end of the range */
+	if (from != NULL) {
+		if (from->own)
+			revoke(r, from->lease);
+		entry_free(r, from);
+	}
+	entry_placed(op, to, json_object_get(txn_response(res->body, 2, "response_range"),
+	    "kvs"), rev);
+}
+
+/* Send a transfer's Txn: from's key is deleted and to's put in one Txn,
+ * guarded by from's create revision. to holds at once unless another
+ * daemon's key waits before it: the key is never free, and daemons are
+ * served in revision order, local handoffs included. */
+static void
+transfer_txn(struct et_op *op)
+{
+	struct et *r = op->r;
+	struct et_entry *from = entry_find(op->k, op->from), *to;
+	int64_t lease = op->detach ? op->lease : r->lease;
+	if (from == NULL || from->state != E_HELD || from->gone) {
+		if (op->detach)
+			revoke(r, op->lease);
+		op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
+		return;
+	}
+	from->leaving = true;
+	to = entry_new(r, op->k, op->token);
+	to->busy = true;
+	free(op->ekey);
+	op->ekey = xstrdup(to->ekey);
+	op_call(op, "/v3/kv/txn", json_pack("{s:[o], s:[o, o, o]}", "compare",
+	    cmp_created(from->ekey, from->create_rev), "success",
+	    json_pack("{s:{s:o}}", "request_delete_range", "key",
+	    jb64(from->ekey, strlen(from->ekey))),
+	    req_put(to->ekey, op->mode, op->limit, lease), req_range(op->k)), on_transfer_txn);
+}
+
+static void
+et_transfer(struct backend *be, const struct be_lock *from, const struct be_lock *to,
+    be_cb *cb, void *arg)
+{
+	struct et *r = be->priv;
+	struct et_op *op = op_new(r, EK_TRANSFER, to->key, to->keylen, cb, arg);
+	memcpy(op->token, to->token, TOKEN_LEN + 1);
+	memcpy(op->from, from->token, TOKEN_LEN + 1);
+	op->mode = to->mode;
+	op->limit = to->limit;
+	op->ttl_ms = to->ttl_ms;
+	op->detach = to->detached;
+	if (!etcd_up(r->cli) || (!op->detach && !lease_ok(r, op->t_call))) {
+		op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
+		return;
+	}
+	op_send(op);
+}
+
+/* The lock table waits for key no more: its waiting keys go. */
+static void
+et_withdraw(struct backend *be, const char *key, size_t keylen)
+{
+	struct et *r = be->priv;
+	size_t pathlen;
+	char *path = key_path(r, key, keylen, &pathlen);
+	struct et_key *k = key_find_path(r, path, pathlen);
+	struct et_entry *e, *next;
+	free(path);
+	if (k == NULL)
+		return;
+	k->refs++;
+	for (e = TAILQ_FIRST(&k->entries); e != NULL; e = next) {
+		next = TAILQ_NEXT(e, entry);
+		if (e->state == E_WAITING && !e->busy)
+			entry_drop(r, e, NULL, NULL);
+	}
+	key_put(r, k);
+}
+
+/* A delete this key's waiting entries waited for came: the lock table's
+ * queue asks again, taking over the entries it still wants (entry_claim);
+ * the others go. */
+static void
+wake_now(struct et *r, struct et_key *k)
+{
+	struct et_entry *e, *next;
+	k->refs++;
+	TAILQ_FOREACH(e, &k->entries, entry)
+		e->claimable = e->state == E_WAITING && !e->busy;
+	r->be->up.wakeup(r->be->up.arg, k->name, k->len);
+	for (e = TAILQ_FIRST(&k->entries); e != NULL; e = next) {
+		next = TAILQ_NEXT(e, entry);
+		if (e->claimable)
+			entry_drop(r, e, NULL, NULL);
+	}
+	key_put(r, k);
+}
+
+/* ---- the backend ---------------------------------------------------------- */
+
+static void
+et_info(struct backend *be, struct evbuffer *out)
+{
+	struct et *r = be->priv;
+	struct etcd_stats st;
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+	size_t held = 0, waiting = 0, deferred = 0, inflight = 0;
+	uint64_t now = clock_ms();
+	struct et_op *op;
+
+	hashtab_iter_init(&it, r->keys);
+	while ((n = hashtab_next(&it)) != NULL) {
+		struct et_entry *e;
+		TAILQ_FOREACH(e, &((struct et_key *)(void *)n)->entries, entry) {
+			held += e->state == E_HELD;
+			waiting += e->state == E_WAITING;
+		}
+	}
+	TAILQ_FOREACH(op, &r->deferred, entry)
+		deferred++;
+	TAILQ_FOREACH(op, &r->ops, entry)
+		inflight++;
+	etcd_stats(r->cli, &st);
+	evbuffer_add_printf(out,
+	    "backend_endpoint:%s\r\nbackend_connected:%d\r\nbackend_reconnects_total:%llu\r\n"
+	    "backend_endpoint_switches_total:%llu\r\nbackend_lease_id:%lld\r\n"
+	    "backend_lease_ttl_ms:%llu\r\nbackend_lease_valid_ms:%llu\r\n"
+	    "backend_watching:%d\r\nbackend_watch_revision:%lld\r\n"
+	    "backend_requests_total:%llu\r\nbackend_request_failures_total:%llu\r\n"
+	    "backend_inflight:%zu\r\nbackend_keys_held:%zu\r\nbackend_keys_waiting:%zu\r\n"
+	    "backend_deferred_releases:%zu\r\nbackend_renewals_total:%llu\r\n"
+	    "backend_lost_total:%llu\r\nbackend_wakeups_total:%llu\r\n"
+	    "backend_watch_messages_total:%llu\r\n",
+	    etcd_endpoint(r->cli), etcd_up(r->cli),
+	    (unsigned long long)(r->nups > 0 ? r->nups - 1 : 0),
+	    (unsigned long long)st.switches, (long long)r->lease,
+	    (unsigned long long)r->lease_ttl_ms,
+	    (unsigned long long)(lease_ok(r, now) ? r->lease_until - now : 0),
+	    r->watch_ready, (long long)r->watch_rev, (unsigned long long)st.calls,
+	    (unsigned long long)st.failures, inflight, held, waiting, deferred,
+	    (unsigned long long)r->nrenewals, (unsigned long long)r->nlost,
+	    (unsigned long long)r->nwakeups, (unsigned long long)st.messages);
+}
+
+static const char *
+et_state(struct backend *be)
+{
+	struct et *r = be->priv;
+	return etcd_up(r->cli) && lease_ok(r, clock_ms()) ? "connected" : "disconnected";
+}
+
+/* Releases in flight or kept for later: shutdown waits for them. */
+static size_t
+et_pending(struct backend *be)
+{
+	struct et *r = be->priv;
+	struct et_op *op;
+	size_t n = 0;
+	TAILQ_FOREACH(op, &r->ops, entry)
+		n += op->kind == EK_RELEASE || op->kind == EK_DELETE;
+	TAILQ_FOREACH(op, &r->deferred, entry)
+		n++;
+	return n;
+}
+
+/* Set up be->priv: resolve the endpoints (start-up may block), grant the
+ * daemon's lease and start the watch stream. */
+static int
+et_create(struct backend *be)
+{
+	const struct et_settings *set = be->settings;
+	struct et *r = xcalloc(1, sizeof(*r));
+	struct etcd_options o = {
+		.endpoints = set->endpoints,
+		.nendpoints = set->nendpoints,
+		.request_timeout_ms = (uint64_t)set->request_timeout_ms,
+		.username = set->username,
+		.password = set->password,
+	};
+	struct etcd_hooks h = { .state = on_state, .watch = on_watch, .arg = r };
+
+	json_set_alloc_funcs(xmalloc, free);
+	r->be = be;
+	r->set = set;
+	TAILQ_INIT(&r->ops);
+	TAILQ_INIT(&r->waiting);
+	TAILQ_INIT(&r->done);
+	TAILQ_INIT(&r->deferred);
+	if ((r->cli = etcd_create(be->base, &o, &h)) == NULL) {
+		free(r);
+		return -1;
+	}
+	r->keys = hashtab_create(64);
+	r->ev_lease = evtimer_new(be->base, on_lease_timer, r);
+	r->ev_done = event_new(be->base, -1, 0, on_done, r);
+	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
+	r->ev_watch = evtimer_new(be->base, on_watch_timer, r);
+	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
+	if (r->ev_lease == NULL || r->ev_done == NULL || r->ev_deferred == NULL ||
+	    r->ev_watch == NULL)
+		log_fatal("out of memory (the etcd backend)");
+	be->priv = r;
+	lease_schedule(r, 0);
+	log_info("etcd backend: %s%s, key prefix '%s', lease TTL %lld ms",
+	    set->endpoints[0], set->nendpoints > 1 ? " (and others in order)" : "",
+	    set->key_prefix, set->lease_ttl_ms);
+	return 0;
+}
+
+/* Stop the client (its calls in flight are dropped), complete every
+ * operation with BE_ERROR, forget the keys (their lease ends in etcd). */
+static void
+et_destroy(struct backend *be)
+{
+	struct et *r = be->priv;
+	struct et_op *op;
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+
+	r->destroying = true;
+	etcd_destroy(r->cli);
+	while ((op = TAILQ_FIRST(&r->ops)) != NULL) {
+		op_landed(op);
+		op_answer(op, BE_ERROR, 0, 0, "shutting down");
+	}
+	while ((op = TAILQ_FIRST(&r->waiting)) != NULL) {
+		TAILQ_REMOVE(&r->waiting, op, entry);
+		op_answer(op, BE_ERROR, 0, 0, "shutting down");
+	}
+	while ((op = TAILQ_FIRST(&r->deferred)) != NULL) {
+		TAILQ_REMOVE(&r->deferred, op, entry);
+		op_answer(op, BE_ERROR, 0, 0, "shutting down");
+	}
+	on_done(-1, 0, r);
+	hashtab_iter_init(&it, r->keys);
+	while ((n = hashtab_next(&it)) != NULL) {
+		struct et_key *k = (struct et_key *)(void *)n;
+		struct et_entry *e;
+		hashtab_remove(r->keys, n);
+		while ((e = TAILQ_FIRST(&k->entries)) != NULL) {
+			TAILQ_REMOVE(&k->entries, e, entry);
+			free(e->ekey);
+			free(e);
+		}
+		free(k->name);
+		free(k->path);
+		free(k);
+	}
+	hashtab_destroy(r->keys);
+	event_free(r->ev_lease);
+	event_free(r->ev_done);
+	event_free(r->ev_deferred);
+	event_free(r->ev_watch);
+	free(r);
+	be->priv = NULL;
+}
+
+/* ---- settings -------------------------------------------------------------- */
+
+#define ET_PORT 2379			/* the port of an endpoint that gives none */
+#define ET_SET(field) offsetof(struct et_settings, field)
+
+/* The keys under "backend." that this backend reads, into struct et_settings. */
+static const struct conf_setting et_settings_table[] = {
+	{ .name = "endpoints", .type = CONF_SERVERLIST, .off = ET_SET(endpoints),
+	  .count = ET_SET(nendpoints), .def = ET_PORT, .defstr = "127.0.0.1:2379" },
+	{ .name = "key_prefix", .type = CONF_SHORTSTR, .off = ET_SET(key_prefix), .max = 128,
+	  .defstr = "dlock/" },
+	{ .name = "lease_ttl_ms", .type = CONF_INT, .off = ET_SET(lease_ttl_ms),
+	  .min = 2000, .max = 3600000, .def = 10000 },
+	{ .name = "request_timeout_ms", .type = CONF_INT, .off = ET_SET(request_timeout_ms),
+	  .min = 10, .max = 600000, .def = 2000 },
+	{ .name = "username", .type = CONF_STR, .off = ET_SET(username) },
+	{ .name = "password", .type = CONF_SECRET, .off = ET_SET(password) },
+	{ .name = "password_file", .type = CONF_SECRET_FILE, .off = ET_SET(password_file),
+	  .pair = "password" },
+};
+
+/* -b etcd://[user[:password]@]host[:port][,host[:port]...]: port 2379 when
+ * left out; user and password may hold %XX escapes. The URL gives the
+ * endpoints and the credentials (none when it has none). 1 if url is not an
+ * etcd URL; else 0, or -1 with *why a sentence that never holds the
+ * password. */
+static int
+et_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
+{
+	const char *s = url + strlen("etcd://"), *at, *colon;
+	char *user = NULL, *pw = NULL;
+	if (strncasecmp(url, "etcds://", 8) == 0 || strncasecmp(url, "https://", 8) == 0) {
+		*why = "TLS is not supported";
+		return -1;
+	}
+	if (strncasecmp(url, "etcd://", 7) != 0)
+		return 1;
+	*why = NULL;
+	if ((at = strrchr(s, '@')) != NULL) {
+		colon = memchr(s, ':', (size_t)(at - s));
+		user = conf_url_decode(s, (size_t)((colon != NULL ? colon : at) - s));
+		if (user == NULL || *user == '\0')
+			*why = user == NULL ? "bad %-escape in the user name" :
+			    "the user name is empty";
+		else if (colon != NULL &&
+		    (pw = conf_url_decode(colon + 1, (size_t)(at - colon - 1))) == NULL)
+			*why = "bad %-escape in the password";
+		s = at + 1;
+	}
+	if (*why == NULL && strpbrk(s, "/?#") != NULL)
+		*why = "a path or query is not supported (etcd://host:port[,host:port...])";
+	if (*why == NULL && *s == '\0')
+		*why = "the host is missing";
+	if (*why == NULL) {
+		set(arg, "endpoints", s);
+		set(arg, "username", user != NULL ? user : "");
+		set(arg, "password", pw != NULL ? pw : "");
+		set(arg, "password_file", "");
+	}
+	if (pw != NULL)
+		explicit_bzero(pw, strlen(pw));
+	free(pw);
+	free(user);
+	return *why == NULL ? 0 : -1;
+}
+
+const struct backend_ops be_etcd_ops = {
+	.name = "etcd",
+	.local_leases = 0,
+	.settings = et_settings_table,
+	.nsettings = sizeof(et_settings_table) / sizeof(et_settings_table[0]),
+	.settings_size = sizeof(struct et_settings),
+	.parse_url = et_parse_url,
+	.url_form = "etcd://host:port[,host:port...]",
+	.create = et_create,
+	.destroy = et_destroy,
+	.acquire = et_acquire,
+	.release = et_release,
+	.renew = et_renew,
+	.transfer = et_transfer,
+	.withdraw = et_withdraw,
+	.info = et_info,
+	.state = et_state,
+	.pending = et_pending,
+};

@@ -1,0 +1,735 @@
+/*
+ * etcd — a client of etcd v3's JSON gateway on evhttp; see etcd.h.
+ *
+ * Each endpoint has ETCD_POOL keep-alive connections for unary calls (evhttp
+ * sends one request at a time per connection, so a few connections keep
+ * calls from queueing behind a slow one) and one for the watch stream, made
+ * when first used. A call goes to the least busy connection of the current
+ * endpoint. Every call is on c->calls until its callback has run; evhttp
+ * owns the HTTP request, this file the struct etcd_call around it.
+ *
+ * Authentication: with a user name, calls wait on c->held until the
+ * endpoint has a token; one /v3/auth/authenticate call is made at a time.
+ */
+#include "etcd.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "addr.h"
+#include "clock.h"
+#include "log.h"
+#include "xmalloc.h"
+
+#define ETCD_POOL 4			/* unary connections per endpoint */
+#define ETCD_WATCH_TIMEOUT_S 3600	/* an idle watch stream is made again then */
+#define ETCD_MESSAGE_MAX (16 << 20)	/* bytes of one watch message at most */
+#define ETCD_CODE_UNAUTHENTICATED 16	/* gRPC: the token is not (or no longer) valid */
+
+struct etcd;
+
+/* An endpoint and its connections. */
+struct etcd_ep {
+	char *text;				/* "host:port" as configured */
+	char ip[64];				/* its address, resolved at start */
+	int port;				/* its port */
+	struct evhttp_connection *pool[ETCD_POOL]; /* unary calls, made on use */
+	unsigned busy[ETCD_POOL];		/* calls in flight on each */
+	struct evhttp_connection *wconn;	/* the watch stream's, made on use */
+	char *token;				/* auth token, NULL for none yet */
+};
+
+/* A call, from etcd_call until its callback has run. */
+struct etcd_call {
+	struct etcd *c;			/* the client */
+	char *path;			/* where it is posted */
+	char *body;			/* the JSON text */
+	etcd_cb *cb;			/* whom to tell */
+	void *arg;
+	struct etcd_ep *ep;		/* sent to this endpoint (NULL: not sent) */
+	int slot;			/* on this connection of ep's pool */
+	struct evhttp_request *req;	/* in flight, owned by evhttp */
+	bool auth;			/* the /v3/auth/authenticate call */
+	enum etcd_status failed;	/* on c->failing: how it ends */
+	const char *why;		/* and why */
+	TAILQ_ENTRY(etcd_call) entry;	/* on c->calls, c->held or c->failing */
+};
+TAILQ_HEAD(etcd_call_list, etcd_call);
+
+struct etcd {
+	struct event_base *base;	/* the loop */
+	struct etcd_hooks hooks;	/* the owner */
+	struct etcd_ep *eps;		/* endpoints, in order */
+	size_t neps;			/* how many */
+	size_t cur;			/* the one calls go to */
+	struct timeval timeout;		/* request timeout */
+	char *username;			/* NULL: no authentication */
+	char *password;
+	bool up;			/* the last call that ended was answered */
+	bool authing;			/* an authenticate call is in flight */
+	struct etcd_call_list calls;	/* sent, waiting for their answer */
+	struct etcd_call_list held;	/* waiting for a token */
+	struct etcd_call_list failing;	/* failed before sending: told from ev_fail */
+	struct event *ev_fail;		/* completes c->failing */
+	struct evhttp_request *wreq;	/* the watch stream, NULL if none */
+	struct etcd_ep *wep;		/* its endpoint */
+	struct evbuffer *wbuf;		/* its bytes not yet parsed */
+	json_t *wnext;			/* create request of the stream to start */
+	bool wlost;			/* the stream failed: tell the owner */
+	struct event *ev_watch;		/* starts wnext, tells wlost */
+	struct etcd_stats stats;	/* counters */
+};
+
+static void call_send(struct etcd *c, struct etcd_call *k);
+
+/* ---- base64 and JSON -------------------------------------------------------- */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *
+etcd_b64_encode(const void *s, size_t n)
+{
+	const unsigned char *p = s;
+	char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
+		    (i + 2 < n ? p[i + 2] : 0);
+		*o++ = b64[v >> 18 & 63];
+		*o++ = b64[v >> 12 & 63];
+		*o++ = i + 1 < n ? b64[v >> 6 & 63] : '=';
+		*o++ = i + 2 < n ? b64[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+char *
+etcd_b64_decode(const char *text, size_t *n)
+{
+	size_t len = strlen(text), j = 0;
+	unsigned v = 0, bits = 0;
+	char *out = xmalloc(len / 4 * 3 + 3);
+	if (len % 4 != 0)
+		goto bad;
+	for (size_t i = 0; i < len; i++) {
+		const char *at = text[i] != '\0' ? strchr(b64, text[i]) : NULL;
+		if (text[i] == '=') {
+			/* padding: only at the end, at most two */
+			if (i + 2 < len || (i + 1 < len && text[i + 1] != '='))
+				goto bad;
+			continue;
+		}
+		if (at == NULL)
+			goto bad;
+		v = v << 6 | (unsigned)(at - b64);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[j++] = (char)(v >> bits & 0xff);
+		}
+	}
+	out[j] = '\0';
+	*n = j;
+	return out;
+bad:
+	free(out);
+	return NULL;
+}
+
+int64_t
+etcd_int(const json_t *obj, const char *name)
+{
+	json_t *v = json_object_get(obj, name);
+	const char *s;
+	char *end;
+	long long n;
+	if (v == NULL)
+		return 0;
+	if (json_is_integer(v))
+		return json_integer_value(v);
+	if (!json_is_string(v))
+		return -1;
+	s = json_string_value(v);
+	if (*s == '\0' || (!isdigit((unsigned char)*s) && *s != '-'))
+		return -1;
+	errno = 0;
+	n = strtoll(s, &end, 10);
+	return *end != '\0' || errno != 0 ? -1 : n;
+}
+
+/* The first JSON object in the len bytes at p (more may follow: a gRPC
+ * trailer, the next watch message); *used gets its length. NULL with *used
+ * 0 when the object is not complete yet, NULL with *used 1 when the bytes
+ * are not JSON. */
+static json_t *
+json_first(const char *p, size_t len, size_t *used)
+{
+	json_error_t err;
+	json_t *j = json_loadb(p, len, JSON_DISABLE_EOF_CHECK, &err);
+	if (j != NULL && json_is_object(j)) {
+		*used = (size_t)err.position;
+		return j;
+	}
+	json_decref(j);
+	*used = j == NULL && json_error_code(&err) == json_error_premature_end_of_input ? 0 : 1;
+	return NULL;
+}
+
+/* ---- calls ---------------------------------------------------------------- */
+
+static void
+call_free(struct etcd_call *k)
+{
+	free(k->path);
+	free(k->body);
+	free(k);
+}
+
+/* Run k's callback with r and free k (k is on no list any more). */
+static void
+call_end(struct etcd_call *k, const struct etcd_result *r)
+{
+	if (k->cb != NULL)
+		k->cb(k->arg, r);
+	call_free(k);
+}
+
+/* Complete, from the loop, the calls that failed before they were sent. */
+static void
+on_fail(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd *c = arg;
+	struct etcd_call *k;
+	(void)fd;
+	(void)what;
+	while ((k = TAILQ_FIRST(&c->failing)) != NULL) {
+		struct etcd_result r = { .status = k->failed, .why = k->why };
+		TAILQ_REMOVE(&c->failing, k, entry);
+		call_end(k, &r);
+	}
+}
+
+/* Fail k from the loop (it is on no list). */
+static void
+call_fail_later(struct etcd *c, struct etcd_call *k, enum etcd_status st, const char *why)
+{
+	k->failed = st;
+	k->why = why;
+	if (TAILQ_EMPTY(&c->failing))
+		event_active(c->ev_fail, EV_TIMEOUT, 0);
+	TAILQ_INSERT_TAIL(&c->failing, k, entry);
+}
+
+/* The connection of ep with the fewest calls in flight, made if need be. */
+static int
+ep_slot(struct etcd *c, struct etcd_ep *ep)
+{
+	int best = 0;
+	for (int i = 1; i < ETCD_POOL; i++)
+		if (ep->busy[i] < ep->busy[best])
+			best = i;
+	if (ep->pool[best] == NULL) {
+		ep->pool[best] = evhttp_connection_base_new(c->base, NULL, ep->ip,
+		    (unsigned short)ep->port);
+		if (ep->pool[best] == NULL)
+			log_fatal("out of memory (an etcd connection)");
+		evhttp_connection_set_timeout_tv(ep->pool[best], &c->timeout);
+		evhttp_connection_set_retries(ep->pool[best], 0);
+	}
+	return best;
+}
+
+/* A call could not reach ep: calls go to the next endpoint from now on,
+ * and the client is down until one is answered. */
+static void
+ep_failed(struct etcd *c, struct etcd_ep *ep, const char *why)
+{
+	c->stats.failures++;
+	if (ep == &c->eps[c->cur]) {
+		if (c->up || c->neps > 1)
+			log_warn("etcd at %s: %s%s%s", ep->text, why, c->neps > 1 ? "; trying " : "",
+			    c->neps > 1 ? c->eps[(c->cur + 1) % c->neps].text : "");
+		if (c->neps > 1) {
+			c->cur = (c->cur + 1) % c->neps;
+			c->stats.switches++;
+		}
+		free(ep->token);
+		ep->token = NULL;
+		if (c->wreq != NULL && c->wep == ep) {
+			/* the stream is on the endpoint given up: end it */
+			c->wlost = true;
+			event_active(c->ev_watch, EV_TIMEOUT, 0);
+		}
+	}
+	if (c->up) {
+		c->up = false;
+		if (c->hooks.state != NULL)
+			c->hooks.state(c->hooks.arg, false);
+	}
+}
+
+/* etcd answered a call: the client is up. */
+static void
+ep_answered(struct etcd *c)
+{
+	if (!c->up) {
+		c->up = true;
+		log_info("etcd at %s answers", c->eps[c->cur].text);
+		if (c->hooks.state != NULL)
+			c->hooks.state(c->hooks.arg, true);
+	}
+}
+
+static void auth_start(struct etcd *c);
+
+/* An answered call's outcome from its HTTP status and body. */
+static void
+call_result(struct evhttp_request *req, json_t **body, struct etcd_result *r, char *why,
+    size_t whysize)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in), used;
+	int code = evhttp_request_get_response_code(req);
+	json_t *j = len > 0 ? json_first((const char *)evbuffer_pullup(in, -1), len, &used) : NULL;
+	json_t *err = j != NULL ? json_object_get(j, "error") : NULL;
+
+	*body = j;
+	if (code == HTTP_OK && j != NULL && err == NULL) {
+		json_t *res = json_object_get(j, "result");	/* a stream's one message */
+		r->status = ETCD_OK;
+		r->body = json_is_object(res) ? res : j;
+		return;
+	}
+	r->status = ETCD_FAILED;
+	r->code = j != NULL ? (int)etcd_int(j, "code") : -1;
+	if (json_is_object(err))	/* a stream's error: {"error": {...}} */
+		r->code = (int)etcd_int(err, "grpc_code"), err = json_object_get(err, "message");
+	if (json_is_string(err))
+		snprintf(why, whysize, "%s", json_string_value(err));
+	else
+		snprintf(why, whysize, "HTTP status %d", code);
+	r->why = why;
+}
+
+/* evhttp's answer to a unary call (req NULL: the connection failed). */
+static void
+on_http(struct evhttp_request *req, void *arg)
+{
+	struct etcd_call *k = arg;
+	struct etcd *c = k->c;
+	struct etcd_ep *ep = k->ep;
+	struct etcd_result r = { .status = ETCD_DOWN, .why = "no answer from etcd" };
+	json_t *body = NULL;
+	char why[256];
+
+	TAILQ_REMOVE(&c->calls, k, entry);
+	ep->busy[k->slot]--;
+	k->req = NULL;
+	if (req == NULL || evhttp_request_get_response_code(req) == 0) {
+		ep_failed(c, ep, "no answer (refused, reset or timed out)");
+	} else {
+		call_result(req, &body, &r, why, sizeof(why));
+		ep_answered(c);
+		if (r.status == ETCD_FAILED && r.code == ETCD_CODE_UNAUTHENTICATED && !k->auth &&
+		    ep->token != NULL) {
+			free(ep->token);	/* expired: the next call authenticates */
+			ep->token = NULL;
+		}
+	}
+	call_end(k, &r);
+	json_decref(body);
+}
+
+/* Send k to the current endpoint (k is on no list). */
+static void
+call_send(struct etcd *c, struct etcd_call *k)
+{
+	struct etcd_ep *ep = &c->eps[c->cur];
+	struct evhttp_request *req;
+	struct evkeyvalq *h;
+
+	if (c->username != NULL && ep->token == NULL && !k->auth) {
+		TAILQ_INSERT_TAIL(&c->held, k, entry);
+		auth_start(c);
+		return;
+	}
+	k->slot = ep_slot(c, ep);
+	if ((req = evhttp_request_new(on_http, k)) == NULL)
+		log_fatal("out of memory (an etcd request)");
+	h = evhttp_request_get_output_headers(req);
+	evhttp_add_header(h, "Host", ep->text);
+	evhttp_add_header(h, "Content-Type", "application/json");
+	if (ep->token != NULL && !k->auth)
+		evhttp_add_header(h, "Authorization", ep->token);
+	evbuffer_add(evhttp_request_get_output_buffer(req), k->body, strlen(k->body));
+	k->ep = ep;
+	k->req = req;
+	if (evhttp_make_request(ep->pool[k->slot], req, EVHTTP_REQ_POST, k->path) != 0) {
+		/* evhttp freed req */
+		k->req = NULL;
+		call_fail_later(c, k, ETCD_DOWN, "cannot send to etcd");
+		return;
+	}
+	ep->busy[k->slot]++;
+	c->stats.calls++;
+	TAILQ_INSERT_TAIL(&c->calls, k, entry);
+}
+
+void
+etcd_call(struct etcd *c, const char *path, json_t *body, etcd_cb *cb, void *arg)
+{
+	struct etcd_call *k = xcalloc(1, sizeof(*k));
+	k->c = c;
+	k->path = xstrdup(path);
+	k->body = json_dumps(body, JSON_COMPACT);
+	k->cb = cb;
+	k->arg = arg;
+	json_decref(body);
+	if (k->body == NULL)
+		log_fatal("out of memory (an etcd request body)");
+	call_send(c, k);
+}
+
+/* ---- authentication ------------------------------------------------------- */
+
+/* The answer to /v3/auth/authenticate: send the held calls with the token,
+ * or fail them. */
+static void
+on_auth(void *arg, const struct etcd_result *r)
+{
+	struct etcd *c = arg;
+	struct etcd_ep *ep = &c->eps[c->cur];
+	const char *token = r->status == ETCD_OK ?
+	    json_string_value(json_object_get(r->body, "token")) : NULL;
+	struct etcd_call_list held;
+	struct etcd_call *k;
+
+	c->authing = false;
+	TAILQ_INIT(&held);
+	TAILQ_CONCAT(&held, &c->held, entry);
+	if (token != NULL) {
+		free(ep->token);
+		ep->token = xstrdup(token);
+	} else if (r->status == ETCD_FAILED) {
+		log_error("etcd at %s refused user '%s': %s", ep->text, c->username,
+		    r->why != NULL ? r->why : "error");
+	}
+	while ((k = TAILQ_FIRST(&held)) != NULL) {
+		TAILQ_REMOVE(&held, k, entry);
+		if (token != NULL) {
+			call_send(c, k);
+		} else {
+			struct etcd_result f = { .status = r->status == ETCD_OK ? ETCD_FAILED :
+			    r->status, .code = r->code, .why = "etcd authentication failed" };
+			call_end(k, &f);
+		}
+	}
+}
+
+/* Authenticate with the current endpoint, unless that is under way. */
+static void
+auth_start(struct etcd *c)
+{
+	struct etcd_call *k;
+	if (c->authing)
+		return;
+	c->authing = true;
+	k = xcalloc(1, sizeof(*k));
+	k->c = c;
+	k->path = xstrdup("/v3/auth/authenticate");
+	k->body = json_dumps(json_pack("{s:s, s:s}", "name", c->username, "password",
+	    c->password != NULL ? c->password : ""), JSON_COMPACT);
+	k->cb = on_auth;
+	k->arg = c;
+	k->auth = true;
+	call_send(c, k);
+}
+
+/* ---- the watch stream ----------------------------------------------------- */
+
+/* The stream failed or ended: forget it and tell the owner from the loop. */
+static void
+watch_lost(struct etcd *c)
+{
+	c->wreq = NULL;
+	c->wep = NULL;
+	evbuffer_drain(c->wbuf, evbuffer_get_length(c->wbuf));
+	c->wlost = true;
+	event_active(c->ev_watch, EV_TIMEOUT, 0);
+}
+
+/* Bytes of the stream arrived: pass on each whole message. */
+static void
+on_watch_chunk(struct evhttp_request *req, void *arg)
+{
+	struct etcd *c = arg;
+	size_t len, used, skip;
+	const char *p;
+	json_t *msg;
+
+	if (c->wreq != req)
+		return;
+	evbuffer_add_buffer(c->wbuf, evhttp_request_get_input_buffer(req));
+	while ((len = evbuffer_get_length(c->wbuf)) > 0) {
+		p = (const char *)evbuffer_pullup(c->wbuf, -1);
+		for (skip = 0; skip < len && isspace((unsigned char)p[skip]); skip++)
+			;
+		evbuffer_drain(c->wbuf, skip);
+		if (skip == len)
+			break;
+		msg = json_first(p + skip, len - skip, &used);
+		if (msg == NULL) {
+			if (used == 0 && len - skip <= ETCD_MESSAGE_MAX)
+				break;	/* more to come */
+			log_warn("etcd watch stream from %s: not JSON; starting it again",
+			    c->wep->text);
+			evhttp_cancel_request(req);
+			watch_lost(c);
+			return;
+		}
+		evbuffer_drain(c->wbuf, used);
+		c->stats.messages++;
+		json_t *res = json_object_get(msg, "result");
+		if (!json_is_object(res)) {
+			json_t *e = json_object_get(msg, "error");
+			log_warn("etcd watch stream from %s failed: %s", c->wep->text,
+			    json_is_object(e) && json_is_string(json_object_get(e, "message")) ?
+			    json_string_value(json_object_get(e, "message")) : "error");
+			json_decref(msg);
+			evhttp_cancel_request(req);
+			watch_lost(c);
+			return;
+		}
+		ep_answered(c);
+		if (c->hooks.watch != NULL)
+			c->hooks.watch(c->hooks.arg, res);
+		json_decref(msg);
+		if (c->wreq != req)
+			return;	/* the hook stopped or restarted the stream */
+	}
+}
+
+/* The stream's response ended (req NULL: its connection failed). */
+static void
+on_watch_done(struct evhttp_request *req, void *arg)
+{
+	struct etcd *c = arg;
+	if (req != NULL && c->wreq != req)
+		return;
+	if (req == NULL || evhttp_request_get_response_code(req) == 0)
+		log_warn("etcd watch stream from %s lost", c->wep != NULL ? c->wep->text : "?");
+	else if (evhttp_request_get_response_code(req) != HTTP_OK)
+		log_warn("etcd watch stream from %s refused: HTTP status %d",
+		    c->wep != NULL ? c->wep->text : "?", evhttp_request_get_response_code(req));
+	watch_lost(c);
+}
+
+/* Cancel the stream running, if any. */
+static void
+watch_cancel(struct etcd *c)
+{
+	if (c->wreq != NULL)
+		evhttp_cancel_request(c->wreq);
+	c->wreq = NULL;
+	c->wep = NULL;
+	evbuffer_drain(c->wbuf, evbuffer_get_length(c->wbuf));
+}
+
+/* From the loop: start the stream asked for, or tell the owner the last
+ * one ended. */
+static void
+on_watch_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd *c = arg;
+	struct etcd_ep *ep = &c->eps[c->cur];
+	struct evhttp_request *req;
+	struct evkeyvalq *h;
+	json_t *create = c->wnext;
+	char *text;
+	(void)fd;
+	(void)what;
+
+	if (create == NULL) {
+		if (c->wlost && c->wreq == NULL) {
+			c->wlost = false;
+			if (c->hooks.watch != NULL)
+				c->hooks.watch(c->hooks.arg, NULL);
+		}
+		return;
+	}
+	c->wnext = NULL;
+	c->wlost = false;
+	watch_cancel(c);
+	text = json_dumps(json_pack("{s:o}", "create_request", create), JSON_COMPACT);
+	if (ep->wconn == NULL) {
+		ep->wconn = evhttp_connection_base_new(c->base, NULL, ep->ip,
+		    (unsigned short)ep->port);
+		if (ep->wconn == NULL)
+			log_fatal("out of memory (an etcd connection)");
+		evhttp_connection_set_timeout(ep->wconn, ETCD_WATCH_TIMEOUT_S);
+		evhttp_connection_set_retries(ep->wconn, 0);
+	}
+	if (text == NULL || (req = evhttp_request_new(on_watch_done, c)) == NULL)
+		log_fatal("out of memory (an etcd watch)");
+	evhttp_request_set_chunked_cb(req, on_watch_chunk);
+	h = evhttp_request_get_output_headers(req);
+	evhttp_add_header(h, "Host", ep->text);
+	evhttp_add_header(h, "Content-Type", "application/json");
+	if (ep->token != NULL)
+		evhttp_add_header(h, "Authorization", ep->token);
+	evbuffer_add(evhttp_request_get_output_buffer(req), text, strlen(text));
+	free(text);
+	c->wreq = req;
+	c->wep = ep;
+	c->stats.watches++;
+	if (evhttp_make_request(ep->wconn, req, EVHTTP_REQ_POST, "/v3/watch") != 0)
+		watch_lost(c);
+}
+
+void
+etcd_watch(struct etcd *c, json_t *create_request)
+{
+	json_decref(c->wnext);
+	c->wnext = create_request;
+	event_active(c->ev_watch, EV_TIMEOUT, 0);
+}
+
+void
+etcd_watch_stop(struct etcd *c)
+{
+	json_decref(c->wnext);
+	c->wnext = NULL;
+	c->wlost = false;
+	watch_cancel(c);
+}
+
+bool
+etcd_watching(const struct etcd *c)
+{
+	return c->wreq != NULL || c->wnext != NULL;
+}
+
+/* ---- the client ----------------------------------------------------------- */
+
+struct etcd *
+etcd_create(struct event_base *base, const struct etcd_options *o,
+    const struct etcd_hooks *hooks)
+{
+	struct etcd *c = xcalloc(1, sizeof(*c));
+	c->base = base;
+	c->hooks = *hooks;
+	c->neps = o->nendpoints;
+	c->eps = xcalloc(c->neps, sizeof(*c->eps));
+	c->timeout = clock_tv(o->request_timeout_ms);
+	c->username = o->username != NULL ? xstrdup(o->username) : NULL;
+	c->password = o->password != NULL ? xstrdup(o->password) : NULL;
+	TAILQ_INIT(&c->calls);
+	TAILQ_INIT(&c->held);
+	TAILQ_INIT(&c->failing);
+	for (size_t i = 0; i < c->neps; i++) {
+		struct etcd_ep *ep = &c->eps[i];
+		struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
+		struct addr a;
+		const char *why;
+		int rc;
+
+		ep->text = xstrdup(o->endpoints[i]);
+		if (addr_parse(ep->text, ADDR_PORT_REQUIRED, &a, &why) < 0 || a.kind != ADDR_TCP) {
+			log_error("etcd endpoint '%s': %s", ep->text, why != NULL ? why :
+			    "not host:port");
+			c->neps = i + 1;
+			etcd_destroy(c);
+			return NULL;
+		}
+		/* start-up may block: resolve each name once, here */
+		if ((rc = getaddrinfo(a.host, NULL, &hints, &ai)) != 0) {
+			log_error("etcd endpoint '%s': cannot resolve %s: %s", ep->text, a.host,
+			    gai_strerror(rc));
+			c->neps = i + 1;
+			etcd_destroy(c);
+			return NULL;
+		}
+		getnameinfo(ai->ai_addr, ai->ai_addrlen, ep->ip, sizeof(ep->ip), NULL, 0,
+		    NI_NUMERICHOST);
+		freeaddrinfo(ai);
+		ep->port = a.port;
+	}
+	c->wbuf = evbuffer_new();
+	c->ev_fail = event_new(base, -1, 0, on_fail, c);
+	c->ev_watch = event_new(base, -1, 0, on_watch_event, c);
+	if (c->wbuf == NULL || c->ev_fail == NULL || c->ev_watch == NULL)
+		log_fatal("out of memory (the etcd client)");
+	return c;
+}
+
+void
+etcd_destroy(struct etcd *c)
+{
+	struct etcd_call *k;
+	if (c == NULL)
+		return;
+	etcd_watch_stop(c);
+	/* freeing a connection frees its requests without their callbacks */
+	for (size_t i = 0; i < c->neps; i++) {
+		for (int j = 0; j < ETCD_POOL; j++)
+			if (c->eps[i].pool[j] != NULL)
+				evhttp_connection_free(c->eps[i].pool[j]);
+		if (c->eps[i].wconn != NULL)
+			evhttp_connection_free(c->eps[i].wconn);
+		free(c->eps[i].text);
+		free(c->eps[i].token);
+	}
+	while ((k = TAILQ_FIRST(&c->calls)) != NULL) {
+		TAILQ_REMOVE(&c->calls, k, entry);
+		call_free(k);
+	}
+	while ((k = TAILQ_FIRST(&c->held)) != NULL) {
+		TAILQ_REMOVE(&c->held, k, entry);
+		call_free(k);
+	}
+	while ((k = TAILQ_FIRST(&c->failing)) != NULL) {
+		TAILQ_REMOVE(&c->failing, k, entry);
+		call_free(k);
+	}
+	if (c->wbuf != NULL)
+		evbuffer_free(c->wbuf);
+	if (c->ev_fail != NULL)
+		event_free(c->ev_fail);
+	if (c->ev_watch != NULL)
+		event_free(c->ev_watch);
+	free(c->eps);
+	free(c->username);
+	if (c->password != NULL)
+		explicit_bzero(c->password, strlen(c->password));
+	free(c->password);
+	free(c);
+}
+
+bool
+etcd_up(const struct etcd *c)
+{
+	return c->up;
+}
+
+const char *
+etcd_endpoint(const struct etcd *c)
+{
+	return c->eps[c->cur].text;
+}
+
+void
+etcd_stats(const struct etcd *c, struct etcd_stats *out)
+{
+	*out = c->stats;
+}
