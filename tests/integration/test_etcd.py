@@ -26,7 +26,7 @@ from test_daemon import run_dlockd
 
 LEASE = 3000  # ms: the daemon lease (backend.lease_ttl_ms) of the tests that let it run out
 # backend keys of the daemons that must notice an unreachable etcd quickly
-FAST = {"connect_timeout_ms": 300, "request_timeout_ms": 500}
+FAST = {"request_timeout_ms": 500}
 PREFIX = "dlock/"  # backend.key_prefix's default
 WAKE_BOUND = 1.0 * SLOWDOWN  # s from a release on one daemon to the grant on another
 RECONNECT_BOUND = 8.0  # s for a daemon to be back on etcd (capped backoff)
@@ -147,15 +147,20 @@ class TestEtcdConfig(unittest.TestCase):
         for url in ("etcd://", "etcd://:2379", "etcd://127.0.0.1:", "etcd://127.0.0.1:0",
                     "etcd://127.0.0.1:65536", "etcd://127.0.0.1:etcd",
                     "etcd://127.0.0.1:2379,", "etcd://,127.0.0.1:2379",
-                    "etcd://127.0.0.1:2379,,127.0.0.1:2380",
-                    "etcd://root:hunter2@", "etcd://root:hunter2@127.0.0.1:x"):
+                    "etcd://127.0.0.1:2379,,127.0.0.1:2380", "etcd://h:1,h:1",
+                    "etcd://root:hunter2@", "etcd://root:hunter2@127.0.0.1:x",
+                    "etcd://r%zz:hunter2@127.0.0.1", "etcd://127.0.0.1:2379/v3",
+                    "etcds://127.0.0.1:2379"):
             rc, out, err = run_dlockd(["-t", "-c", empty, "-b", url])
             self.assertEqual(rc, 1, "%s accepted: %s%s" % (url, out, err))
             self.assertNotIn("configuration OK", out + err, url)
-            # one clear line naming the backend and the URL, the password hidden
-            self.assertRegex(err, r"bad etcd URL '[^']*': \S", url)
+            # one line naming the URL or the endpoint at fault, and why
+            lines = [l for l in err.splitlines() if l.strip()]
+            self.assertEqual(len(lines), 1, err)
+            self.assertRegex(lines[0], r"^command line: (bad etcd URL '[^']*': \S"
+                             r"|bad backend\.endpoints server '[^']*': \S"
+                             r"|duplicate backend\.endpoints server '[^']+'$)", url)
             self.assertNotIn("hunter2", err, "the password is shown: %s" % err)
-            self.assertEqual(len([l for l in err.splitlines() if l.strip()]), 1, err)
 
     def test_url_scheme_unknown(self):
         empty = self.write("empty.yaml", "")
@@ -184,9 +189,7 @@ class TestEtcdConfig(unittest.TestCase):
                         '  endpoints: [127.0.0.1:2379, 127.0.0.1:22379]\n'
                         '  key_prefix: "locks/"\n'
                         '  lease_ttl_ms: 2000\n'
-                        '  connect_timeout_ms: 500\n'
-                        '  request_timeout_ms: 700\n'
-                        '  handoff_limit: 4\n' + auth)
+                        '  request_timeout_ms: 700\n' + auth)
             self.check_ok(["-c", path], auth)
 
     def test_yaml_errors(self):
