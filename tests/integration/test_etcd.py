@@ -394,6 +394,56 @@ class TestEtcdDaemons(EtcdCase):
         self.assertEqual(p1.cmd("UNLOCK", sem), 0)
         self.assertEqual(p3.cmd("UNLOCK", sem), 0)
 
+    def test_shared_waiters_granted_together(self):
+        # a shared holder, an exclusive waiter, two shared waiters on one
+        # daemon: when the exclusive one is done both shared ones are
+        # granted (both have keys in etcd, behind the exclusive one's), again
+        # and again
+        for i in range(15):
+            key = unique_key()
+            a = self.conn(self.a)
+            self.assertGranted(a.cmd("LOCK", key, "SHARED"))
+            x = self.queue(self.a, key, "WAIT", 5000, waiters=1)
+            s1 = self.queue(self.a, key, "SHARED", "WAIT", 5000, waiters=2)
+            s2 = self.queue(self.a, key, "SHARED", "WAIT", 5000, waiters=3)
+            self.assertEqual(a.cmd("UNLOCK", key), 0)
+            self.assertGranted(read_within(x, 5))
+            self.assertEqual(x.cmd("UNLOCK", key), 0)
+            g1, g2 = read_within(s1, 2), read_within(s2, 2)
+            self.assertTrue(isinstance(g1, list) and isinstance(g2, list),
+                            "round %d: the shared waiters got %r and %r; STATUS %s; "
+                            "etcd keys %s" % (i, g1, g2, self.status(self.a, key),
+                                              self.etcd_keys(self.etcd, key)))
+            for c in (a, x, s1, s2):
+                c.close()
+
+    def test_waiter_after_a_try(self):
+        # LOCK ... WAIT 0 finds the key taken, then the same session waits
+        # for it: the waiter is granted when the key is released on the
+        # daemon, again and again (a semaphore's permit, a shared lock
+        # behind an exclusive one, an exclusive lock)
+        for mode, opts in (("semaphore", ("LIMIT", 2)), ("shared", ("SHARED",)),
+                           ("exclusive", ())):
+            for i in range(40):
+                key = unique_key()
+                h1, h2, w = self.conn(self.a), self.conn(self.a), self.conn(self.a)
+                if mode == "semaphore":
+                    self.assertGranted(h1.cmd("LOCK", key, *opts, "WAIT", 0))
+                    self.assertGranted(h2.cmd("LOCK", key, *opts, "WAIT", 0))
+                else:
+                    self.assertGranted(h2.cmd("LOCK", key, "WAIT", 0))
+                self.assertIs(w.cmd("LOCK", key, *opts, "WAIT", 0), NULL)
+                w.send(Raw.encode("LOCK", key, *opts, "WAIT", 2000))
+                self.wait_status(self.a, key, waiters=1)
+                self.assertEqual(h2.cmd("UNLOCK", key), 0)
+                g = read_within(w, 3)
+                self.assertIsInstance(g, list, "%s, round %d: the waiter got %r after the "
+                                      "release; STATUS %s; etcd keys %s"
+                                      % (mode, i, g, self.status(self.a, key),
+                                         self.etcd_keys(self.etcd, key)))
+                for c in (h1, h2, w):
+                    c.close()
+
     def test_etcd_keys_of_locks(self):
         # a lock is a key <prefix><escaped key>/<id> on the daemon's lease,
         # its value the mode; gone as soon as it is released
