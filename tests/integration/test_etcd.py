@@ -861,6 +861,8 @@ class TestEtcdProcesses(EtcdCase):
         g2 = self.assertGranted(read_within(w, 5))
         self.assertGreater(g2[1], g[1])
         self.assertEqual(w.cmd("UNLOCK", key), 0)
+        # B found its watch's revision compacted (and read the keys anew)
+        self.assertRegex(b.log(), r"watch from revision \d+ cancelled \(compacted")
 
     def test_key_prefix(self):
         e = self.start_etcd()
