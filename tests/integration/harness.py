@@ -680,6 +680,8 @@ class EtcdServer:
         self.rc = None
         self.paused = False
         self.started = False  # the data directory holds a member
+        self.auth = None  # (user, password) once enable_auth() ran
+        self.token = None  # the gateway's token for self.auth
 
     def argv(self):
         client = "http://127.0.0.1:%d" % self.port
@@ -802,17 +804,38 @@ class EtcdServer:
 
     # ---- the JSON gateway ----
 
-    def call(self, path, body, timeout=ETCD_HTTP_TIMEOUT):
-        """POST body (a dict) as JSON to /v3/<path>; the decoded answer."""
+    def call(self, path, body, timeout=ETCD_HTTP_TIMEOUT, token=True):
+        """POST body (a dict) as JSON to /v3/<path>; the decoded answer.
+        Once enable_auth() ran, as its user (token=False: as nobody)."""
+        headers = {"Content-Type": "application/json"}
+        if token and self.auth is not None:
+            if self.token is None:
+                self.token = self.call("auth/authenticate",
+                                       {"name": self.auth[0], "password": self.auth[1]},
+                                       timeout, token=False)["token"]
+            headers["Authorization"] = self.token
         req = urllib.request.Request("http://127.0.0.1:%d/v3/%s" % (self.port, path),
                                      data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     headers=headers)
         try:
             with _http.open(req, timeout=timeout) as f:
                 return json.loads(f.read().decode())
         except urllib.error.HTTPError as e:
-            raise EtcdError("%s: HTTP %d: %s" % (path, e.code,
-                                                 e.read().decode(errors="replace")))
+            text = e.read().decode(errors="replace")
+            if token and self.token is not None and "invalid auth token" in text:
+                self.token = None  # etcd restarted: authenticate again
+                return self.call(path, body, timeout)
+            raise EtcdError("%s: HTTP %d: %s" % (path, e.code, text))
+
+    def enable_auth(self, user="root", password="s3cret"):
+        """Add user (a root) with password and turn authentication on:
+        from then on every call needs a user's token (this object's calls
+        authenticate as user). A restarted server keeps it on."""
+        self.call("auth/user/add", {"name": user, "password": password})
+        self.call("auth/user/grant", {"user": user, "role": "root"})
+        self.call("auth/enable", {})
+        self.auth = (user, password)
+        self.token = None
 
     def revision(self, timeout=ETCD_HTTP_TIMEOUT):
         """The store's current revision."""
@@ -1103,8 +1126,9 @@ class Daemon:
         if rc != 0:
             raise AssertionError("dlockd exited with %s; log:\n%s" % (rc, self.log()))
 
-    def log(self):
-        return log_tail(self.logfile)
+    def log(self, size=4000):
+        """The last size characters of the daemon's log."""
+        return log_tail(self.logfile, size)
 
     def addr(self):
         return "127.0.0.1:%d" % self.port

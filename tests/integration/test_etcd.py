@@ -864,6 +864,45 @@ class TestEtcdProcesses(EtcdCase):
         # B found its watch's revision compacted (and read the keys anew)
         self.assertRegex(b.log(), r"watch from revision \d+ cancelled \(compacted")
 
+    def test_authentication(self):
+        # etcd with authentication on: a daemon with the user's password
+        # (in the URL, or username and password_file) locks; one with a
+        # wrong password does not, and says why; no password is logged
+        e = self.start_etcd()
+        e.enable_auth("root", "pw-Xy7")
+        d = new_dir("pw")
+        with open(os.path.join(d, "pw.txt"), "w") as f:
+            f.write("pw-Xy7\n")
+        a = self.start_daemon(e, backend_url=e.url("root", "pw-Xy7"))
+        b = self.start_daemon(e, backend_conf={"username": "root", "password_file":
+                                               os.path.join(d, "pw.txt")})
+        bad = self.start_daemon(e, backend_url=e.url("root", "wrong-Qz9"), start=False)
+        bad.start(wait_backend=False)
+        key = unique_key()
+        ca = self.conn(a)
+        g = self.assertGranted(ca.cmd("LOCK", key))
+        self.assertIs(self.conn(b).cmd("LOCK", key, "WAIT", 0), NULL)
+        self.assertEqual([x[1] for x in self.etcd_keys(e, key)], [g[1]])
+        reply = self.conn(bad).cmd("LOCK", unique_key(), "WAIT", 0)
+        self.assertErr(reply, "BACKEND")
+        # the refused daemon tries again with a backoff, not in a loop
+        m0 = e.metrics()
+        time.sleep(1.0)
+        m1 = e.metrics()
+        calls = sum(e.requests(m, m1) - e.requests(m, m0)
+                    for m in ("Watch", "LeaseGrant", "Range", "Txn", "Authenticate"))
+        report("etcd calls in 1 s of a daemon whose password etcd refuses: %d; its log "
+               "has %d lines" % (calls, len(bad.log(100000).splitlines())))
+        self.assertLess(calls, 30, "a daemon with a wrong password calls etcd in a loop")
+        self.assertEqual(ca.cmd("UNLOCK", key), 0)
+        self.assertGranted(self.conn(b).cmd("LOCK", key, "WAIT", 0))
+        for daemon in (a, b, bad):
+            for pw in ("pw-Xy7", "wrong-Qz9"):
+                self.assertNotIn(pw, daemon.log())
+        self.assertRegex(bad.log(), r"(?i)auth")
+        self.assertLess(len(bad.log(100000).splitlines()), 100, "the refused daemon's log "
+                        "fills: ...%s" % bad.log(1000))
+
     def test_key_prefix(self):
         e = self.start_etcd()
         a = self.start_daemon(e)
