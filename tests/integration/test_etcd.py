@@ -394,6 +394,25 @@ class TestEtcdDaemons(EtcdCase):
         self.assertEqual(p1.cmd("UNLOCK", sem), 0)
         self.assertEqual(p3.cmd("UNLOCK", sem), 0)
 
+    def test_try_leaves_nothing_behind(self):
+        # LOCK ... WAIT 0 on B while A holds the key is answered null; once
+        # A has released it, a try on C finds it free, round after round: a
+        # try answered null has no key left in etcd to be in C's way
+        ha, hb, hc = self.conn(self.a), self.conn(self.b), self.conn(self.c)
+        refused = []
+        for i in range(300):
+            key = unique_key()
+            self.assertGranted(ha.cmd("LOCK", key, "WAIT", 0))
+            self.assertIs(hb.cmd("LOCK", key, "WAIT", 0), NULL)
+            self.assertEqual(ha.cmd("UNLOCK", key), 0)
+            g = hc.cmd("LOCK", key, "WAIT", 0)
+            if isinstance(g, list):
+                self.assertEqual(hc.cmd("UNLOCK", key), 0)
+            else:
+                refused.append((i, g, self.etcd_keys(self.etcd, key)))
+        self.assertEqual(refused, [], "a free key refused to C's try after B's try "
+                         "(round, reply, etcd keys just after)")
+
     def test_shared_waiters_granted_together(self):
         # a shared holder, an exclusive waiter, two shared waiters on one
         # daemon: when the exclusive one is done both shared ones are
@@ -811,11 +830,13 @@ class TestEtcdProcesses(EtcdCase):
             self.assertEqual(info["backend_endpoint"], live, "daemon %d" % i)
             c = self.conn(d)
             g = self.assertGranted(c.cmd("LOCK", key, "WAIT", 5000))
-            # they share one etcd: the others are kept out
+            # they share one etcd: the others are kept out (and delete the
+            # keys of their tries right after)
             for other in daemons:
                 if other is not d:
                     self.assertIs(self.conn(other).cmd("LOCK", key, "WAIT", 0), NULL)
-            self.assertEqual([x[1] for x in self.etcd_keys(e, key)], [g[1]])
+            keys = self.wait_etcd_keys(e, key, 1, "(the holder's alone)", timeout=1)
+            self.assertEqual(keys[0][1], g[1])
             self.assertEqual(c.cmd("UNLOCK", key), 0)
 
     def test_compaction_while_waiting(self):
