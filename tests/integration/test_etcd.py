@@ -587,15 +587,20 @@ class TestEtcdProcesses(EtcdCase):
         e = self.start_etcd()
         a = self.start_daemon(e, backend_conf=lease_conf())
         b = self.start_daemon(e, backend_conf=lease_conf())
-        k1, k2, k3 = unique_key("x"), unique_key("s"), unique_key("l")
+        k1, k2, k3, k4 = unique_key("x"), unique_key("s"), unique_key("l"), unique_key("d")
         c1, c2 = self.conn(a), self.conn(a)
         fences = {}
+        # a DETACH lock has a lease of its own, of its TTL rounded up to
+        # seconds (2500 ms: 3 s), not kept alive
+        detach_ttl = 2500
+        t_detach = time.monotonic()
+        fences[k4] = self.assertGranted(c2.cmd("LOCK", k4, "TTL", detach_ttl, "DETACH"))[1]
         fences[k1] = self.assertGranted(c1.cmd("LOCK", k1))[1]
         fences[k2] = self.assertGranted(c1.cmd("LOCK", k2, "SHARED"))[1]
         self.assertGranted(c1.cmd("LOCK", k3, "LIMIT", 2))
         fences[k3] = self.assertGranted(c2.cmd("LOCK", k3, "LIMIT", 2))[1]
         calls = {}
-        for k, opts in ((k1, ()), (k2, ()), (k3, ("LIMIT", 2))):
+        for k, opts in ((k1, ()), (k2, ()), (k3, ("LIMIT", 2)), (k4, ())):
             w = self.conn(b)
             w.settimeout(LEASE / 1000 + KILL_MARGIN + 10)
             w.send(Raw.encode("LOCK", k, *opts, "WAIT", 30000))
@@ -616,8 +621,17 @@ class TestEtcdProcesses(EtcdCase):
             g = self.assertGranted(call.result(LEASE / 1000 + KILL_MARGIN + 10))
             self.assertGreater(g[1], fences[k])
             took[k] = call.done_at - t_kill
-        report("locks of a killed daemon granted elsewhere after %s ms (lease %d ms)"
-               % (", ".join("%.0f" % (1000 * t) for t in took.values()), LEASE))
+        t4 = calls.pop(k4).done_at
+        took.pop(k4)
+        report("locks of a killed daemon granted elsewhere %s ms after the kill (lease "
+               "%d ms); its DETACH lock %.0f ms after it was taken (TTL %d ms)"
+               % (", ".join("%.0f" % (1000 * t) for t in took.values()), LEASE,
+                  1000 * (t4 - t_detach), detach_ttl))
+        self.assertGreaterEqual(t4 - t_detach, detach_ttl / 1000, "the DETACH lock granted "
+                                "elsewhere %.3f s after it was taken, before its TTL"
+                                % (t4 - t_detach))
+        self.assertLess(t4 - t_detach, 3 + KILL_MARGIN, "the DETACH lock free only %.3f s "
+                        "after it was taken" % (t4 - t_detach))
         for k, t in took.items():
             # etcd had a keepalive of the lease a moment before t_renewed:
             # it cannot end the lease before that + LEASE
