@@ -437,31 +437,37 @@ class TestEtcdDaemons(EtcdCase):
                 c.close()
 
     def test_waiter_after_a_try(self):
-        # LOCK ... WAIT 0 finds the key taken, then the same session waits
-        # for it: the waiter is granted when the key is released on the
-        # daemon, again and again (a semaphore's permit, a shared lock
+        # LOCK ... WAIT 0 on A finds the key taken, then the same session
+        # waits for it: the waiter is granted when the key is released, on A
+        # or on B, again and again (a semaphore's permit, a shared lock
         # behind an exclusive one, an exclusive lock)
-        for mode, opts in (("semaphore", ("LIMIT", 2)), ("shared", ("SHARED",)),
-                           ("exclusive", ())):
-            for i in range(40):
-                key = unique_key()
-                h1, h2, w = self.conn(self.a), self.conn(self.a), self.conn(self.a)
-                if mode == "semaphore":
-                    self.assertGranted(h1.cmd("LOCK", key, *opts, "WAIT", 0))
-                    self.assertGranted(h2.cmd("LOCK", key, *opts, "WAIT", 0))
-                else:
-                    self.assertGranted(h2.cmd("LOCK", key, "WAIT", 0))
-                self.assertIs(w.cmd("LOCK", key, *opts, "WAIT", 0), NULL)
-                w.send(Raw.encode("LOCK", key, *opts, "WAIT", 2000))
-                self.wait_status(self.a, key, waiters=1)
-                self.assertEqual(h2.cmd("UNLOCK", key), 0)
-                g = read_within(w, 3)
-                self.assertIsInstance(g, list, "%s, round %d: the waiter got %r after the "
-                                      "release; STATUS %s; etcd keys %s"
-                                      % (mode, i, g, self.status(self.a, key),
+        failed = []
+        for where, holders in (("A", self.a), ("B", self.b)):
+            for mode, opts in (("semaphore", ("LIMIT", 2)), ("shared", ("SHARED",)),
+                               ("exclusive", ())):
+                for i in range(25):
+                    key = unique_key()
+                    h1, h2, w = self.conn(holders), self.conn(holders), self.conn(self.a)
+                    if mode == "semaphore":
+                        self.assertGranted(h1.cmd("LOCK", key, *opts, "WAIT", 0))
+                        self.assertGranted(h2.cmd("LOCK", key, *opts, "WAIT", 0))
+                    else:
+                        self.assertGranted(h2.cmd("LOCK", key, "WAIT", 0))
+                    self.assertIs(w.cmd("LOCK", key, *opts, "WAIT", 0), NULL)
+                    w.send(Raw.encode("LOCK", key, *opts, "WAIT", 1500))
+                    self.wait_status(self.a, key, waiters=1)
+                    self.assertEqual(h2.cmd("UNLOCK", key), 0)
+                    g = read_within(w, 3)
+                    for c in (h1, h2, w):
+                        c.close()
+                    if not isinstance(g, list):
+                        failed.append("%s held on %s, round %d: the waiter on A got %r; "
+                                      "STATUS %s; etcd keys %s"
+                                      % (mode, where, i, g, self.status(self.a, key),
                                          self.etcd_keys(self.etcd, key)))
-                for c in (h1, h2, w):
-                    c.close()
+                        break  # the next mode
+        if failed:
+            self.fail("waiters not granted after the release:\n" + "\n".join(failed))
 
     def test_etcd_keys_of_locks(self):
         # a lock is a key <prefix><escaped key>/<id> on the daemon's lease,
