@@ -1233,8 +1233,7 @@ entry_claim(struct et *r, struct et_key *k, const char *token)
 	struct et_entry *e = entry_find(k, token);
 	if (e == NULL)
 		TAILQ_FOREACH(e, &k->entries, entry)
-			if (e->state == E_WAITING && !e->busy && (e->claimable ||
-			    entry_find(k, token) == NULL))
+			if (e->state == E_WAITING && !e->busy)
 				break;
 	if (e != NULL)
 		memcpy(e->token, token, TOKEN_LEN + 1);
@@ -1602,6 +1601,10 @@ et_create(struct backend *be)
 		log_fatal("out of memory (the etcd backend)");
 	be->priv = r;
 	lease_schedule(r, 0);
+	if (set->lease_ttl_ms < 3 * set->request_timeout_ms)
+		log_warn("etcd backend: lease_ttl_ms %lld is less than three request timeouts "
+		    "(%lld ms): a keepalive that gets no answer may cost the lease",
+		    set->lease_ttl_ms, 3 * set->request_timeout_ms);
 	log_info("etcd backend: %s%s, key prefix '%s', lease TTL %lld ms",
 	    set->endpoints[0], set->nendpoints > 1 ? " (and others in order)" : "",
 	    set->key_prefix, set->lease_ttl_ms);
