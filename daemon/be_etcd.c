@@ -72,7 +72,8 @@
 #include "log.h"
 #include "xmalloc.h"
 
-#define ET_RETRY_MS 1000	/* a keepalive or grant that failed is tried again then */
+#define ET_BACKOFF_MIN_MS 100	/* first pause after a keepalive or grant failed */
+#define ET_BACKOFF_MAX_MS 2000	/* longest such pause (and at most a quarter lease) */
 #define ET_DELETE_RETRY_MS 1000	/* deletes that failed are sent again then */
 #define ET_KIND_MAX 16		/* "x0", "s0", "n<limit>" and a NUL */
 #define ET_WATCH_RETRY_MIN_MS 100	/* first pause before starting a lost watch again */
@@ -175,6 +176,7 @@ struct et {
 	bool keeping;			/* a keepalive is in flight */
 	uint64_t grant_sent;		/* when it was sent */
 	uint64_t keep_sent;		/* when it was sent */
+	uint64_t backoff_ms;		/* next pause while etcd does not answer */
 	struct event *ev_lease;		/* next keepalive or grant */
 	int64_t watch_rev;		/* revision the watch stream has reached */
 	bool watch_ready;		/* the stream is created */
@@ -688,8 +690,14 @@ on_lease_timer(evutil_socket_t fd, short what, void *arg)
 				    jint(e->lease)), NULL, NULL);
 	}
 	flush_waiting(r);
-	if (!ready(r))
-		lease_schedule(r, ET_RETRY_MS);
+	if (!ready(r)) {
+		/* etcd does not answer, or no lease yet: try again, backing off */
+		uint64_t cap = (uint64_t)r->set->lease_ttl_ms / 4;
+		if (cap > ET_BACKOFF_MAX_MS)
+			cap = ET_BACKOFF_MAX_MS;
+		lease_schedule(r, r->backoff_ms);
+		r->backoff_ms = r->backoff_ms * 2 > cap ? cap : r->backoff_ms * 2;
+	}
 	else
 		lease_schedule(r, r->lease_ttl_ms / 3);
 }
@@ -749,6 +757,7 @@ on_grant(void *arg, const struct etcd_result *res)
 		r->lease = id;
 		r->lease_ttl_ms = (uint64_t)ttl * 1000;
 		r->lease_until = r->grant_sent + r->lease_ttl_ms;
+		r->backoff_ms = ET_BACKOFF_MIN_MS;
 		log_info("etcd lease %llx granted, TTL %lld s", (unsigned long long)id,
 		    (long long)ttl);
 		lease_schedule(r, r->lease_ttl_ms / 3);
@@ -777,6 +786,7 @@ on_keepalive(void *arg, const struct etcd_result *res)
 		return;
 	}
 	r->nrenewals++;
+	r->backoff_ms = ET_BACKOFF_MIN_MS;
 	if (r->keep_sent + (uint64_t)ttl * 1000 > r->lease_until)
 		r->lease_until = r->keep_sent + (uint64_t)ttl * 1000;
 }
@@ -1233,8 +1243,7 @@ entry_claim(struct et *r, struct et_key *k, const char *token)
 	struct et_entry *e = entry_find(k, token);
 	if (e == NULL)
 		TAILQ_FOREACH(e, &k->entries, entry)
-			if (e->state == E_WAITING && !e->busy && (e->claimable ||
-			    entry_find(k, token) == NULL))
+			if (e->state == E_WAITING && !e->busy)
 				break;
 	if (e != NULL)
 		memcpy(e->token, token, TOKEN_LEN + 1);
@@ -1597,11 +1606,16 @@ et_create(struct backend *be)
 	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
 	r->ev_watch = evtimer_new(be->base, on_watch_timer, r);
 	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
+	r->backoff_ms = ET_BACKOFF_MIN_MS;
 	if (r->ev_lease == NULL || r->ev_done == NULL || r->ev_deferred == NULL ||
 	    r->ev_watch == NULL)
 		log_fatal("out of memory (the etcd backend)");
 	be->priv = r;
 	lease_schedule(r, 0);
+	if (set->lease_ttl_ms < 3 * set->request_timeout_ms)
+		log_warn("etcd backend: lease_ttl_ms %lld is less than three request timeouts "
+		    "(%lld ms): a keepalive that gets no answer may cost the lease",
+		    set->lease_ttl_ms, 3 * set->request_timeout_ms);
 	log_info("etcd backend: %s%s, key prefix '%s', lease TTL %lld ms",
 	    set->endpoints[0], set->nendpoints > 1 ? " (and others in order)" : "",
 	    set->key_prefix, set->lease_ttl_ms);
