@@ -1,15 +1,17 @@
-"""A TCP proxy between a dlockd and its Redis that can black-hole the path.
+"""A TCP proxy between a dlockd and its backend (Redis, or etcd's JSON
+gateway) that can black-hole the path.
 
     proxy.py LISTEN_PORT UPSTREAM_PORT
 
-It accepts on 127.0.0.1:LISTEN_PORT and connects each client to
-127.0.0.1:UPSTREAM_PORT. It reads commands on its standard input, one per
-line, and answers each on its standard output:
+It accepts on 127.0.0.1:LISTEN_PORT and connects each client connection to
+127.0.0.1:UPSTREAM_PORT, any number at once (the etcd client keeps several
+HTTP/1.1 connections and a watch stream). It reads commands on its standard
+input, one per line, and answers each on its standard output:
 
-  block   stop forwarding in both directions, closing nothing: bytes stay in
-          the kernel's buffers, a close is not passed on, new connections are
-          accepted (as the kernel would) but not connected upstream; answers
-          "blocked T"
+  block   stop forwarding in both directions on every connection, closing
+          nothing: bytes stay in the kernel's buffers, a close is not passed
+          on, new connections are accepted (as the kernel would) but not
+          connected upstream; answers "blocked T"
   heal    forward again what was held, connect the new connections (so what
           was sent during the black hole arrives late, as after a partition
           that TCP rode out); answers "healed T"

@@ -4,11 +4,11 @@
 #
 #   BUILD=build sh tests/faults/run.sh [--long | --short] [safety.py options]
 #
-# Starts its redis-server, dlockd and worker processes on free loopback ports
-# in a temporary directory, and stops every one of them at exit whatever
-# happens (each is recorded in the directory's pids/). The logs and
-# results.json stay in $BUILD/faults/<mode>. Exits 0 only if every check
-# passed.
+# Starts its redis-server, etcd, dlockd and worker processes on free
+# loopback ports in a temporary directory, and stops every one of them at
+# exit whatever happens (each is recorded in the directory's pids/). The
+# logs and results.json stay in $BUILD/faults/<mode>. Exits 0 only if every
+# check passed.
 set -u
 
 PYTHON=/usr/bin/python3
@@ -31,7 +31,7 @@ if [ ! -x "$BUILD/dlockd" ]; then
 	echo "faults: $BUILD/dlockd is missing (make all)"
 	exit 1
 fi
-for p in "$PYTHON" redis-server; do
+for p in "$PYTHON" redis-server "${ETCD_BIN:-etcd}"; do
 	if ! command -v "$p" >/dev/null 2>&1; then
 		echo "faults: $p is missing (make deps-check)"
 		exit 1

@@ -10,17 +10,30 @@ faults aimed at moments when an acquire or a renewal is in flight:
   client_stop      SIGSTOP a worker (past sessions.idle_timeout_ms or not)
   daemon_stop      SIGSTOP a dlockd past the TTL
   daemon_kill      SIGKILL a dlockd and start it again
-  backend_stop     SIGSTOP the backend's redis-server past the TTL
-  backend_restart  SIGKILL the backend's redis-server (appendonly yes,
-                   appendfsync always: leases survive) and start it again
-  backend_restart_loss   the same without persistence: every lease is lost
-  blackhole        the TCP proxy between a dlockd and Redis stops forwarding
-                   both ways, closing nothing, past the TTL, then heals
+  backend_stop     SIGSTOP the backend's server (redis-server, etcd) past
+                   the TTL
+  backend_restart  SIGKILL the backend's server and start it again on the
+                   same port (and data): leases survive (Redis: appendonly
+                   yes, appendfsync always; etcd keeps its data and extends
+                   every lease when it comes back)
+  backend_restart_loss   Redis only: the same without persistence, every
+                   lease is lost
+  blackhole        the TCP proxy between a dlockd and its backend stops
+                   forwarding both ways, on every connection, closing
+                   nothing, then heals
 
-Backends: memory (one daemon: client and daemon faults) and redis (two
-daemons on one Redis, the second behind the proxy: every fault). "split"
-runs two independent memory daemons as if they were one lock service: the
-checker must report it (check.py explains what is checked).
+Backends: memory (one daemon: client and daemon faults); redis (two daemons
+on one Redis, the second behind the proxy: every fault); etcd (two daemons on
+one etcd, the second behind the proxy, whose several keep-alive connections
+and watch stream all go through it: every fault but backend_restart_loss).
+"split" runs two independent memory daemons as if they were one lock
+service: the checker must report it (check.py explains what is checked).
+
+On etcd a session lock lives on its daemon's etcd lease
+(backend.lease_ttl_ms), not on a TTL of its own: the scenarios set that
+lease to the TTL they use, so that their durations (in multiples of the TTL)
+keep their meaning, and aim "renew" faults at the daemon's keepalive of
+that lease.
 
     safety.py --short | --long [--only NAME]... [--rounds N] [--seed N]
               [--out DIR] [--json FILE]
@@ -61,15 +74,25 @@ PROXY = os.path.join(HERE, "proxy.py")
 # backend timeouts: short, so that faults bite quickly; the TTL floor is 3 x
 # command_timeout_ms
 BACKEND_CONF = {"connect_timeout_ms": 300, "command_timeout_ms": 300}
+# etcd has only a request timeout; backend.lease_ttl_ms is the scenario's TTL
+ETCD_CONF = {"request_timeout_ms": 300}
 
 ALL_FAULTS = {
     "memory": ["client_kill", "client_stop", "daemon_stop", "daemon_kill"],
     "redis": ["client_kill", "client_stop", "daemon_stop", "daemon_kill", "backend_stop",
               "backend_restart", "backend_restart_loss", "blackhole"],
+    # not backend_restart_loss: an etcd that loses its data sets its revisions,
+    # the fences, back, which is outside what dlockd promises (PROTOCOL.md 7.7
+    # and 8.3: restoring etcd from an old snapshot sets revisions back)
+    "etcd": ["client_kill", "client_stop", "daemon_stop", "daemon_kill", "backend_stop",
+             "backend_restart", "blackhole"],
 }
 # what each round of a fault aims at, and how long the fault lasts: "1.5ttl"
 # is 1.5 x the TTL, "0.3s" 0.3 s, "idle" sessions.idle_timeout_ms + 0.6 x the
-# TTL; rounds go through the list in turn (SHORT runs the first)
+# TTL; rounds go through the list in turn (SHORT runs the first). "renew" is
+# the first renewal of a lock in Redis, and on etcd the next keepalive of the
+# holder's daemon's lease (what renews its session locks); a restart's
+# duration is how long the server stays down before it is started again
 PLANS = {
     "client_kill": [("lock", None), ("renew", None), ("prewrite", None)],
     # past the idle timeout the daemon closes the stopped worker's session,
@@ -78,7 +101,8 @@ PLANS = {
     "client_stop": [("prewrite", "idle"), ("lock", "0.5ttl"), ("renew", "idle"),
                     ("prewrite", "0.5ttl")],
     # past the TTL; and resuming between the point where the daemon must
-    # declare the lock lost (TTL - margin) and the end of the lease in Redis
+    # declare the lock lost (TTL - margin) and the end of the lease in the
+    # backend
     "daemon_stop": [("renew", "1.5ttl"), ("renew", "0.62ttl"), ("lock", "1.5ttl"),
                     ("extend", "0.75ttl")],
     "daemon_kill": [("lock", None), ("renew", None), ("prewrite", None)],
@@ -95,6 +119,7 @@ PLANS = {
 SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
          ("redis", "daemon_stop"), ("redis", "blackhole"), ("redis", "backend_stop"),
          ("redis", "backend_restart"), ("redis", "backend_restart_loss"),
+         ("etcd", "daemon_stop"), ("etcd", "backend_stop"), ("etcd", "blackhole"),
          ("split", "none")]
 # Under a wrapper (valgrind) the daemon is slow: every duration and backend
 # timeout is scaled up (x3), with which all the SHORT faults keep their timing;
@@ -105,6 +130,10 @@ WRAPPED_SKIP = {
                                "while it holds a lock, as in memory/client_kill)",
     ("redis", "backend_restart_loss"): "to bound the time under the wrapper (the same "
                                        "reconnection as redis/backend_restart)",
+    ("etcd", "daemon_stop"): "to bound the time under the wrapper (the daemon's etcd "
+                             "lease lost and granted again, as in etcd/blackhole)",
+    ("etcd", "backend_stop"): "to bound the time under the wrapper (etcd calls that time "
+                              "out and a lease lost, as in etcd/blackhole)",
 }
 
 
@@ -128,7 +157,21 @@ class Upstream:
         return "127.0.0.1:%d" % self.port
 
 
-class BackendRedis(harness.RedisServer):
+class Restart:
+    """restart() for a server class of the harness."""
+
+    def restart(self, down_s):
+        """SIGKILL, wait down_s, start again on the same port(s) and data
+        (waiting until it answers); returns (killed at, back at)."""
+        t0 = time.monotonic()
+        self.stop(signal.SIGKILL)
+        time.sleep(down_s)
+        self.fixed_port = True
+        self.start()
+        return t0, time.monotonic()
+
+
+class BackendRedis(Restart, harness.RedisServer):
     """The backend's redis-server, with leases that survive a restart
     (appendonly yes, appendfsync always) when persist is true."""
 
@@ -144,19 +187,19 @@ class BackendRedis(harness.RedisServer):
             a += ["--appendfsync", "always"]
         return a
 
-    def restart(self, down_s):
-        """SIGKILL, wait down_s, start again on the same port; returns
-        (killed at, back at)."""
-        t0 = time.monotonic()
-        self.stop(signal.SIGKILL)
-        time.sleep(down_s)
-        self.fixed_port = True
-        self.start()
-        return t0, time.monotonic()
+
+class BackendEtcd(Restart, harness.EtcdServer):
+    """The backend's etcd, with a short election timeout: a one-member
+    cluster elects itself only after it, at every start, so a restart takes
+    about 0.4 s instead of 1.5 to 2 s. That also makes the time etcd adds to
+    every lease when it becomes leader again (the election timeout) short."""
+
+    def argv(self):
+        return super().argv() + ["--heartbeat-interval", "20", "--election-timeout", "200"]
 
 
 class Proxy:
-    """proxy.py between a daemon and Redis."""
+    """proxy.py between a daemon and its backend."""
 
     def __init__(self, upstream_port):
         self.upstream = upstream_port
@@ -292,7 +335,13 @@ class Scenario:
             self.ttl, self.margin_pct = 2000, 10
         else:
             self.ttl, self.margin_pct = 1200, 20
+        if backend == "etcd":
+            # the TTL is the daemons' etcd lease (backend.lease_ttl_ms): at
+            # least 2 s, and whole seconds, which is all etcd counts
+            self.ttl = 2000
         self.ttl = int(self.ttl * scale)
+        if backend == "etcd":
+            self.ttl = (self.ttl + 999) // 1000 * 1000
         self.margin_ms = self.ttl * self.margin_pct // 100
         self.idle_ms = self.ttl * 2 if fault == "client_stop" else 0
         # two keys, so that more locks are granted in a given time
@@ -304,6 +353,8 @@ class Scenario:
         self.tail = Tail()
         self.resource = None
         self.redis = None
+        self.etcd = None
+        self.store = None    # the backend's server: self.redis or self.etcd
         self.proxy = None
         self.notes = []      # what happened to the processes
         self.failures = []   # failed checks outside the logs
@@ -335,6 +386,20 @@ class Scenario:
                                                 redis=Upstream(self.proxy.port),
                                                 backend_conf=bconf,
                                                 directory=self.subdir("d1"))
+            self.store = self.redis
+        elif self.backend == "etcd":
+            econf = {k: int(v * self.scale) for k, v in ETCD_CONF.items()}
+            econf["lease_ttl_ms"] = self.ttl
+            self.etcd = BackendEtcd(directory=self.subdir("etcd")).start()
+            self.proxy = Proxy(self.etcd.port).start()
+            self.daemons["d0"] = harness.Daemon(conf, unix=False, backend="etcd",
+                                                etcd=self.etcd, backend_conf=econf,
+                                                directory=self.subdir("d0"))
+            self.daemons["d1"] = harness.Daemon(
+                conf, unix=False, backend="etcd",
+                backend_conf=dict(econf, endpoints=["127.0.0.1:%d" % self.proxy.port]),
+                directory=self.subdir("d1"))
+            self.store = self.etcd
         else:
             names = ["d0", "d1"] if self.backend == "split" else ["d0"]
             for n in names:
@@ -435,7 +500,12 @@ class Scenario:
                                    e.get("plan", 0) > self.ttl / 3 + 80, limit)
             if e is None:
                 return None, None
-            at = self.renewal_due(e) - self.rng.uniform(0.005, 0.03)
+            due = None
+            if self.backend == "etcd":
+                due = self.keepalive_due(self.workers[e["w"]]["daemon"])
+            if due is None:
+                due = self.renewal_due(e)
+            at = due - self.rng.uniform(0.005, 0.03)
             time.sleep(max(0.0, at - time.monotonic()))
             return e, e["w"]
         return None, None
@@ -452,6 +522,30 @@ class Scenario:
         if self.ttl // 3 >= 200:
             due = (due + 99) // 100 * 100
         return due / 1000.0 - off
+
+    def keepalive_due(self, dname):
+        """When (time.monotonic()) the etcd-backed daemon dname sends its
+        next keepalive of its lease, or None if it has no valid lease. The
+        keepalives go every third of the lease's TTL from the grant on; the
+        last one etcd answered was sent the TTL less what is left of the
+        lease before now (INFO's backend_lease_ttl_ms and
+        backend_lease_valid_ms; be_etcd.c on_lease_timer, on_keepalive). One
+        sent and not answered yet is passed over."""
+        t0 = time.monotonic()
+        try:
+            info = self.daemons[dname].info()
+        except (OSError, AssertionError):
+            return None
+        t1 = time.monotonic()
+        ttl = int(info.get("backend_lease_ttl_ms") or 0)
+        left = int(info.get("backend_lease_valid_ms") or 0)
+        if ttl <= 0 or left <= 0:
+            return None
+        period = ttl / 3000.0
+        due = (t0 + t1) / 2 - (ttl - left) / 1000.0 + period
+        while due < t1:
+            due += period
+        return due
 
     def pick_daemon(self, rnd):
         names = sorted(self.daemons)
@@ -534,19 +628,19 @@ class Scenario:
         # the backend
         ev, wid = self.aim(how)
         aim = "%s of %s" % (how, wid) if ev else "none"
-        pid = self.redis.pid
+        pid = self.store.pid
         if kind == "backend_stop":
             t0 = time.monotonic()
-            self.redis.pause()
+            self.store.pause()
             try:
                 time.sleep(dur)
             finally:
-                self.redis.resume()
+                self.store.resume()
             self.record(kind, "backend", t0, time.monotonic(), aim=aim, pid=pid,
                         planned=spec)
         elif kind in ("backend_restart", "backend_restart_loss"):
-            t0, t1 = self.redis.restart(dur)
-            self.record(kind, "backend", t0, t1, aim=aim, pid=pid, new_pid=self.redis.pid,
+            t0, t1 = self.store.restart(dur)
+            self.record(kind, "backend", t0, t1, aim=aim, pid=pid, new_pid=self.store.pid,
                         planned=spec)
 
     # ---- the run ----
@@ -691,6 +785,15 @@ class Scenario:
                     r.stop()
                 except AssertionError as e:
                     self.failures.append({"kind": "redis exit", "text": str(e)})
+        if self.etcd is not None:
+            try:
+                rc = self.etcd.stop()
+            except AssertionError as e:
+                rc = str(e)
+            if rc not in (0, -signal.SIGTERM):
+                self.failures.append({"kind": "etcd exit",
+                                      "text": "etcd exited with %s on SIGTERM; log:\n%s"
+                                      % (rc, self.etcd.log())})
 
     # ---- results ----
 
@@ -751,7 +854,7 @@ def plan(mode, only, rounds):
         todo = [(b, f, 1) for b, f in SHORT]
     else:
         todo = [(b, f, rounds or max(3, len(PLANS[f])))
-                for b in ("memory", "redis") for f in ALL_FAULTS[b]]
+                for b in ("memory", "redis", "etcd") for f in ALL_FAULTS[b]]
         todo.append(("split", "none", 1))
     if rounds and mode == "short":
         todo = [(b, f, rounds) for b, f, _ in todo]

@@ -186,12 +186,34 @@ class TestChecker(unittest.TestCase):
         h.events[1]["validity"] = 200
         self.assertEqual([f["kind"] for f in h.check()["failures"]], ["late grant"])
 
+    def test_grant_with_more_validity_than_the_ttl_is_a_failure(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5)
+        h.events[1]["validity"] = TTL + 1
+        self.assertEqual([f["kind"] for f in h.check()["failures"]], ["validity"])
+
+    def test_grant_with_little_of_the_daemons_etcd_lease_left_is_clean(self):
+        # on etcd the validity is what is left of the daemon's lease, and
+        # the margin that of the validity promised: below the TTL's margin
+        # is allowed, nothing left is not
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5)
+        h.events[1]["validity"] = 100
+        self.assertClean(h.check(params={"backend": "etcd"}))
+        self.assertEqual([f["kind"] for f in h.check()["failures"]], ["late grant"])
+        h.events[1]["validity"] = 0
+        self.assertEqual([f["kind"] for f in h.check(params={"backend": "etcd"})["failures"]],
+                         ["late grant"])
+
     def test_late_notice_after_a_daemon_resumes_is_a_failure(self):
         h = History()
         h.hold("w1", 10, 1.0, 1.01, 4.0, end_ev="told", how="lost_err")
         stop = {"kind": "daemon_stop", "target": "d0", "start": 1.1, "end": 3.0}
-        res = h.check([stop])
-        self.assertEqual([f["kind"] for f in res["failures"]], ["late notice"])
+        for backend in ("redis", "etcd"):
+            res = h.check([stop], params={"backend": backend})
+            self.assertEqual([f["kind"] for f in res["failures"]], ["late notice"], backend)
+        # session locks on the memory backend are not lost by a stop
+        self.assertClean(h.check([stop], params={"backend": "memory"}))
 
     def test_worker_killed_while_holding_ends_at_its_death(self):
         h = History()
