@@ -385,14 +385,14 @@ def _check_validity(holdings, params, res):
     came back late is not delivered), nor with more than the TTL.
 
     On etcd a session lock is on its daemon's lease, and the validity of a
-    grant is what is left of that lease, which may be less than the TTL (the
-    lease is kept alive every third of its TTL, and for a while without
-    answers when etcd does not answer); the margin is then that of the
-    validity the daemon was promised, counted from when it sent the request
-    (PROTOCOL.md 7.4 and 8.3; locktab.c hold_margin). The worker sees only
-    what was left when the reply went out, which is less than that promise
-    by the time the request took, so all that is left to check from its
-    side is that something was left."""
+    grant is what is left of that lease, which may be well below the TTL
+    (the lease is kept alive every third of its TTL, and not at all while
+    etcd does not answer); the margin is then that of the validity the
+    daemon was promised, counted from when it sent the request (PROTOCOL.md
+    7.4 and 8.3; locktab.c hold_margin). The worker sees only what was left
+    when the reply went out, less than that promise by the time the request
+    took, so all there is to check from its side is that something was
+    left."""
     margin = params["margin_ms"]
     if params.get("backend") == "etcd":
         margin = 0
