@@ -154,6 +154,7 @@ struct et_op {
 	uint64_t t_call;		/* when the lock table called */
 	uint64_t sent;			/* when the current request went out */
 	int64_t lease;			/* an own lease granted for it, 0 none */
+	int64_t put_lease;		/* the lease its Txn put the key on */
 	uint64_t lease_until;		/* its validity */
 	char *ekey;			/* EK_DELETE, EK_RELEASE: the etcd key */
 	int64_t revoke;			/* EK_DELETE: a lease to revoke after, 0 none */
@@ -631,20 +632,23 @@ lease_lost(struct et *r, const char *why)
 		struct et_key *k = (struct et_key *)(void *)n;
 		struct et_entry *e, *next;
 		bool wake = false;
+		k->refs++;
 		for (e = TAILQ_FIRST(&k->entries); e != NULL; e = next) {
 			next = TAILQ_NEXT(e, entry);
-			if (e->own && e->state == E_HELD)
-				continue;
+			if (e->own)
+				continue;	/* on a lease of its own */
 			if (e->state == E_HELD) {
 				e->gone = true;
 			} else if (!e->busy) {
-				/* its key went with the lease, or will */
+				/* its key went with the lease (revoked below): the
+				 * queue asks again, on the new lease */
 				wake = true;
-				e->state = E_NEW;
+				entry_free(r, e);
 			}
 		}
 		if (wake)
 			wake_later(r, k);
+		key_put(r, k);
 	}
 	revoke(r, old);	/* in case etcd still has it */
 	r->be->up.expire(r->be->up.arg, NULL, 0);
@@ -1063,6 +1067,13 @@ entry_placed(struct et_op *op, struct et_entry *e, const json_t *kvs, int64_t re
 		op_answer(op, BE_ERROR, 0, 0, "the etcd key was not there after its put");
 		return;
 	}
+	if (!op->detach && op->put_lease != r->lease) {
+		/* the daemon's lease was given up while the Txn was out: the key
+		 * is on a lease that may end any time */
+		entry_drop(r, e, NULL, NULL);
+		op_answer(op, BE_ERROR, 0, 0, "the daemon's etcd lease was lost meanwhile");
+		return;
+	}
 	if (e->own && e->lease != op->lease)
 		revoke(r, e->lease);	/* it was on an own lease it leaves */
 	e->create_rev = created;
@@ -1145,8 +1156,9 @@ acquire_txn(struct et_op *op)
 	assert(e != NULL);
 	free(op->ekey);
 	op->ekey = xstrdup(e->ekey);
-	ops = json_pack("[o, o]", req_put(e->ekey, op->mode, op->limit,
-	    op->detach ? op->lease : r->lease), req_range(op->k));
+	op->put_lease = op->detach ? op->lease : r->lease;
+	ops = json_pack("[o, o]", req_put(e->ekey, op->mode, op->limit, op->put_lease),
+	    req_range(op->k));
 	op_call(op, "/v3/kv/txn", json_pack("{s:o}", "success", ops), on_acquire_txn);
 }
 
@@ -1352,12 +1364,15 @@ et_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	memcpy(op->token, l->token, TOKEN_LEN + 1);
 	op->ttl_ms = l->ttl_ms;
 	op->detach = e != NULL && e->own;
-	if (e == NULL || e->state != E_HELD || e->gone) {
-		op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
+	if (e == NULL || e->state != E_HELD || e->gone || (!e->own && e->lease != r->lease)) {
+		/* the holding ends here: its entry goes (and its key, if any) */
+		const char *why = e != NULL && !e->own && e->lease != r->lease ?
+		    "the daemon's etcd lease was lost" : "the lock's etcd key is gone";
+		if (e != NULL && e->state == E_HELD)
+			entry_drop(r, e, NULL, NULL);
+		op_answer(op, BE_NOTOWNER, 0, 0, why);
 	} else if (!e->own) {
-		if (e->lease != r->lease)
-			op_answer(op, BE_NOTOWNER, 0, 0, "the daemon's etcd lease was lost");
-		else if (!lease_ok(r, now))
+		if (!lease_ok(r, now))
 			op_answer(op, BE_ERROR, 0, 0, "the etcd lease is not confirmed");
 		else
 			op_answer(op, BE_OK, 0, r->lease_until - now, NULL);
@@ -1437,6 +1452,7 @@ transfer_txn(struct et_op *op)
 	from->leaving = true;
 	to = entry_new(r, op->k, op->token);
 	to->busy = true;
+	op->put_lease = lease;
 	free(op->ekey);
 	op->ekey = xstrdup(to->ekey);
 	op_call(op, "/v3/kv/txn", json_pack("{s:[o], s:[o, o, o]}", "compare",

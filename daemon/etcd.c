@@ -61,6 +61,7 @@ struct etcd_call {
 	int slot;			/* on this connection of ep's pool */
 	struct evhttp_request *req;	/* in flight, owned by evhttp */
 	bool auth;			/* the /v3/auth/authenticate call */
+	bool sending;			/* inside evhttp_make_request */
 	enum etcd_status failed;	/* on c->failing: how it ends */
 	const char *why;		/* and why */
 	TAILQ_ENTRY(etcd_call) entry;	/* on c->calls, c->held or c->failing */
@@ -78,6 +79,7 @@ struct etcd {
 	char *password;
 	bool up;			/* the last call that ended was answered */
 	bool authing;			/* an authenticate call is in flight */
+	struct etcd_ep *auth_ep;	/* the endpoint it went to */
 	struct etcd_call_list calls;	/* sent, waiting for their answer */
 	struct etcd_call_list held;	/* waiting for a token */
 	struct etcd_call_list failing;	/* failed before sending: told from ev_fail */
@@ -92,6 +94,7 @@ struct etcd {
 };
 
 static void call_send(struct etcd *c, struct etcd_call *k);
+static void watch_cancel(struct etcd *c);
 
 /* ---- base64 and JSON -------------------------------------------------------- */
 
@@ -268,6 +271,7 @@ ep_failed(struct etcd *c, struct etcd_ep *ep, const char *why)
 		ep->token = NULL;
 		if (c->wreq != NULL && c->wep == ep) {
 			/* the stream is on the endpoint given up: end it */
+			watch_cancel(c);
 			c->wlost = true;
 			event_active(c->ev_watch, EV_TIMEOUT, 0);
 		}
@@ -336,6 +340,13 @@ on_http(struct evhttp_request *req, void *arg)
 	TAILQ_REMOVE(&c->calls, k, entry);
 	ep->busy[k->slot]--;
 	k->req = NULL;
+	if (k->sending) {
+		/* the connection failed at once, inside evhttp_make_request: tell
+		 * from the loop, never from inside etcd_call */
+		ep_failed(c, ep, "cannot connect");
+		call_fail_later(c, k, ETCD_DOWN, "cannot connect to etcd");
+		return;
+	}
 	if (req == NULL || evhttp_request_get_response_code(req) == 0) {
 		ep_failed(c, ep, "no answer (refused, reset or timed out)");
 	} else {
@@ -358,6 +369,7 @@ call_send(struct etcd *c, struct etcd_call *k)
 	struct etcd_ep *ep = &c->eps[c->cur];
 	struct evhttp_request *req;
 	struct evkeyvalq *h;
+	int rc;
 
 	if (c->username != NULL && ep->token == NULL && !k->auth) {
 		TAILQ_INSERT_TAIL(&c->held, k, entry);
@@ -375,15 +387,19 @@ call_send(struct etcd *c, struct etcd_call *k)
 	evbuffer_add(evhttp_request_get_output_buffer(req), k->body, strlen(k->body));
 	k->ep = ep;
 	k->req = req;
-	if (evhttp_make_request(ep->pool[k->slot], req, EVHTTP_REQ_POST, k->path) != 0) {
-		/* evhttp freed req */
-		k->req = NULL;
-		call_fail_later(c, k, ETCD_DOWN, "cannot send to etcd");
-		return;
-	}
+	k->sending = true;
 	ep->busy[k->slot]++;
 	c->stats.calls++;
 	TAILQ_INSERT_TAIL(&c->calls, k, entry);
+	rc = evhttp_make_request(ep->pool[k->slot], req, EVHTTP_REQ_POST, k->path);
+	k->sending = false;
+	if (rc != 0 && k->req != NULL) {
+		/* refused without a callback: evhttp freed req */
+		TAILQ_REMOVE(&c->calls, k, entry);
+		ep->busy[k->slot]--;
+		k->req = NULL;
+		call_fail_later(c, k, ETCD_DOWN, "cannot send to etcd");
+	}
 }
 
 void
@@ -409,7 +425,7 @@ static void
 on_auth(void *arg, const struct etcd_result *r)
 {
 	struct etcd *c = arg;
-	struct etcd_ep *ep = &c->eps[c->cur];
+	struct etcd_ep *ep = c->auth_ep;
 	const char *token = r->status == ETCD_OK ?
 	    json_string_value(json_object_get(r->body, "token")) : NULL;
 	struct etcd_call_list held;
@@ -421,6 +437,8 @@ on_auth(void *arg, const struct etcd_result *r)
 	if (token != NULL) {
 		free(ep->token);
 		ep->token = xstrdup(token);
+		if (c->wnext != NULL)
+			event_active(c->ev_watch, EV_TIMEOUT, 0);	/* it waited for it */
 	} else if (r->status == ETCD_FAILED) {
 		log_error("etcd at %s refused user '%s': %s", ep->text, c->username,
 		    r->why != NULL ? r->why : "error");
@@ -445,11 +463,14 @@ auth_start(struct etcd *c)
 	if (c->authing)
 		return;
 	c->authing = true;
+	c->auth_ep = &c->eps[c->cur];
 	k = xcalloc(1, sizeof(*k));
 	k->c = c;
 	k->path = xstrdup("/v3/auth/authenticate");
-	k->body = json_dumps(json_pack("{s:s, s:s}", "name", c->username, "password",
-	    c->password != NULL ? c->password : ""), JSON_COMPACT);
+	json_t *req = json_pack("{s:s, s:s}", "name", c->username, "password",
+	    c->password != NULL ? c->password : "");
+	k->body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
 	k->cb = on_auth;
 	k->arg = c;
 	k->auth = true;
@@ -469,55 +490,67 @@ watch_lost(struct etcd *c)
 	event_active(c->ev_watch, EV_TIMEOUT, 0);
 }
 
-/* Bytes of the stream arrived: pass on each whole message. */
+/* Bytes of the stream arrived: pass on each whole message. The gateway ends
+ * each message with a newline (JSON text holds none of its own), so a
+ * message is complete when its newline has come, wherever the chunks were
+ * cut. */
 static void
 on_watch_chunk(struct evhttp_request *req, void *arg)
 {
 	struct etcd *c = arg;
-	size_t len, used, skip;
-	const char *p;
-	json_t *msg;
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	json_error_t err;
+	size_t len, n;
+	const char *p, *nl;
+	json_t *msg, *res;
 
-	if (c->wreq != req)
+	if (c->wreq != req || c->wnext != NULL) {
+		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
-	evbuffer_add_buffer(c->wbuf, evhttp_request_get_input_buffer(req));
+	}
+	evbuffer_add_buffer(c->wbuf, in);
 	while ((len = evbuffer_get_length(c->wbuf)) > 0) {
 		p = (const char *)evbuffer_pullup(c->wbuf, -1);
-		for (skip = 0; skip < len && isspace((unsigned char)p[skip]); skip++)
-			;
-		evbuffer_drain(c->wbuf, skip);
-		if (skip == len)
-			break;
-		msg = json_first(p + skip, len - skip, &used);
-		if (msg == NULL) {
-			if (used == 0 && len - skip <= ETCD_MESSAGE_MAX)
+		if ((nl = memchr(p, '\n', len)) == NULL) {
+			if (len <= ETCD_MESSAGE_MAX)
 				break;	/* more to come */
+			log_warn("etcd watch stream from %s: a message over %d bytes; starting it "
+			    "again", c->wep->text, ETCD_MESSAGE_MAX);
+			goto bad;
+		}
+		n = (size_t)(nl - p);
+		for (; n > 0 && isspace((unsigned char)p[n - 1]); n--)
+			;
+		msg = NULL;
+		if (n > 0 && (msg = json_loadb(p, n, 0, &err)) == NULL) {
 			log_warn("etcd watch stream from %s: not JSON; starting it again",
 			    c->wep->text);
-			evhttp_cancel_request(req);
-			watch_lost(c);
-			return;
+			goto bad;
 		}
-		evbuffer_drain(c->wbuf, used);
+		evbuffer_drain(c->wbuf, (size_t)(nl - p) + 1);
+		if (msg == NULL)
+			continue;	/* a blank line */
 		c->stats.messages++;
-		json_t *res = json_object_get(msg, "result");
+		res = json_object_get(msg, "result");
 		if (!json_is_object(res)) {
 			json_t *e = json_object_get(msg, "error");
 			log_warn("etcd watch stream from %s failed: %s", c->wep->text,
 			    json_is_object(e) && json_is_string(json_object_get(e, "message")) ?
 			    json_string_value(json_object_get(e, "message")) : "error");
 			json_decref(msg);
-			evhttp_cancel_request(req);
-			watch_lost(c);
-			return;
+			goto bad;
 		}
 		ep_answered(c);
 		if (c->hooks.watch != NULL)
 			c->hooks.watch(c->hooks.arg, res);
 		json_decref(msg);
-		if (c->wreq != req)
+		if (c->wreq != req || c->wnext != NULL)
 			return;	/* the hook stopped or restarted the stream */
 	}
+	return;
+bad:
+	evhttp_cancel_request(req);
+	watch_lost(c);
 }
 
 /* The stream's response ended (req NULL: its connection failed). */
@@ -568,10 +601,16 @@ on_watch_event(evutil_socket_t fd, short what, void *arg)
 		}
 		return;
 	}
+	if (c->username != NULL && ep->token == NULL) {
+		auth_start(c);	/* the stream starts when the token comes */
+		return;
+	}
 	c->wnext = NULL;
 	c->wlost = false;
 	watch_cancel(c);
-	text = json_dumps(json_pack("{s:o}", "create_request", create), JSON_COMPACT);
+	json_t *msg = json_pack("{s:o}", "create_request", create);
+	text = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
 	if (ep->wconn == NULL) {
 		ep->wconn = evhttp_connection_base_new(c->base, NULL, ep->ip,
 		    (unsigned short)ep->port);

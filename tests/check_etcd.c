@@ -13,9 +13,7 @@
  * one pass at a time, until what it waits for happened, and fails after
  * LIMIT_MS.
  *
- * The "known-bugs" case holds tests that fail against etcd.c as it is; it
- * runs only with CHECK_ETCD_KNOWN_BUGS=1 in the environment (see
- * etcd_suite).
+ * The "regressions" case holds tests of bugs found here once.
  */
 #include <check.h>
 #include <errno.h>
@@ -1035,7 +1033,8 @@ START_TEST(test_watch_one_byte_per_chunk)
 	watch_up();
 	for (size_t i = 0; text[i] != '\0'; i++) {
 		fake_watch_chunk(fk, text + i, 1);
-		ck_assert_msg(nmsgs <= (i < strlen(CREATED) ? 0 : 1),
+		/* a message is whole once its newline has come */
+		ck_assert_msg(nmsgs <= (i + 1 < strlen(CREATED) ? 0 : i + 1 < strlen(text) ? 1 : 2),
 		    "after byte %zu ('%c'): %d messages, the last %s", i, text[i], nmsgs,
 		    nmsgs > 0 ? msgs[nmsgs - 1] : "none");
 	}
@@ -1505,34 +1504,25 @@ etcd_suite(void)
 	tcase_add_test(tc, test_destroy_before_the_loop);
 	suite_add_tcase(s, tc);
 
-	/*
-	 * Known bugs of etcd.c: each test of this case fails today. The case
-	 * runs only with CHECK_ETCD_KNOWN_BUGS=1 in the environment; a test
-	 * goes back to its case above once its bug is fixed.
-	 */
-	if (getenv("CHECK_ETCD_KNOWN_BUGS") != NULL) {
-		tc = tcase_create("known-bugs");
-		tcase_add_checked_fixture(tc, setup, teardown);
-		/* a connection that fails at once runs the callback inside etcd_call,
-		 * and on_http then removes from c->calls a call not on it: a crash */
-		tcase_add_test(tc, test_callback_from_the_loop_when_connect_fails_at_once);
-		/* a chunk that ends inside true, false, null, a number's sign or an
-		 * escape makes json_first() say "not JSON": the stream is dropped */
-		tcase_add_test(tc, test_watch_one_byte_per_chunk);
-		/* etcd_watch() from the hook does not stop the messages of the stream
-		 * it replaces that follow in the same chunk */
-		tcase_add_test(tc, test_watch_restarted_from_the_hook);
-		/* on_watch_event() leaks the {"create_request": ...} object it packs
-		 * (and the request with it); auth_start() leaks its body object too */
-		tcase_add_test(tc, test_watch_releases_create_request);
-		/* ep_failed() sets wlost, but on_watch_event() only tells the owner
-		 * when wreq is NULL: the stream on the endpoint given up runs on */
-		tcase_add_test(tc, test_watch_ends_when_its_endpoint_is_given_up);
-		/* on_auth() files the token under the current endpoint, not under the
-		 * one that gave it */
-		tcase_add_test(tc, test_auth_token_stays_with_its_endpoint);
-		suite_add_tcase(s, tc);
-	}
+	/* bugs found here once: each test failed before its fix */
+	tc = tcase_create("regressions");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	/* a connection that failed at once ran the callback inside etcd_call */
+	tcase_add_test(tc, test_callback_from_the_loop_when_connect_fails_at_once);
+	/* a chunk that ended inside true, false, null, a sign or an escape
+	 * dropped the stream */
+	tcase_add_test(tc, test_watch_one_byte_per_chunk);
+	/* etcd_watch() from the hook did not stop the messages of the stream it
+	 * replaces that follow in the same chunk */
+	tcase_add_test(tc, test_watch_restarted_from_the_hook);
+	/* the {"create_request": ...} object (and the request with it) and the
+	 * authenticate body leaked */
+	tcase_add_test(tc, test_watch_releases_create_request);
+	/* the stream on an endpoint given up ran on */
+	tcase_add_test(tc, test_watch_ends_when_its_endpoint_is_given_up);
+	/* a token was filed under the current endpoint, not the one that gave it */
+	tcase_add_test(tc, test_auth_token_stays_with_its_endpoint);
+	suite_add_tcase(s, tc);
 	return s;
 }
 
