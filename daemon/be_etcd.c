@@ -130,6 +130,7 @@ struct et_key {
 	char *path;			/* "<prefix><escaped key>/" */
 	size_t pathlen;
 	int64_t last_delete;		/* revision of the last delete seen in its range */
+	unsigned lane;			/* the gateway connection of its requests */
 	struct et_entry_list entries;	/* its etcd keys */
 	unsigned refs;			/* operations in flight that use it */
 };
@@ -261,6 +262,7 @@ key_get(struct et *r, const char *name, size_t len)
 		k->pathlen = pathlen;
 		TAILQ_INIT(&k->entries);
 		hashtab_insert(r->keys, &k->node, k->path, k->pathlen);
+		k->lane = (unsigned)(k->node.hash >> 32);
 	}
 	k->refs++;
 	return k;
@@ -462,7 +464,8 @@ op_call(struct et_op *op, const char *path, json_t *body, etcd_cb *cb)
 	op->sent = clock_ms();
 	op->in_flight = true;
 	TAILQ_INSERT_TAIL(&r->ops, op, entry);
-	etcd_call(r->cli, path, body, cb, op);
+	/* the requests about one key go out in order, on one connection */
+	etcd_call_lane(r->cli, op->k->lane, path, body, cb, op);
 }
 
 /* An answer to op's request arrived: it is not in flight any more. */
