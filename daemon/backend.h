@@ -46,6 +46,9 @@ struct be_lock {
 	int detached;		/* 1: a DETACH lock, whose lease must not end
 				 * with this process (it is never renewed but by
 				 * EXTEND); 0: bound to a session */
+	int try_once;		/* acquire: 1 for a try (WAIT 0): when it answers
+				 * BE_BUSY nothing of it may be left in the
+				 * backend (no place in a queue) */
 };
 
 enum be_status {

@@ -130,6 +130,7 @@ struct et_key {
 	char *path;			/* "<prefix><escaped key>/" */
 	size_t pathlen;
 	int64_t last_delete;		/* revision of the last delete seen in its range */
+	unsigned lane;			/* the gateway connection of its requests */
 	struct et_entry_list entries;	/* its etcd keys */
 	unsigned refs;			/* operations in flight that use it */
 };
@@ -150,6 +151,7 @@ struct et_op {
 	enum lock_mode mode;		/* acquire, transfer: the kind asked for */
 	unsigned limit;
 	bool detach;			/* acquire, renew, transfer: on a lease of its own */
+	bool try_once;			/* acquire: a try, which leaves nothing behind */
 	uint64_t ttl_ms;		/* the lease asked for */
 	uint64_t t_call;		/* when the lock table called */
 	uint64_t sent;			/* when the current request went out */
@@ -260,6 +262,7 @@ key_get(struct et *r, const char *name, size_t len)
 		k->pathlen = pathlen;
 		TAILQ_INIT(&k->entries);
 		hashtab_insert(r->keys, &k->node, k->path, k->pathlen);
+		k->lane = (unsigned)(k->node.hash >> 32);
 	}
 	k->refs++;
 	return k;
@@ -461,7 +464,8 @@ op_call(struct et_op *op, const char *path, json_t *body, etcd_cb *cb)
 	op->sent = clock_ms();
 	op->in_flight = true;
 	TAILQ_INSERT_TAIL(&r->ops, op, entry);
-	etcd_call(r->cli, path, body, cb, op);
+	/* the requests about one key go out in order, on one connection */
+	etcd_call_lane(r->cli, op->k->lane, path, body, cb, op);
 }
 
 /* An answer to op's request arrived: it is not in flight any more. */
@@ -1052,6 +1056,18 @@ op_valid(const struct et_op *op)
 	return op->detach && v > op->ttl_ms ? op->ttl_ms : v;
 }
 
+/* The delete of a try's key: the try is answered BE_BUSY now; a delete
+ * that got no answer is sent again until it is confirmed. */
+static void
+on_try_delete(void *arg, const struct etcd_result *res)
+{
+	struct et_op *op = arg;
+	op_landed(op);
+	if (res->status != ETCD_OK)
+		delete_start(op->r, op->k, op->ekey, 0, NULL, NULL);
+	op_answer(op, BE_BUSY, 0, 0, NULL);
+}
+
 /* Entry e (E_NEW or E_WAITING) was put at revision rev with created as its
  * create revision: it holds (answer BE_OK with fence rev) or waits (BE_BUSY). */
 static void
@@ -1083,12 +1099,25 @@ entry_placed(struct et_op *op, struct et_entry *e, const json_t *kvs, int64_t re
 	e->own_ttl_ms = op->detach ? op->ttl_ms : 0;
 	e->mode = op->mode;
 	e->limit = op->limit;
+	if (!holds && op->try_once) {
+		/* a try leaves nothing behind: its key goes before the answer */
+		free(op->ekey);
+		op->ekey = xstrdup(e->ekey);
+		entry_free(r, e);
+		op_call(op, "/v3/kv/txn", json_pack("{s:[{s:{s:o}}]}", "success",
+		    "request_delete_range", "key", jb64(op->ekey, strlen(op->ekey))),
+		    on_try_delete);
+		return;
+	}
 	if (!holds) {
+		struct et_key *k = e->k;
 		e->state = E_WAITING;
 		e->wait_rev = wait_rev;
-		if (e->k->last_delete > rev)
-			wake_later(r, e->k);	/* a delete came before this answer */
+		/* the answer goes first, so that the lock table waits for the
+		 * wakeup before it comes */
 		op_answer(op, BE_BUSY, 0, 0, NULL);
+		if (k->last_delete > rev)
+			wake_later(r, k);	/* a delete came before this answer */
 		return;
 	}
 	valid = op_valid(op);
@@ -1136,6 +1165,13 @@ on_acquire_txn(void *arg, const struct etcd_result *res)
 		txn_failed(op, e, res);
 		return;
 	}
+	if (!json_is_true(json_object_get(res->body, "succeeded"))) {
+		/* an exclusive try found the range taken: nothing was put */
+		if (e != NULL && e->state == E_NEW)
+			entry_free(op->r, e);
+		op_answer(op, BE_BUSY, 0, 0, NULL);
+		return;
+	}
 	if (e == NULL) {
 		/* released meanwhile: what was put goes too */
 		delete_start(op->r, op->k, op->ekey, 0, NULL, NULL);
@@ -1159,6 +1195,17 @@ acquire_txn(struct et_op *op)
 	op->put_lease = op->detach ? op->lease : r->lease;
 	ops = json_pack("[o, o]", req_put(e->ekey, op->mode, op->limit, op->put_lease),
 	    req_range(op->k));
+	if (op->try_once && op->mode == LOCK_EXCLUSIVE && e->state == E_NEW) {
+		/* an exclusive try puts its key only into an empty range */
+		json_t *range = req_range(op->k), *rr = json_object_get(range, "request_range");
+		json_t *cmp = json_pack("{s:O, s:O, s:s, s:s, s:o}", "key",
+		    json_object_get(rr, "key"), "range_end", json_object_get(rr, "range_end"),
+		    "target", "CREATE", "result", "EQUAL", "create_revision", jint(0));
+		json_decref(range);
+		op_call(op, "/v3/kv/txn", json_pack("{s:[o], s:o}", "compare", cmp, "success", ops),
+		    on_acquire_txn);
+		return;
+	}
 	op_call(op, "/v3/kv/txn", json_pack("{s:o}", "success", ops), on_acquire_txn);
 }
 
@@ -1276,6 +1323,7 @@ et_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	op->limit = l->limit;
 	op->ttl_ms = l->ttl_ms;
 	op->detach = l->detached;
+	op->try_once = l->try_once != 0;
 	if (!etcd_up(r->cli)) {
 		op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
 		return;

@@ -62,6 +62,7 @@ struct etcd_call {
 	struct evhttp_request *req;	/* in flight, owned by evhttp */
 	bool auth;			/* the /v3/auth/authenticate call */
 	bool sending;			/* inside evhttp_make_request */
+	int lane;			/* the connection it must go on, -1: any */
 	enum etcd_status failed;	/* on c->failing: how it ends */
 	const char *why;		/* and why */
 	TAILQ_ENTRY(etcd_call) entry;	/* on c->calls, c->held or c->failing */
@@ -234,14 +235,17 @@ call_fail_later(struct etcd *c, struct etcd_call *k, enum etcd_status st, const 
 	TAILQ_INSERT_TAIL(&c->failing, k, entry);
 }
 
-/* The connection of ep with the fewest calls in flight, made if need be. */
+/* The connection of ep for lane (-1: the one with the fewest calls in
+ * flight), made if need be. */
 static int
-ep_slot(struct etcd *c, struct etcd_ep *ep)
+ep_slot(struct etcd *c, struct etcd_ep *ep, int lane)
 {
 	int best = 0;
 	for (int i = 1; i < ETCD_POOL; i++)
 		if (ep->busy[i] < ep->busy[best])
 			best = i;
+	if (lane >= 0)
+		best = lane % ETCD_POOL;
 	if (ep->pool[best] == NULL) {
 		ep->pool[best] = evhttp_connection_base_new(c->base, NULL, ep->ip,
 		    (unsigned short)ep->port);
@@ -376,7 +380,7 @@ call_send(struct etcd *c, struct etcd_call *k)
 		auth_start(c);
 		return;
 	}
-	k->slot = ep_slot(c, ep);
+	k->slot = ep_slot(c, ep, k->lane);
 	if ((req = evhttp_request_new(on_http, k)) == NULL)
 		log_fatal("out of memory (an etcd request)");
 	h = evhttp_request_get_output_headers(req);
@@ -405,8 +409,16 @@ call_send(struct etcd *c, struct etcd_call *k)
 void
 etcd_call(struct etcd *c, const char *path, json_t *body, etcd_cb *cb, void *arg)
 {
+	etcd_call_lane(c, (unsigned)-1, path, body, cb, arg);
+}
+
+void
+etcd_call_lane(struct etcd *c, unsigned lane, const char *path, json_t *body,
+    etcd_cb *cb, void *arg)
+{
 	struct etcd_call *k = xcalloc(1, sizeof(*k));
 	k->c = c;
+	k->lane = lane == (unsigned)-1 ? -1 : (int)(lane % ETCD_POOL);
 	k->path = xstrdup(path);
 	k->body = json_dumps(body, JSON_COMPACT);
 	k->cb = cb;
@@ -474,6 +486,7 @@ auth_start(struct etcd *c)
 	k->cb = on_auth;
 	k->arg = c;
 	k->auth = true;
+	k->lane = -1;
 	call_send(c, k);
 }
 

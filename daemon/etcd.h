@@ -72,8 +72,14 @@ struct etcd *etcd_create(struct event_base *base, const struct etcd_options *o,
 /* Free the client: calls in flight are dropped without their callbacks. */
 void etcd_destroy(struct etcd *c);
 
-/* POST body (taken over; freed by the client) to path ("/v3/kv/txn"). */
+/* POST body (taken over; freed by the client) to path ("/v3/kv/txn"), on
+ * the connection with the fewest calls in flight. */
 void etcd_call(struct etcd *c, const char *path, json_t *body, etcd_cb *cb, void *arg);
+/* The same on the connection lane picks: calls of one lane reach etcd one
+ * after the other, in the order they were made (the owner gives one lane
+ * to everything about one lock key). */
+void etcd_call_lane(struct etcd *c, unsigned lane, const char *path, json_t *body,
+    etcd_cb *cb, void *arg);
 /* (Re)start the watch stream with create_request (taken over): the stream
  * running is cancelled first, without a NULL message. */
 void etcd_watch(struct etcd *c, json_t *create_request);

@@ -754,7 +754,8 @@ class EtcdServer:
 
     def pause(self):
         """SIGSTOP: etcd accepts connections (the kernel queues them) but
-        answers nothing, and counts no lease down, until resume()."""
+        answers nothing until resume(). Its clock goes on: a lease that ran
+        out meanwhile is revoked soon after resume()."""
         self.proc.send_signal(signal.SIGSTOP)
         self.paused = True
 

@@ -1,10 +1,11 @@
 """The etcd backend: several dlockd processes on one etcd.
 
 The backend's URL and configuration keys; FIFO order and fences across
-daemons; wake-ups through one watch stream per daemon, without polling; a
+daemons; wake-ups through one watch stream per daemon, without polling;
+waiters after a try (LOCK ... WAIT 0) and shared waiters woken together; a
 daemon killed while holding locks; etcd stopped (SIGSTOP) past the daemon's
 lease; etcd down and back; endpoint failover; compaction while a waiter
-waits; and the keys the locks are in etcd.
+waits; authentication; and the etcd keys that hold the locks.
 
 Every test starts its own etcd (or shares the one of its class) on free
 loopback ports; see harness.EtcdServer. Each test uses keys of its own. The
@@ -485,7 +486,7 @@ class TestEtcdDaemons(EtcdCase):
         self.assertRegex(name[len(lock_prefix(key)):], rb"\A[^/]+\Z")
         self.assertEqual(rev, g[1])
         self.assertEqual(lease, lease_a, "not on the daemon's lease")
-        self.assertTrue(value, "no mode in the value")
+        self.assertEqual(value, b"x0", "the value of an exclusive lock's key")
         self.assertEqual(c.cmd("UNLOCK", key), 0)
         self.assertEqual(self.etcd_keys(self.etcd, key), [], "the key stays after UNLOCK")
         # shared holders and permits have a key each; a closed session's go
@@ -495,7 +496,7 @@ class TestEtcdDaemons(EtcdCase):
         keys = self.etcd_keys(self.etcd, key)
         self.assertEqual(len(keys), 2, keys)
         self.assertEqual({k[2] for k in keys}, {lease_a, self.lease_id(self.b)})
-        self.assertNotEqual(keys[0][3], value, "shared and exclusive: the same value")
+        self.assertEqual([k[3] for k in keys], [b"s0", b"s0"])
         s1.close()
         self.wait_etcd_keys(self.etcd, key, 1, "(a closed session's lock)", timeout=1.0)
         s2.close()
@@ -511,6 +512,16 @@ class TestEtcdDaemons(EtcdCase):
         self.assertEqual(granted, 5, "DETACH TTL 4500 ms: a lease of 5 s")
         self.assertGreater(ttl, 0)
         self.assertEqual(self.conn(self.a).cmd("UNLOCK", key, token), 0)
+        self.assertEqual(self.etcd_keys(self.etcd, key), [])
+        # a semaphore's permits: a key each, the limit in the value
+        p1, p2 = self.conn(self.a), self.conn(self.b)
+        g1 = self.assertGranted(p1.cmd("LOCK", key, "LIMIT", 3))
+        g2 = self.assertGranted(p2.cmd("LOCK", key, "LIMIT", 3))
+        self.assertEqual([(k[1], k[3]) for k in self.etcd_keys(self.etcd, key)],
+                         [(g1[1], b"n3"), (g2[1], b"n3")])
+        self.assertEqual(p1.cmd("UNLOCK", key), 0)
+        self.assertEqual([k[1] for k in self.etcd_keys(self.etcd, key)], [g2[1]])
+        self.assertEqual(p2.cmd("UNLOCK", key), 0)
         self.assertEqual(self.etcd_keys(self.etcd, key), [])
 
     def test_info_backend_fields(self):
@@ -759,7 +770,6 @@ class TestEtcdProcesses(EtcdCase):
             self.assertErr(c.cmd("UNLOCK", k), "NOTHELD")
         info = self.info(a)
         self.assertGreaterEqual(int(info["lost_total"]), 3)
-        self.assertGreaterEqual(int(info["backend_lost_total"]), 1)
         # A locks again, on a new lease
         k4 = unique_key()
 
@@ -770,9 +780,11 @@ class TestEtcdProcesses(EtcdCase):
             return self.assertGranted(reply)
 
         wait_until(granted, RECONNECT_BOUND, 0.05, "A to lock again")
-        new_lease = self.lease_id(a)
+        info = self.info(a)
+        new_lease = int(info["backend_lease_id"])
         self.assertNotEqual(new_lease, old_lease)
         self.assertEqual([x[2] for x in self.etcd_keys(e, k4)], [new_lease])
+        self.assertEqual(info["backend_lost_total"], "1", "the daemon's lease was lost once")
         self.assertEqual(h2.cmd("UNLOCK", k4), 0)
 
     def test_etcd_down_and_back(self):
