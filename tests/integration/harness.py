@@ -279,6 +279,25 @@ def log_tail(path, size=4000):
         return ""
 
 
+def report(text):
+    """A figure for the log of the run (counts, latencies)."""
+    sys.stdout.write("\n    %s\n" % text)
+    sys.stdout.flush()
+
+
+def read_within(conn, seconds):
+    """The next reply or push on a Raw connection, or None if nothing
+    complete arrives within seconds."""
+    old = conn.s.gettimeout()
+    conn.settimeout(max(seconds, 0.001))
+    try:
+        return conn.read()
+    except (socket.timeout, TimeoutError):
+        return None
+    finally:
+        conn.settimeout(old)
+
+
 def read_line(pipe, timeout=5.0):
     """One line from a child's stdout pipe, waiting at most timeout s."""
     deadline = time.monotonic() + timeout
@@ -327,39 +346,33 @@ def redis_pings(port, password=None, host="127.0.0.1"):
         s.close()
 
 
-class RedisServer:
-    """One redis-server process: loopback only, no persistence, in a
-    directory of its own.
+class ServerProcess:
+    """What RedisServer and EtcdServer share: one server process in a
+    directory of its own, started (retrying on other ports if a free port
+    was taken meanwhile), paused, resumed and stopped by its pid. Every
+    process is recorded by spawn(), so one a test could not stop is killed
+    at exit. A subclass gives NAME, PACKAGE, WAITING_FOR, binary(), argv(),
+    answers() and new_ports()."""
 
-    Start it with start(); stop() stops it (resuming it first if pause()
-    stopped it) and is safe to call twice. Every process is recorded by
-    spawn(), so one a test could not stop is killed at exit.
-    """
+    NAME = "server"          # for messages
+    PACKAGE = None           # its Debian package
+    WAITING_FOR = "to answer"
+    PORT_TAKEN = "address already in use"   # in its log, any case
+    START_LIMIT = START_TIMEOUT
+    POLL = 0.005
 
-    def __init__(self, port=None, password=None, directory=None):
-        self.dir = directory or new_dir("redis")
-        self.fixed_port = port is not None
-        self.port = port or free_port()
-        self.password = password
-        self.logfile = os.path.join(self.dir, "redis.log")
+    def _process_init(self, logfile):
+        self.logfile = logfile
         self.proc = None
         self.rc = None
         self.paused = False
 
-    def argv(self):
-        a = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", self.dir,
-             "--daemonize", "no", "--logfile", "", "--loglevel", "notice"]
-        if self.password is not None:
-            a += ["--requirepass", self.password]
-        return a
-
     def start(self):
-        """Start and wait (bounded) until it answers PING. A missing
-        redis-server binary is a failure of the test, never a skip."""
-        if shutil.which(REDIS_SERVER) is None:
-            raise AssertionError("redis-server is missing: %r not found (Debian package "
-                                 "redis-server)" % REDIS_SERVER)
+        """Start and wait (bounded) until it answers. A missing binary is a
+        failure of the test, never a skip."""
+        if shutil.which(self.binary()) is None:
+            raise AssertionError("%s is missing: %r not found (Debian package %s)"
+                                 % (self.NAME, self.binary(), self.PACKAGE))
         for attempt in range(3):
             self.rc = None
             self.paused = False
@@ -367,28 +380,32 @@ class RedisServer:
                 self.proc = spawn(self.argv(), stdin=subprocess.DEVNULL,
                                   stdout=log, stderr=log)
             try:
-                wait_until(self._ready, START_TIMEOUT, 0.005, "redis-server to answer PING")
+                wait_until(self._ready, self.START_LIMIT, self.POLL,
+                           "%s %s" % (self.NAME, self.WAITING_FOR))
+                self.started()
                 return self
             except _PortTaken:
-                # the free port was taken in the meantime: try another one
-                if self.fixed_port or attempt == 2:
-                    raise AssertionError("redis-server could not listen on port %d:\n%s"
-                                         % (self.port, self.log()))
-                self.port = free_port()
+                # a free port was taken in the meantime: try others
+                if attempt == 2 or not self.new_ports():
+                    raise AssertionError("%s could not listen on its ports:\n%s"
+                                         % (self.NAME, self.log()))
             except BaseException:
                 self._kill()
                 raise
         raise AssertionError("not reached")
 
+    def started(self):
+        """Called once it answers."""
+
     def _ready(self):
         if self.proc.poll() is not None:
             rc = reap(self.proc)
             self.proc = None
-            if "Address already in use" in self.log():
+            if self.PORT_TAKEN in self.log().lower():
                 raise _PortTaken()
-            raise AssertionError("redis-server exited with %d at start-up:\n%s"
-                                 % (rc, self.log()))
-        return redis_pings(self.port, self.password)
+            raise AssertionError("%s exited with %d at start-up:\n%s"
+                                 % (self.NAME, rc, self.log()))
+        return self.answers()
 
     def _kill(self):
         if self.proc is not None:
@@ -419,7 +436,7 @@ class RedisServer:
 
     def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
         """Send sig (after resuming a paused server) and wait (bounded) for
-        the exit; returns the status. SIGTERM makes redis-server exit 0."""
+        the exit; returns the status."""
         if self.proc is None:
             return self.rc
         if self.proc.poll() is None:
@@ -431,14 +448,52 @@ class RedisServer:
         self.proc = None
         return self.rc
 
+    def log(self):
+        return log_tail(self.logfile)
+
+
+class RedisServer(ServerProcess):
+    """One redis-server process: loopback only, no persistence, in a
+    directory of its own (see ServerProcess). stop() with SIGTERM makes it
+    exit 0."""
+
+    NAME = "redis-server"
+    PACKAGE = "redis-server"
+    WAITING_FOR = "to answer PING"
+
+    @staticmethod
+    def binary():
+        return REDIS_SERVER  # read at each start: a test may change it
+
+    def __init__(self, port=None, password=None, directory=None):
+        self.dir = directory or new_dir("redis")
+        self.fixed_port = port is not None
+        self.port = port or free_port()
+        self.password = password
+        self._process_init(os.path.join(self.dir, "redis.log"))
+
+    def argv(self):
+        a = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", self.dir,
+             "--daemonize", "no", "--logfile", "", "--loglevel", "notice"]
+        if self.password is not None:
+            a += ["--requirepass", self.password]
+        return a
+
+    def answers(self):
+        return redis_pings(self.port, self.password)
+
+    def new_ports(self):
+        if self.fixed_port:
+            return False
+        self.port = free_port()
+        return True
+
     def stop_checked(self):
         """Stop with SIGTERM; fail unless it exits 0 (for cleanups)."""
         rc = self.stop()
         if rc not in (0, None):
             raise AssertionError("redis-server exited with %s; log:\n%s" % (rc, self.log()))
-
-    def log(self):
-        return log_tail(self.logfile)
 
     def address(self):
         return "127.0.0.1:%d" % self.port
@@ -651,7 +706,7 @@ class EtcdError(Exception):
     """The JSON gateway answered an error (an HTTP status other than 200)."""
 
 
-class EtcdServer:
+class EtcdServer(ServerProcess):
     """One etcd process, a cluster of one member: client and peer URLs on
     free loopback ports, its data in a directory of its own, warnings only
     in its log.
@@ -668,6 +723,15 @@ class EtcdServer:
     like the daemons' own.
     """
 
+    NAME = "etcd"
+    PACKAGE = "etcd-server"
+    START_LIMIT = ETCD_START_TIMEOUT
+    POLL = 0.02
+
+    @staticmethod
+    def binary():
+        return ETCD  # read at each start: a test may change it
+
     def __init__(self, port=None, directory=None, name="dlockd-test"):
         self.dir = directory or new_dir("etcd")
         self.fixed_port = port is not None
@@ -675,11 +739,8 @@ class EtcdServer:
         self.peer_port = free_port()
         self.name = name
         self.data = os.path.join(self.dir, "data")
-        self.logfile = os.path.join(self.dir, "etcd.log")
-        self.proc = None
-        self.rc = None
-        self.paused = False
-        self.started = False  # the data directory holds a member
+        self._process_init(os.path.join(self.dir, "etcd.log"))
+        self.member = False  # the data directory holds a member
         self.auth = None  # (user, password) once enable_auth() ran
         self.token = None  # the gateway's token for self.auth
 
@@ -694,63 +755,24 @@ class EtcdServer:
                 "--initial-cluster-token", "dlockd-test-%d" % self.port,
                 "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn"]
 
-    def start(self):
-        """Start and wait (bounded) until it serves a read. A missing etcd
-        binary is a failure of the test, never a skip."""
-        if shutil.which(ETCD) is None:
-            raise AssertionError("etcd is missing: %r not found (Debian package "
-                                 "etcd-server)" % ETCD)
-        for attempt in range(3):
-            self.rc = None
-            self.paused = False
-            with open(self.logfile, "ab") as log:
-                self.proc = spawn(self.argv(), stdin=subprocess.DEVNULL,
-                                  stdout=log, stderr=log)
-            try:
-                wait_until(self._ready, ETCD_START_TIMEOUT, 0.02, "etcd to answer")
-                self.started = True
-                return self
-            except _PortTaken:
-                # a free port was taken in the meantime: try others (a
-                # member's ports are kept once it has data)
-                if self.fixed_port or self.started or attempt == 2:
-                    raise AssertionError("etcd could not listen on ports %d, %d:\n%s"
-                                         % (self.port, self.peer_port, self.log()))
-                shutil.rmtree(self.data, True)
-                self.port = free_port()
-                self.peer_port = free_port()
-            except BaseException:
-                self._kill()
-                raise
-        raise AssertionError("not reached")
-
-    def _ready(self):
-        if self.proc.poll() is not None:
-            rc = reap(self.proc)
-            self.proc = None
-            if "address already in use" in self.log():
-                raise _PortTaken()
-            raise AssertionError("etcd exited with %d at start-up:\n%s" % (rc, self.log()))
+    def answers(self):
         try:
             self.revision(timeout=1.0)
         except (OSError, EtcdError):
             return False
         return True
 
-    def _kill(self):
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.rc = reap(self.proc)
-            self.proc = None
-            self.paused = False
+    def started(self):
+        self.member = True
 
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def running(self):
-        return self.proc is not None and self.proc.poll() is None
+    def new_ports(self):
+        # a member's ports are kept once it has data
+        if self.fixed_port or self.member:
+            return False
+        shutil.rmtree(self.data, True)
+        self.port = free_port()
+        self.peer_port = free_port()
+        return True
 
     def pause(self):
         """SIGSTOP: etcd accepts connections (the kernel queues them) but
@@ -759,38 +781,14 @@ class EtcdServer:
         self.proc.send_signal(signal.SIGSTOP)
         self.paused = True
 
-    def resume(self):
-        """SIGCONT after pause()."""
-        if self.proc is not None and self.paused:
-            self.proc.send_signal(signal.SIGCONT)
-        self.paused = False
-
-    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
-        """Send sig (after resuming a paused server) and wait (bounded) for
-        the exit; returns the status. etcd ends on SIGTERM by raising it
-        again: the status is then -SIGTERM."""
-        if self.proc is None:
-            return self.rc
-        if self.proc.poll() is None:
-            if self.paused and sig != signal.SIGKILL:
-                self.proc.send_signal(signal.SIGCONT)
-            self.proc.send_signal(sig)
-        self.paused = False
-        self.rc = reap(self.proc, timeout)
-        self.proc = None
-        return self.rc
-
     def stop_checked(self):
         """Stop with SIGTERM; fail unless it ends as etcd does on SIGTERM
-        (for cleanups). One the test stopped itself is left alone."""
+        (it raises the signal again: status -SIGTERM) (for cleanups). One the test stopped itself is left alone."""
         if self.proc is None:
             return
         rc = self.stop()
         if rc not in (0, -signal.SIGTERM):
             raise AssertionError("etcd exited with %s; log:\n%s" % (rc, self.log()))
-
-    def log(self):
-        return log_tail(self.logfile)
 
     def endpoint(self):
         """host:port of the client URL, as backend.endpoints takes it."""
@@ -1541,6 +1539,17 @@ class RedisTestCase(unittest.TestCase):
     variants (class_redis, class_daemon) live until the class is done. A
     daemon or redis-server that exits with a non-zero status on that stop
     fails the test; one the test stopped itself is left alone."""
+
+    def assertErr(self, reply, code, msg=None):
+        """reply is an error reply with this code word."""
+        self.assertIsInstance(reply, Err, msg or "not an error: %r" % (reply,))
+        self.assertEqual(reply.code, code, msg or reply)
+
+    def hello3(self, conn):
+        """RESP3, with lost pushes (CLIENT LOSTPUSH ON)."""
+        reply = conn.cmd("HELLO", "3")
+        self.assertEqual(reply[b"proto"], 3)
+        self.assertEqual(conn.cmd("CLIENT", "LOSTPUSH", "ON"), "OK")
 
     # ---- per class ----
 

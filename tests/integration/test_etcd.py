@@ -16,13 +16,11 @@ SLOWDOWN times as long where only speed is measured, never where safety is.
 import os
 import re
 import signal
-import socket
-import sys
 import time
 import unittest
 
 from harness import (NULL, SLOWDOWN, Err, EtcdTestCase, Push, Raw, free_port,
-                     in_thread, new_dir, unique_key, wait_until)
+                     in_thread, new_dir, read_within, report, unique_key, wait_until)
 from test_daemon import run_dlockd
 
 LEASE = 3000  # ms: the daemon lease (backend.lease_ttl_ms) of the tests that let it run out
@@ -36,11 +34,6 @@ BACKEND_REPLY_SLACK = 1.0 * SLOWDOWN  # s over request_timeout_ms for -BACKEND
 QUIET_WINDOW = 3.0  # s of waiting in which the daemons must not poll etcd
 SAFE = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
 
-
-def report(text):
-    """A figure for the log of the run."""
-    sys.stdout.write("\n    %s\n" % text)
-    sys.stdout.flush()
 
 
 def escaped(key):
@@ -56,18 +49,6 @@ def lock_prefix(key, prefix=PREFIX):
     return prefix.encode() + escaped(key) + b"/"
 
 
-def read_within(conn, seconds):
-    """The next reply or push on a Raw connection, or None if nothing
-    complete arrives within seconds."""
-    old = conn.s.gettimeout()
-    conn.settimeout(max(seconds, 0.001))
-    try:
-        return conn.read()
-    except (socket.timeout, TimeoutError):
-        return None
-    finally:
-        conn.settimeout(old)
-
 
 def lease_conf(ms=LEASE, **kw):
     conf = dict(FAST)
@@ -77,17 +58,6 @@ def lease_conf(ms=LEASE, **kw):
 
 
 class EtcdCase(EtcdTestCase):
-
-    def assertErr(self, reply, code, msg=None):
-        """reply is an error reply with this code word."""
-        self.assertIsInstance(reply, Err, msg or "not an error: %r" % (reply,))
-        self.assertEqual(reply.code, code, msg or reply)
-
-    def hello3(self, conn):
-        """RESP3, with lost pushes (CLIENT LOSTPUSH ON)."""
-        reply = conn.cmd("HELLO", "3")
-        self.assertEqual(reply[b"proto"], 3)
-        self.assertEqual(conn.cmd("CLIENT", "LOSTPUSH", "ON"), "OK")
 
     def queue(self, daemon, key, *opts, waiters):
         """A new connection on daemon that sends LOCK key *opts and is then

@@ -28,9 +28,9 @@ import time
 import unittest
 
 from harness import (DLOCKD, NULL, PYTHON, SLOWDOWN, WRAPPER, Daemon, DaemonTestCase, Err,
-                     Push, Raw, free_port, in_thread, kill_pid, new_dir, pairs, reap, spawn,
-                     track_pid, unique_key, wait_until)
-from test_redis import FAST, RedisCase, read_within, report
+                     Push, Raw, free_port, in_thread, kill_pid, new_dir, pairs, read_within,
+                     reap, report, spawn, track_pid, unique_key, wait_until)
+from test_redis import FAST, RedisCase
 
 TTL = 2000
 

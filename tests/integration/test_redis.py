@@ -13,15 +13,13 @@ where only speed is measured, never where safety is.
 """
 
 import signal
-import socket
-import sys
 import threading
 import time
 
 import harness
 from harness import (NULL, SLOWDOWN, Err, Push, Raw, RedisMonitor, RedisServer,
                      RedisTestCase, commandstats, count_commands, free_port, in_thread,
-                     process_tcp_ports, unique_key, wait_until)
+                     process_tcp_ports, read_within, report, unique_key, wait_until)
 
 TTL = 2000  # ms: the short lease of the tests that wait for leases to run out
 # backend keys of the daemons that must notice an unreachable Redis quickly
@@ -38,11 +36,6 @@ BACKEND_FIELDS = ("backend_connected", "backend_reconnects_total",
                   "backend_lost_total")
 
 
-def report(text):
-    """A figure for the log of the run (the Redis command counts)."""
-    sys.stdout.write("\n    %s\n" % text)
-    sys.stdout.flush()
-
 
 def script_calls(conn):
     """EVALSHA + EVAL calls so far on a redis-server (a Raw connection)."""
@@ -56,18 +49,6 @@ def pubsub_clients(conn):
     return [line for line in text.decode().split("\n") if line.strip()]
 
 
-def read_within(conn, seconds):
-    """The next reply or push on a Raw connection, or None if nothing
-    complete arrives within seconds."""
-    old = conn.s.gettimeout()
-    conn.settimeout(max(seconds, 0.001))
-    try:
-        return conn.read()
-    except (socket.timeout, TimeoutError):
-        return None
-    finally:
-        conn.settimeout(old)
-
 
 def fmt_counts(counts, n):
     """'name 1.00, name 0.50' per operation, largest first."""
@@ -79,17 +60,8 @@ OWN_COMMANDS = ("config|resetstat", "info", "echo", "monitor", "client|list")
 
 
 class RedisCase(RedisTestCase):
-
-    def assertErr(self, reply, code, msg=None):
-        """reply is an error reply with this code word."""
-        self.assertIsInstance(reply, Err, msg or "not an error: %r" % (reply,))
-        self.assertEqual(reply.code, code, msg or reply)
-
-    def hello3(self, conn):
-        """RESP3, with lost pushes (CLIENT LOSTPUSH ON)."""
-        reply = conn.cmd("HELLO", "3")
-        self.assertEqual(reply[b"proto"], 3)
-        self.assertEqual(conn.cmd("CLIENT", "LOSTPUSH", "ON"), "OK")
+    """The redis backend's tests (assertErr and hello3 come from
+    RedisTestCase)."""
 
 
 class TestRedisTwoDaemons(RedisCase):
