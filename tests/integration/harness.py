@@ -279,6 +279,17 @@ def log_tail(path, size=4000):
         return ""
 
 
+def process_stopped(pid):
+    """Whether the process is stopped (state T in /proc/PID/stat); True
+    where /proc cannot tell."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2:].startswith(("T", "t"))
+
+
 def report(text):
     """A figure for the log of the run (counts, latencies)."""
     sys.stdout.write("\n    %s\n" % text)
@@ -424,9 +435,13 @@ class ServerProcess:
 
     def pause(self):
         """SIGSTOP: the server takes connections (the kernel queues them)
-        but answers nothing until resume()."""
+        but answers nothing until resume(). Returns once the kernel shows
+        the process stopped (a thread on another CPU may run on for a
+        moment after kill() returns)."""
         self.proc.send_signal(signal.SIGSTOP)
         self.paused = True
+        wait_until(lambda: process_stopped(self.proc.pid), 2.0, 0.001,
+                   "%s to stop on SIGSTOP" % self.NAME)
 
     def resume(self):
         """SIGCONT after pause()."""
@@ -775,11 +790,9 @@ class EtcdServer(ServerProcess):
         return True
 
     def pause(self):
-        """SIGSTOP: etcd accepts connections (the kernel queues them) but
-        answers nothing until resume(). Its clock goes on: a lease that ran
-        out meanwhile is revoked soon after resume()."""
-        self.proc.send_signal(signal.SIGSTOP)
-        self.paused = True
+        """SIGSTOP, as ServerProcess.pause. etcd's clock goes on: a lease
+        that ran out meanwhile is revoked soon after resume()."""
+        super().pause()
 
     def stop_checked(self):
         """Stop with SIGTERM; fail unless it ends as etcd does on SIGTERM
