@@ -294,7 +294,7 @@ entry_find(struct et_key *k, const char *token)
 
 /* A new entry of k (a reference is taken) for token, not in etcd yet. */
 static struct et_entry *
-entry_new(struct et *r, struct et_key *k, const char *token)
+entry_new(struct et_key *k, const char *token)
 {
 	struct et_entry *e = xcalloc(1, sizeof(*e));
 	e->k = k;
@@ -303,7 +303,6 @@ entry_new(struct et *r, struct et_key *k, const char *token)
 	e->ekey = xasprintf("%s%s", k->path, token);
 	e->state = E_NEW;
 	TAILQ_INSERT_TAIL(&k->entries, e, entry);
-	(void)r;
 	return e;
 }
 
@@ -1297,7 +1296,7 @@ op_send(struct et_op *op)
 /* The entry for an acquire of token: its own, or a waiting one of the
  * key's whose waiter has gone (it keeps its place), or a new one. */
 static struct et_entry *
-entry_claim(struct et *r, struct et_key *k, const char *token)
+entry_claim(struct et_key *k, const char *token)
 {
 	struct et_entry *e = entry_find(k, token);
 	if (e == NULL)
@@ -1307,7 +1306,7 @@ entry_claim(struct et *r, struct et_key *k, const char *token)
 	if (e != NULL)
 		memcpy(e->token, token, TOKEN_LEN + 1);
 	else
-		e = entry_new(r, k, token);
+		e = entry_new(k, token);
 	e->claimable = false;
 	return e;
 }
@@ -1328,7 +1327,7 @@ et_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 		op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
 		return;
 	}
-	e = entry_claim(r, op->k, op->token);
+	e = entry_claim(op->k, op->token);
 	e->busy = true;
 	if (ready(r))
 		op_send(op);
@@ -1445,10 +1444,7 @@ on_transfer_txn(void *arg, const struct etcd_result *res)
 	int64_t rev;
 	op_landed(op);
 	if (res->status != ETCD_OK) {
-		if (to != NULL)
-			txn_failed(op, to, res);
-		else
-			txn_failed(op, NULL, res);
+		txn_failed(op, to, res);
 		return;
 	}
 	rev = etcd_int(json_object_get(res->body, "header"), "revision");
@@ -1498,7 +1494,7 @@ transfer_txn(struct et_op *op)
 		return;
 	}
 	from->leaving = true;
-	to = entry_new(r, op->k, op->token);
+	to = entry_new(op->k, op->token);
 	to->busy = true;
 	op->put_lease = lease;
 	free(op->ekey);
