@@ -290,6 +290,23 @@ def process_stopped(pid):
     return stat[stat.rindex(")") + 2:].startswith(("T", "t"))
 
 
+def grant_through_outage(conn, key, wait_ms, pause, limit=25.0):
+    """Read the answer to a LOCK key ... WAIT sent on Raw conn; while the
+    backend is unreachable the answer may be -BACKEND: then ask again (after
+    pause s, with WAIT wait_ms) until granted, within limit s. Returns
+    (when granted, the grant); anything else fails."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        g = conn.read()
+        if isinstance(g, list):
+            return time.monotonic(), g
+        if not (isinstance(g, Err) and g.code == "BACKEND"):
+            raise AssertionError("waiter for %s got %r" % (key, g))
+        time.sleep(pause)
+        conn.send(Raw.encode("LOCK", key, "WAIT", wait_ms))
+    raise AssertionError("%s not granted" % key)
+
+
 def report(text):
     """A figure for the log of the run (counts, latencies)."""
     sys.stdout.write("\n    %s\n" % text)
@@ -795,8 +812,9 @@ class EtcdServer(ServerProcess):
         super().pause()
 
     def stop_checked(self):
-        """Stop with SIGTERM; fail unless it ends as etcd does on SIGTERM
-        (it raises the signal again: status -SIGTERM) (for cleanups). One the test stopped itself is left alone."""
+        """Stop with SIGTERM (for cleanups); fail unless it ends as etcd does
+        on SIGTERM: it raises the signal again, status -SIGTERM. One the
+        test stopped itself is left alone."""
         if self.proc is None:
             return
         rc = self.stop()

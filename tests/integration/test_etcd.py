@@ -20,7 +20,8 @@ import time
 import unittest
 
 from harness import (NULL, SLOWDOWN, Err, EtcdTestCase, Push, Raw, free_port,
-                     in_thread, new_dir, read_within, report, unique_key, wait_until)
+                     grant_through_outage, in_thread, new_dir, read_within, report,
+                     unique_key, wait_until)
 from test_daemon import run_dlockd
 
 LEASE = 3000  # ms: the daemon lease (backend.lease_ttl_ms) of the tests that let it run out
@@ -679,18 +680,7 @@ class TestEtcdProcesses(EtcdCase):
         def take(k):
             # B's waiter may be answered -BACKEND while etcd is stopped: it
             # asks again; what matters is when and how the key is granted
-            w = waiters[k]
-            deadline = time.monotonic() + 25
-            while time.monotonic() < deadline:
-                g = w.read()
-                if isinstance(g, list):
-                    grants[k] = (time.monotonic(), g)
-                    return
-                if not (isinstance(g, Err) and g.code == "BACKEND"):
-                    raise AssertionError("waiter for %s got %r" % (k, g))
-                time.sleep(0.05)
-                w.send(Raw.encode("LOCK", k, "WAIT", 30000))
-            raise AssertionError("%s not granted on B" % k)
+            grants[k] = grant_through_outage(waiters[k], k, 30000, 0.05)
 
         takers = [in_thread(take, k) for k in (k1, k2, k3)]
         try:

@@ -18,8 +18,9 @@ import time
 
 import harness
 from harness import (NULL, SLOWDOWN, Err, Push, Raw, RedisMonitor, RedisServer,
-                     RedisTestCase, commandstats, count_commands, free_port, in_thread,
-                     process_tcp_ports, read_within, report, unique_key, wait_until)
+                     RedisTestCase, commandstats, count_commands, free_port,
+                     grant_through_outage, in_thread, process_tcp_ports, read_within,
+                     report, unique_key, wait_until)
 
 TTL = 2000  # ms: the short lease of the tests that wait for leases to run out
 # backend keys of the daemons that must notice an unreachable Redis quickly
@@ -549,17 +550,7 @@ class TestRedisProcesses(RedisCase):
         def take(w, k):
             # a waiter may be answered -BACKEND while Redis is unreachable:
             # it asks again; what matters is when the key is granted
-            deadline = time.monotonic() + 25
-            while time.monotonic() < deadline:
-                g = w.read()
-                if isinstance(g, list):
-                    grants[k] = (time.monotonic(), g)
-                    return
-                if not (isinstance(g, Err) and g.code == "BACKEND"):
-                    raise AssertionError("waiter for %s got %r" % (k, g))
-                time.sleep(0.02)
-                w.send(Raw.encode("LOCK", k, "WAIT", 20000))
-            raise AssertionError("%s not granted on B" % k)
+            grants[k] = grant_through_outage(w, k, 20000, 0.02)
 
         takers = [in_thread(take, w, k) for w, k in zip(waiters, (k1, k2, k3))]
         try:
