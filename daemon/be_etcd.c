@@ -407,7 +407,9 @@ on_done(evutil_socket_t fd, short what, void *arg)
 				e->busy = false;
 		}
 		if (op->kind == EK_WAKE) {
-			wake_now(r, op->k);
+			/* not while destroying: the lock table has gone first */
+			if (!r->destroying)
+				wake_now(r, op->k);
 		} else if (op->cb != NULL) {
 			op->rep.why = op->why[0] != '\0' ? op->why : NULL;
 			op->cb(op->arg, &op->rep);
