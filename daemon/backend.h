@@ -49,6 +49,9 @@ struct be_lock {
 	int try_once;		/* acquire: 1 for a try (WAIT 0): when it answers
 				 * BE_BUSY nothing of it may be left in the
 				 * backend (no place in a queue) */
+	unsigned queued;	/* acquire, and transfer's to: how many local
+				 * waiters queue behind this one (a hint: the
+				 * backend may prepare that many handoffs) */
 };
 
 enum be_status {

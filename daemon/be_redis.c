@@ -1,13 +1,15 @@
 /*
  * be_redis — leases in one Redis server, shared by any number of daemons.
  *
- * Every key is a sorted set under the configured prefix ("l:" + key) whose
- * members are "<kind>:<token>" (kind x0 exclusive, s0 shared, n<limit>
- * semaphore) scored by the lease's end in the server's clock; its fence
- * counter is "f:" + key (INCR, never expires) and "w:" + key marks that some
- * daemon waits for it. Acquire, release, renew and transfer are Lua scripts,
- * each atomic: expired members are pruned inside them, so the server's clock
- * alone decides when a lease ends.
+ * A key held exclusively is a string under the configured prefix ("l:" +
+ * key) holding "x0:<token>" and expiring at the lease's end; a key held
+ * shared or as a semaphore is a sorted set there whose members are
+ * "<kind>:<token>" (s0 shared, n<limit> semaphore) scored by the lease's end
+ * in the server's clock. Its fence counter is "f:" + key (never expires) and
+ * "w:" + key marks that some daemon waits for it. Acquire, release, renew and
+ * transfer are Lua scripts, each atomic: expired members are pruned inside
+ * them and strings expire by themselves, so the server's clock alone decides
+ * when a lease ends.
  *
  * A lease's end only ever moves later until the lease is released: renew
  * keeps the later of the current end and TTL from now. So the end the lock
@@ -20,19 +22,29 @@
  * everything issued in one loop iteration leaves in one write, so the
  * renewals that the lock table sends at one tick form one pipeline. A second
  * connection subscribes to prefix + "released", where the release script
- * publishes each key it frees; a message wakes the lock table's queue of
- * that key. Messages can be lost, so every BUSY answer also arms a retry at
- * the holder's remaining lease (capped, with jitter).
+ * publishes each key it frees while the "w:" mark says a daemon waits; a
+ * message wakes the lock table's queue of that key. Messages can be lost, so
+ * every BUSY answer also arms a retry at the holder's remaining lease
+ * (capped, with jitter).
+ *
+ * Local delegation: an acquire or transfer of an exclusive lease with local
+ * waiters queued behind reserves a block of fences (at most handoff_limit).
+ * Until they are used, the lease goes from one local holder to the next
+ * without Redis (struct rd_deleg): the lease in Redis keeps its member, and
+ * renewals and the release of whoever holds it locally go to that member. A
+ * local grant is valid for what is left of the lease as counted from the
+ * last confirmed call's send time; PROTOCOL.md 8.2 has the argument.
  *
  * Fairness between daemons is this backend's own policy. The lock table
  * hands an exclusive lease from one local holder to the next local waiter
  * (transfer) and says how many handoffs of the key came in a row; once that
  * run reaches backend.handoff_limit while the "w:" mark says another daemon
- * waits, the transfer script releases the lease instead (and publishes the
- * release, and deletes the mark) and the transfer answers BE_BUSY: this
- * daemon's queue of the key retries in about RD_YIELD_RETRY_MS and ignores
- * release messages for the key for RD_YIELD_QUIET_MS, so that the daemon
- * that waits, woken by the same message, can take the key first.
+ * waits, the transfer script that takes the next block of fences releases
+ * the lease instead (and publishes the release, and deletes the mark) and
+ * the transfer answers BE_BUSY: this daemon's queue of the key retries in
+ * about RD_YIELD_RETRY_MS and ignores release messages for the key for
+ * RD_YIELD_QUIET_MS, so that the daemon that waits, woken by the same
+ * message, can take the key first.
  *
  * hiredis 0.14 has no command timeout: a reply that is later than
  * command_timeout_ms drops the connection, which fails every command in
@@ -70,6 +82,7 @@
 
 #include "clock.h"
 #include "conf.h"
+#include "hashtab.h"
 #include "log.h"
 #include "num.h"
 #include "xmalloc.h"
@@ -92,46 +105,72 @@ enum rd_script { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
 	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
 #define LUA_KEEP "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') " \
 	"redis.call('PEXPIREAT', KEYS[1], last[2]) "
-/* a lease of KEYS[1] was removed: drop the set once empty, publish key */
-#define LUA_RELEASED(channel, key) \
-	"if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end " \
-	"redis.call('PUBLISH', " #channel ", " #key ") "
-/* the next fence of KEYS[2]: above the counter and above the clock in us */
-#define LUA_FENCE "local f = tonumber(redis.call('GET', KEYS[2]) or '0') + 1 " \
+/* fence(n): reserve n fences of KEYS[2], the first returned: above the
+ * counter and above the clock in us; the counter keeps the last */
+#define LUA_FENCE "local function fence(n) " \
+	"local t = redis.call('TIME') " \
+	"local f = tonumber(redis.call('GET', KEYS[2]) or '0') + 1 " \
 	"local us = tonumber(t[1]) * 1000000 + tonumber(t[2]) " \
 	"if us > f then f = us end " \
-	"redis.call('SET', KEYS[2], string.format('%.0f', f)) "
+	"redis.call('SET', KEYS[2], string.format('%.0f', f + n - 1)) " \
+	"return f end "
+/* a lease of KEYS[1] was removed: if some daemon marked that it waits
+ * (mark), delete the mark and publish key on channel */
+#define LUA_RELEASED(mark, channel, key) \
+	"if redis.call('DEL', " #mark ") == 1 then " \
+	"  redis.call('PUBLISH', " #channel ", " #key ") end "
+/* v = KEYS[1] as a string: the member when one exclusive lease holds it,
+ * false when there is none, an error table when it is a sorted set */
+#define LUA_STRING "local v = redis.pcall('GET', KEYS[1]) "
 
 static const char *const scripts[RS_COUNT] = {
-	/* acquire: KEYS lock, fence, mark; ARGV member, ttl, kind, limit, mark ms.
-	 * {1, fence} | {0, ms to wait: first lease to end} | {-1} */
+	/* acquire: KEYS lock, fence, mark; ARGV member, ttl, kind, limit, mark
+	 * ms, fences to reserve. {1, first fence} | {0, ms to wait: the first
+	 * lease to end} | {-1} (another kind) */
+	LUA_FENCE
+	"local want = ARGV[3] "
+	"local function busy(ms) redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) "
+	"  return {0, ms} end "
+	"if want == 'x0' and redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then "
+	"  return {1, fence(tonumber(ARGV[6]))} end "
+	"if redis.call('TYPE', KEYS[1]).ok == 'string' then "
+	"  if string.sub(want, 1, 1) == 'n' then return {-1} end "
+	"  return busy(redis.call('PTTL', KEYS[1])) end "
 	LUA_NOW
 	"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) "
 	"local n = redis.call('ZCARD', KEYS[1]) "
 	"if n > 0 then "
 	"  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES') "
 	"  local kind = string.sub(first[1], 1, string.find(first[1], ':', 1, true) - 1) "
-	"  local want = ARGV[3] "
 	"  if kind ~= want and (string.sub(kind, 1, 1) == 'n' or "
 	"      string.sub(want, 1, 1) == 'n') then return {-1} end "
 	"  if kind ~= want or want == 'x0' or "
 	"      (string.sub(want, 1, 1) == 'n' and n >= tonumber(ARGV[4])) then "
-	"    redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) "
-	"    return {0, tonumber(first[2]) - now} "
-	"  end "
+	"    return busy(tonumber(first[2]) - now) end "
 	"end "
+	"if want == 'x0' then "
+	"  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+	"  return {1, fence(tonumber(ARGV[6]))} end "
 	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
 	LUA_KEEP
-	LUA_FENCE
-	"return {1, f}",
+	"return {1, fence(1)}",
 
-	/* release: KEYS lock; ARGV member, channel, key. 1 | 0 (not ours) */
-	"if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end "
-	LUA_RELEASED(ARGV[2], ARGV[3])
+	/* release: KEYS lock, mark; ARGV member, channel, key. 1 | 0 (not ours) */
+	LUA_STRING
+	"if v == ARGV[1] then redis.call('DEL', KEYS[1]) "
+	"elseif type(v) == 'string' or redis.pcall('ZREM', KEYS[1], ARGV[1]) ~= 1 then "
+	"  return 0 end "
+	LUA_RELEASED(KEYS[2], ARGV[2], ARGV[3])
 	"return 1",
 
 	/* renew: KEYS lock; ARGV member, ttl. The lease lasts at least ttl from
 	 * now; a later end is kept. 1 | 0 (not ours any more) */
+	LUA_STRING
+	"if v == ARGV[1] then "
+	"  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then "
+	"    redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+	"  return 1 end "
+	"if type(v) == 'string' then return 0 end "
 	LUA_NOW
 	"local s = redis.call('ZSCORE', KEYS[1], ARGV[1]) "
 	"if not s or tonumber(s) <= now then return 0 end "
@@ -142,24 +181,23 @@ static const char *const scripts[RS_COUNT] = {
 	"end "
 	"return 1",
 
-	/* transfer: KEYS lock, fence, mark; ARGV to, from, ttl, handoffs in a
-	 * row before this one, handoff limit, channel, key. When the run has
-	 * reached the limit and another daemon waits (the mark), from is
-	 * released as by the release script and the mark deleted instead.
-	 * {1, fence} | {2} (released: yielded) | {0} (from's lease had ended) */
-	LUA_NOW
-	"local s = redis.call('ZSCORE', KEYS[1], ARGV[2]) "
-	"if not s or tonumber(s) <= now then return {0} end "
-	"redis.call('ZREM', KEYS[1], ARGV[2]) "
+	/* transfer (exclusive leases): KEYS lock, fence, mark; ARGV to, from,
+	 * ttl, handoffs in a row before this one, handoff limit, channel, key,
+	 * fences to reserve. When the run has reached the limit and another
+	 * daemon waits (the mark), from is released as by the release script
+	 * instead. {1, first fence} | {2} (released: yielded) | {0} (from's
+	 * lease had ended) */
+	LUA_FENCE
+	LUA_STRING
+	"if v ~= ARGV[2] then return {0} end "
 	"if tonumber(ARGV[4]) >= tonumber(ARGV[5]) and "
 	"    redis.call('DEL', KEYS[3]) == 1 then "
-	LUA_RELEASED(ARGV[6], ARGV[7])
+	"  redis.call('DEL', KEYS[1]) "
+	"  redis.call('PUBLISH', ARGV[6], ARGV[7]) "
 	"  return {2} "
 	"end "
-	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1]) "
-	LUA_KEEP
-	LUA_FENCE
-	"return {1, f}",
+	"redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3]) "
+	"return {1, fence(tonumber(ARGV[8]))}",
 };
 
 struct rd;
@@ -176,6 +214,7 @@ struct rd_op {
 	const char *member;		/* the lease taken or released (acquire: the
 					 * new one; transfer: to), in buf */
 	uint64_t ttl_ms;		/* the lease asked for (or released) */
+	unsigned fences;		/* acquire, transfer: fences it reserves */
 	uint64_t sent_ms;		/* when it went out */
 	uint64_t drop_at;		/* a kept release: when its lease has ended anyway */
 	int argc;			/* the call: EVALSHA sha numkeys keys... args... */
@@ -197,6 +236,35 @@ struct rd_retry {
 	TAILQ_ENTRY(rd_retry) entry;	/* on r->retries or r->yields */
 };
 TAILQ_HEAD(rd_retry_list, rd_retry);
+
+/*
+ * A key whose exclusive lease this daemon holds in Redis with fences
+ * reserved for later grants: the lease goes from one local holder to the
+ * next without a call to Redis (local delegation). Redis knows the lease as
+ * member; the lock table knows the holding by holder, its token.
+ */
+struct rd_deleg {
+	struct hashtab_node hnode;	/* in r->delegs, keyed by key */
+	char member[RD_MEMBER_MAX];	/* the lease in Redis: "x0:<token>" */
+	char holder[TOKEN_LEN + 1];	/* the local holder's token */
+	uint64_t lease_end;		/* the lease lasts at least until then (clock_ms()) */
+	uint64_t fence_next;		/* the next fence reserved */
+	uint64_t fence_last;		/* the last fence reserved */
+	size_t keylen;			/* the key's length */
+	char key[];			/* the key (binary-safe) */
+};
+
+/* The answer of a local handoff, given from the loop. */
+struct rd_local {
+	be_cb *cb;			/* whom to tell */
+	void *arg;
+	struct rd_deleg *d;		/* the key's delegation; NULL once it was
+					 * dropped (the lease is gone) */
+	uint64_t fence;			/* the new holding's fence */
+	uint64_t valid_ms;		/* and its lease's validity */
+	TAILQ_ENTRY(rd_local) entry;	/* on r->locals */
+};
+TAILQ_HEAD(rd_local_list, rd_local);
 
 /* One of the two connections. */
 struct rd_link {
@@ -241,7 +309,9 @@ struct rd {
 	struct rd_op_list deferred;	/* releases waiting for the connection */
 	struct rd_retry_list retries;	/* BUSY retries */
 	struct rd_retry_list yields;	/* retries after a yield (a few at most) */
-	struct event *ev_fail;		/* completes r->failing */
+	struct hashtab *delegs;		/* struct rd_deleg by key */
+	struct rd_local_list locals;	/* local handoffs to answer */
+	struct event *ev_fail;		/* completes r->failing and r->locals */
 	struct event *ev_watch;		/* checks command timeouts */
 	struct event *ev_deferred;	/* sends kept releases again while connected */
 	char policy[32];		/* maxmemory-policy, as last read */
@@ -252,6 +322,7 @@ struct rd {
 	uint64_t nerrors;		/* calls that failed */
 	uint64_t nmessages;		/* released messages received */
 	uint64_t nretries;		/* BUSY retries fired */
+	uint64_t nlocal;		/* handoffs made without a call to Redis */
 	bool destroying;		/* rd_destroy runs: keep nothing for later */
 };
 
@@ -280,18 +351,38 @@ op_complete(struct rd_op *op, enum be_status st, uint64_t fence, const char *why
 	op_free(op);
 }
 
-/* Complete, from the loop, the calls that failed before they were sent. */
+/* Answer, from the loop, the local handoffs (BE_ERROR when the backend is
+ * being destroyed) and the calls that failed before they were sent. */
 static void
-on_fail(evutil_socket_t fd, short what, void *arg)
+on_later(evutil_socket_t fd, short what, void *arg)
 {
 	struct rd *r = arg;
+	struct rd_local *lo;
 	struct rd_op *op;
 	(void)fd;
 	(void)what;
+	while ((lo = TAILQ_FIRST(&r->locals)) != NULL) {
+		struct be_reply rep = { BE_OK, lo->fence, lo->valid_ms, NULL };
+		if (r->destroying)
+			rep = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down" };
+		else if (lo->d == NULL)
+			rep = (struct be_reply){ BE_NOTOWNER, 0, 0, "the lease had ended in redis" };
+		TAILQ_REMOVE(&r->locals, lo, entry);
+		lo->cb(lo->arg, &rep);
+		free(lo);
+	}
 	while ((op = TAILQ_FIRST(&r->failing)) != NULL) {
 		TAILQ_REMOVE(&r->failing, op, entry);
 		op_complete(op, op->failed, 0, "redis is not connected");
 	}
+}
+
+/* Complete from the loop: make on_later run. */
+static void
+later_arm(struct rd *r)
+{
+	if (TAILQ_EMPTY(&r->failing) && TAILQ_EMPTY(&r->locals))
+		event_active(r->ev_fail, EV_TIMEOUT, 0);
 }
 
 /* Fail op from the loop (never from inside the call that made it). */
@@ -300,9 +391,127 @@ op_fail_later(struct rd_op *op, enum be_status st)
 {
 	struct rd *r = op->r;
 	op->failed = st;
-	if (TAILQ_EMPTY(&r->failing))
-		event_active(r->ev_fail, EV_TIMEOUT, 0);
+	later_arm(r);
 	TAILQ_INSERT_TAIL(&r->failing, op, entry);
+}
+
+/* ---- local delegation --------------------------------------------------- */
+
+/* The delegation a node of r->delegs is embedded in (NULL for NULL). */
+static struct rd_deleg *
+deleg_node(struct hashtab_node *n)
+{
+	return n != NULL ? (struct rd_deleg *)(void *)((char *)n -
+	    offsetof(struct rd_deleg, hnode)) : NULL;
+}
+
+/* The delegation of key, or NULL. */
+static struct rd_deleg *
+deleg_find(const struct rd *r, const char *key, size_t keylen)
+{
+	if (hashtab_count(r->delegs) == 0)
+		return NULL;
+	return deleg_node(hashtab_find(r->delegs, key, keylen));
+}
+
+/* Forget d (its lease was released, handed on through Redis, or is gone);
+ * a local handoff of it not answered yet will be answered BE_NOTOWNER. */
+static void
+deleg_drop(struct rd *r, struct rd_deleg *d)
+{
+	struct rd_local *lo;
+	TAILQ_FOREACH(lo, &r->locals, entry)
+		if (lo->d == d)
+			lo->d = NULL;
+	hashtab_remove(r->delegs, &d->hnode);
+	free(d);
+}
+
+/* Forget key's delegation, if it has one. */
+static void
+deleg_forget(struct rd *r, const char *key, size_t keylen)
+{
+	struct rd_deleg *d = deleg_find(r, key, keylen);
+	if (d != NULL)
+		deleg_drop(r, d);
+}
+
+/* The delegation of l's key when l's token holds it, else NULL. */
+static struct rd_deleg *
+deleg_of(const struct rd *r, const struct be_lock *l)
+{
+	struct rd_deleg *d = deleg_find(r, l->key, l->keylen);
+	return d != NULL && memcmp(d->holder, l->token, TOKEN_LEN) == 0 ? d : NULL;
+}
+
+/*
+ * The reply to op (an acquire or a transfer that reserved op->fences fences,
+ * the first being fence) granted op->member's exclusive lease: with fences
+ * left over, the key is delegated to this daemon until the lease's end as
+ * the call's send time tells it. Whatever the key had before is forgotten.
+ */
+static void
+deleg_granted(struct rd *r, const struct rd_op *op, uint64_t fence)
+{
+	struct rd_deleg *d;
+	deleg_forget(r, op->key, op->keylen);
+	if (op->fences < 2)
+		return;
+	d = xcalloc(1, sizeof(*d) + op->keylen);
+	snprintf(d->member, sizeof(d->member), "%s", op->member);
+	memcpy(d->holder, op->member + 3, TOKEN_LEN);	/* after "x0:" */
+	d->lease_end = op->sent_ms + op->ttl_ms;
+	d->fence_next = fence + 1;
+	d->fence_last = fence + op->fences - 1;
+	d->keylen = op->keylen;
+	memcpy(d->key, op->key, op->keylen);
+	hashtab_insert(r->delegs, &d->hnode, d->key, d->keylen);
+}
+
+/*
+ * Whether d's lease can go to to without Redis at now: a fence is left, and
+ * what is left of the lease is at least half of to's TTL (the grant is of
+ * use, and to renews it in time) and at most its TTL (the lease does not
+ * outlive to's TTL if this daemon dies). A DETACH holder is promised its
+ * whole TTL: it goes through Redis.
+ */
+static bool
+deleg_can_hand(const struct rd_deleg *d, const struct be_lock *to, uint64_t now)
+{
+	uint64_t left = d->lease_end > now ? d->lease_end - now : 0;
+	return !to->detached && to->mode == LOCK_EXCLUSIVE && d->fence_next <= d->fence_last &&
+	    left >= to->ttl_ms / 2 && left > 0 && left <= to->ttl_ms;
+}
+
+/* Hand d's lease to to locally: to holds it with the next fence reserved,
+ * until the lease's end; cb is told from the loop. */
+static void
+deleg_hand(struct rd *r, struct rd_deleg *d, const struct be_lock *to, uint64_t now,
+    be_cb *cb, void *arg)
+{
+	struct rd_local *lo = xmalloc(sizeof(*lo));
+	lo->cb = cb;
+	lo->arg = arg;
+	lo->d = d;
+	lo->fence = d->fence_next++;
+	lo->valid_ms = d->lease_end - now;
+	memcpy(d->holder, to->token, TOKEN_LEN);
+	r->nlocal++;
+	later_arm(r);
+	TAILQ_INSERT_TAIL(&r->locals, lo, entry);
+}
+
+/* The fences an acquire or transfer for l reserves: one, or for an exclusive
+ * lease with waiters queued behind, one for each at most, and no more than
+ * handoff_limit (a call to Redis at least every handoff_limit grants, where
+ * a waiting daemon is seen). */
+static unsigned
+fences_for(const struct rd *r, const struct be_lock *l)
+{
+	uint64_t n = (uint64_t)l->queued + 1;
+	if (l->mode != LOCK_EXCLUSIVE)
+		return 1;
+	return n < (uint64_t)r->set->handoff_limit ? (unsigned)n : (unsigned)r->set->handoff_limit;
 }
 
 /* The list a retry is on. */
@@ -448,6 +657,24 @@ note_success(struct rd *r)
 }
 static void on_script_loaded(redisAsyncContext *ctx, void *reply, void *privdata);
 
+/* Redis answered renewal op (1: renewed, 0: not ours, else unknown): a
+ * delegated lease renewed lasts longer; one that is gone ends its
+ * delegation, and the key's holdings are renewed at once, so that the one
+ * that holds the key here now hears of it. */
+static void
+deleg_renewed(struct rd *r, const struct rd_op *op, long long v)
+{
+	struct rd_deleg *d = deleg_find(r, op->key, op->keylen);
+	if (d == NULL || strcmp(d->member, op->member) != 0)
+		return;
+	if (v == 1 && op->sent_ms + op->ttl_ms > d->lease_end) {
+		d->lease_end = op->sent_ms + op->ttl_ms;
+	} else if (v == 0) {
+		deleg_drop(r, d);
+		r->be->up.expire(r->be->up.arg, op->key, op->keylen);
+	}
+}
+
 /* A script's reply (NULL: the connection went away). */
 static void
 on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
@@ -498,6 +725,8 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 	case RS_ACQUIRE: {
 		long long v = reply_int(rep, 0, -2);
 		if (v == 1) {
+			if (op->fences > 1)
+				deleg_granted(r, op, (uint64_t)reply_int(rep, 1, 0));
 			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0), NULL);
 		} else if (v == 0) {
 			retry_arm(r, op->key, op->keylen, reply_int(rep, 1, RD_RETRY_CAP_MS), 0);
@@ -512,7 +741,12 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 	}
 	case RS_TRANSFER: {
 		long long v = reply_int(rep, 0, -2);
+		if (v == 0 || v == 1 || v == 2)
+			/* from's lease went to op->member, was released or had
+			 * ended: its delegation is over */
+			deleg_forget(r, op->key, op->keylen);
 		if (v == 1) {
+			deleg_granted(r, op, (uint64_t)reply_int(rep, 1, 0));
 			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0), NULL);
 		} else if (v == 2) {
 			/* yielded: from was released for the daemon that waits;
@@ -528,6 +762,8 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 	}
 	case RS_RELEASE:
 	case RS_RENEW:
+		if (op->script == RS_RENEW)
+			deleg_renewed(r, op, rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1);
 		if (rep->type != REDIS_REPLY_INTEGER) {
 			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
 		} else if (rep->integer == 1) {
@@ -664,7 +900,7 @@ release_new(struct rd *r, const struct be_lock *l, const char *member, be_cb *cb
 {
 	/* the message is the key itself */
 	const char *args[] = { r->channel, arg_key, NULL };
-	return op_new(r, RS_RELEASE, l, member, "l", args, cb, arg);
+	return op_new(r, RS_RELEASE, l, member, "lw", args, cb, arg);
 }
 
 /* Send op now, or fail it from the loop when the connection is down. */
@@ -678,28 +914,51 @@ submit(struct rd *r, struct rd_op *op)
 	send_op(r, op);
 }
 
-/* Take l's lease if the key's leases in Redis allow it (acquire script). */
+/* The member of l's lease in Redis: its own, or the delegated lease's when
+ * l holds the key's delegation. */
+static void
+lease_member(const struct rd *r, const struct be_lock *l, char out[RD_MEMBER_MAX])
+{
+	const struct rd_deleg *d = deleg_of(r, l);
+	if (d != NULL)
+		memcpy(out, d->member, RD_MEMBER_MAX);
+	else
+		lock_member(l, out);
+}
+
+/* Take l's lease if the key's leases in Redis allow it (acquire script);
+ * an exclusive one with waiters queued behind reserves fences for them. */
 static void
 rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
-	char kind[16], member[RD_MEMBER_MAX], ttl[24], limit[16], mark[16];
+	char kind[16], member[RD_MEMBER_MAX], ttl[24], limit[16], mark[16], fences[16];
+	unsigned n = fences_for(r, l);
+	/* nothing of the key is held here: a delegation left is stale */
+	deleg_forget(r, l->key, l->keylen);
 	lock_kind(l, kind, sizeof(kind));
 	lock_member(l, member);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)l->ttl_ms);
 	snprintf(limit, sizeof(limit), "%u", l->limit);
 	snprintf(mark, sizeof(mark), "%d", RD_MARK_MS);
-	const char *args[] = { ttl, kind, limit, mark, NULL };
-	submit(r, op_new(r, RS_ACQUIRE, l, member, "lfw", args, cb, arg));
+	snprintf(fences, sizeof(fences), "%u", n);
+	const char *args[] = { ttl, kind, limit, mark, fences, NULL };
+	struct rd_op *op = op_new(r, RS_ACQUIRE, l, member, "lfw", args, cb, arg);
+	op->fences = n;
+	submit(r, op);
 }
 
-/* Drop l's lease and publish the key; kept for later while disconnected. */
+/* Drop l's lease and publish the key if a daemon waits for it; kept for
+ * later while disconnected. */
 static void
 rd_release(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
 	char member[RD_MEMBER_MAX];
-	lock_member(l, member);
+	struct rd_deleg *d = deleg_of(r, l);
+	lease_member(r, l, member);
+	if (d != NULL)
+		deleg_drop(r, d);
 	struct rd_op *op = release_new(r, l, member, cb, arg);
 	if (!r->cmd.up) {
 		/* tell now that it failed, and release it once redis is back */
@@ -716,14 +975,16 @@ rd_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
 	char member[RD_MEMBER_MAX], ttl[24];
-	lock_member(l, member);
+	lease_member(r, l, member);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)l->ttl_ms);
 	const char *args[] = { ttl, NULL };
 	r->nrenewals++;
 	submit(r, op_new(r, RS_RENEW, l, member, "l", args, cb, arg));
 }
 
-/* Hand from's lease to to, unless from->handoffs has reached the handoff
+/* Hand from's lease to to: locally while the key's delegation allows
+ * (deleg_can_hand), else through the transfer script, which reserves fences
+ * for the next local handoffs; unless from->handoffs has reached the handoff
  * limit while another daemon waits: then the script releases from and the
  * reply is BE_BUSY (a yield, see on_reply). */
 static void
@@ -731,14 +992,24 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
     be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
-	char fm[RD_MEMBER_MAX], tm[RD_MEMBER_MAX], ttl[24], run[16], limit[24];
-	lock_member(from, fm);
+	char fm[RD_MEMBER_MAX], tm[RD_MEMBER_MAX], ttl[24], run[16], limit[24], fences[16];
+	struct rd_deleg *d = deleg_of(r, from);
+	uint64_t now = clock_ms();
+	unsigned n = fences_for(r, to);
+	if (d != NULL && deleg_can_hand(d, to, now)) {
+		deleg_hand(r, d, to, now, cb, arg);
+		return;
+	}
+	lease_member(r, from, fm);
 	lock_member(to, tm);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)to->ttl_ms);
 	snprintf(run, sizeof(run), "%u", from->handoffs);
 	snprintf(limit, sizeof(limit), "%lld", r->set->handoff_limit);
-	const char *args[] = { fm, ttl, run, limit, r->channel, arg_key, NULL };
-	submit(r, op_new(r, RS_TRANSFER, to, tm, "lfw", args, cb, arg));
+	snprintf(fences, sizeof(fences), "%u", n);
+	const char *args[] = { fm, ttl, run, limit, r->channel, arg_key, fences, NULL };
+	struct rd_op *op = op_new(r, RS_TRANSFER, to, tm, "lfw", args, cb, arg);
+	op->fences = n;
+	submit(r, op);
 }
 
 /* ---- connections ---------------------------------------------------------- */
@@ -1033,6 +1304,8 @@ rd_create(struct backend *be)
 	TAILQ_INIT(&r->deferred);
 	TAILQ_INIT(&r->retries);
 	TAILQ_INIT(&r->yields);
+	TAILQ_INIT(&r->locals);
+	r->delegs = hashtab_create(64);
 	r->channellen = (size_t)snprintf(r->channel, sizeof(r->channel), "%sreleased",
 	    c->key_prefix);
 
@@ -1042,6 +1315,7 @@ rd_create(struct backend *be)
 	if (rc != 0) {
 		log_error("redis backend: cannot resolve %s: %s", c->address.host,
 		    gai_strerror(rc));
+		hashtab_destroy(r->delegs);
 		free(r);
 		return -1;
 	}
@@ -1049,7 +1323,7 @@ rd_create(struct backend *be)
 	freeaddrinfo(ai);
 
 	struct timeval tick = clock_tv(100);
-	r->ev_fail = event_new(be->base, -1, 0, on_fail, r);
+	r->ev_fail = event_new(be->base, -1, 0, on_later, r);
 	r->ev_watch = event_new(be->base, -1, EV_PERSIST, on_watch, r);
 	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
 	link_init(r, &r->cmd, false);
@@ -1084,7 +1358,7 @@ rd_destroy(struct backend *be)
 		}
 		event_free(links[i]->ev_reconnect);
 	}
-	on_fail(-1, 0, r);
+	on_later(-1, 0, r);
 	while ((op = TAILQ_FIRST(&r->deferred)) != NULL) {
 		TAILQ_REMOVE(&r->deferred, op, entry);
 		op_free(op);
@@ -1093,6 +1367,12 @@ rd_destroy(struct backend *be)
 		retry_free(r, rt);
 	while ((rt = TAILQ_FIRST(&r->yields)) != NULL)
 		retry_free(r, rt);
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+	hashtab_iter_init(&it, r->delegs);
+	while ((n = hashtab_next(&it)) != NULL)
+		deleg_drop(r, deleg_node(n));
+	hashtab_destroy(r->delegs);
 	event_free(r->ev_fail);
 	event_free(r->ev_watch);
 	event_free(r->ev_deferred);
@@ -1119,13 +1399,15 @@ rd_info(struct backend *be, struct evbuffer *out)
 	    "backend_inflight:%zu\r\nbackend_deferred_releases:%zu\r\n"
 	    "backend_renewals_total:%llu\r\nbackend_lost_total:%llu\r\n"
 	    "backend_command_errors_total:%llu\r\nbackend_release_messages_total:%llu\r\n"
-	    "backend_retries_total:%llu\r\nbackend_maxmemory_policy:%s\r\n",
+	    "backend_retries_total:%llu\r\nbackend_maxmemory_policy:%s\r\n"
+	    "backend_delegated_keys:%zu\r\nbackend_local_handoffs_total:%llu\r\n",
 	    r->ip, r->set->address.port, r->set->db, r->cmd.up, r->sub.up,
 	    (unsigned long long)(r->cmd.reconnects + r->sub.reconnects), loaded,
 	    (unsigned long long)r->ncommands, inflight, deferred,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nnotowner,
 	    (unsigned long long)r->nerrors, (unsigned long long)r->nmessages,
-	    (unsigned long long)r->nretries, r->policy[0] != '\0' ? r->policy : "unknown");
+	    (unsigned long long)r->nretries, r->policy[0] != '\0' ? r->policy : "unknown",
+	    hashtab_count(r->delegs), (unsigned long long)r->nlocal);
 }
 
 static const char *

@@ -1122,6 +1122,7 @@ waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
 	op->w = w;
 	struct be_lock to = lease_of(lt, k, &w->terms, w->ttl_ms);
 	to.try_once = w->try_once;
+	to.queued = k->nwaiters - 1;	/* w is on the list */
 	if (from != NULL) {
 		struct be_lock fl = lease_of(lt, k, &from->terms, from->ttl_ms);
 		fl.handoffs = k->handoffs;

@@ -367,6 +367,37 @@ class TestRedisProcesses(RedisCase):
     """Each test starts its own redis-server and daemons, and stops,
     kills or restarts them."""
 
+
+    def fast_pair(self):
+        """A redis-server and daemons A and B on it with short timeouts (TTLs
+        from 900 ms allowed)."""
+        r = self.start_redis()
+        return (r, self.start_daemon(r, CONFIG_TTL, backend_conf=FAST),
+                self.start_daemon(r, CONFIG_TTL, backend_conf=FAST))
+
+    def holder_and_queue(self, daemon, key, n):
+        """A connection holding key on daemon, and n connections queued
+        behind it in order: (its grant, the n waiters)."""
+        holder = self.conn(daemon)
+        g0 = self.assertGranted(holder.cmd("LOCK", key))
+        ws = []
+        for i in range(n):
+            w = self.conn(daemon)
+            w.send(Raw.encode("LOCK", key, "WAIT", 30000))
+            self.wait_status(daemon, key, waiters=i + 1)
+            ws.append(w)
+        return holder, g0, ws
+
+    def assertLostAtRenewal(self, conn, key, fence, since, ttl):
+        """conn (RESP3) is told, within a third of ttl ms after since (a
+        time.monotonic()), that its lock on key with fence is lost."""
+        p = read_within(conn, ttl / 1000)
+        took = time.monotonic() - since
+        self.assertIsInstance(p, Push, "no lost push within the TTL")
+        self.assertEqual(p[:3], [b"lost", key.encode(), fence])
+        self.assertLess(took, ttl / 3000 + 0.3 * SLOWDOWN,
+                        "the loss was reported %.0f ms after the lease went"
+                        % (1000 * took))
     def test_fences_across_daemon_restart(self):
         r = self.start_redis()
         port = free_port()
@@ -591,9 +622,7 @@ class TestRedisProcesses(RedisCase):
         # the lease is taken from under the holder (its Redis keys deleted,
         # the key locked through B): A's next renewal reports the loss at
         # once, not when the lease would have run out
-        r = self.start_redis()
-        a = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
-        b = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
+        r, a, b = self.fast_pair()
         key = unique_key()
         ttl = 1500
         h = self.conn(a)
@@ -607,13 +636,7 @@ class TestRedisProcesses(RedisCase):
         t0 = time.monotonic()
         rc.delete(*leases)
         gb = self.assertGranted(self.conn(b).cmd("LOCK", key, "WAIT", 0))
-        p = read_within(h, ttl / 1000)
-        took = time.monotonic() - t0
-        self.assertIsInstance(p, Push, "no lost push within the TTL")
-        self.assertEqual(p[:3], [b"lost", key.encode(), fence])
-        self.assertLess(took, ttl / 3000 + 0.3 * SLOWDOWN,
-                        "the loss was reported %.0f ms after another owner took the key"
-                        % (1000 * took))
+        self.assertLostAtRenewal(h, key, fence, t0, ttl)
         self.assertGreater(gb[1], fence)
         self.assertErr(h.cmd("UNLOCK", key), "LOST")
         info = self.info(a)
@@ -734,29 +757,16 @@ class TestRedisProcesses(RedisCase):
     def handoff_run(self, n, limit):
         """A holder and n waiters on daemon A (backend.handoff_limit set to
         limit), one waiter on daemon B, every grantee releasing at once.
-        Returns (runs, place): runs lists, up to B's grant, how many grants A
-        made in a row without a release in between (from MONITOR: each
-        grant, by acquire or transfer, ZADDs the new lease; each release
-        PUBLISHes); place is how many of A's waiters were granted before B's."""
+        Returns how many of A's waiters were granted before B (fences are
+        strictly increasing across daemons, so they give the order)."""
         r = self.start_redis()
         a = self.start_daemon(r, backend_conf={"handoff_limit": limit})
         b = self.start_daemon(r)
         key = unique_key()
-        holder = self.conn(a)
-        g0 = self.assertGranted(holder.cmd("LOCK", key))
-        ws = []
-        for i in range(n):
-            w = self.conn(a)
-            w.send(Raw.encode("LOCK", key, "WAIT", 30000))
-            self.wait_status(a, key, waiters=i + 1)
-            ws.append(w)
+        holder, g0, ws = self.holder_and_queue(a, key, n)
         wb = self.conn(b)
         wb.send(Raw.encode("LOCK", key, "WAIT", 30000))
         self.wait_status(b, key, waiters=1)
-        a_src = {"127.0.0.1:%d" % p for p in process_tcp_ports(a.pid)}
-        b_src = {"127.0.0.1:%d" % p for p in process_tcp_ports(b.pid)}
-        mon = RedisMonitor(r)
-        self.addCleanup(mon.stop)
         fences_a = []
         fence_b = []
 
@@ -781,52 +791,137 @@ class TestRedisProcesses(RedisCase):
         self.assertEqual(holder.cmd("UNLOCK", key), 0)
         ca.result(30)
         cb.result(30)
-        mon.sync()
-        runs = [0]
-        caller = None
-        b_seen = False
-        for src, name in mon.take():
-            if src != "lua":
-                caller = src  # the commands of a script follow its EVALSHA
-            elif name == "publish":
-                runs.append(0)
-            elif name == "zadd" and caller in b_src:
-                b_seen = True
-                break
-            elif name == "zadd" and caller in a_src:
-                runs[-1] += 1
-        self.assertTrue(b_seen, "B's grant not found in MONITOR's output")
         place = sum(1 for f in fences_a if f < fence_b[0])
-        report("handoff_limit %d, %d waiters on A and 1 on B: A's grants in a row "
-               "between releases before B's %s; B granted after %d of A's waiters"
-               % (limit, n, runs, place))
+        report("handoff_limit %d, %d waiters on A and 1 on B: B granted after %d of "
+               "A's waiters; A's local handoffs %s" % (
+                   limit, n, place, a.info().get("backend_local_handoffs_total")))
         self.assertTrue(all(x < y for x, y in zip(fences_a, fences_a[1:])),
                         "A's waiters out of order: %s" % fences_a)
+        self.assertNotIn(fence_b[0], fences_a)
         self.assertGreater(min(fences_a + fence_b), g0[1])
-        return runs, place
+        return place
 
     def test_handoff_limit(self):
-        # A hands the key from one local waiter to the next in Redis without
-        # releasing it, at most backend.handoff_limit times in a row while
-        # another daemon waits; then it releases it (PUBLISH)
+        # A hands the key from one local waiter to the next without
+        # releasing it, backend.handoff_limit times in a row while another
+        # daemon waits; then it releases it for the other daemon. The first
+        # handoff reserves fences for limit grants (the queue is longer);
+        # the call to Redis after them sees B's mark and gives way
         limit, n = 4, 24
-        runs, _ = self.handoff_run(n, limit)
-        # the first holder's release hands the key on `limit` times in a row
-        self.assertEqual(runs[0], limit, "handoffs before the first release")
-        # later runs: an acquire, then at most `limit` handoffs
-        self.assertLessEqual(max(runs), limit + 1, "more than %d handoffs in a row "
-                             "while another daemon waits" % limit)
+        place = self.handoff_run(n, limit)
+        self.assertEqual(place, limit, "A's grants before B's")
 
     def test_handoff_limit_lets_other_daemons_in(self):
         # the point of the limit: a daemon with a long local queue does not
         # keep the key from a waiter on another daemon until its queue is
-        # empty. At each of the n / (limit + 1) releases B must have a real
-        # chance (A's next waiter must not take the key again before B's
-        # attempt can arrive)
+        # empty
         limit, n = 4, 60
-        _, place = self.handoff_run(n, limit)
+        place = self.handoff_run(n, limit)
         self.assertLess(place, n, "B was granted only after all of A's %d waiters, "
-                        "though A released the key about every %d grants" % (n, limit + 1))
+                        "though A releases the key every %d grants" % (n, limit))
+
+    def test_local_handoffs(self):
+        # a daemon holding a key hands it from one local waiter to the next
+        # without Redis: one script call reserves fences for up to
+        # handoff_limit grants. Fences stay strictly increasing, the order
+        # FIFO, and a daemon that comes later still gets a higher fence
+        r = self.start_redis()
+        a = self.start_daemon(r)
+        b = self.start_daemon(r)
+        key = unique_key()
+        rc = r.raw()
+        n = 40
+        holder, g0, ws = self.holder_and_queue(a, key, n)
+        before = commandstats(rc).get("evalsha", 0)
+        info0 = a.info()
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        fences = []
+        for i, w in enumerate(ws):
+            g = self.assertGranted(read_within(w, 10))
+            fences.append(g[1])
+            self.assertEqual(w.cmd("UNLOCK", key), 0)
+        calls = commandstats(rc).get("evalsha", 0) - before
+        info = a.info()
+        local = int(info["backend_local_handoffs_total"]) - int(
+            info0["backend_local_handoffs_total"])
+        report("%d handoffs on one daemon: %d script calls (the last one a release), "
+               "%d handoffs local" % (n, calls, local))
+        self.assertEqual(fences, sorted(set(fences)), "fences not strictly increasing")
+        self.assertGreater(fences[0], g0[1])
+        # default handoff_limit 16: 40 grants need 3 transfers and a release
+        self.assertLessEqual(calls, 6)
+        self.assertGreaterEqual(local, n - 4)
+        self.assertEqual(info["handoffs_total"], str(int(info0["handoffs_total"]) + n))
+        # the fences reserved and not used are never given out again
+        gb = self.assertGranted(self.conn(b).cmd("LOCK", key, "WAIT", 5000))
+        self.assertGreater(gb[1], fences[-1])
+
+    def test_local_holder_renewed_and_told_of_loss(self):
+        # a lock handed on locally is held under the lease Redis knows by an
+        # earlier holder's token: renewals of the new holder keep that lease,
+        # so it holds for many TTLs while another daemon is refused; when
+        # the lease goes from Redis, the holder hears of it at its next
+        # renewal, as any holder would
+        r, a, b = self.fast_pair()
+        key = unique_key()
+        ttl = 1500
+        h0 = self.conn(a)
+        self.assertGranted(h0.cmd("LOCK", key, "TTL", ttl))
+        w1 = self.conn(a)
+        w1.send(Raw.encode("LOCK", key, "TTL", ttl, "WAIT", 10000))
+        self.wait_status(a, key, waiters=1)
+        w2 = self.conn(a)
+        self.hello3(w2)
+        w2.send(Raw.encode("LOCK", key, "TTL", ttl, "WAIT", 10000))
+        self.wait_status(a, key, waiters=2)
+        self.assertEqual(h0.cmd("UNLOCK", key), 0)
+        g1 = self.assertGranted(read_within(w1, 5))
+        local0 = int(a.info()["backend_local_handoffs_total"])
+        self.assertEqual(w1.cmd("UNLOCK", key), 0)
+        g2 = self.assertGranted(read_within(w2, 5))
+        self.assertGreater(g2[1], g1[1])
+        self.assertEqual(int(a.info()["backend_local_handoffs_total"]), local0 + 1,
+                         "the second handoff went to Redis")
+        rc = r.client()
+        self.addCleanup(rc.connection_pool.disconnect)
+        lease = [n for n in rc.scan_iter(match="*l:" + key)]
+        self.assertEqual(len(lease), 1, rc.keys("*"))
+        self.assertNotIn(g2[0], rc.get(lease[0]),
+                         "the lease in Redis is not an earlier holder's")
+        other = self.conn(b)
+        t_end = time.monotonic() + 3 * ttl / 1000
+        while time.monotonic() < t_end:
+            self.assertIsNone(read_within(w2, 0.3), "the holder heard something")
+            self.assertEqual(other.cmd("LOCK", key, "WAIT", 0), NULL,
+                             "B was granted a key held on A")
+        t0 = time.monotonic()
+        rc.delete(lease[0])
+        self.assertLostAtRenewal(w2, key, g2[1], t0, ttl)
+        gb = self.assertGranted(other.cmd("LOCK", key, "WAIT", 5000))
+        self.assertGreater(gb[1], g2[1])
+
+    def test_detached_waiter_handed_on_through_redis(self):
+        # a DETACH lock is promised its whole TTL: it is not handed on
+        # under the lease left by an earlier holder
+        r = self.start_redis()
+        a = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
+        key = unique_key()
+        h0 = self.conn(a)
+        self.assertGranted(h0.cmd("LOCK", key, "TTL", 1500))
+        ws = []
+        for i, opts in enumerate((("TTL", 1500), ("TTL", 3000, "DETACH"))):
+            w = self.conn(a)
+            w.send(Raw.encode("LOCK", key, *opts, "WAIT", 10000))
+            self.wait_status(a, key, waiters=i + 1)
+            ws.append(w)
+        self.assertEqual(h0.cmd("UNLOCK", key), 0)
+        self.assertGranted(read_within(ws[0], 5))
+        time.sleep(0.3)
+        local0 = int(a.info()["backend_local_handoffs_total"])
+        self.assertEqual(ws[0].cmd("UNLOCK", key), 0)
+        g = self.assertGranted(read_within(ws[1], 5))
+        self.assertEqual(int(a.info()["backend_local_handoffs_total"]), local0)
+        self.assertGreater(g[2], 2700, "the DETACH lock got less than its TTL")
 
     def test_handoff_gives_way_to_a_waiter_gone(self):
         # the mark says another daemon waits, but its waiter has gone: when
