@@ -78,7 +78,6 @@
 #include <event2/event.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <hiredis/adapters/libevent.h>
 
 #include "clock.h"
 #include "conf.h"
@@ -201,6 +200,7 @@ static const char *const scripts[RS_COUNT] = {
 };
 
 struct rd;
+struct rd_adapter;
 
 /* A script call in flight, or a release waiting for the connection. */
 struct rd_op {
@@ -209,7 +209,7 @@ struct rd_op {
 	be_cb *cb;			/* whom to tell, NULL for none */
 	void *arg;
 	enum be_status failed;		/* for ops failed before sending */
-	char *key;			/* the lock's key (for BUSY retries) */
+	char *key;			/* the lock's key (for BUSY retries), in buf */
 	size_t keylen;			/* its length */
 	const char *member;		/* the lease taken or released (acquire: the
 					 * new one; transfer: to), in buf */
@@ -220,7 +220,8 @@ struct rd_op {
 	int argc;			/* the call: EVALSHA sha numkeys keys... args... */
 	const char *argv[RD_ARGS + 3];
 	size_t argvlen[RD_ARGS + 3];
-	char *buf;			/* holds every argument but the sha */
+	char *buf;			/* the key and every argument but the sha:
+					 * the rest of op's allocation */
 	TAILQ_ENTRY(rd_op) entry;	/* on r->inflight, r->failing or r->deferred */
 };
 TAILQ_HEAD(rd_op_list, rd_op);
@@ -324,6 +325,7 @@ struct rd {
 	uint64_t nretries;		/* BUSY retries fired */
 	uint64_t nlocal;		/* handoffs made without a call to Redis */
 	bool destroying;		/* rd_destroy runs: keep nothing for later */
+	const struct rd_adapter *flushing; /* the connection on_flush writes now */
 };
 
 static void link_connect(struct rd_link *l);
@@ -333,9 +335,7 @@ static void link_connect(struct rd_link *l);
 static void
 op_free(struct rd_op *op)
 {
-	free(op->buf);
-	free(op->key);
-	free(op);
+	free(op);	/* its key and arguments are in the same block */
 }
 
 /* Tell op's caller and free op; a BE_OK lease lasts at least its TTL from
@@ -852,18 +852,20 @@ op_new(struct rd *r, enum rd_script script, const struct be_lock *l, const char 
 		if (args[nargs] != arg_key)
 			need += strlen(args[nargs]) + 1;
 	assert(nkeys + 1 + nargs <= RD_ARGS);
-	struct rd_op *op = xcalloc(1, sizeof(*op));
-	op->buf = xmalloc(need);
+	struct rd_op *op = xmalloc(sizeof(*op) + l->keylen + need);
+	memset(op, 0, sizeof(*op));
+	op->buf = (char *)(op + 1);
 	op->r = r;
 	op->script = script;
 	op->cb = cb;
 	op->arg = arg;
-	op->key = xmemdup(l->key, l->keylen);
+	op->key = op->buf;
+	memcpy(op->key, l->key, l->keylen);
 	op->keylen = l->keylen;
 	op->ttl_ms = l->ttl_ms;
 
 	static const char *const numkeys[] = { "0", "1", "2", "3" };
-	char *p = op->buf;
+	char *p = op->buf + l->keylen;
 	op->argc = 2;
 	op->argv[op->argc] = numkeys[nkeys];
 	op->argvlen[op->argc++] = 1;
@@ -1213,6 +1215,120 @@ on_hello(redisAsyncContext *ctx, void *reply, void *privdata)
 		link_ready(l);
 }
 
+/*
+ * The glue between a hiredis connection and the event loop. hiredis 0.14's
+ * own libevent adapter re-adds a one-shot read event after every read and
+ * adds and deletes a write event around every write: each an epoll_ctl
+ * call. This one keeps one persistent read event, and writes what was
+ * issued during a loop iteration at the end of it (an activated event, run
+ * after the ones already active), so that it leaves in one write; a write
+ * event is used only while the connection is being made or the socket is
+ * full. hiredis owns it: cleanup runs when the context is freed.
+ */
+struct rd_adapter {
+	struct rd *r;			/* the backend */
+	redisAsyncContext *ac;		/* its connection */
+	struct event *rev;		/* readable (persistent) */
+	struct event *wev;		/* writable: connecting, or the socket is full */
+	struct event *flush;		/* write what was issued (activated) */
+};
+
+static void
+ad_on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd_adapter *a = arg;
+	(void)fd;
+	(void)what;
+	redisAsyncHandleRead(a->ac);
+}
+
+static void
+ad_on_write(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd_adapter *a = arg;
+	(void)fd;
+	(void)what;
+	redisAsyncHandleWrite(a->ac);
+}
+
+/* Write what was issued; a is freed if the write fails (r outlives it). */
+static void
+ad_on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd_adapter *a = arg;
+	struct rd *r = a->r;
+	(void)fd;
+	(void)what;
+	r->flushing = a;
+	redisAsyncHandleWrite(a->ac);
+	r->flushing = NULL;
+}
+
+static void
+ad_add_read(void *arg)
+{
+	struct rd_adapter *a = arg;
+	if (!event_pending(a->rev, EV_READ, NULL))
+		event_add(a->rev, NULL);
+}
+
+static void
+ad_del_read(void *arg)
+{
+	struct rd_adapter *a = arg;
+	event_del(a->rev);
+}
+
+/* hiredis has something to write: at the end of this loop iteration, or
+ * when the socket can take it (not connected yet, or a flush that could not
+ * write everything). */
+static void
+ad_add_write(void *arg)
+{
+	struct rd_adapter *a = arg;
+	if (!(a->ac->c.flags & REDIS_CONNECTED) || a->r->flushing == a)
+		event_add(a->wev, NULL);
+	else
+		event_active(a->flush, EV_TIMEOUT, 0);
+}
+
+static void
+ad_del_write(void *arg)
+{
+	struct rd_adapter *a = arg;
+	event_del(a->wev);
+}
+
+static void
+ad_cleanup(void *arg)
+{
+	struct rd_adapter *a = arg;
+	event_free(a->rev);
+	event_free(a->wev);
+	event_free(a->flush);
+	free(a);
+}
+
+/* Attach ac to r's event loop with an rd_adapter. */
+static void
+ad_attach(struct rd *r, redisAsyncContext *ac)
+{
+	struct rd_adapter *a = xcalloc(1, sizeof(*a));
+	a->r = r;
+	a->ac = ac;
+	a->rev = event_new(r->be->base, ac->c.fd, EV_READ | EV_PERSIST, ad_on_read, a);
+	a->wev = event_new(r->be->base, ac->c.fd, EV_WRITE, ad_on_write, a);
+	a->flush = event_new(r->be->base, -1, 0, ad_on_flush, a);
+	ac->ev.addRead = ad_add_read;
+	ac->ev.delRead = ad_del_read;
+	ac->ev.addWrite = ad_add_write;
+	ac->ev.delWrite = ad_del_write;
+	ac->ev.cleanup = ad_cleanup;
+	ac->ev.data = a;
+	event_add(a->rev, NULL);
+	event_add(a->wev, NULL);	/* writable: the connection is made */
+}
+
 static void
 link_connect(struct rd_link *l)
 {
@@ -1226,11 +1342,7 @@ link_connect(struct rd_link *l)
 		return;
 	}
 	ctx->data = l;
-	if (redisLibeventAttach(ctx, r->be->base) != REDIS_OK) {
-		redisAsyncFree(ctx);
-		link_down(l, "cannot attach to the event loop");
-		return;
-	}
+	ad_attach(r, ctx);
 	l->ctx = ctx;
 	l->started_ms = clock_ms();
 	redisAsyncSetConnectCallback(ctx, on_connect);
