@@ -176,6 +176,8 @@ struct bench {
 	uint64_t attempts;		/* lock requests sent in the window */
 	uint64_t errors;		/* error replies and broken connections */
 	uint64_t lost;			/* direct unlocks that found the lease gone */
+	int waiting_at_end;		/* clients still waiting for a grant at t1 */
+	uint64_t longest_waiting_ns;	/* the longest wait among them so far */
 	char first_error[256];		/* the first of them */
 };
 
@@ -799,6 +801,15 @@ on_phase(evutil_socket_t fd, short what, void *arg)
 		b->t1 = now_ns();
 		getrusage(RUSAGE_SELF, &b->ru1);
 		read_watch(b->o, true);
+		/* waits the window cut short: not in the histogram, reported apart */
+		for (int i = 0; i < b->o->clients; i++) {
+			const struct client *c = &b->cl[i];
+			if (c->st != CS_LOCKING && c->st != CS_POLLING)
+				continue;
+			b->waiting_at_end++;
+			if (b->t1 - c->asked_ns > b->longest_waiting_ns)
+				b->longest_waiting_ns = b->t1 - c->asked_ns;
+		}
 		b->phase = PH_DONE;
 		event_base_loopbreak(b->base);
 	}
@@ -1018,6 +1029,11 @@ bench_report(const struct bench *b)
 	    b->wait.n ? us(b->wait.sum) / (double)b->wait.n : 0.0, us(b->wait.min),
 	    us(hist_quantile(&b->wait, 0.5)), us(hist_quantile(&b->wait, 0.9)),
 	    us(hist_quantile(&b->wait, 0.99)), us(b->wait.max));
+	int starved = 0;
+	for (int i = 0; i < o->clients; i++)
+		starved += per_client[i] == 0;
+	printf(",\"waiting_at_end\":%d,\"longest_waiting_us\":%.1f,\"starved_clients\":%d",
+	    b->waiting_at_end, us(b->longest_waiting_ns), starved);
 	print_jain("jain_clients", jain(per_client, o->clients));
 	printf(",\"per_client\":[");
 	for (int i = 0; i < o->clients; i++)
