@@ -99,7 +99,7 @@ $(BUILD)/bench/%.o: bench/%.c
 
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto -Ibench $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
 
 $(BUILD)/dlockd: $(DAEMON_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON)
@@ -131,6 +131,9 @@ $(BUILD)/libdlockd.a: $(DAEMON_LIB)
 # Every unit-test suite links the daemon's modules and libdlock.
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELP) $(BUILD)/libdlockd.a $(BUILD)/libdlock.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
+
+# dlock-bench's histogram and reply reader have a suite of their own.
+$(BUILD)/tests/check_bench: $(BUILD)/bench/hist.o $(BUILD)/bench/reply.o $(BUILD)/proto/num.o
 
 # Install the Debian packages that are missing (root runs apt-get, others use sudo).
 deps:
