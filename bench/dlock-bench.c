@@ -170,6 +170,8 @@ struct bench {
 	enum phase phase;
 	uint64_t t_start, t0, t1;	/* start, window start and end (ns) */
 	struct rusage ru0, ru1;		/* own CPU at the window's start and end */
+	long long busy0_us, busy1_us;	/* the machine's busy CPU time, all cores */
+	long long steal0_us, steal1_us;	/* time the hypervisor gave to others */
 	struct hist wait;		/* waits granted in the window */
 	double *zipf_cdf;		/* hot: cumulative probabilities of keys */
 	char sha[41];			/* the unlock script's SHA1 */
@@ -310,6 +312,32 @@ proc_cpu_us(long pid)
 	if (seen == 0)
 		return proc_stat_cpu_us(pid);
 	return (long long)(sum / 1000);
+}
+
+/*
+ * The CPU time all cores of the machine spent busy (user, nice, system, irq,
+ * softirq) and stolen by the hypervisor, in µs, from /proc/stat; -1 if
+ * unreadable.
+ */
+static int
+machine_cpu_us(long long *busy, long long *steal)
+{
+	unsigned long long user, nice, sys, idle, iowait, irq, softirq, st;
+	FILE *f = fopen("/proc/stat", "r");
+
+	*busy = *steal = -1;
+	if (f == NULL)
+		return -1;
+	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys,
+	    &idle, &iowait, &irq, &softirq, &st);
+	fclose(f);
+	if (n != 8)
+		return -1;
+	long hz = sysconf(_SC_CLK_TCK);
+	unsigned long long us_per_tick = 1000000ull / (unsigned long long)(hz > 0 ? hz : 100);
+	*busy = (long long)((user + nice + sys + irq + softirq) * us_per_tick);
+	*steal = (long long)(st * us_per_tick);
+	return 0;
 }
 
 static long long
@@ -791,6 +819,7 @@ on_phase(evutil_socket_t fd, short what, void *arg)
 	if (b->phase == PH_WARMUP) {
 		b->phase = PH_MEASURE;
 		read_watch(b->o, false);
+		machine_cpu_us(&b->busy0_us, &b->steal0_us);
 		getrusage(RUSAGE_SELF, &b->ru0);
 		b->t0 = now_ns();
 		struct timeval tv = tv_ns(b->o->window_ms * NS_PER_MS);
@@ -800,6 +829,7 @@ on_phase(evutil_socket_t fd, short what, void *arg)
 	if (b->phase == PH_MEASURE) {
 		b->t1 = now_ns();
 		getrusage(RUSAGE_SELF, &b->ru1);
+		machine_cpu_us(&b->busy1_us, &b->steal1_us);
 		read_watch(b->o, true);
 		/* waits the window cut short: not in the histogram, reported apart */
 		for (int i = 0; i < b->o->clients; i++) {
@@ -1049,6 +1079,11 @@ bench_report(const struct bench *b)
 	long long tool_us = rusage_us(&b->ru1) - rusage_us(&b->ru0);
 	printf(",\"tool_cpu_us\":%lld,\"tool_cpu_pct\":%.1f", tool_us,
 	    window > 0 ? (double)tool_us / 1e4 / window : 0.0);
+	if (b->busy0_us >= 0 && b->busy1_us >= 0)
+		printf(",\"machine_busy_us\":%lld,\"machine_steal_us\":%lld",
+		    b->busy1_us - b->busy0_us, b->steal1_us - b->steal0_us);
+	else
+		printf(",\"machine_busy_us\":null,\"machine_steal_us\":null");
 	printf(",\"cpu_us\":{");
 	for (int i = 0; i < o->nwatch; i++) {
 		const struct watch *w = &o->watch[i];

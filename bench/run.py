@@ -307,6 +307,15 @@ def derive(run, tool, before, after):
          "first_error": tool["first_error"], "lost": tool["lost"],
          "starved_clients": tool["starved_clients"], "waiting_at_end": tool["waiting_at_end"],
          "longest_waiting_us": tool["longest_waiting_us"]}
+    # the CPU the rest of the machine used meanwhile: what this run did not
+    # do itself (other users' work, the harness), in % of one core
+    busy = tool.get("machine_busy_us")
+    if busy is not None and window > 0 and None not in cpu.values():
+        own = tool["tool_cpu_us"] + sum(cpu.values())
+        r["others_cpu_pct"] = max(busy - own, 0) / 1e4 / window
+        r["steal_pct"] = tool["machine_steal_us"] / 1e4 / window
+    else:
+        r["others_cpu_pct"] = r["steal_pct"] = None
 
     def per_op(v, n=ops):
         return v / n if v is not None and n > 0 else None
@@ -501,7 +510,7 @@ def table_row(rec):
     sysname = rec["system"]
     if "skipped" in rec or "error" in rec:
         return "| %s | %s | %s |" % (sysname, case_text(rec),
-                                     " | ".join(["–"] * 14) + " | "
+                                     " | ".join(["–"] * 15) + " | "
                                      + ("skipped: " if "skipped" in rec else "error: ")
                                      + (rec.get("skipped") or rec.get("error")).splitlines()[0]
                                      .replace("|", "/")[:120])
@@ -531,14 +540,15 @@ def table_row(rec):
         fmt_num(rec.get("daemon_cpu_us_per_op")),
         "–" if rss is None else "%.1f" % (rss / 1024.0),
         "%.0f" % rec["tool_cpu_pct"],
+        fmt_num(rec.get("others_cpu_pct"), 0),
         errs]) + " |"
 
 
 MAIN_HEADER = (
     "| system | workload | per s | wait p50 | p90 | p99 | max | Jain clients | Jain daemons "
     "| backend req/acq sent (all) | backend CPU µs/acq | dlockd CPU µs/acq "
-    "| dlockd peak RSS MiB | tool CPU % | errors |\n"
-    "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+    "| dlockd peak RSS MiB | tool CPU % | others' CPU % | errors |\n"
+    "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 
 
 def write_markdown(path, meta, recs, goal_rows, plots):
@@ -576,7 +586,10 @@ def write_markdown(path, meta, recs, goal_rows, plots):
                  "measuring window. max: the longest wait granted, or \"> t\" when a client "
                  "had been waiting t when the window ended; starved: clients granted nothing "
                  "in the window. tool CPU: dlock-bench's own, % of one core (near 100 it "
-                 "would be the bottleneck). See bench/README.md.")
+                 "would be the bottleneck). others' CPU: what the rest of the machine used "
+                 "during the window, % of one core (" + str(meta["cores"]) + " cores in "
+                 "all): a large figure marks a run disturbed by other work. See "
+                 "bench/README.md.")
     lines.append("")
     lines.append(MAIN_HEADER)
     for rec in recs:
@@ -763,9 +776,9 @@ def summary(rec):
         return "skipped (%s)" % rec["skipped"]
     if "error" in rec:
         return "ERROR: %s" % rec["error"].splitlines()[0]
-    s = "%s /s, wait p50 %s p99 %s, tool CPU %.0f %%" % (
+    s = "%s /s, wait p50 %s p99 %s, tool CPU %.0f %%, others %s %%" % (
         fmt_rate(rec["rate"]), fmt_us(rec["wait_us"]["p50"]), fmt_us(rec["wait_us"]["p99"]),
-        rec["tool_cpu_pct"])
+        rec["tool_cpu_pct"], fmt_num(rec.get("others_cpu_pct"), 0))
     if rec["errors"]:
         s += ", %d errors (%s)" % (rec["errors"], rec["first_error"])
     return s

@@ -62,6 +62,7 @@ class TestBench(RedisTestCase):
             self.assertLess(lo, hi)
             self.assertGreater(n, 0)
         self.assertGreaterEqual(j["tool_cpu_us"], 0)
+        self.assertGreaterEqual(j["machine_busy_us"], 0)
         for name, v in j["cpu_us"].items():
             self.assertIsNotNone(v, name)
             self.assertGreaterEqual(v, 0, name)
