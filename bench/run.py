@@ -273,7 +273,7 @@ def run_tool(argv, limit):
     if p.returncode != 0:
         raise AssertionError("dlock-bench exited with %d: %s"
                              % (p.returncode, err.decode(errors="replace").strip()))
-    return json.loads(out.decode())
+    return json.loads(out.decode(errors="replace"))
 
 
 def coarse_hist(hist, per_decade=20):
