@@ -506,6 +506,14 @@ def goals(by_id):
     return rows
 
 
+DISTURBED_PCT = 50     # others' CPU, % of a core, that marks a run as disturbed
+
+
+def disturbed(rec):
+    """Whether other work took a large share of the machine during the run."""
+    return ok(rec) and (rec.get("others_cpu_pct") or 0) > DISTURBED_PCT
+
+
 def table_row(rec):
     sysname = rec["system"]
     if "skipped" in rec or "error" in rec:
@@ -540,7 +548,8 @@ def table_row(rec):
         fmt_num(rec.get("daemon_cpu_us_per_op")),
         "–" if rss is None else "%.1f" % (rss / 1024.0),
         "%.0f" % rec["tool_cpu_pct"],
-        fmt_num(rec.get("others_cpu_pct"), 0),
+        ("**%.0f**" if disturbed(rec) else "%.0f") % rec["others_cpu_pct"]
+        if rec.get("others_cpu_pct") is not None else "–",
         errs]) + " |"
 
 
@@ -564,6 +573,12 @@ def write_markdown(path, meta, recs, goal_rows, plots):
                     meta["redis_version"], meta["etcd_version"], meta["cpu"], meta["cores"],
                     meta["kernel"], meta["loadavg_before"], meta["loadavg_after"]))
     lines.append("")
+    noisy = [r["id"] for r in recs if disturbed(r)]
+    if noisy:
+        lines.append("**%d of %d runs were disturbed**: other work used more than %d %% of a "
+                     "core during their window (others' CPU in bold): %s."
+                     % (len(noisy), len(recs), DISTURBED_PCT, ", ".join(noisy)))
+        lines.append("")
     if meta["skipped_servers"]:
         for name, why in sorted(meta["skipped_servers"].items()):
             lines.append("**%s could not be started** (%s): its runs are skipped." % (name, why))
@@ -659,9 +674,10 @@ def write_plots(outdir, recs):
     try:
         # throughput bars
         dat = os.path.join(tmp, "rates.dat")
+        cases = plot_cases(recs)
         with open(dat, "w") as f:
             f.write("case " + " ".join('"%s"' % t for _, t in PLOT_SYSTEMS) + "\n")
-            for label, row in plot_cases(recs):
+            for label, row in cases:
                 f.write('"%s" ' % label + " ".join(
                     "-" if row[s] is None else "%.1f" % row[s] for s, _ in PLOT_SYSTEMS) + "\n")
         script = """
@@ -680,7 +696,7 @@ set key top right
 set xtics rotate by -30
 plot for [i=2:{ncol}] "{dat}" using i:xtic(1) title columnhead(i)
 """.format(out=os.path.join(outdir, "throughput.png"), dat=dat, ncol=len(PLOT_SYSTEMS) + 1)
-        if gnuplot(gp, script):
+        if any(v is not None for _, row in cases for v in row.values()) and gnuplot(gp, script):
             made.append(("throughput.png", "throughput"))
 
         # wait distributions
@@ -722,7 +738,7 @@ plot for [i=2:{ncol}] "{dat}" using i:xtic(1) title columnhead(i)
                 script.append("plot [1:10] NaN notitle")
                 script.append("unset label 1")
         script.append("unset multiplot")
-        if gnuplot(gp, "\n".join(script) + "\n"):
+        if any(curves for _, curves in panels) and gnuplot(gp, "\n".join(script) + "\n"):
             made.append(("wait.png", "wait-time distributions"))
     finally:
         shutil.rmtree(tmp, True)
