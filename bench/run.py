@@ -62,7 +62,8 @@ class Run:
 
     def __init__(self, system, workload, clients, hold_us=0, keys=None, daemons=0,
                  backend=None, target=None):
-        self.system = system        # memory|redis|etcd|direct|direct-poll|ping-redis|ping-dlockd|hold
+        # memory|redis|etcd|direct|direct-poll|ping-redis|ping-dlockd|hold
+        self.system = system
         self.workload = workload    # uncontended|contended|hot|multi-daemon|ping|hold
         self.clients = clients
         self.hold_us = hold_us
@@ -320,6 +321,10 @@ def derive(run, tool, before, after):
     def per_op(v, n=ops):
         return v / n if v is not None and n > 0 else None
 
+    def daemons_delta(field):
+        return sum(int_field(a, field) - int_field(b, field)
+                   for a, b in zip(after["daemons"], before["daemons"]))
+
     dcpu = [v for k, v in cpu.items() if k.startswith("dlockd")]
     r["daemon_cpu_us_per_op"] = per_op(sum(dcpu)) if dcpu and None not in dcpu else None
     server = "redis" if "redis" in cpu else "etcd" if "etcd" in cpu else None
@@ -333,26 +338,20 @@ def derive(run, tool, before, after):
         r["redis_used_cpu_us_per_op_run"] = per_op(after["redis_cpu_us"] - before["redis_cpu_us"],
                                                    ops_total)
         if run.daemons:
-            sent = sum(int_field(a, "backend_commands_total") - int_field(b, "backend_commands_total")
-                       for a, b in zip(after["daemons"], before["daemons"]))
+            sent = daemons_delta("backend_commands_total")
         else:
             sent = calls.get("set", 0) + calls.get("evalsha", 0)
         r["backend_sent_per_op"] = None if pairs else per_op(sent, ops_total)
         if pairs:
             r["backend_all_per_op"] = None
     if "etcd_msgs" in after:
-        sent = sum(int_field(a, "backend_requests_total") - int_field(b, "backend_requests_total")
-                   for a, b in zip(after["daemons"], before["daemons"]))
+        sent = daemons_delta("backend_requests_total")
         r["backend_sent_per_op"] = per_op(sent, ops_total)
         r["backend_all_per_op"] = per_op(after["etcd_msgs"] - before["etcd_msgs"], ops_total)
         r["etcd_txn_per_op"] = per_op(after["etcd_txns"] - before["etcd_txns"], ops_total)
     if run.daemons and not pairs:
-        grants = sum(int_field(a, "grants_total") - int_field(b, "grants_total")
-                     for a, b in zip(after["daemons"], before["daemons"]))
-        handoffs = sum(int_field(a, "handoffs_total") - int_field(b, "handoffs_total")
-                       for a, b in zip(after["daemons"], before["daemons"]))
-        r["daemon_grants"] = grants
-        r["daemon_handoffs_per_op"] = per_op(handoffs, ops_total)
+        r["daemon_grants"] = daemons_delta("grants_total")
+        r["daemon_handoffs_per_op"] = per_op(daemons_delta("handoffs_total"), ops_total)
     return r
 
 
