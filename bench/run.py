@@ -616,6 +616,23 @@ def write_markdown(path, meta, recs, goal_rows, plots):
         f.write("\n".join(lines))
 
 
+def write_json(path, doc):
+    """doc as JSON with one line per goal and per run, for readable diffs."""
+    with open(path, "w") as f:
+        f.write("{\n")
+        keys = list(doc)
+        for i, k in enumerate(keys):
+            v = doc[k]
+            f.write("%s: " % json.dumps(k))
+            if isinstance(v, list):
+                f.write("[\n" + ",\n".join(" " + json.dumps(x, ensure_ascii=False) for x in v)
+                        + "\n]")
+            else:
+                f.write(json.dumps(v, ensure_ascii=False))
+            f.write(",\n" if i < len(keys) - 1 else "\n")
+        f.write("}\n")
+
+
 # ---- plots ----
 
 PLOT_SYSTEMS = [("memory", "memory"), ("redis", "redis"), ("etcd", "etcd"),
@@ -867,12 +884,12 @@ def main(argv):
 
     by_id = {r["id"]: r for r in recs}
     goal_rows = goals(by_id)
-    with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump({"meta": meta, "goals": [dict(zip(("goal", "measured_on", "this_run",
-                                                     "ratio", "target", "met"), g))
-                                           for g in goal_rows],
-                   "runs": recs}, f, indent=1)
-        f.write("\n")
+    write_json(os.path.join(outdir, "results.json"), {
+        "meta": meta,
+        "goals": [dict(zip(("goal", "measured_on", "this_run", "ratio", "target", "met"),
+                           g[:5] + (g[5].strip("*"),)))
+                  for g in goal_rows],
+        "runs": recs})
     plots = write_plots(outdir, recs)
     write_markdown(os.path.join(outdir, "results.md"), meta, recs, goal_rows, plots)
     bad = [r for r in recs if "error" in r]
