@@ -3,6 +3,8 @@
 #   make            build the daemon, the CLI and the client library into $(BUILD)
 #   make run        install missing packages, build, run dlockd in the foreground
 #   make check      install missing packages, build, run every test
+#   make bench      install missing packages, build, run the benchmark suite (under 5 min)
+#                   into bench/results/<date>/ (see bench/README.md)
 #   make install    PREFIX=/usr DESTDIR=... installs everything
 #
 # SAN=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer into build/san.
@@ -39,12 +41,16 @@ PKGS_DAEMON := libevent yaml-0.1 hiredis jansson
 CFLAGS_DAEMON = $(shell pkg-config --cflags $(PKGS_DAEMON))
 LIBS_DAEMON   = $(shell pkg-config --libs $(PKGS_DAEMON))
 CFLAGS_CHECK  = $(shell pkg-config --cflags check)
+CFLAGS_BENCH  = $(shell pkg-config --cflags libevent)
+LIBS_BENCH    = $(shell pkg-config --libs libevent) -lm
 LIBS_CHECK    = $(shell pkg-config --libs check)
 
 # Debian packages: what building needs, and what the tests need on top.
 DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev libjansson-dev
 DEB_CHECK := check redis-server redis-tools etcd-server etcd-client python3 python3-redis valgrind \
               iproute2
+# what make bench needs on top of building: the servers, the runner, the plots
+DEB_BENCH := redis-server etcd-server python3 python3-redis gnuplot-nox
 
 # proto/ holds the sources both ends link: addresses, integers, the clock.
 PROTO_SRC   := $(wildcard proto/*.c)
@@ -55,6 +61,10 @@ DAEMON_LIB  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 CLIENT_OBJ  := $(BUILD)/client/dlock.o $(PROTO_OBJ)
 CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(PROTO_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o
+# the benchmark's load generator: its own sources and the parsers of proto/
+BENCH_SRC   := $(wildcard bench/*.c)
+BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/addr.o $(BUILD)/proto/num.o
+BENCH_BIN   := $(BUILD)/dlock-bench
 TEST_SRC    := $(wildcard tests/check_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # tests/*.c that are not suites (fakes, helpers) go into every suite
@@ -62,7 +72,8 @@ TEST_HELP   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard t
 
 PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
 
-.PHONY: all run check check-valgrind check-faults unit integration deps deps-check install clean
+.PHONY: all run check check-valgrind check-faults unit integration bench deps deps-check \
+        deps-bench install clean
 all: $(PROGS)
 
 # proto/ objects go into the daemon and into both flavours of libdlock.
@@ -82,9 +93,13 @@ $(BUILD)/client/%.pic.o: client/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Iproto -fvisibility=hidden -fPIC -c $< -o $@
 
+$(BUILD)/bench/%.o: bench/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Iproto $(CFLAGS_BENCH) -c $< -o $@
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto -Ibench $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
 
 $(BUILD)/dlockd: $(DAEMON_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON)
@@ -105,6 +120,9 @@ $(BUILD)/libdlock.pc: client/libdlock.pc.in Makefile
 $(BUILD)/dlock: $(CLI_OBJ) $(BUILD)/libdlock.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^
 
+$(BENCH_BIN): $(BENCH_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_BENCH)
+
 # The daemon's modules but main, as an archive: a test links what it uses.
 $(BUILD)/libdlockd.a: $(DAEMON_LIB)
 	rm -f $@
@@ -114,23 +132,28 @@ $(BUILD)/libdlockd.a: $(DAEMON_LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELP) $(BUILD)/libdlockd.a $(BUILD)/libdlock.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
 
+# dlock-bench's histogram and reply reader have a suite of their own.
+$(BUILD)/tests/check_bench: $(BUILD)/bench/hist.o $(BUILD)/bench/reply.o $(BUILD)/proto/num.o
+
 # Install the Debian packages that are missing (root runs apt-get, others use sudo).
 deps:
 	@DEB="$(DEB_BUILD)" sh tests/deps.sh
 deps-check:
 	@DEB="$(DEB_BUILD) $(DEB_CHECK)" sh tests/deps.sh
+deps-bench:
+	@DEB="$(DEB_BUILD) $(DEB_BENCH)" sh tests/deps.sh
 
 run: deps
 	$(MAKE) all
 	$(BUILD)/dlockd -c conf/dlockd.yaml -l 127.0.0.1:7480 -l unix:$(CURDIR)/$(BUILD)/dlockd.sock
 
 check: deps-check
-	$(MAKE) all $(TEST_BIN)
+	$(MAKE) all $(TEST_BIN) $(BENCH_BIN)
 	BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
 
 # The same tests with every unit suite and every daemon under valgrind.
 check-valgrind: deps-check
-	$(MAKE) all $(TEST_BIN)
+	$(MAKE) all $(TEST_BIN) $(BENCH_BIN)
 	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(TEST_BIN)
 
 # The long safety test: every backend x fault, several rounds (minutes).
@@ -141,8 +164,14 @@ check-faults: deps-check
 unit: all $(TEST_BIN)
 	BUILD=$(BUILD) UNIT_ONLY=1 sh tests/run.sh $(TEST_BIN)
 
-integration: all
+integration: all $(BENCH_BIN)
 	BUILD=$(BUILD) sh tests/integration/run.sh
+
+# The benchmark suite: its own servers and daemons on loopback, a few minutes.
+# BENCH_ARGS passes options to bench/run.py (e.g. BENCH_ARGS="--only memory").
+bench: deps-bench
+	$(MAKE) all $(BENCH_BIN)
+	BUILD=$(BUILD) /usr/bin/python3 bench/run.py $(BENCH_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \

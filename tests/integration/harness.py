@@ -8,6 +8,7 @@ makes sure every process a test starts is stopped whatever happens.
 Environment (set by run.sh):
   DLOCKD_BIN       the daemon under test
   DLOCK_BIN        the dlock command-line client
+  DLOCK_BENCH_BIN  the benchmark's load generator, dlock-bench
   REDIS_SERVER_BIN the redis-server of the redis-backed tests (default:
                    redis-server from PATH; missing is a failure, not a skip)
   ETCD_BIN         the etcd of the etcd-backed tests (default: etcd from
@@ -46,6 +47,7 @@ import resp  # noqa: E402
 
 DLOCKD = os.environ.get("DLOCKD_BIN", os.path.abspath("build/dlockd"))
 DLOCK = os.environ.get("DLOCK_BIN", os.path.abspath("build/dlock"))
+DLOCK_BENCH = os.environ.get("DLOCK_BENCH_BIN", os.path.abspath("build/dlock-bench"))
 # a command prefix for every dlockd started, e.g. "valgrind -q --error-exitcode=99"
 WRAPPER = shlex.split(os.environ.get("DLOCKD_WRAPPER", ""))
 PYTHON = "/usr/bin/python3"

@@ -16,8 +16,8 @@
 # backend's own tests, -k TestLocksRedis for the lock suite on the redis
 # backend (-k test_etcd. and -k TestLocksEtcd for etcd), -k
 # test_lost_before_redis_ttl for one test. DLOCKD_WRAPPER, if set, is a command prefix for
-# every dlockd started (e.g. "valgrind -q --error-exitcode=99"). The binaries come from $BUILD: dlockd, dlock and
-# tests/check_client; a missing one is a failure. Everything runs in a
+# every dlockd started (e.g. "valgrind -q --error-exitcode=99"). The binaries come from $BUILD: dlockd, dlock,
+# dlock-bench and tests/check_client; a missing one is a failure. Everything runs in a
 # temporary directory that is removed at exit, and every process started
 # here is stopped at exit, by its pid. The last line of output is
 #
@@ -110,7 +110,7 @@ fail() {
 
 # ---- what the tests need ----
 
-for bin in dlockd dlock tests/check_client; do
+for bin in dlockd dlock dlock-bench tests/check_client; do
 	if [ ! -x "$BUILD/$bin" ]; then
 		fail "$BUILD_NAME/$bin is missing (build it with make $BUILD_NAME/$bin)"
 	fi
@@ -139,7 +139,8 @@ if [ $python_ok = 1 ]; then
 	echo "== python suite"
 	mkdir -p "$tmp/py"
 	# shellcheck disable=SC2086  # $patterns is a list of words
-	DLOCKD_BIN="$BUILD/dlockd" DLOCK_BIN="$BUILD/dlock" DLOCKD_TEST_TMP="$tmp/py" \
+	DLOCKD_BIN="$BUILD/dlockd" DLOCK_BIN="$BUILD/dlock" DLOCK_BENCH_BIN="$BUILD/dlock-bench" \
+	    DLOCKD_TEST_TMP="$tmp/py" \
 	    DLOCKD_TEST_LIMIT=$TEST_LIMIT PYTHONDONTWRITEBYTECODE=1 \
 	    "$PYTHON" -B "$HERE/runtests.py" "$tmp/py.result" $patterns &
 	pid=$!

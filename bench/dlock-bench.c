@@ -1,0 +1,1418 @@
+/*
+ * dlock-bench — the load generator of `make bench`.
+ *
+ * Clients, each one connection with at most one request out, lock and unlock
+ * keys in a loop on one libevent loop, and the tool prints one JSON object
+ * with what it measured: acquisitions per second, the wait from sending a
+ * lock request to its grant (a log-linear histogram), Jain's fairness over
+ * clients and over servers, its own CPU, and the CPU of the processes it was
+ * asked to watch, all over a measuring window that follows a warm-up.
+ *
+ * Modes (what a client does):
+ *   dlock        LOCK key, hold, UNLOCK key, against dlockd
+ *   direct-poll  a client-side Redis lock: SET key token NX PX ttl, retried
+ *                every --poll-ms while busy; unlock with EVALSHA of a
+ *                compare-and-delete script
+ *   direct       the same, for uncontended workloads only (a busy reply is
+ *                an error)
+ *   ping         PING after PING (any RESP server): the request/reply ceiling
+ *   hold         no server: each client sleeps the hold time in a loop (the
+ *                hold-time limit of one key)
+ *
+ * Workloads (which key an acquisition takes):
+ *   uncontended  client i always uses key i
+ *   contended    every client uses key 0
+ *   hot          each acquisition draws one of --keys keys from a Zipf
+ *                distribution of exponent --zipf (key 0 the hottest)
+ *
+ * Everything is in this file but the histogram (hist.c) and the reply reader
+ * (reply.c); addresses and integers are parsed by proto/.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "addr.h"
+#include "hist.h"
+#include "num.h"
+#include "reply.h"
+
+#define MAX_ADDRS	16
+#define MAX_WATCH	16
+#define MAX_CLIENTS	10000
+#define MAX_KEYS	10000000
+#define IN_SIZE		4096		/* a client's input buffer: replies are small */
+#define OUT_SIZE	1024		/* a client's output buffer: one request */
+#define RETRY_MS	10		/* pause after an error reply before trying again */
+#define NS_PER_MS	1000000ull
+#define NS_PER_US	1000ull
+
+/* Compare-and-delete: the unlock of the direct modes. */
+#define UNLOCK_SCRIPT \
+	"if redis.call('get', KEYS[1]) == ARGV[1] then " \
+	"return redis.call('del', KEYS[1]) else return 0 end"
+
+#define MODES(X) \
+	X(MODE_DLOCK, "dlock") \
+	X(MODE_DIRECT_POLL, "direct-poll") \
+	X(MODE_DIRECT, "direct") \
+	X(MODE_PING, "ping") \
+	X(MODE_HOLD, "hold")
+
+#define WORKLOADS(X) \
+	X(WL_UNCONTENDED, "uncontended") \
+	X(WL_CONTENDED, "contended") \
+	X(WL_HOT, "hot")
+
+#define AS_ENUM(e, s) e,
+#define AS_NAME(e, s) s,
+enum mode { MODES(AS_ENUM) MODE_COUNT };
+enum workload { WORKLOADS(AS_ENUM) WL_COUNT };
+static const char *const mode_names[] = { MODES(AS_NAME) };
+static const char *const workload_names[] = { WORKLOADS(AS_NAME) };
+
+/* A process whose CPU time is read at the start and end of the window. */
+struct watch {
+	char name[32];		/* as given, the JSON key */
+	long pid;		/* its pid */
+	long long cpu0_us;	/* utime + stime at the window's start; -1 unknown */
+	long long cpu1_us;	/* at its end */
+};
+
+/* What the command line asked for. */
+struct opts {
+	enum mode mode;			/* what a client does */
+	enum workload wl;		/* which keys it takes */
+	int clients;			/* connections (clients) */
+	int keys;			/* keys of the hot workload */
+	double zipf;			/* its Zipf exponent */
+	uint64_t hold_ns;		/* how long a lock is held */
+	uint64_t warmup_ms;		/* before the window */
+	uint64_t window_ms;		/* the measuring window */
+	uint64_t poll_ms;		/* direct-poll: the retry interval */
+	uint64_t ttl_ms;		/* lease asked for; 0: dlockd's default */
+	uint64_t seed;			/* of the clients' random keys */
+	char prefix[128];		/* of every key */
+	const char *label;		/* copied into the JSON, or NULL */
+	struct addr addrs[MAX_ADDRS];	/* servers; clients go round-robin */
+	int naddrs;
+	struct watch watch[MAX_WATCH];	/* processes whose CPU is reported */
+	int nwatch;
+	bool hist;			/* print the histogram's buckets */
+};
+
+enum phase { PH_WARMUP, PH_MEASURE, PH_DONE };
+
+enum cstate {
+	CS_SETUP,		/* SCRIPT LOAD sent (direct modes) */
+	CS_LOCKING,		/* LOCK or SET sent */
+	CS_POLLING,		/* direct-poll: busy, waiting to ask again */
+	CS_HOLDING,		/* granted, holding */
+	CS_UNLOCKING,		/* UNLOCK or EVALSHA sent */
+	CS_PINGING,		/* PING sent */
+	CS_PAUSED,		/* after an error, waiting to start again */
+	CS_DEAD			/* connection gone */
+};
+
+struct bench;
+
+/* One client: one connection with at most one request out. */
+struct client {
+	struct bench *b;		/* the run it belongs to */
+	int id;				/* 0 .. clients - 1 */
+	int addr_ix;			/* the server it talks to */
+	int fd;				/* its socket; -1 in hold mode or once dead */
+	struct event *rd;		/* persistent read event */
+	struct event *wr;		/* write event, while output is pending */
+	struct event *timer;		/* hold, poll and retry timer */
+	enum cstate st;			/* what it waits for */
+	char in[IN_SIZE];		/* bytes read, not yet taken */
+	size_t inlen;
+	char out[OUT_SIZE];		/* the request being sent */
+	size_t outlen, outoff;
+	long key;			/* the key of the current acquisition */
+	char token[40];			/* direct modes: its token */
+	uint64_t seq;			/* acquisitions started, for tokens */
+	uint64_t asked_ns;		/* when the first request for it left */
+	uint64_t held_ns;		/* hold mode: when the hold began */
+	uint64_t rng;			/* xorshift64* state */
+	uint64_t ops_window;		/* acquisitions (pings) in the window */
+	uint64_t ops_total;		/* since the start */
+};
+
+/* One run. */
+struct bench {
+	struct opts *o;
+	struct event_base *base;
+	struct event *phase_timer;	/* warm-up end, then window end */
+	struct event *sigint;		/* SIGINT ends the window early */
+	struct client *cl;		/* clients[o->clients] */
+	int alive;			/* clients not dead */
+	enum phase phase;
+	uint64_t t_start, t0, t1;	/* start, window start and end (ns) */
+	struct rusage ru0, ru1;		/* own CPU at the window's start and end */
+	long long busy0_us, busy1_us;	/* the machine's busy CPU time, all cores */
+	long long steal0_us, steal1_us;	/* time the hypervisor gave to others */
+	struct hist wait;		/* waits granted in the window */
+	double *zipf_cdf;		/* hot: cumulative probabilities of keys */
+	char sha[41];			/* the unlock script's SHA1 */
+	uint64_t attempts;		/* lock requests sent in the window */
+	uint64_t errors;		/* error replies and broken connections */
+	uint64_t lost;			/* direct unlocks that found the lease gone */
+	int waiting_at_end;		/* clients still waiting for a grant at t1 */
+	uint64_t longest_waiting_ns;	/* the longest wait among them so far */
+	char first_error[256];		/* the first of them */
+};
+
+static const char *progname = "dlock-bench";
+
+/* ---- small helpers ---- */
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Print "dlock-bench: message" and exit 1. */
+static void
+die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+/* calloc that never fails (the tool has nothing to do without memory). */
+static void *
+zalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (p == NULL)
+		die("out of memory");
+	return p;
+}
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct timeval
+tv_ns(uint64_t ns)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)(ns / 1000000000ull);
+	tv.tv_usec = (suseconds_t)(ns % 1000000000ull / 1000);
+	return tv;
+}
+
+static uint64_t
+rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* A uniform double in [0, 1). */
+static double
+rng_unit(uint64_t *s)
+{
+	return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* A process's utime + stime in µs from /proc/PID/stat (clock ticks); -1 if
+ * unreadable. */
+static long long
+proc_stat_cpu_us(long pid)
+{
+	char path[64], buf[1024];
+	unsigned long long ut, st;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	/* after the name: state (field 3) ... utime (14), stime (15) */
+	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+	    &ut, &st) != 2)
+		return -1;
+	long hz = sysconf(_SC_CLK_TCK);
+	return (long long)((ut + st) * 1000000ull / (unsigned long long)(hz > 0 ? hz : 100));
+}
+
+/*
+ * The CPU time a process has used, in µs: the sum over its threads of the
+ * nanoseconds /proc/PID/task/TID/schedstat counts (threads that have ended
+ * are left out), or, where the kernel has no schedstat, utime + stime from
+ * /proc/PID/stat, which counts in clock ticks (10 ms). -1 if the process
+ * is gone.
+ */
+static long long
+proc_cpu_us(long pid)
+{
+	char path[64];
+	unsigned long long sum = 0;
+	int seen = 0;
+
+	snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return -1;
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		char file[64 + sizeof(e->d_name) + 16];
+		unsigned long long ns;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s/schedstat", path, e->d_name);
+		FILE *f = fopen(file, "r");
+		if (f == NULL)
+			continue;
+		if (fscanf(f, "%llu", &ns) == 1) {
+			sum += ns;
+			seen++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	if (seen == 0)
+		return proc_stat_cpu_us(pid);
+	return (long long)(sum / 1000);
+}
+
+/*
+ * The CPU time all cores of the machine spent busy (user, nice, system, irq,
+ * softirq) and stolen by the hypervisor, in µs, from /proc/stat; -1 if
+ * unreadable.
+ */
+static int
+machine_cpu_us(long long *busy, long long *steal)
+{
+	unsigned long long user, nice, sys, idle, iowait, irq, softirq, st;
+	FILE *f = fopen("/proc/stat", "r");
+
+	*busy = *steal = -1;
+	if (f == NULL)
+		return -1;
+	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys,
+	    &idle, &iowait, &irq, &softirq, &st);
+	fclose(f);
+	if (n != 8)
+		return -1;
+	long hz = sysconf(_SC_CLK_TCK);
+	unsigned long long us_per_tick = 1000000ull / (unsigned long long)(hz > 0 ? hz : 100);
+	*busy = (long long)((user + nice + sys + irq + softirq) * us_per_tick);
+	*steal = (long long)(st * us_per_tick);
+	return 0;
+}
+
+static long long
+rusage_us(const struct rusage *r)
+{
+	return (long long)r->ru_utime.tv_sec * 1000000 + r->ru_utime.tv_usec +
+	    (long long)r->ru_stime.tv_sec * 1000000 + r->ru_stime.tv_usec;
+}
+
+/* Note an error: counted; the first one kept for the report. */
+static void
+note_error(struct bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+note_error(struct bench *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	b->errors++;
+	if (b->first_error[0] != '\0')
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->first_error, sizeof(b->first_error), fmt, ap);
+	va_end(ap);
+}
+
+/* ---- requests ---- */
+
+/* Append one RESP bulk string to the client's output. */
+static void
+put_bulk(struct client *c, const char *s, size_t len)
+{
+	int n = snprintf(c->out + c->outlen, OUT_SIZE - c->outlen, "$%zu\r\n", len);
+	if (n < 0 || c->outlen + (size_t)n + len + 2 > OUT_SIZE)
+		die("request too long (key prefix too long?)");
+	c->outlen += (size_t)n;
+	memcpy(c->out + c->outlen, s, len);
+	c->outlen += len;
+	memcpy(c->out + c->outlen, "\r\n", 2);
+	c->outlen += 2;
+}
+
+/* Start a request of argc arguments in the client's output. */
+static void
+put_array(struct client *c, int argc)
+{
+	c->outlen = (size_t)snprintf(c->out, OUT_SIZE, "*%d\r\n", argc);
+	c->outoff = 0;
+}
+
+static void
+put_str(struct client *c, const char *s)
+{
+	put_bulk(c, s, strlen(s));
+}
+
+static void
+put_key(struct client *c)
+{
+	char key[200];
+	int n = snprintf(key, sizeof(key), "%s%ld", c->b->o->prefix, c->key);
+	put_bulk(c, key, (size_t)n);
+}
+
+static void
+put_num(struct client *c, unsigned long long v)
+{
+	char num[32];
+	int n = snprintf(num, sizeof(num), "%llu", v);
+	put_bulk(c, num, (size_t)n);
+}
+
+static void client_dead(struct client *c, const char *why);
+
+/* Write what is left of the client's output; wait for EV_WRITE if the socket
+ * is full. */
+static void
+client_flush(struct client *c)
+{
+	while (c->outoff < c->outlen) {
+		ssize_t n = send(c->fd, c->out + c->outoff, c->outlen - c->outoff, MSG_NOSIGNAL);
+		if (n > 0) {
+			c->outoff += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			event_add(c->wr, NULL);
+			return;
+		}
+		client_dead(c, strerror(errno));
+		return;
+	}
+}
+
+/* ---- the cycle of one client ---- */
+
+/* The key of the next acquisition. */
+static long
+next_key(struct client *c)
+{
+	const struct opts *o = c->b->o;
+
+	switch (o->wl) {
+	case WL_UNCONTENDED:
+		return c->id;
+	case WL_CONTENDED:
+		return 0;
+	case WL_HOT: {
+		double u = rng_unit(&c->rng);
+		long lo = 0, hi = o->keys - 1;
+		while (lo < hi) {
+			long mid = lo + (hi - lo) / 2;
+			if (c->b->zipf_cdf[mid] < u)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		return lo;
+	}
+	case WL_COUNT:
+		break;
+	}
+	return 0;
+}
+
+/* Send the lock request for the current key (again, when polling). */
+static void
+send_lock(struct client *c)
+{
+	struct bench *b = c->b;
+	const struct opts *o = b->o;
+
+	if (o->mode == MODE_DLOCK) {
+		put_array(c, o->ttl_ms ? 4 : 2);
+		put_str(c, "LOCK");
+		put_key(c);
+		if (o->ttl_ms) {
+			put_str(c, "TTL");
+			put_num(c, o->ttl_ms);
+		}
+	} else {
+		put_array(c, 6);
+		put_str(c, "SET");
+		put_key(c);
+		put_str(c, c->token);
+		put_str(c, "NX");
+		put_str(c, "PX");
+		put_num(c, o->ttl_ms);
+	}
+	if (b->phase == PH_MEASURE)
+		b->attempts++;
+	c->st = CS_LOCKING;
+	client_flush(c);
+}
+
+static void
+send_ping(struct client *c)
+{
+	put_array(c, 1);
+	put_str(c, "PING");
+	c->asked_ns = now_ns();
+	c->st = CS_PINGING;
+	client_flush(c);
+}
+
+/* Begin the next acquisition (or ping, or hold). */
+static void
+client_start(struct client *c)
+{
+	const struct opts *o = c->b->o;
+
+	switch (o->mode) {
+	case MODE_PING:
+		send_ping(c);
+		return;
+	case MODE_HOLD: {
+		struct timeval tv = tv_ns(o->hold_ns);
+		c->held_ns = now_ns();
+		c->st = CS_HOLDING;
+		evtimer_add(c->timer, &tv);
+		return;
+	}
+	case MODE_DIRECT:
+	case MODE_DIRECT_POLL:
+		snprintf(c->token, sizeof(c->token), "%08x%08x%016llx", (unsigned)getpid(),
+		    (unsigned)c->id, (unsigned long long)c->seq);
+		break;
+	case MODE_DLOCK:
+	case MODE_COUNT:
+		break;
+	}
+	c->seq++;
+	c->key = next_key(c);
+	c->asked_ns = now_ns();
+	send_lock(c);
+}
+
+/* Count one acquisition (or ping, or hold) that took wait_ns. */
+static void
+count_op(struct client *c, uint64_t wait_ns)
+{
+	struct bench *b = c->b;
+
+	c->ops_total++;
+	if (b->phase == PH_MEASURE) {
+		c->ops_window++;
+		hist_record(&b->wait, wait_ns);
+	}
+}
+
+static void
+send_unlock(struct client *c)
+{
+	const struct opts *o = c->b->o;
+
+	if (o->mode == MODE_DLOCK) {
+		put_array(c, 2);
+		put_str(c, "UNLOCK");
+		put_key(c);
+	} else {
+		put_array(c, 5);
+		put_str(c, "EVALSHA");
+		put_str(c, c->b->sha);
+		put_str(c, "1");
+		put_key(c);
+		put_str(c, c->token);
+	}
+	c->st = CS_UNLOCKING;
+	client_flush(c);
+}
+
+/* The lock is granted: count it, then hold it or release it at once. */
+static void
+client_granted(struct client *c)
+{
+	const struct opts *o = c->b->o;
+
+	count_op(c, now_ns() - c->asked_ns);
+	if (o->hold_ns > 0) {
+		struct timeval tv = tv_ns(o->hold_ns);
+		c->st = CS_HOLDING;
+		evtimer_add(c->timer, &tv);
+	} else {
+		send_unlock(c);
+	}
+}
+
+/* After an error reply: start again a little later. */
+static void
+client_pause(struct client *c)
+{
+	struct timeval tv = tv_ns(RETRY_MS * NS_PER_MS);
+
+	c->st = CS_PAUSED;
+	evtimer_add(c->timer, &tv);
+}
+
+static void
+describe(const struct reply *r, char *buf, size_t size)
+{
+	switch (r->kind) {
+	case REPLY_STATUS:
+	case REPLY_ERROR:
+	case REPLY_BULK:
+		snprintf(buf, size, "%c%.*s", r->kind == REPLY_STATUS ? '+' :
+		    r->kind == REPLY_ERROR ? '-' : '$', (int)(r->len > 200 ? 200 : r->len), r->str);
+		break;
+	case REPLY_INTEGER:
+		snprintf(buf, size, ":%lld", r->integer);
+		break;
+	case REPLY_NULL:
+		snprintf(buf, size, "null");
+		break;
+	case REPLY_ARRAY:
+		snprintf(buf, size, "an array of %lld", r->integer);
+		break;
+	}
+}
+
+/* An unexpected reply in state st: counted, and the client starts again. */
+static void
+client_unexpected(struct client *c, const struct reply *r, const char *what)
+{
+	char d[220];
+
+	describe(r, d, sizeof(d));
+	note_error(c->b, "%s got %s", what, d);
+	client_pause(c);
+}
+
+/* Act on one reply. */
+static void
+client_reply(struct client *c, const struct reply *r)
+{
+	struct bench *b = c->b;
+	const struct opts *o = b->o;
+
+	switch (c->st) {
+	case CS_SETUP:
+		if (r->kind != REPLY_BULK || r->len != 40) {
+			char d[220];
+			describe(r, d, sizeof(d));
+			die("SCRIPT LOAD got %s", d);
+		}
+		memcpy(b->sha, r->str, 40);
+		b->sha[40] = '\0';
+		client_start(c);
+		return;
+	case CS_LOCKING:
+		if (o->mode == MODE_DLOCK) {
+			if (r->kind == REPLY_ARRAY && r->integer == 3)
+				client_granted(c);
+			else
+				client_unexpected(c, r, "LOCK");
+			return;
+		}
+		if (r->kind == REPLY_STATUS && r->len == 2 && memcmp(r->str, "OK", 2) == 0) {
+			client_granted(c);
+		} else if (r->kind == REPLY_NULL) {
+			struct timeval tv = tv_ns(o->poll_ms * NS_PER_MS);
+			if (o->mode == MODE_DIRECT)
+				note_error(b, "SET NX found the key busy (direct mode expects no "
+				    "contention)");
+			c->st = CS_POLLING;
+			evtimer_add(c->timer, &tv);
+		} else {
+			client_unexpected(c, r, "SET");
+		}
+		return;
+	case CS_UNLOCKING:
+		if (r->kind != REPLY_INTEGER) {
+			client_unexpected(c, r, o->mode == MODE_DLOCK ? "UNLOCK" : "EVALSHA");
+			return;
+		}
+		if (o->mode != MODE_DLOCK && r->integer != 1)
+			b->lost++;
+		client_start(c);
+		return;
+	case CS_PINGING:
+		if (r->kind == REPLY_STATUS || r->kind == REPLY_BULK) {
+			count_op(c, now_ns() - c->asked_ns);
+			client_start(c);
+		} else {
+			client_unexpected(c, r, "PING");
+		}
+		return;
+	case CS_POLLING:
+	case CS_HOLDING:
+	case CS_PAUSED:
+	case CS_DEAD: {
+		char d[220];
+		describe(r, d, sizeof(d));
+		note_error(b, "a reply nobody asked for: %s", d);
+		return;
+	}
+	}
+}
+
+/* The connection is gone (or unusable): the client stops for good. */
+static void
+client_dead(struct client *c, const char *why)
+{
+	if (c->st == CS_DEAD)
+		return;
+	if (c->b->phase != PH_DONE)
+		note_error(c->b, "client %d: connection to %s lost: %s", c->id,
+		    c->b->o->addrs[c->addr_ix].text, why);
+	c->st = CS_DEAD;
+	event_del(c->rd);
+	event_del(c->wr);
+	event_del(c->timer);
+	close(c->fd);
+	c->fd = -1;
+	if (--c->b->alive == 0)
+		event_base_loopbreak(c->b->base);
+}
+
+static void
+on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+	(void)what;
+
+	ssize_t n = recv(fd, c->in + c->inlen, IN_SIZE - c->inlen, 0);
+	if (n == 0) {
+		client_dead(c, "closed by the server");
+		return;
+	}
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			client_dead(c, strerror(errno));
+		return;
+	}
+	c->inlen += (size_t)n;
+	size_t off = 0;
+	while (off < c->inlen && c->st != CS_DEAD) {
+		struct reply r;
+		ssize_t got = reply_scan(c->in + off, c->inlen - off, &r);
+		if (got < 0) {
+			client_dead(c, "the server sent something that is not RESP");
+			return;
+		}
+		if (got == 0)
+			break;
+		off += (size_t)got;
+		client_reply(c, &r);
+	}
+	if (c->st == CS_DEAD)
+		return;
+	memmove(c->in, c->in + off, c->inlen - off);
+	c->inlen -= off;
+	if (c->inlen == IN_SIZE)
+		client_dead(c, "a reply larger than the input buffer");
+}
+
+static void
+on_write(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	client_flush(arg);
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+	(void)fd;
+	(void)what;
+
+	switch (c->st) {
+	case CS_HOLDING:
+		if (c->b->o->mode == MODE_HOLD) {
+			count_op(c, now_ns() - c->held_ns);
+			client_start(c);
+		} else {
+			send_unlock(c);
+		}
+		return;
+	case CS_POLLING:
+		send_lock(c);
+		return;
+	case CS_PAUSED:
+		client_start(c);
+		return;
+	case CS_SETUP:
+	case CS_LOCKING:
+	case CS_UNLOCKING:
+	case CS_PINGING:
+	case CS_DEAD:
+		return;
+	}
+}
+
+/* ---- the run ---- */
+
+static void
+read_watch(struct opts *o, bool end)
+{
+	for (int i = 0; i < o->nwatch; i++) {
+		long long v = proc_cpu_us(o->watch[i].pid);
+		if (end)
+			o->watch[i].cpu1_us = v;
+		else
+			o->watch[i].cpu0_us = v;
+	}
+}
+
+/* Warm-up over: the window starts; window over: the run ends. */
+static void
+on_phase(evutil_socket_t fd, short what, void *arg)
+{
+	struct bench *b = arg;
+	(void)fd;
+	(void)what;
+
+	if (b->phase == PH_WARMUP) {
+		b->phase = PH_MEASURE;
+		read_watch(b->o, false);
+		machine_cpu_us(&b->busy0_us, &b->steal0_us);
+		getrusage(RUSAGE_SELF, &b->ru0);
+		b->t0 = now_ns();
+		struct timeval tv = tv_ns(b->o->window_ms * NS_PER_MS);
+		evtimer_add(b->phase_timer, &tv);
+		return;
+	}
+	if (b->phase == PH_MEASURE) {
+		b->t1 = now_ns();
+		getrusage(RUSAGE_SELF, &b->ru1);
+		machine_cpu_us(&b->busy1_us, &b->steal1_us);
+		read_watch(b->o, true);
+		/* waits the window cut short: not in the histogram, reported apart */
+		for (int i = 0; i < b->o->clients; i++) {
+			const struct client *c = &b->cl[i];
+			if (c->st != CS_LOCKING && c->st != CS_POLLING)
+				continue;
+			b->waiting_at_end++;
+			if (b->t1 - c->asked_ns > b->longest_waiting_ns)
+				b->longest_waiting_ns = b->t1 - c->asked_ns;
+		}
+		b->phase = PH_DONE;
+		event_base_loopbreak(b->base);
+	}
+}
+
+static void
+on_sigint(evutil_socket_t fd, short what, void *arg)
+{
+	struct bench *b = arg;
+	(void)fd;
+	(void)what;
+
+	if (b->phase == PH_WARMUP)
+		on_phase(-1, 0, b);	/* an empty window */
+	on_phase(-1, 0, b);
+}
+
+/* A connected, non-blocking socket to a; exits on failure. */
+static int
+connect_to(const struct addr *a)
+{
+	int fd = -1;
+
+	if (a->kind == ADDR_UNIX) {
+		struct sockaddr_un sun;
+		memset(&sun, 0, sizeof(sun));
+		sun.sun_family = AF_UNIX;
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", a->path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
+			die("cannot connect to %s: %s", a->text, strerror(errno));
+	} else {
+		struct addrinfo hints, *res, *ai;
+		char port[16];
+		int err = 0;
+
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		snprintf(port, sizeof(port), "%d", a->port);
+		int rc = getaddrinfo(a->host, port, &hints, &res);
+		if (rc != 0)
+			die("cannot resolve %s: %s", a->text, gai_strerror(rc));
+		for (ai = res; ai != NULL; ai = ai->ai_next) {
+			fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+			if (fd < 0) {
+				err = errno;
+				continue;
+			}
+			if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+				break;
+			err = errno;
+			close(fd);
+			fd = -1;
+		}
+		freeaddrinfo(res);
+		if (fd < 0)
+			die("cannot connect to %s: %s", a->text, strerror(err));
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+		die("fcntl: %s", strerror(errno));
+	return fd;
+}
+
+/* Connect every client and send its first request. */
+static void
+bench_setup(struct bench *b)
+{
+	const struct opts *o = b->o;
+
+	b->cl = zalloc((size_t)o->clients, sizeof(*b->cl));
+	b->alive = o->clients;
+	for (int i = 0; i < o->clients; i++) {
+		struct client *c = &b->cl[i];
+		c->b = b;
+		c->id = i;
+		c->fd = -1;
+		c->rng = (o->seed + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)i + 1) * 0xBF58476D1CE4E5B9ull;
+		if (c->rng == 0)
+			c->rng = 1;
+		c->timer = evtimer_new(b->base, on_timer, c);
+		if (o->mode == MODE_HOLD)
+			continue;
+		c->addr_ix = i % o->naddrs;
+		c->fd = connect_to(&o->addrs[c->addr_ix]);
+		c->rd = event_new(b->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
+		c->wr = event_new(b->base, c->fd, EV_WRITE, on_write, c);
+		if (c->timer == NULL || c->rd == NULL || c->wr == NULL || event_add(c->rd, NULL) < 0)
+			die("cannot create the events of client %d", i);
+	}
+	b->t_start = now_ns();
+	for (int i = 0; i < o->clients; i++) {
+		struct client *c = &b->cl[i];
+		if (o->mode == MODE_DIRECT || o->mode == MODE_DIRECT_POLL) {
+			put_array(c, 3);
+			put_str(c, "SCRIPT");
+			put_str(c, "LOAD");
+			put_str(c, UNLOCK_SCRIPT);
+			c->st = CS_SETUP;
+			client_flush(c);
+		} else {
+			client_start(c);
+		}
+	}
+}
+
+/* The Zipf distribution of the hot workload, as cumulative probabilities. */
+static double *
+zipf_cdf(int keys, double s)
+{
+	double *cdf = zalloc((size_t)keys, sizeof(double));
+	double sum = 0;
+
+	for (int i = 0; i < keys; i++) {
+		sum += 1.0 / pow((double)(i + 1), s);
+		cdf[i] = sum;
+	}
+	for (int i = 0; i < keys; i++)
+		cdf[i] /= sum;
+	cdf[keys - 1] = 1.0;
+	return cdf;
+}
+
+/* ---- the report ---- */
+
+static void
+json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+/* Jain's fairness index of n counts: (Σx)² / (n Σx²); -1 if all are 0. */
+static double
+jain(const uint64_t *x, int n)
+{
+	double s = 0, s2 = 0;
+
+	for (int i = 0; i < n; i++) {
+		s += (double)x[i];
+		s2 += (double)x[i] * (double)x[i];
+	}
+	return s2 > 0 ? s * s / ((double)n * s2) : -1;
+}
+
+static void
+print_jain(const char *name, double j)
+{
+	if (j < 0)
+		printf(",\"%s\":null", name);
+	else
+		printf(",\"%s\":%.4f", name, j);
+}
+
+static double
+us(uint64_t ns)
+{
+	return (double)ns / 1000.0;
+}
+
+/* Print the run as one JSON object on one line. */
+static void
+bench_report(const struct bench *b)
+{
+	const struct opts *o = b->o;
+	double window = (double)(b->t1 - b->t0) / 1e9;
+	uint64_t ops = 0, total = 0;
+	uint64_t *per_client = zalloc((size_t)o->clients, sizeof(uint64_t));
+	uint64_t per_addr[MAX_ADDRS] = { 0 };
+
+	for (int i = 0; i < o->clients; i++) {
+		per_client[i] = b->cl[i].ops_window;
+		per_addr[b->cl[i].addr_ix] += b->cl[i].ops_window;
+		ops += b->cl[i].ops_window;
+		total += b->cl[i].ops_total;
+	}
+	printf("{\"tool\":\"dlock-bench\",\"mode\":\"%s\",\"workload\":\"%s\"",
+	    mode_names[o->mode], workload_names[o->wl]);
+	if (o->label != NULL) {
+		printf(",\"label\":");
+		json_str(o->label);
+	}
+	printf(",\"clients\":%d,\"keys\":%d,\"zipf\":%.3f,\"hold_us\":%.1f", o->clients,
+	    o->mode == MODE_PING || o->mode == MODE_HOLD ? 0 : o->wl == WL_HOT ? o->keys :
+	    o->wl == WL_CONTENDED ? 1 : o->clients,
+	    o->wl == WL_HOT ? o->zipf : 0.0, us(o->hold_ns));
+	if (o->mode == MODE_DIRECT || o->mode == MODE_DIRECT_POLL)
+		printf(",\"poll_ms\":%llu", (unsigned long long)o->poll_ms);
+	printf(",\"addrs\":[");
+	for (int i = 0; o->mode != MODE_HOLD && i < o->naddrs; i++) {
+		printf(i ? "," : "");
+		json_str(o->addrs[i].text);
+	}
+	printf("],\"warmup_s\":%.3f,\"window_s\":%.4f", (double)o->warmup_ms / 1000.0, window);
+	printf(",\"unit\":\"%s\"", o->mode == MODE_PING ? "ping" : o->mode == MODE_HOLD ?
+	    "hold" : "acquisition");
+	printf(",\"ops\":%llu,\"ops_total\":%llu,\"rate\":%.1f", (unsigned long long)ops,
+	    (unsigned long long)total, window > 0 ? (double)ops / window : 0.0);
+	if (o->mode != MODE_PING && o->mode != MODE_HOLD)
+		printf(",\"lock_requests\":%llu", (unsigned long long)b->attempts);
+	printf(",\"errors\":%llu,\"lost\":%llu,\"first_error\":", (unsigned long long)b->errors,
+	    (unsigned long long)b->lost);
+	json_str(b->first_error);
+	printf(",\"wait_us\":{\"n\":%llu,\"mean\":%.1f,\"min\":%.1f,\"p50\":%.1f,\"p90\":%.1f,"
+	    "\"p99\":%.1f,\"max\":%.1f}", (unsigned long long)b->wait.n,
+	    b->wait.n ? us(b->wait.sum) / (double)b->wait.n : 0.0, us(b->wait.min),
+	    us(hist_quantile(&b->wait, 0.5)), us(hist_quantile(&b->wait, 0.9)),
+	    us(hist_quantile(&b->wait, 0.99)), us(b->wait.max));
+	int starved = 0;
+	for (int i = 0; i < o->clients; i++)
+		starved += per_client[i] == 0;
+	printf(",\"waiting_at_end\":%d,\"longest_waiting_us\":%.1f,\"starved_clients\":%d",
+	    b->waiting_at_end, us(b->longest_waiting_ns), starved);
+	print_jain("jain_clients", jain(per_client, o->clients));
+	printf(",\"per_client\":[");
+	for (int i = 0; i < o->clients; i++)
+		printf("%s%llu", i ? "," : "", (unsigned long long)per_client[i]);
+	printf("]");
+	if (o->mode != MODE_HOLD) {
+		print_jain("jain_addrs", jain(per_addr, o->naddrs));
+		printf(",\"per_addr\":[");
+		for (int i = 0; i < o->naddrs; i++)
+			printf("%s%llu", i ? "," : "", (unsigned long long)per_addr[i]);
+		printf("]");
+	}
+	long long tool_us = rusage_us(&b->ru1) - rusage_us(&b->ru0);
+	printf(",\"tool_cpu_us\":%lld,\"tool_cpu_pct\":%.1f", tool_us,
+	    window > 0 ? (double)tool_us / 1e4 / window : 0.0);
+	if (b->busy0_us >= 0 && b->busy1_us >= 0)
+		printf(",\"machine_busy_us\":%lld,\"machine_steal_us\":%lld",
+		    b->busy1_us - b->busy0_us, b->steal1_us - b->steal0_us);
+	else
+		printf(",\"machine_busy_us\":null,\"machine_steal_us\":null");
+	printf(",\"cpu_us\":{");
+	for (int i = 0; i < o->nwatch; i++) {
+		const struct watch *w = &o->watch[i];
+		printf("%s", i ? "," : "");
+		json_str(w->name);
+		if (w->cpu0_us < 0 || w->cpu1_us < 0)
+			printf(":null");
+		else
+			printf(":%lld", w->cpu1_us - w->cpu0_us);
+	}
+	printf("}");
+	if (o->hist) {
+		printf(",\"hist\":[");
+		bool first = true;
+		for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+			uint64_t lo, hi;
+			if (b->wait.count[i] == 0)
+				continue;
+			hist_bounds(i, &lo, &hi);
+			printf("%s[%.3f,%.3f,%llu]", first ? "" : ",", us(lo), us(hi + 1),
+			    (unsigned long long)b->wait.count[i]);
+			first = false;
+		}
+		printf("]");
+	}
+	printf("}\n");
+	fflush(stdout);
+	free(per_client);
+}
+
+/* ---- the command line ---- */
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: %s [options]\n"
+	    "\n"
+	    "Lock and unlock in a loop from many connections on one event loop, and print\n"
+	    "one JSON object with acquisitions/s, wait times, fairness and CPU.\n"
+	    "\n"
+	    "  -m, --mode MODE        dlock (default), direct-poll, direct, ping or hold\n"
+	    "  -w, --workload W       uncontended (default), contended or hot\n"
+	    "  -a, --addr ADDR        server, host:port or unix:/path (default 127.0.0.1:7480);\n"
+	    "                         repeat it and the clients go round-robin over them\n"
+	    "  -c, --clients N        connections, one client each (default 1; hot: 64)\n"
+	    "  -k, --keys N           keys of the hot workload (default 1000)\n"
+	    "  -z, --zipf S           Zipf exponent of the hot workload (default 1.1)\n"
+	    "  -H, --hold-us US       how long each lock is held, µs (default 0; hot: 100)\n"
+	    "  -d, --duration MS      the measuring window (default 2000)\n"
+	    "  -W, --warmup MS        the warm-up before it (default 500)\n"
+	    "  -p, --poll-ms MS       direct-poll: retry interval while busy (default 50)\n"
+	    "  -t, --ttl MS           lease: PX of the direct modes (default 30000); dlock\n"
+	    "                         sends LOCK key TTL MS only when given\n"
+	    "  -P, --prefix TEXT      prefix of every key (default bench/<pid>/)\n"
+	    "  -s, --seed N           seed of the hot workload's key choice (default 1)\n"
+	    "  -C, --cpu NAME=PID     report the CPU time process PID used in the window,\n"
+	    "                         as cpu_us.NAME (repeatable)\n"
+	    "  -l, --label TEXT       copied into the JSON\n"
+	    "      --hist             add the wait histogram's buckets, [from_us, to_us, n]\n"
+	    "  -h, --help             this text\n"
+	    "\n"
+	    "Modes: dlock sends LOCK key / UNLOCK key to dlockd; direct-poll is a client-side\n"
+	    "Redis lock (SET key token NX PX ttl, retried every --poll-ms while busy, unlock by\n"
+	    "EVALSHA of a compare-and-delete script); direct is the same without contention;\n"
+	    "ping sends PING after PING; hold needs no server: each client sleeps the hold\n"
+	    "time in a loop. Workloads: uncontended (client i locks key i), contended (one\n"
+	    "key), hot (--keys keys drawn from a Zipf distribution).\n"
+	    "\n"
+	    "Exit status: 0 when the run ended (errors are counted in the JSON), 1 when it\n"
+	    "could not run (a server refused the connection), 2 for a bad argument.\n",
+	    progname);
+}
+
+static void bad_arg(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void
+bad_arg(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'.\n", progname);
+	exit(2);
+}
+
+static long long
+int_arg(const char *opt, const char *s, long long min, long long max)
+{
+	long long v;
+
+	switch (num_parse(s, strlen(s), min, max, &v)) {
+	case NUM_OK:
+		return v;
+	case NUM_SYNTAX:
+		bad_arg("%s: '%s' is not an integer", opt, s);
+	case NUM_RANGE:
+		break;
+	}
+	bad_arg("%s: %s is out of range (%lld to %lld)", opt, s, min, max);
+}
+
+static int
+name_arg(const char *opt, const char *s, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	char all[200] = "";
+	for (int i = 0; i < n; i++)
+		snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", i ? ", " : "",
+		    names[i]);
+	bad_arg("%s: unknown value '%s' (one of %s)", opt, s, all);
+}
+
+static void
+parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "mode", required_argument, NULL, 'm' },
+		{ "workload", required_argument, NULL, 'w' },
+		{ "addr", required_argument, NULL, 'a' },
+		{ "clients", required_argument, NULL, 'c' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "zipf", required_argument, NULL, 'z' },
+		{ "hold-us", required_argument, NULL, 'H' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "warmup", required_argument, NULL, 'W' },
+		{ "poll-ms", required_argument, NULL, 'p' },
+		{ "ttl", required_argument, NULL, 't' },
+		{ "prefix", required_argument, NULL, 'P' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "cpu", required_argument, NULL, 'C' },
+		{ "label", required_argument, NULL, 'l' },
+		{ "hist", no_argument, NULL, 1 },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int ch, clients = -1, keys = -1;
+	long long hold_us = -1;
+	bool ttl_given = false;
+	const char *why;
+	char *end;
+
+	memset(o, 0, sizeof(*o));
+	o->mode = MODE_DLOCK;
+	o->wl = WL_UNCONTENDED;
+	o->zipf = 1.1;
+	o->window_ms = 2000;
+	o->warmup_ms = 500;
+	o->poll_ms = 50;
+	o->ttl_ms = 30000;
+	o->seed = 1;
+	snprintf(o->prefix, sizeof(o->prefix), "bench/%ld/", (long)getpid());
+
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":m:w:a:c:k:z:H:d:W:p:t:P:s:C:l:h", longopts,
+	    NULL)) != -1) {
+		switch (ch) {
+		case 'm':
+			o->mode = (enum mode)name_arg("--mode", optarg, mode_names, MODE_COUNT);
+			break;
+		case 'w':
+			o->wl = (enum workload)name_arg("--workload", optarg, workload_names,
+			    WL_COUNT);
+			break;
+		case 'a':
+			if (o->naddrs == MAX_ADDRS)
+				bad_arg("--addr: at most %d addresses", MAX_ADDRS);
+			if (addr_parse(optarg, ADDR_PORT_REQUIRED, &o->addrs[o->naddrs], &why) < 0)
+				bad_arg("--addr '%s': %s", optarg, why);
+			o->naddrs++;
+			break;
+		case 'c':
+			clients = (int)int_arg("--clients", optarg, 1, MAX_CLIENTS);
+			break;
+		case 'k':
+			keys = (int)int_arg("--keys", optarg, 1, MAX_KEYS);
+			break;
+		case 'z':
+			errno = 0;
+			o->zipf = strtod(optarg, &end);
+			if (errno != 0 || end == optarg || *end != '\0' || !(o->zipf >= 0) ||
+			    o->zipf > 100)
+				bad_arg("--zipf: '%s' is not a number from 0 to 100", optarg);
+			break;
+		case 'H':
+			hold_us = int_arg("--hold-us", optarg, 0, 3600LL * 1000000);
+			break;
+		case 'd':
+			o->window_ms = (uint64_t)int_arg("--duration", optarg, 1, 3600LL * 1000);
+			break;
+		case 'W':
+			o->warmup_ms = (uint64_t)int_arg("--warmup", optarg, 0, 3600LL * 1000);
+			break;
+		case 'p':
+			o->poll_ms = (uint64_t)int_arg("--poll-ms", optarg, 1, 60000);
+			break;
+		case 't':
+			o->ttl_ms = (uint64_t)int_arg("--ttl", optarg, 1, 86400000);
+			ttl_given = true;
+			break;
+		case 'P':
+			if (strlen(optarg) >= sizeof(o->prefix) || strlen(optarg) == 0)
+				bad_arg("--prefix: 1 to %zu bytes", sizeof(o->prefix) - 1);
+			snprintf(o->prefix, sizeof(o->prefix), "%s", optarg);
+			break;
+		case 's':
+			o->seed = (uint64_t)int_arg("--seed", optarg, 0, INT64_MAX);
+			break;
+		case 'C': {
+			const char *eq = strchr(optarg, '=');
+			struct watch *w;
+			if (o->nwatch == MAX_WATCH)
+				bad_arg("--cpu: at most %d processes", MAX_WATCH);
+			w = &o->watch[o->nwatch];
+			if (eq == NULL || eq == optarg || (size_t)(eq - optarg) >= sizeof(w->name))
+				bad_arg("--cpu '%s': expected NAME=PID (NAME up to %zu bytes)", optarg,
+				    sizeof(w->name) - 1);
+			memcpy(w->name, optarg, (size_t)(eq - optarg));
+			w->pid = (long)int_arg("--cpu", eq + 1, 1, INT32_MAX);
+			if (proc_cpu_us(w->pid) < 0)
+				bad_arg("--cpu '%s': no process %ld (cannot read /proc/%ld/stat)",
+				    optarg, w->pid, w->pid);
+			o->nwatch++;
+			break;
+		}
+		case 'l':
+			o->label = optarg;
+			break;
+		case 1:
+			o->hist = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case ':':
+			bad_arg("option %s needs a value", argv[optind - 1]);
+		default:
+			if (optopt != 0)
+				bad_arg("unknown option -%c", optopt);
+			bad_arg("unknown option %s", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		bad_arg("unexpected argument '%s'", argv[optind]);
+
+	o->clients = clients > 0 ? clients : o->wl == WL_HOT ? 64 : 1;
+	o->keys = keys > 0 ? keys : 1000;
+	if (keys > 0 && o->wl != WL_HOT)
+		bad_arg("--keys is for the hot workload");
+	o->hold_ns = (uint64_t)(hold_us >= 0 ? hold_us : o->wl == WL_HOT ? 100 : 0) * NS_PER_US;
+	if (o->mode == MODE_DIRECT && o->wl != WL_UNCONTENDED)
+		bad_arg("--mode direct is for the uncontended workload (use direct-poll)");
+	if (o->mode == MODE_HOLD && o->hold_ns == 0)
+		bad_arg("--mode hold needs --hold-us greater than 0");
+	if (o->mode == MODE_PING && (o->wl != WL_UNCONTENDED || hold_us > 0))
+		bad_arg("--mode ping takes neither a workload nor a hold time");
+	if (o->mode == MODE_DLOCK && !ttl_given)
+		o->ttl_ms = 0;
+	if (o->naddrs == 0) {
+		if (addr_parse("127.0.0.1:7480", ADDR_PORT_REQUIRED, &o->addrs[0], &why) < 0)
+			die("the default address: %s", why);
+		o->naddrs = 1;
+	}
+	if (o->mode != MODE_HOLD && o->clients < o->naddrs)
+		bad_arg("%d clients cannot cover %d addresses", o->clients, o->naddrs);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o;
+	struct bench b;
+
+	parse_args(argc, argv, &o);
+	memset(&b, 0, sizeof(b));
+	b.o = &o;
+	signal(SIGPIPE, SIG_IGN);
+
+	struct event_config *cfg = event_config_new();
+	if (cfg == NULL)
+		die("event_config_new failed");
+	/* timerfd: holds of 100 µs must not round up to the next millisecond */
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+	b.base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	if (b.base == NULL)
+		die("event_base_new failed");
+	if (o.wl == WL_HOT)
+		b.zipf_cdf = zipf_cdf(o.keys, o.zipf);
+	b.phase_timer = evtimer_new(b.base, on_phase, &b);
+	b.sigint = evsignal_new(b.base, SIGINT, on_sigint, &b);
+	if (b.phase_timer == NULL || b.sigint == NULL || event_add(b.sigint, NULL) < 0)
+		die("cannot create the phase timer");
+
+	bench_setup(&b);
+	if (o.warmup_ms == 0) {
+		on_phase(-1, 0, &b);
+	} else {
+		struct timeval tv = tv_ns(o.warmup_ms * NS_PER_MS);
+		evtimer_add(b.phase_timer, &tv);
+	}
+	event_base_dispatch(b.base);
+	if (b.phase != PH_DONE) {
+		/* every client died before the window ended */
+		if (b.phase == PH_WARMUP)
+			on_phase(-1, 0, &b);
+		on_phase(-1, 0, &b);
+	}
+	bench_report(&b);
+
+	for (int i = 0; i < o.clients; i++) {
+		struct client *c = &b.cl[i];
+		if (c->fd >= 0)
+			close(c->fd);
+		if (c->rd)
+			event_free(c->rd);
+		if (c->wr)
+			event_free(c->wr);
+		event_free(c->timer);
+	}
+	free(b.cl);
+	free(b.zipf_cdf);
+	event_free(b.phase_timer);
+	event_free(b.sigint);
+	event_base_free(b.base);
+	return 0;
+}

@@ -1,0 +1,903 @@
+#!/usr/bin/python3
+"""The benchmark suite of dlockd (`make bench`).
+
+usage: run.py [--window MS] [--warmup MS] [--only REGEX] [--out DIR] [--list]
+
+Starts its own redis-server and etcd on free loopback ports (the integration
+harness's RedisServer and EtcdServer, in a temporary directory), a fresh
+dlockd for each run (two for multi-daemon), and runs build/dlock-bench
+against them: every backend (memory, redis, etcd) on every workload, and the
+baselines (direct, direct-poll, redis-server's PING, the hold-time limit).
+Around each run it reads Redis INFO commandstats and cpu, etcd's /metrics
+and each daemon's INFO; dlock-bench itself reads the CPU time of the daemons
+and servers over its measuring window; the daemons' peak RSS (VmHWM) is read
+before they stop.
+
+It writes bench/results/<YYYY-MM-DD>/ (or --out): results.json (every
+figure, the wait distributions included), results.md (the goals table and
+the table of every run) and, with gnuplot, throughput.png and wait.png. A
+backend whose server cannot be started is reported and skipped; the rest
+goes on. See bench/README.md for what each run and column is.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BUILD = os.environ.get("BUILD", "build")
+if not os.path.isabs(BUILD):
+    BUILD = os.path.join(ROOT, BUILD)
+BENCH = os.path.join(BUILD, "dlock-bench")
+os.environ.setdefault("DLOCKD_BIN", os.path.join(BUILD, "dlockd"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import harness  # noqa: E402  (after the path is set)
+
+UNCONTENDED_C = (1, 16, 50, 64)
+CONTENDED_N = (2, 16, 64)
+CONTENDED_H = (0, 1000)          # µs
+HOT = dict(clients=64, keys=1000, zipf=1.1, hold_us=100)
+MULTI = dict(clients=16, daemons=2, hold_us=0)
+HOLD_LIMITS = (1000, 100)        # µs
+GOAL_C = 50                      # the connections of the goals' uncontended figures
+BACKENDS = ("memory", "redis", "etcd")
+SETTLE_TIMEOUT = 5.0             # s for daemons to release what the run left
+
+
+# ---- the plan ----
+
+class Run:
+    """One run of dlock-bench: what it measures and against what."""
+
+    def __init__(self, system, workload, clients, hold_us=0, keys=None, daemons=0,
+                 backend=None, target=None):
+        # memory|redis|etcd|direct|direct-poll|ping-redis|ping-dlockd|hold
+        self.system = system
+        self.workload = workload    # uncontended|contended|hot|multi-daemon|ping|hold
+        self.clients = clients
+        self.hold_us = hold_us
+        self.keys = keys
+        self.daemons = daemons      # dlockd processes to start
+        self.backend = backend      # their backend: memory|redis|etcd
+        self.target = target        # "daemon", "redis" or None (hold)
+        self.id = self._id()
+
+    def _id(self):
+        if self.workload in ("uncontended", "ping"):
+            case = "c%d" % self.clients
+        elif self.workload == "contended":
+            case = "n%d-h%d" % (self.clients, self.hold_us)
+        elif self.workload == "hold":
+            case = "h%d" % self.hold_us
+        else:
+            case = "n%d" % self.clients
+        return "%s/%s/%s" % (self.system, self.workload, case)
+
+    def mode(self):
+        return {"direct": "direct", "direct-poll": "direct-poll", "ping-redis": "ping",
+                "ping-dlockd": "ping", "hold": "hold"}.get(self.system, "dlock")
+
+    def tool_workload(self):
+        return "contended" if self.workload == "multi-daemon" else (
+            self.workload if self.workload in ("uncontended", "contended", "hot")
+            else "uncontended")
+
+    def needs(self):
+        """The servers it needs besides dlockd: a subset of {redis, etcd}."""
+        need = set()
+        if self.backend in ("redis", "etcd"):
+            need.add(self.backend)
+        if self.target == "redis":
+            need.add("redis")
+        return need
+
+
+def plan():
+    """Every run of the suite, workload by workload, so that the runs a goal
+    compares follow each other closely."""
+    runs = []
+    for c in UNCONTENDED_C:
+        for b in BACKENDS:
+            runs.append(Run(b, "uncontended", c, daemons=1, backend=b, target="daemon"))
+        runs.append(Run("direct", "uncontended", c, target="redis"))
+        runs.append(Run("ping-redis", "ping", c, target="redis"))
+        if c in (1, GOAL_C):
+            runs.append(Run("ping-dlockd", "ping", c, daemons=1, backend="memory",
+                            target="daemon"))
+    for n in CONTENDED_N:
+        for h in CONTENDED_H:
+            for b in BACKENDS:
+                runs.append(Run(b, "contended", n, h, daemons=1, backend=b, target="daemon"))
+            runs.append(Run("direct-poll", "contended", n, h, target="redis"))
+    for b in BACKENDS:
+        runs.append(Run(b, "hot", HOT["clients"], HOT["hold_us"], HOT["keys"], daemons=1,
+                        backend=b, target="daemon"))
+    runs.append(Run("direct-poll", "hot", HOT["clients"], HOT["hold_us"], HOT["keys"],
+                    target="redis"))
+    for b in ("redis", "etcd"):
+        runs.append(Run(b, "multi-daemon", MULTI["clients"], MULTI["hold_us"],
+                        daemons=MULTI["daemons"], backend=b, target="daemon"))
+    for h in HOLD_LIMITS:
+        runs.append(Run("hold", "hold", 1, h))
+    return runs
+
+
+# ---- measuring ----
+
+def vm_hwm_kib(pid):
+    """Peak resident set size (VmHWM) of a process, KiB; None if unknown."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def redis_info_cpu_us(conn):
+    """used_cpu_sys + used_cpu_user of a redis-server, µs (its getrusage)."""
+    text = conn.cmd("INFO", "cpu")
+    if isinstance(text, bytes):
+        text = text.decode()
+    info = harness.parse_info(text)
+    return round((float(info["used_cpu_sys"]) + float(info["used_cpu_user"])) * 1e6)
+
+
+def int_field(info, name):
+    try:
+        return int(info.get(name, 0))
+    except ValueError:
+        return 0
+
+
+class Servers:
+    """The redis-server and etcd of the suite, started once, on demand; a
+    server that cannot start is remembered as the reason its runs are
+    skipped."""
+
+    def __init__(self):
+        self.redis = None
+        self.redis_conn = None
+        self.etcd = None
+        self.failed = {}    # name -> why
+
+    def get(self, name):
+        if name in self.failed:
+            return None
+        try:
+            if name == "redis" and self.redis is None:
+                self.redis = harness.RedisServer().start()
+                self.redis_conn = self.redis.raw()
+            elif name == "etcd" and self.etcd is None:
+                self.etcd = harness.EtcdServer().start()
+        except (AssertionError, OSError) as e:
+            self.failed[name] = str(e).splitlines()[0]
+            print("bench: %s could not be started: %s; its runs are skipped"
+                  % (name, self.failed[name]), flush=True)
+            return None
+        return self.redis if name == "redis" else self.etcd
+
+    def stop(self):
+        if self.redis_conn is not None:
+            self.redis_conn.close()
+        for s in (self.redis, self.etcd):
+            if s is not None:
+                try:
+                    s.stop()
+                except AssertionError as e:
+                    print("bench: %s" % e, file=sys.stderr)
+
+
+def sample(run, servers, daemons):
+    """The counters read before and after a run."""
+    s = {"daemons": [d.info() for d in daemons]}
+    if "redis" in run.needs():
+        s["redis_calls"] = harness.commandstats(servers.redis_conn)
+        s["redis_cpu_us"] = redis_info_cpu_us(servers.redis_conn)
+    if "etcd" in run.needs():
+        m = servers.etcd.metrics()
+        s["etcd_msgs"] = servers.etcd.count(m, "grpc_server_msg_received_total")
+        s["etcd_txns"] = servers.etcd.count(m, "grpc_server_started_total", grpc_method="Txn")
+    return s
+
+
+def settle(daemons):
+    """Wait (bounded) until the daemons hold nothing, queue nothing and have
+    no backend request out: the sessions of the run are closed."""
+    def quiet():
+        for d in daemons:
+            info = d.info()
+            if (int_field(info, "locks_held") or int_field(info, "waiters")
+                    or int_field(info, "backend_inflight")):
+                return False
+        return True
+    try:
+        harness.wait_until(quiet, SETTLE_TIMEOUT, 0.01, "the daemons to settle")
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
+def start_daemons(run, servers):
+    ds = []
+    for _ in range(run.daemons):
+        d = harness.Daemon("", backend=run.backend, redis=servers.redis, etcd=servers.etcd,
+                           unix=False)
+        ds.append(d)
+        d.start()
+    return ds
+
+
+def tool_argv(run, index, window, warmup, daemons, servers):
+    a = [BENCH, "--mode", run.mode(), "--workload", run.tool_workload(),
+         "--clients", str(run.clients), "--duration", str(window), "--warmup", str(warmup),
+         "--prefix", "bench/%d/%d/" % (os.getpid(), index), "--hist", "--label", run.id]
+    if run.mode() != "ping":
+        a += ["--hold-us", str(run.hold_us)]
+    if run.keys:
+        a += ["--keys", str(run.keys)]
+    for i, d in enumerate(daemons):
+        a += ["--addr", d.addr(), "--cpu", "dlockd%d=%d" % (i, d.pid)]
+    if run.target == "redis":
+        a += ["--addr", servers.redis.address()]
+    if "redis" in run.needs():
+        a += ["--cpu", "redis=%d" % servers.redis.pid]
+    if "etcd" in run.needs():
+        a += ["--cpu", "etcd=%d" % servers.etcd.pid]
+    return a
+
+
+def run_tool(argv, limit):
+    p = harness.spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        harness.forget(p)
+        raise AssertionError("dlock-bench did not finish within %.0f s" % limit)
+    harness.forget(p)
+    if p.returncode != 0:
+        raise AssertionError("dlock-bench exited with %d: %s"
+                             % (p.returncode, err.decode(errors="replace").strip()))
+    return json.loads(out.decode(errors="replace"))
+
+
+def coarse_hist(hist, per_decade=20):
+    """The tool's histogram ([from_us, to_us, n] buckets, 64 a power of two)
+    merged into per_decade buckets a decade, for the JSON and the plots."""
+    out = {}
+    for lo, hi, n in hist:
+        k = math.floor(per_decade * math.log10(max(hi, 0.001)) - 1e-9)
+        if k in out:
+            out[k][0] = min(out[k][0], lo)
+            out[k][1] = max(out[k][1], hi)
+            out[k][2] += n
+        else:
+            out[k] = [lo, hi, n]
+    return [out[k] for k in sorted(out)]
+
+
+def derive(run, tool, before, after):
+    """The figures of one run from the tool's report and the counters."""
+    pairs = run.mode() == "ping"
+    ops = tool["ops"] / 2.0 if pairs else float(tool["ops"])        # in the window
+    ops_total = tool["ops_total"] / 2.0 if pairs else float(tool["ops_total"])
+    window = tool["window_s"]
+    cpu = tool["cpu_us"]
+    r = {"rate": ops / window if window > 0 else 0.0,
+         "unit": "ping pair" if pairs else tool["unit"],
+         "wait_us": tool["wait_us"], "jain_clients": tool["jain_clients"],
+         "jain_daemons": tool.get("jain_addrs") if run.daemons > 1 else None,
+         "per_daemon": tool.get("per_addr") if run.daemons > 1 else None,
+         "tool_cpu_pct": tool["tool_cpu_pct"], "errors": tool["errors"],
+         "first_error": tool["first_error"], "lost": tool["lost"],
+         "starved_clients": tool["starved_clients"], "waiting_at_end": tool["waiting_at_end"],
+         "longest_waiting_us": tool["longest_waiting_us"]}
+    # the CPU the rest of the machine used meanwhile: what this run did not
+    # do itself (other users' work, the harness), in % of one core
+    busy = tool.get("machine_busy_us")
+    if busy is not None and window > 0 and None not in cpu.values():
+        own = tool["tool_cpu_us"] + sum(cpu.values())
+        r["others_cpu_pct"] = max(busy - own, 0) / 1e4 / window
+        r["steal_pct"] = tool["machine_steal_us"] / 1e4 / window
+    else:
+        r["others_cpu_pct"] = r["steal_pct"] = None
+
+    def per_op(v, n=ops):
+        return v / n if v is not None and n > 0 else None
+
+    def daemons_delta(field):
+        return sum(int_field(a, field) - int_field(b, field)
+                   for a, b in zip(after["daemons"], before["daemons"]))
+
+    dcpu = [v for k, v in cpu.items() if k.startswith("dlockd")]
+    r["daemon_cpu_us_per_op"] = per_op(sum(dcpu)) if dcpu and None not in dcpu else None
+    server = "redis" if "redis" in cpu else "etcd" if "etcd" in cpu else None
+    r["backend_server"] = server
+    r["backend_cpu_us_per_op"] = per_op(cpu.get(server)) if server else None
+    if "redis_calls" in after:
+        calls = {k: after["redis_calls"].get(k, 0) - before["redis_calls"].get(k, 0)
+                 for k in after["redis_calls"] if k != "info"}
+        r["redis_calls"] = {k: v for k, v in calls.items() if v}
+        r["backend_all_per_op"] = per_op(sum(calls.values()), ops_total)
+        r["redis_used_cpu_us_per_op_run"] = per_op(after["redis_cpu_us"] - before["redis_cpu_us"],
+                                                   ops_total)
+        if run.daemons:
+            sent = daemons_delta("backend_commands_total")
+        else:
+            sent = calls.get("set", 0) + calls.get("evalsha", 0)
+        r["backend_sent_per_op"] = None if pairs else per_op(sent, ops_total)
+        if pairs:
+            r["backend_all_per_op"] = None
+    if "etcd_msgs" in after:
+        sent = daemons_delta("backend_requests_total")
+        r["backend_sent_per_op"] = per_op(sent, ops_total)
+        r["backend_all_per_op"] = per_op(after["etcd_msgs"] - before["etcd_msgs"], ops_total)
+        r["etcd_txn_per_op"] = per_op(after["etcd_txns"] - before["etcd_txns"], ops_total)
+    if run.daemons and not pairs:
+        r["daemon_grants"] = daemons_delta("grants_total")
+        r["daemon_handoffs_per_op"] = per_op(daemons_delta("handoffs_total"), ops_total)
+    return r
+
+
+def execute(run, index, args, servers):
+    """Run one benchmark; a dict for results.json (with "skipped" or "error"
+    when it could not run)."""
+    rec = {"id": run.id, "system": run.system, "workload": run.workload,
+           "clients": run.clients, "hold_us": run.hold_us, "keys": run.keys,
+           "daemons": run.daemons, "backend": run.backend}
+    for name in sorted(run.needs()):
+        if servers.get(name) is None:
+            rec["skipped"] = "%s could not be started: %s" % (name, servers.failed[name])
+            return rec
+    daemons = []
+    try:
+        daemons = start_daemons(run, servers)
+        before = sample(run, servers, daemons)
+        argv = tool_argv(run, index, args.window, args.warmup, daemons, servers)
+        tool = run_tool(argv, (args.window + args.warmup) / 1000.0 + 30)
+        why = settle(daemons)
+        if why:
+            rec["settle"] = why
+        after = sample(run, servers, daemons)
+        rss = [vm_hwm_kib(d.pid) for d in daemons]
+        rec["daemon_peak_rss_kib"] = max(rss) if rss and None not in rss else None
+        rec["tool"] = {k: v for k, v in tool.items() if k != "hist"}
+        rec["wait_hist"] = coarse_hist(tool.get("hist", []))
+        rec.update(derive(run, tool, before, after))
+    except (AssertionError, OSError, ValueError, KeyError) as e:
+        rec["error"] = str(e).strip()[:2000]
+    finally:
+        for d in daemons:
+            try:
+                rc = d.stop()
+                if rc not in (0, None) and "error" not in rec:
+                    rec["error"] = "dlockd exited with %s: %s" % (rc, d.log(1000))
+            except AssertionError as e:
+                rec.setdefault("error", str(e))
+    return rec
+
+
+# ---- formatting ----
+
+def fmt_rate(v):
+    return "–" if v is None else "{:,.0f}".format(v)
+
+
+def fmt_us(v):
+    """A duration given in µs, in µs, ms or s."""
+    if v is None:
+        return "–"
+    if v < 1000:
+        return "%.0f µs" % v
+    if v < 1e6:
+        return ("%.2f ms" if v < 1e4 else "%.1f ms") % (v / 1e3)
+    return "%.2f s" % (v / 1e6)
+
+
+def fmt_num(v, digits=1):
+    return "–" if v is None else "%.*f" % (digits, v)
+
+
+def case_text(rec):
+    w = rec["workload"]
+    if w == "uncontended":
+        return "uncontended, C=%d" % rec["clients"]
+    if w == "ping":
+        return "PING, C=%d" % rec["clients"]
+    if w == "contended":
+        return "contended, N=%d, hold %s" % (rec["clients"], fmt_hold(rec["hold_us"]))
+    if w == "hot":
+        return "hot, %d clients, %d keys, hold %s" % (rec["clients"], rec["keys"],
+                                                     fmt_hold(rec["hold_us"]))
+    if w == "multi-daemon":
+        return "multi-daemon, 2×%d clients, hold %s" % (rec["clients"] // 2,
+                                                       fmt_hold(rec["hold_us"]))
+    if w == "hold":
+        return "hold %s, 1 client" % fmt_hold(rec["hold_us"])
+    return w
+
+
+def fmt_hold(us):
+    if us == 0:
+        return "0"
+    return "%g ms" % (us / 1000.0)
+
+
+def ok(rec):
+    return rec is not None and "skipped" not in rec and "error" not in rec
+
+
+def goals(by_id):
+    """The rows of the goals table: (goal, measured on, this run, ratio,
+    target, met), from the figures of this run."""
+    rows = []
+
+    def ratio(goal, on, a, b, target, unit, fmt):
+        """a and b are (run id, figure); the ratio a / b against target,
+        "≥ x" or "≤ x"."""
+        ra, rb = by_id.get(a[0]), by_id.get(b[0])
+        va = ra.get(a[1]) if ok(ra) else None
+        vb = rb.get(b[1]) if ok(rb) else None
+        if va is None or not vb:
+            rows.append((goal, on, "not measured", "–", target, "–"))
+            return
+        r = va / vb
+        bound = float(target.split()[1])
+        met = r >= bound if target.startswith("≥") else r <= bound
+        rows.append((goal, on, "%s / %s %s" % (fmt(va), fmt(vb), unit), "%.2f" % r, target,
+                     "yes" if met else "**no**"))
+
+    def cpu(v):
+        return "%.1f" % v
+
+    c = GOAL_C
+    mem, ping = "memory/uncontended/c%d" % c, "ping-redis/ping/c%d" % c
+    red, direct = "redis/uncontended/c%d" % c, "direct/uncontended/c%d" % c
+    ratio("memory uncontended LOCK+UNLOCK pairs/s ≥ 0.9 × redis PING pairs/s",
+          "C=%d (a PING pair: two PINGs)" % c, (mem, "rate"), (ping, "rate"), "≥ 0.9", "/s",
+          fmt_rate)
+    ratio("daemon CPU per memory pair ≤ 1.1 × redis-server's CPU per PING pair", "C=%d" % c,
+          (mem, "daemon_cpu_us_per_op"), (ping, "backend_cpu_us_per_op"), "≤ 1.1", "µs", cpu)
+    ratio("redis uncontended pairs/s ≥ 0.8 × direct", "C=%d" % c, (red, "rate"),
+          (direct, "rate"), "≥ 0.8", "/s", fmt_rate)
+    ratio("Redis CPU per uncontended pair ≤ 1.2 × direct's", "C=%d" % c,
+          (red, "backend_cpu_us_per_op"), (direct, "backend_cpu_us_per_op"), "≤ 1.2", "µs", cpu)
+    ratio("redis contended ≥ 0.8 × memory backend's acquisitions/s",
+          "16 clients, 1 key, hold 0", ("redis/contended/n16-h0", "rate"),
+          ("memory/contended/n16-h0", "rate"), "≥ 0.8", "/s", fmt_rate)
+    ratio("Redis CPU per contended acquisition ≤ 0.2 × direct-poll's",
+          "16 clients, 1 key, hold 0", ("redis/contended/n16-h0", "backend_cpu_us_per_op"),
+          ("direct-poll/contended/n16-h0", "backend_cpu_us_per_op"), "≤ 0.2", "µs", cpu)
+    ratio("(the same, where waiters poll)", "64 clients, 1 key, hold 1 ms",
+          ("redis/contended/n64-h1000", "backend_cpu_us_per_op"),
+          ("direct-poll/contended/n64-h1000", "backend_cpu_us_per_op"), "≤ 0.2", "µs", cpu)
+    for b in BACKENDS:
+        recs = [by_id.get("%s/contended/n%d-h%d" % (b, n, h)) for n in CONTENDED_N
+                for h in CONTENDED_H]
+        recs = [r for r in recs if ok(r) and r.get("jain_clients") is not None]
+        goal = "%s contended: Jain over clients stays 1.0" % b
+        if not recs:
+            rows.append((goal, "every contended run", "not measured", "–", "≥ 0.99", "–"))
+            continue
+        worst = min(recs, key=lambda r: r["jain_clients"])
+        r16 = by_id.get("%s/contended/n16-h0" % b)
+        p99 = fmt_us(r16["wait_us"]["p99"]) if ok(r16) else "–"
+        rows.append((goal, "the lowest of %d contended runs (%s)" % (len(recs), case_text(worst)),
+                     "Jain %.4f; p99 wait at N=16, hold 0: %s" % (worst["jain_clients"], p99),
+                     "%.3f" % worst["jain_clients"], "≥ 0.99",
+                     "yes" if worst["jain_clients"] >= 0.99 else "**no**"))
+    return rows
+
+
+DISTURBED_PCT = 50     # others' CPU, % of a core, that marks a run as disturbed
+
+
+def disturbed(rec):
+    """Whether other work took a large share of the machine during the run."""
+    return ok(rec) and (rec.get("others_cpu_pct") or 0) > DISTURBED_PCT
+
+
+def table_row(rec):
+    sysname = rec["system"]
+    if "skipped" in rec or "error" in rec:
+        return "| %s | %s | %s |" % (sysname, case_text(rec),
+                                     " | ".join(["–"] * 15) + " | "
+                                     + ("skipped: " if "skipped" in rec else "error: ")
+                                     + (rec.get("skipped") or rec.get("error")).splitlines()[0]
+                                     .replace("|", "/")[:120])
+    w = rec["wait_us"]
+    sent, allc = rec.get("backend_sent_per_op"), rec.get("backend_all_per_op")
+    if sent is None and allc is None:
+        req = "–"
+    else:
+        req = "%s (%s)" % (fmt_num(sent, 2), fmt_num(allc, 2))
+    rss = rec.get("daemon_peak_rss_kib")
+    errs = str(rec["errors"]) if rec["errors"] == 0 else "%d: %s" % (
+        rec["errors"], rec["first_error"].replace("|", "/")[:80])
+    longest = w["max"]
+    if rec["longest_waiting_us"] > w["max"]:
+        longest = "> " + fmt_us(rec["longest_waiting_us"])     # still waiting at the end
+    else:
+        longest = fmt_us(longest)
+    jain = fmt_num(rec["jain_clients"], 3)
+    if rec["starved_clients"]:
+        jain += " (%d starved)" % rec["starved_clients"]
+    return "| " + " | ".join([
+        sysname, case_text(rec), fmt_rate(rec["rate"]),
+        fmt_us(w["p50"]), fmt_us(w["p90"]), fmt_us(w["p99"]), longest, jain,
+        fmt_num(rec["jain_daemons"], 3),
+        req,
+        fmt_num(rec.get("backend_cpu_us_per_op")),
+        fmt_num(rec.get("daemon_cpu_us_per_op")),
+        "–" if rss is None else "%.1f" % (rss / 1024.0),
+        "%.0f" % rec["tool_cpu_pct"],
+        ("**%.0f**" if disturbed(rec) else "%.0f") % rec["others_cpu_pct"]
+        if rec.get("others_cpu_pct") is not None else "–",
+        errs]) + " |"
+
+
+MAIN_HEADER = (
+    "| system | workload | per s | wait p50 | p90 | p99 | max | Jain clients | Jain daemons "
+    "| backend req/acq sent (all) | backend CPU µs/acq | dlockd CPU µs/acq "
+    "| dlockd peak RSS MiB | tool CPU % | others' CPU % | errors |\n"
+    "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+
+
+def write_markdown(path, meta, recs, goal_rows, plots):
+    lines = []
+    lines.append("# dlockd benchmark, %s" % meta["date"])
+    lines.append("")
+    lines.append("Made by `%s` in %.0f s: one run of each case, a %d ms measuring window "
+                 "after %d ms of warm-up, each with a fresh dlockd; redis-server %s and etcd "
+                 "%s on loopback. Machine: %s, %d cores, Linux %s; load average %s before, "
+                 "%s after. The machine is shared and noisy: read the ratios within this "
+                 "run, not figures across runs."
+                 % (meta["command"], meta["elapsed_s"], meta["window_ms"], meta["warmup_ms"],
+                    meta["redis_version"], meta["etcd_version"], meta["cpu"], meta["cores"],
+                    meta["kernel"], meta["loadavg_before"], meta["loadavg_after"]))
+    lines.append("")
+    noisy = [r["id"] for r in recs if disturbed(r)]
+    if noisy:
+        lines.append("**%d of %d runs were disturbed**: other work used more than %d %% of a "
+                     "core during their window (others' CPU in bold): %s."
+                     % (len(noisy), len(recs), DISTURBED_PCT, ", ".join(noisy)))
+        lines.append("")
+    if meta["skipped_servers"]:
+        for name, why in sorted(meta["skipped_servers"].items()):
+            lines.append("**%s could not be started** (%s): its runs are skipped." % (name, why))
+        lines.append("")
+    lines.append("## Goals (issue 9)")
+    lines.append("")
+    lines.append("| goal | measured on | this run | ratio | goal | met |")
+    lines.append("|---|---|--:|--:|--:|---|")
+    for g in goal_rows:
+        lines.append("| " + " | ".join(g) + " |")
+    lines.append("")
+    lines.append("## Every run")
+    lines.append("")
+    lines.append("per s: acquisitions (LOCK granted, then UNLOCK) per second; for PING rows, "
+                 "PING pairs per second; for hold rows, hold cycles per second. Waits are "
+                 "from sending LOCK (or the first SET) to the grant. Backend requests per "
+                 "acquisition: those the daemon (or the direct client) sent, and in brackets "
+                 "all the backend executed (Redis commandstats with the commands scripts "
+                 "run; etcd gRPC messages received). CPU per acquisition is over the "
+                 "measuring window. max: the longest wait granted, or \"> t\" when a client "
+                 "had been waiting t when the window ended; starved: clients granted nothing "
+                 "in the window. tool CPU: dlock-bench's own, % of one core (near 100 it "
+                 "would be the bottleneck). others' CPU: what the rest of the machine used "
+                 "during the window, % of one core (" + str(meta["cores"]) + " cores in "
+                 "all): a large figure marks a run disturbed by other work. See "
+                 "bench/README.md.")
+    lines.append("")
+    lines.append(MAIN_HEADER)
+    for rec in recs:
+        lines.append(table_row(rec))
+    lines.append("")
+    for name, title in plots:
+        lines.append("![%s](%s)" % (title, name))
+        lines.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def write_json(path, doc):
+    """doc as JSON with one line per goal and per run, for readable diffs."""
+    with open(path, "w") as f:
+        f.write("{\n")
+        keys = list(doc)
+        for i, k in enumerate(keys):
+            v = doc[k]
+            f.write("%s: " % json.dumps(k))
+            if isinstance(v, list):
+                f.write("[\n" + ",\n".join(" " + json.dumps(x, ensure_ascii=False) for x in v)
+                        + "\n]")
+            else:
+                f.write(json.dumps(v, ensure_ascii=False))
+            f.write(",\n" if i < len(keys) - 1 else "\n")
+        f.write("}\n")
+
+
+# ---- plots ----
+
+PLOT_SYSTEMS = [("memory", "memory"), ("redis", "redis"), ("etcd", "etcd"),
+                ("direct", "direct / direct-poll"), ("ping-redis", "redis-server PING pairs"),
+                ("hold", "hold-time limit")]
+
+
+def plot_cases(recs):
+    """The x-axis cases of the throughput plot: (label, {system: record})."""
+    cases = []
+    for c in UNCONTENDED_C:
+        cases.append(("unc. C=%d" % c, "uncontended/c%d" % c))
+    for n in CONTENDED_N:
+        for h in CONTENDED_H:
+            cases.append(("N=%d h=%s" % (n, fmt_hold(h).replace(" ", "")),
+                          "contended/n%d-h%d" % (n, h)))
+    cases.append(("hot", "hot/n%d" % HOT["clients"]))
+    cases.append(("2 daemons", "multi-daemon/n%d" % MULTI["clients"]))
+    by_id = {r["id"]: r for r in recs}
+    out = []
+    for label, suffix in cases:
+        row = {}
+        for sysname, _ in PLOT_SYSTEMS:
+            if sysname == "hold":
+                m = re.search(r"-h(\d+)$", suffix)
+                r = by_id.get("hold/hold/h%s" % m.group(1)) \
+                    if suffix.startswith("contended") and m and m.group(1) != "0" else None
+            elif sysname == "ping-redis":
+                r = by_id.get("ping-redis/ping/" + suffix.split("/")[1]) \
+                    if suffix.startswith("uncontended") else None
+            elif sysname == "direct":
+                r = by_id.get("direct/" + suffix) or by_id.get("direct-poll/" + suffix)
+            else:
+                r = by_id.get("%s/%s" % (sysname, suffix))
+            row[sysname] = r["rate"] if ok(r) and r["rate"] > 0 else None
+        out.append((label, row))
+    return out
+
+
+WAIT_PANELS = [("uncontended, C=%d" % GOAL_C, "uncontended/c%d" % GOAL_C),
+               ("contended, N=16, hold 0", "contended/n16-h0"),
+               ("contended, N=64, hold 1 ms", "contended/n64-h1000"),
+               ("hot: 64 clients, 1000 keys, hold 0.1 ms", "hot/n64")]
+
+
+def write_plots(outdir, recs):
+    """throughput.png and wait.png with gnuplot; [(file, title)] made."""
+    gp = shutil.which("gnuplot")
+    if gp is None:
+        print("bench: gnuplot is missing (Debian package gnuplot-nox): no plots",
+              file=sys.stderr)
+        return []
+    tmp = tempfile.mkdtemp(prefix="dlock-bench-plot.")
+    made = []
+    try:
+        # throughput bars
+        dat = os.path.join(tmp, "rates.dat")
+        cases = plot_cases(recs)
+        with open(dat, "w") as f:
+            f.write("case " + " ".join('"%s"' % t for _, t in PLOT_SYSTEMS) + "\n")
+            for label, row in cases:
+                f.write('"%s" ' % label + " ".join(
+                    "-" if row[s] is None else "%.1f" % row[s] for s, _ in PLOT_SYSTEMS) + "\n")
+        script = """
+set terminal pngcairo size 1400,600 noenhanced font ",10"
+set output "{out}"
+set title "acquisitions/s (PING pairs/s) by workload, one run, log scale"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set datafile missing "-"
+set logscale y
+set yrange [100:*]
+set grid ytics
+set key top right
+set xtics rotate by -30
+plot for [i=2:{ncol}] "{dat}" using i:xtic(1) title columnhead(i)
+""".format(out=os.path.join(outdir, "throughput.png"), dat=dat, ncol=len(PLOT_SYSTEMS) + 1)
+        if any(v is not None for _, row in cases for v in row.values()) and gnuplot(gp, script):
+            made.append(("throughput.png", "throughput"))
+
+        # wait distributions
+        by_id = {r["id"]: r for r in recs}
+        panels = []
+        for title, suffix in WAIT_PANELS:
+            curves = []
+            for sysname, label in PLOT_SYSTEMS[:4]:
+                r = by_id.get("%s/%s" % (sysname, suffix))
+                if sysname == "direct" and r is None:
+                    r = by_id.get("direct-poll/" + suffix)
+                if not ok(r) or not r.get("wait_hist"):
+                    continue
+                path = os.path.join(tmp, "wait-%d-%s.dat" % (len(panels), sysname))
+                total = sum(n for _, _, n in r["wait_hist"])
+                seen = 0
+                with open(path, "w") as f:
+                    f.write("%.3f 0\n" % max(r["wait_hist"][0][0], 0.001))
+                    for lo, hi, n in r["wait_hist"]:
+                        seen += n
+                        f.write("%.3f %.6f\n" % (max(hi, 0.001), seen / total))
+                name = label if sysname != "direct" else (
+                    "direct" if suffix.startswith("uncontended") else "direct-poll")
+                curves.append('"%s" using 1:2 with steps lw 2 title "%s"' % (path, name))
+            panels.append((title, curves))
+        script = ["set terminal pngcairo size 1400,900 noenhanced font \",10\"",
+                  'set output "%s"' % os.path.join(outdir, "wait.png"),
+                  "set multiplot layout 2,2 title \"wait from LOCK sent to grant: "
+                  "cumulative fraction (one run)\"",
+                  "set logscale x", "set xlabel \"wait, µs (log)\"",
+                  "set ylabel \"fraction of acquisitions\"", "set yrange [0:1.02]",
+                  "set grid", "set key bottom right"]
+        for title, curves in panels:
+            script.append('set title "%s"' % title)
+            if curves:
+                script.append("plot " + ", ".join(curves))
+            else:
+                script.append("set label 1 \"not measured\" at graph 0.4,0.5")
+                script.append("plot [1:10] NaN notitle")
+                script.append("unset label 1")
+        script.append("unset multiplot")
+        if any(curves for _, curves in panels) and gnuplot(gp, "\n".join(script) + "\n"):
+            made.append(("wait.png", "wait-time distributions"))
+    finally:
+        shutil.rmtree(tmp, True)
+    return made
+
+
+def gnuplot(gp, script):
+    p = subprocess.run([gp], input=script.encode(), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    if p.returncode != 0:
+        print("bench: gnuplot failed: %s" % p.stderr.decode(errors="replace"), file=sys.stderr)
+        return False
+    return True
+
+
+# ---- the suite ----
+
+def version(argv, pattern):
+    try:
+        out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             timeout=10).stdout.decode(errors="replace")
+    except (OSError, subprocess.TimeoutExpired):
+        return "missing"
+    m = re.search(pattern, out)
+    return m.group(1) if m else "unknown"
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return cpu
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def summary(rec):
+    if "skipped" in rec:
+        return "skipped (%s)" % rec["skipped"]
+    if "error" in rec:
+        return "ERROR: %s" % rec["error"].splitlines()[0]
+    s = "%s /s, wait p50 %s p99 %s, tool CPU %.0f %%, others %s %%" % (
+        fmt_rate(rec["rate"]), fmt_us(rec["wait_us"]["p50"]), fmt_us(rec["wait_us"]["p99"]),
+        rec["tool_cpu_pct"], fmt_num(rec.get("others_cpu_pct"), 0))
+    if rec["errors"]:
+        s += ", %d errors (%s)" % (rec["errors"], rec["first_error"])
+    return s
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description="Run dlockd's benchmark suite.")
+    ap.add_argument("--window", type=int, default=2000, help="measuring window, ms (2000)")
+    ap.add_argument("--warmup", type=int, default=500, help="warm-up before it, ms (500)")
+    ap.add_argument("--only", metavar="REGEX",
+                    help="run only the runs whose id (system/workload/case) matches")
+    ap.add_argument("--out", metavar="DIR",
+                    help="results directory (default bench/results/<YYYY-MM-DD>)")
+    ap.add_argument("--list", action="store_true", help="print the runs' ids and exit")
+    args = ap.parse_args(argv)
+    if args.window <= 0 or args.warmup < 0:
+        ap.error("--window must be > 0 and --warmup >= 0")
+
+    runs = plan()
+    if args.only:
+        try:
+            rx = re.compile(args.only)
+        except re.error as e:
+            ap.error("--only: %s" % e)
+        runs = [r for r in runs if rx.search(r.id)]
+        if not runs:
+            ap.error("--only %r matches no run (see --list)" % args.only)
+    if args.list:
+        for r in runs:
+            print(r.id)
+        return 0
+    for path in (BENCH, harness.DLOCKD):
+        if not os.access(path, os.X_OK):
+            print("bench: %s is missing (make %s)" % (path, os.path.relpath(path, ROOT)),
+                  file=sys.stderr)
+            return 1
+
+    harness.install_signal_handlers()
+    today = datetime.date.today().isoformat()
+    outdir = args.out or os.path.join(HERE, "results", today)
+    os.makedirs(outdir, exist_ok=True)
+    meta = {"date": today, "command": "make bench" if not argv else
+            "bench/run.py " + " ".join(argv),
+            "window_ms": args.window, "warmup_ms": args.warmup,
+            "cpu": machine(), "cores": os.cpu_count(), "kernel": platform.release(),
+            "redis_version": version([harness.REDIS_SERVER, "--version"], r"v=(\S+)"),
+            "etcd_version": version([harness.ETCD, "--version"], r"etcd Version: (\S+)"),
+            "loadavg_before": loadavg()}
+    try:
+        meta["commit"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        timeout=10).stdout.decode().strip()
+    except (OSError, subprocess.TimeoutExpired):
+        meta["commit"] = "unknown"
+
+    started = time.monotonic()
+    servers = Servers()
+    recs = []
+    try:
+        for i, run in enumerate(runs):
+            t = time.monotonic()
+            rec = execute(run, i, args, servers)
+            recs.append(rec)
+            print("[%2d/%d] %-36s %s (%.1f s)" % (i + 1, len(runs), run.id, summary(rec),
+                                                  time.monotonic() - t), flush=True)
+    finally:
+        servers.stop()
+    meta["elapsed_s"] = time.monotonic() - started
+    meta["loadavg_after"] = loadavg()
+    meta["skipped_servers"] = servers.failed
+
+    by_id = {r["id"]: r for r in recs}
+    goal_rows = goals(by_id)
+    write_json(os.path.join(outdir, "results.json"), {
+        "meta": meta,
+        "goals": [dict(zip(("goal", "measured_on", "this_run", "ratio", "target", "met"),
+                           g[:5] + (g[5].strip("*"),)))
+                  for g in goal_rows],
+        "runs": recs})
+    plots = write_plots(outdir, recs)
+    write_markdown(os.path.join(outdir, "results.md"), meta, recs, goal_rows, plots)
+    bad = [r for r in recs if "error" in r]
+    print("bench: %d runs in %.0f s (%d skipped, %d failed); results in %s"
+          % (len(recs), meta["elapsed_s"], sum(1 for r in recs if "skipped" in r), len(bad),
+             os.path.relpath(outdir, os.getcwd())))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
