@@ -148,6 +148,10 @@ struct backend_ops {
 	/* Optional (NULL: none): releases not yet confirmed by the server,
 	 * in flight or kept for later. Shutdown waits for them. */
 	size_t (*pending)(struct backend *be);
+	/* Optional (NULL): the daemon shuts down: give back at once what is
+	 * kept only to be fast (leases cached after their release), and keep
+	 * no more. */
+	void (*drain)(struct backend *be);
 };
 
 /* Calls from a backend up to the lock table. */

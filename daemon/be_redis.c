@@ -33,7 +33,10 @@
  * without Redis (struct rd_deleg): the lease in Redis keeps its member, and
  * renewals and the release of whoever holds it locally go to that member. A
  * local grant is valid for what is left of the lease as counted from the
- * last confirmed call's send time; PROTOCOL.md 8.2 has the argument.
+ * last confirmed call's send time; PROTOCOL.md 8.2 has the argument. With
+ * lease_cache_ms, a released delegation is kept that long (cached) for a
+ * local LOCK of the key; a busy answer publishes the key on prefix +
+ * "wanted", and a daemon that caches its lease releases it at once.
  *
  * Fairness between daemons is this backend's own policy. The lock table
  * hands an exclusive lease from one local holder to the next local waiter
@@ -105,14 +108,17 @@ enum rd_script { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
 #define LUA_KEEP "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') " \
 	"redis.call('PEXPIREAT', KEYS[1], last[2]) "
 /* fence(n): reserve n fences of KEYS[2], the first returned: above the
- * counter and above the clock in us; the counter keeps the last */
+ * counter and above the clock in us; the counter keeps the last. The clock
+ * is ahead of the counter but after a burst of grants in one microsecond:
+ * one SET ... GET then does it all */
 #define LUA_FENCE "local function fence(n) " \
 	"local t = redis.call('TIME') " \
-	"local f = tonumber(redis.call('GET', KEYS[2]) or '0') + 1 " \
 	"local us = tonumber(t[1]) * 1000000 + tonumber(t[2]) " \
-	"if us > f then f = us end " \
-	"redis.call('SET', KEYS[2], string.format('%.0f', f + n - 1)) " \
-	"return f end "
+	"local old = tonumber(redis.call('SET', KEYS[2], " \
+	"  string.format('%.0f', us + n - 1), 'GET') or '0') " \
+	"if old < us then return us end " \
+	"redis.call('SET', KEYS[2], string.format('%.0f', old + n)) " \
+	"return old + 1 end "
 /* a lease of KEYS[1] was removed: if some daemon marked that it waits
  * (mark), delete the mark and publish key on channel */
 #define LUA_RELEASED(mark, channel, key) \
@@ -124,11 +130,13 @@ enum rd_script { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
 
 static const char *const scripts[RS_COUNT] = {
 	/* acquire: KEYS lock, fence, mark; ARGV member, ttl, kind, limit, mark
-	 * ms, fences to reserve. {1, first fence} | {0, ms to wait: the first
-	 * lease to end} | {-1} (another kind) */
+	 * ms, fences to reserve, wanted channel, key. {1, first fence} | {0, ms
+	 * to wait: the first lease to end} (the mark set, the key published on
+	 * the wanted channel) | {-1} (another kind) */
 	LUA_FENCE
 	"local want = ARGV[3] "
 	"local function busy(ms) redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) "
+	"  redis.call('PUBLISH', ARGV[7], ARGV[8]) "
 	"  return {0, ms} end "
 	"if want == 'x0' and redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then "
 	"  return {1, fence(tonumber(ARGV[6]))} end "
@@ -154,10 +162,14 @@ static const char *const scripts[RS_COUNT] = {
 	LUA_KEEP
 	"return {1, fence(1)}",
 
-	/* release: KEYS lock, mark; ARGV member, channel, key. 1 | 0 (not ours) */
+	/* release: KEYS lock, mark; ARGV member, channel, key. 1 | 0 (not ours).
+	 * An exclusive lease and the mark go in one DEL */
 	LUA_STRING
-	"if v == ARGV[1] then redis.call('DEL', KEYS[1]) "
-	"elseif type(v) == 'string' or redis.pcall('ZREM', KEYS[1], ARGV[1]) ~= 1 then "
+	"if v == ARGV[1] then "
+	"  if redis.call('DEL', KEYS[1], KEYS[2]) == 2 then "
+	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
+	"  return 1 end "
+	"if type(v) == 'string' or redis.pcall('ZREM', KEYS[1], ARGV[1]) ~= 1 then "
 	"  return 0 end "
 	LUA_RELEASED(KEYS[2], ARGV[2], ARGV[3])
 	"return 1",
@@ -247,20 +259,27 @@ TAILQ_HEAD(rd_retry_list, rd_retry);
 struct rd_deleg {
 	struct hashtab_node hnode;	/* in r->delegs, keyed by key */
 	char member[RD_MEMBER_MAX];	/* the lease in Redis: "x0:<token>" */
-	char holder[TOKEN_LEN + 1];	/* the local holder's token */
+	char holder[TOKEN_LEN + 1];	/* the local holder's token; "" while cached */
 	uint64_t lease_end;		/* the lease lasts at least until then (clock_ms()) */
 	uint64_t fence_next;		/* the next fence reserved */
 	uint64_t fence_last;		/* the last fence reserved */
+	uint64_t cache_until;		/* cached (nobody holds it here): released
+					 * in Redis then; 0 while held */
+	bool wanted;			/* another daemon asked for the key */
+	TAILQ_ENTRY(rd_deleg) centry;	/* on r->cached while cached */
 	size_t keylen;			/* the key's length */
 	char key[];			/* the key (binary-safe) */
 };
+TAILQ_HEAD(rd_deleg_list, rd_deleg);
 
-/* The answer of a local handoff, given from the loop. */
+/* The answer of an operation done without Redis (a local handoff or
+ * grant, a release kept in the cache), given from the loop. */
 struct rd_local {
 	be_cb *cb;			/* whom to tell */
 	void *arg;
-	struct rd_deleg *d;		/* the key's delegation; NULL once it was
-					 * dropped (the lease is gone) */
+	bool grant;			/* a grant under d's lease */
+	struct rd_deleg *d;		/* a grant: the key's delegation; NULL once
+					 * it was dropped (the lease is gone) */
 	uint64_t fence;			/* the new holding's fence */
 	uint64_t valid_ms;		/* and its lease's validity */
 	TAILQ_ENTRY(rd_local) entry;	/* on r->locals */
@@ -292,6 +311,8 @@ struct rd_settings {
 	long long command_timeout_ms;	/* a reply later than this drops the connection */
 	long long handoff_limit;	/* consecutive local handoffs of a key before
 					 * it is released to all daemons */
+	long long lease_cache_ms;	/* how long a released exclusive lease is
+					 * kept for a local LOCK of the key, 0: not */
 };
 
 static uint64_t rd_min_lease_ms(const void *settings);
@@ -304,6 +325,8 @@ struct rd {
 	struct rd_link sub;		/* pub/sub */
 	char channel[128];		/* prefix + "released" */
 	size_t channellen;
+	char wanted[128];		/* prefix + "wanted" */
+	size_t wantedlen;
 	char sha[RS_COUNT][41];		/* SHA1 of each script, once loaded */
 	struct rd_op_list inflight;	/* sent, in order */
 	struct rd_op_list failing;	/* failed before sending: told from ev_fail */
@@ -312,6 +335,8 @@ struct rd {
 	struct rd_retry_list yields;	/* retries after a yield (a few at most) */
 	struct hashtab *delegs;		/* struct rd_deleg by key */
 	struct rd_local_list locals;	/* local handoffs to answer */
+	struct rd_deleg_list cached;	/* cached leases, oldest first */
+	struct event *ev_cache;		/* releases them when their time is up */
 	struct event *ev_fail;		/* completes r->failing and r->locals */
 	struct event *ev_watch;		/* checks command timeouts */
 	struct event *ev_deferred;	/* sends kept releases again while connected */
@@ -324,6 +349,8 @@ struct rd {
 	uint64_t nmessages;		/* released messages received */
 	uint64_t nretries;		/* BUSY retries fired */
 	uint64_t nlocal;		/* handoffs made without a call to Redis */
+	uint64_t ncache_hits;		/* grants of a cached lease */
+	bool draining;			/* shutting down: cache nothing */
 	bool destroying;		/* rd_destroy runs: keep nothing for later */
 	const struct rd_adapter *flushing; /* the connection on_flush writes now */
 };
@@ -365,7 +392,7 @@ on_later(evutil_socket_t fd, short what, void *arg)
 		struct be_reply rep = { BE_OK, lo->fence, lo->valid_ms, NULL };
 		if (r->destroying)
 			rep = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down" };
-		else if (lo->d == NULL)
+		else if (lo->grant && lo->d == NULL)
 			rep = (struct be_reply){ BE_NOTOWNER, 0, 0, "the lease had ended in redis" };
 		TAILQ_REMOVE(&r->locals, lo, entry);
 		lo->cb(lo->arg, &rep);
@@ -414,6 +441,16 @@ deleg_find(const struct rd *r, const char *key, size_t keylen)
 	return deleg_node(hashtab_find(r->delegs, key, keylen));
 }
 
+/* d is cached no more (it is held again, or goes). */
+static void
+deleg_uncache(struct rd *r, struct rd_deleg *d)
+{
+	if (d->cache_until == 0)
+		return;
+	TAILQ_REMOVE(&r->cached, d, centry);
+	d->cache_until = 0;
+}
+
 /* Forget d (its lease was released, handed on through Redis, or is gone);
  * a local handoff of it not answered yet will be answered BE_NOTOWNER. */
 static void
@@ -423,6 +460,7 @@ deleg_drop(struct rd *r, struct rd_deleg *d)
 	TAILQ_FOREACH(lo, &r->locals, entry)
 		if (lo->d == d)
 			lo->d = NULL;
+	deleg_uncache(r, d);
 	hashtab_remove(r->delegs, &d->hnode);
 	free(d);
 }
@@ -483,34 +521,47 @@ deleg_can_hand(const struct rd_deleg *d, const struct be_lock *to, uint64_t now)
 	    left >= to->ttl_ms / 2 && left > 0 && left <= to->ttl_ms;
 }
 
-/* Hand d's lease to to locally: to holds it with the next fence reserved,
- * until the lease's end; cb is told from the loop. */
+/* Answer cb from the loop: BE_OK, with a grant under d's lease (fence,
+ * valid_ms) when d is not NULL. */
 static void
-deleg_hand(struct rd *r, struct rd_deleg *d, const struct be_lock *to, uint64_t now,
-    be_cb *cb, void *arg)
+local_answer(struct rd *r, be_cb *cb, void *arg, struct rd_deleg *d, uint64_t fence,
+    uint64_t valid_ms)
 {
 	struct rd_local *lo = xmalloc(sizeof(*lo));
 	lo->cb = cb;
 	lo->arg = arg;
+	lo->grant = d != NULL;
 	lo->d = d;
-	lo->fence = d->fence_next++;
-	lo->valid_ms = d->lease_end - now;
-	memcpy(d->holder, to->token, TOKEN_LEN);
-	r->nlocal++;
+	lo->fence = fence;
+	lo->valid_ms = valid_ms;
 	later_arm(r);
 	TAILQ_INSERT_TAIL(&r->locals, lo, entry);
+}
+
+/* Grant d's lease to l locally: l holds it with the next fence reserved,
+ * until the lease's end; cb is told from the loop. */
+static void
+deleg_hand(struct rd *r, struct rd_deleg *d, const struct be_lock *l, uint64_t now,
+    be_cb *cb, void *arg)
+{
+	deleg_uncache(r, d);
+	memcpy(d->holder, l->token, TOKEN_LEN);
+	local_answer(r, cb, arg, d, d->fence_next++, d->lease_end - now);
 }
 
 /* The fences an acquire or transfer for l reserves: one, or for an exclusive
  * lease with waiters queued behind, one for each at most, and no more than
  * handoff_limit (a call to Redis at least every handoff_limit grants, where
- * a waiting daemon is seen). */
+ * a waiting daemon is seen); handoff_limit when released leases are cached,
+ * for the LOCKs that may come while it is. */
 static unsigned
 fences_for(const struct rd *r, const struct be_lock *l)
 {
 	uint64_t n = (uint64_t)l->queued + 1;
 	if (l->mode != LOCK_EXCLUSIVE)
 		return 1;
+	if (r->set->lease_cache_ms > 0 && !l->detached)
+		n = (uint64_t)r->set->handoff_limit;	/* for LOCKs after the release */
 	return n < (uint64_t)r->set->handoff_limit ? (unsigned)n : (unsigned)r->set->handoff_limit;
 }
 
@@ -928,23 +979,133 @@ lease_member(const struct rd *r, const struct be_lock *l, char out[RD_MEMBER_MAX
 		lock_member(l, out);
 }
 
-/* Take l's lease if the key's leases in Redis allow it (acquire script);
- * an exclusive one with waiters queued behind reserves fences for them. */
+/* ---- the lease cache ---------------------------------------------------- */
+
+/* Release d's lease in Redis (kept for later while disconnected) and forget
+ * d. Nobody here holds it. */
+static void
+deleg_release(struct rd *r, struct rd_deleg *d)
+{
+	uint64_t now = clock_ms();
+	struct be_lock l = { .key = d->key, .keylen = d->keylen,
+	    .ttl_ms = d->lease_end > now ? d->lease_end - now : 1 };
+	struct rd_op *op = release_new(r, &l, d->member, NULL, NULL);
+	deleg_drop(r, d);
+	if (r->cmd.up)
+		send_op(r, op);
+	else if (!r->destroying)
+		keep_release(r, op);	/* sent when the connection is back */
+	else
+		op_free(op);
+}
+
+/* Arm ev_cache for the oldest cached lease. */
+static void
+cache_arm(struct rd *r)
+{
+	struct rd_deleg *d = TAILQ_FIRST(&r->cached);
+	uint64_t now = clock_ms();
+	if (d == NULL) {
+		evtimer_del(r->ev_cache);
+		return;
+	}
+	struct timeval tv = clock_tv(d->cache_until > now ? d->cache_until - now : 0);
+	evtimer_add(r->ev_cache, &tv);
+}
+
+/* Release the cached leases whose time is up. */
+static void
+on_cache(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd *r = arg;
+	struct rd_deleg *d;
+	uint64_t now = clock_ms();
+	(void)fd;
+	(void)what;
+	while ((d = TAILQ_FIRST(&r->cached)) != NULL && d->cache_until <= now)
+		deleg_release(r, d);
+	cache_arm(r);
+}
+
+/*
+ * l's holder releases d's lease: keep it for lease_cache_ms, for a LOCK of
+ * the key from this daemon to take without Redis, when that can be of use
+ * (a fence is left, the lease outlasts the cache time, no other daemon asked
+ * for the key, the daemon is not shutting down). Whether it was kept.
+ */
+static bool
+cache_keep(struct rd *r, struct rd_deleg *d)
+{
+	uint64_t now = clock_ms(), keep = (uint64_t)r->set->lease_cache_ms;
+	if (keep == 0 || r->draining || d->wanted || d->fence_next > d->fence_last ||
+	    d->lease_end <= now + keep)
+		return false;
+	d->holder[0] = '\0';
+	d->cache_until = now + keep;
+	TAILQ_INSERT_TAIL(&r->cached, d, centry);	/* keep is the same for all */
+	if (TAILQ_FIRST(&r->cached) == d)
+		cache_arm(r);
+	return true;
+}
+
+/* Another daemon asked for key (a message on prefix + "wanted"): a cached
+ * lease of it goes at once; a held one is not cached when released. */
+static void
+cache_wanted(struct rd *r, const char *key, size_t keylen)
+{
+	struct rd_deleg *d = deleg_find(r, key, keylen);
+	if (d == NULL)
+		return;
+	if (d->cache_until != 0)
+		deleg_release(r, d);
+	else
+		d->wanted = true;
+}
+
+/* The daemon shuts down: release the cached leases now and keep no more. */
+static void
+rd_drain(struct backend *be)
+{
+	struct rd *r = be->priv;
+	struct rd_deleg *d;
+	r->draining = true;
+	while ((d = TAILQ_FIRST(&r->cached)) != NULL)
+		deleg_release(r, d);
+	cache_arm(r);
+}
+
+/* ---- the operations --------------------------------------------------------- */
+
+/* Take l's lease: from the cache when this daemon keeps it and can hand it
+ * to l (deleg_can_hand), else with the acquire script, if the key's leases
+ * in Redis allow it; an exclusive lease with waiters queued behind (or any
+ * while leases are cached) reserves fences for later grants. */
 static void
 rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
 	char kind[16], member[RD_MEMBER_MAX], ttl[24], limit[16], mark[16], fences[16];
 	unsigned n = fences_for(r, l);
-	/* nothing of the key is held here: a delegation left is stale */
-	deleg_forget(r, l->key, l->keylen);
+	struct rd_deleg *d = deleg_find(r, l->key, l->keylen);
+	uint64_t now = clock_ms();
+	if (d != NULL && d->cache_until != 0 && deleg_can_hand(d, l, now)) {
+		r->ncache_hits++;
+		deleg_hand(r, d, l, now, cb, arg);
+		return;
+	}
+	/* nothing of the key is held here: a cached lease goes first (its
+	 * release runs before the acquire), a delegation left is stale */
+	if (d != NULL && d->cache_until != 0)
+		deleg_release(r, d);
+	else if (d != NULL)
+		deleg_drop(r, d);
 	lock_kind(l, kind, sizeof(kind));
 	lock_member(l, member);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)l->ttl_ms);
 	snprintf(limit, sizeof(limit), "%u", l->limit);
 	snprintf(mark, sizeof(mark), "%d", RD_MARK_MS);
 	snprintf(fences, sizeof(fences), "%u", n);
-	const char *args[] = { ttl, kind, limit, mark, fences, NULL };
+	const char *args[] = { ttl, kind, limit, mark, fences, r->wanted, arg_key, NULL };
 	struct rd_op *op = op_new(r, RS_ACQUIRE, l, member, "lfw", args, cb, arg);
 	op->fences = n;
 	submit(r, op);
@@ -958,6 +1119,10 @@ rd_release(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	struct rd *r = be->priv;
 	char member[RD_MEMBER_MAX];
 	struct rd_deleg *d = deleg_of(r, l);
+	if (d != NULL && cache_keep(r, d)) {
+		local_answer(r, cb, arg, NULL, 0, 0);
+		return;
+	}
 	lease_member(r, l, member);
 	if (d != NULL)
 		deleg_drop(r, d);
@@ -999,6 +1164,7 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	uint64_t now = clock_ms();
 	unsigned n = fences_for(r, to);
 	if (d != NULL && deleg_can_hand(d, to, now)) {
+		r->nlocal++;
 		deleg_hand(r, d, to, now, cb, arg);
 		return;
 	}
@@ -1164,9 +1330,10 @@ link_ready(struct rd_link *l)
 		cmd_ready(l->r);
 }
 
-/* A reply on the subscriber link: the subscription is up (every queue may
- * have missed a message), or a key was released (unless this daemon has
- * just given way on it). */
+/* A reply on the subscriber link: the subscriptions are up (every queue
+ * may have missed a message), a key was released (its queue is woken unless
+ * this daemon has just given way on it), or another daemon wants a key (a
+ * cached lease of it goes). */
 static void
 on_message(redisAsyncContext *ctx, void *reply, void *privdata)
 {
@@ -1178,13 +1345,21 @@ on_message(redisAsyncContext *ctx, void *reply, void *privdata)
 		return;
 	struct rd *r = l->r;
 	if (strcmp(rep->element[0]->str, "subscribe") == 0) {
+		if (rep->element[2]->type != REDIS_REPLY_INTEGER || rep->element[2]->integer < 2)
+			return;	/* the first of the two channels */
 		link_ready(l);
 		/* messages may have been missed while unsubscribed */
 		r->be->up.wakeup(r->be->up.arg, NULL, 0);
 	} else if (strcmp(rep->element[0]->str, "message") == 0 &&
+	    rep->element[1]->type == REDIS_REPLY_STRING &&
 	    rep->element[2]->type == REDIS_REPLY_STRING) {
 		const char *key = rep->element[2]->str;
 		size_t keylen = rep->element[2]->len;
+		if (rep->element[1]->len == r->wantedlen &&
+		    memcmp(rep->element[1]->str, r->wanted, r->wantedlen) == 0) {
+			cache_wanted(r, key, keylen);
+			return;
+		}
 		r->nmessages++;
 		if (!yield_quiet(r, key, keylen))
 			r->be->up.wakeup(r->be->up.arg, key, keylen);
@@ -1355,8 +1530,8 @@ link_connect(struct rd_link *l)
 		redisAsyncCommand(ctx, NULL, NULL, "SELECT %lld", r->set->db);
 	if (l->sub) {
 		redisAsyncCommand(ctx, on_hello, NULL, "PING");
-		redisAsyncCommand(ctx, on_message, NULL, "SUBSCRIBE %b", r->channel,
-		    r->channellen);
+		redisAsyncCommand(ctx, on_message, NULL, "SUBSCRIBE %b %b", r->channel,
+		    r->channellen, r->wanted, r->wantedlen);
 	} else {
 		redisAsyncCommand(ctx, on_hello, NULL, "PING");
 	}
@@ -1417,8 +1592,11 @@ rd_create(struct backend *be)
 	TAILQ_INIT(&r->retries);
 	TAILQ_INIT(&r->yields);
 	TAILQ_INIT(&r->locals);
+	TAILQ_INIT(&r->cached);
 	r->delegs = hashtab_create(64);
 	r->channellen = (size_t)snprintf(r->channel, sizeof(r->channel), "%sreleased",
+	    c->key_prefix);
+	r->wantedlen = (size_t)snprintf(r->wanted, sizeof(r->wanted), "%swanted",
 	    c->key_prefix);
 
 	/* start-up may block: resolve the server's name once, here */
@@ -1438,6 +1616,7 @@ rd_create(struct backend *be)
 	r->ev_fail = event_new(be->base, -1, 0, on_later, r);
 	r->ev_watch = event_new(be->base, -1, EV_PERSIST, on_watch, r);
 	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
+	r->ev_cache = evtimer_new(be->base, on_cache, r);
 	link_init(r, &r->cmd, false);
 	link_init(r, &r->sub, true);
 	evtimer_add(r->ev_watch, &tick);
@@ -1488,6 +1667,7 @@ rd_destroy(struct backend *be)
 	event_free(r->ev_fail);
 	event_free(r->ev_watch);
 	event_free(r->ev_deferred);
+	event_free(r->ev_cache);
 	free(r);
 	be->priv = NULL;
 }
@@ -1496,8 +1676,11 @@ static void
 rd_info(struct backend *be, struct evbuffer *out)
 {
 	struct rd *r = be->priv;
-	size_t loaded = 0, inflight = 0, deferred = 0;
+	size_t loaded = 0, inflight = 0, deferred = 0, cached = 0;
 	struct rd_op *op;
+	struct rd_deleg *d;
+	TAILQ_FOREACH(d, &r->cached, centry)
+		cached++;
 	for (size_t i = 0; i < RS_COUNT; i++)
 		loaded += r->sha[i][0] != '\0';
 	TAILQ_FOREACH(op, &r->inflight, entry)
@@ -1512,14 +1695,17 @@ rd_info(struct backend *be, struct evbuffer *out)
 	    "backend_renewals_total:%llu\r\nbackend_lost_total:%llu\r\n"
 	    "backend_command_errors_total:%llu\r\nbackend_release_messages_total:%llu\r\n"
 	    "backend_retries_total:%llu\r\nbackend_maxmemory_policy:%s\r\n"
-	    "backend_delegated_keys:%zu\r\nbackend_local_handoffs_total:%llu\r\n",
+	    "backend_delegated_keys:%zu\r\nbackend_local_handoffs_total:%llu\r\n"
+	    "backend_lease_cache_ms:%lld\r\nbackend_cached_leases:%zu\r\n"
+	    "backend_cache_hits_total:%llu\r\n",
 	    r->ip, r->set->address.port, r->set->db, r->cmd.up, r->sub.up,
 	    (unsigned long long)(r->cmd.reconnects + r->sub.reconnects), loaded,
 	    (unsigned long long)r->ncommands, inflight, deferred,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nnotowner,
 	    (unsigned long long)r->nerrors, (unsigned long long)r->nmessages,
 	    (unsigned long long)r->nretries, r->policy[0] != '\0' ? r->policy : "unknown",
-	    hashtab_count(r->delegs), (unsigned long long)r->nlocal);
+	    hashtab_count(r->delegs), (unsigned long long)r->nlocal,
+	    r->set->lease_cache_ms, cached, (unsigned long long)r->ncache_hits);
 }
 
 static const char *
@@ -1565,6 +1751,8 @@ static const struct conf_setting rd_settings_table[] = {
 	  .min = 10, .max = 600000, .def = 2000 },
 	{ .name = "handoff_limit", .type = CONF_INT, .off = RD_SET(handoff_limit),
 	  .min = 1, .max = 1000000, .def = 16 },
+	{ .name = "lease_cache_ms", .type = CONF_INT, .off = RD_SET(lease_cache_ms),
+	  .min = 0, .max = 1000, .def = 0 },
 };
 
 /* A renewal that gets no reply is dropped after command_timeout_ms and
@@ -1680,4 +1868,5 @@ const struct backend_ops be_redis_ops = {
 	.info = rd_info,
 	.state = rd_state,
 	.pending = rd_pending,
+	.drain = rd_drain,
 };

@@ -162,6 +162,8 @@ server_drain(struct server *srv, uint64_t ms)
 	struct timeval tv = clock_tv(DRAIN_TICK_MS);
 	uint64_t deadline = clock_ms() + ms;
 
+	if (srv->be->ops->drain != NULL)
+		srv->be->ops->drain(srv->be);
 	evtimer_add(tick, &tv);
 	while (draining(srv) && clock_ms() < deadline)
 		event_base_loop(srv->base, EVLOOP_ONCE);

@@ -923,6 +923,84 @@ class TestRedisProcesses(RedisCase):
         self.assertEqual(int(a.info()["backend_local_handoffs_total"]), local0)
         self.assertGreater(g[2], 2700, "the DETACH lock got less than its TTL")
 
+    def cached(self, r, lease_cache_ms=1000):
+        """Daemons A (backend.lease_cache_ms set) and B on r, and a key A
+        has locked and unlocked: its lease is cached on A. Returns (a, b,
+        key, the grant on A, A's connection)."""
+        a = self.start_daemon(r, backend_conf={"lease_cache_ms": lease_cache_ms})
+        b = self.start_daemon(r)
+        key = unique_key()
+        c = self.conn(a)
+        g = self.assertGranted(c.cmd("LOCK", key))
+        self.assertEqual(c.cmd("UNLOCK", key), 0)
+        self.assertEqual(a.info()["backend_cached_leases"], "1")
+        return a, b, key, g, c
+
+    def redis_holds(self, r, key):
+        """Whether Redis has a lease of key (the daemon's lock key)."""
+        return r.raw().cmd("EXISTS", "dlock:l:" + key) == 1
+
+    def test_lease_cache_relock_without_redis(self):
+        # with backend.lease_cache_ms, a released exclusive lease stays in
+        # Redis that long: a LOCK of the key on the same daemon takes it
+        # without a call to Redis, with the next of the fences reserved
+        # when it was acquired; when the time is up it is released
+        r = self.start_redis()
+        a, _, key, g1, c = self.cached(r, lease_cache_ms=300)
+        rc = r.raw()
+        before = commandstats(rc).get("evalsha", 0)
+        g2 = self.assertGranted(c.cmd("LOCK", key))
+        self.assertEqual(c.cmd("UNLOCK", key), 0)
+        g3 = self.assertGranted(c.cmd("LOCK", key))
+        self.assertEqual(commandstats(rc).get("evalsha", 0), before,
+                         "a LOCK of a cached lease called Redis")
+        self.assertLess(g1[1], g2[1])
+        self.assertLess(g2[1], g3[1])
+        self.assertEqual(a.info()["backend_cache_hits_total"], "2")
+        self.assertEqual(c.cmd("UNLOCK", key), 0)
+        self.assertTrue(self.redis_holds(r, key))
+        wait_until(lambda: not self.redis_holds(r, key), 2.0, 0.01,
+                   "the cached lease to be released")
+        self.assertEqual(a.info()["backend_cached_leases"], "0")
+
+    def test_lease_cache_given_up_when_another_daemon_asks(self):
+        # another daemon that asks for a key cached on A gets it at once, not
+        # after the cache time (1 s here): its busy answer publishes the key
+        # on <prefix>wanted, and A releases the lease. A try (WAIT 0) in
+        # the cache time finds it busy: the price of the cache
+        r = self.start_redis()
+        a, b, key, g1, _ = self.cached(r)
+        wb = self.conn(b)
+        self.assertEqual(wb.cmd("LOCK", key, "WAIT", 0), NULL)
+        wait_until(lambda: not self.redis_holds(r, key), 0.5, 0.005,
+                   "A to give up the cached lease")
+        t0 = time.monotonic()
+        gb = self.assertGranted(wb.cmd("LOCK", key, "WAIT", 5000))
+        self.assertLess(time.monotonic() - t0, 0.3)
+        self.assertGreater(gb[1], g1[1])
+        # and while B waits, a lease A holds is not cached when released
+        c = self.conn(a)
+        c.send(Raw.encode("LOCK", key, "WAIT", 5000))
+        self.wait_status(a, key, waiters=1)
+        self.assertEqual(wb.cmd("UNLOCK", key), 0)
+        ga = self.assertGranted(read_within(c, 5))
+        self.assertGreater(ga[1], gb[1])
+        w2 = self.conn(b)
+        w2.send(Raw.encode("LOCK", key, "WAIT", 5000))
+        self.wait_status(b, key, waiters=1)
+        t0 = time.monotonic()
+        self.assertEqual(c.cmd("UNLOCK", key), 0)
+        self.assertGranted(read_within(w2, 5))
+        self.assertLess(time.monotonic() - t0, 0.3, "B waited for the cache time")
+
+    def test_lease_cache_released_at_shutdown(self):
+        # a daemon that stops releases its cached leases in Redis
+        r = self.start_redis()
+        a, _, key, _, _ = self.cached(r)
+        self.assertTrue(self.redis_holds(r, key))
+        a.stop_checked()
+        self.assertFalse(self.redis_holds(r, key))
+
     def test_handoff_gives_way_to_a_waiter_gone(self):
         # the mark says another daemon waits, but its waiter has gone: when
         # the run of handoffs reaches the limit, A's transfer releases the key
