@@ -1898,7 +1898,8 @@ END_TEST
 START_TEST(test_backend_keys_declared_by_backends)
 {
 	static const char *const redis_keys[] = { "address", "password", "password_file", "db",
-		"key_prefix", "connect_timeout_ms", "command_timeout_ms", "handoff_limit" };
+		"key_prefix", "connect_timeout_ms", "command_timeout_ms", "handoff_limit",
+		"lease_cache_ms" };
 	const struct backend_ops *redis = backend_find("redis"), *ops;
 	char *conf_c = top_path("daemon/conf.c"), text[65536];
 	struct scratch s;
