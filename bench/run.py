@@ -650,7 +650,8 @@ def write_json(path, doc):
 
 # ---- plots ----
 
-PLOT_SYSTEMS = [("memory", "memory"), ("redis", "redis"), ("etcd", "etcd"),
+PLOT_SYSTEMS = [("memory", "memory"), ("redis", "redis"),
+                ("redis-cache", "redis, lease_cache_ms %d" % CACHE_MS), ("etcd", "etcd"),
                 ("direct", "direct / direct-poll"), ("ping-redis", "redis-server PING pairs"),
                 ("hold", "hold-time limit")]
 
@@ -687,6 +688,7 @@ def plot_cases(recs):
     return out
 
 
+WAIT_SYSTEMS = ("memory", "redis", "etcd", "direct")  # the curves of each wait panel
 WAIT_PANELS = [("uncontended, C=%d" % GOAL_C, "uncontended/c%d" % GOAL_C),
                ("contended, N=16, hold 0", "contended/n16-h0"),
                ("contended, N=64, hold 1 ms", "contended/n64-h1000"),
@@ -735,7 +737,7 @@ plot for [i=2:{ncol}] "{dat}" using i:xtic(1) title columnhead(i)
         panels = []
         for title, suffix in WAIT_PANELS:
             curves = []
-            for sysname, label in PLOT_SYSTEMS[:4]:
+            for sysname, label in [p for p in PLOT_SYSTEMS if p[0] in WAIT_SYSTEMS]:
                 r = by_id.get("%s/%s" % (sysname, suffix))
                 if sysname == "direct" and r is None:
                     r = by_id.get("direct-poll/" + suffix)
