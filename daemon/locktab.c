@@ -52,6 +52,7 @@
 #include "hashtab.h"
 #include "heap.h"
 #include "log.h"
+#include "token.h"
 #include "xmalloc.h"
 
 #define LT_IDLE_KEYS_MAX 4096	/* idle keys kept for their last fence */
@@ -396,20 +397,6 @@ key_compatible(const struct lt_key *k, enum lock_mode mode, unsigned limit)
 }
 
 /* ---- helpers ------------------------------------------------------------ */
-
-/* A fresh random token: 128 bits from the kernel's CSPRNG, in hex. */
-static void
-token_new(char out[TOKEN_LEN + 1])
-{
-	static const char hex[] = "0123456789abcdef";
-	unsigned char raw[TOKEN_LEN / 2];
-	arc4random_buf(raw, sizeof(raw));
-	for (size_t i = 0; i < sizeof(raw); i++) {
-		out[2 * i] = hex[raw[i] >> 4];
-		out[2 * i + 1] = hex[raw[i] & 15];
-	}
-	out[TOKEN_LEN] = '\0';
-}
 
 /* Whether leases live in this process (the memory backend). */
 static bool
