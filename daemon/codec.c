@@ -554,26 +554,40 @@ codec_next(struct codec *c, struct codec_frame *out)
 
 /*
  * Format "<type><n>\r\n" into dst (at least 24 bytes); returns its length.
+ * The digits are written from the end, two at a time from a table: replies
+ * are mostly integers, and a fence has sixteen digits.
  */
 static size_t
 codec_format_header(char *dst, char type, long long n)
 {
+	static const char pairs[] =
+	    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	    "8081828384858687888990919293949596979899";
 	char tmp[24];
-	size_t len = 0, i = 0;
+	char *p = tmp + sizeof(tmp);
 	unsigned long long u = n < 0 ? 0ULL - (unsigned long long)n : (unsigned long long)n;
 
-	do {
-		tmp[len++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u != 0);
-	dst[i++] = type;
+	*--p = '\n';
+	*--p = '\r';
+	while (u >= 100) {
+		unsigned d = (unsigned)(u % 100) * 2;
+		u /= 100;
+		p -= 2;
+		memcpy(p, pairs + d, 2);
+	}
+	if (u >= 10) {
+		p -= 2;
+		memcpy(p, pairs + u * 2, 2);
+	} else {
+		*--p = (char)('0' + u);
+	}
 	if (n < 0)
-		dst[i++] = '-';
-	while (len > 0)
-		dst[i++] = tmp[--len];
-	dst[i++] = '\r';
-	dst[i++] = '\n';
-	return i;
+		*--p = '-';
+	*--p = type;
+	size_t len = (size_t)(tmp + sizeof(tmp) - p);
+	memcpy(dst, p, len);
+	return len;
 }
 
 static void

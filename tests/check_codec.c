@@ -1274,6 +1274,32 @@ START_TEST(t_reply_int)
 }
 END_TEST
 
+/* Every number of digits, both signs, at and around each power of ten, as
+ * printf writes them. */
+START_TEST(t_reply_int_digits)
+{
+	long long p = 1;
+	for (int digits = 1; digits <= 19; digits++) {
+		long long top = p <= LLONG_MAX / 10 ? p * 10 - 1 : LLONG_MAX;
+		long long v[] = { p - 1, p, p + 1, p * 5 + 3, top };
+		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+			for (int sign = 1; sign >= -1; sign -= 2) {
+				char want[32];
+				int n = snprintf(want, sizeof(want), ":%lld\r\n", sign * v[i]);
+				codec_reply_int(out, sign * v[i]);
+				expect_out(want, (size_t)n);
+			}
+		}
+		if (digits < 19)
+			p *= 10;
+	}
+	codec_reply_array(out, 12345);
+	expect_out(LIT("*12345\r\n"));
+	codec_reply_bulk(out, "x", 1);
+	expect_out(LIT("$1\r\nx\r\n"));
+}
+END_TEST
+
 START_TEST(t_reply_bulk)
 {
 	codec_reply_bulk(out, "", 0);
@@ -1472,6 +1498,7 @@ codec_suite(void)
 	tcase_add_test(tc, t_reply_error);
 	tcase_add_test(tc, t_reply_error_long);
 	tcase_add_test(tc, t_reply_int);
+	tcase_add_test(tc, t_reply_int_digits);
 	tcase_add_test(tc, t_reply_bulk);
 	tcase_add_test(tc, t_reply_null);
 	tcase_add_test(tc, t_reply_aggregates);
