@@ -17,12 +17,15 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "xmalloc.h"
+
+#define CONN_IOV 64	/* pieces of output one write takes at most */
 
 struct conn {
 	evutil_socket_t fd;		/* the socket (owned) */
@@ -63,17 +66,36 @@ conn_fail(struct conn *c)
 	event_active(c->ev_gone, EV_TIMEOUT, 0);
 }
 
-/* One write of what the output holds. Whether it is all out now (false
- * also when the write failed: the connection has failed then). */
+/* One write of what the output holds: write() when it is one piece, as
+ * a reply mostly is, else writev() of its first CONN_IOV pieces. Whether it
+ * is all out now (false also when the write failed: the connection has
+ * failed then). */
 static bool
 conn_send(struct conn *c)
 {
-	if (evbuffer_get_length(c->out) == 0)
+	struct evbuffer_iovec v[CONN_IOV];
+	int n = evbuffer_peek(c->out, -1, NULL, v, CONN_IOV);
+	ssize_t w;
+	if (n <= 0)
 		return true;
-	if (evbuffer_write(c->out, c->fd) < 0 && !retriable(errno)) {
+	if (n == 1) {
+		w = write(c->fd, v[0].iov_base, v[0].iov_len);
+	} else {
+		struct iovec iov[CONN_IOV];
+		if (n > CONN_IOV)
+			n = CONN_IOV;
+		for (int i = 0; i < n; i++) {
+			iov[i].iov_base = v[i].iov_base;
+			iov[i].iov_len = v[i].iov_len;
+		}
+		w = writev(c->fd, iov, n);
+	}
+	if (w < 0 && !retriable(errno)) {
 		conn_fail(c);
 		return false;
 	}
+	if (w > 0)
+		evbuffer_drain(c->out, (size_t)w);
 	return evbuffer_get_length(c->out) == 0;
 }
 
