@@ -7,16 +7,17 @@
  * that is the session's job.
  *
  * The socket costs as few system calls as a request allows: one read per
- * readable event, straight into the owner's buffer; the replies of a turn
- * leave in one write when the owner flushes, with no wait for the loop; the
- * write event is added only while output waits for a full socket to drain,
- * so that an answered request costs no epoll_ctl.
+ * readable event, into the owner's buffer; the replies of a turn leave in
+ * one write when the owner flushes, with no wait for the loop; the write
+ * event is added only while output waits for a full socket to drain, so
+ * that an answered request costs no epoll_ctl.
  */
 #include "conn.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -66,10 +67,10 @@ conn_fail(struct conn *c)
 	event_active(c->ev_gone, EV_TIMEOUT, 0);
 }
 
-/* One write of what the output holds: write() when it is one piece, as
- * a reply mostly is, else writev() of its first CONN_IOV pieces. Whether it
- * is all out now (false also when the write failed: the connection has
- * failed then). */
+/* One write of what the output holds: send() when it is one piece, as a
+ * reply mostly is, else sendmsg() of its first CONN_IOV pieces; a peer gone
+ * is an error, never a SIGPIPE. Whether it is all out now (false also when
+ * the write failed: the connection has failed then). */
 static bool
 conn_send(struct conn *c)
 {
@@ -79,16 +80,16 @@ conn_send(struct conn *c)
 	if (n <= 0)
 		return true;
 	if (n == 1) {
-		w = write(c->fd, v[0].iov_base, v[0].iov_len);
+		w = send(c->fd, v[0].iov_base, v[0].iov_len, MSG_NOSIGNAL);
 	} else {
 		struct iovec iov[CONN_IOV];
-		if (n > CONN_IOV)
-			n = CONN_IOV;
-		for (int i = 0; i < n; i++) {
+		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)(n < CONN_IOV ? n :
+		    CONN_IOV) };
+		for (size_t i = 0; i < msg.msg_iovlen; i++) {
 			iov[i].iov_base = v[i].iov_base;
 			iov[i].iov_len = v[i].iov_len;
 		}
-		w = writev(c->fd, iov, n);
+		w = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
 	}
 	if (w < 0 && !retriable(errno)) {
 		conn_fail(c);
