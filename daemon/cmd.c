@@ -64,7 +64,8 @@ struct cmd {
 };
 
 static const struct cmd commands[] = {
-#define CMD_ENTRY(id, name, min, max, flags) { name, sizeof(name) - 1, min, max, flags, cmd_##id },
+#define CMD_ENTRY(id, name, min, max, flags) \
+	{ name, sizeof(name) - 1, min, max, flags, cmd_##id },
 	COMMANDS(CMD_ENTRY)
 #undef CMD_ENTRY
 };
