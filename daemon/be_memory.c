@@ -19,7 +19,6 @@
 #include "backend.h"
 
 #include <stdlib.h>
-#include <sys/queue.h>
 #include <time.h>
 
 #include <event2/buffer.h>
@@ -34,35 +33,45 @@ struct mem_op {
 	enum be_status status;		/* the outcome */
 	uint64_t fence;			/* for acquire and transfer */
 	uint64_t valid_ms;		/* for acquire, transfer and renew */
-	TAILQ_ENTRY(mem_op) entry;	/* on mem->ops */
 };
-TAILQ_HEAD(mem_op_list, mem_op);
+
+/* Completions in the order they were queued, in an array that is reused:
+ * queueing one allocates nothing once the array has grown to the busiest
+ * turn's size. */
+struct mem_queue {
+	struct mem_op *v;		/* v[0, len) are queued */
+	size_t len;
+	size_t cap;			/* allocated entries */
+};
 
 /* The backend's state. */
 struct mem {
 	struct event *ev;		/* runs the queued completions */
-	struct mem_op_list ops;		/* completions waiting for ev */
+	struct mem_queue ops;		/* completions waiting for ev */
+	struct mem_queue running;	/* the turn mem_run is completing */
 	uint64_t fence;			/* last fence handed out */
 	uint64_t nops;			/* operations completed */
 };
 
-/* Run every completion queued before this call; later ones wait a turn. */
+/* Run every completion queued before this call; those queued meanwhile
+ * (into the other array) wait a turn. */
 static void
 mem_run(evutil_socket_t fd, short what, void *arg)
 {
 	struct mem *m = arg;
-	struct mem_op_list batch = TAILQ_HEAD_INITIALIZER(batch);
+	struct mem_queue batch = m->ops;
 	(void)fd;
 	(void)what;
-	TAILQ_CONCAT(&batch, &m->ops, entry);
-	struct mem_op *op;
-	while ((op = TAILQ_FIRST(&batch)) != NULL) {
-		TAILQ_REMOVE(&batch, op, entry);
+	m->ops = m->running;
+	m->ops.len = 0;
+	m->running = batch;
+	for (size_t i = 0; i < batch.len; i++) {
+		const struct mem_op *op = &batch.v[i];
 		struct be_reply r = { op->status, op->fence, op->valid_ms, NULL };
 		m->nops++;
 		op->cb(op->arg, &r);
-		free(op);
 	}
+	m->running.len = 0;
 }
 
 /* Queue a completion, run from the loop by mem_run. */
@@ -71,15 +80,14 @@ mem_queue(struct backend *be, enum be_status status, uint64_t fence, uint64_t va
     be_cb *cb, void *arg)
 {
 	struct mem *m = be->priv;
-	struct mem_op *op = xmalloc(sizeof(*op));
-	op->cb = cb;
-	op->arg = arg;
-	op->status = status;
-	op->fence = fence;
-	op->valid_ms = valid_ms;
-	if (TAILQ_EMPTY(&m->ops))
+	struct mem_queue *q = &m->ops;
+	if (q->len == 0)
 		event_active(m->ev, EV_TIMEOUT, 0);
-	TAILQ_INSERT_TAIL(&m->ops, op, entry);
+	if (q->len == q->cap) {
+		q->cap = q->cap != 0 ? 2 * q->cap : 64;
+		q->v = xreallocarray(q->v, q->cap, sizeof(*q->v));
+	}
+	q->v[q->len++] = (struct mem_op){ cb, arg, status, fence, valid_ms };
 }
 
 /* Set up be->priv: the event that runs completions and the fence counter,
@@ -89,7 +97,6 @@ mem_create(struct backend *be)
 {
 	struct mem *m = xcalloc(1, sizeof(*m));
 	m->ev = event_new(be->base, -1, 0, mem_run, m);
-	TAILQ_INIT(&m->ops);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	m->fence = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
@@ -102,14 +109,15 @@ static void
 mem_destroy(struct backend *be)
 {
 	struct mem *m = be->priv;
-	struct mem_op *op;
-	while ((op = TAILQ_FIRST(&m->ops)) != NULL) {
-		TAILQ_REMOVE(&m->ops, op, entry);
+	/* a completion may queue another: take them one at a time */
+	for (size_t i = 0; i < m->ops.len; i++) {
+		struct mem_op op = m->ops.v[i];
 		struct be_reply r = { BE_ERROR, 0, 0, "the backend is shutting down" };
-		op->cb(op->arg, &r);
-		free(op);
+		op.cb(op.arg, &r);
 	}
 	event_free(m->ev);
+	free(m->ops.v);
+	free(m->running.v);
 	free(m);
 	be->priv = NULL;
 }

@@ -57,13 +57,15 @@ COMMANDS(CMD_DECLARE)
 /* One command. */
 struct cmd {
 	const char *name;	/* upper case */
+	size_t len;		/* strlen(name) */
 	int min, max;		/* argument counts, the name included */
 	int flags;		/* CMD_OPEN */
 	cmd_fn *fn;		/* handler */
 };
 
 static const struct cmd commands[] = {
-#define CMD_ENTRY(id, name, min, max, flags) { name, min, max, flags, cmd_##id },
+#define CMD_ENTRY(id, name, min, max, flags) \
+	{ name, sizeof(name) - 1, min, max, flags, cmd_##id },
 	COMMANDS(CMD_ENTRY)
 #undef CMD_ENTRY
 };
@@ -539,10 +541,14 @@ void
 cmd_dispatch(struct session *s, const struct codec_frame *f)
 {
 	const struct cmd *c = NULL;
+	/* the length and the first letter rule out all but one name */
+	char first = (char)(f->argv[0][0] & ~0x20);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (f->argvlen[0] == strlen(commands[i].name) &&
-		    strcasecmp(f->argv[0], commands[i].name) == 0)
+		if (f->argvlen[0] == commands[i].len && first == commands[i].name[0] &&
+		    strcasecmp(f->argv[0], commands[i].name) == 0) {
 			c = &commands[i];
+			break;
+		}
 	if (c == NULL) {
 		char name[64];
 		size_t n = f->argvlen[0] < sizeof(name) - 1 ? f->argvlen[0] : sizeof(name) - 1;

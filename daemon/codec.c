@@ -406,6 +406,69 @@ codec_quote_byte(unsigned char ch, char *dst, size_t size)
 }
 
 /*
+ * The digits of a length that start at p[*pos] (no leading zero, no sign)
+ * and the CRLF after them, all within avail bytes, for a value of at most
+ * avail: 1 with *value set and *pos past the CRLF, else 0 (a larger value
+ * cannot belong to a frame that is whole within avail).
+ */
+static int
+codec_fast_len(const char *p, size_t avail, size_t *pos, size_t *value)
+{
+	size_t i = *pos, v = 0;
+	if (i >= avail || p[i] < '0' || p[i] > '9' || (p[i] == '0' && i + 1 < avail &&
+	    p[i + 1] != '\r'))
+		return 0;
+	for (; i < avail && p[i] >= '0' && p[i] <= '9'; i++) {
+		if (v > avail / 10)
+			return 0;
+		v = v * 10 + (size_t)(p[i] - '0');
+	}
+	if (v > avail || i + 1 >= avail || p[i] != '\r' || p[i + 1] != '\n')
+		return 0;
+	*value = v;
+	*pos = i + 2;
+	return 1;
+}
+
+/*
+ * The common case in one pass: a multibulk frame at buf[start] that is
+ * whole within the first avail bytes (and so within the size limit), well
+ * formed, with 1 to max_args arguments. Records its arguments, NUL-terminates
+ * them and returns 1 with *len its wire size. Anything else (a frame still
+ * arriving, an empty array, any error) returns 0 having changed nothing, and
+ * the state machine parses the frame from its first byte: what a frame
+ * yields never depends on whether it came whole.
+ */
+static int
+codec_whole_frame(struct codec *c, size_t avail, size_t *len)
+{
+	char *p = c->buf + c->start;
+	size_t pos = 1, n, blen;
+
+	if (!codec_fast_len(p, avail, &pos, &n) || n == 0 || n > c->max_args ||
+	    n > (avail - pos) / CODEC_MIN_BULK)
+		return 0;
+	codec_args_reserve(c, n);
+	for (size_t i = 0; i < n; i++) {
+		if (pos >= avail || p[pos] != '$')
+			return 0;
+		pos++;
+		if (!codec_fast_len(p, avail, &pos, &blen) || blen > avail - pos ||
+		    avail - pos - blen < 2 || p[pos + blen] != '\r' || p[pos + blen + 1] != '\n')
+			return 0;
+		c->argoff[i] = pos;
+		c->argvlen[i] = blen;
+		pos += blen + 2;
+	}
+	/* the whole frame is good: only now is the buffer written to */
+	for (size_t i = 0; i < n; i++)
+		p[c->argoff[i] + c->argvlen[i]] = '\0';
+	c->argc = n;
+	*len = pos;
+	return 1;
+}
+
+/*
  * Parse on from where the last call stopped. The frame's arguments point
  * into the buffer (see the top of this file).
  */
@@ -435,6 +498,9 @@ codec_next(struct codec *c, struct codec_frame *out)
 				return CODEC_MORE;
 			c->argc = 0;
 			if (p[0] == '*') {
+				size_t len;
+				if (codec_whole_frame(c, avail, &len))
+					return codec_emit(c, out, len, 0);
 				c->state = CS_MB_COUNT;
 				c->pos = 1;
 				continue;
@@ -554,26 +620,40 @@ codec_next(struct codec *c, struct codec_frame *out)
 
 /*
  * Format "<type><n>\r\n" into dst (at least 24 bytes); returns its length.
+ * The digits are written from the end, two at a time from a table: replies
+ * are mostly integers, and a fence has sixteen digits.
  */
 static size_t
 codec_format_header(char *dst, char type, long long n)
 {
+	static const char pairs[] =
+	    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	    "8081828384858687888990919293949596979899";
 	char tmp[24];
-	size_t len = 0, i = 0;
+	char *p = tmp + sizeof(tmp);
 	unsigned long long u = n < 0 ? 0ULL - (unsigned long long)n : (unsigned long long)n;
 
-	do {
-		tmp[len++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u != 0);
-	dst[i++] = type;
+	*--p = '\n';
+	*--p = '\r';
+	while (u >= 100) {
+		unsigned d = (unsigned)(u % 100) * 2;
+		u /= 100;
+		p -= 2;
+		memcpy(p, pairs + d, 2);
+	}
+	if (u >= 10) {
+		p -= 2;
+		memcpy(p, pairs + u * 2, 2);
+	} else {
+		*--p = (char)('0' + u);
+	}
 	if (n < 0)
-		dst[i++] = '-';
-	while (len > 0)
-		dst[i++] = tmp[--len];
-	dst[i++] = '\r';
-	dst[i++] = '\n';
-	return i;
+		*--p = '-';
+	*--p = type;
+	size_t len = (size_t)(tmp + sizeof(tmp) - p);
+	memcpy(dst, p, len);
+	return len;
 }
 
 static void

@@ -1,12 +1,16 @@
 /*
  * conn — one buffered client connection.
  *
- * A connection moves bytes between its socket and two evbuffers and calls
- * its owner through one callback with an event kind; the peer going away is
- * just another event. It never parses anything.
+ * A connection moves bytes between its socket and its owner: the owner
+ * takes what arrived with conn_read() when told CONN_READ, and appends its
+ * replies to conn_output(), which conn_flush() sends. It calls its owner
+ * through one callback with an event kind; the peer going away is just
+ * another event. It never parses anything.
  */
 #ifndef DLOCKD_CONN_H
 #define DLOCKD_CONN_H
+
+#include <stddef.h>
 
 #include <event2/util.h>
 
@@ -14,21 +18,37 @@ struct event_base;
 struct evbuffer;
 struct conn;
 
+#define CONN_READ_MAX 16384	/* bytes an owner should take per CONN_READ */
+
 enum conn_event {
-	CONN_READ,	/* bytes arrived: see conn_input() */
-	CONN_WRITTEN,	/* the output buffer was written out completely */
+	CONN_READ,	/* bytes are waiting: take them with conn_read() */
+	CONN_WRITTEN,	/* output that had to wait for the socket is all written */
 	CONN_GONE	/* the peer closed, an error, or conn_close() completed */
 };
 
 /* The owner's callback. On CONN_GONE the owner must conn_destroy() it. */
 typedef void conn_cb(void *arg, enum conn_event ev);
 
-/* Wrap an accepted socket, which it owns from now on. */
+/* Wrap an accepted socket, which it owns from now on (it is made
+ * non-blocking). Never NULL; the caller owns it (conn_destroy). */
 struct conn *conn_create(struct event_base *base, evutil_socket_t fd, conn_cb *cb, void *arg);
 /* Close now; no callback follows. */
 void conn_destroy(struct conn *c);
-struct evbuffer *conn_input(struct conn *c);
+/*
+ * Take up to size bytes the peer sent into buf: one read from the socket.
+ * Returns how many, or 0 when none is waiting now. The end of the stream and
+ * errors return 0 and are told as CONN_GONE from the event loop.
+ */
+size_t conn_read(struct conn *c, void *buf, size_t size);
+/* Where replies go; they leave on conn_flush() or conn_close(). */
 struct evbuffer *conn_output(struct conn *c);
+/*
+ * Send what the output holds, as far as the socket takes it now (one write);
+ * the rest goes as the socket drains (CONN_WRITTEN then). It never calls the
+ * owner back, so that it may be called from inside any callback: a failed
+ * write is told as CONN_GONE from the event loop.
+ */
+void conn_flush(struct conn *c);
 /* Pause (on = 0) or resume (on = 1) reading from the peer. */
 void conn_read_enable(struct conn *c, int on);
 /* Stop reading; CONN_GONE follows once the output is written (or fails). */

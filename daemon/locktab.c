@@ -52,6 +52,8 @@
 #include "hashtab.h"
 #include "heap.h"
 #include "log.h"
+#include "pool.h"
+#include "token.h"
 #include "xmalloc.h"
 
 #define LT_IDLE_KEYS_MAX 4096	/* idle keys kept for their last fence */
@@ -59,6 +61,7 @@
 #define LT_RENEW_RETRY_MS 1000	/* longest pause before retrying a renewal */
 #define LT_RENEW_QUANTUM_MS 100	/* renewals due within one quantum go together */
 #define LT_LOSS_LOG_MS 1000	/* losses after a logged one are summed up this long */
+#define LT_SPARE_MAX 1024	/* spare waiters, holdings and operations kept each */
 
 _Static_assert(LT_NEVER == HEAP_NEVER, "a deadline of LT_NEVER is off the heap");
 
@@ -206,6 +209,9 @@ struct locktab {
 	char loss_key[LOG_KEY_BUF];	/* the first of them, escaped */
 	char loss_reason[128];		/* and why */
 	struct lt_stats stats;		/* counters */
+	struct pool waiter_pool;	/* spare struct lt_waiter records */
+	struct pool hold_pool;		/* spare struct lt_hold records */
+	struct pool op_pool;		/* spare struct lt_op records */
 };
 
 static void pump(struct locktab *lt, struct lt_key *k);
@@ -397,20 +403,6 @@ key_compatible(const struct lt_key *k, enum lock_mode mode, unsigned limit)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-/* A fresh random token: 128 bits from the kernel's CSPRNG, in hex. */
-static void
-token_new(char out[TOKEN_LEN + 1])
-{
-	static const char hex[] = "0123456789abcdef";
-	unsigned char raw[TOKEN_LEN / 2];
-	arc4random_buf(raw, sizeof(raw));
-	for (size_t i = 0; i < sizeof(raw); i++) {
-		out[2 * i] = hex[raw[i] >> 4];
-		out[2 * i + 1] = hex[raw[i] & 15];
-	}
-	out[TOKEN_LEN] = '\0';
-}
-
 /* Whether leases live in this process (the memory backend). */
 static bool
 local_leases(const struct locktab *lt)
@@ -511,7 +503,7 @@ static struct lt_op *
 op_new(struct locktab *lt, enum op_kind kind, struct lt_owner *o, lt_done_cb *done,
     void *arg)
 {
-	struct lt_op *op = xcalloc(1, sizeof(*op));
+	struct lt_op *op = pool_get(&lt->op_pool);
 	op->lt = lt;
 	op->kind = kind;
 	op->sent_at = locktab_now(lt);
@@ -529,10 +521,11 @@ op_new(struct locktab *lt, enum op_kind kind, struct lt_owner *o, lt_done_cb *do
 static void
 op_free(struct lt_op *op)
 {
+	struct locktab *lt = op->lt;
 	if (op->owner != NULL)
 		TAILQ_REMOVE(&op->owner->ops, op, oentry);
-	op->lt->inflight--;
-	free(op);
+	lt->inflight--;
+	pool_put(&lt->op_pool, op);
 }
 
 /* Tell the command waiting on op, if its owner still lives. */
@@ -618,7 +611,7 @@ hold_maybe_free(struct locktab *lt, struct lt_hold *h)
 	if (h->state != H_GONE || h->tomb || h->ops > 0)
 		return;
 	key_unref(lt, h->key);
-	free(h);
+	pool_put(&lt->hold_pool, h);
 }
 
 /* Take an ACTIVE holding off its key, and a detached one off its creator. */
@@ -800,7 +793,7 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 			token_new(w->terms.token);	/* the next try is a new lease */
 		return;
 	}
-	struct lt_hold *h = xcalloc(1, sizeof(*h));
+	struct lt_hold *h = pool_get(&lt->hold_pool);
 	timer_init(&h->timer, TIMER_HOLD);
 	h->key = k;
 	key_ref(lt, k);
@@ -1103,7 +1096,7 @@ waiter_free(struct locktab *lt, struct lt_waiter *w)
 	}
 	lt->stats.waiters--;
 	key_unref(lt, k);
-	free(w);
+	pool_put(&lt->waiter_pool, w);
 }
 
 /* Send w to the backend: an acquire, or a transfer from holding from (whose
@@ -1244,6 +1237,9 @@ locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *
 	lt->armed = LT_NEVER;
 	timer_init(&lt->log_timer, TIMER_LOG);
 	TAILQ_INIT(&lt->idle);
+	pool_init(&lt->waiter_pool, sizeof(struct lt_waiter), LT_SPARE_MAX);
+	pool_init(&lt->hold_pool, sizeof(struct lt_hold), LT_SPARE_MAX);
+	pool_init(&lt->op_pool, sizeof(struct lt_op), LT_SPARE_MAX);
 	be->up.wakeup = on_wakeup;
 	be->up.expire = on_expire;
 	be->up.arg = lt;
@@ -1277,6 +1273,9 @@ locktab_destroy(struct locktab *lt)
 	}
 	hashtab_destroy(lt->keys);
 	heap_fini(&lt->deadlines);
+	pool_fini(&lt->waiter_pool);
+	pool_fini(&lt->hold_pool);
+	pool_fini(&lt->op_pool);
 	free(lt);
 }
 
@@ -1424,7 +1423,8 @@ token_hold(const struct lt_key *k, const char *token)
 static void
 catch_up(struct locktab *lt)
 {
-	if (locktab_next_deadline(lt) <= locktab_now(lt))
+	uint64_t next = locktab_next_deadline(lt);
+	if (next != LT_NEVER && next <= locktab_now(lt))
 		locktab_tick(lt);
 }
 
@@ -1472,8 +1472,9 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 		return LT_NOT_GRANTED;
 	}
 
-	k = key_get(lt, req->key, req->keylen);
-	struct lt_waiter *w = xcalloc(1, sizeof(*w));
+	if (k == NULL)
+		k = key_get(lt, req->key, req->keylen);
+	struct lt_waiter *w = pool_get(&lt->waiter_pool);
 	timer_init(&w->timer, TIMER_WAITER);
 	w->key = k;
 	key_ref(lt, k);

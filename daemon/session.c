@@ -81,11 +81,14 @@ session_run(struct session *s)
 	while (!s->pending && !s->closing) {
 		struct codec_frame f;
 		if (evbuffer_get_length(session_out(s)) >= SESSION_OUTPUT_HIGH) {
+			conn_flush(s->conn);
 			/* a peer that sends without reading: stop taking its
 			 * requests until it has read what it was sent */
-			s->throttled = true;
-			conn_read_enable(s->conn, 0);
-			break;
+			if (evbuffer_get_length(session_out(s)) >= SESSION_OUTPUT_HIGH) {
+				s->throttled = true;
+				conn_read_enable(s->conn, 0);
+				break;
+			}
 		}
 		enum codec_status st = codec_next(s->codec, &f);
 		if (st == CODEC_MORE)
@@ -104,8 +107,11 @@ session_run(struct session *s)
 		}
 		cmd_dispatch(s, &f);
 	}
+	/* the replies of this turn leave together */
 	if (s->closing)
 		conn_close(s->conn);
+	else
+		conn_flush(s->conn);
 }
 
 static void
@@ -127,13 +133,20 @@ on_resume(evutil_socket_t fd, short what, void *arg)
 	session_run(s);
 }
 
+/* The waiting command's reply is written. With no request buffered behind
+ * it, the reply leaves now; else the loop runs the session on (never from
+ * here, inside a lock-table callback). */
 void
 session_resume(struct session *s)
 {
 	s->pending = false;
 	s->waiting_lock = false;
-	s->last_active_ms = clock_ms();
-	event_active(s->ev_resume, EV_TIMEOUT, 0);
+	if (s->ev_idle != NULL)
+		s->last_active_ms = clock_ms();
+	if (codec_buffered(s->codec) == 0 && !s->closing)
+		conn_flush(s->conn);
+	else
+		event_active(s->ev_resume, EV_TIMEOUT, 0);
 }
 
 /* Arm the idle timer to fire ms from now. */
@@ -167,22 +180,17 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Move what the socket delivered into the codec. */
+/* Move what the socket delivered into the codec and run the requests. */
 static void
 session_read(struct session *s)
 {
-	struct evbuffer *in = conn_input(s->conn);
-	struct evbuffer_iovec vec[8];
-	int n;
-	s->last_active_ms = clock_ms();
-	while ((n = evbuffer_peek(in, -1, NULL, vec, 8)) > 0) {
-		size_t done = 0;
-		for (int i = 0; i < n && i < 8; i++) {
-			codec_feed(s->codec, vec[i].iov_base, vec[i].iov_len);
-			done += vec[i].iov_len;
-		}
-		evbuffer_drain(in, done);
-	}
+	char buf[CONN_READ_MAX];
+	size_t n = conn_read(s->conn, buf, sizeof(buf));
+	if (n == 0)
+		return;	/* nothing yet, or the peer is gone (CONN_GONE follows) */
+	if (s->ev_idle != NULL)
+		s->last_active_ms = clock_ms();
+	codec_feed(s->codec, buf, n);
 	size_t limit = (size_t)s->srv->conf->max_request_bytes * SESSION_PIPELINE_FRAMES;
 	if (limit < SESSION_PIPELINE_MIN)
 		limit = SESSION_PIPELINE_MIN;
@@ -230,6 +238,7 @@ on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *r
 	    (unsigned long long)fence, reason);
 	if (s->lost_push) {
 		cmd_push_lost(s, key, keylen, (unsigned long long)fence, reason);
+		conn_flush(s->conn);
 		return;
 	}
 	struct lost_notice *n = xcalloc(1, sizeof(*n));

@@ -205,6 +205,42 @@ START_TEST(t_mb_whole)
 }
 END_TEST
 
+/*
+ * A frame that is not whole when codec_next first sees it is taken by the
+ * state machine, which goes on from where it stopped; one that is whole is
+ * taken in one pass, and a whole frame that turns out bad halfway leaves
+ * the buffer as it was for the state machine's error.
+ */
+START_TEST(t_mb_whole_or_not)
+{
+	struct codec *c = mk(65536, 64);
+	feeds(c, "*3\r\n$1\r\na\r\n$1\r\nb\r\n");	/* two of three */
+	expect_status(c, CODEC_MORE);
+	feeds(c, "$2\r\ncd\r\n*1\r\n$4\r\nPING\r\n");
+	expect_frame(c, 0, 3, "a", "b", "cd");
+	expect_frame(c, 0, 1, "PING");
+	expect_status(c, CODEC_MORE);
+	codec_destroy(c);
+
+	c = mk(65536, 64);
+	feeds(c, "*2\r\n$1\r\na\r\n$1\r\nbc\r\n");
+	expect_status(c, CODEC_ERROR);
+	ck_assert_str_eq(codec_error(c), "Protocol error: bulk string not terminated by CRLF");
+	codec_destroy(c);
+
+	/* a count of more arguments than the bytes could hold, and lengths of
+	 * more digits than any whole frame: not whole, not errors yet */
+	c = mk(0, 0);
+	feeds(c, "*99999\r\n$1\r\na\r\n");
+	expect_status(c, CODEC_MORE);
+	codec_destroy(c);
+	c = mk(0, 0);
+	feeds(c, "*1\r\n$123456789012345678\r\nab\r\n");
+	expect_status(c, CODEC_MORE);
+	codec_destroy(c);
+}
+END_TEST
+
 START_TEST(t_mb_empty_arg)
 {
 	struct codec *c = mk(65536, 64);
@@ -1274,6 +1310,32 @@ START_TEST(t_reply_int)
 }
 END_TEST
 
+/* Every number of digits, both signs, at and around each power of ten, as
+ * printf writes them. */
+START_TEST(t_reply_int_digits)
+{
+	long long p = 1;
+	for (int digits = 1; digits <= 19; digits++) {
+		long long top = p <= LLONG_MAX / 10 ? p * 10 - 1 : LLONG_MAX;
+		long long v[] = { p - 1, p, p + 1, p * 5 + 3, top };
+		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+			for (int sign = 1; sign >= -1; sign -= 2) {
+				char want[32];
+				int n = snprintf(want, sizeof(want), ":%lld\r\n", sign * v[i]);
+				codec_reply_int(out, sign * v[i]);
+				expect_out(want, (size_t)n);
+			}
+		}
+		if (digits < 19)
+			p *= 10;
+	}
+	codec_reply_array(out, 12345);
+	expect_out(LIT("*12345\r\n"));
+	codec_reply_bulk(out, "x", 1);
+	expect_out(LIT("$1\r\nx\r\n"));
+}
+END_TEST
+
 START_TEST(t_reply_bulk)
 {
 	codec_reply_bulk(out, "", 0);
@@ -1414,6 +1476,7 @@ codec_suite(void)
 
 	TCase *tc = tcase_create("multibulk");
 	tcase_add_test(tc, t_mb_whole);
+	tcase_add_test(tc, t_mb_whole_or_not);
 	tcase_add_test(tc, t_mb_empty_arg);
 	tcase_add_test(tc, t_mb_binary);
 	tcase_add_test(tc, t_mb_large_bulk);
@@ -1472,6 +1535,7 @@ codec_suite(void)
 	tcase_add_test(tc, t_reply_error);
 	tcase_add_test(tc, t_reply_error_long);
 	tcase_add_test(tc, t_reply_int);
+	tcase_add_test(tc, t_reply_int_digits);
 	tcase_add_test(tc, t_reply_bulk);
 	tcase_add_test(tc, t_reply_null);
 	tcase_add_test(tc, t_reply_aggregates);
