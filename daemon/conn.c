@@ -83,8 +83,8 @@ conn_send(struct conn *c)
 		w = send(c->fd, v[0].iov_base, v[0].iov_len, MSG_NOSIGNAL);
 	} else {
 		struct iovec iov[CONN_IOV];
-		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)(n < CONN_IOV ? n :
-		    CONN_IOV) };
+		struct msghdr msg = { .msg_iov = iov };
+		msg.msg_iovlen = (size_t)(n < CONN_IOV ? n : CONN_IOV);
 		for (size_t i = 0; i < msg.msg_iovlen; i++) {
 			iov[i].iov_base = v[i].iov_base;
 			iov[i].iov_len = v[i].iov_len;
