@@ -366,14 +366,32 @@ note_error(struct bench *b, const char *fmt, ...)
 
 /* ---- requests ---- */
 
+/* v in decimal at out (room for 20 digits), without a NUL; its length.
+ * Requests are built for every acquisition: no printf on that path. */
+static size_t
+fmt_dec(char *out, unsigned long long v)
+{
+	char tmp[20];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (size_t i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
 /* Append one RESP bulk string to the client's output. */
 static void
 put_bulk(struct client *c, const char *s, size_t len)
 {
-	int n = snprintf(c->out + c->outlen, OUT_SIZE - c->outlen, "$%zu\r\n", len);
-	if (n < 0 || c->outlen + (size_t)n + len + 2 > OUT_SIZE)
+	if (c->outlen + 1 + 20 + 2 + len + 2 > OUT_SIZE)
 		die("request too long (key prefix too long?)");
-	c->outlen += (size_t)n;
+	c->out[c->outlen++] = '$';
+	c->outlen += fmt_dec(c->out + c->outlen, len);
+	memcpy(c->out + c->outlen, "\r\n", 2);
+	c->outlen += 2;
 	memcpy(c->out + c->outlen, s, len);
 	c->outlen += len;
 	memcpy(c->out + c->outlen, "\r\n", 2);
@@ -384,7 +402,10 @@ put_bulk(struct client *c, const char *s, size_t len)
 static void
 put_array(struct client *c, int argc)
 {
-	c->outlen = (size_t)snprintf(c->out, OUT_SIZE, "*%d\r\n", argc);
+	c->out[0] = '*';
+	c->outlen = 1 + fmt_dec(c->out + 1, (unsigned long long)argc);
+	memcpy(c->out + c->outlen, "\r\n", 2);
+	c->outlen += 2;
 	c->outoff = 0;
 }
 
@@ -398,16 +419,18 @@ static void
 put_key(struct client *c)
 {
 	char key[200];
-	int n = snprintf(key, sizeof(key), "%s%ld", c->b->o->prefix, c->key);
-	put_bulk(c, key, (size_t)n);
+	size_t plen = strlen(c->b->o->prefix);
+	if (plen + 20 > sizeof(key))
+		die("key prefix too long");
+	memcpy(key, c->b->o->prefix, plen);
+	put_bulk(c, key, plen + fmt_dec(key + plen, (unsigned long long)c->key));
 }
 
 static void
 put_num(struct client *c, unsigned long long v)
 {
-	char num[32];
-	int n = snprintf(num, sizeof(num), "%llu", v);
-	put_bulk(c, num, (size_t)n);
+	char num[20];
+	put_bulk(c, num, fmt_dec(num, v));
 }
 
 static void client_dead(struct client *c, const char *why);
