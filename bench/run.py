@@ -597,7 +597,7 @@ def write_markdown(path, meta, recs, goal_rows, plots):
         for name, why in sorted(meta["skipped_servers"].items()):
             lines.append("**%s could not be started** (%s): its runs are skipped." % (name, why))
         lines.append("")
-    lines.append("## Goals (issue 9)")
+    lines.append("## Goals")
     lines.append("")
     lines.append("| goal | measured on | this run | ratio | goal | met |")
     lines.append("|---|---|--:|--:|--:|---|")
