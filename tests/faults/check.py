@@ -217,7 +217,7 @@ def check(events, workers, faults, resource, params):
 
     _check_resource(events, workers, faults, resource, res)
     _check_validity(holdings, params, res)
-    if params.get("backend") in ("redis", "etcd"):
+    if params.get("backend") in ("redis", "redis-cache", "etcd"):
         _check_notice_after_resume(holdings, faults, params, res)
     rec = params.get("recovery_from")
     if rec is not None:
