@@ -83,6 +83,7 @@
 #include <hiredis/hiredis.h>
 
 #include "clock.h"
+#include "codec.h"
 #include "conf.h"
 #include "hashtab.h"
 #include "log.h"
@@ -830,23 +831,6 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 	}
 }
 
-/* n in decimal then CR LF at out (room for 22 bytes); the length. */
-static size_t
-resp_num(char *out, size_t n)
-{
-	char tmp[20];
-	size_t len = 0, i = 0;
-	do {
-		tmp[len++] = (char)('0' + n % 10);
-		n /= 10;
-	} while (n != 0);
-	while (len > 0)
-		out[i++] = tmp[--len];
-	out[i++] = '\r';
-	out[i++] = '\n';
-	return i;
-}
-
 /*
  * Queue op's call on ctx as one RESP array. hiredis's own formatting of an
  * argument vector (sdscatfmt per argument) was the largest user-space cost
@@ -862,11 +846,9 @@ op_queue(redisAsyncContext *ctx, struct rd_op *op)
 		need += 1 + 22 + op->argvlen[i] + 2;
 	if (need > sizeof(stack))
 		buf = xmalloc(need);
-	buf[len++] = '*';
-	len += resp_num(buf + len, (size_t)op->argc);
+	len += codec_format_header(buf + len, '*', op->argc);
 	for (int i = 0; i < op->argc; i++) {
-		buf[len++] = '$';
-		len += resp_num(buf + len, op->argvlen[i]);
+		len += codec_format_header(buf + len, '$', (long long)op->argvlen[i]);
 		memcpy(buf + len, op->argv[i], op->argvlen[i]);
 		len += op->argvlen[i];
 		buf[len++] = '\r';

@@ -623,7 +623,7 @@ codec_next(struct codec *c, struct codec_frame *out)
  * The digits are written from the end, two at a time from a table: replies
  * are mostly integers, and a fence has sixteen digits.
  */
-static size_t
+size_t
 codec_format_header(char *dst, char type, long long n)
 {
 	static const char pairs[] =

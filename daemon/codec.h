@@ -59,6 +59,11 @@ const char *codec_error(const struct codec *c);
  * arrays count as consumed). */
 size_t codec_buffered(const struct codec *c);
 
+/* Write the RESP header "<type><n>\r\n" (e.g. '*' and an argument count, '$'
+ * and a length) at dst, which has room for 24 bytes; returns its length. The
+ * redis backend builds its requests with it too. */
+size_t codec_format_header(char *dst, char type, long long n);
+
 /* Reply writers. Strings given to simple/error must not contain CR or LF
  * (codec_reply_error replaces them with spaces; so does codec_reply_simple,
  * as a safeguard). */
