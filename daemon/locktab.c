@@ -547,9 +547,11 @@ op_done(struct lt_op *op, enum lt_status st, const struct lt_grant *g, long long
 static void
 measure(struct locktab *lt, enum lt_measure what, uint64_t start)
 {
-	uint64_t now = locktab_now(lt);
-	if (lt->measure != NULL)
-		lt->measure(lt->measure_arg, what, now > start ? now - start : 0);
+	uint64_t now;
+	if (lt->measure == NULL)
+		return;
+	now = locktab_now(lt);
+	lt->measure(lt->measure_arg, what, now > start ? now - start : 0);
 }
 
 /* k's name escaped for a key=value log line (spaces too); returns buf. */

@@ -18,7 +18,6 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 
 #include "addr.h"
 #include "backend.h"
@@ -84,7 +83,7 @@ _Static_assert(sizeof(wait_bounds) / sizeof(wait_bounds[0]) <= METRICS_BUCKETS_M
     "too many wait buckets");
 
 /* The op label of each backend measure of the lock table. */
-static const char *const backend_ops[LT_M_COUNT] = {
+static const char *const op_labels[LT_M_COUNT] = {
 	[LT_M_ACQUIRE] = "acquire",
 	[LT_M_RELEASE] = "release",
 	[LT_M_RENEW] = "renew",
@@ -217,7 +216,6 @@ metrics_write(struct metrics *m, struct evbuffer *out)
 	evbuffer_add_printf(out, METRICS_PREFIX #name " %" PRIu64 "\n", (uint64_t)(value));
 	METRICS_LIST(METRICS_WRITE)
 #undef METRICS_WRITE
-	(void)why;
 
 	head_write(out, "build_info", "gauge", "the version and backend of this dlockd; always 1");
 	evbuffer_add_printf(out, METRICS_PREFIX "build_info{version=\"%s\",backend=\"%s\"} 1\n",
@@ -226,9 +224,9 @@ metrics_write(struct metrics *m, struct evbuffer *out)
 	head_write(out, "backend_request_duration_seconds", "histogram",
 	    "backend operations by op, from the call to the reply (millisecond resolution)");
 	for (size_t i = 0; i < LT_M_COUNT; i++) {
-		if (backend_ops[i] == NULL)
+		if (op_labels[i] == NULL)
 			continue;
-		snprintf(labels, sizeof(labels), "op=\"%s\"", backend_ops[i]);
+		snprintf(labels, sizeof(labels), "op=\"%s\"", op_labels[i]);
 		metrics_hist_write(out, METRICS_PREFIX "backend_request_duration_seconds", labels,
 		    &m->backend[i]);
 	}
