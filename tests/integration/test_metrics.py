@@ -350,6 +350,13 @@ class TestMetrics(MetricsMixin, unittest.TestCase):
         hangup(d)
         self.wait_log(r'info  close id=%d addr=\S+ reason="peer closed"$' % did,
                       "the close line of a peer that left")
+        # a protocol error: the daemon closes, and says why
+        raw = socket.create_connection(("127.0.0.1", self.daemon.port), timeout=5)
+        self.addCleanup(raw.close)
+        raw.sendall(b"*1\r\n$-5\r\n")
+        self.assertTrue(raw.recv(200).startswith(b"-ERR Protocol error"))
+        self.wait_log(r'info  close id=\d+ addr=127\.0\.0\.1:%d reason="protocol error"$'
+                      % raw.getsockname()[1], "the close line of a protocol error")
 
 
 class TestMetricsStart(unittest.TestCase):
