@@ -315,6 +315,7 @@ cmd_quit(struct session *s, const struct codec_frame *f)
 	(void)f;
 	codec_reply_simple(session_out(s), "OK");
 	s->closing = true;
+	s->close_reason = "quit";
 }
 
 static void

@@ -80,6 +80,7 @@ static const struct conf_setting conf_table[] = {
 	  .defstr = "127.0.0.1:7480" },
 	{ .name = "unix_socket_mode", .type = CONF_MODE, .off = OFF(unix_socket_mode), .max = 0777,
 	  .def = 0660 },
+	{ .name = "metrics", .type = CONF_SERVER, .off = OFF(metrics) },
 	{ .name = "auth.password", .type = CONF_SECRET, .off = OFF(password), .reloadable = 1 },
 	{ .name = "auth.password_file", .type = CONF_SECRET_FILE, .off = OFF(password_file),
 	  .pair = "auth.password", .reloadable = 1 },

@@ -75,6 +75,7 @@ struct conf {
 	char **listen;			/* listener addresses as written */
 	size_t nlisten;			/* how many */
 	long long unix_socket_mode;	/* permission bits of Unix sockets */
+	struct addr metrics;		/* the metrics HTTP listener; text "" when off */
 
 	char *password;			/* required password, NULL for none */
 	char *password_file;		/* where password was read from, or NULL */

@@ -97,6 +97,7 @@ struct lt_waiter {
 	struct lt_terms terms;		/* the lease it asks for */
 	uint64_t ttl_ms;		/* the holder's TTL */
 	uint64_t deadline;		/* end of WAIT, LT_NEVER for none */
+	uint64_t queued_at;		/* when the LOCK was queued */
 	bool detach;			/* not bound to the owner once granted */
 	bool try_once;			/* WAIT 0 */
 	enum waiter_state state;	/* QUEUED or ACQUIRING */
@@ -119,6 +120,8 @@ struct lt_hold {
 	uint64_t fence;			/* fence of the grant */
 	uint64_t ttl_ms;		/* the holder's TTL */
 	unsigned count;			/* hold count (reentrancy) */
+	uint64_t owner_id;		/* id of the owner that took it, for logs */
+	uint64_t granted_at;		/* when it was granted */
 	uint64_t expires;		/* end of the holder's lease */
 	uint64_t span;			/* the longest validity a lease reply promised */
 	uint64_t renew_at;		/* next renewal (bound holdings) */
@@ -209,6 +212,8 @@ struct locktab {
 	char loss_key[LOG_KEY_BUF];	/* the first of them, escaped */
 	char loss_reason[128];		/* and why */
 	struct lt_stats stats;		/* counters */
+	lt_measure_cb *measure;		/* told of durations, or NULL */
+	void *measure_arg;		/* its argument */
 	struct pool waiter_pool;	/* spare struct lt_waiter records */
 	struct pool hold_pool;		/* spare struct lt_hold records */
 	struct pool op_pool;		/* spare struct lt_op records */
@@ -538,16 +543,44 @@ op_done(struct lt_op *op, enum lt_status st, const struct lt_grant *g, long long
 
 /* ---- logging ------------------------------------------------------------ */
 
+/* Tell the measure hook that what took from start until now. */
+static void
+measure(struct locktab *lt, enum lt_measure what, uint64_t start)
+{
+	uint64_t now;
+	if (lt->measure == NULL)
+		return;
+	now = locktab_now(lt);
+	lt->measure(lt->measure_arg, what, now > start ? now - start : 0);
+}
+
+/* k's name escaped for a key=value log line (spaces too); returns buf. */
+static const char *
+key_log(char *buf, size_t size, const struct lt_key *k)
+{
+	return log_escape(buf, size, k->name, k->len, LOG_ESC_SPACE);
+}
+
+/* The id of owner o for logs, 0 for none. */
+static unsigned long long
+owner_log_id(const struct lt_owner *o)
+{
+	return o != NULL ? (unsigned long long)o->id : 0;
+}
+
 /* Log a loss: the first of a burst at once, the others of the next
  * LT_LOSS_LOG_MS in one summary line, so that an outage that takes many
  * locks logs two lines. Each loss is logged alone at debug level. */
 static void
 note_loss(struct locktab *lt, const struct lt_hold *h, const char *reason)
 {
-	char kb[LOG_KEY_BUF];
+	char kb[LOG_KEY_BUF], rb[LOG_KEY_BUF];
+	if (log_min_level <= LOG_LEVEL_DEBUG)
+		log_debug("lost key=%s fence=%llu session=%llu reason=\"%s\"",
+		    key_log(kb, sizeof(kb), h->key), (unsigned long long)h->fence,
+		    (unsigned long long)h->owner_id,
+		    log_escape(rb, sizeof(rb), reason, strlen(reason), 0));
 	log_escape(kb, sizeof(kb), h->key->name, h->key->len, 0);
-	log_debug("lock lost: key '%s' fence %llu: %s", kb, (unsigned long long)h->fence,
-	    reason);
 	if (!timer_pending(&lt->log_timer)) {
 		log_warn("lock lost: key '%s' fence %llu: %s", kb, (unsigned long long)h->fence,
 		    reason);
@@ -661,6 +694,7 @@ on_release(void *arg, const struct be_reply *r)
 {
 	struct lt_op *op = arg;
 	struct locktab *lt = op->lt;
+	measure(lt, LT_M_RELEASE, op->sent_at);
 	if (r->status == BE_OK) {
 		op_done(op, LT_OK, NULL, 0);
 	} else if (r->status == BE_NOTOWNER) {
@@ -801,6 +835,8 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 	h->fence = r->fence;
 	h->ttl_ms = w->ttl_ms;
 	h->count = 1;
+	h->owner_id = o->id;
+	h->granted_at = now;
 	h->expires = end;
 	h->span = r->valid_ms;
 	h->renew_at = renew_time(sent_at, end - sent_at);
@@ -822,6 +858,13 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 	lt->stats.holds++;
 	lt->stats.grants++;
 	hold_schedule(lt, h);
+	measure(lt, LT_M_WAIT, w->queued_at);
+	if (log_min_level <= LOG_LEVEL_DEBUG) {
+		char kb[LOG_KEY_BUF];
+		log_debug("grant key=%s fence=%llu session=%llu mode=%s waited_ms=%llu",
+		    key_log(kb, sizeof(kb), k), (unsigned long long)h->fence, owner_log_id(o),
+		    locktab_mode_name(h->terms.mode), (unsigned long long)(now - w->queued_at));
+	}
 
 	struct lt_grant g;
 	memcpy(g.token, h->terms.token, sizeof(g.token));
@@ -841,8 +884,15 @@ waiter_fail(struct locktab *lt, struct lt_waiter *w, enum lt_status st)
 {
 	lt_done_cb *done = w->owner != NULL ? w->done : NULL;
 	void *arg = w->arg;
-	if (st == LT_NOT_GRANTED)
+	if (st == LT_NOT_GRANTED) {
 		lt->stats.timeouts++;
+		if (log_min_level <= LOG_LEVEL_DEBUG) {
+			char kb[LOG_KEY_BUF];
+			log_debug("timeout key=%s session=%llu waited_ms=%llu",
+			    key_log(kb, sizeof(kb), w->key), owner_log_id(w->owner),
+			    (unsigned long long)(locktab_now(lt) - w->queued_at));
+		}
+	}
 	waiter_free(lt, w);
 	if (done != NULL)
 		done(arg, st, NULL, 0);
@@ -897,6 +947,7 @@ on_acquire(void *arg, const struct be_reply *r)
 	struct lt_waiter *w = op->w;
 	struct lt_key *k = w->key;
 	uint64_t sent_at = op->sent_at;
+	measure(lt, LT_M_ACQUIRE, sent_at);
 	op_free(op);
 	waiter_settle(w);
 	key_ref(lt, k);	/* keep k while its waiter may go */
@@ -935,12 +986,19 @@ on_transfer(void *arg, const struct be_reply *r)
 	struct lt_hold *h = op->h;
 	struct lt_key *k = w->key;
 	uint64_t sent_at = op->sent_at;
+	measure(lt, LT_M_TRANSFER, sent_at);
 	waiter_settle(w);
 	key_ref(lt, k);
 	switch (r->status) {
 	case BE_OK:
 		lt->stats.handoffs++;
 		k->handoffs++;
+		if (log_min_level <= LOG_LEVEL_DEBUG) {
+			char kb[LOG_KEY_BUF];
+			log_debug("handoff key=%s from=%llu to=%llu fence=%llu",
+			    key_log(kb, sizeof(kb), k), (unsigned long long)h->owner_id,
+			    owner_log_id(w->owner), (unsigned long long)r->fence);
+		}
 		op_done(op, LT_OK, NULL, 0);
 		waiter_granted(lt, w, r, sent_at);
 		break;
@@ -1022,6 +1080,7 @@ on_lease(void *arg, const struct be_reply *r)
 
 	assert(h->lease_op == op);
 	h->lease_op = NULL;
+	measure(lt, LT_M_RENEW, op->sent_at);
 	if (h->state == H_ACTIVE) {
 		switch (r->status) {
 		case BE_OK:
@@ -1468,7 +1527,10 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	if (req->wait_ms == 0 && k != NULL &&
 	    (!TAILQ_EMPTY(&k->waiters) || k->blocked ||
 	    !key_compatible(k, req->mode, req->limit))) {
+		char kb[LOG_KEY_BUF];
 		lt->stats.timeouts++;
+		log_debug("timeout key=%s session=%llu waited_ms=0",
+		    key_log(kb, sizeof(kb), k), owner_log_id(o));
 		return LT_NOT_GRANTED;
 	}
 
@@ -1485,7 +1547,8 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	w->ttl_ms = req->ttl_ms;
 	w->detach = req->detach != 0;
 	w->try_once = req->wait_ms == 0;
-	w->deadline = req->wait_ms > 0 ? locktab_now(lt) + (uint64_t)req->wait_ms : LT_NEVER;
+	w->queued_at = locktab_now(lt);
+	w->deadline = req->wait_ms > 0 ? w->queued_at + (uint64_t)req->wait_ms : LT_NEVER;
 	w->state = W_QUEUED;
 	w->done = done;
 	w->arg = arg;
@@ -1513,6 +1576,13 @@ hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_
 	struct lt_key *k = h->key;
 	struct lt_waiter *w = TAILQ_FIRST(&k->waiters);
 
+	if (log_min_level <= LOG_LEVEL_DEBUG) {
+		char kb[LOG_KEY_BUF];
+		log_debug("release key=%s fence=%llu session=%llu held_ms=%llu",
+		    key_log(kb, sizeof(kb), k), (unsigned long long)h->fence,
+		    o != NULL ? owner_log_id(o) : (unsigned long long)h->owner_id,
+		    (unsigned long long)(locktab_now(lt) - h->granted_at));
+	}
 	key_ref(lt, k);
 	hold_unlink_key(lt, h);
 	if (lt->be->ops->transfer != NULL && h->terms.mode == LOCK_EXCLUSIVE && w != NULL &&
@@ -1740,6 +1810,13 @@ void
 locktab_stats(const struct locktab *lt, struct lt_stats *out)
 {
 	*out = lt->stats;
+}
+
+void
+locktab_set_measure(struct locktab *lt, lt_measure_cb *cb, void *arg)
+{
+	lt->measure = cb;
+	lt->measure_arg = arg;
 }
 
 const char *

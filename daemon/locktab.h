@@ -209,6 +209,21 @@ uint64_t locktab_next_deadline(const struct locktab *lt);
 void locktab_shutdown(struct locktab *lt);
 
 void locktab_stats(const struct locktab *lt, struct lt_stats *out);
+
+/* What the table measures, for metrics. */
+enum lt_measure {
+	LT_M_WAIT,		/* a LOCK granted: from queued to granted */
+	LT_M_ACQUIRE,		/* a backend operation: from the call to its reply */
+	LT_M_RELEASE,
+	LT_M_RENEW,		/* renewals and EXTENDs */
+	LT_M_TRANSFER,
+	LT_M_COUNT		/* how many kinds */
+};
+/* Told that what took ms milliseconds (the table's clock). It must not call
+ * back into the table. */
+typedef void lt_measure_cb(void *arg, enum lt_measure what, uint64_t ms);
+/* Tell cb of every duration measured from now on; cb NULL: none. */
+void locktab_set_measure(struct locktab *lt, lt_measure_cb *cb, void *arg);
 const char *locktab_mode_name(enum lock_mode mode);
 
 #endif

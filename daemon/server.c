@@ -18,6 +18,7 @@
 #include "conf.h"
 #include "listener.h"
 #include "log.h"
+#include "metrics.h"
 #include "session.h"
 #include "xmalloc.h"
 
@@ -121,6 +122,11 @@ server_listen(struct server *srv)
 		srv->listeners[srv->nlisteners++] = l;
 		log_info("listening on %s", listener_name(l));
 	}
+	if (conf->metrics.text[0] != '\0') {
+		srv->mx = metrics_create(srv);
+		if (metrics_listen(srv->mx, &conf->metrics) != 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -134,8 +140,10 @@ server_stop(struct server *srv)
 	for (size_t i = 0; i < srv->nlisteners; i++)
 		listener_enable(srv->listeners[i], 0);
 	locktab_shutdown(srv->lt);
-	while ((s = TAILQ_FIRST(&srv->sessions)) != NULL)
+	while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
+		s->close_reason = "shutdown";
 		session_destroy(s);
+	}
 }
 
 /* Releases the backend has not confirmed yet (kept while it is down, or in
@@ -175,6 +183,7 @@ int
 server_destroy(struct server *srv)
 {
 	int idle = locktab_idle(srv->lt);
+	metrics_destroy(srv->mx);
 	for (size_t i = 0; i < srv->nlisteners; i++)
 		listener_destroy(srv->listeners[i]);
 	free(srv->listeners);

@@ -24,6 +24,7 @@ struct event;
 struct conf;
 struct backend;
 struct listener;
+struct metrics;
 struct session;
 
 TAILQ_HEAD(session_list, session);
@@ -53,6 +54,7 @@ struct server {
 	uint64_t suspended_ms;		/* time suspended as last seen, 0 at first */
 	struct listener **listeners;	/* one per conf->listen entry */
 	size_t nlisteners;
+	struct metrics *mx;		/* the metrics HTTP listener, or NULL (off) */
 	struct session_list sessions;	/* every connected session */
 	uint64_t nsessions;		/* on sessions */
 	uint64_t next_id;		/* id of the next session */
@@ -69,7 +71,8 @@ struct server {
  */
 struct server *server_create(struct event_base *base, const struct conf *conf,
     struct backend *be, lt_clock_fn *clock, void *clock_arg);
-/* Listen on every conf->listen address; 0, or -1 after logging why. */
+/* Listen on every conf->listen address, and for metrics on conf->metrics
+ * if it is set; 0, or -1 after logging why. */
 int server_listen(struct server *srv) __attribute__((warn_unused_result));
 /* Stop: no more connections, every session closed (releasing its locks),
  * detached locks released. The backend may still be finishing releases. */

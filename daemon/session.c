@@ -37,7 +37,7 @@ session_log(const struct session *s, int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_write((enum log_level)level, "client %llu %s: %s", (unsigned long long)s->id,
+	log_write((enum log_level)level, "client id=%llu addr=%s: %s", (unsigned long long)s->id,
 	    s->peer, msg);
 }
 
@@ -98,6 +98,7 @@ session_run(struct session *s)
 			session_log(s, LOG_LEVEL_INFO, "%s", codec_error(s->codec));
 			codec_reply_error(session_out(s), "ERR", "%s", codec_error(s->codec));
 			s->closing = true;
+			s->close_reason = "protocol error";
 			break;
 		}
 		s->srv->metrics.commands_total++;
@@ -176,6 +177,7 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 		session_log(s, LOG_LEVEL_INFO, "silent for %llu ms (sessions.idle_timeout_ms): "
 		    "closing", (unsigned long long)(now - s->last_active_ms));
 		s->closing = true;
+		s->close_reason = "idle timeout";
 		conn_close(s->conn);
 	}
 }
@@ -200,6 +202,7 @@ session_read(struct session *s)
 		codec_reply_error(session_out(s), "ERR",
 		    "Protocol error: too much input pipelined behind a waiting command");
 		s->closing = true;
+		s->close_reason = "protocol error";
 		conn_close(s->conn);
 		return;
 	}
@@ -234,8 +237,6 @@ static void
 on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *reason)
 {
 	struct session *s = arg;
-	session_log(s, LOG_LEVEL_DEBUG, "lost its lock (fence %llu): %s",
-	    (unsigned long long)fence, reason);
 	if (s->lost_push) {
 		cmd_push_lost(s, key, keylen, (unsigned long long)fence, reason);
 		conn_flush(s->conn);
@@ -289,13 +290,14 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 	TAILQ_INSERT_TAIL(&srv->sessions, s, entry);
 	srv->nsessions++;
 	srv->metrics.total_connections++;
-	session_log(s, LOG_LEVEL_DEBUG, "connected");
+	log_info("connect id=%llu addr=%s", (unsigned long long)s->id, s->peer);
 }
 
 void
 session_destroy(struct session *s)
 {
-	session_log(s, LOG_LEVEL_DEBUG, "closed");
+	log_info("close id=%llu addr=%s reason=\"%s\"", (unsigned long long)s->id, s->peer,
+	    s->close_reason != NULL ? s->close_reason : "peer closed");
 	TAILQ_REMOVE(&s->srv->sessions, s, entry);
 	s->srv->nsessions--;
 	/* first the table: no lock callback may reach this session again */

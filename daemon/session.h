@@ -59,6 +59,8 @@ struct session {
 	bool authed;			/* AUTH passed (or none needed) */
 	bool pending;			/* a command waits for its completion */
 	bool closing;			/* closing after the output is written */
+	const char *close_reason;	/* why it closes, for the log (static);
+					 * NULL: the peer left */
 	bool throttled;			/* reading paused until the output drains */
 	bool waiting_lock;		/* the pending command is a LOCK */
 	bool lost_push;			/* CLIENT LOSTPUSH ON: losses come as pushes */

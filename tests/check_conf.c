@@ -366,6 +366,7 @@ START_TEST(test_shipped_config)
 	ck_assert_str_eq(c->listen[1], "unix:/run/dlockd/dlockd.sock");
 	/* everything else as the defaults, as its comments say */
 	ck_assert_int_eq(c->unix_socket_mode, 0660);
+	ck_assert_str_eq(c->metrics.text, "");
 	ck_assert_ptr_null(c->password);
 	ck_assert_ptr_null(c->password_file);
 	ck_assert_str_eq(c->backend_type, "memory");
@@ -973,6 +974,38 @@ errors_contain(const struct conf *c, const char *s)
 			return true;
 	return false;
 }
+
+/* metrics: off unless given; one TCP address, never a Unix socket. */
+START_TEST(test_metrics_address)
+{
+	static const struct { const char *yaml, *error; } bad[] = {
+		{ "metrics: \"unix:/run/dlockd/metrics.sock\"\n",
+		  "1:10: bad metrics 'unix:/run/dlockd/metrics.sock': a Unix socket is not "
+		      "supported here (expected host:port or [v6addr]:port)" },
+		{ "metrics: localhost\n",
+		  "1:10: bad metrics 'localhost': missing port (expected host:port or [v6addr]:port)" },
+		{ "metrics: [\"127.0.0.1:7481\"]\n",
+		  "1:10: 'metrics' must be a string, not a list" },
+	};
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	c = load_text(&s, "", 0, 0);
+	ck_assert_str_eq(c->metrics.text, "");	/* off */
+	conf_destroy(c);
+	c = load_text(&s, "metrics: \"[::1]:7481\"\n", 0, 0);
+	ck_assert_int_eq(c->metrics.kind, ADDR_TCP);
+	ck_assert_str_eq(c->metrics.host, "::1");
+	ck_assert_int_eq(c->metrics.port, 7481);
+	conf_destroy(c);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *const want[] = { bad[i].error, NULL };
+		expect_text_errors(&s, bad[i].yaml, -1, want);
+	}
+	scratch_rm(&s);
+}
+END_TEST
 
 START_TEST(test_redis_all_keys)
 {
@@ -2063,6 +2096,7 @@ conf_suite(void)
 	tcase_add_test(tc, test_password_file_empty);
 	tcase_add_test(tc, test_password_both);
 	tcase_add_test(tc, test_listen_bad);
+	tcase_add_test(tc, test_metrics_address);
 	tcase_add_test(tc, test_listen_shape);
 	tcase_add_test(tc, test_out_of_range);
 	tcase_add_test(tc, test_not_numbers);

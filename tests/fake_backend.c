@@ -113,7 +113,7 @@ static const char *
 fk_state(struct backend *be)
 {
 	(void)be;
-	return "fake";
+	return fk.disconnected ? "disconnected" : "fake";
 }
 
 const struct backend_ops fk_ops = {

@@ -48,6 +48,7 @@ struct fake {
 	unsigned count[FK_NKINDS];	/* operations asked, by kind */
 	uint64_t fence;			/* last fence fk_drain() handed out */
 	uint64_t valid_cut;		/* BE_OK answers promise the TTL less this */
+	bool disconnected;		/* its state is "disconnected" */
 };
 
 extern struct fake fk;			/* the fake backend of the running test */

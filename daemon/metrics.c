@@ -1,0 +1,328 @@
+/*
+ * metrics — GET /metrics and GET /healthz over HTTP (see metrics.h).
+ *
+ * It owns its evhttp listener and the histograms; it reads the server and
+ * the lock table only when scraped. It must not change lock state, send
+ * anything to lock clients, or block the loop: a scrape is answered from
+ * memory in one pass, and evhttp writes it as the scraper reads, with
+ * bounded request sizes and a timeout per connection.
+ */
+#include "metrics.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "addr.h"
+#include "backend.h"
+#include "clock.h"
+#include "locktab.h"
+#include "log.h"
+#include "server.h"
+#include "xmalloc.h"
+
+#define METRICS_PREFIX "dlockd_"
+#define METRICS_HEADERS_MAX 8192	/* bytes of a request's head */
+#define METRICS_BODY_MAX 1024		/* bytes of a request's body */
+#define METRICS_TIMEOUT_S 10		/* an HTTP connection's read/write timeout */
+#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/*
+ * X(name, type, help, value) for each plain metric: its name after
+ * "dlockd_", "counter" or "gauge", its HELP text, and its value as an
+ * expression of srv (the server) and st (the lock table's struct lt_stats).
+ */
+#define METRICS_LIST(X) \
+	X(connections, gauge, "client connections open", srv->nsessions) \
+	X(sessions, gauge, "client sessions (one per connection)", srv->nsessions) \
+	X(connections_accepted_total, counter, "client connections accepted", \
+	    srv->metrics.total_connections) \
+	X(connections_rejected_total, counter, "client connections refused at limits.max_clients", \
+	    srv->metrics.rejected_connections) \
+	X(commands_total, counter, "commands processed", srv->metrics.commands_total) \
+	X(protocol_errors_total, counter, "connections closed for a protocol error", \
+	    srv->metrics.protocol_errors_total) \
+	X(idle_timeouts_total, counter, "sessions closed for sessions.idle_timeout_ms", \
+	    srv->metrics.idle_timeouts_total) \
+	X(locks_held, gauge, "holdings of locks now", st.holds) \
+	X(waiters, gauge, "LOCKs waiting in a queue now", st.waiters) \
+	X(keys, gauge, "keys with holders or waiters now", st.keys) \
+	X(grants_total, counter, "LOCKs granted (reentrant ones not counted)", st.grants) \
+	X(reentrant_total, counter, "reentrant LOCKs of a key already held", st.reentrant) \
+	X(timeouts_total, counter, "LOCKs not granted within their WAIT", st.timeouts) \
+	X(releases_total, counter, "holdings released", st.releases) \
+	X(expired_total, counter, "detached holdings that reached their TTL", st.expired) \
+	X(lost_total, counter, "holdings lost (their lease could not be kept)", st.lost) \
+	X(late_grants_total, counter, "grants not delivered: too little of the lease left", \
+	    st.late_grants) \
+	X(handoffs_total, counter, "releases handed straight to the next waiter", st.handoffs) \
+	X(backend_errors_total, counter, "backend operations that failed", st.backend_errors) \
+	X(backend_up, gauge, "1 while the backend is reachable, else 0", \
+	    (uint64_t)metrics_healthy(srv, &why)) \
+	X(start_time_seconds, gauge, "start time of the process, seconds since the epoch", \
+	    m->start_time) \
+	X(uptime_seconds, gauge, "seconds since the start", \
+	    (clock_ms() - srv->started_ms) / 1000)
+
+/* Bounds of the backend latency histogram, µs: 1 ms to 10 s. */
+static const uint64_t backend_bounds[] = { 1000, 2500, 5000, 10000, 25000, 50000, 100000,
+    250000, 500000, 1000000, 2500000, 5000000, 10000000 };
+/* Bounds of the wait histogram, µs: 1 ms to 300 s. */
+static const uint64_t wait_bounds[] = { 1000, 5000, 10000, 50000, 100000, 500000, 1000000,
+    5000000, 10000000, 30000000, 60000000, 120000000, 300000000 };
+
+_Static_assert(sizeof(backend_bounds) / sizeof(backend_bounds[0]) <= METRICS_BUCKETS_MAX,
+    "too many backend buckets");
+_Static_assert(sizeof(wait_bounds) / sizeof(wait_bounds[0]) <= METRICS_BUCKETS_MAX,
+    "too many wait buckets");
+
+/* The op label of each backend measure of the lock table. */
+static const char *const op_labels[LT_M_COUNT] = {
+	[LT_M_ACQUIRE] = "acquire",
+	[LT_M_RELEASE] = "release",
+	[LT_M_RENEW] = "renew",
+	[LT_M_TRANSFER] = "transfer",
+};
+
+struct metrics {
+	struct server *srv;		/* whose metrics (not owned) */
+	struct evhttp *http;		/* the HTTP listener, NULL until listening */
+	uint64_t start_time;		/* the process's start, seconds since the epoch */
+	struct metrics_hist wait;	/* LOCK wait of grants */
+	struct metrics_hist backend[LT_M_COUNT]; /* backend latency by operation
+					 * (the LT_M_WAIT entry is unused) */
+};
+
+void
+metrics_hist_init(struct metrics_hist *h, const uint64_t *bounds, size_t n)
+{
+	memset(h, 0, sizeof(*h));
+	h->bounds = bounds;
+	h->nbounds = n < METRICS_BUCKETS_MAX ? n : METRICS_BUCKETS_MAX;
+}
+
+void
+metrics_hist_observe(struct metrics_hist *h, uint64_t us)
+{
+	size_t i = 0;
+	while (i < h->nbounds && us > h->bounds[i])
+		i++;
+	h->counts[i]++;
+	h->count++;
+	h->sum_us += us;
+}
+
+void
+metrics_seconds_write(struct evbuffer *out, uint64_t us)
+{
+	char frac[8];
+	int n;
+	if (us % 1000000 == 0) {
+		evbuffer_add_printf(out, "%" PRIu64, us / 1000000);
+		return;
+	}
+	n = snprintf(frac, sizeof(frac), "%06" PRIu64, us % 1000000);
+	while (n > 0 && frac[n - 1] == '0')
+		frac[--n] = '\0';
+	evbuffer_add_printf(out, "%" PRIu64 ".%s", us / 1000000, frac);
+}
+
+void
+metrics_hist_write(struct evbuffer *out, const char *name, const char *labels,
+    const struct metrics_hist *h)
+{
+	const char *sep = *labels != '\0' ? "," : "";
+	uint64_t cum = 0;
+	for (size_t i = 0; i < h->nbounds; i++) {
+		cum += h->counts[i];
+		evbuffer_add_printf(out, "%s_bucket{%s%sle=\"", name, labels, sep);
+		metrics_seconds_write(out, h->bounds[i]);
+		evbuffer_add_printf(out, "\"} %" PRIu64 "\n", cum);
+	}
+	evbuffer_add_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, sep,
+	    h->count);
+	evbuffer_add_printf(out, "%s_sum%s%s%s ", name, *labels ? "{" : "", labels,
+	    *labels ? "}" : "");
+	metrics_seconds_write(out, h->sum_us);
+	evbuffer_add_printf(out, "\n%s_count%s%s%s %" PRIu64 "\n", name, *labels ? "{" : "",
+	    labels, *labels ? "}" : "", h->count);
+}
+
+/* The lock table's measure hook: ms of what, into its histogram. */
+static void
+on_measure(void *arg, enum lt_measure what, uint64_t ms)
+{
+	struct metrics *m = arg;
+	if (what == LT_M_WAIT)
+		metrics_hist_observe(&m->wait, ms * 1000);
+	else if ((size_t)what < LT_M_COUNT)
+		metrics_hist_observe(&m->backend[what], ms * 1000);
+}
+
+struct metrics *
+metrics_create(struct server *srv)
+{
+	struct metrics *m = xcalloc(1, sizeof(*m));
+	uint64_t up_s = (clock_ms() - srv->started_ms) / 1000;
+	time_t now = time(NULL);
+
+	m->srv = srv;
+	m->start_time = (uint64_t)now > up_s ? (uint64_t)now - up_s : 0;
+	metrics_hist_init(&m->wait, wait_bounds, sizeof(wait_bounds) / sizeof(wait_bounds[0]));
+	for (size_t i = 0; i < LT_M_COUNT; i++)
+		metrics_hist_init(&m->backend[i], backend_bounds,
+		    sizeof(backend_bounds) / sizeof(backend_bounds[0]));
+	locktab_set_measure(srv->lt, on_measure, m);
+	return m;
+}
+
+int
+metrics_healthy(const struct server *srv, const char **why)
+{
+	struct backend *be = srv->be;
+	if (strcmp(be->ops->state(be), "disconnected") == 0) {
+		*why = "the backend is not reachable";
+		return 0;
+	}
+	*why = NULL;
+	return 1;
+}
+
+/* The # HELP and # TYPE lines of dlockd_name. */
+static void
+head_write(struct evbuffer *out, const char *name, const char *type, const char *help)
+{
+	evbuffer_add_printf(out, "# HELP " METRICS_PREFIX "%s %s\n# TYPE " METRICS_PREFIX "%s %s\n",
+	    name, help, name, type);
+}
+
+void
+metrics_write(struct metrics *m, struct evbuffer *out)
+{
+	const struct server *srv = m->srv;
+	struct lt_stats st;
+	const char *why;
+	char labels[32];
+
+	locktab_stats(srv->lt, &st);
+#define METRICS_WRITE(name, type, help, value) \
+	head_write(out, #name, #type, help); \
+	evbuffer_add_printf(out, METRICS_PREFIX #name " %" PRIu64 "\n", (uint64_t)(value));
+	METRICS_LIST(METRICS_WRITE)
+#undef METRICS_WRITE
+
+	head_write(out, "build_info", "gauge", "the version and backend of this dlockd; always 1");
+	evbuffer_add_printf(out, METRICS_PREFIX "build_info{version=\"%s\",backend=\"%s\"} 1\n",
+	    DLOCKD_VERSION, srv->be->ops->name);
+
+	head_write(out, "backend_request_duration_seconds", "histogram",
+	    "backend operations by op, from the call to the reply (millisecond resolution)");
+	for (size_t i = 0; i < LT_M_COUNT; i++) {
+		if (op_labels[i] == NULL)
+			continue;
+		snprintf(labels, sizeof(labels), "op=\"%s\"", op_labels[i]);
+		metrics_hist_write(out, METRICS_PREFIX "backend_request_duration_seconds", labels,
+		    &m->backend[i]);
+	}
+
+	head_write(out, "lock_wait_seconds", "histogram",
+	    "granted LOCKs, from queued to granted (millisecond resolution)");
+	metrics_hist_write(out, METRICS_PREFIX "lock_wait_seconds", "", &m->wait);
+}
+
+/* Answer req with code and the body in buf (type: its Content-Type). */
+static void
+reply(struct evhttp_request *req, int code, const char *reason, const char *type,
+    struct evbuffer *buf)
+{
+	struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
+	evhttp_add_header(hdr, "Content-Type", type);
+	evhttp_add_header(hdr, "Cache-Control", "no-store");
+	evhttp_send_reply(req, code, reason, buf);
+}
+
+/* Every request: /metrics, /healthz, else 404; GET and HEAD only. */
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+	struct metrics *m = arg;
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+	enum evhttp_cmd_type method = evhttp_request_get_command(req);
+	struct evbuffer *buf = evbuffer_new();
+	bool is_metrics = path != NULL && strcmp(path, "/metrics") == 0;
+	bool is_health = path != NULL && strcmp(path, "/healthz") == 0;
+	const char *why;
+
+	if (buf == NULL) {
+		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		return;
+	}
+	if (!is_metrics && !is_health) {
+		evbuffer_add_printf(buf, "not found: try /metrics or /healthz\n");
+		reply(req, HTTP_NOTFOUND, "Not Found", "text/plain; charset=utf-8", buf);
+	} else if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+		evbuffer_add_printf(buf, "method not allowed: use GET or HEAD\n");
+		reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8", buf);
+	} else if (is_metrics) {
+		metrics_write(m, buf);
+		reply(req, HTTP_OK, "OK", METRICS_CONTENT_TYPE, buf);
+	} else if (metrics_healthy(m->srv, &why)) {
+		evbuffer_add_printf(buf, "ok\n");
+		reply(req, HTTP_OK, "OK", "text/plain; charset=utf-8", buf);
+	} else {
+		evbuffer_add_printf(buf, "%s backend: %s\n", m->srv->be->ops->name, why);
+		reply(req, 503, "Service Unavailable", "text/plain; charset=utf-8", buf);
+	}
+	evbuffer_free(buf);
+}
+
+int
+metrics_listen(struct metrics *m, const struct addr *addr)
+{
+	if (addr->kind != ADDR_TCP) {
+		log_error("metrics %s: a TCP address is required", addr->text);
+		return -1;
+	}
+	m->http = evhttp_new(m->srv->base);
+	if (m->http == NULL) {
+		log_error("metrics %s: cannot set up an HTTP listener", addr->text);
+		return -1;
+	}
+	evhttp_set_max_headers_size(m->http, METRICS_HEADERS_MAX);
+	evhttp_set_max_body_size(m->http, METRICS_BODY_MAX);
+	evhttp_set_timeout(m->http, METRICS_TIMEOUT_S);
+	/* every method reaches on_request, which answers 405 itself (evhttp
+	 * would answer 501 for those it was not told about) */
+	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+	    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+	    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+	evhttp_set_gencb(m->http, on_request, m);
+	if (evhttp_bind_socket_with_handle(m->http, addr->host, (ev_uint16_t)addr->port) == NULL) {
+		log_error("cannot listen for metrics on %s: %s", addr->text,
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		evhttp_free(m->http);
+		m->http = NULL;
+		return -1;
+	}
+	log_info("metrics on http://%s/metrics", addr->text);
+	return 0;
+}
+
+void
+metrics_destroy(struct metrics *m)
+{
+	if (m == NULL)
+		return;
+	locktab_set_measure(m->srv->lt, NULL, NULL);
+	if (m->http != NULL)
+		evhttp_free(m->http);
+	free(m);
+}
