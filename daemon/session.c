@@ -167,6 +167,8 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 	uint64_t limit = (uint64_t)s->srv->conf->idle_timeout_ms, now = clock_ms();
 	(void)fd;
 	(void)what;
+	if (limit == 0)
+		return;		/* turned off by a reload */
 	if (s->pending) {
 		idle_arm(s, limit);
 	} else if (now - s->last_active_ms < limit) {
@@ -290,6 +292,26 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 	srv->nsessions++;
 	srv->metrics.total_connections++;
 	session_log(s, LOG_LEVEL_DEBUG, "connected");
+}
+
+/* sessions.idle_timeout_ms may have changed (a reload): start, stop or
+ * move the idle timer. A session counts as active from the moment the
+ * timeout is turned on. */
+void
+session_reconfigure(struct session *s)
+{
+	uint64_t limit = (uint64_t)s->srv->conf->idle_timeout_ms;
+
+	if (limit == 0) {
+		if (s->ev_idle != NULL)
+			evtimer_del(s->ev_idle);
+		return;
+	}
+	if (s->ev_idle == NULL) {
+		s->ev_idle = evtimer_new(s->srv->base, on_idle, s);
+		s->last_active_ms = clock_ms();
+	}
+	idle_arm(s, 0);		/* on_idle measures with the new limit */
 }
 
 void
