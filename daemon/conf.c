@@ -1286,8 +1286,10 @@ conf_reload(struct conf *live, struct conf *next)
 		struct conf_row *r = &p->rows[i];
 		void *a = p->tables[r->table], *b = q->tables[r->table];
 
-		/* the settings of backends not in use are nobody's */
-		if (r->table > 0 && a != live->backend_settings)
+		/* the settings of backends not in use are nobody's; with another
+		 * backend.type, only that change is told */
+		if (r->table > 0 && (a != live->backend_settings ||
+		    strcmp(live->backend_type, next->backend_type) != 0))
 			continue;
 		if (conf_value_same(r->s, a, b))
 			continue;
