@@ -109,10 +109,12 @@ check_host(struct conf *c, bool listen)
 }
 
 /* Read the configuration as the command line says: the file, then -l and
- * -b, defaults, the rules between settings and check_host(). The caller
+ * -b, defaults, the rules between settings and check_host() (the listen
+ * addresses only with listen: they may need a name resolved, which must not
+ * block the loop on a reload, where they cannot change anyway). The caller
  * owns the result (conf_destroy), errors or not. */
 static struct conf *
-load(const struct dlockd *d)
+load(const struct dlockd *d, bool listen)
 {
 	struct conf *c = conf_create();
 	const char *path = conf_path(d);
@@ -124,7 +126,7 @@ load(const struct dlockd *d)
 	if (d->backend_url != NULL)
 		(void)conf_override_backend(c, d->backend_url);
 	if (conf_finish(c) == 0)
-		check_host(c, !d->activated);
+		check_host(c, listen);
 	return c;
 }
 
@@ -185,10 +187,12 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	(void)sig;
 	(void)what;
 
+	if (d->srv->stopping)
+		return;
 	notify_reloading();
 	log_info("SIGHUP: reloading the configuration from %s",
 	    path != NULL ? path : "built-in defaults");
-	next = load(d);
+	next = load(d, false);
 	if (next->nerrors > 0) {
 		for (size_t i = 0; i < next->nerrors; i++)
 			log_error("%s", next->errors[i]);
@@ -331,7 +335,7 @@ main(int argc, char **argv)
 	/* sockets the service manager passed replace 'listen' (not for -t) */
 	if (!test && (nfds = notify_listen_fds()) > 0)
 		d.activated = true;
-	d.conf = load(&d);
+	d.conf = load(&d, !d.activated);
 	if (d.level_arg != NULL && log_level_parse(d.level_arg) < 0) {
 		fprintf(stderr, "command line: unknown log level '%s' (expected debug, info, "
 		    "warn or error)\n", d.level_arg);

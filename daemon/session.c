@@ -294,14 +294,17 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 	session_log(s, LOG_LEVEL_DEBUG, "connected");
 }
 
-/* sessions.idle_timeout_ms may have changed (a reload): start, stop or
- * move the idle timer. A session counts as active from the moment the
- * timeout is turned on. */
+/* The configuration changed in place (a reload). With no password any
+ * more, the session is let in. sessions.idle_timeout_ms may have changed:
+ * start, stop or move the idle timer; a session counts as active from the
+ * moment the timeout is turned on. */
 void
 session_reconfigure(struct session *s)
 {
 	uint64_t limit = (uint64_t)s->srv->conf->idle_timeout_ms;
 
+	if (s->srv->conf->password == NULL)
+		s->authed = true;	/* no password any more: nothing to wait for */
 	if (limit == 0) {
 		if (s->ev_idle != NULL)
 			evtimer_del(s->ev_idle);

@@ -347,6 +347,26 @@ class TestReload(unittest.TestCase):
         self.assertEqual(d.raw().cmd("AUTH", "two"), Err("WRONGPASS invalid password"))
         holder.close()
 
+    def test_log_directory_missing_refused(self):
+        d = Daemon("").start()
+        self.addCleanup(d.stop_ok, self)
+        self.reload(d, "log:\n  level: debug\n  file: /nonexistent/dir/d.log\n",
+                    "configuration not reloaded")
+        self.assertIn("%s:3:9: cannot write log file '/nonexistent/dir/d.log': directory "
+                      "/nonexistent/dir: No such file or directory" % d.conf, d.log())
+        self.assertNotIn(" debug ", d.log())
+        self.assertEqual(d.raw().cmd("PING"), "PONG")
+
+    def test_password_removed_lets_waiting_sessions_in(self):
+        d = Daemon(self.BASE % ("one", 30000, 5, "info")).start()
+        self.addCleanup(d.stop_ok, self)
+        c = d.raw()
+        self.assertEqual(c.cmd("LOCK", unique_key()).code, "NOAUTH")
+        self.reload(d, self.BASE.replace("auth:\n  password: %s\n", "")
+                    % (30000, 5, "info"))
+        self.assertIsInstance(c.cmd("LOCK", unique_key()), list)
+        c.close()
+
     def test_setting_that_needs_a_restart_is_kept(self):
         d = Daemon('unix_socket_mode: "0660"\nbackend:\n  type: memory\n').start()
         self.addCleanup(d.stop_ok, self)
