@@ -183,36 +183,38 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	struct dlockd *d = arg;
 	const char *path = conf_path(d);
 	struct conf *next;
-	int changed;
+	int changed = 0;
 	(void)sig;
 	(void)what;
 
 	if (d->srv->stopping)
 		return;
-	notify_reloading();
+	if (d->ready)		/* else READY=1 is still to come from on_status */
+		notify_reloading();
 	log_info("SIGHUP: reloading the configuration from %s",
 	    path != NULL ? path : "built-in defaults");
 	next = load(d, false);
-	if (next->nerrors > 0) {
-		for (size_t i = 0; i < next->nerrors; i++)
-			log_error("%s", next->errors[i]);
-		if (log_open(d->conf->log_file) != 0)
-			log_warn("log file not reopened: still writing to the one open");
-		log_error("configuration not reloaded (%zu error%s): keeping the one in force",
-		    next->nerrors, next->nerrors == 1 ? "" : "s");
-	} else {
+	if (next->nerrors == 0) {
 		changed = conf_reload(d->conf, next);
 		log_set_level(log_level(d));
 		server_reconfigure(d->srv);
 		raise_fd_limit(d->conf->max_clients);
-		if (log_open(d->conf->log_file) != 0)
-			log_warn("log file not reopened: still writing to the one open");
+	}
+	if (log_open(d->conf->log_file) != 0)
+		log_warn("log file not reopened: still writing to the one open");
+	for (size_t i = 0; i < next->nerrors; i++)
+		log_error("%s", next->errors[i]);
+	if (next->nerrors > 0)
+		log_error("configuration not reloaded (%zu error%s): keeping the one in force",
+		    next->nerrors, next->nerrors == 1 ? "" : "s");
+	else
 		log_info("configuration reloaded from %s (%d setting%s changed)",
 		    path != NULL ? path : "built-in defaults", changed, changed == 1 ? "" : "s");
-	}
 	conf_destroy(next);
-	server_status(d->srv, d->status, sizeof(d->status));
-	notify_ready(d->status);
+	if (d->ready) {
+		server_status(d->srv, d->status, sizeof(d->status));
+		notify_ready(d->status);
+	}
 }
 
 /* READY=1 once the backend is up, or READY_BOUND_MS after start-up without
@@ -353,8 +355,11 @@ main(int argc, char **argv)
 		return rc;
 	}
 
-	if (log_init(log_level(&d), d.conf->log_file) != 0)
+	if (log_init(log_level(&d), d.conf->log_file) != 0) {
+		conf_destroy(d.conf);
+		free(d.listen);
 		return 1;
+	}
 	if (conf_path(&d) != NULL)
 		log_info("configuration: %s", conf_path(&d));
 	else
@@ -377,8 +382,10 @@ main(int argc, char **argv)
 	    evsignal_add(ev_hup, NULL) != 0)
 		log_fatal("cannot install signal handlers");
 	if ((d.activated ? server_listen_fds(d.srv, NOTIFY_FD_FIRST, nfds) :
-	    server_listen(d.srv)) != 0)
+	    server_listen(d.srv)) != 0) {
+		free(d.listen);
 		return 1;	/* logged */
+	}
 
 	log_info("dlockd %s started (pid %ld, backend %s)", DLOCKD_VERSION, (long)getpid(),
 	    be->ops->name);

@@ -14,7 +14,7 @@ import subprocess
 import time
 import unittest
 
-from harness import (DLOCKD, Daemon, Err, Raw, RedisServer, free_port, log_tail,
+from harness import (DLOCKD, WRAPPER, Daemon, Err, Raw, RedisServer, free_port, log_tail,
                      new_dir, pairs, port_pings, reap, spawn, unique_key, wait_until)
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -74,16 +74,17 @@ class NotifySocket:
 
 
 def spawn_dlockd(args, env, pass_fds=(), log=None):
-    """Start dlockd through sh, so that LISTEN_PID and WATCHDOG_PID can be
-    its own pid ($$ of the shell that execs it); env values may use $$. A
-    descriptor in pass_fds is moved to 3 (socket activation)."""
+    """Start dlockd (under WRAPPER, if any) through sh, so that LISTEN_PID
+    and WATCHDOG_PID can be its own pid ($$ of the shell that execs it); env
+    values may use $$. A descriptor in pass_fds is moved to 3 (socket
+    activation)."""
     assigns = " ".join("%s=%s" % (k, v) for k, v in env.items())
     moves = "".join("exec 3<&%d %d<&-; " % (fd, fd) for fd in pass_fds if fd != 3)
-    script = '%s%s exec "$0" "$@"' % (moves, assigns)
+    script = '%s%s exec "$@"' % (moves, assigns)
     out = open(log, "ab") if log else subprocess.DEVNULL
     try:
-        return spawn(["sh", "-c", script, DLOCKD] + list(args), stdin=subprocess.DEVNULL,
-                     stdout=out, stderr=out, pass_fds=pass_fds)
+        return spawn(["sh", "-c", script, "sh"] + WRAPPER + [DLOCKD] + list(args),
+                     stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=pass_fds)
     finally:
         if log:
             out.close()
