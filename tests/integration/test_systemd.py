@@ -139,6 +139,7 @@ class TestNotify(unittest.TestCase):
             c.close()
             p.send_signal(signal.SIGTERM)
             self.ns.wait(lambda m: m.get("STOPPING") == "1", what="STOPPING=1")
+            self.assertEqual(reap(p), 0)
         finally:
             stop(p, self)
 
