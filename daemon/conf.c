@@ -13,7 +13,10 @@
  * entries too, applied when given and again after any file, so they win. A
  * row keeps where its value was last given, for the rules between settings.
  * Errors read "file:line:column: message", "command line: message" or
- * "file: message"; a load's errors are sorted by position.
+ * "file: message"; a load's errors are sorted by position. A reload is a
+ * whole new load; conf_reload() then moves the values of the rows marked
+ * reloadable into the config in force, by type and offset, so that what
+ * holds pointers into it keeps them.
  */
 #include "conf.h"
 
