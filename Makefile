@@ -38,7 +38,14 @@ LDFLAGS    ?=
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
 PKGS_DAEMON := libevent yaml-0.1 hiredis jansson
-CFLAGS_DAEMON = $(shell pkg-config --cflags $(PKGS_DAEMON))
+# libsystemd (sd_notify, socket activation) when it is there, unless SYSTEMD=0:
+# without it the daemon never notifies a service manager nor takes its sockets
+SYSTEMD    ?= $(if $(shell pkg-config --exists libsystemd && echo y),1,0)
+ifeq ($(SYSTEMD),1)
+PKGS_DAEMON += libsystemd
+CPPFLAGS_SYSTEMD := -DHAVE_LIBSYSTEMD
+endif
+CFLAGS_DAEMON = $(shell pkg-config --cflags $(PKGS_DAEMON)) $(CPPFLAGS_SYSTEMD)
 LIBS_DAEMON   = $(shell pkg-config --libs $(PKGS_DAEMON))
 CFLAGS_CHECK  = $(shell pkg-config --cflags check)
 CFLAGS_BENCH  = $(shell pkg-config --cflags libevent)
@@ -46,7 +53,8 @@ LIBS_BENCH    = $(shell pkg-config --libs libevent) -lm
 LIBS_CHECK    = $(shell pkg-config --libs check)
 
 # Debian packages: what building needs, and what the tests need on top.
-DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev libjansson-dev
+DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev libjansson-dev \
+              libsystemd-dev
 DEB_CHECK := check redis-server redis-tools etcd-server etcd-client python3 python3-redis valgrind \
               iproute2
 # what make bench needs on top of building: the servers, the runner, the plots

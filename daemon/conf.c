@@ -13,7 +13,10 @@
  * entries too, applied when given and again after any file, so they win. A
  * row keeps where its value was last given, for the rules between settings.
  * Errors read "file:line:column: message", "command line: message" or
- * "file: message"; a load's errors are sorted by position.
+ * "file: message"; a load's errors are sorted by position. A reload is a
+ * whole new load; conf_reload() then moves the values of the rows marked
+ * reloadable into the config in force, by type and offset, so that what
+ * holds pointers into it keeps them.
  */
 #include "conf.h"
 
@@ -88,12 +91,12 @@ static const struct conf_setting conf_table[] = {
 	  .choice = conf_backend_choice, .defstr = "memory" },
 	INT("locks.default_ttl_ms", default_ttl_ms, 10, 31536000000LL, 30000, 1),
 	INT("locks.max_ttl_ms", max_ttl_ms, 10, 31536000000LL, 86400000, 1),
-	INT("locks.margin_percent", margin_percent, 1, 50, 10, 0),
-	INT("locks.lock_delay_ms", lock_delay_ms, 0, 3600000, 0, 0),
+	INT("locks.margin_percent", margin_percent, 1, 50, 10, 1),
+	INT("locks.lock_delay_ms", lock_delay_ms, 0, 3600000, 0, 1),
 	INT("sessions.idle_timeout_ms", idle_timeout_ms, 0, 31536000000LL, 0, 1),
-	INT("sessions.tcp_keepalive_s", tcp_keepalive_s, 0, 32767, 15, 0),
-	INT("sessions.tcp_keepalive_interval_s", tcp_keepalive_interval_s, 1, 32767, 5, 0),
-	INT("sessions.tcp_keepalive_probes", tcp_keepalive_probes, 1, 127, 3, 0),
+	INT("sessions.tcp_keepalive_s", tcp_keepalive_s, 0, 32767, 15, 1),
+	INT("sessions.tcp_keepalive_interval_s", tcp_keepalive_interval_s, 1, 32767, 5, 1),
+	INT("sessions.tcp_keepalive_probes", tcp_keepalive_probes, 1, 127, 3, 1),
 	INT("limits.max_clients", max_clients, 1, 1000000, 10000, 1),
 	INT("limits.max_key_bytes", max_key_bytes, 1, 536870912LL - CONF_REQUEST_OVERHEAD, 1024, 1),
 	INT("limits.max_request_bytes", max_request_bytes, 64, 536870912LL, 65536, 1),
@@ -179,22 +182,31 @@ struct conf_parser {
 };
 
 /* Append "where: message" to c->errors, pos saying where. Returns -1. */
-static int __attribute__((format(printf, 3, 4)))
-conf_error(struct conf_priv *p, struct conf_pos pos, const char *fmt, ...)
+static int __attribute__((format(printf, 3, 0)))
+conf_verror(struct conf_priv *p, struct conf_pos pos, const char *fmt, va_list ap)
 {
 	struct conf *c = &p->pub;
 	char msg[1024];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	c->errors = xreallocarray(c->errors, c->nerrors + 1, sizeof(*c->errors));
 	p->errpos = xreallocarray(p->errpos, c->nerrors + 1, sizeof(*p->errpos));
 	p->errpos[c->nerrors] = pos;
 	c->errors[c->nerrors++] = pos.line == CONF_CMDLINE ? xasprintf("command line: %s", msg) :
 	    pos.line == CONF_WHOLE_FILE ? xasprintf("%s: %s", c->path, msg) :
 	    xasprintf("%s:%zu:%zu: %s", c->path, pos.line, pos.col, msg);
+	return -1;
+}
+
+/* conf_verror() with the arguments of fmt. Returns -1. */
+static int __attribute__((format(printf, 3, 4)))
+conf_error(struct conf_priv *p, struct conf_pos pos, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)conf_verror(p, pos, fmt, ap);
+	va_end(ap);
 	return -1;
 }
 
@@ -1122,6 +1134,19 @@ conf_check(struct conf_priv *p, struct conf_row *r)
 	}
 }
 
+int
+conf_setting_error(struct conf *c, const char *name, const char *fmt, ...)
+{
+	struct conf_priv *p = (struct conf_priv *)c;
+	const struct conf_row *r = conf_find(p, name, false);
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)conf_verror(p, r != NULL ? r->pos : AT_CMDLINE, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
 /* Fill the defaults, then check the settings of conf_table[] and of the
  * chosen backend, and the rules between settings. */
 int
@@ -1156,6 +1181,134 @@ conf_finish(struct conf *c)
 		    "lease (%llu ms)", c->default_ttl_ms, ops->name,
 		    (unsigned long long)ops->min_lease_ms(c->backend_settings));
 	return c->nerrors > 0 ? -1 : 0;
+}
+
+/* Write the value of row s in base into buf as a message shows it: a secret
+ * as "(hidden)", nothing as "(none)", a list as "a, b". */
+static const char *
+conf_value_text(const struct conf_setting *s, const void *base, char *buf, size_t size)
+{
+	const void *field = FIELD(base, s->off);
+	const char *str = NULL;
+	size_t len = 0;
+
+	switch (s->type) {
+	case CONF_INT:
+		snprintf(buf, size, "%lld", *(const long long *)field);
+		return buf;
+	case CONF_MODE:
+		snprintf(buf, size, "%#llo", *(const long long *)field);
+		return buf;
+	case CONF_SECRET:
+		str = *(char *const *)field != NULL ? "(hidden)" : NULL;
+		break;
+	case CONF_STR:
+	case CONF_SHORTSTR:
+	case CONF_SECRET_FILE:
+	case CONF_ENUM:
+		str = *(char *const *)field;
+		break;
+	case CONF_SERVER:
+		str = ((const struct addr *)field)->text[0] != '\0' ?
+		    ((const struct addr *)field)->text : NULL;
+		break;
+	case CONF_ADDRLIST:
+	case CONF_SERVERLIST:
+		buf[0] = '\0';
+		for (size_t i = 0; i < *(const size_t *)FIELD(base, s->count) && len < size; i++)
+			len += (size_t)snprintf(buf + len, size - len, "%s%s", i > 0 ? ", " : "",
+			    (*(char **const *)field)[i]);
+		return len > 0 ? buf : "(none)";
+	}
+	snprintf(buf, size, "%s", str != NULL ? str : "(none)");
+	return buf;
+}
+
+/* Whether row s has one value in bases a and b. */
+static bool
+conf_value_same(const struct conf_setting *s, const void *a, const void *b)
+{
+	const void *fa = FIELD(a, s->off), *fb = FIELD(b, s->off);
+	const char *sa, *sb;
+	size_t n;
+
+	switch (s->type) {
+	case CONF_INT:
+	case CONF_MODE:
+		return *(const long long *)fa == *(const long long *)fb;
+	case CONF_SERVER:
+		return strcmp(((const struct addr *)fa)->text, ((const struct addr *)fb)->text) == 0;
+	case CONF_ADDRLIST:
+	case CONF_SERVERLIST:
+		n = *(const size_t *)FIELD(a, s->count);
+		if (n != *(const size_t *)FIELD(b, s->count))
+			return false;
+		for (size_t i = 0; i < n; i++)
+			if (strcmp((*(char **const *)fa)[i], (*(char **const *)fb)[i]) != 0)
+				return false;
+		return true;
+	case CONF_STR:
+	case CONF_SHORTSTR:
+	case CONF_SECRET:
+	case CONF_SECRET_FILE:
+	case CONF_ENUM:
+		break;
+	}
+	sa = *(char *const *)fa;
+	sb = *(char *const *)fb;
+	return sa == sb || (sa != NULL && sb != NULL && strcmp(sa, sb) == 0);
+}
+
+/* Swap the values of row s between bases a and b (a list with its count). */
+static void
+conf_value_swap(const struct conf_setting *s, void *a, void *b)
+{
+	size_t size = s->type == CONF_INT || s->type == CONF_MODE ? sizeof(long long) :
+	    s->type == CONF_SERVER ? sizeof(struct addr) : sizeof(char *);
+	unsigned char tmp[sizeof(struct addr) > sizeof(long long) ? sizeof(struct addr) : 8];
+
+	memcpy(tmp, FIELD(a, s->off), size);
+	memcpy(FIELD(a, s->off), FIELD(b, s->off), size);
+	memcpy(FIELD(b, s->off), tmp, size);
+	if (conf_is_list(s)) {
+		size_t n = *(size_t *)FIELD(a, s->count);
+
+		*(size_t *)FIELD(a, s->count) = *(size_t *)FIELD(b, s->count);
+		*(size_t *)FIELD(b, s->count) = n;
+	}
+}
+
+/* Move next's reloadable values into live; see the header. */
+int
+conf_reload(struct conf *live, struct conf *next)
+{
+	struct conf_priv *p = (struct conf_priv *)live, *q = (struct conf_priv *)next;
+	char old[256], now[256];
+	int changed = 0;
+
+	for (size_t i = 0; i < p->nrows; i++) {
+		struct conf_row *r = &p->rows[i];
+		void *a = p->tables[r->table], *b = q->tables[r->table];
+
+		/* the settings of backends not in use are nobody's; with another
+		 * backend.type, only that change is told */
+		if (r->table > 0 && (a != live->backend_settings ||
+		    strcmp(live->backend_type, next->backend_type) != 0))
+			continue;
+		if (conf_value_same(r->s, a, b))
+			continue;
+		if (!r->s->reloadable) {
+			log_warn("%s changed: restart dlockd to apply; keeping %s", r->name,
+			    conf_value_text(r->s, a, old, sizeof(old)));
+			continue;
+		}
+		log_info("%s: %s -> %s", r->name, conf_value_text(r->s, a, old, sizeof(old)),
+		    conf_value_text(r->s, b, now, sizeof(now)));
+		conf_value_swap(r->s, a, b);
+		r->pos = q->rows[i].pos;
+		changed++;
+	}
+	return changed;
 }
 
 void

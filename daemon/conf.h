@@ -63,9 +63,9 @@ struct conf_setting {
 				 * the count */
 	const char *(*choice)(size_t i); /* CONF_ENUM: the i-th allowed name,
 				 * NULL past the last */
-	int reloadable;		/* may change on a reload, without a restart.
-				 * Nothing reads it yet: the configuration reload
-				 * (SIGHUP) that is coming will */
+	int reloadable;		/* may change on a reload (SIGHUP) without a
+				 * restart: conf_reload() moves it into the
+				 * config in force */
 };
 
 /* The settings of conf.c's own table. */
@@ -122,9 +122,27 @@ int conf_override_listen(struct conf *c, const char *addr);
  * that a backend's parse_url takes ("redis://..."). */
 int conf_override_backend(struct conf *c, const char *url);
 
+/* Add an error about the setting called name (dotted, "backend." included)
+ * at the place it was given: its line in the file, or the command line.
+ * Returns -1. */
+int conf_setting_error(struct conf *c, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Fill defaults for what is unset and check the rules between settings.
  * 0, or -1 if c->errors holds any error (see c->errors). */
 int conf_finish(struct conf *c);
+
+/*
+ * A reload: live is the config in force, next a finished one without errors
+ * read from the same file with the same command line. Every reloadable
+ * setting whose value next changed is moved into live in place (so that
+ * pointers to live and to its backend settings stay good) and logged at
+ * info; every other setting that changed is logged at warn and keeps its
+ * value. Settings of backends not in use are not looked at. Returns how many
+ * settings changed in live. next then holds the values replaced: the caller
+ * destroys it, so a string read from live must not be kept across a reload.
+ */
+int conf_reload(struct conf *live, struct conf *next);
 
 /* The field of the setting called name (without "backend.") of the backend
  * c->backend_type names; NULL if that backend has no such setting. */

@@ -9,6 +9,8 @@
 #include "listener.h"
 
 #include <errno.h>
+#include <ifaddrs.h>
+#include <libgen.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -33,7 +35,8 @@ struct listener {
 	bool enabled;			/* accepting, as listener_enable() last said */
 	accept_cb *cb;			/* told of each connection */
 	void *arg;
-	bool is_unix;			/* remove path on destroy */
+	bool is_unix;			/* a Unix socket */
+	bool owns_path;			/* created path: remove it on destroy */
 	struct listener_keepalive ka;	/* TCP keepalive of accepted sockets */
 	char path[108];			/* Unix socket path */
 	char name[300];			/* address for logs */
@@ -150,6 +153,95 @@ unix_clear_stale(const char *path)
 	return 0;
 }
 
+/* Whether sa is a wildcard or loopback address, or one of this host's
+ * interfaces has it. */
+static bool
+addr_is_local(const struct sockaddr *sa)
+{
+	const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+	struct ifaddrs *ifs, *i;
+	bool local = false;
+
+	if (sa->sa_family == AF_INET && (in->sin_addr.s_addr == htonl(INADDR_ANY) ||
+	    (ntohl(in->sin_addr.s_addr) >> 24) == 127))
+		return true;
+	if (sa->sa_family == AF_INET6 && (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr) ||
+	    IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)))
+		return true;
+	if (getifaddrs(&ifs) != 0)
+		return true;	/* cannot tell: the bind will */
+	for (i = ifs; i != NULL && !local; i = i->ifa_next) {
+		const struct sockaddr *ia = i->ifa_addr;
+
+		if (ia == NULL || ia->sa_family != sa->sa_family)
+			continue;
+		if (sa->sa_family == AF_INET)
+			local = ((const struct sockaddr_in *)(const void *)ia)->sin_addr.s_addr ==
+			    in->sin_addr.s_addr;
+		else
+			local = memcmp(&((const struct sockaddr_in6 *)(const void *)ia)->sin6_addr,
+			    &in6->sin6_addr, sizeof(in6->sin6_addr)) == 0;
+	}
+	freeifaddrs(ifs);
+	return local;
+}
+
+int
+listener_check_dir(const char *dir, char *why, size_t size)
+{
+	struct stat st;
+
+	if (stat(dir, &st) != 0)
+		snprintf(why, size, "directory %s: %s", dir, strerror(errno));
+	else if (!S_ISDIR(st.st_mode))
+		snprintf(why, size, "%s is not a directory", dir);
+	else
+		return 0;
+	return -1;
+}
+
+int
+listener_check(const struct addr *addr, char *why, size_t size)
+{
+	struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+	    .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
+	char path[sizeof(addr->path)], port[8];
+	int rc;
+
+	if (addr->kind == ADDR_UNIX) {
+		snprintf(path, sizeof(path), "%s", addr->path);
+		return listener_check_dir(dirname(path), why, size);
+	}
+	snprintf(port, sizeof(port), "%d", addr->port);
+	if ((rc = getaddrinfo(addr->host, port, &hints, &ai)) != 0) {
+		snprintf(why, size, "%s", gai_strerror(rc));
+		return -1;
+	}
+	rc = addr_is_local(ai->ai_addr) ? 0 : -1;
+	freeaddrinfo(ai);
+	if (rc != 0)
+		snprintf(why, size, "%s is not an address of this host", addr->host);
+	return rc;
+}
+
+/* Finish l, whose l->ev listens: its name for logs (a TCP socket's bound
+ * address), the retry timer, the error callback. Returns l. */
+static struct listener *
+listener_start(struct listener *l, struct event_base *base)
+{
+	struct sockaddr_storage bound;
+	socklen_t blen = sizeof(bound);
+
+	if (!l->is_unix && getsockname(evconnlistener_get_fd(l->ev), (struct sockaddr *)&bound,
+	    &blen) == 0)
+		peer_name((struct sockaddr *)&bound, l->name, sizeof(l->name));
+	l->ev_retry = evtimer_new(base, on_accept_retry, l);
+	l->enabled = true;
+	evconnlistener_set_error_cb(l->ev, on_accept_error);
+	return l;
+}
+
 struct listener *
 listener_create(struct event_base *base, const struct addr *addr, int unix_mode,
     const struct listener_keepalive *ka, accept_cb *cb, void *arg)
@@ -204,19 +296,48 @@ listener_create(struct event_base *base, const struct addr *addr, int unix_mode,
 		free(l);
 		return NULL;
 	}
+	l->owns_path = l->is_unix;
 	if (l->is_unix && chmod(l->path, (mode_t)unix_mode) != 0)
 		log_warn("chmod %s: %s", l->path, strerror(errno));
-	if (!l->is_unix) {
-		struct sockaddr_storage bound;
-		socklen_t blen = sizeof(bound);
-		if (getsockname(evconnlistener_get_fd(l->ev), (struct sockaddr *)&bound,
-		    &blen) == 0)
-			peer_name((struct sockaddr *)&bound, l->name, sizeof(l->name));
+	return listener_start(l, base);
+}
+
+struct listener *
+listener_adopt(struct event_base *base, evutil_socket_t fd, const struct listener_keepalive *ka,
+    accept_cb *cb, void *arg)
+{
+	struct listener *l = xcalloc(1, sizeof(*l));
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+
+	l->cb = cb;
+	l->arg = arg;
+	l->ka = *ka;
+	memset(&ss, 0, sizeof(ss));
+	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
+		log_error("socket %d from the service manager: %s", (int)fd, strerror(errno));
+		free(l);
+		return NULL;
 	}
-	l->ev_retry = evtimer_new(base, on_accept_retry, l);
-	l->enabled = true;
-	evconnlistener_set_error_cb(l->ev, on_accept_error);
-	return l;
+	if (ss.ss_family == AF_UNIX) {
+		const struct sockaddr_un *sun = (const struct sockaddr_un *)&ss;
+
+		l->is_unix = true;
+		snprintf(l->name, sizeof(l->name), "unix:%.*s", (int)sizeof(sun->sun_path),
+		    sun->sun_path[0] != '\0' ? sun->sun_path : "(unnamed)");
+	}
+	if (evutil_make_socket_nonblocking(fd) != 0 || evutil_make_socket_closeonexec(fd) != 0) {
+		log_error("socket %d from the service manager: %s", (int)fd, strerror(errno));
+		free(l);
+		return NULL;
+	}
+	l->ev = evconnlistener_new(base, on_accept, l, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (l->ev == NULL) {
+		log_error("cannot accept on socket %d from the service manager", (int)fd);
+		free(l);
+		return NULL;
+	}
+	return listener_start(l, base);
 }
 
 void
@@ -224,9 +345,15 @@ listener_destroy(struct listener *l)
 {
 	evconnlistener_free(l->ev);
 	event_free(l->ev_retry);
-	if (l->is_unix)
+	if (l->owns_path)
 		unlink(l->path);
 	free(l);
+}
+
+void
+listener_set_keepalive(struct listener *l, const struct listener_keepalive *ka)
+{
+	l->ka = *ka;
 }
 
 void

@@ -7,6 +7,8 @@
 #ifndef DLOCKD_LISTENER_H
 #define DLOCKD_LISTENER_H
 
+#include <stddef.h>
+
 #include <event2/util.h>
 
 #include "addr.h"
@@ -34,7 +36,30 @@ struct listener_keepalive {
  */
 struct listener *listener_create(struct event_base *base, const struct addr *addr,
     int unix_mode, const struct listener_keepalive *ka, accept_cb *cb, void *arg);
+/*
+ * Whether addr could be listened on, as far as that is known without a side
+ * effect: a Unix socket's directory exists; a TCP host (resolved as
+ * listener_create() does) is a wildcard, a loopback address or an address of
+ * one of this host's interfaces. Nothing is bound. 0, or -1 with why (size
+ * bytes) saying what is wrong.
+ */
+int listener_check(const struct addr *addr, char *why, size_t size)
+	__attribute__((warn_unused_result));
+/* Whether dir is a directory (where a socket or a log file is to be made):
+ * 0, or -1 with why (size bytes) saying what is wrong. */
+int listener_check_dir(const char *dir, char *why, size_t size)
+	__attribute__((warn_unused_result));
+
+/*
+ * Accept on fd, a socket already bound and listening that the service
+ * manager passed (socket activation), TCP or Unix; the listener owns it from
+ * then on, but never removes its socket file. NULL after logging why.
+ */
+struct listener *listener_adopt(struct event_base *base, evutil_socket_t fd,
+    const struct listener_keepalive *ka, accept_cb *cb, void *arg);
 void listener_destroy(struct listener *l);
+/* TCP keepalive of the connections accepted from now on. */
+void listener_set_keepalive(struct listener *l, const struct listener_keepalive *ka);
 /* Stop or resume accepting. */
 void listener_enable(struct listener *l, int on);
 /* The address it listens on, with the real port if 0 was asked. */

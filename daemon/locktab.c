@@ -1338,6 +1338,12 @@ locktab_destroy(struct locktab *lt)
 	free(lt);
 }
 
+void
+locktab_set_limits(struct locktab *lt, const struct lt_limits *limits)
+{
+	lt->limits = *limits;
+}
+
 int
 locktab_idle(const struct locktab *lt)
 {

@@ -137,6 +137,10 @@ struct locktab *locktab_create(struct backend *be, const struct lt_limits *limit
  * operation may be in flight (locktab_idle()). */
 void locktab_destroy(struct locktab *lt);
 
+/* Enforce limits from now on (a reload): a wait or holding already there
+ * stays, a new one is checked against them. */
+void locktab_set_limits(struct locktab *lt, const struct lt_limits *limits);
+
 /* 1 when no backend operation of the table is in flight. */
 int locktab_idle(const struct locktab *lt);
 /* The table's clock now. */

@@ -50,11 +50,25 @@ log_event_cb(int severity, const char *msg)
 int
 log_init(enum log_level level, const char *path)
 {
-	log_min_level = level;
+	log_set_level(level);
 	event_set_log_callback(log_event_cb);
-	if (path == NULL || *path == '\0' || strcmp(path, "-") == 0)
+	return log_open(path);
+}
+
+void
+log_set_level(enum log_level level)
+{
+	log_min_level = level;
+}
+
+int
+log_open(const char *path)
+{
+	if (path == NULL || *path == '\0' || strcmp(path, "-") == 0) {
+		log_close();
 		return 0;
-	FILE *fp = fopen(path, "a");
+	}
+	FILE *fp = fopen(path, "ae");
 	if (fp == NULL) {
 		log_error("cannot open log file %s: %s", path, strerror(errno));
 		return -1;

@@ -21,6 +21,12 @@ const char *log_level_name(enum log_level level);
 
 /* Set the level and the destination (NULL or "" or "-": stderr). 0 or -1. */
 int log_init(enum log_level level, const char *path) __attribute__((warn_unused_result));
+/* Set the level from now on. */
+void log_set_level(enum log_level level);
+/* Write to path from now on (NULL or "" or "-": stderr), opened anew even if
+ * it is the file in use (a log rotated by renaming it). If it cannot be
+ * opened, the destination stays as it was: -1 after logging why there. */
+int log_open(const char *path) __attribute__((warn_unused_result));
 void log_close(void);
 
 void log_write(enum log_level level, const char *fmt, ...)

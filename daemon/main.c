@@ -8,7 +8,9 @@
  * reach for: everything is passed down from here.
  */
 #include <getopt.h>
+#include <libgen.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +21,39 @@
 #include <event2/event.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "conf.h"
+#include "listener.h"
 #include "log.h"
+#include "notify.h"
 #include "server.h"
 #include "xmalloc.h"
 
+#ifndef DEFAULT_CONF
 #define DEFAULT_CONF "/etc/dlockd/dlockd.yaml"
+#endif
 #define DRAIN_MS 5000		/* how long shutdown waits for the backend */
+#define READY_TICK_MS 100	/* how often start-up looks whether the backend is up */
+#define READY_BOUND_MS 10000	/* READY=1 after this long even if it is not */
+#define STATUS_MS 2000		/* how often STATUS= is sent (when it changed) */
+
+/* The daemon: what the command line said, the configuration in force, and
+ * what it tells the service manager. */
+struct dlockd {
+	const char *conf_arg;		/* -c FILE, or NULL */
+	char **listen;			/* every -l ADDR */
+	size_t nlisten;			/* how many */
+	const char *backend_url;	/* -b URL, or NULL */
+	const char *level_arg;		/* -d LEVEL, or NULL */
+	bool activated;			/* listens on sockets the manager passed */
+	struct conf *conf;		/* the configuration in force */
+	struct server *srv;		/* the server, once made */
+	struct event *ev_status;	/* READY=1, then STATUS= when it changed */
+	struct event *ev_watchdog;	/* WATCHDOG=1 pings; NULL: no watchdog */
+	uint64_t started_ms;		/* clock_ms() when the listeners were bound */
+	bool ready;			/* READY=1 was sent */
+	char status[128];		/* the last STATUS= sent */
+};
 
 static void
 usage(FILE *fp)
@@ -35,11 +63,80 @@ usage(FILE *fp)
 	    "  -c FILE     configuration file (default " DEFAULT_CONF ")\n"
 	    "  -t          check the configuration and exit\n"
 	    "  -l ADDR     listen on ADDR (repeatable; replaces the file's listeners):\n"
-	    "              127.0.0.1:7480, [::1]:7480, unix:/path\n"
-	    "  -b URL      backend: memory, or redis://[:password@]host[:port][/db]\n"
+	    "              host:port, 127.0.0.1:7480, [::1]:7480, unix:/path\n"
+	    "  -b URL      backend: memory,\n"
+	    "              redis://[[default]:password@]host[:port][/db] (port 6379, db 0),\n"
+	    "              etcd://[user[:password]@]host[:port][,host[:port]...] (port 2379)\n"
 	    "  -d LEVEL    log level: debug, info, warn or error (overrides log.level)\n"
 	    "  -h          print this help and exit\n"
 	    "  --version   print the version and exit\n");
+}
+
+/* The configuration file to read: -c's, else DEFAULT_CONF if it exists,
+ * else NULL (built-in defaults). */
+static const char *
+conf_path(const struct dlockd *d)
+{
+	if (d->conf_arg != NULL)
+		return d->conf_arg;
+	return access(DEFAULT_CONF, F_OK) == 0 ? DEFAULT_CONF : NULL;
+}
+
+/* Add to c an error for each of its settings that this host cannot serve,
+ * as far as that is known without a side effect (see listener_check()): a
+ * listen address (unless the service manager passes the sockets), the
+ * directory of log.file. */
+static void
+check_host(struct conf *c, bool listen)
+{
+	char why[256], path[4096];
+
+	for (size_t i = 0; listen && i < c->nlisten; i++) {
+		struct addr a;
+		const char *bad;
+
+		if (addr_parse(c->listen[i], ADDR_PORT_REQUIRED, &a, &bad) == 0 &&
+		    listener_check(&a, why, sizeof(why)) < 0)
+			(void)conf_setting_error(c, "listen", "cannot listen on '%s': %s",
+			    c->listen[i], why);
+	}
+	if (c->log_file != NULL && strcmp(c->log_file, "-") != 0) {
+		snprintf(path, sizeof(path), "%s", c->log_file);
+		if (listener_check_dir(dirname(path), why, sizeof(why)) < 0)
+			(void)conf_setting_error(c, "log.file", "cannot write log file '%s': %s",
+			    c->log_file, why);
+	}
+}
+
+/* Read the configuration as the command line says: the file, then -l and
+ * -b, defaults, the rules between settings and check_host() (the listen
+ * addresses only with listen: they may need a name resolved, which must not
+ * block the loop on a reload, where they cannot change anyway). The caller
+ * owns the result (conf_destroy), errors or not. */
+static struct conf *
+load(const struct dlockd *d, bool listen)
+{
+	struct conf *c = conf_create();
+	const char *path = conf_path(d);
+
+	if (path != NULL)
+		(void)conf_load(c, path);
+	for (size_t i = 0; i < d->nlisten; i++)
+		(void)conf_override_listen(c, d->listen[i]);
+	if (d->backend_url != NULL)
+		(void)conf_override_backend(c, d->backend_url);
+	if (conf_finish(c) == 0)
+		check_host(c, listen);
+	return c;
+}
+
+/* The log level in force: -d's, else log.level's. */
+static enum log_level
+log_level(const struct dlockd *d)
+{
+	int level = log_level_parse(d->level_arg != NULL ? d->level_arg : d->conf->log_level);
+
+	return level < 0 ? LOG_LEVEL_INFO : (enum log_level)level;
 }
 
 /* SIGTERM, SIGINT: stop accepting, drop every session (releasing its
@@ -47,22 +144,14 @@ usage(FILE *fp)
 static void
 on_stop_signal(evutil_socket_t sig, short what, void *arg)
 {
-	struct server *srv = arg;
+	struct dlockd *d = arg;
 	(void)what;
-	if (srv->stopping)
+	if (d->srv->stopping)
 		return;
+	notify_stopping();
 	log_info("signal %d: shutting down", (int)sig);
-	server_stop(srv);
-	event_base_loopbreak(srv->base);
-}
-
-static void
-on_hup(evutil_socket_t sig, short what, void *arg)
-{
-	(void)sig;
-	(void)what;
-	(void)arg;
-	log_info("SIGHUP: configuration reload is not supported; restart to apply changes");
+	server_stop(d->srv);
+	event_base_loopbreak(d->srv->base);
 }
 
 /* Raise the descriptor limit to what max_clients needs, as far as allowed;
@@ -83,6 +172,114 @@ raise_fd_limit(long long max_clients)
 		    "clients can connect", (unsigned long long)cur, max_clients);
 }
 
+/* SIGHUP: read the configuration again (the command line still wins). With
+ * an error, log every one and keep the configuration in force; else apply
+ * what may change live (conf_reload) and log what needs a restart. The log
+ * file is opened anew either way (after a rotation). No connection or lock
+ * is dropped. */
+static void
+on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	struct dlockd *d = arg;
+	const char *path = conf_path(d);
+	struct conf *next;
+	int changed = 0;
+	(void)sig;
+	(void)what;
+
+	if (d->srv->stopping)
+		return;
+	if (d->ready)		/* else READY=1 is still to come from on_status */
+		notify_reloading();
+	log_info("SIGHUP: reloading the configuration from %s",
+	    path != NULL ? path : "built-in defaults");
+	next = load(d, false);
+	if (next->nerrors == 0) {
+		changed = conf_reload(d->conf, next);
+		log_set_level(log_level(d));
+		server_reconfigure(d->srv);
+		raise_fd_limit(d->conf->max_clients);
+	}
+	if (log_open(d->conf->log_file) != 0)
+		log_warn("log file not reopened: still writing to the one open");
+	for (size_t i = 0; i < next->nerrors; i++)
+		log_error("%s", next->errors[i]);
+	if (next->nerrors > 0)
+		log_error("configuration not reloaded (%zu error%s): keeping the one in force",
+		    next->nerrors, next->nerrors == 1 ? "" : "s");
+	else
+		log_info("configuration reloaded from %s (%d setting%s changed)",
+		    path != NULL ? path : "built-in defaults", changed, changed == 1 ? "" : "s");
+	conf_destroy(next);
+	if (d->ready) {
+		server_status(d->srv, d->status, sizeof(d->status));
+		notify_ready(d->status);
+	}
+}
+
+/* READY=1 once the backend is up, or READY_BOUND_MS after start-up without
+ * it (the daemon answers BACKEND until it comes); then STATUS= every
+ * STATUS_MS when it changed. */
+static void
+on_status(evutil_socket_t fd, short what, void *arg)
+{
+	struct dlockd *d = arg;
+	struct timeval tv = clock_tv(STATUS_MS);
+	char status[sizeof(d->status)];
+	(void)fd;
+	(void)what;
+
+	server_status(d->srv, status, sizeof(status));
+	if (!d->ready && server_backend_up(d->srv)) {
+		notify_ready(status);
+	} else if (!d->ready && clock_ms() - d->started_ms >= READY_BOUND_MS) {
+		log_warn("the %s backend is not up after %d ms: ready all the same; requests "
+		    "get BACKEND errors until it is", d->srv->be->ops->name, READY_BOUND_MS);
+		snprintf(status, sizeof(status), "backend unreachable: %s",
+		    d->srv->be->ops->name);
+		notify_ready(status);
+	} else if (!d->ready) {
+		return;
+	} else if (strcmp(status, d->status) != 0) {
+		notify_status(status);
+	}
+	if (!d->ready)
+		evtimer_add(d->ev_status, &tv);	/* from now on every STATUS_MS */
+	d->ready = true;
+	snprintf(d->status, sizeof(d->status), "%s", status);
+}
+
+/* WATCHDOG=1: the loop runs. */
+static void
+on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	notify_watchdog();
+}
+
+/* Start telling the service manager: on_status at once and every
+ * READY_TICK_MS until ready; watchdog pings every half of its interval. */
+static void
+notify_start(struct dlockd *d, struct event_base *base)
+{
+	struct timeval tv = clock_tv(READY_TICK_MS);
+	uint64_t usec = notify_watchdog_usec();
+
+	d->started_ms = clock_ms();
+	d->ev_status = event_new(base, -1, EV_PERSIST, on_status, d);
+	evtimer_add(d->ev_status, &tv);
+	on_status(-1, 0, d);
+	if (usec == 0)
+		return;
+	tv = clock_tv(usec / 2000 > 0 ? usec / 2000 : 1);
+	d->ev_watchdog = event_new(base, -1, EV_PERSIST, on_watchdog, d);
+	evtimer_add(d->ev_watchdog, &tv);
+	log_info("watchdog: pinging the service manager every %llu ms",
+	    (unsigned long long)(usec / 2000));
+}
+
 /* Print every configuration error; 0 if there was none. */
 static int
 report_conf(const struct conf *c)
@@ -100,112 +297,116 @@ main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *path = NULL;
-	int test = 0, ch;
-	struct conf *conf;
+	struct dlockd d = { .conf_arg = NULL };
+	int test = 0, ch, rc = -1, nfds = 0;
 
 	/* one allocation policy for the daemon and its event loop */
 	event_set_mem_functions(xmalloc, xrealloc, free);
-	conf = conf_create();
 
 	/* -l and -b are applied after the file: collect them first */
-	char **listen = xcalloc((size_t)argc, sizeof(char *));
-	size_t nlisten = 0;
-	const char *backend_url = NULL;
-	const char *level_arg = NULL;
-	while ((ch = getopt_long(argc, argv, "c:tl:b:d:hV", longopts, NULL)) != -1) {
+	d.listen = xcalloc((size_t)argc, sizeof(char *));
+	while (rc < 0 && (ch = getopt_long(argc, argv, "c:tl:b:d:hV", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'c': path = optarg; break;
+		case 'c': d.conf_arg = optarg; break;
 		case 't': test = 1; break;
-		case 'l': listen[nlisten++] = optarg; break;
-		case 'b': backend_url = optarg; break;
-		case 'd': level_arg = optarg; break;
+		case 'l': d.listen[d.nlisten++] = optarg; break;
+		case 'b': d.backend_url = optarg; break;
+		case 'd': d.level_arg = optarg; break;
 		case 'V':
 			printf("dlockd %s\n", DLOCKD_VERSION);
-			free(listen);
-			conf_destroy(conf);
-			return 0;
+			rc = 0;
+			break;
 		case 'h':
 			usage(stdout);
-			free(listen);
-			conf_destroy(conf);
-			return 0;
+			rc = 0;
+			break;
 		default:
 			usage(stderr);
-			free(listen);
-			conf_destroy(conf);
-			return 2;
+			rc = 2;
+			break;
 		}
 	}
-	if (optind < argc) {
+	if (rc < 0 && optind < argc) {
 		usage(stderr);
-		free(listen);
-		conf_destroy(conf);
-		return 2;
+		rc = 2;
 	}
-	if (path != NULL || access(DEFAULT_CONF, F_OK) == 0)
-		(void)conf_load(conf, path != NULL ? path : DEFAULT_CONF);
-	for (size_t i = 0; i < nlisten; i++)
-		(void)conf_override_listen(conf, listen[i]);
-	free(listen);
-	if (backend_url != NULL)
-		(void)conf_override_backend(conf, backend_url);
-	(void)conf_finish(conf);
-	if (level_arg != NULL && log_level_parse(level_arg) < 0) {
+	if (rc >= 0) {
+		free(d.listen);
+		return rc;
+	}
+	/* sockets the service manager passed replace 'listen' (not for -t) */
+	if (!test && (nfds = notify_listen_fds()) > 0)
+		d.activated = true;
+	d.conf = load(&d, !d.activated);
+	if (d.level_arg != NULL && log_level_parse(d.level_arg) < 0) {
 		fprintf(stderr, "command line: unknown log level '%s' (expected debug, info, "
-		    "warn or error)\n", level_arg);
-		report_conf(conf);
-		conf_destroy(conf);
-		return 1;
-	}
-	if (report_conf(conf) != 0) {
-		conf_destroy(conf);
-		return 1;
-	}
-	if (test) {
+		    "warn or error)\n", d.level_arg);
+		report_conf(d.conf);
+		rc = 1;
+	} else if (report_conf(d.conf) != 0) {
+		rc = 1;
+	} else if (test) {
 		printf("configuration OK\n");
-		conf_destroy(conf);
-		return 0;
+		rc = 0;
+	}
+	if (rc >= 0) {
+		conf_destroy(d.conf);
+		free(d.listen);
+		return rc;
 	}
 
-	int level = log_level_parse(level_arg != NULL ? level_arg : conf->log_level);
-	if (log_init(level < 0 ? LOG_LEVEL_INFO : (enum log_level)level, conf->log_file) != 0)
+	if (log_init(log_level(&d), d.conf->log_file) != 0) {
+		conf_destroy(d.conf);
+		free(d.listen);
 		return 1;
+	}
+	if (conf_path(&d) != NULL)
+		log_info("configuration: %s", conf_path(&d));
+	else
+		log_info("no configuration file at %s: built-in defaults", DEFAULT_CONF);
 	signal(SIGPIPE, SIG_IGN);
-	raise_fd_limit(conf->max_clients);
+	raise_fd_limit(d.conf->max_clients);
 
 	struct event_base *base = event_base_new();
 	if (base == NULL)
 		log_fatal("cannot create the event loop");
-	struct backend *be = backend_create(conf->backend_type, base, conf->backend_settings);
+	struct backend *be = backend_create(d.conf->backend_type, base, d.conf->backend_settings);
 	if (be == NULL)
-		log_fatal("cannot start the %s backend", conf->backend_type);
-	struct server *srv = server_create(base, conf, be, NULL, NULL);
+		log_fatal("cannot start the %s backend", d.conf->backend_type);
+	d.srv = server_create(base, d.conf, be, NULL, NULL);
 
-	struct event *ev_term = evsignal_new(base, SIGTERM, on_stop_signal, srv);
-	struct event *ev_int = evsignal_new(base, SIGINT, on_stop_signal, srv);
-	struct event *ev_hup = evsignal_new(base, SIGHUP, on_hup, srv);
+	struct event *ev_term = evsignal_new(base, SIGTERM, on_stop_signal, &d);
+	struct event *ev_int = evsignal_new(base, SIGINT, on_stop_signal, &d);
+	struct event *ev_hup = evsignal_new(base, SIGHUP, on_hup, &d);
 	if (evsignal_add(ev_term, NULL) != 0 || evsignal_add(ev_int, NULL) != 0 ||
 	    evsignal_add(ev_hup, NULL) != 0)
 		log_fatal("cannot install signal handlers");
-	if (server_listen(srv) != 0)
+	if ((d.activated ? server_listen_fds(d.srv, NOTIFY_FD_FIRST, nfds) :
+	    server_listen(d.srv)) != 0) {
+		free(d.listen);
 		return 1;	/* logged */
+	}
 
 	log_info("dlockd %s started (pid %ld, backend %s)", DLOCKD_VERSION, (long)getpid(),
 	    be->ops->name);
+	notify_start(&d, base);
 	event_base_dispatch(base);
 
-	if (!server_drain(srv, DRAIN_MS))
+	if (!server_drain(d.srv, DRAIN_MS))
 		log_warn("releases still unconfirmed by the backend after %d ms; their leases "
 		    "end at their TTL", DRAIN_MS);
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_hup);
-	if (server_destroy(srv))
+	event_free(d.ev_status);
+	if (d.ev_watchdog != NULL)
+		event_free(d.ev_watchdog);
+	if (server_destroy(d.srv))
 		backend_destroy(be);
 	event_base_free(base);
 	log_info("stopped");
 	log_close();
-	conf_destroy(conf);
+	conf_destroy(d.conf);
+	free(d.listen);
 	return 0;
 }

@@ -8,7 +8,9 @@
  */
 #include "server.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <event2/event.h>
@@ -19,6 +21,7 @@
 #include "listener.h"
 #include "log.h"
 #include "metrics.h"
+#include "notify.h"
 #include "session.h"
 #include "xmalloc.h"
 
@@ -76,13 +79,29 @@ on_clock_check(evutil_socket_t fd, short what, void *arg)
 	srv->suspended_ms = now != 0 ? now : 1;
 }
 
+/* The lock table's limits that conf sets. */
+static struct lt_limits
+server_limits(const struct conf *conf)
+{
+	return (struct lt_limits){ (uint64_t)conf->max_waiters_per_key,
+	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->margin_percent,
+	    (uint64_t)conf->lock_delay_ms };
+}
+
+/* The TCP keepalive of accepted connections that conf sets. */
+static struct listener_keepalive
+server_keepalive(const struct conf *conf)
+{
+	return (struct listener_keepalive){ (int)conf->tcp_keepalive_s,
+	    (int)conf->tcp_keepalive_interval_s, (int)conf->tcp_keepalive_probes };
+}
+
 struct server *
 server_create(struct event_base *base, const struct conf *conf, struct backend *be,
     lt_clock_fn *clock, void *clock_arg)
 {
 	struct server *srv = xcalloc(1, sizeof(*srv));
-	struct lt_limits limits = { (uint64_t)conf->max_waiters_per_key,
-	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->margin_percent, (uint64_t)conf->lock_delay_ms };
+	struct lt_limits limits = server_limits(conf);
 	struct timeval tv = clock_tv(CLOCK_CHECK_MS);
 
 	srv->base = base;
@@ -97,12 +116,22 @@ server_create(struct event_base *base, const struct conf *conf, struct backend *
 	return srv;
 }
 
+/* Add l, listening (or NULL: it could not), to the listeners. 0 or -1. */
+static int
+server_add_listener(struct server *srv, struct listener *l)
+{
+	if (l == NULL)
+		return -1;
+	srv->listeners[srv->nlisteners++] = l;
+	log_info("listening on %s", listener_name(l));
+	return 0;
+}
+
 int
 server_listen(struct server *srv)
 {
 	const struct conf *conf = srv->conf;
-	struct listener_keepalive ka = { (int)conf->tcp_keepalive_s,
-	    (int)conf->tcp_keepalive_interval_s, (int)conf->tcp_keepalive_probes };
+	struct listener_keepalive ka = server_keepalive(conf);
 
 	srv->listeners = xcalloc(conf->nlisten, sizeof(*srv->listeners));
 	for (size_t i = 0; i < conf->nlisten; i++) {
@@ -115,12 +144,10 @@ server_listen(struct server *srv)
 		}
 		l = listener_create(srv->base, &addr, (int)conf->unix_socket_mode, &ka,
 		    session_accept, srv);
-		if (l == NULL) {
+		if (l == NULL)
 			log_error("cannot listen on %s", conf->listen[i]);
+		if (server_add_listener(srv, l) != 0)
 			return -1;
-		}
-		srv->listeners[srv->nlisteners++] = l;
-		log_info("listening on %s", listener_name(l));
 	}
 	if (conf->metrics.text[0] != '\0') {
 		srv->mx = metrics_create(srv);
@@ -128,6 +155,59 @@ server_listen(struct server *srv)
 			return -1;
 	}
 	return 0;
+}
+
+int
+server_listen_fds(struct server *srv, int first, int n)
+{
+	struct listener_keepalive ka = server_keepalive(srv->conf);
+
+	srv->listeners = xcalloc((size_t)n, sizeof(*srv->listeners));
+	for (int fd = first; fd < first + n; fd++) {
+		if (!notify_is_listener(fd)) {
+			log_error("socket %d from the service manager is not a listening TCP or "
+			    "Unix stream socket", fd);
+			return -1;
+		}
+		if (server_add_listener(srv, listener_adopt(srv->base, fd, &ka, session_accept,
+		    srv)) != 0)
+			return -1;
+	}
+	log_info("socket activation: %d socket%s from the service manager, in place of "
+	    "'listen'", n, n == 1 ? "" : "s");
+	return 0;
+}
+
+bool
+server_backend_up(const struct server *srv)
+{
+	return strcmp(srv->be->ops->state(srv->be), "disconnected") != 0;
+}
+
+void
+server_status(const struct server *srv, char *buf, size_t size)
+{
+	struct lt_stats st;
+
+	locktab_stats(srv->lt, &st);
+	snprintf(buf, size, "%llu client%s, %llu lock%s held, backend %s",
+	    (unsigned long long)srv->nsessions, srv->nsessions == 1 ? "" : "s",
+	    (unsigned long long)st.holds, st.holds == 1 ? "" : "s",
+	    server_backend_up(srv) ? "up" : "down");
+}
+
+void
+server_reconfigure(struct server *srv)
+{
+	struct lt_limits limits = server_limits(srv->conf);
+	struct listener_keepalive ka = server_keepalive(srv->conf);
+	struct session *s;
+
+	locktab_set_limits(srv->lt, &limits);
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		listener_set_keepalive(srv->listeners[i], &ka);
+	TAILQ_FOREACH(s, &srv->sessions, entry)
+		session_reconfigure(s);
 }
 
 void

@@ -14,6 +14,7 @@
 #define DLOCKD_SERVER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
 
@@ -74,6 +75,21 @@ struct server *server_create(struct event_base *base, const struct conf *conf,
 /* Listen on every conf->listen address, and for metrics on conf->metrics
  * if it is set; 0, or -1 after logging why. */
 int server_listen(struct server *srv) __attribute__((warn_unused_result));
+/* Listen on the n sockets from descriptor first on that the service manager
+ * passed (socket activation), in place of conf->listen; 0, or -1 after
+ * logging why. */
+int server_listen_fds(struct server *srv, int first, int n)
+	__attribute__((warn_unused_result));
+/* One line on how the server stands, for the service manager: clients,
+ * locks held, whether the backend is up. */
+void server_status(const struct server *srv, char *buf, size_t size);
+/* Whether the backend is up: the memory backend always, another once
+ * connected (its state is not "disconnected"). */
+bool server_backend_up(const struct server *srv);
+/* The configuration in force changed in place (a reload): apply its
+ * limits, lease rules, keepalive and idle timeout to the lock table, the
+ * listeners and the sessions there are. */
+void server_reconfigure(struct server *srv);
 /* Stop: no more connections, every session closed (releasing its locks),
  * detached locks released. The backend may still be finishing releases. */
 void server_stop(struct server *srv);

@@ -168,6 +168,8 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 	uint64_t limit = (uint64_t)s->srv->conf->idle_timeout_ms, now = clock_ms();
 	(void)fd;
 	(void)what;
+	if (limit == 0)
+		return;		/* turned off by a reload */
 	if (s->pending) {
 		idle_arm(s, limit);
 	} else if (now - s->last_active_ms < limit) {
@@ -291,6 +293,29 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 	srv->nsessions++;
 	srv->metrics.total_connections++;
 	log_info("connect id=%llu addr=%s", (unsigned long long)s->id, s->peer);
+}
+
+/* The configuration changed in place (a reload). With no password any
+ * more, the session is let in. sessions.idle_timeout_ms may have changed:
+ * start, stop or move the idle timer; a session counts as active from the
+ * moment the timeout is turned on. */
+void
+session_reconfigure(struct session *s)
+{
+	uint64_t limit = (uint64_t)s->srv->conf->idle_timeout_ms;
+
+	if (s->srv->conf->password == NULL)
+		s->authed = true;	/* no password any more: nothing to wait for */
+	if (limit == 0) {
+		if (s->ev_idle != NULL)
+			evtimer_del(s->ev_idle);
+		return;
+	}
+	if (s->ev_idle == NULL) {
+		s->ev_idle = evtimer_new(s->srv->base, on_idle, s);
+		s->last_active_ms = clock_ms();
+	}
+	idle_arm(s, 0);		/* on_idle measures with the new limit */
 }
 
 void

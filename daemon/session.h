@@ -76,6 +76,9 @@ struct session {
 void session_accept(void *arg, evutil_socket_t fd, const char *peer);
 /* Close a session at once: its waits are cancelled, its locks released. */
 void session_destroy(struct session *s);
+/* Apply the server's configuration anew after a reload: the idle timeout;
+ * with no password any more, the session counts as authenticated. */
+void session_reconfigure(struct session *s);
 /* Finish a waiting command: the reply was written to session_out(s). */
 void session_resume(struct session *s);
 /* Drop the losses queued for s (it takes pushes from now on). */

@@ -2065,6 +2065,96 @@ START_TEST(test_cmdline_wins_over_later_file)
 }
 END_TEST
 
+/* --- reload --- */
+
+/* A reload moves the reloadable settings into the config in force, in place,
+ * and keeps the others; the replaced values go to the new config. */
+START_TEST(test_reload_moves_reloadable_settings)
+{
+	struct scratch sc;
+	struct conf *live, *next;
+	const void *settings;
+
+	scratch_init(&sc);
+	live = load_text(&sc, "listen: [\"127.0.0.1:1\"]\nunix_socket_mode: \"0600\"\n"
+	    "auth:\n  password: one\nlocks:\n  default_ttl_ms: 1000\n"
+	    "limits:\n  max_locks_per_session: 5\nlog:\n  level: info\n", 0, 0);
+	next = load_text(&sc, "listen: [\"127.0.0.1:2\", \"127.0.0.1:3\"]\n"
+	    "unix_socket_mode: \"0644\"\nauth:\n  password: two\n"
+	    "locks:\n  default_ttl_ms: 2000\nlimits:\n  max_locks_per_session: 5\n"
+	    "log:\n  level: debug\n  file: /var/log/d.log\n", 0, 0);
+	settings = live->backend_settings;
+	ck_assert_int_eq(conf_reload(live, next), 4);
+	ck_assert_str_eq(live->password, "two");
+	ck_assert_int_eq(live->default_ttl_ms, 2000);
+	ck_assert_int_eq(live->max_locks_per_session, 5);
+	ck_assert_str_eq(live->log_level, "debug");
+	ck_assert_str_eq(live->log_file, "/var/log/d.log");
+	/* not reloadable: kept */
+	ck_assert_int_eq(live->unix_socket_mode, 0600);
+	ck_assert_uint_eq(live->nlisten, 1);
+	ck_assert_str_eq(live->listen[0], "127.0.0.1:1");
+	ck_assert_ptr_eq(live->backend_settings, settings);
+	/* what was replaced is next's to free */
+	ck_assert_str_eq(next->password, "one");
+	ck_assert_ptr_null(next->log_file);
+	ck_assert_uint_eq(next->nlisten, 2);
+	/* a second time, nothing changes */
+	ck_assert_int_eq(conf_reload(live, next), 4);
+	ck_assert_str_eq(live->password, "one");
+	ck_assert_int_eq(conf_reload(live, live), 0);
+	conf_destroy(next);
+	conf_destroy(live);
+	scratch_rm(&sc);
+}
+END_TEST
+
+/* The backend's settings are held by the backend: never changed live. */
+START_TEST(test_reload_keeps_backend_settings)
+{
+	struct scratch sc;
+	struct conf *live, *next;
+	const void *settings;
+
+	scratch_init(&sc);
+	live = load_text(&sc, "backend:\n  type: redis\n  address: \"10.0.0.1:6379\"\n"
+	    "  password: a\n", 0, 0);
+	next = load_text(&sc, "backend:\n  type: redis\n  address: \"10.0.0.2:6379\"\n"
+	    "  password: b\n", 0, 0);
+	settings = live->backend_settings;
+	ck_assert_int_eq(conf_reload(live, next), 0);
+	ck_assert_ptr_eq(live->backend_settings, settings);
+	ck_assert_str_eq(be_addr(live)->host, "10.0.0.1");
+	ck_assert_str_eq(be_str(live, "password"), "a");
+	conf_destroy(next);
+	next = load_text(&sc, "backend:\n  type: memory\n", 0, 0);
+	ck_assert_int_eq(conf_reload(live, next), 0);
+	ck_assert_str_eq(live->backend_type, "redis");
+	conf_destroy(next);
+	conf_destroy(live);
+	scratch_rm(&sc);
+}
+END_TEST
+
+/* An error about a setting is reported where the setting was given. */
+START_TEST(test_setting_error_at_its_place)
+{
+	struct scratch sc;
+	struct conf *c;
+
+	scratch_init(&sc);
+	c = load_text(&sc, "log:\n  level: info\n  file: /x/y.log\n", 0, 0);
+	ck_assert_int_eq(conf_setting_error(c, "log.file", "bad %s", "file"), -1);
+	ck_assert_int_eq(conf_override_listen(c, "127.0.0.1:9"), 0);
+	ck_assert_int_eq(conf_setting_error(c, "listen", "bad %d", 9), -1);
+	ck_assert_uint_eq(c->nerrors, 2);
+	ck_assert_msg(strstr(c->errors[0], ":3:9: bad file") != NULL, "%s", c->errors[0]);
+	ck_assert_str_eq(c->errors[1], "command line: bad 9");
+	conf_destroy(c);
+	scratch_rm(&sc);
+}
+END_TEST
+
 static Suite *
 conf_suite(void)
 {
@@ -2142,6 +2232,12 @@ conf_suite(void)
 	tcase_add_test(tc, test_serverlist_empty);
 	tcase_add_test(tc, test_serverlist_url);
 	tcase_add_test(tc, test_url_decode);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("reload");
+	tcase_add_test(tc, test_reload_moves_reloadable_settings);
+	tcase_add_test(tc, test_reload_keeps_backend_settings);
+	tcase_add_test(tc, test_setting_error_at_its_place);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("structure");

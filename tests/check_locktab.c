@@ -1845,6 +1845,35 @@ START_TEST(limits_waiters_and_locks)
 }
 END_TEST
 
+/* New limits (a reload) apply to what comes next; what is there stays. */
+START_TEST(limits_changed_live)
+{
+	static const struct lt_limits lim = { 1, 2, 10, 0 }, more = { 2, 3, 10, 0 },
+	    less = { 1, 1, 10, 0 };
+	struct res r, a, b, w;
+	restart(&lim);
+	hold(0, "k", EXCL, 0, 30000, 0, 1, &r);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &a), LT_PENDING);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_E_WAITERS);
+	hold(0, "k2", EXCL, 0, 30000, 0, 2, &r);
+	ck_assert_int_eq(lock(0, "k3", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_LOCKS);
+
+	locktab_set_limits(lt, &more);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	hold(0, "k3", EXCL, 0, 30000, 0, 3, &r);
+	ck_assert_uint_eq(status("k").waiters, 2);
+
+	/* lower: nothing is dropped, nothing new is taken */
+	locktab_set_limits(lt, &less);
+	ck_assert_uint_eq(status("k").holders, 1);
+	ck_assert_uint_eq(status("k").waiters, 2);
+	ck_assert_uint_eq(status("k3").holders, 1);
+	ck_assert_int_eq(lock(3, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_WAITERS);
+	ck_assert_int_eq(lock(0, "k4", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_LOCKS);
+	ck_assert_int_eq(a.calls + b.calls, 0);
+}
+END_TEST
+
 /* ---- STATUS, VALIDATE, LOCKS --------------------------------------------- */
 
 START_TEST(status_and_validate)
@@ -3247,6 +3276,7 @@ locktab_suite(void)
 	tcase_add_test(tc, transfer_waiter_destroyed);
 	tcase_add_test(tc, transfer_holder_destroyed);
 	tcase_add_test(tc, limits_waiters_and_locks);
+	tcase_add_test(tc, limits_changed_live);
 	tcase_add_test(tc, status_and_validate);
 	tcase_add_test(tc, binary_keys);
 	tcase_add_test(tc, owner_holds_lists);

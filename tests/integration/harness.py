@@ -1004,11 +1004,14 @@ class Daemon:
     "backend:" section with type and endpoints (backend_conf's own
     "endpoints", a list or a string, replaces the server's), or, with
     neither, the backend section that config itself has.
+
+    env: a dict of variables added to the daemon's environment (such as
+    NOTIFY_SOCKET).
     """
 
     def __init__(self, config="", port=None, unix=True, listen_from_config=False,
                  extra_args=(), directory=None, backend="memory", redis=None,
-                 backend_conf=None, backend_url=None, etcd=None):
+                 backend_conf=None, backend_url=None, etcd=None, env=None):
         self.dir = directory or new_dir("dlockd")
         self.port = port or free_port()
         self.sock = os.path.join(self.dir, "dlockd.sock") if unix else None
@@ -1024,6 +1027,7 @@ class Daemon:
         self.backend_conf = backend_conf
         self.backend_url = backend_url
         self.etcd = etcd
+        self.env = env
         if backend == "etcd":
             if (etcd is None and backend_url is None and backend_conf is None
                     and not BACKEND_SECTION_RE.search(config)):
@@ -1096,7 +1100,8 @@ class Daemon:
         self.rc = None
         with open(self.logfile, "ab") as log:
             self.proc = spawn(self.argv(), stdin=subprocess.DEVNULL,
-                              stdout=log, stderr=log)
+                              stdout=log, stderr=log,
+                              env=dict(os.environ, **self.env) if self.env else None)
 
         def exited():
             if self.proc.poll() is not None:

@@ -59,7 +59,18 @@ class TestCommandLine(unittest.TestCase):
     def test_shipped_config_ok(self):
         here = os.path.dirname(os.path.abspath(__file__))
         path = os.path.join(here, "..", "..", "conf", "dlockd.yaml")
+        # its Unix socket is in /run/dlockd, which systemd makes: elsewhere
+        # -t says so, at the listen key
         rc, out, err = run_dlockd(["-t", "-c", path])
+        if os.path.isdir("/run/dlockd"):
+            self.assertEqual(rc, 0, err)
+        else:
+            self.assertEqual(rc, 1, out)
+            self.assertRegex(err.strip(), r"^\S+/conf/dlockd\.yaml:\d+:\d+: cannot listen on "
+                             r"'unix:/run/dlockd/dlockd\.sock': directory /run/dlockd: No "
+                             r"such file or directory$")
+        # with listeners of its own the rest of it is good
+        rc, out, err = run_dlockd(["-t", "-c", path, "-l", "127.0.0.1:7480"])
         self.assertEqual(rc, 0, err)
         self.assertEqual(out.strip(), "configuration OK")
 
