@@ -50,12 +50,14 @@
 	X(EXIT_USAGE,	64, "usage error (EX_USAGE)") \
 	X(EXIT_REFUSED,	65, "dlockd refused the request: ERR, NOTHELD, LIMIT... (EX_DATAERR)") \
 	X(EXIT_NOHOST,	68, "cannot reach dlockd, or the connection failed (EX_NOHOST)") \
-	X(EXIT_UNAVAIL,	69, "dlockd's backend is unavailable: BACKEND (EX_UNAVAILABLE)") \
+	X(EXIT_UNAVAIL,	69, "dlockd's backend is unavailable (BACKEND), or dlockd is full "\
+	    "(EX_UNAVAILABLE)") \
 	X(EXIT_OSERR,	71, "a system call failed in dlock (EX_OSERR)") \
 	X(EXIT_IOERR,	74, "cannot write the output (EX_IOERR)") \
 	X(EXIT_TEMPFAIL, 75, "not granted within --wait (EX_TEMPFAIL)") \
 	X(EXIT_PROTOCOL, 76, "an unexpected reply from dlockd (EX_PROTOCOL)") \
-	X(EXIT_NOPERM,	77, "wrong or missing password: NOAUTH, NOPERM (EX_NOPERM)") \
+	X(EXIT_NOPERM,	77, "wrong or missing password: NOAUTH, WRONGPASS, NOPERM "\
+	    "(EX_NOPERM)") \
 	X(EXIT_LOST,	79, "run: the lock was lost while COMMAND ran")
 
 enum {

@@ -31,4 +31,4 @@ except (redis.exceptions.ResponseError, redis.exceptions.ConnectionError) as e:
     print("lost %s: %s" % (key, e))
     sys.exit(3)
 finally:
-    conn.close()
+    conn.connection_pool.disconnect()   # ends the session (close() would keep it open)
