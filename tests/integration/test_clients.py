@@ -2,8 +2,11 @@
 real dlockd: redis-py, and Node's ioredis and node-redis (installed from npm
 into the build directory on first use, then reused). They prove the points the
 examples make: a LOCK that waits 4 s for a holder is answered (no read timeout
-cuts it short), and a connection that breaks releases the lock, is noticed,
-and is not silently replaced by a new one (a new session)."""
+cuts it short), a connection that breaks releases the lock, is noticed, and is
+not silently replaced by a new one (a new session), and a lease lost in Redis
+is told by -LOST. Also what goes wrong without those settings: ioredis's
+default reconnect opens a session without the lock, and a read timeout shorter
+than the WAIT drops the wait with the connection."""
 
 import os
 import re
@@ -14,8 +17,10 @@ import threading
 import time
 import unittest
 
+import redis
+
 from harness import (DLOCKD, PYTHON, SLOWDOWN, DaemonTestCase, RedisTestCase, in_thread,
-                     read_line, reap, spawn, unique_key, wait_until)
+                     read_line, reap, spawn, unique_key)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(TOP, "docs", "clients")
@@ -227,6 +232,59 @@ class TestExamples(ExampleMixin, DaemonTestCase):
             self.assertTrue(line.startswith("lost %s: " % key), (name, line))
             self.assertEqual(reap(p, 10), 3, name)
             self.assertEqual(proxy.accepted, 1, "%s connected again" % name)
+
+
+# ioredis with its defaults: after a broken connection it connects again by
+# itself, and its next command runs in a new session that holds nothing
+IOREDIS_DEFAULTS = r"""
+const Redis = require('ioredis');
+const conn = new Redis({ port: Number(process.env.DLOCK_PORT) });
+conn.on('error', () => {});
+(async () => {
+  await conn.call('LOCK', process.argv[process.argv.length - 1]);
+  console.log('locked');
+  conn.once('ready', async () => {
+    console.log('reconnected ' + JSON.stringify(await conn.call('LOCKS')));
+    conn.disconnect();
+  });
+})();
+"""
+
+
+class TestDefaultsBreak(ExampleMixin, DaemonTestCase):
+    """What the examples' settings guard against happens with the defaults."""
+
+    def test_ioredis_reconnects_into_a_new_session(self):
+        key = unique_key()
+        proxy = Proxy(self.daemon.port)
+        self.addCleanup(proxy.close)
+        env = dict(os.environ, DLOCK_PORT=str(proxy.port), NODE_PATH=node_modules())
+        p = spawn(["node", "-e", IOREDIS_DEFAULTS, key], env=env, stdin=subprocess.DEVNULL,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(self._end, p)
+        self.assertEqual(read_line(p.stdout, 10 * SLOWDOWN), "locked\n")
+        proxy.cut()
+        # a new connection, a new session, and the lock is not in it
+        self.assertEqual(read_line(p.stdout, 10 * SLOWDOWN), "reconnected []\n")
+        self.assertEqual(proxy.accepted, 2)
+        self.assertEqual(reap(p, 10), 0)
+
+    def test_read_timeout_shorter_than_wait(self):
+        key = unique_key()
+        holder = self.client()
+        holder.execute_command("LOCK", key)
+        r = redis.Redis(port=self.daemon.port, single_connection_client=True,
+                        socket_timeout=1)
+        self.addCleanup(r.connection_pool.disconnect)
+        t0 = time.monotonic()
+        with self.assertRaises(redis.exceptions.TimeoutError):
+            r.execute_command("LOCK", key, "WAIT", 5000)
+        self.assertLess(time.monotonic() - t0, 3)
+        # the client gave up and closed the connection: the daemon dropped the
+        # waiter with the session, so a release grants nobody
+        self.wait_status(key, "(the waiter gone)", waiters=0)
+        self.assertEqual(holder.execute_command("UNLOCK", key), 0)
+        self.assertEqual(self.status(key)["mode"], b"free")
 
 
 class TestExamplesLost(ExampleMixin, RedisTestCase):
