@@ -715,6 +715,15 @@ class TestDlockRunLost(RedisTestCase):
         self.assertEqual((rc, out), (EX_UNAVAILABLE, ""), err)
         self.assertIn("BACKEND", err)
 
+    def test_not_dlockd_exit_status(self):
+        # a Redis server answers HELLO 3 but refuses CLIENT LOSTPUSH ON
+        r = self.start_redis()
+        rc, out, err = run_dlock(["run", unique_key(), "--", "echo", "ran"],
+                                 env={"DLOCK_ADDR": "127.0.0.1:%d" % r.port,
+                                      "DLOCK_PASSWORD": ""})
+        self.assertEqual((rc, out), (EX_PROTOCOL, ""), err)
+        self.assertIn("LOSTPUSH", err)
+
 
 class FakeDlockd:
     """A stand-in for a dlockd that knows STATUS key FULL: it answers the
