@@ -56,7 +56,11 @@ LIBS_CHECK    = $(shell pkg-config --libs check)
 DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev libjansson-dev \
               libsystemd-dev
 DEB_CHECK := check redis-server redis-tools etcd-server etcd-client python3 python3-redis valgrind \
-              iproute2
+              iproute2 $(DEB_NODE)
+# Node and npm run the README's Node examples (their libraries come from npm at test
+# time, into $(BUILD)/node); a Node installed otherwise (with its own npm) is kept.
+DEB_NODE   := $(if $(shell command -v node 2>/dev/null),,nodejs) \
+              $(if $(shell command -v npm 2>/dev/null),,npm)
 # what make bench needs on top of building: the servers, the runner, the plots
 DEB_BENCH := redis-server etcd-server python3 python3-redis gnuplot-nox
 

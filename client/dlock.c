@@ -47,6 +47,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1287,55 +1288,224 @@ dlock_extend(dlock_t *d, const char *key, long long ms, const char *token)
 	return call_int(d, "EXTEND", token != NULL ? 4 : 3, argv);
 }
 
-int
-dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
+/* How a field of a reply map is stored. */
+enum field_kind {
+	FIELD_INT,	/* an integer into a long long */
+	FIELD_STR,	/* a string (or null: "") into a char array of size bytes */
+	FIELD_BOOL	/* a boolean or an integer into an int, 1 or 0 */
+};
+
+/* A field of a reply map and where it goes in a struct. */
+struct field {
+	const char *name;	/* its name in the map */
+	enum field_kind kind;	/* how it is stored */
+	size_t off;		/* offsetof its member */
+	size_t size;		/* FIELD_STR: size of the member */
+};
+
+#define FIELD(type, kind, member) \
+	{ #member, kind, offsetof(type, member), sizeof(((type *)0)->member) }
+
+/* The fields of STATUS, of a holder and of a waiter of STATUS FULL. */
+static const struct field status_fields[] = {
+	FIELD(struct dlock_status, FIELD_STR, mode),
+	FIELD(struct dlock_status, FIELD_INT, holders),
+	FIELD(struct dlock_status, FIELD_INT, waiters),
+	FIELD(struct dlock_status, FIELD_INT, fence),
+	FIELD(struct dlock_status, FIELD_INT, ttl_ms),
+	FIELD(struct dlock_status, FIELD_INT, limit),
+	FIELD(struct dlock_status, FIELD_STR, backend),
+};
+static const struct field holder_fields[] = {
+	FIELD(struct dlock_holder, FIELD_INT, session),
+	FIELD(struct dlock_holder, FIELD_STR, name),
+	FIELD(struct dlock_holder, FIELD_STR, addr),
+	FIELD(struct dlock_holder, FIELD_STR, mode),
+	FIELD(struct dlock_holder, FIELD_INT, fence),
+	FIELD(struct dlock_holder, FIELD_INT, count),
+	FIELD(struct dlock_holder, FIELD_INT, held_ms),
+	FIELD(struct dlock_holder, FIELD_INT, lease_ms),
+	FIELD(struct dlock_holder, FIELD_BOOL, detached),
+};
+static const struct field waiter_fields[] = {
+	FIELD(struct dlock_waiter, FIELD_INT, session),
+	FIELD(struct dlock_waiter, FIELD_STR, name),
+	FIELD(struct dlock_waiter, FIELD_STR, addr),
+	FIELD(struct dlock_waiter, FIELD_STR, mode),
+	FIELD(struct dlock_waiter, FIELD_INT, waited_ms),
+	FIELD(struct dlock_waiter, FIELD_INT, wait_ms),
+	FIELD(struct dlock_waiter, FIELD_BOOL, detach),
+};
+
+/* 1 if v is a map, or a flat array of names and values (RESP2). */
+static int
+resp_is_map(const struct resp *v)
 {
-	const char *argv[2] = { "STATUS", key };
+	return (v->type == RESP_MAP || v->type == RESP_ARRAY) && v->n % 2 == 0;
+}
+
+/*
+ * Store the fields of map v that fields (n of them) names into dst; other
+ * names, and aggregate values (STATUS FULL's lists of holders and waiters
+ * under the names of STATUS's counts), are skipped. 0, or -1 when a value
+ * has the wrong type or a string does not fit.
+ */
+static int
+map_read(const struct resp *v, const struct field *fields, size_t n, void *dst)
+{
+	for (size_t i = 0; i < v->n; i += 2) {
+		const struct resp *val = v->elem[i + 1];
+		const struct field *f = NULL;
+		char *p;
+
+		for (size_t j = 0; j < n && f == NULL; j++)
+			if (resp_is(v->elem[i], fields[j].name))
+				f = &fields[j];
+		if (f == NULL || val->type == RESP_ARRAY || val->type == RESP_MAP ||
+		    val->type == RESP_SET)
+			continue;
+		p = (char *)dst + f->off;
+		if (f->kind == FIELD_STR && val->type == RESP_NULL) {
+			*p = '\0';
+		} else if (f->kind == FIELD_STR) {
+			if ((val->type != RESP_BULK && val->type != RESP_SIMPLE) ||
+			    val->len >= f->size)
+				return -1;
+			memcpy(p, val->str, val->len);
+			p[val->len] = '\0';
+		} else if (val->type != RESP_INT && val->type != RESP_BOOL) {
+			return -1;
+		} else if (f->kind == FIELD_INT) {
+			memcpy(p, &val->integer, sizeof(long long));
+		} else {
+			int b = val->integer != 0;
+			memcpy(p, &b, sizeof(int));
+		}
+	}
+	return 0;
+}
+
+/*
+ * Send STATUS key (full: STATUS key FULL) and read the common fields into
+ * out. The reply (the caller frees it), or NULL with the error set.
+ */
+static struct resp *
+status_call(dlock_t *d, const char *key, int full, struct dlock_status *out)
+{
+	const char *argv[3] = { "STATUS", key, "FULL" };
 	struct resp *v;
 
 	if (check_key(d, key) < 0)
-		return -1;
+		return NULL;
 	if (out == NULL) {
 		err_set(d, "ARG", "out is NULL");
-		return -1;
+		return NULL;
 	}
-	if ((v = call(d, 0, 2, argv)) == NULL)
-		return -1;
-	/* A map in RESP3; a flat array of names and values is accepted too. */
-	if ((v->type != RESP_MAP && v->type != RESP_ARRAY) || v->n % 2 != 0)
-		return unexpected(d, "STATUS", v);
+	if ((v = call(d, 0, full ? 3 : 2, argv)) == NULL)
+		return NULL;
 	memset(out, 0, sizeof(*out));
 	out->ttl_ms = -1;
-	for (size_t i = 0; i < v->n; i += 2) {
-		const struct resp *name = v->elem[i], *val = v->elem[i + 1];
-
-		if (resp_is(name, "mode") || resp_is(name, "backend")) {
-			char *dst = resp_is(name, "mode") ? out->mode : out->backend;
-			if ((val->type != RESP_BULK && val->type != RESP_SIMPLE) ||
-			    val->len >= sizeof(out->mode))
-				return unexpected(d, "STATUS", v);
-			memcpy(dst, val->str, val->len);
-			dst[val->len] = '\0';
-			continue;
-		}
-		long long *field =
-		    resp_is(name, "holders") ? &out->holders :
-		    resp_is(name, "waiters") ? &out->waiters :
-		    resp_is(name, "fence") ? &out->fence :
-		    resp_is(name, "ttl_ms") ? &out->ttl_ms :
-		    resp_is(name, "limit") ? &out->limit : NULL;
-		if (field == NULL)
-			continue;	/* a field added later */
-		if (val->type != RESP_INT)
-			return unexpected(d, "STATUS", v);
-		*field = val->integer;
+	if (!resp_is_map(v) || map_read(v, status_fields,
+	    sizeof(status_fields) / sizeof(status_fields[0]), out) < 0) {
+		(void)unexpected(d, "STATUS", v);
+		return NULL;
 	}
-	resp_free(v);
 	if (out->mode[0] == '\0') {
+		resp_free(v);
 		err_set(d, "PROTO", "STATUS reply from dlockd has no mode");
-		return -1;
+		return NULL;
 	}
+	return v;
+}
+
+int
+dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
+{
+	struct resp *v = status_call(d, key, 0, out);
+
+	if (v == NULL)
+		return -1;
+	resp_free(v);
 	return 0;
+}
+
+/*
+ * Read the array of maps under name in STATUS FULL's reply v into a new
+ * array of n elements of size bytes (*n 0: NULL). 0, or -1 (shape wrong).
+ */
+static int
+full_list(const struct resp *v, const char *name, const struct field *fields,
+    size_t nfields, size_t size, void **out, size_t *n)
+{
+	const struct resp *list = NULL;
+	char *arr;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < v->n; i += 2)
+		if (resp_is(v->elem[i], name) && (v->elem[i + 1]->type == RESP_ARRAY ||
+		    v->elem[i + 1]->type == RESP_SET))
+			list = v->elem[i + 1];
+	if (list == NULL)
+		return -1;
+	if (list->n == 0)
+		return 0;
+	if ((arr = calloc(list->n, size)) == NULL)
+		return -1;
+	for (size_t i = 0; i < list->n; i++) {
+		if (!resp_is_map(list->elem[i]) ||
+		    map_read(list->elem[i], fields, nfields, arr + i * size) < 0) {
+			free(arr);
+			return -1;
+		}
+	}
+	*out = arr;
+	*n = list->n;
+	return 0;
+}
+
+int
+dlock_status_full(dlock_t *d, const char *key, struct dlock_status_full *out)
+{
+	struct resp *v;
+	void *h, *w;
+
+	if (out != NULL)
+		memset(out, 0, sizeof(*out));
+	if ((v = status_call(d, key, 1, out != NULL ? &out->status : NULL)) == NULL)
+		return -1;
+	if (full_list(v, "holders", holder_fields,
+	    sizeof(holder_fields) / sizeof(holder_fields[0]),
+	    sizeof(struct dlock_holder), &h, &out->nholders) < 0)
+		return unexpected(d, "STATUS FULL", v);
+	if (full_list(v, "waiters", waiter_fields,
+	    sizeof(waiter_fields) / sizeof(waiter_fields[0]),
+	    sizeof(struct dlock_waiter), &w, &out->nwaiters) < 0) {
+		free(h);
+		out->nholders = 0;
+		return unexpected(d, "STATUS FULL", v);
+	}
+	out->holders = h;
+	out->waiters = w;
+	/* The lists may stand in the place of STATUS's counts. */
+	if (out->status.holders == 0)
+		out->status.holders = (long long)out->nholders;
+	if (out->status.waiters == 0)
+		out->status.waiters = (long long)out->nwaiters;
+	resp_free(v);
+	return 0;
+}
+
+void
+dlock_status_full_free(struct dlock_status_full *st)
+{
+	if (st == NULL)
+		return;
+	free(st->holders);
+	free(st->waiters);
+	st->holders = NULL;
+	st->waiters = NULL;
+	st->nholders = st->nwaiters = 0;
 }
 
 int

@@ -63,6 +63,39 @@ struct dlock_status {
 	char backend[16];	/* backend state: local, connected or disconnected */
 };
 
+/* One holding of a key, as STATUS key FULL tells it. */
+struct dlock_holder {
+	long long session;	/* the holding session's id */
+	char name[128];		/* its name (CLIENT SETNAME), "" if none */
+	char addr[128];		/* its peer address */
+	char mode[16];		/* exclusive, shared or semaphore */
+	long long fence;	/* the holding's fence */
+	long long count;	/* reentrant holds */
+	long long held_ms;	/* held for so long */
+	long long lease_ms;	/* lease left */
+	int detached;		/* 1: a DETACH lock */
+};
+
+/* One queued LOCK of a key, as STATUS key FULL tells it. */
+struct dlock_waiter {
+	long long session;	/* the waiting session's id */
+	char name[128];		/* its name, "" if none */
+	char addr[128];		/* its peer address */
+	char mode[16];		/* the mode it asks for */
+	long long waited_ms;	/* queued for so long */
+	long long wait_ms;	/* how long it waits in all, -1: until granted */
+	int detach;		/* 1: it asks for a DETACH lock */
+};
+
+/* What STATUS key FULL returns (dlock_status_full_free frees the lists). */
+struct dlock_status_full {
+	struct dlock_status status;	/* what STATUS returns */
+	struct dlock_holder *holders;	/* the holdings */
+	size_t nholders;		/* how many */
+	struct dlock_waiter *waiters;	/* the queue, head first */
+	size_t nwaiters;		/* how many */
+};
+
 /*
  * Connect to addr: "host:port", "[v6]:port", "host" (port 7480), "unix:/path"
  * or a path starting with '/'; NULL uses $DLOCK_ADDR, else 127.0.0.1:7480.
@@ -116,6 +149,14 @@ DLOCK_EXPORT long long dlock_extend(dlock_t *d, const char *key, long long ms,
     const char *token);
 /* Status of key. 0, or -1. */
 DLOCK_EXPORT int dlock_status(dlock_t *d, const char *key, struct dlock_status *out);
+/*
+ * STATUS key FULL: the status plus every holder and waiter. 0, or -1; a
+ * dlockd that predates FULL fails with the code ERR. Free *out's lists with
+ * dlock_status_full_free (also after a failure: nothing to free then).
+ */
+DLOCK_EXPORT int dlock_status_full(dlock_t *d, const char *key,
+    struct dlock_status_full *out);
+DLOCK_EXPORT void dlock_status_full_free(struct dlock_status_full *st);
 /* 1 if fence is a current holding of key, 0 if not, -1 on error. */
 DLOCK_EXPORT int dlock_validate(dlock_t *d, const char *key, long long fence);
 /* PING: 0 or -1. */

@@ -10,9 +10,9 @@
  * the lock is lost or dlockd goes away; the other commands map one to one
  * onto the protocol.
  *
- * Exit status: 0 ok, 1 an error from dlockd or the command, 2 usage error,
- * 69 (EX_UNAVAILABLE) cannot reach dlockd, 75 (EX_TEMPFAIL) not granted in
- * time. "run" exits with COMMAND's status (128 + signal if it was killed).
+ * Exit status: dlock's own failures have codes of their own, from 64 up
+ * (sysexits(3)), listed once in EXIT_CODES; "run" otherwise exits with
+ * COMMAND's status (128 + signal if it was killed).
  */
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -41,10 +41,30 @@
 #define DLOCKD_VERSION "0.1.0"
 #endif
 
-#define EXIT_DAEMON	1	/* an error from dlockd or the command */
-#define EXIT_USAGE	2	/* bad command line */
-#define EXIT_UNAVAIL	69	/* EX_UNAVAILABLE: cannot reach dlockd */
-#define EXIT_TEMPFAIL	75	/* EX_TEMPFAIL: not granted in time */
+/*
+ * dlock's own exit statuses: name, value, what it means (for --help). Keep
+ * dlock.1's EXIT STATUS and the README in step.
+ */
+#define EXIT_CODES \
+	X(EXIT_INVALID,	1,  "validate: the fence is not a current holding") \
+	X(EXIT_USAGE,	64, "usage error (EX_USAGE)") \
+	X(EXIT_REFUSED,	65, "dlockd refused the request: ERR, NOTHELD, LIMIT... (EX_DATAERR)") \
+	X(EXIT_NOHOST,	68, "cannot reach dlockd, or the connection failed (EX_NOHOST)") \
+	X(EXIT_UNAVAIL,	69, "dlockd's backend is unavailable (BACKEND), or dlockd is full "\
+	    "(EX_UNAVAILABLE)") \
+	X(EXIT_OSERR,	71, "a system call failed in dlock (EX_OSERR)") \
+	X(EXIT_IOERR,	74, "cannot write the output (EX_IOERR)") \
+	X(EXIT_TEMPFAIL, 75, "not granted within --wait (EX_TEMPFAIL)") \
+	X(EXIT_PROTOCOL, 76, "an unexpected reply from dlockd (EX_PROTOCOL)") \
+	X(EXIT_NOPERM,	77, "wrong or missing password: NOAUTH, WRONGPASS, NOPERM "\
+	    "(EX_NOPERM)") \
+	X(EXIT_LOST,	79, "run: the lock was lost while COMMAND ran")
+
+enum {
+#define X(name, value, text) name = value,
+	EXIT_CODES
+#undef X
+};
 
 #define DETACH_DEFAULT_TTL_MS 60000	/* "lock" without --ttl */
 #define KILL_AFTER_DEFAULT_MS 2000	/* "run": SIGTERM to SIGKILL after a loss */
@@ -88,12 +108,14 @@ static const char help_text[] =
     "      --version            show the version\n"
     "\n"
     "Commands:\n"
-    "  run [--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] KEY --\n"
-    "      COMMAND [ARGS...]\n"
+    "  run [-v] [--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] KEY\n"
+    "      -- COMMAND [ARGS...]\n"
     "        run COMMAND, in a process group of its own, while holding KEY; the lock\n"
     "        is released when it ends. If the lock is lost or dlockd goes away, the\n"
-    "        group gets SIGTERM, then SIGKILL after --kill-after MS (default 2000)\n"
-    "  lock [--ttl MS] [--wait MS] [--shared | --limit N] KEY\n"
+    "        group gets SIGTERM, then SIGKILL after --kill-after MS (default 2000).\n"
+    "        The options may also follow KEY (before --); -v tells on stderr whom\n"
+    "        it waits for and when it got the lock\n"
+    "  lock [-v] [--ttl MS] [--wait MS] [--shared | --limit N] KEY\n"
     "        take a detached lock (TTL default 60000 ms); prints token and fence\n"
     "  unlock KEY TOKEN          release a lock by its token; prints holds left\n"
     "  extend KEY MS TOKEN       set the lease to MS from now; prints the new TTL\n"
@@ -102,8 +124,8 @@ static const char help_text[] =
     "  info                      show the server's INFO\n"
     "  ping                      check the connection; prints PONG\n"
     "\n"
-    "Exit status: 0 ok, 1 error, 2 usage error, 69 dlockd unavailable,\n"
-    "75 not granted within --wait; run: COMMAND's status (128+N if killed by signal N).\n";
+    "Exit status: 0 ok; run: COMMAND's status (128+N if killed by signal N), or\n"
+    "one of dlock's own:\n";
 
 /*
  * Print "dlock: MESSAGE" (printf-formatted) and the usage line of cmd (or
@@ -137,7 +159,8 @@ parse_num(const char *s, long long min, long long max, long long *out)
 
 /*
  * Connect to dlockd. NULL after printing why; *status is then the exit
- * status (2 for a malformed address, 1 when dlockd refused us, else 69).
+ * status (a malformed address, a refused password, a daemon with too many
+ * clients or one that does not speak the protocol, else unreachable).
  */
 static dlock_t *
 connect_or_report(int *status)
@@ -149,23 +172,39 @@ connect_or_report(int *status)
 	if (d == NULL) {
 		fprintf(stderr, "dlock: %s\n", err);
 		*status = errno == EINVAL ? EXIT_USAGE :
-		    errno == EACCES ? EXIT_DAEMON : EXIT_UNAVAIL;
+		    errno == EACCES ? EXIT_NOPERM :
+		    errno == EAGAIN ? EXIT_UNAVAIL :
+		    errno == EPROTO ? EXIT_PROTOCOL : EXIT_NOHOST;
 	}
 	return d;
+}
+
+/* The exit status for an error code of libdlock (dlock_error_code). */
+static int
+code_status(const char *code)
+{
+	static const struct {
+		const char *code;	/* the error's code word */
+		int status;		/* dlock's exit status for it */
+	} map[] = {
+		{ "IO", EXIT_NOHOST }, { "ARG", EXIT_USAGE }, { "PROTO", EXIT_PROTOCOL },
+		{ "NOMEM", EXIT_OSERR }, { "BACKEND", EXIT_UNAVAIL },
+		{ "NOAUTH", EXIT_NOPERM }, { "WRONGPASS", EXIT_NOPERM },
+		{ "NOPERM", EXIT_NOPERM }, { "LOST", EXIT_LOST },
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(code, map[i].code) == 0)
+			return map[i].status;
+	return EXIT_REFUSED;
 }
 
 /* Report d's last error; returns the exit status for it. */
 static int
 report(const dlock_t *d)
 {
-	const char *code = dlock_error_code(d);
-
 	fprintf(stderr, "dlock: %s\n", dlock_error(d));
-	if (strcmp(code, "IO") == 0)
-		return EXIT_UNAVAIL;
-	if (strcmp(code, "ARG") == 0)
-		return EXIT_USAGE;
-	return EXIT_DAEMON;
+	return code_status(dlock_error_code(d));
 }
 
 /* 1 if s asks for help. */
@@ -200,60 +239,112 @@ opt_value(int argc, char **argv, int *i, const char *name, int *missing)
 	return argv[*i];
 }
 
+/* What run and lock were asked for on their command lines. */
+struct lock_args {
+	struct dlock_lock_opts o;	/* --ttl, --wait, --shared, --limit */
+	long long kill_after_ms;	/* run: --kill-after */
+	int verbose;			/* -v: tell on stderr whom it waits for */
+	const char *key;		/* KEY */
+	int cmd;			/* run: index of COMMAND in argv */
+};
+
 /*
- * Parse the options of run and lock, starting at argv[*i] and stopping at
- * the first non-option (the key) or after "--". kill_after (run only, else
- * NULL) gets --kill-after. 0, or the exit status of a usage error (printed).
+ * Parse the option at argv[*i] of run or lock (run: is_run 1) into a, moving
+ * *i past its value. 0, or the exit status of a usage error (printed).
  */
 static int
-parse_lock_opts(const struct command *cmd, int argc, char **argv, int *i,
-    struct dlock_lock_opts *o, long long *kill_after)
+parse_lock_opt(const struct command *cmd, int argc, char **argv, int *i,
+    struct lock_args *a, int is_run)
 {
+	const char *arg = argv[*i], *val;
+	int missing = 0;
 	long long v;
 
-	for (; *i < argc; (*i)++) {
-		const char *a = argv[*i], *val;
-		int missing = 0;
-
-		if (strcmp(a, "--") == 0) {
-			(*i)++;
-			break;
-		}
-		if (a[0] != '-' || a[1] == '\0')
-			break;
-		if (is_help(a)) {
-			printf("usage: dlock [-a ADDR] [-p PASSWORD] %s %s\n",
-			    cmd->name, cmd->usage);
-			exit(0);
-		}
-		if ((val = opt_value(argc, argv, i, "--ttl", &missing)) != NULL) {
-			if (parse_num(val, 1, LLONG_MAX, &v) < 0)
-				return usage_error(cmd, "--ttl: not a positive number of milliseconds: %s", val);
-			o->ttl_ms = v;
-		} else if ((val = opt_value(argc, argv, i, "--wait", &missing)) != NULL) {
-			if (parse_num(val, 0, LLONG_MAX, &v) < 0)
-				return usage_error(cmd, "--wait: not a number of milliseconds: %s", val);
-			o->wait_ms = v;
-		} else if ((val = opt_value(argc, argv, i, "--limit", &missing)) != NULL) {
-			if (parse_num(val, 1, 1000000, &v) < 0)
-				return usage_error(cmd, "--limit: not a number from 1 to 1000000: %s", val);
-			o->limit = (int)v;
-		} else if (kill_after != NULL &&
-		    (val = opt_value(argc, argv, i, "--kill-after", &missing)) != NULL) {
-			if (parse_num(val, 0, KILL_AFTER_MAX_MS, &v) < 0)
-				return usage_error(cmd, "--kill-after: not a number of milliseconds "
-				    "from 0 to %d: %s", KILL_AFTER_MAX_MS, val);
-			*kill_after = v;
-		} else if (strcmp(a, "--shared") == 0) {
-			o->shared = 1;
-		} else if (missing) {
-			return usage_error(cmd, "option %s needs a value", a);
-		} else {
-			return usage_error(cmd, "unknown option %s", a);
-		}
+	if (is_help(arg)) {
+		printf("usage: dlock [-a ADDR] [-p PASSWORD] %s %s\n",
+		    cmd->name, cmd->usage);
+		exit(0);
 	}
-	if (o->shared && o->limit > 0)
+	if ((val = opt_value(argc, argv, i, "--ttl", &missing)) != NULL) {
+		if (parse_num(val, 1, LLONG_MAX, &v) < 0)
+			return usage_error(cmd, "--ttl: not a positive number of milliseconds: %s", val);
+		a->o.ttl_ms = v;
+	} else if ((val = opt_value(argc, argv, i, "--wait", &missing)) != NULL) {
+		if (parse_num(val, 0, LLONG_MAX, &v) < 0)
+			return usage_error(cmd, "--wait: not a number of milliseconds: %s", val);
+		a->o.wait_ms = v;
+	} else if ((val = opt_value(argc, argv, i, "--limit", &missing)) != NULL) {
+		if (parse_num(val, 1, 1000000, &v) < 0)
+			return usage_error(cmd, "--limit: not a number from 1 to 1000000: %s", val);
+		a->o.limit = (int)v;
+	} else if (is_run &&
+	    (val = opt_value(argc, argv, i, "--kill-after", &missing)) != NULL) {
+		if (parse_num(val, 0, KILL_AFTER_MAX_MS, &v) < 0)
+			return usage_error(cmd, "--kill-after: not a number of milliseconds "
+			    "from 0 to %d: %s", KILL_AFTER_MAX_MS, val);
+		a->kill_after_ms = v;
+	} else if (strcmp(arg, "--shared") == 0) {
+		a->o.shared = 1;
+	} else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
+		a->verbose = 1;
+	} else if (missing) {
+		return usage_error(cmd, "option %s needs a value", arg);
+	} else {
+		return usage_error(cmd, "unknown option %s", arg);
+	}
+	return 0;
+}
+
+/*
+ * Parse the arguments of run (is_run 1) and lock into a: options go
+ * anywhere before COMMAND, before or after KEY ("--" before KEY ends them,
+ * for a key that starts with a dash). For run, COMMAND follows the "--"
+ * after KEY, or starts at the first word after KEY that is not an option;
+ * everything from there on is COMMAND's. 0, or the exit status of a usage
+ * error (printed).
+ */
+static int
+parse_lock_args(const struct command *cmd, int argc, char **argv,
+    struct lock_args *a, int is_run)
+{
+	int i, r, dashes = 0;
+
+	for (i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+
+		if (strcmp(arg, "--") == 0 && !dashes && a->key == NULL) {
+			dashes = 1;	/* KEY next, whatever it looks like */
+			continue;
+		}
+		if (strcmp(arg, "--") == 0 && a->key != NULL) {
+			if (!is_run)
+				return usage_error(cmd, "unexpected argument %s", arg);
+			i++;
+			break;
+		}
+		if (!dashes && arg[0] == '-' && arg[1] != '\0') {
+			if ((r = parse_lock_opt(cmd, argc, argv, &i, a, is_run)) != 0)
+				return r;
+			continue;
+		}
+		if (a->key == NULL) {
+			a->key = arg;
+			dashes = 0;
+			continue;
+		}
+		if (!is_run)
+			return usage_error(cmd, "unexpected argument %s", arg);
+		break;		/* COMMAND without "--" */
+	}
+	if (a->key == NULL)
+		return usage_error(cmd, "%s", "missing KEY");
+	if (*a->key == '\0')
+		return usage_error(cmd, "%s", "KEY is empty");
+	if (is_run && i >= argc)
+		return usage_error(cmd, "%s", "missing COMMAND (after KEY --)");
+	if (a->o.shared && a->o.limit > 0)
 		return usage_error(cmd, "%s", "--shared and --limit cannot be combined");
+	a->cmd = i;
 	return 0;
 }
 
@@ -268,7 +359,90 @@ not_granted(const char *key, long long wait_ms)
 	return EXIT_TEMPFAIL;
 }
 
-/* ---- run ---- */
+/* Seconds since t0 (clock_ms), for messages. */
+static double
+secs_since(unsigned long long t0)
+{
+	return (double)(clock_ms() - t0) / 1000.0;
+}
+
+/*
+ * Print on stderr who holds key and how many wait ahead: from STATUS key
+ * FULL, or from plain STATUS when dlockd predates FULL. Says less when
+ * dlockd does not answer (the LOCK that follows reports the failure).
+ */
+static void
+describe_wait(dlock_t *d, const char *key)
+{
+	struct dlock_status_full f;
+	const struct dlock_status *st = &f.status;
+
+	if (dlock_status_full(d, key, &f) < 0) {
+		if (strcmp(dlock_error_code(d), "ERR") != 0 ||
+		    dlock_status(d, key, &f.status) < 0) {
+			fprintf(stderr, "dlock: waiting for %s\n", key);
+			return;
+		}
+		fprintf(stderr, "dlock: waiting for %s (held %s by %lld holder%s, fence %lld",
+		    key, st->mode, st->holders, st->holders == 1 ? "" : "s", st->fence);
+		if (st->ttl_ms >= 0)
+			fprintf(stderr, ", lease %.1f s left", (double)st->ttl_ms / 1000.0);
+		fprintf(stderr, "; %lld ahead of us)\n", st->waiters);
+		return;
+	}
+	fprintf(stderr, "dlock: waiting for %s (held %s by ", key, st->mode);
+	for (size_t i = 0; i < f.nholders; i++) {
+		const struct dlock_holder *h = &f.holders[i];
+
+		if (i > 0)
+			fputs(i + 1 == f.nholders ? " and " : ", ", stderr);
+		fprintf(stderr, "session %lld", h->session);
+		if (h->name[0] != '\0')
+			fprintf(stderr, " \"%s\"", h->name);
+		if (h->addr[0] != '\0')
+			fprintf(stderr, " %s", h->addr);
+		fprintf(stderr, " for %.1f s, fence %lld%s", (double)h->held_ms / 1000.0,
+		    h->fence, h->detached ? ", detached" : "");
+	}
+	if (f.nholders == 0)
+		fprintf(stderr, "%lld holder%s", st->holders, st->holders == 1 ? "" : "s");
+	fprintf(stderr, "; %zu ahead of us)\n", f.nwaiters);
+	dlock_status_full_free(&f);
+}
+
+/*
+ * Take a->key with a's options: dlock_lock's result. With -v, say on
+ * stderr whom it waits for and when it got the lock: it tries once, and
+ * when the key is taken describes its holders before it queues for what
+ * is left of --wait.
+ */
+static int
+take_lock(dlock_t *d, const struct lock_args *a, struct dlock_grant *g)
+{
+	struct dlock_lock_opts o = a->o;
+	unsigned long long t0 = clock_ms();
+	int r;
+
+	if (!a->verbose)
+		return dlock_lock(d, a->key, &a->o, g);
+	o.wait_ms = 0;
+	r = dlock_lock(d, a->key, &o, g);
+	if (r == 0 && a->o.wait_ms != 0) {
+		describe_wait(d, a->key);
+		o.wait_ms = a->o.wait_ms;
+		if (o.wait_ms > 0) {
+			long long spent = (long long)(clock_ms() - t0);
+			o.wait_ms = spent < o.wait_ms ? o.wait_ms - spent : 0;
+		}
+		r = dlock_lock(d, a->key, &o, g);
+	}
+	if (r > 0)
+		fprintf(stderr, "dlock: got %s (fence %lld) after %.1f s\n", a->key,
+		    g->fence, secs_since(t0));
+	return r;
+}
+
+/* ---- run ---- *//* ---- run ---- */
 
 /* What run knows while COMMAND runs. */
 struct run {
@@ -381,7 +555,7 @@ run_child(dlock_t *d, char **argv, const sigset_t *oldmask, pid_t parent, int tt
 #ifdef __linux__
 	/* If dlock dies, its lock is released: COMMAND must not run on. */
 	if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent)
-		_exit(EXIT_DAEMON);
+		_exit(EXIT_LOST);
 #else
 	(void)parent;
 #endif
@@ -399,7 +573,7 @@ exit_status(int status)
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
-	return EXIT_DAEMON;
+	return EXIT_OSERR;
 }
 
 /*
@@ -608,38 +782,32 @@ idle_timeout(dlock_t *d)
 	return ms > 0 ? ms : 0;
 }
 
-/* dlock run [opts] KEY [--] COMMAND [ARGS...] */
+/* dlock run [opts] KEY [opts] [--] COMMAND [ARGS...] */
 static int
 cmd_run(const struct command *cmd, int argc, char **argv)
 {
-	struct dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+	struct lock_args a = { .o = DLOCK_LOCK_OPTS_INIT,
+	    .kill_after_ms = KILL_AFTER_DEFAULT_MS };
 	struct run r;
 	struct dlock_grant g;
 	sigset_t block, oldmask;
 	char fence[24];
 	long long idle;
-	int i = 1, n, status, p[2];
+	int i, n, status, p[2];
 	pid_t self = getpid();
 
-	memset(&r, 0, sizeof(r));
-	r.kill_after_ms = KILL_AFTER_DEFAULT_MS;
-	r.kill_at = -1;
-	if ((n = parse_lock_opts(cmd, argc, argv, &i, &o, &r.kill_after_ms)) != 0)
+	if ((n = parse_lock_args(cmd, argc, argv, &a, 1)) != 0)
 		return n;
-	if (i >= argc)
-		return usage_error(cmd, "%s", "missing KEY");
-	r.key = argv[i++];
-	if (i < argc && strcmp(argv[i], "--") == 0)
-		i++;
-	if (i >= argc)
-		return usage_error(cmd, "%s", "missing COMMAND");
-	if (*r.key == '\0')
-		return usage_error(cmd, "%s", "KEY is empty");
+	memset(&r, 0, sizeof(r));
+	r.kill_after_ms = a.kill_after_ms;
+	r.kill_at = -1;
+	r.key = a.key;
+	i = a.cmd;
 
 	if ((r.d = connect_or_report(&status)) == NULL)
 		return status;
-	if ((n = dlock_lock(r.d, r.key, &o, &g)) <= 0) {
-		status = n == 0 ? not_granted(r.key, o.wait_ms) : report(r.d);
+	if ((n = take_lock(r.d, &a, &g)) <= 0) {
+		status = n == 0 ? not_granted(r.key, a.o.wait_ms) : report(r.d);
 		dlock_close(r.d);
 		return status;
 	}
@@ -662,7 +830,7 @@ cmd_run(const struct command *cmd, int argc, char **argv)
 	    setenv("DLOCK_FENCE", fence, 1) < 0 || pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
 		fprintf(stderr, "dlock: %s\n", strerror(errno));
 		dlock_close(r.d);
-		return EXIT_DAEMON;
+		return EXIT_OSERR;
 	}
 	selfpipe_w = p[1];
 	r.sigr = p[0];
@@ -681,7 +849,7 @@ cmd_run(const struct command *cmd, int argc, char **argv)
 		close(p[0]);
 		close(p[1]);
 		dlock_close(r.d);
-		return EXIT_DAEMON;
+		return EXIT_OSERR;
 	}
 	if (r.child == 0)
 		run_child(r.d, argv + i, &oldmask, self, r.tty);
@@ -704,39 +872,33 @@ cmd_run(const struct command *cmd, int argc, char **argv)
 		r.held = 0;
 	}
 	dlock_close(r.d);
-	return r.held ? status : EXIT_DAEMON;
+	return r.held ? status : EXIT_LOST;
 }
 
 /* ---- the other commands ---- */
 
-/* dlock lock [opts] KEY: a detached lock; prints the token and the fence. */
+/* dlock lock [opts] KEY [opts]: a detached lock; prints the token and the fence. */
 static int
 cmd_lock(const struct command *cmd, int argc, char **argv)
 {
-	struct dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+	struct lock_args a = { .o = DLOCK_LOCK_OPTS_INIT };
 	struct dlock_grant g;
-	int i = 1, r, status;
+	int r, status;
 	dlock_t *d;
 
-	if ((r = parse_lock_opts(cmd, argc, argv, &i, &o, NULL)) != 0)
+	if ((r = parse_lock_args(cmd, argc, argv, &a, 0)) != 0)
 		return r;
-	if (i >= argc)
-		return usage_error(cmd, "%s", "missing KEY");
-	if (i + 1 < argc)
-		return usage_error(cmd, "unexpected argument %s", argv[i + 1]);
-	if (*argv[i] == '\0')
-		return usage_error(cmd, "%s", "KEY is empty");
-	o.detach = 1;
-	if (o.ttl_ms == 0)
-		o.ttl_ms = DETACH_DEFAULT_TTL_MS;
+	a.o.detach = 1;
+	if (a.o.ttl_ms == 0)
+		a.o.ttl_ms = DETACH_DEFAULT_TTL_MS;
 	if ((d = connect_or_report(&status)) == NULL)
 		return status;
-	r = dlock_lock(d, argv[i], &o, &g);
+	r = take_lock(d, &a, &g);
 	if (r > 0) {
 		printf("%s\n%lld\n", g.token, g.fence);
 		status = 0;
 	} else {
-		status = r == 0 ? not_granted(argv[i], o.wait_ms) : report(d);
+		status = r == 0 ? not_granted(a.key, a.o.wait_ms) : report(d);
 	}
 	dlock_close(d);
 	return status;
@@ -831,7 +993,7 @@ call_validate(dlock_t *d, char **argv, long long fence)
 	if (r < 0)
 		return -1;
 	printf("%d\n", r);
-	return r == 1 ? 0 : EXIT_DAEMON;
+	return r == 1 ? 0 : EXIT_INVALID;
 }
 
 /* dlock info: the INFO text, with LF line ends. */
@@ -866,9 +1028,9 @@ call_ping(dlock_t *d, char **argv, long long num)
 }
 
 static const struct command commands[] = {
-	{ "run", "[--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] KEY -- "
-	  "COMMAND [ARGS...]", .run = cmd_run },
-	{ "lock", "[--ttl MS] [--wait MS] [--shared | --limit N] KEY", .run = cmd_lock },
+	{ "run", "[-v] [--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] KEY "
+	  "-- COMMAND [ARGS...]", .run = cmd_run },
+	{ "lock", "[-v] [--ttl MS] [--wait MS] [--shared | --limit N] KEY", .run = cmd_lock },
 	{ "unlock", "KEY TOKEN", .nargs = 2, .call = call_unlock },
 	{ "extend", "KEY MS TOKEN", .nargs = 3, .num_arg = 2, .num_min = 1,
 	  .num_max = LLONG_MAX, .num_what = "not a positive number of milliseconds",
@@ -900,6 +1062,9 @@ main(int argc, char **argv)
 		if (is_help(a)) {
 			fputs(usage_main, stdout);
 			fputs(help_text, stdout);
+#define X(name, value, text) printf("  %3d  %s\n", value, text);
+			EXIT_CODES
+#undef X
 			return 0;
 		}
 		if (strcmp(a, "--version") == 0) {
@@ -933,7 +1098,7 @@ main(int argc, char **argv)
 			    run_simple(cmd, argc - i, argv + i);
 			if (fflush(stdout) != 0 && status == 0) {
 				fprintf(stderr, "dlock: cannot write output: %s\n", strerror(errno));
-				status = EXIT_DAEMON;
+				status = EXIT_IOERR;
 			}
 			return status;
 		}

@@ -457,6 +457,95 @@ START_TEST(test_reader_replies)
 }
 END_TEST
 
+START_TEST(test_reader_status_full)
+{
+	static const struct step steps[] = {
+		HANDSHAKE(HELLO_REPLY),
+		/* RESP3: STATUS's counts, then the lists under the same names */
+		{ .expect = "*3\r\n$6\r\nSTATUS\r\n$1\r\nk\r\n$4\r\nFULL\r\n",
+		  .reply = "%9\r\n+mode\r\n+exclusive\r\n+holders\r\n:1\r\n+waiters\r\n:2\r\n"
+		  "+fence\r\n:17\r\n+ttl_ms\r\n:900\r\n+limit\r\n:0\r\n+backend\r\n+local\r\n"
+		  "+holders\r\n*1\r\n%10\r\n+session\r\n:7\r\n+name\r\n$8\r\nworker-1\r\n"
+		  "+addr\r\n$14\r\n10.0.0.5:51234\r\n+mode\r\n+exclusive\r\n+fence\r\n:17\r\n"
+		  "+count\r\n:2\r\n+held_ms\r\n:12345\r\n+lease_ms\r\n:900\r\n"
+		  "+detached\r\n:1\r\n+future\r\n%0\r\n"
+		  "+waiters\r\n*2\r\n"
+		  "%7\r\n+session\r\n:9\r\n+name\r\n$0\r\n\r\n+addr\r\n$4\r\nunix\r\n"
+		  "+mode\r\n+shared\r\n+waited_ms\r\n:5\r\n+wait_ms\r\n:-1\r\n+detach\r\n#f\r\n"
+		  "%7\r\n+session\r\n:10\r\n+name\r\n_\r\n+addr\r\n$0\r\n\r\n"
+		  "+mode\r\n+exclusive\r\n+waited_ms\r\n:1\r\n+wait_ms\r\n:300\r\n+detach\r\n#t\r\n" },
+		/* RESP2, the lists in place of the counts, both empty */
+		{ .reply = "*14\r\n$4\r\nmode\r\n$4\r\nfree\r\n$7\r\nholders\r\n*0\r\n"
+		  "$7\r\nwaiters\r\n*0\r\n$5\r\nfence\r\n:0\r\n$6\r\nttl_ms\r\n:-1\r\n"
+		  "$5\r\nlimit\r\n:0\r\n$7\r\nbackend\r\n$5\r\nlocal\r\n" },
+		/* a dlockd that predates FULL */
+		{ .reply = "-ERR wrong number of arguments for 'STATUS' command\r\n" },
+		/* a holder that is not a map */
+		{ .reply = "%3\r\n+mode\r\n+exclusive\r\n+holders\r\n*1\r\n:1\r\n"
+		  "+waiters\r\n*0\r\n" },
+		/* no waiters list */
+		{ .reply = "%2\r\n+mode\r\n+free\r\n+holders\r\n*0\r\n" },
+	};
+	struct dlock_status_full f;
+	struct canned c;
+	char err[256];
+	dlock_t *d;
+
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_status_full(d, "k", &f), 0);
+	ck_assert_str_eq(f.status.mode, "exclusive");
+	ck_assert_int_eq(f.status.holders, 1);
+	ck_assert_int_eq(f.status.waiters, 2);
+	ck_assert_int_eq(f.status.fence, 17);
+	ck_assert_str_eq(f.status.backend, "local");
+	ck_assert_uint_eq(f.nholders, 1);
+	ck_assert_int_eq(f.holders[0].session, 7);
+	ck_assert_str_eq(f.holders[0].name, "worker-1");
+	ck_assert_str_eq(f.holders[0].addr, "10.0.0.5:51234");
+	ck_assert_str_eq(f.holders[0].mode, "exclusive");
+	ck_assert_int_eq(f.holders[0].fence, 17);
+	ck_assert_int_eq(f.holders[0].count, 2);
+	ck_assert_int_eq(f.holders[0].held_ms, 12345);
+	ck_assert_int_eq(f.holders[0].lease_ms, 900);
+	ck_assert_int_eq(f.holders[0].detached, 1);
+	ck_assert_uint_eq(f.nwaiters, 2);
+	ck_assert_int_eq(f.waiters[0].session, 9);
+	ck_assert_str_eq(f.waiters[0].name, "");
+	ck_assert_str_eq(f.waiters[0].addr, "unix");
+	ck_assert_str_eq(f.waiters[0].mode, "shared");
+	ck_assert_int_eq(f.waiters[0].waited_ms, 5);
+	ck_assert_int_eq(f.waiters[0].wait_ms, -1);
+	ck_assert_int_eq(f.waiters[0].detach, 0);
+	ck_assert_int_eq(f.waiters[1].session, 10);
+	ck_assert_str_eq(f.waiters[1].name, "");
+	ck_assert_int_eq(f.waiters[1].wait_ms, 300);
+	ck_assert_int_eq(f.waiters[1].detach, 1);
+	dlock_status_full_free(&f);
+	ck_assert_ptr_null(f.holders);
+	ck_assert_int_eq(dlock_status_full(d, "k", &f), 0);
+	ck_assert_str_eq(f.status.mode, "free");
+	ck_assert_uint_eq(f.nholders, 0);
+	ck_assert_uint_eq(f.nwaiters, 0);
+	ck_assert_int_eq(f.status.holders, 0);
+	dlock_status_full_free(&f);
+	ck_assert_int_eq(dlock_status_full(d, "k", &f), -1);
+	assert_code(d, "ERR");
+	ck_assert_int_eq(dlock_status_full(d, "k", &f), -1);
+	assert_code(d, "PROTO");
+	ck_assert_int_eq(dlock_status_full(d, "k", &f), -1);
+	assert_code(d, "PROTO");
+	ck_assert_uint_eq(f.nholders, 0);
+	ck_assert_ptr_null(f.holders);
+	dlock_status_full_free(&f);
+	ck_assert_int_eq(dlock_status_full(d, "k", NULL), -1);
+	assert_code(d, "ARG");
+	dlock_close(d);
+	canned_wait(&c);
+}
+END_TEST
+
 START_TEST(test_reader_handshake_failures)
 {
 	static const struct step garbage[] = {
@@ -1232,6 +1321,7 @@ client_suite(void)
 	tcase_add_test(reader, test_connect_refused);
 	tcase_add_test(reader, test_reader_split_and_push);
 	tcase_add_test(reader, test_reader_replies);
+	tcase_add_test(reader, test_reader_status_full);
 	tcase_add_test(reader, test_reader_handshake_failures);
 	tcase_add_test(reader, test_reader_lost_notice);
 	tcase_add_test(reader, test_call_timeout);

@@ -4,7 +4,9 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
+import threading
 import time
 import unittest
 
@@ -12,6 +14,17 @@ from harness import (DLOCK, PYTHON, SLOWDOWN, Daemon, DaemonTestCase, RedisTestC
                      kill_pid, new_dir, pairs, read_line, reap, redis_cli, run_dlock, spawn,
                      track_pid, unique_key, wait_until)
 
+
+# dlock's own exit statuses (dlock(1), EXIT STATUS)
+EX_INVALID = 1
+EX_USAGE = 64
+EX_REFUSED = 65
+EX_NOHOST = 68
+EX_UNAVAILABLE = 69
+EX_TEMPFAIL = 75
+EX_PROTOCOL = 76
+EX_NOPERM = 77
+EX_LOST = 79
 
 
 def end_process(p, *pipes):
@@ -235,7 +248,7 @@ class TestDlockCli(DaemonTestCase):
         self.assertEqual((rc, out), (0, "0\n"), err)
         self.assertEqual(self.status(key)["mode"], b"free")
         rc, out, err = self.dlock("unlock", key, token)
-        self.assertEqual(rc, 1)
+        self.assertEqual(rc, EX_REFUSED)
         self.assertIn("NOTHELD", out + err)
         rc, out, err = self.dlock("validate", key, fence)
         self.assertEqual((rc, out), (1, "0\n"), err)
@@ -260,14 +273,107 @@ class TestDlockCli(DaemonTestCase):
 
     def test_errors(self):
         rc, out, err = self.dlock("frobnicate")
-        self.assertEqual(rc, 2)
+        self.assertEqual(rc, EX_USAGE)
         rc, out, err = self.dlock("run", "--shared", "--limit", "2", "k", "--", "true")
-        self.assertEqual(rc, 2)
+        self.assertEqual(rc, EX_USAGE)
         rc, out, err = self.dlock("ping", env={"DLOCK_ADDR": "127.0.0.1:1"})
-        self.assertEqual(rc, 69)
+        self.assertEqual(rc, EX_NOHOST)
         rc, out, err = self.dlock("--version")
         self.assertEqual(rc, 0)
         self.assertIn("0.1.0", out)
+
+    def test_run_option_forms(self):
+        key = unique_key()
+        echo = ["sh", "-c", 'echo "$DLOCK_KEY" "$@"', "sh"]
+        for args in (["run", "--wait", "5000", key, "--"], ["run", key, "--wait", "5000", "--"],
+                     ["run", "--ttl=5000", key, "--wait=5000", "--"],
+                     ["run", key, "-v", "--"], ["run", key]):
+            rc, out, err = self.dlock(*(args + echo + ["a", "--wait"]))
+            self.assertEqual((rc, out), (0, key + " a --wait\n"), (args, err))
+        # after KEY, the first word that is not an option starts COMMAND
+        rc, out, err = self.dlock("run", key, "--wait", "100", "echo", "--", "--ttl", "x")
+        self.assertEqual((rc, out), (0, "-- --ttl x\n"), err)
+        # a "--" before KEY: a key that starts with a dash
+        rc, out, err = self.dlock("run", "--", "-" + key, "--wait", "100", "--", *echo)
+        self.assertEqual((rc, out), (0, "-%s\n" % key), err)
+        # options after KEY are in force: --wait bounds the wait
+        self.client().execute_command("LOCK", key)
+        t0 = time.monotonic()
+        rc, out, err = self.dlock("run", key, "--wait", "200", "--", "echo", "ran")
+        self.assertEqual((rc, out), (EX_TEMPFAIL, ""), err)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.18)
+        self.assertIn("not granted within 200 ms", err)
+
+    def test_run_usage_errors(self):
+        key = unique_key()
+        for args, why in ((["run", key], "missing COMMAND"),
+                          (["run", key, "--wait", "100"], "missing COMMAND"),
+                          (["run", key, "--"], "missing COMMAND"),
+                          (["run", "--wait", "100"], "missing KEY"),
+                          (["run", key, "--frob", "--", "true"], "unknown option --frob"),
+                          (["run", "--frob", key, "--", "true"], "unknown option --frob"),
+                          (["run", key, "--wait", "--", "true"], "--wait: not a number"),
+                          (["run", key, "--ttl"], "option --ttl needs a value"),
+                          (["run", "", "--", "true"], "KEY is empty"),
+                          (["lock", key, "extra"], "unexpected argument extra"),
+                          (["lock", key, "--"], "unexpected argument --")):
+            rc, out, err = self.dlock(*args)
+            self.assertEqual(rc, EX_USAGE, (args, err))
+            self.assertIn("dlock: " + why, err, args)
+            self.assertIn("usage: dlock", err, args)
+        self.assertEqual(self.status(key)["mode"], b"free")
+
+    def test_lock_options_after_key(self):
+        key = unique_key()
+        rc, out, err = self.dlock("lock", key, "--ttl", "40000", "--wait", "0")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(30000 < self.status(key)["ttl_ms"] <= 40000)
+        rc, out2, err = self.dlock("lock", key, "--wait", "0")
+        self.assertEqual(rc, EX_TEMPFAIL, err)
+        self.dlock("unlock", key, out.split()[0])
+
+    def test_own_exit_statuses(self):
+        key = unique_key()
+        # refused: a semaphore locked with another limit
+        self.client().execute_command("LOCK", key, "LIMIT", 3)
+        rc, out, err = self.dlock("run", "--limit", "2", key, "--", "true")
+        self.assertEqual(rc, EX_REFUSED, err)
+        rc, out, err = self.dlock("run", key, "--", "true", env={"DLOCK_ADDR": "127.0.0.1:1"})
+        self.assertEqual(rc, EX_NOHOST, err)
+        # the command's own statuses are passed on
+        rc, out, err = self.dlock("run", unique_key(), "--", "sh", "-c", "exit 1")
+        self.assertEqual((rc, err), (1, ""))
+        rc, out, err = self.dlock("--help")
+        for code in (64, 65, 68, 69, 75, 76, 77, 79):
+            self.assertRegex(out, r"\n +%d  \S" % code)
+
+    def test_run_verbose(self):
+        key = unique_key()
+        holder = self.client()
+        holder.execute_command("CLIENT", "SETNAME", "holder-1")
+        fence = holder.execute_command("LOCK", key, "TTL", 20000)[1]
+        p = self.popen("run", "-v", key, "--wait", "5000", "--", "true",
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            line = read_line(p.stderr)
+            # STATUS key FULL, or plain STATUS where dlockd predates FULL
+            self.assertRegex(line, r"^dlock: waiting for %s \(held exclusive by .*fence %d.*; "
+                             r"0 ahead of us\)\n$" % (re.escape(key), fence))
+            self.wait_status(key, "(dlock queued)", waiters=1)
+            time.sleep(0.2)
+            self.assertEqual(holder.execute_command("UNLOCK", key), 0)
+            self.assertEqual(reap(p), 0)
+            m = re.match(r"^dlock: got %s \(fence (\d+)\) after (\d+\.\d) s\n$" % re.escape(key),
+                         read_line(p.stderr))
+            self.assertIsNotNone(m)
+            self.assertGreater(int(m.group(1)), fence)
+            self.assertGreaterEqual(float(m.group(2)), 0.2)
+        finally:
+            end_process(p, p.stderr)
+        # granted at once: no waiting line
+        rc, out, err = self.dlock("run", "-v", key, "--", "true")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r"^dlock: got %s \(fence \d+\) after 0\.\d s\n$" % re.escape(key))
 
     def test_killed_dlock_run_releases(self):
         key = unique_key()
@@ -316,12 +422,12 @@ class TestDlockCliPassword(DaemonTestCase):
         self.assertEqual(rc, 0, err)
         rc, out, err = run_dlock(["-p", "wrong", "status", "k"],
                                  env=dict(addr, DLOCK_PASSWORD=""))
-        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(rc, EX_NOPERM, out + err)
         rc, out, err = run_dlock(["status", "k"], env=dict(addr, DLOCK_PASSWORD=""))
-        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(rc, EX_NOPERM, out + err)
         self.assertIn("NOAUTH", out + err)
         rc, out, err = run_dlock(["run", "k", "--", "true"], env=dict(addr, DLOCK_PASSWORD=""))
-        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(rc, EX_NOPERM, out + err)
         self.assertIn("NOAUTH", out + err)
         # PING needs no password
         rc, out, err = run_dlock(["ping"], env=dict(addr, DLOCK_PASSWORD=""))
@@ -344,7 +450,7 @@ class TestDlockRunLosesDaemon(unittest.TestCase):
             self.assertEqual(read_line(p.stdout), "started\n")
             d.stop_ok(self)
             rc = reap(p, 10)
-            self.assertEqual(rc, 1)
+            self.assertEqual(rc, EX_LOST)
             self.assertEqual(p.stdout.read(), b"terminated\n")
             self.assertIn(b"dlock", p.stderr.read())
         finally:
@@ -448,7 +554,7 @@ class TestDlockRunGroup(DlockRunCase):
         t0 = time.monotonic()
         self.daemon.stop(signal.SIGKILL)
         self.assertGone([sh, sleep])
-        self.assertEqual(reap(p), 1)
+        self.assertEqual(reap(p), EX_LOST)
         took = time.monotonic() - t0
         self.assertLess(took, 1.5, "dlock took %.2f s to stop the group" % took)
         err = p.stderr.read().decode()
@@ -465,7 +571,7 @@ class TestDlockRunGroup(DlockRunCase):
         time.sleep(0.3)
         self.assertFalse(pid_gone(sh) or pid_gone(sleep), "SIGKILL before --kill-after")
         self.assertGone([sh, sleep], 0.3 + GONE_BOUND)
-        self.assertEqual(reap(p), 1)
+        self.assertEqual(reap(p), EX_LOST)
         took = time.monotonic() - t0
         self.assertGreaterEqual(took, 0.55)
         self.assertLess(took, 0.6 + 1.0, "dlock ended %.2f s after the daemon" % took)
@@ -479,7 +585,7 @@ class TestDlockRunGroup(DlockRunCase):
         t0 = time.monotonic()
         self.daemon.stop(signal.SIGKILL)
         self.assertGone([sh, sleep])
-        self.assertEqual(reap(p), 1)
+        self.assertEqual(reap(p), EX_LOST)
         self.assertLess(time.monotonic() - t0, 1.0)
 
     def test_signals_forwarded_to_group(self):
@@ -503,11 +609,11 @@ class TestDlockRunGroup(DlockRunCase):
         for bad in ("-1", "x", "86400001"):
             rc, out, err = run_dlock(["run", "--kill-after", bad, "k", "--", "true"],
                                      env={"DLOCK_ADDR": self.daemon.addr()})
-            self.assertEqual(rc, 2, err)
+            self.assertEqual(rc, EX_USAGE, err)
             self.assertIn("--kill-after", err)
         rc, out, err = run_dlock(["lock", "--kill-after", "5", "k"],
                                  env={"DLOCK_ADDR": self.daemon.addr()})
-        self.assertEqual(rc, 2, err)
+        self.assertEqual(rc, EX_USAGE, err)
         rc, out, err = run_dlock(["--help"])
         self.assertIn("--kill-after MS", out)
         rc, out, err = run_dlock(["run", "--help"])
@@ -557,7 +663,7 @@ class TestDlockRunKeepalive(DlockRunCase):
             took = time.monotonic() - t0
         finally:
             os.kill(self.daemon.pid, signal.SIGCONT)
-        self.assertEqual(reap(p), 1)
+        self.assertEqual(reap(p), EX_LOST)
         self.assertLess(took, 1.5, "the group was stopped %.2f s after the daemon" % took)
         self.assertIn("PING failed: dlockd did not answer within 200 ms",
                       p.stderr.read().decode())
@@ -592,12 +698,114 @@ class TestDlockRunLost(RedisTestCase):
             wait_until(lambda: all(pid_gone(x) for x in pids), 1.5 + GONE_BOUND, 0.01,
                        "the group of the command to be gone")
             took = time.monotonic() - t0
-            self.assertEqual(reap(p), 1)
+            self.assertEqual(reap(p), EX_LOST)
             err = p.stderr.read().decode()
             self.assertRegex(err, r"the lock was lost \(fence \d+\), stopping the command")
             self.assertLess(took, 0.5 + 1.0 * SLOWDOWN, "group stopped %.2f s after" % took)
         finally:
             end_process(p, p.stdout, p.stderr)
+
+    def test_backend_down_exit_status(self):
+        fast = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf=fast)
+        self.assertEqual(r.stop(), 0)
+        rc, out, err = run_dlock(["run", "--wait", "1000", unique_key(), "--", "echo", "ran"],
+                                 env={"DLOCK_ADDR": a.addr(), "DLOCK_PASSWORD": ""})
+        self.assertEqual((rc, out), (EX_UNAVAILABLE, ""), err)
+        self.assertIn("BACKEND", err)
+
+    def test_not_dlockd_exit_status(self):
+        # a Redis server answers HELLO 3 but refuses CLIENT LOSTPUSH ON
+        r = self.start_redis()
+        rc, out, err = run_dlock(["run", unique_key(), "--", "echo", "ran"],
+                                 env={"DLOCK_ADDR": "127.0.0.1:%d" % r.port,
+                                      "DLOCK_PASSWORD": ""})
+        self.assertEqual((rc, out), (EX_PROTOCOL, ""), err)
+        self.assertIn("LOSTPUSH", err)
+
+
+class FakeDlockd:
+    """A stand-in for a dlockd that knows STATUS key FULL: it answers the
+    handshake, a first LOCK with null (not granted), STATUS with the canned
+    full reply, a second LOCK with a grant, then INFO, UNLOCK and PING."""
+
+    FULL = (b"%9\r\n+mode\r\n+exclusive\r\n+holders\r\n:1\r\n+waiters\r\n:2\r\n"
+            b"+fence\r\n:17\r\n+ttl_ms\r\n:2500\r\n+limit\r\n:0\r\n+backend\r\n+local\r\n"
+            b"+holders\r\n*1\r\n%9\r\n+session\r\n:7\r\n+name\r\n$8\r\nworker-1\r\n"
+            b"+addr\r\n$14\r\n10.0.0.5:51234\r\n+mode\r\n+exclusive\r\n+fence\r\n:17\r\n"
+            b"+count\r\n:1\r\n+held_ms\r\n:12345\r\n+lease_ms\r\n:2500\r\n+detached\r\n#f\r\n"
+            b"+waiters\r\n*2\r\n"
+            + 2 * (b"%7\r\n+session\r\n:9\r\n+name\r\n_\r\n+addr\r\n$4\r\nunix\r\n"
+                   b"+mode\r\n+exclusive\r\n+waited_ms\r\n:5\r\n+wait_ms\r\n:-1\r\n"
+                   b"+detach\r\n#f\r\n"))
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.port = self.sock.getsockname()[1]
+        self.commands = []
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    def _serve(self):
+        conn, _ = self.sock.accept()
+        f = conn.makefile("rb")
+        locks = 0
+        with conn, f:
+            while True:
+                line = f.readline()
+                if not line:
+                    return
+                args = []
+                for _ in range(int(line[1:])):
+                    n = int(f.readline()[1:])
+                    args.append(f.read(n + 2)[:-2].decode())
+                self.commands.append(args)
+                name = args[0].upper()
+                if name == "HELLO":
+                    reply = b"%1\r\n+proto\r\n:3\r\n"
+                elif name in ("CLIENT", "PING"):
+                    reply = b"+OK\r\n" if name == "CLIENT" else b"+PONG\r\n"
+                elif name == "LOCK":
+                    locks += 1
+                    reply = (b"_\r\n" if locks == 1 else
+                             b"*3\r\n$32\r\n" + b"a" * 32 + b"\r\n:18\r\n:30000\r\n")
+                elif name == "STATUS":
+                    reply = self.FULL
+                elif name == "INFO":
+                    reply = b"$0\r\n\r\n"
+                else:
+                    reply = b":0\r\n"
+                conn.sendall(reply)
+
+    def close(self):
+        self.sock.close()
+        self.t.join(5)
+
+
+class TestDlockRunVerboseFull(unittest.TestCase):
+    """dlock run -v reads STATUS key FULL: the holders and the queue."""
+
+    def test_full_status(self):
+        fake = FakeDlockd()
+        self.addCleanup(fake.close)
+        rc, out, err = run_dlock(["run", "-v", "--wait", "3000", "jobs/a", "--", "true"],
+                                 env={"DLOCK_ADDR": "127.0.0.1:%d" % fake.port,
+                                      "DLOCK_PASSWORD": ""})
+        self.assertEqual(rc, 0, err)
+        lines = err.splitlines()
+        self.assertEqual(lines[0], 'dlock: waiting for jobs/a (held exclusive by session 7 '
+                                   '"worker-1" 10.0.0.5:51234 for 12.3 s, fence 17; '
+                                   '2 ahead of us)')
+        self.assertRegex(lines[1], r"^dlock: got jobs/a \(fence 18\) after \d+\.\d s$")
+        self.assertEqual(len(lines), 2, err)
+        locks = [c for c in fake.commands if c[0] == "LOCK"]
+        self.assertEqual(locks[0], ["LOCK", "jobs/a", "WAIT", "0"])
+        self.assertEqual(locks[1][:3], ["LOCK", "jobs/a", "WAIT"])
+        self.assertLessEqual(int(locks[1][3]), 3000)
+        self.assertIn(["STATUS", "jobs/a", "FULL"], fake.commands)
 
 
 # A stand-in for a job-control shell: made session leader (by Popen) with the

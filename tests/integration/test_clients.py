@@ -1,0 +1,317 @@
+"""The README's examples for Redis client libraries, run as written against a
+real dlockd: redis-py, and Node's ioredis and node-redis (installed from npm
+into the build directory on first use, then reused). They prove the points the
+examples make: a LOCK that waits 4 s for a holder is answered (no read timeout
+cuts it short), a connection that breaks releases the lock, is noticed, and is
+not silently replaced by a new one (a new session), and a lease lost in Redis
+is told by -LOST. Also what goes wrong without those settings: ioredis's
+default reconnect opens a session without the lock, and a read timeout shorter
+than the WAIT drops the wait with the connection."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import unittest
+
+import redis
+
+from harness import (DLOCKD, PYTHON, SLOWDOWN, DaemonTestCase, RedisTestCase, in_thread,
+                     read_line, reap, spawn, unique_key)
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(TOP, "docs", "clients")
+README = os.path.join(TOP, "README.md")
+# the npm packages live next to the binaries under test, kept between runs
+NODE_DIR = os.path.join(os.path.dirname(DLOCKD), "node")
+NPM_TIMEOUT = 300  # s for npm install
+HOLD = 4.0  # s another session holds the key while the examples wait (WAIT 5000)
+
+# name, command line before KEY STEPS
+EXAMPLE_RUNS = (("lock.py", [PYTHON]),
+                ("lock-ioredis.js", ["node"]),
+                ("lock-node-redis.js", ["node"]))
+# examples in the README that the suite cannot run (no Go proxy, no Maven)
+NOT_RUN = ("lock.go", "Lock.java")
+
+_npm_lock = threading.Lock()
+
+
+def node_modules():
+    """Install the npm packages of docs/clients/package.json into the build
+    directory unless the same package.json was installed there already.
+    Returns the node_modules directory."""
+    with _npm_lock:
+        want = os.path.join(EXAMPLES, "package.json")
+        have = os.path.join(NODE_DIR, "package.json")
+        modules = os.path.join(NODE_DIR, "node_modules")
+        with open(want, "rb") as f:
+            spec = f.read()
+        if os.path.isdir(modules) and os.path.exists(have):
+            with open(have, "rb") as f:
+                if f.read() == spec:
+                    return modules
+        for tool in ("node", "npm"):
+            if shutil.which(tool) is None:
+                raise AssertionError("%s is missing (Debian packages nodejs npm)" % tool)
+        os.makedirs(NODE_DIR, exist_ok=True)
+        if os.path.exists(have):
+            os.unlink(have)   # written back only once the install succeeded
+        p = subprocess.run(["npm", "install", "--prefix", NODE_DIR, "--no-audit", "--no-fund",
+                            "--no-save", "ioredis@" + package_range(spec, "ioredis"),
+                            "redis@" + package_range(spec, "redis")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=NPM_TIMEOUT, check=False)
+        if p.returncode != 0:
+            raise AssertionError("npm install failed:\n" + p.stdout.decode(errors="replace"))
+        with open(have, "wb") as f:
+            f.write(spec)
+        return modules
+
+
+def package_range(spec, name):
+    """The version range package.json (bytes) gives for name."""
+    m = re.search(rb'"%s": "([^"]+)"' % re.escape(name.encode()), spec)
+    assert m, "package.json names no %s" % name
+    return m.group(1).decode()
+
+
+class Proxy:
+    """A TCP relay to port on loopback that counts the connections it got
+    and can cut them all, as a network failure would."""
+
+    def __init__(self, port):
+        self.port_to = port
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.socks = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            s = socket.create_connection(("127.0.0.1", self.port_to))
+            with self.lock:
+                self.accepted += 1
+                self.socks += [c, s]
+            for a, b in ((c, s), (s, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        """Reset every relayed connection (both ends)."""
+        with self.lock:
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self):
+        self.sock.close()
+        self.cut()
+
+
+class ExampleMixin:
+    """Starting the examples of docs/clients/ against a dlockd port."""
+
+    def start_example(self, name, argv, port, key, steps):
+        env = dict(os.environ, DLOCK_PORT=str(port), NODE_PATH=node_modules())
+        p = spawn(argv + [os.path.join(EXAMPLES, name), key, str(steps)], env=env,
+                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(self._end, p)
+        return p
+
+    @staticmethod
+    def _end(p):
+        if p.poll() is None:
+            p.kill()
+        reap(p)
+        p.stdout.close()
+        p.stderr.close()
+
+    def assertGot(self, p, name, key):
+        """The example printed that it got key; returns the fence."""
+        line = read_line(p.stdout, 10 * SLOWDOWN)
+        m = re.match(r"^got %s fence (\d+)\n$" % re.escape(key), line)
+        self.assertIsNotNone(m, "%s: %r %s" % (name, line, p.stderr.read1(4096) if
+                                                   p.poll() is not None else ""))
+        return int(m.group(1))
+
+
+class TestReadme(unittest.TestCase):
+
+    def test_readme_has_each_example(self):
+        with open(README) as f:
+            blocks = re.findall(r"^```[a-z]+\n(.*?)^```$", f.read(), re.M | re.S)
+        for name in [n for n, _ in EXAMPLE_RUNS] + list(NOT_RUN):
+            with open(os.path.join(EXAMPLES, name)) as f:
+                code = f.read()
+            self.assertIn(code, blocks, "README.md has no code block equal to "
+                          "docs/clients/%s" % name)
+
+
+class TestExamples(ExampleMixin, DaemonTestCase):
+
+    def test_long_wait_then_done(self):
+        holder = self.client()
+        keys = {}
+        for name, _ in EXAMPLE_RUNS:
+            keys[name] = unique_key(name)
+            holder.execute_command("LOCK", keys[name])
+        node_modules()
+        t0 = time.monotonic()
+        procs = {name: self.start_example(name, argv, self.daemon.port, keys[name], 2)
+                 for name, argv in EXAMPLE_RUNS}
+        for name in procs:
+            self.wait_status(keys[name], "(%s queued)" % name, timeout=10 * SLOWDOWN, waiters=1)
+        time.sleep(max(0.0, HOLD - (time.monotonic() - t0)))
+        for name, p in procs.items():
+            self.assertIsNone(p.poll(), "%s ended while it waited" % name)
+            self.assertEqual(holder.execute_command("UNLOCK", keys[name]), 0)
+        for name, p in procs.items():
+            self.assertGot(p, name, keys[name])
+            self.assertEqual(read_line(p.stdout, 5 * SLOWDOWN), "done\n", name)
+            self.assertEqual(reap(p), 0, name)
+            self.assertEqual(self.status(keys[name])["mode"], b"free", name)
+        self.assertGreaterEqual(time.monotonic() - t0, HOLD)
+
+    def test_not_granted(self):
+        holder = self.client()
+        key = unique_key()
+        holder.execute_command("LOCK", key)
+        node_modules()
+        for name, argv in EXAMPLE_RUNS:
+            p = self.start_example(name, argv, self.daemon.port, key, 1)
+            self.assertEqual(read_line(p.stdout, 10 * SLOWDOWN), "not granted\n", name)
+            self.assertEqual(reap(p, 10), 75, name)
+
+    def test_broken_connection(self):
+        node_modules()
+        for name, argv in EXAMPLE_RUNS:
+            key = unique_key(name)
+            proxy = Proxy(self.daemon.port)
+            self.addCleanup(proxy.close)
+            p = self.start_example(name, argv, proxy.port, key, 40)
+            self.assertGot(p, name, key)
+            waiter = in_thread(self.client().execute_command, "LOCK", key, "WAIT", 10000)
+            self.wait_status(key, waiters=1)
+            proxy.cut()
+            # the daemon released the lock: the waiter has it
+            self.assertIsInstance(waiter.result(5 * SLOWDOWN), list, name)
+            # the example noticed, and stopped without opening a new session
+            line = read_line(p.stdout, 5 * SLOWDOWN)
+            self.assertTrue(line.startswith("lost %s: " % key), (name, line))
+            self.assertEqual(reap(p, 10), 3, name)
+            self.assertEqual(proxy.accepted, 1, "%s connected again" % name)
+
+
+# ioredis with its defaults: after a broken connection it connects again by
+# itself, and its next command runs in a new session that holds nothing
+IOREDIS_DEFAULTS = r"""
+const Redis = require('ioredis');
+const conn = new Redis({ port: Number(process.env.DLOCK_PORT) });
+conn.on('error', () => {});
+(async () => {
+  await conn.call('LOCK', process.argv[process.argv.length - 1]);
+  console.log('locked');
+  conn.once('ready', async () => {
+    console.log('reconnected ' + JSON.stringify(await conn.call('LOCKS')));
+    conn.disconnect();
+  });
+})();
+"""
+
+
+class TestDefaultsBreak(ExampleMixin, DaemonTestCase):
+    """What the examples' settings guard against happens with the defaults."""
+
+    def test_ioredis_reconnects_into_a_new_session(self):
+        key = unique_key()
+        proxy = Proxy(self.daemon.port)
+        self.addCleanup(proxy.close)
+        env = dict(os.environ, DLOCK_PORT=str(proxy.port), NODE_PATH=node_modules())
+        p = spawn(["node", "-e", IOREDIS_DEFAULTS, key], env=env, stdin=subprocess.DEVNULL,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(self._end, p)
+        self.assertEqual(read_line(p.stdout, 10 * SLOWDOWN), "locked\n")
+        proxy.cut()
+        # a new connection, a new session, and the lock is not in it
+        self.assertEqual(read_line(p.stdout, 10 * SLOWDOWN), "reconnected []\n")
+        self.assertEqual(proxy.accepted, 2)
+        self.assertEqual(reap(p, 10), 0)
+
+    def test_read_timeout_shorter_than_wait(self):
+        key = unique_key()
+        holder = self.client()
+        holder.execute_command("LOCK", key)
+        r = redis.Redis(port=self.daemon.port, single_connection_client=True,
+                        socket_timeout=1)
+        self.addCleanup(r.connection_pool.disconnect)
+        t0 = time.monotonic()
+        with self.assertRaises(redis.exceptions.TimeoutError):
+            r.execute_command("LOCK", key, "WAIT", 5000)
+        self.assertLess(time.monotonic() - t0, 3)
+        # the client gave up and closed the connection: the daemon dropped the
+        # waiter with the session, so a release grants nobody
+        self.wait_status(key, "(the waiter gone)", waiters=0)
+        self.assertEqual(holder.execute_command("UNLOCK", key), 0)
+        self.assertEqual(self.status(key)["mode"], b"free")
+
+
+class TestExamplesLost(ExampleMixin, RedisTestCase):
+    """The lease is taken from under the examples (the Redis keys deleted,
+    the key locked through a second daemon): they get -LOST."""
+
+    def test_lost_reply(self):
+        fast = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf=fast)
+        b = self.start_daemon(r, backend_conf=fast)
+        rc = r.client()
+        self.addCleanup(rc.connection_pool.disconnect)
+        node_modules()
+        for name, argv in EXAMPLE_RUNS:
+            key = unique_key(name)
+            p = self.start_example(name, argv, a.port, key, 40)
+            fence = self.assertGot(p, name, key)
+            leases = [n for n in rc.scan_iter(match="*" + key + "*") if rc.pttl(n) > 0]
+            self.assertTrue(leases, "no Redis key with an expiry names %s" % key)
+            rc.delete(*leases)
+            self.assertIsInstance(self.conn(b).cmd("LOCK", key, "WAIT", 0), list)
+            line = read_line(p.stdout, 15 * SLOWDOWN)
+            self.assertTrue(line.startswith("lost %s: LOST %s %d " % (key, key, fence)),
+                            (name, line))
+            self.assertEqual(reap(p, 10), 3, name)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,60 @@
+"""The documentation against the daemon: INFO answers exactly the sections and
+fields proto/PROTOCOL.md lists, with each backend."""
+
+import os
+import re
+
+from harness import DaemonTestCase
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def documented_info():
+    """PROTOCOL.md's INFO table: {section: {backend or None: set of fields}}."""
+    with open(os.path.join(TOP, "proto", "PROTOCOL.md")) as f:
+        doc = f.read()
+    table = doc[doc.index("\n### INFO\n"):]
+    table = table[:table.index("\n### ", 1)]
+    out = {}
+    section = None
+    for m in re.finditer(r"^\| *(\w*) *\| *(?:\((\w+)\) )?`(\w+)`", table, re.M):
+        section = m.group(1) or section
+        out.setdefault(section, {}).setdefault(m.group(2), set()).add(m.group(3))
+    return out
+
+
+class InfoDocumented:
+    """INFO's sections and fields with this class's BACKEND are the documented ones."""
+
+    def test_info_matches_protocol_md(self):
+        text = self.raw().cmd("INFO")
+        if isinstance(text, bytes):
+            text = text.decode()
+        got = {}
+        section = None
+        for line in text.splitlines():
+            if line.startswith("# "):
+                section = line[2:]
+                got[section] = set()
+            elif ":" in line:
+                got[section].add(line.split(":", 1)[0])
+        want = {name: fields.get(None, set()) | fields.get(self.BACKEND, set())
+                for name, fields in documented_info().items()}
+        self.assertEqual(list(got), list(want), "INFO's sections")
+        for name in want:
+            self.assertEqual(sorted(got[name] - want[name]), [],
+                             "INFO fields of # %s missing in PROTOCOL.md" % name)
+            self.assertEqual(sorted(want[name] - got[name]), [],
+                             "PROTOCOL.md's # %s fields INFO does not answer" % name)
+
+
+class TestInfoMemory(InfoDocumented, DaemonTestCase):
+    BACKEND = "memory"
+
+
+class TestInfoRedis(InfoDocumented, DaemonTestCase):
+    BACKEND = "redis"
+
+
+class TestInfoEtcd(InfoDocumented, DaemonTestCase):
+    BACKEND = "etcd"
