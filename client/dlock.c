@@ -1287,10 +1287,94 @@ dlock_extend(dlock_t *d, const char *key, long long ms, const char *token)
 	return call_int(d, "EXTEND", token != NULL ? 4 : 3, argv);
 }
 
-int
-dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
+/* Copy a string reply val into dst (size bytes), truncated; 0, or -1 if val
+ * is not a string. */
+static int
+resp_copy(const struct resp *val, char *dst, size_t size)
 {
-	const char *argv[2] = { "STATUS", key };
+	if (val->type != RESP_BULK && val->type != RESP_SIMPLE)
+		return -1;
+	size_t n = val->len < size - 1 ? val->len : size - 1;
+	memcpy(dst, val->str, n);
+	dst[n] = '\0';
+	return 0;
+}
+
+/* An integer reply val into *out; 0, or -1 if val is not an integer. */
+static int
+resp_int(const struct resp *val, long long *out)
+{
+	if (val->type != RESP_INT)
+		return -1;
+	*out = val->integer;
+	return 0;
+}
+
+/* One field of a STATUS FULL holder: name = val. 0, or -1 if val has the
+ * wrong type. Unknown names are skipped (fields added later). */
+static int
+holder_field(const struct resp *name, const struct resp *val, struct dlock_holder *h)
+{
+	long long detached = h->detached;
+	int r = resp_is(name, "session") ? resp_int(val, &h->session) :
+	    resp_is(name, "name") ? resp_copy(val, h->name, sizeof(h->name)) :
+	    resp_is(name, "addr") ? resp_copy(val, h->addr, sizeof(h->addr)) :
+	    resp_is(name, "mode") ? resp_copy(val, h->mode, sizeof(h->mode)) :
+	    resp_is(name, "fence") ? resp_int(val, &h->fence) :
+	    resp_is(name, "count") ? resp_int(val, &h->count) :
+	    resp_is(name, "held_ms") ? resp_int(val, &h->held_ms) :
+	    resp_is(name, "lease_ms") ? resp_int(val, &h->lease_ms) :
+	    resp_is(name, "detached") ? resp_int(val, &detached) : 0;
+	h->detached = detached != 0;
+	return r;
+}
+
+/* One field of a STATUS FULL waiter, as holder_field. */
+static int
+waiter_field(const struct resp *name, const struct resp *val, struct dlock_waiter *w)
+{
+	long long detach = w->detach;
+	int r = resp_is(name, "session") ? resp_int(val, &w->session) :
+	    resp_is(name, "name") ? resp_copy(val, w->name, sizeof(w->name)) :
+	    resp_is(name, "addr") ? resp_copy(val, w->addr, sizeof(w->addr)) :
+	    resp_is(name, "mode") ? resp_copy(val, w->mode, sizeof(w->mode)) :
+	    resp_is(name, "waited_ms") ? resp_int(val, &w->waited_ms) :
+	    resp_is(name, "wait_ms") ? resp_int(val, &w->wait_ms) :
+	    resp_is(name, "detach") ? resp_int(val, &detach) : 0;
+	w->detach = detach != 0;
+	return r;
+}
+
+/* STATUS FULL's holders or waiters list v into a new array (*out, *n). 0 or -1. */
+static int
+status_entries(const struct resp *v, int holders, void **out, size_t *n)
+{
+	size_t size = holders ? sizeof(struct dlock_holder) : sizeof(struct dlock_waiter);
+	if (v->type != RESP_ARRAY)
+		return -1;
+	if ((*out = calloc(v->n ? v->n : 1, size)) == NULL)
+		return -1;
+	*n = v->n;
+	for (size_t i = 0; i < v->n; i++) {
+		const struct resp *e = v->elem[i];
+		char *p = (char *)*out + i * size;
+		if ((e->type != RESP_MAP && e->type != RESP_ARRAY) || e->n % 2 != 0)
+			return -1;
+		for (size_t j = 0; j < e->n; j += 2)
+			if ((holders ? holder_field(e->elem[j], e->elem[j + 1], (void *)p) :
+			    waiter_field(e->elem[j], e->elem[j + 1], (void *)p)) < 0)
+				return -1;
+	}
+	return 0;
+}
+
+/* STATUS key, or STATUS key FULL when full is not NULL: parse the map into
+ * out (and full's lists). 0, or -1 (nothing left to free). */
+static int
+status_call(dlock_t *d, const char *key, struct dlock_status *out,
+    struct dlock_status_full *full)
+{
+	const char *argv[3] = { "STATUS", key, "FULL" };
 	struct resp *v;
 
 	if (check_key(d, key) < 0)
@@ -1299,7 +1383,7 @@ dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
 		err_set(d, "ARG", "out is NULL");
 		return -1;
 	}
-	if ((v = call(d, 0, 2, argv)) == NULL)
+	if ((v = call(d, 0, full != NULL ? 3 : 2, argv)) == NULL)
 		return -1;
 	/* A map in RESP3; a flat array of names and values is accepted too. */
 	if ((v->type != RESP_MAP && v->type != RESP_ARRAY) || v->n % 2 != 0)
@@ -1313,9 +1397,19 @@ dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
 			char *dst = resp_is(name, "mode") ? out->mode : out->backend;
 			if ((val->type != RESP_BULK && val->type != RESP_SIMPLE) ||
 			    val->len >= sizeof(out->mode))
-				return unexpected(d, "STATUS", v);
+				goto bad;
 			memcpy(dst, val->str, val->len);
 			dst[val->len] = '\0';
+			continue;
+		}
+		/* FULL: holders and waiters come again, as lists */
+		if (full != NULL && val->type == RESP_ARRAY &&
+		    (resp_is(name, "holders") || resp_is(name, "waiters"))) {
+			int h = resp_is(name, "holders");
+			void **list = h ? (void **)&full->holders : (void **)&full->waiters;
+			if (*list != NULL || status_entries(val, h, list,
+			    h ? &full->nholders : &full->nwaiters) < 0)
+				goto bad;
 			continue;
 		}
 		long long *field =
@@ -1327,15 +1421,55 @@ dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
 		if (field == NULL)
 			continue;	/* a field added later */
 		if (val->type != RESP_INT)
-			return unexpected(d, "STATUS", v);
+			goto bad;
 		*field = val->integer;
 	}
 	resp_free(v);
 	if (out->mode[0] == '\0') {
 		err_set(d, "PROTO", "STATUS reply from dlockd has no mode");
-		return -1;
+		goto fail;
+	}
+	if (full != NULL && (full->holders == NULL || full->waiters == NULL)) {
+		err_set(d, "PROTO", "STATUS FULL reply from dlockd has no holders or waiters "
+		    "list (a dlockd too old for it?)");
+		goto fail;
 	}
 	return 0;
+bad:
+	(void)unexpected(d, "STATUS", v);
+fail:
+	if (full != NULL)
+		dlock_status_full_free(full);
+	return -1;
+}
+
+int
+dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
+{
+	return status_call(d, key, out, NULL);
+}
+
+int
+dlock_status_full(dlock_t *d, const char *key, struct dlock_status_full *out)
+{
+	if (out == NULL) {
+		err_set(d, "ARG", "out is NULL");
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	return status_call(d, key, &out->status, out);
+}
+
+void
+dlock_status_full_free(struct dlock_status_full *out)
+{
+	if (out == NULL)
+		return;
+	free(out->holders);
+	free(out->waiters);
+	out->holders = NULL;
+	out->waiters = NULL;
+	out->nholders = out->nwaiters = 0;
 }
 
 int

@@ -63,6 +63,40 @@ struct dlock_status {
 	char backend[16];	/* backend state: local, connected or disconnected */
 };
 
+/* One holding of a key on the daemon asked, in what STATUS FULL returns. */
+struct dlock_holder {
+	long long session;	/* the session's id (CLIENT ID), 0 if it is gone */
+	char name[64];		/* its CLIENT SETNAME (truncated), "" if none */
+	char addr[64];		/* its peer address, "" if gone */
+	char mode[16];		/* exclusive, shared or semaphore */
+	long long fence;	/* the holding's fence */
+	long long count;	/* hold count */
+	long long held_ms;	/* since it was granted */
+	long long lease_ms;	/* lease left as the daemon sees it, -1 if unknown */
+	int detached;		/* 1: a detached holding */
+};
+
+/* One waiter for a key on the daemon asked, in queue order. */
+struct dlock_waiter {
+	long long session;	/* the session's id */
+	char name[64];		/* its CLIENT SETNAME (truncated), "" if none */
+	char addr[64];		/* its peer address */
+	char mode[16];		/* the mode it asks for */
+	long long waited_ms;	/* since it was queued */
+	long long wait_ms;	/* left of its wait, -1 for no limit */
+	int detach;		/* 1: asks for a detached lock */
+};
+
+/* What STATUS key FULL returns: STATUS, and the holders and waiters the
+ * daemon asked has itself (free with dlock_status_full_free). */
+struct dlock_status_full {
+	struct dlock_status status;	/* as dlock_status() fills it */
+	struct dlock_holder *holders;	/* nholders of them, oldest grant first */
+	size_t nholders;
+	struct dlock_waiter *waiters;	/* nwaiters of them, in queue order */
+	size_t nwaiters;
+};
+
 /*
  * Connect to addr: "host:port", "[v6]:port", "host" (port 7480), "unix:/path"
  * or a path starting with '/'; NULL uses $DLOCK_ADDR, else 127.0.0.1:7480.
@@ -116,6 +150,11 @@ DLOCK_EXPORT long long dlock_extend(dlock_t *d, const char *key, long long ms,
     const char *token);
 /* Status of key. 0, or -1. */
 DLOCK_EXPORT int dlock_status(dlock_t *d, const char *key, struct dlock_status *out);
+/* STATUS key FULL. 0 (free the result with dlock_status_full_free), or -1
+ * (nothing to free). */
+DLOCK_EXPORT int dlock_status_full(dlock_t *d, const char *key,
+    struct dlock_status_full *out);
+DLOCK_EXPORT void dlock_status_full_free(struct dlock_status_full *out);
 /* 1 if fence is a current holding of key, 0 if not, -1 on error. */
 DLOCK_EXPORT int dlock_validate(dlock_t *d, const char *key, long long fence);
 /* PING: 0 or -1. */

@@ -19,6 +19,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -83,6 +84,12 @@ static const struct conf_setting conf_table[] = {
 	{ .name = "auth.password", .type = CONF_SECRET, .off = OFF(password), .reloadable = 1 },
 	{ .name = "auth.password_file", .type = CONF_SECRET_FILE, .off = OFF(password_file),
 	  .pair = "auth.password", .reloadable = 1 },
+	{ .name = "auth.admin_password", .type = CONF_SECRET, .off = OFF(admin_password),
+	  .reloadable = 1 },
+	{ .name = "auth.admin_password_file", .type = CONF_SECRET_FILE,
+	  .off = OFF(admin_password_file), .pair = "auth.admin_password", .reloadable = 1 },
+	{ .name = "auth.admin_group", .type = CONF_GROUP, .off = OFF(admin_gid), .min = 0,
+	  .max = 4294967294LL, .reloadable = 1 },
 	{ .name = "backend.type", .type = CONF_ENUM, .off = OFF(backend_type),
 	  .choice = conf_backend_choice, .defstr = "memory" },
 	INT("locks.default_ttl_ms", default_ttl_ms, 10, 31536000000LL, 30000, 1),
@@ -265,6 +272,13 @@ static bool
 conf_is_list(const struct conf_setting *s)
 {
 	return s->type == CONF_ADDRLIST || s->type == CONF_SERVERLIST;
+}
+
+/* Whether row s holds a long long (CONF_UNSET while unset). */
+static bool
+conf_is_number(const struct conf_setting *s)
+{
+	return s->type == CONF_INT || s->type == CONF_MODE || s->type == CONF_GROUP;
 }
 
 /* Replace the string in field with a copy of s (NULL for none), the old one
@@ -713,6 +727,36 @@ conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct co
 	return bad ? -1 : 0;
 }
 
+/* Resolve a group given by name or number (in [s->min, s->max]) for
+ * setting e into the long long at field. 0, or -1 after reporting why. A
+ * name is looked up now, once per load, not when it is used. */
+static int
+conf_apply_group(struct conf_priv *p, const struct conf_entry *e,
+    const struct conf_setting *s, void *field, const char *text)
+{
+	char q[CONF_QUOTE_MAX + 4], buf[4096];
+	struct group gr, *found = NULL;
+	long long n;
+
+	conf_quote(text, strlen(text), q, sizeof(q));
+	if (*text == '\0')
+		return conf_error(p, e->v.pos, "'%s' must be a group name or number, not empty",
+		    e->name);
+	if (isdigit((unsigned char)*text)) {
+		if (num_parse(text, strlen(text), s->min, s->max, &n) != NUM_OK)
+			return conf_error(p, e->v.pos, "'%s' must be a group number from %lld to "
+			    "%lld, not %s", e->name, s->min, s->max, q);
+		*(long long *)field = n;
+		return 0;
+	}
+	int err = getgrnam_r(text, &gr, buf, sizeof(buf), &found);
+	if (found == NULL)
+		return conf_error(p, e->v.pos, "'%s': unknown group '%s'%s%s", e->name, q,
+		    err != 0 ? ": " : "", err != 0 ? strerror(err) : "");
+	*(long long *)field = (long long)gr.gr_gid;
+	return 0;
+}
+
 /* Apply entry e to row r. 0, or -1 after reporting why. */
 static int
 conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row *r)
@@ -775,6 +819,8 @@ conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row 
 		return 0;
 	case CONF_SECRET_FILE:
 		return conf_apply_secret_file(p, r, v, field, text);
+	case CONF_GROUP:
+		return conf_apply_group(p, e, s, field, text);
 	default:
 		break;
 	}
@@ -955,7 +1001,7 @@ conf_create(void)
 		for (size_t i = 0; i < n; i++) {
 			p->rows[p->nrows++] = (struct conf_row){ .name = xasprintf("%s%s",
 			    ops != NULL ? "backend." : "", rows[i].name), .s = &rows[i], .table = t };
-			if (rows[i].type == CONF_INT || rows[i].type == CONF_MODE)
+			if (conf_is_number(&rows[i]))
 				*(long long *)FIELD(p->tables[t], rows[i].off) = CONF_UNSET;
 		}
 	}
@@ -978,7 +1024,7 @@ conf_destroy(struct conf *c)
 			for (size_t j = 0; j < *(size_t *)FIELD(base, s->count); j++)
 				free((*list)[j]);
 			free(*list);
-		} else if (s->type != CONF_INT && s->type != CONF_MODE && s->type != CONF_SERVER)
+		} else if (!conf_is_number(s) && s->type != CONF_SERVER)
 			conf_set_str(FIELD(base, s->off), NULL);
 		conf_set_str(&p->rows[i].secret, NULL);
 		free(p->rows[i].name);
@@ -1064,6 +1110,8 @@ conf_default(struct conf_priv *p, const struct conf_row *r)
 		if (*(long long *)field == CONF_UNSET)
 			*(long long *)field = s->def;
 		break;
+	case CONF_GROUP:
+		break;	/* unset is none */
 	case CONF_SERVER:
 		if (s->defstr != NULL && ((struct addr *)field)->text[0] == '\0' &&
 		    conf_server_parse(s->defstr, ADDR_PORT_REQUIRED, field, &why) < 0)

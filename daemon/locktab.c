@@ -1773,6 +1773,16 @@ locktab_owner_holds(const struct lt_owner *o, void (*fn)(void *arg,
 	return n;
 }
 
+const char *
+locktab_owner_waiting(const struct lt_owner *o, size_t *keylen)
+{
+	const struct lt_waiter *w = TAILQ_FIRST(&o->waiters);
+	if (w == NULL)
+		return NULL;
+	*keylen = w->key->len;
+	return w->key->name;
+}
+
 /* A holding's deadline came: end its tombstone, expire it, declare it lost,
  * or renew it. */
 static void

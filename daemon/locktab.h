@@ -225,6 +225,10 @@ struct lt_hold_info {
 size_t locktab_owner_holds(const struct lt_owner *o,
     void (*fn)(void *arg, const struct lt_hold_info *h), void *arg);
 
+/* The key the owner's LOCK waits on (*keylen set), or NULL; valid until the
+ * table is next called. */
+const char *locktab_owner_waiting(const struct lt_owner *o, size_t *keylen);
+
 /*
  * Withdraw the owner's waiting LOCK (at most one waits per session): its done
  * callback is not called. A waiter the backend is deciding on is given back

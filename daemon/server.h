@@ -25,6 +25,7 @@ struct conf;
 struct backend;
 struct listener;
 struct session;
+struct hashtab;
 
 TAILQ_HEAD(session_list, session);
 
@@ -54,6 +55,7 @@ struct server {
 	struct listener **listeners;	/* one per conf->listen entry */
 	size_t nlisteners;
 	struct session_list sessions;	/* every connected session */
+	struct hashtab *session_ids;	/* the same, by id */
 	uint64_t nsessions;		/* on sessions */
 	uint64_t next_id;		/* id of the next session */
 	uint64_t started_ms;		/* clock_ms() at start */
