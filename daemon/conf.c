@@ -727,8 +727,8 @@ conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct co
 	return bad ? -1 : 0;
 }
 
-/* Resolve a group given by name or number (in [s->min, s->max]) for
- * setting e into the long long at field. 0, or -1 after reporting why. A
+/* Resolve a group given by name or number (in [s->min, s->max]; "" for
+ * none) for setting e into the long long at field. 0, or -1 after reporting why. A
  * name is looked up now, once per load, not when it is used. */
 static int
 conf_apply_group(struct conf_priv *p, const struct conf_entry *e,
@@ -739,9 +739,10 @@ conf_apply_group(struct conf_priv *p, const struct conf_entry *e,
 	long long n;
 
 	conf_quote(text, strlen(text), q, sizeof(q));
-	if (*text == '\0')
-		return conf_error(p, e->v.pos, "'%s' must be a group name or number, not empty",
-		    e->name);
+	if (*text == '\0') {
+		*(long long *)field = CONF_UNSET;	/* "" is none, as for strings */
+		return 0;
+	}
 	if (isdigit((unsigned char)*text)) {
 		if (num_parse(text, strlen(text), s->min, s->max, &n) != NUM_OK)
 			return conf_error(p, e->v.pos, "'%s' must be a group number from %lld to "
