@@ -168,7 +168,7 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 		break;
 	case LT_E_LOST:
 		codec_reply_error(out, "LOST", "the lock on this key was lost: its lease "
-		    "could not be kept");
+		    "could not be kept, or an administrator broke it");
 		break;
 	case LT_E_KIND:
 		codec_reply_error(out, "ERR", "the key is in use with another kind: every "

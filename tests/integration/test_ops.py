@@ -10,8 +10,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import (DLOCK, PYTHON, DaemonTestCase, Daemon, Err, Null, Raw, RedisTestCase,
-                     Push, pairs, read_within, unique_key, wait_until)
+from harness import (DLOCK, PYTHON, DaemonTestCase, Daemon, Err, EtcdTestCase, Null, Raw,
+                     RedisTestCase, Push, pairs, read_within, unique_key, wait_until)
 
 ADMIN_PASSWORD = "admin pass"
 NOBODY = 65534
@@ -266,6 +266,14 @@ class TestOps(OpsCase, DaemonTestCase):
         g = read_within(w, 5)
         self.assertGreater(g[1], fence)
         self.assertEqual(self.admin().cmd("CLIENT", "KILL", "ID", 999999999), 0)
+        # a waiter killed leaves the queue
+        w2 = self.raw()
+        w2id = self.client_id(w2)
+        self.queue(w2, key, waiters=1)
+        self.assertEqual(self.admin().cmd("CLIENT", "KILL", "ID", w2id), 1)
+        self.assertTrue(w2.is_closed())
+        self.assertEqual(self.full(key)["waiters"], [])
+        self.assertEqual(w.cmd("UNLOCK", key), 0)
         bad = self.raw().cmd("CLIENT", "KILL", "ID", "x")
         self.assertIsInstance(bad, Err)
         # a session may always kill itself
@@ -446,16 +454,12 @@ class TestOpsConfig(unittest.TestCase):
             self.assertIn("configuration OK", p.stdout + p.stderr)
 
 
-class TestOpsRedis(OpsCase, RedisTestCase):
-    """UNLOCK FORCE on the redis backend, two daemons on one redis-server:
-    the lease in Redis is released or handed on."""
+ADMIN_CONF = "auth:\n  admin_password: \"%s\"\n" % ADMIN_PASSWORD
 
-    @classmethod
-    def setUpClass(cls):
-        cls.redis = cls.class_redis()
-        conf = "auth:\n  admin_password: \"%s\"\n" % ADMIN_PASSWORD
-        cls.a = cls.class_daemon(cls.redis, conf)
-        cls.b = cls.class_daemon(cls.redis, conf)
+
+class SharedBackendOps(OpsCase):
+    """UNLOCK FORCE on a shared backend, two daemons a and b on one server:
+    the lease there is released or handed on."""
 
     def full(self, key, daemon):
         return as_map(self.conn(daemon).cmd("STATUS", key, "FULL"))
@@ -494,6 +498,26 @@ class TestOpsRedis(OpsCase, RedisTestCase):
         g = self.assertGranted(self.conn(self.b).cmd("LOCK", key, "WAIT", 5000))
         self.assertGreater(g[1], fence)
         self.assertEqual(h.cmd("VALIDATE", key, fence).code, "LOST")
+
+
+class TestOpsRedis(SharedBackendOps, RedisTestCase):
+    """The redis backend."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = cls.class_redis()
+        cls.a = cls.class_daemon(cls.redis, ADMIN_CONF)
+        cls.b = cls.class_daemon(cls.redis, ADMIN_CONF)
+
+
+class TestOpsEtcd(SharedBackendOps, EtcdTestCase):
+    """The etcd backend."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.etcd = cls.class_etcd()
+        cls.a = cls.class_daemon(cls.etcd, ADMIN_CONF)
+        cls.b = cls.class_daemon(cls.etcd, ADMIN_CONF)
 
 
 if __name__ == "__main__":
