@@ -131,8 +131,8 @@ secret_equal(const char *a, size_t alen, const char *b)
 }
 
 /* A copy of the len bytes at p written as one word, as -LOST writes a key:
- * printable ASCII but space and backslash as they are, the rest \xHH. The
- * caller frees it. */
+ * printable ASCII stays, a space, a backslash, a quote and any other byte
+ * become \xHH. The caller frees it. */
 static char *
 word_dup(const void *p, size_t len)
 {
@@ -140,6 +140,13 @@ word_dup(const void *p, size_t len)
 	char *esc = xmalloc(size);
 	log_escape(esc, size, p, len, LOG_ESC_SPACE);
 	return esc;
+}
+
+/* word_dup() of the string s, NULL being "". */
+static char *
+word_dupstr(const char *s)
+{
+	return word_dup(s != NULL ? s : "", s != NULL ? strlen(s) : 0);
 }
 
 /* Whether s may run an admin-only command (what); replies NOPERM if not. */
@@ -247,20 +254,20 @@ cmd_ping(struct session *s, const struct codec_frame *f)
 }
 
 /* Check password for user (NULL or "default": auth.password; "admin":
- * auth.admin_password, which makes the session an admin). Replies on
- * failure. */
+ * auth.admin_password, which makes the session an admin; any other user
+ * fails). Replies on failure. */
 static bool
 auth_check(struct session *s, const char *user, const char *pass, size_t passlen)
 {
 	bool admin = user != NULL && strcmp(user, "admin") == 0;
 	const char *secret = admin ? s->srv->conf->admin_password : s->srv->conf->password;
-	if (secret == NULL) {
-		codec_reply_error(session_out(s), "ERR", admin ? "AUTH admin called without "
-		    "auth.admin_password configured" : "AUTH called without any password "
-		    "configured");
+	if (secret == NULL && !admin) {
+		codec_reply_error(session_out(s), "ERR",
+		    "AUTH called without any password configured");
 		return false;
 	}
-	bool ok = secret_equal(pass, passlen, secret);
+	/* without auth.admin_password, admin is a user like any unknown one */
+	bool ok = secret != NULL && secret_equal(pass, passlen, secret);
 	if (!admin && user != NULL && strcmp(user, "default") != 0)
 		ok = false;
 	if (!ok) {
@@ -358,11 +365,8 @@ client_line(struct evbuffer *text, struct session *c)
 	uint64_t now = clock_ms();
 	size_t keylen = 0;
 	const char *key = locktab_owner_waiting(c->owner, &keylen);
-	char *name = word_dup(c->name ? c->name : "", c->name ? strlen(c->name) : 0);
-	char *wait = word_dup(key ? key : "", keylen);
-	char *lname = word_dup(c->lib_name ? c->lib_name : "",
-	    c->lib_name ? strlen(c->lib_name) : 0);
-	char *lver = word_dup(c->lib_ver ? c->lib_ver : "", c->lib_ver ? strlen(c->lib_ver) : 0);
+	char *name = word_dupstr(c->name), *lname = word_dupstr(c->lib_name);
+	char *lver = word_dupstr(c->lib_ver), *wait = word_dup(key ? key : "", keylen);
 	size_t qbuf = codec_buffered(c->codec), omem = evbuffer_get_length(session_out(c));
 	/* Redis's fields that its clients' parsers insist on, then ours */
 	evbuffer_add_printf(text, "id=%llu addr=%s laddr=%s name=%s age=%llu idle=%llu "
@@ -640,6 +644,7 @@ status_who(struct status_list *l, uint64_t id)
 	codec_reply_cstr(l->buf, c != NULL ? c->peer : "");
 }
 
+/* A holder's map (arg: status_full's pair of lists, holders first). */
 static void
 status_holder(void *arg, const struct lt_holder_info *h)
 {
@@ -661,7 +666,7 @@ status_holder(void *arg, const struct lt_holder_info *h)
 	l->n++;
 }
 
-/* arg is status_full's pair of lists: waiters go to the second. */
+/* A waiter's map (arg: status_full's pair of lists, waiters second). */
 static void
 status_waiter(void *arg, const struct lt_waiter_info *w)
 {
