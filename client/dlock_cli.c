@@ -861,15 +861,20 @@ print_table(const char *title, const struct table_row *rows, size_t n)
 }
 
 /* Fill the cells of row r: the session, name, addr and mode columns and
- * three more; an empty text is shown as "-". */
+ * three more; an empty text is shown as "-", control characters (a name is
+ * the client's choice) as "?". */
 static void
 table_set(struct table_row *r, long long session, const char *name, const char *addr,
     const char *mode, const char *c4, const char *c5, const char *c6)
 {
 	const char *text[TABLE_COLS] = { NULL, name, addr, mode, c4, c5, c6 };
 	snprintf(r->cell[0], TABLE_CELL, "%lld", session);
-	for (int c = 1; c < TABLE_COLS; c++)
+	for (int c = 1; c < TABLE_COLS; c++) {
 		snprintf(r->cell[c], TABLE_CELL, "%s", *text[c] != '\0' ? text[c] : "-");
+		for (char *p = r->cell[c]; *p != '\0'; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
+	}
 }
 
 /* A duration in ms as a cell: "1234ms", or none when ms < 0. */

@@ -387,7 +387,7 @@ class TestOps(OpsCase, DaemonTestCase):
         fence = h.execute_command("LOCK", key, "TTL", 30000)[1]
         w = self.raw()
         wid = self.client_id(w)
-        self.assertEqual(w.cmd("CLIENT", "SETNAME", "worker-2"), "OK")
+        self.assertEqual(w.cmd("CLIENT", "SETNAME", "worker\x1b-2"), "OK")
         self.queue(w, key, "WAIT", 60000, waiters=1)
         p = subprocess.run([DLOCK, "-a", self.daemon.addr(), "status", "--verbose", key],
                            capture_output=True, text=True, timeout=20)
@@ -409,7 +409,7 @@ class TestOps(OpsCase, DaemonTestCase):
         self.assertEqual(row[-1], "no")
         self.assertTrue(row[-2].endswith("ms"), row)
         self.assertEqual(row[0], str(wid))
-        self.assertEqual(row[1], "worker-2")
+        self.assertEqual(row[1], "worker?-2")  # no control characters to the terminal
         self.assertEqual(row[3], "exclusive")
         # without --verbose: no tables
         p = subprocess.run([DLOCK, "-a", self.daemon.addr(), "status", key],
