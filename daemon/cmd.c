@@ -367,13 +367,14 @@ client_line(struct evbuffer *text, struct session *c)
 	const char *key = locktab_owner_waiting(c->owner, &keylen);
 	char *name = word_dupstr(c->name), *lname = word_dupstr(c->lib_name);
 	char *lver = word_dupstr(c->lib_ver), *wait = word_dup(key ? key : "", keylen);
+	char *laddr = word_dupstr(c->laddr);	/* a Unix socket's path may have spaces */
 	size_t qbuf = codec_buffered(c->codec), omem = evbuffer_get_length(session_out(c));
 	/* Redis's fields that its clients' parsers insist on, then ours */
 	evbuffer_add_printf(text, "id=%llu addr=%s laddr=%s name=%s age=%llu idle=%llu "
 	    "flags=%s db=0 sub=0 psub=0 multi=-1 qbuf=%zu qbuf-free=0 argv-mem=0 obl=0 oll=0 "
 	    "omem=%zu tot-mem=%zu resp=%d lib-name=%s lib-ver=%s locks=%zu waiting=%s "
 	    "admin=%d\n",
-	    (unsigned long long)c->id, c->peer, c->laddr, name,
+	    (unsigned long long)c->id, c->peer, laddr, name,
 	    (unsigned long long)((now - c->created_ms) / 1000),
 	    (unsigned long long)((now - c->last_active_ms) / 1000),
 	    c->peer_cred ? "U" : "N", qbuf, omem, qbuf + omem, c->proto, lname, lver,
@@ -382,6 +383,7 @@ client_line(struct evbuffer *text, struct session *c)
 	free(wait);
 	free(lname);
 	free(lver);
+	free(laddr);
 }
 
 /* CLIENT LIST (every session) or CLIENT INFO (this one): text for people,
