@@ -1347,8 +1347,8 @@ resp_is_map(const struct resp *v)
 /*
  * Store the fields of map v that fields (n of them) names into dst; other
  * names, and aggregate values (STATUS FULL's lists of holders and waiters
- * under the names of STATUS's counts), are skipped. 0, or -1 when a value
- * has the wrong type or a string does not fit.
+ * under the names of STATUS's counts), are skipped; a string longer than its
+ * member is cut. 0, or -1 when a value has the wrong type.
  */
 static int
 map_read(const struct resp *v, const struct field *fields, size_t n, void *dst)
@@ -1368,11 +1368,12 @@ map_read(const struct resp *v, const struct field *fields, size_t n, void *dst)
 		if (f->kind == FIELD_STR && val->type == RESP_NULL) {
 			*p = '\0';
 		} else if (f->kind == FIELD_STR) {
-			if ((val->type != RESP_BULK && val->type != RESP_SIMPLE) ||
-			    val->len >= f->size)
+			/* a long client name or address is cut, not refused */
+			size_t len = val->len < f->size - 1 ? val->len : f->size - 1;
+			if (val->type != RESP_BULK && val->type != RESP_SIMPLE)
 				return -1;
-			memcpy(p, val->str, val->len);
-			p[val->len] = '\0';
+			memcpy(p, val->str, len);
+			p[len] = '\0';
 		} else if (val->type != RESP_INT && val->type != RESP_BOOL) {
 			return -1;
 		} else if (f->kind == FIELD_INT) {

@@ -119,7 +119,9 @@ static const char help_text[] =
     "        take a detached lock (TTL default 60000 ms); prints token and fence\n"
     "  unlock KEY TOKEN          release a lock by its token; prints holds left\n"
     "  extend KEY MS TOKEN       set the lease to MS from now; prints the new TTL\n"
-    "  status KEY                show the state of KEY\n"
+    "  status [-v | --verbose] KEY\n"
+    "        show the state of KEY; --verbose adds its holders and waiters on this\n"
+    "        dlockd (session, name, address, mode, fence, times)\n"
     "  validate KEY FENCE        print 1 (exit 0) if FENCE holds KEY, else 0 (exit 1)\n"
     "  info                      show the server's INFO\n"
     "  ping                      check the connection; prints PONG\n"
@@ -971,6 +973,15 @@ call_extend(dlock_t *d, char **argv, long long ms)
 	return print_result(dlock_extend(d, argv[1], ms, argv[3]));
 }
 
+/* Print the fields of STATUS. */
+static void
+print_status(const struct dlock_status *st)
+{
+	printf("mode: %s\nholders: %lld\nwaiters: %lld\nfence: %lld\n"
+	    "ttl_ms: %lld\nlimit: %lld\nbackend: %s\n", st->mode, st->holders,
+	    st->waiters, st->fence, st->ttl_ms, st->limit, st->backend);
+}
+
 /* dlock status KEY */
 static int
 call_status(dlock_t *d, char **argv, long long num)
@@ -979,10 +990,125 @@ call_status(dlock_t *d, char **argv, long long num)
 	(void)num;
 	if (dlock_status(d, argv[1], &st) != 0)
 		return -1;
-	printf("mode: %s\nholders: %lld\nwaiters: %lld\nfence: %lld\n"
-	    "ttl_ms: %lld\nlimit: %lld\nbackend: %s\n", st.mode, st.holders,
-	    st.waiters, st.fence, st.ttl_ms, st.limit, st.backend);
+	print_status(&st);
 	return 0;
+}
+
+#define TABLE_COLS 7		/* columns of the holders and waiters tables */
+#define TABLE_CELL 72		/* bytes of a cell */
+
+/* A row of a table. */
+struct table_row {
+	char cell[TABLE_COLS][TABLE_CELL];	/* its cells */
+};
+
+/* Print title, then rows[0] (the header) and the other n - 1 rows, each
+ * column as wide as its widest cell. */
+static void
+print_table(const char *title, const struct table_row *rows, size_t n)
+{
+	int width[TABLE_COLS] = { 0 };
+	for (size_t r = 0; r < n; r++)
+		for (int c = 0; c < TABLE_COLS; c++)
+			if ((int)strlen(rows[r].cell[c]) > width[c])
+				width[c] = (int)strlen(rows[r].cell[c]);
+	printf("\n%s\n", title);
+	for (size_t r = 0; r < n; r++)
+		for (int c = 0; c < TABLE_COLS; c++) {
+			if (c + 1 < TABLE_COLS)
+				printf("%-*s  ", width[c], rows[r].cell[c]);
+			else
+				printf("%s\n", rows[r].cell[c]);
+		}
+}
+
+/* Fill the cells of row r: the session, name, addr and mode columns and
+ * three more; an empty text is shown as "-", control characters (a name is
+ * the client's choice) as "?". */
+static void
+table_set(struct table_row *r, long long session, const char *name, const char *addr,
+    const char *mode, const char *c4, const char *c5, const char *c6)
+{
+	const char *text[TABLE_COLS] = { NULL, name, addr, mode, c4, c5, c6 };
+	snprintf(r->cell[0], TABLE_CELL, "%lld", session);
+	for (int c = 1; c < TABLE_COLS; c++) {
+		snprintf(r->cell[c], TABLE_CELL, "%s", *text[c] != '\0' ? text[c] : "-");
+		for (char *p = r->cell[c]; *p != '\0'; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
+	}
+}
+
+/* A duration in ms as a cell: "1234ms", or none when ms < 0. */
+static const char *
+ms_cell(char *buf, size_t size, long long ms, const char *none)
+{
+	if (ms < 0)
+		return none;
+	snprintf(buf, size, "%lldms", ms);
+	return buf;
+}
+
+/* dlock status --verbose KEY: STATUS, then tables of its holders and waiters
+ * on this dlockd. */
+static int
+call_status_full(dlock_t *d, const char *key)
+{
+	struct dlock_status_full st;
+	char a[32], b[32], c[32];
+	if (dlock_status_full(d, key, &st) != 0)
+		return -1;
+	print_status(&st.status);
+	size_t n = (st.nholders > st.nwaiters ? st.nholders : st.nwaiters) + 1;
+	struct table_row *rows = calloc(n, sizeof(*rows));
+	if (rows == NULL) {
+		dlock_status_full_free(&st);
+		fprintf(stderr, "dlock: out of memory\n");
+		return EXIT_OSERR;
+	}
+	table_set(&rows[0], 0, "NAME", "ADDR", "MODE", "FENCE", "HELD", "LEASE LEFT");
+	snprintf(rows[0].cell[0], TABLE_CELL, "SESSION");
+	for (size_t i = 0; i < st.nholders; i++) {
+		const struct dlock_holder *h = &st.holders[i];
+		snprintf(a, sizeof(a), "%lld%s", h->fence, h->detached ? " (detached)" : "");
+		table_set(&rows[i + 1], h->session, h->name, h->addr, h->mode, a,
+		    ms_cell(b, sizeof(b), h->held_ms, "-"),
+		    ms_cell(c, sizeof(c), h->lease_ms, "-"));
+	}
+	print_table("holders on this dlockd:", rows, st.nholders + 1);
+	table_set(&rows[0], 0, "NAME", "ADDR", "MODE", "WAITED", "WAIT LEFT", "DETACH");
+	snprintf(rows[0].cell[0], TABLE_CELL, "SESSION");
+	for (size_t i = 0; i < st.nwaiters; i++) {
+		const struct dlock_waiter *w = &st.waiters[i];
+		table_set(&rows[i + 1], w->session, w->name, w->addr, w->mode,
+		    ms_cell(a, sizeof(a), w->waited_ms, "-"),
+		    ms_cell(b, sizeof(b), w->wait_ms, "forever"), w->detach ? "yes" : "no");
+	}
+	print_table("waiters on this dlockd, in queue order:", rows, st.nwaiters + 1);
+	free(rows);
+	dlock_status_full_free(&st);
+	return 0;
+}
+
+/* dlock status [-v | --verbose] KEY */
+static int
+cmd_status(const struct command *cmd, int argc, char **argv)
+{
+	int verbose = argc > 1 && (strcmp(argv[1], "-v") == 0 ||
+	    strcmp(argv[1], "--verbose") == 0);
+	int status;
+	dlock_t *d;
+
+	if (!verbose)
+		return run_simple(cmd, argc, argv);
+	if ((status = want_args(cmd, argc - 1, argv + 1, 1)) != 0)
+		return status;
+	if ((d = connect_or_report(&status)) == NULL)
+		return status;
+	if ((status = call_status_full(d, argv[2])) < 0)
+		status = report(d);
+	dlock_close(d);
+	return status;
 }
 
 /* dlock validate KEY FENCE: exit 0 when valid, 1 when not. */
@@ -1035,7 +1161,8 @@ static const struct command commands[] = {
 	{ "extend", "KEY MS TOKEN", .nargs = 3, .num_arg = 2, .num_min = 1,
 	  .num_max = LLONG_MAX, .num_what = "not a positive number of milliseconds",
 	  .call = call_extend },
-	{ "status", "KEY", .nargs = 1, .call = call_status },
+	{ "status", "[-v | --verbose] KEY", .run = cmd_status, .nargs = 1,
+	  .call = call_status },
 	{ "validate", "KEY FENCE", .nargs = 2, .num_arg = 2, .num_min = LLONG_MIN,
 	  .num_max = LLONG_MAX, .num_what = "not a fence", .call = call_validate },
 	{ "info", "", .call = call_info },

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -45,7 +46,7 @@ typedef void cmd_fn(struct session *s, const struct codec_frame *f);
 	X(lock, "LOCK", 2, 10, 0) \
 	X(unlock, "UNLOCK", 2, 3, 0) \
 	X(extend, "EXTEND", 3, 4, 0) \
-	X(status, "STATUS", 2, 2, 0) \
+	X(status, "STATUS", 2, 3, 0) \
 	X(validate, "VALIDATE", 3, 3, 0) \
 	X(locks, "LOCKS", 1, 1, 0) \
 	X(info, "INFO", 1, 2, 0)
@@ -129,6 +130,37 @@ secret_equal(const char *a, size_t alen, const char *b)
 	return diff == 0;
 }
 
+/* A copy of the len bytes at p written as one word, as -LOST writes a key:
+ * printable ASCII stays, a space, a backslash, a quote and any other byte
+ * become \xHH. The caller frees it. */
+static char *
+word_dup(const void *p, size_t len)
+{
+	size_t size = 4 * len + 4;
+	char *esc = xmalloc(size);
+	log_escape(esc, size, p, len, LOG_ESC_SPACE);
+	return esc;
+}
+
+/* word_dup() of the string s, NULL being "". */
+static char *
+word_dupstr(const char *s)
+{
+	return word_dup(s != NULL ? s : "", s != NULL ? strlen(s) : 0);
+}
+
+/* Whether s may run an admin-only command (what); replies NOPERM if not. */
+static bool
+admin_ok(struct session *s, const char *what)
+{
+	if (session_is_admin(s))
+		return true;
+	codec_reply_error(session_out(s), "NOPERM", "%s needs admin rights: AUTH admin "
+	    "with auth.admin_password, or the Unix socket as root or as a member of "
+	    "auth.admin_group", what);
+	return false;
+}
+
 /* Reply with the error for a lock-table status. */
 static void
 reply_lt_error(struct session *s, enum lt_status st, bool by_token)
@@ -143,7 +175,7 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 		break;
 	case LT_E_LOST:
 		codec_reply_error(out, "LOST", "the lock on this key was lost: its lease "
-		    "could not be kept");
+		    "could not be kept, or an administrator broke it");
 		break;
 	case LT_E_KIND:
 		codec_reply_error(out, "ERR", "the key is in use with another kind: every "
@@ -221,17 +253,22 @@ cmd_ping(struct session *s, const struct codec_frame *f)
 		codec_reply_simple(session_out(s), "PONG");
 }
 
-/* Check password (and user name, which must be "default"). Replies on failure. */
+/* Check password for user (NULL or "default": auth.password; "admin":
+ * auth.admin_password, which makes the session an admin; any other user
+ * fails). Replies on failure. */
 static bool
 auth_check(struct session *s, const char *user, const char *pass, size_t passlen)
 {
-	if (s->srv->conf->password == NULL) {
+	bool admin = user != NULL && strcmp(user, "admin") == 0;
+	const char *secret = admin ? s->srv->conf->admin_password : s->srv->conf->password;
+	if (secret == NULL && !admin) {
 		codec_reply_error(session_out(s), "ERR",
 		    "AUTH called without any password configured");
 		return false;
 	}
-	bool ok = secret_equal(pass, passlen, s->srv->conf->password);
-	if (user != NULL && strcmp(user, "default") != 0)
+	/* without auth.admin_password, admin is a user like any unknown one */
+	bool ok = secret != NULL && secret_equal(pass, passlen, secret);
+	if (!admin && user != NULL && strcmp(user, "default") != 0)
 		ok = false;
 	if (!ok) {
 		session_log(s, LOG_LEVEL_INFO, "authentication failed");
@@ -239,6 +276,10 @@ auth_check(struct session *s, const char *user, const char *pass, size_t passlen
 		return false;
 	}
 	s->authed = true;
+	if (admin && !s->admin) {
+		s->admin = true;
+		session_log(s, LOG_LEVEL_INFO, "authenticated as admin");
+	}
 	return true;
 }
 
@@ -318,6 +359,109 @@ cmd_quit(struct session *s, const struct codec_frame *f)
 	s->close_reason = "quit";
 }
 
+/* Append the CLIENT LIST line of c (ending in "\n") to text. */
+static void
+client_line(struct evbuffer *text, struct session *c)
+{
+	uint64_t now = clock_ms();
+	size_t keylen = 0;
+	const char *key = locktab_owner_waiting(c->owner, &keylen);
+	char *name = word_dupstr(c->name), *lname = word_dupstr(c->lib_name);
+	char *lver = word_dupstr(c->lib_ver), *wait = word_dup(key ? key : "", keylen);
+	char *laddr = word_dupstr(c->laddr);	/* a Unix socket's path may have spaces */
+	size_t qbuf = codec_buffered(c->codec), omem = evbuffer_get_length(session_out(c));
+	/* Redis's fields that its clients' parsers insist on, then ours */
+	evbuffer_add_printf(text, "id=%llu addr=%s laddr=%s name=%s age=%llu idle=%llu "
+	    "flags=%s db=0 sub=0 psub=0 multi=-1 qbuf=%zu qbuf-free=0 argv-mem=0 obl=0 oll=0 "
+	    "omem=%zu tot-mem=%zu resp=%d lib-name=%s lib-ver=%s locks=%zu waiting=%s "
+	    "admin=%d\n",
+	    (unsigned long long)c->id, c->peer, laddr, name,
+	    (unsigned long long)((now - c->created_ms) / 1000),
+	    (unsigned long long)((now - c->last_active_ms) / 1000),
+	    c->peer_cred ? "U" : "N", qbuf, omem, qbuf + omem, c->proto, lname, lver,
+	    locktab_owner_holds(c->owner, NULL, NULL), wait, session_is_admin(c) ? 1 : 0);
+	free(name);
+	free(wait);
+	free(lname);
+	free(lver);
+	free(laddr);
+}
+
+/* CLIENT LIST (every session) or CLIENT INFO (this one): text for people,
+ * one line of field=value words per session. */
+static void
+client_list(struct session *s, bool all)
+{
+	struct evbuffer *text = evbuffer_new();
+	struct session *c;
+	if (all)
+		TAILQ_FOREACH(c, &s->srv->sessions, entry)
+			client_line(text, c);
+	else
+		client_line(text, s);
+	size_t len = evbuffer_get_length(text);
+	codec_reply_verbatim(session_out(s), evbuffer_pullup(text, -1), len, s->proto);
+	evbuffer_free(text);
+}
+
+/* CLIENT KILL ID n | ADDR ip:port: close the sessions it names, their locks
+ * released as on any disconnect. Killing another session needs admin rights;
+ * a session may kill itself by ID (closed once the reply is written). ADDR
+ * skips the caller, as Redis does. Replies how many. */
+static void
+client_kill(struct session *s, const struct codec_frame *f)
+{
+	struct session *c, *next;
+	char who[128];
+	long long id;
+	bool by_id = arg_is(f, 2, "ID");
+
+	if (f->argc != 4 || !(by_id || arg_is(f, 2, "ADDR"))) {
+		codec_reply_error(session_out(s), "ERR", "syntax error: CLIENT KILL ID id | "
+		    "CLIENT KILL ADDR ip:port");
+		return;
+	}
+	if (by_id && arg_int(f, 3, 1, INT64_MAX, &id) != 0) {
+		codec_reply_error(session_out(s), "ERR", "client-id should be greater than 0");
+		return;
+	}
+	snprintf(who, sizeof(who), "client %llu %s (CLIENT KILL)", (unsigned long long)s->id,
+	    s->peer);
+	if (by_id) {
+		c = session_find(s->srv, (uint64_t)id);
+		if (c == s) {
+			codec_reply_int(session_out(s), 1);
+			s->closing = true;
+			return;
+		}
+		if (c != NULL && !admin_ok(s, "CLIENT KILL of another session"))
+			return;
+		if (c != NULL)
+			session_kill(c, who);
+		codec_reply_int(session_out(s), c != NULL);
+		return;
+	}
+	long long n = 0;
+	TAILQ_FOREACH(c, &s->srv->sessions, entry)
+		n += c != s && strcmp(c->peer, f->argv[3]) == 0;
+	if (n > 0 && !admin_ok(s, "CLIENT KILL of another session"))
+		return;
+	for (c = TAILQ_FIRST(&s->srv->sessions); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, entry);
+		if (c != s && strcmp(c->peer, f->argv[3]) == 0)
+			session_kill(c, who);
+	}
+	codec_reply_int(session_out(s), n);
+}
+
+/* Replace the string at *field with a copy of value. */
+static void
+set_str(char **field, const char *value)
+{
+	free(*field);
+	*field = xstrdup(value);
+}
+
 static void
 cmd_client(struct session *s, const struct codec_frame *f)
 {
@@ -330,11 +474,20 @@ cmd_client(struct session *s, const struct codec_frame *f)
 		else
 			codec_reply_null(out, s->proto);
 	} else if (arg_is(f, 1, "SETNAME") && f->argc == 3) {
-		free(s->name);
-		s->name = xstrdup(f->argv[2]);
+		set_str(&s->name, f->argv[2]);
 		codec_reply_simple(out, "OK");
 	} else if (arg_is(f, 1, "SETINFO") && f->argc == 4) {
-		codec_reply_simple(out, "OK");	/* library names: accepted, unused */
+		if (arg_is(f, 2, "LIB-NAME"))
+			set_str(&s->lib_name, f->argv[3]);
+		else if (arg_is(f, 2, "LIB-VER"))
+			set_str(&s->lib_ver, f->argv[3]);
+		codec_reply_simple(out, "OK");	/* other attributes: accepted, unused */
+	} else if (arg_is(f, 1, "LIST") && f->argc == 2) {
+		client_list(s, true);
+	} else if (arg_is(f, 1, "INFO") && f->argc == 2) {
+		client_list(s, false);
+	} else if (arg_is(f, 1, "KILL") && f->argc >= 3) {
+		client_kill(s, f);
 	} else if (arg_is(f, 1, "LOSTPUSH") && f->argc == 3 &&
 	    (arg_is(f, 2, "ON") || arg_is(f, 2, "OFF"))) {
 		bool on = arg_is(f, 2, "ON");
@@ -346,8 +499,8 @@ cmd_client(struct session *s, const struct codec_frame *f)
 		codec_reply_simple(out, "OK");
 	} else {
 		codec_reply_error(out, "ERR", "unknown CLIENT subcommand or wrong number of "
-		    "arguments (ID, GETNAME, SETNAME name, SETINFO attr value, "
-		    "LOSTPUSH ON|OFF)");
+		    "arguments (ID, GETNAME, SETNAME name, SETINFO attr value, LIST, INFO, "
+		    "KILL ID id, KILL ADDR ip:port, LOSTPUSH ON|OFF)");
 	}
 }
 
@@ -408,6 +561,35 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 	reply_outcome(s, st, &g, 0, false);
 }
 
+/* Add a broken holding's fence to the list being logged. */
+static void
+force_entry(void *arg, const struct lt_holder_info *h)
+{
+	struct evbuffer *fences = arg;
+	evbuffer_add_printf(fences, "%s%llu%s", evbuffer_get_length(fences) ? ", " : "",
+	    (unsigned long long)h->fence, h->detached ? " (detached)" : "");
+}
+
+/* UNLOCK key FORCE (admin only): break every holding of the key here. */
+static void
+unlock_force(struct session *s, const struct codec_frame *f)
+{
+	char reason[96], kb[LOG_KEY_BUF];
+	if (!admin_ok(s, "UNLOCK FORCE"))
+		return;
+	snprintf(reason, sizeof(reason), "the lock was broken by an administrator "
+	    "(session %llu)", (unsigned long long)s->id);
+	struct evbuffer *fences = evbuffer_new();
+	unsigned n = locktab_force(s->srv->lt, f->argv[1], f->argvlen[1], reason, force_entry,
+	    fences);
+	evbuffer_add(fences, "", 1);
+	session_log(s, LOG_LEVEL_WARN, "UNLOCK FORCE of key '%s': %u holding%s broken%s%s",
+	    log_escape(kb, sizeof(kb), f->argv[1], f->argvlen[1], 0), n, n == 1 ? "" : "s",
+	    n > 0 ? ", fences " : "", (const char *)evbuffer_pullup(fences, -1));
+	evbuffer_free(fences);
+	codec_reply_int(session_out(s), n);
+}
+
 static void
 cmd_unlock(struct session *s, const struct codec_frame *f)
 {
@@ -415,6 +597,10 @@ cmd_unlock(struct session *s, const struct codec_frame *f)
 	long long remaining = 0;
 	if (!key_ok(s, f, 1))
 		return;
+	if (token != NULL && arg_is(f, 2, "FORCE")) {
+		unlock_force(s, f);
+		return;
+	}
 	enum lt_status st = locktab_unlock(s->owner, f->argv[1], f->argvlen[1], token,
 	    &remaining, cmd_done, s);
 	if (st == LT_PENDING)
@@ -440,15 +626,99 @@ cmd_extend(struct session *s, const struct codec_frame *f)
 		reply_outcome(s, st, NULL, 0, token != NULL);
 }
 
+/* STATUS FULL: entries are written to a buffer of their own, counted, and
+ * added behind their array's header. */
+struct status_list {
+	struct session *s;		/* who asked */
+	struct evbuffer *buf;		/* the entries */
+	size_t n;			/* how many */
+};
+
+/* Write the session, name and addr fields of the session with id into l. */
+static void
+status_who(struct status_list *l, uint64_t id)
+{
+	struct session *c = id != 0 ? session_find(l->s->srv, id) : NULL;
+	codec_reply_cstr(l->buf, "session");
+	codec_reply_int(l->buf, c != NULL ? (long long)id : 0);
+	codec_reply_cstr(l->buf, "name");
+	codec_reply_cstr(l->buf, c != NULL && c->name != NULL ? c->name : "");
+	codec_reply_cstr(l->buf, "addr");
+	codec_reply_cstr(l->buf, c != NULL ? c->peer : "");
+}
+
+/* A holder's map (arg: status_full's pair of lists, holders first). */
+static void
+status_holder(void *arg, const struct lt_holder_info *h)
+{
+	struct status_list *l = arg;
+	codec_reply_map(l->buf, 9, l->s->proto);
+	status_who(l, h->owner_id);
+	codec_reply_cstr(l->buf, "mode");
+	codec_reply_cstr(l->buf, locktab_mode_name(h->mode));
+	codec_reply_cstr(l->buf, "fence");
+	codec_reply_int(l->buf, (long long)h->fence);
+	codec_reply_cstr(l->buf, "count");
+	codec_reply_int(l->buf, h->count);
+	codec_reply_cstr(l->buf, "held_ms");
+	codec_reply_int(l->buf, (long long)h->held_ms);
+	codec_reply_cstr(l->buf, "lease_ms");
+	codec_reply_int(l->buf, h->lease_ms);
+	codec_reply_cstr(l->buf, "detached");
+	codec_reply_int(l->buf, h->detached);
+	l->n++;
+}
+
+/* A waiter's map (arg: status_full's pair of lists, waiters second). */
+static void
+status_waiter(void *arg, const struct lt_waiter_info *w)
+{
+	struct status_list *l = (struct status_list *)arg + 1;
+	codec_reply_map(l->buf, 7, l->s->proto);
+	status_who(l, w->owner_id);
+	codec_reply_cstr(l->buf, "mode");
+	codec_reply_cstr(l->buf, locktab_mode_name(w->mode));
+	codec_reply_cstr(l->buf, "waited_ms");
+	codec_reply_int(l->buf, (long long)w->waited_ms);
+	codec_reply_cstr(l->buf, "wait_ms");
+	codec_reply_int(l->buf, w->wait_ms);
+	codec_reply_cstr(l->buf, "detach");
+	codec_reply_int(l->buf, w->detach);
+	l->n++;
+}
+
+/* Add the holders and waiters fields of STATUS FULL for key argument 1. */
+static void
+status_full(struct session *s, const struct codec_frame *f)
+{
+	struct evbuffer *out = session_out(s);
+	struct status_list l[2] = { { s, evbuffer_new(), 0 }, { s, evbuffer_new(), 0 } };
+	locktab_key_walk(s->srv->lt, f->argv[1], f->argvlen[1], status_holder, status_waiter,
+	    l);
+	codec_reply_cstr(out, "holders");
+	codec_reply_array(out, l[0].n);
+	evbuffer_add_buffer(out, l[0].buf);
+	codec_reply_cstr(out, "waiters");
+	codec_reply_array(out, l[1].n);
+	evbuffer_add_buffer(out, l[1].buf);
+	evbuffer_free(l[0].buf);
+	evbuffer_free(l[1].buf);
+}
+
 static void
 cmd_status(struct session *s, const struct codec_frame *f)
 {
 	struct evbuffer *out = session_out(s);
 	struct lt_key_status ks;
+	bool full = f->argc == 3;
 	if (!key_ok(s, f, 1))
 		return;
+	if (full && !arg_is(f, 2, "FULL")) {
+		codec_reply_error(out, "ERR", "syntax error: STATUS key [FULL]");
+		return;
+	}
 	locktab_status(s->srv->lt, f->argv[1], f->argvlen[1], &ks);
-	codec_reply_map(out, 7, s->proto);
+	codec_reply_map(out, full ? 9 : 7, s->proto);
 	codec_reply_cstr(out, "mode");
 	codec_reply_cstr(out, ks.mode);
 	codec_reply_cstr(out, "holders");
@@ -463,6 +733,8 @@ cmd_status(struct session *s, const struct codec_frame *f)
 	codec_reply_int(out, ks.limit);
 	codec_reply_cstr(out, "backend");
 	codec_reply_cstr(out, s->srv->be->ops->state(s->srv->be));
+	if (full)
+		status_full(s, f);
 }
 
 static void
@@ -589,9 +861,7 @@ void
 cmd_reply_lost(struct session *s, const char *key, size_t keylen, unsigned long long fence,
     const char *reason)
 {
-	size_t size = 4 * keylen + 4;
-	char *esc = xmalloc(size);
-	log_escape(esc, size, key, keylen, LOG_ESC_SPACE);
+	char *esc = word_dup(key, keylen);
 	codec_reply_error(session_out(s), "LOST", "%s %llu %s", esc, fence, reason);
 	free(esc);
 }

@@ -768,6 +768,19 @@ codec_reply_bulk(struct evbuffer *out, const void *data, size_t len)
 }
 
 void
+codec_reply_verbatim(struct evbuffer *out, const void *data, size_t len, int proto)
+{
+	if (proto < 3) {
+		codec_reply_bulk(out, data, len);
+		return;
+	}
+	codec_put_header(out, '=', codec_count(len + 4));
+	(void)evbuffer_add(out, "txt:", 4);
+	(void)evbuffer_add(out, data, len);
+	(void)evbuffer_add(out, "\r\n", 2);
+}
+
+void
 codec_reply_cstr(struct evbuffer *out, const char *s)
 {
 	codec_reply_bulk(out, s, strlen(s));

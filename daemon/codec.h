@@ -75,6 +75,8 @@ void codec_reply_error(struct evbuffer *out, const char *code, const char *fmt, 
 void codec_reply_int(struct evbuffer *out, long long v);
 void codec_reply_bulk(struct evbuffer *out, const void *data, size_t len);
 void codec_reply_cstr(struct evbuffer *out, const char *s);	/* bulk string of s */
+/* Text for people: RESP3's verbatim string of format "txt", or a bulk string. */
+void codec_reply_verbatim(struct evbuffer *out, const void *data, size_t len, int proto);
 void codec_reply_null(struct evbuffer *out, int proto);		/* $-1 or _ */
 void codec_reply_null_array(struct evbuffer *out, int proto);	/* *-1 or _ */
 void codec_reply_array(struct evbuffer *out, size_t n);		/* *n header */

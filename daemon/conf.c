@@ -22,6 +22,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -87,6 +88,12 @@ static const struct conf_setting conf_table[] = {
 	{ .name = "auth.password", .type = CONF_SECRET, .off = OFF(password), .reloadable = 1 },
 	{ .name = "auth.password_file", .type = CONF_SECRET_FILE, .off = OFF(password_file),
 	  .pair = "auth.password", .reloadable = 1 },
+	{ .name = "auth.admin_password", .type = CONF_SECRET, .off = OFF(admin_password),
+	  .reloadable = 1 },
+	{ .name = "auth.admin_password_file", .type = CONF_SECRET_FILE,
+	  .off = OFF(admin_password_file), .pair = "auth.admin_password", .reloadable = 1 },
+	{ .name = "auth.admin_group", .type = CONF_GROUP, .off = OFF(admin_gid), .min = 0,
+	  .max = 4294967294LL, .reloadable = 1 },
 	{ .name = "backend.type", .type = CONF_ENUM, .off = OFF(backend_type),
 	  .choice = conf_backend_choice, .defstr = "memory" },
 	INT("locks.default_ttl_ms", default_ttl_ms, 10, 31536000000LL, 30000, 1),
@@ -278,6 +285,13 @@ static bool
 conf_is_list(const struct conf_setting *s)
 {
 	return s->type == CONF_ADDRLIST || s->type == CONF_SERVERLIST;
+}
+
+/* Whether row s holds a long long (CONF_UNSET while unset). */
+static bool
+conf_is_number(const struct conf_setting *s)
+{
+	return s->type == CONF_INT || s->type == CONF_MODE || s->type == CONF_GROUP;
 }
 
 /* Replace the string in field with a copy of s (NULL for none), the old one
@@ -726,6 +740,37 @@ conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct co
 	return bad ? -1 : 0;
 }
 
+/* Resolve a group given by name or number (in [s->min, s->max]; "" for
+ * none) for setting e into the long long at field. 0, or -1 after reporting why. A
+ * name is looked up now, once per load, not when it is used. */
+static int
+conf_apply_group(struct conf_priv *p, const struct conf_entry *e,
+    const struct conf_setting *s, void *field, const char *text)
+{
+	char q[CONF_QUOTE_MAX + 4], buf[4096];
+	struct group gr, *found = NULL;
+	long long n;
+
+	conf_quote(text, strlen(text), q, sizeof(q));
+	if (*text == '\0') {
+		*(long long *)field = CONF_UNSET;	/* "" is none, as for strings */
+		return 0;
+	}
+	if (isdigit((unsigned char)*text)) {
+		if (num_parse(text, strlen(text), s->min, s->max, &n) != NUM_OK)
+			return conf_error(p, e->v.pos, "'%s' must be a group number from %lld to "
+			    "%lld, not %s", e->name, s->min, s->max, q);
+		*(long long *)field = n;
+		return 0;
+	}
+	int err = getgrnam_r(text, &gr, buf, sizeof(buf), &found);
+	if (found == NULL)
+		return conf_error(p, e->v.pos, "'%s': unknown group '%s'%s%s", e->name, q,
+		    err != 0 ? ": " : "", err != 0 ? strerror(err) : "");
+	*(long long *)field = (long long)gr.gr_gid;
+	return 0;
+}
+
 /* Apply entry e to row r. 0, or -1 after reporting why. */
 static int
 conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row *r)
@@ -788,6 +833,8 @@ conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row 
 		return 0;
 	case CONF_SECRET_FILE:
 		return conf_apply_secret_file(p, r, v, field, text);
+	case CONF_GROUP:
+		return conf_apply_group(p, e, s, field, text);
 	default:
 		break;
 	}
@@ -968,7 +1015,7 @@ conf_create(void)
 		for (size_t i = 0; i < n; i++) {
 			p->rows[p->nrows++] = (struct conf_row){ .name = xasprintf("%s%s",
 			    ops != NULL ? "backend." : "", rows[i].name), .s = &rows[i], .table = t };
-			if (rows[i].type == CONF_INT || rows[i].type == CONF_MODE)
+			if (conf_is_number(&rows[i]))
 				*(long long *)FIELD(p->tables[t], rows[i].off) = CONF_UNSET;
 		}
 	}
@@ -991,7 +1038,7 @@ conf_destroy(struct conf *c)
 			for (size_t j = 0; j < *(size_t *)FIELD(base, s->count); j++)
 				free((*list)[j]);
 			free(*list);
-		} else if (s->type != CONF_INT && s->type != CONF_MODE && s->type != CONF_SERVER)
+		} else if (!conf_is_number(s) && s->type != CONF_SERVER)
 			conf_set_str(FIELD(base, s->off), NULL);
 		conf_set_str(&p->rows[i].secret, NULL);
 		free(p->rows[i].name);
@@ -1077,6 +1124,8 @@ conf_default(struct conf_priv *p, const struct conf_row *r)
 		if (*(long long *)field == CONF_UNSET)
 			*(long long *)field = s->def;
 		break;
+	case CONF_GROUP:
+		break;	/* unset is none */
 	case CONF_SERVER:
 		if (s->defstr != NULL && ((struct addr *)field)->text[0] == '\0' &&
 		    conf_server_parse(s->defstr, ADDR_PORT_REQUIRED, field, &why) < 0)
@@ -1199,6 +1248,11 @@ conf_value_text(const struct conf_setting *s, const void *base, char *buf, size_
 	case CONF_MODE:
 		snprintf(buf, size, "%#llo", *(const long long *)field);
 		return buf;
+	case CONF_GROUP:
+		if (*(const long long *)field == CONF_UNSET)
+			break;
+		snprintf(buf, size, "gid %lld", *(const long long *)field);
+		return buf;
 	case CONF_SECRET:
 		str = *(char *const *)field != NULL ? "(hidden)" : NULL;
 		break;
@@ -1235,6 +1289,7 @@ conf_value_same(const struct conf_setting *s, const void *a, const void *b)
 	switch (s->type) {
 	case CONF_INT:
 	case CONF_MODE:
+	case CONF_GROUP:
 		return *(const long long *)fa == *(const long long *)fb;
 	case CONF_SERVER:
 		return strcmp(((const struct addr *)fa)->text, ((const struct addr *)fb)->text) == 0;
@@ -1263,7 +1318,8 @@ conf_value_same(const struct conf_setting *s, const void *a, const void *b)
 static void
 conf_value_swap(const struct conf_setting *s, void *a, void *b)
 {
-	size_t size = s->type == CONF_INT || s->type == CONF_MODE ? sizeof(long long) :
+	size_t size = s->type == CONF_INT || s->type == CONF_MODE || s->type == CONF_GROUP ?
+	    sizeof(long long) :
 	    s->type == CONF_SERVER ? sizeof(struct addr) : sizeof(char *);
 	unsigned char tmp[sizeof(struct addr) > sizeof(long long) ? sizeof(struct addr) : 8];
 

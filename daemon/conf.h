@@ -35,6 +35,9 @@ enum conf_type {
 				 * .pair, read at load, relative to the config
 				 * file's directory; its resolved name, char * */
 	CONF_ENUM,		/* one of the names .choice gives; char * */
+	CONF_GROUP,		/* a Unix group, by name or number, resolved to
+				 * its gid when loaded; long long, CONF_UNSET
+				 * for none */
 	CONF_SERVER,		/* "host:port" or "[v6addr]:port" to connect to;
 				 * struct addr (text "" while unset) */
 	CONF_ADDRLIST,		/* list of addresses to listen on; char ** at off,
@@ -79,6 +82,10 @@ struct conf {
 
 	char *password;			/* required password, NULL for none */
 	char *password_file;		/* where password was read from, or NULL */
+	char *admin_password;		/* password of AUTH admin, NULL for none */
+	char *admin_password_file;	/* where admin_password was read from, or NULL */
+	long long admin_gid;		/* Unix socket peers in this group are
+					 * admins; CONF_UNSET for none */
 
 	char *backend_type;		/* a registered backend's name */
 	void *backend_settings;		/* that backend's settings struct (its

@@ -42,9 +42,8 @@ struct listener {
 	char name[300];			/* address for logs */
 };
 
-/* Describe a peer address for logs. */
-static void
-peer_name(const struct sockaddr *sa, char *out, size_t outlen)
+void
+listener_sockaddr_name(const struct sockaddr *sa, socklen_t salen, char *out, size_t outlen)
 {
 	char host[INET6_ADDRSTRLEN];
 	if (sa->sa_family == AF_INET) {
@@ -55,6 +54,12 @@ peer_name(const struct sockaddr *sa, char *out, size_t outlen)
 		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
 		evutil_inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
 		snprintf(out, outlen, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else if (sa->sa_family == AF_UNIX &&
+	    salen > (socklen_t)offsetof(struct sockaddr_un, sun_path) &&
+	    ((const struct sockaddr_un *)(const void *)sa)->sun_path[0] != '\0') {
+		const struct sockaddr_un *un = (const struct sockaddr_un *)(const void *)sa;
+		size_t n = (size_t)salen - offsetof(struct sockaddr_un, sun_path);
+		snprintf(out, outlen, "%.*s", (int)strnlen(un->sun_path, n), un->sun_path);
 	} else {
 		snprintf(out, outlen, "unix");
 	}
@@ -82,8 +87,7 @@ on_accept(struct evconnlistener *ev, evutil_socket_t fd, struct sockaddr *sa, in
 	struct listener *l = arg;
 	char peer[80];
 	(void)ev;
-	(void)salen;
-	peer_name(sa, peer, sizeof(peer));
+	listener_sockaddr_name(sa, (socklen_t)salen, peer, sizeof(peer));
 	if (!l->is_unix) {
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -235,7 +239,8 @@ listener_start(struct listener *l, struct event_base *base)
 
 	if (!l->is_unix && getsockname(evconnlistener_get_fd(l->ev), (struct sockaddr *)&bound,
 	    &blen) == 0)
-		peer_name((struct sockaddr *)&bound, l->name, sizeof(l->name));
+		listener_sockaddr_name((struct sockaddr *)&bound, blen, l->name,
+		    sizeof(l->name));
 	l->ev_retry = evtimer_new(base, on_accept_retry, l);
 	l->enabled = true;
 	evconnlistener_set_error_cb(l->ev, on_accept_error);

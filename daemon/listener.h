@@ -8,6 +8,7 @@
 #define DLOCKD_LISTENER_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include <event2/util.h>
 
@@ -62,6 +63,10 @@ void listener_destroy(struct listener *l);
 void listener_set_keepalive(struct listener *l, const struct listener_keepalive *ka);
 /* Stop or resume accepting. */
 void listener_enable(struct listener *l, int on);
+/* Write a socket address as text: "ip:port", "[ip6]:port", a Unix socket's
+ * path, or "unix" for an unnamed Unix socket (a client's). */
+void listener_sockaddr_name(const struct sockaddr *sa, socklen_t salen, char *out,
+    size_t outlen);
 /* The address it listens on, with the real port if 0 was asked. */
 const char *listener_name(const struct listener *l);
 

@@ -1571,12 +1571,13 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 }
 
 /*
- * Release an ACTIVE holding: hand it straight to the next waiter when the
- * backend can (transfer), else release it and wake the queue. done (if not
- * NULL) is told when the backend has confirmed.
+ * Take an ACTIVE holding off its key and let its lease go: hand it straight
+ * to the next waiter when the backend can (transfer), else release it and
+ * wake the queue. done (if not NULL) is told when the backend has confirmed.
+ * The holding stays on its owner's list; the caller says what it becomes.
  */
 static void
-hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_cb *done,
+hold_let_go(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_cb *done,
     void *arg)
 {
 	struct lt_key *k = h->key;
@@ -1589,7 +1590,6 @@ hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_
 		    o != NULL ? owner_log_id(o) : (unsigned long long)h->owner_id,
 		    (unsigned long long)(locktab_now(lt) - h->granted_at));
 	}
-	key_ref(lt, k);
 	hold_unlink_key(lt, h);
 	if (lt->be->ops->transfer != NULL && h->terms.mode == LOCK_EXCLUSIVE && w != NULL &&
 	    w->state == W_QUEUED && w->terms.mode == LOCK_EXCLUSIVE && !k->blocked &&
@@ -1601,11 +1601,48 @@ hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_
 		release_lease(lt, &l, o, done, arg);
 		pump(lt, k);
 	}
+}
+
+/* Release an ACTIVE holding (hold_let_go); it is GONE after. */
+static void
+hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o, lt_done_cb *done,
+    void *arg)
+{
+	struct lt_key *k = h->key;
+
+	key_ref(lt, k);
+	hold_let_go(lt, h, o, done, arg);
 	if (h->owner != NULL)
 		TAILQ_REMOVE(&h->owner->holds, h, oentry);
 	h->owner = NULL;
 	h->state = H_GONE;
 	hold_maybe_free(lt, h);
+	key_unref(lt, k);
+}
+
+/*
+ * Break an ACTIVE holding (UNLOCK FORCE): its lease is let go at once, as for
+ * a release, and a bound holding is LOST for its owner, who is told as for
+ * any loss, so that its next UNLOCK, EXTEND or VALIDATE sees it. No
+ * tombstone: the lease was given back on purpose, and the key goes on.
+ */
+static void
+hold_break(struct locktab *lt, struct lt_hold *h, const char *reason)
+{
+	struct lt_key *k = h->key;
+	struct lt_owner *o = h->owner;
+
+	key_ref(lt, k);
+	lt->stats.releases++;
+	hold_let_go(lt, h, NULL, NULL, NULL);
+	if (o != NULL) {
+		h->state = H_LOST;
+		if (o->lost != NULL)
+			o->lost(o->arg, k->name, k->len, h->fence, reason);
+	} else {
+		h->state = H_GONE;
+		hold_maybe_free(lt, h);
+	}
 	key_unref(lt, k);
 }
 
@@ -1714,6 +1751,82 @@ locktab_validate(struct locktab *lt, const char *key, size_t keylen, uint64_t fe
 	return 0;
 }
 
+/* What STATUS FULL shows of an ACTIVE holding at now. */
+static void
+holder_info(const struct locktab *lt, const struct lt_hold *h, uint64_t now,
+    struct lt_holder_info *out)
+{
+	const struct lt_owner *o = h->owner != NULL ? h->owner : h->creator;
+	out->owner_id = o != NULL ? o->id : 0;
+	out->mode = h->terms.mode;
+	out->fence = h->fence;
+	out->count = h->count;
+	out->held_ms = now > h->granted_at ? now - h->granted_at : 0;
+	out->lease_ms = (int64_t)hold_left(lt, h, now);
+	out->detached = h->owner == NULL;
+}
+
+void
+locktab_key_walk(struct locktab *lt, const char *key, size_t keylen, lt_holder_fn *holder,
+    lt_waiter_fn *waiter, void *arg)
+{
+	struct lt_key *k;
+	const struct lt_hold *h;
+	const struct lt_waiter *w;
+	uint64_t now;
+
+	catch_up(lt);
+	now = locktab_now(lt);
+	if ((k = key_find(lt, key, keylen)) == NULL)
+		return;
+	TAILQ_FOREACH(h, &k->holders, kentry) {
+		struct lt_holder_info info;
+		holder_info(lt, h, now, &info);
+		if (holder != NULL)
+			holder(arg, &info);
+	}
+	TAILQ_FOREACH(w, &k->waiters, kentry) {
+		if (w->owner == NULL)
+			continue;	/* cancelled, given back when the backend answers */
+		struct lt_waiter_info info = {
+			.owner_id = w->owner->id,
+			.mode = w->terms.mode,
+			.waited_ms = now > w->queued_at ? now - w->queued_at : 0,
+			.wait_ms = w->deadline == LT_NEVER ? -1 :
+			    w->deadline > now ? (int64_t)(w->deadline - now) : 0,
+			.detach = w->detach,
+		};
+		if (waiter != NULL)
+			waiter(arg, &info);
+	}
+}
+
+unsigned
+locktab_force(struct locktab *lt, const char *key, size_t keylen, const char *reason,
+    lt_holder_fn *fn, void *arg)
+{
+	struct lt_key *k;
+	struct lt_hold *h;
+	unsigned n = 0, held;
+
+	catch_up(lt);
+	if ((k = key_find(lt, key, keylen)) == NULL)
+		return 0;
+	key_ref(lt, k);
+	/* grants come from the event loop, never from in here: the holders
+	 * taken off now are all there are */
+	for (held = k->nholders; n < held && (h = TAILQ_FIRST(&k->holders)) != NULL; n++) {
+		struct lt_holder_info info;
+		holder_info(lt, h, locktab_now(lt), &info);
+		if (fn != NULL)
+			fn(arg, &info);
+		hold_break(lt, h, reason);
+	}
+	key_unref(lt, k);
+	sync_timer(lt);
+	return n;
+}
+
 size_t
 locktab_owner_holds(const struct lt_owner *o, void (*fn)(void *arg,
     const struct lt_hold_info *h), void *arg)
@@ -1730,6 +1843,16 @@ locktab_owner_holds(const struct lt_owner *o, void (*fn)(void *arg,
 		n++;
 	}
 	return n;
+}
+
+const char *
+locktab_owner_waiting(const struct lt_owner *o, size_t *keylen)
+{
+	const struct lt_waiter *w = TAILQ_FIRST(&o->waiters);
+	if (w == NULL)
+		return NULL;
+	*keylen = w->key->len;
+	return w->key->name;
 }
 
 /* A holding's deadline came: end its tombstone, expire it, declare it lost,

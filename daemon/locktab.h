@@ -179,6 +179,43 @@ void locktab_status(struct locktab *lt, const char *key, size_t keylen,
 /* 1 if fence is a current holding of key, else 0. */
 int locktab_validate(struct locktab *lt, const char *key, size_t keylen, uint64_t fence);
 
+/* One holding of a key, for STATUS FULL and UNLOCK FORCE. */
+struct lt_holder_info {
+	uint64_t owner_id;	/* its owner's id, or the id of the owner that
+				 * took it when detached; 0 if that one is gone */
+	enum lock_mode mode;	/* held mode */
+	uint64_t fence;		/* fence of the grant */
+	unsigned count;		/* hold count */
+	uint64_t held_ms;	/* since it was granted */
+	int64_t lease_ms;	/* validity left of its lease, as for a grant */
+	int detached;		/* 1: not bound to a session */
+};
+/* One waiter of a key, for STATUS FULL. */
+struct lt_waiter_info {
+	uint64_t owner_id;	/* its owner's id */
+	enum lock_mode mode;	/* wanted mode */
+	uint64_t waited_ms;	/* since it was queued */
+	int64_t wait_ms;	/* left of its WAIT, -1 for ever */
+	int detach;		/* 1: asks DETACH */
+};
+typedef void lt_holder_fn(void *arg, const struct lt_holder_info *h);
+typedef void lt_waiter_fn(void *arg, const struct lt_waiter_info *w);
+
+/* Call holder (if not NULL) for each holding of key, oldest grant first,
+ * then waiter (if not NULL) for each waiter, in queue order. The callbacks
+ * must not call into the table. */
+void locktab_key_walk(struct locktab *lt, const char *key, size_t keylen,
+    lt_holder_fn *holder, lt_waiter_fn *waiter, void *arg);
+/*
+ * UNLOCK key FORCE: break every holding of key, bound or detached. fn (if not
+ * NULL) is shown each one first. Each lease is released (or handed to the
+ * next waiter) as by UNLOCK; a bound holding is lost for its owner, whose
+ * lost callback gets reason, and its UNLOCK, EXTEND and VALIDATE see the
+ * loss. Returns how many holdings were broken.
+ */
+unsigned locktab_force(struct locktab *lt, const char *key, size_t keylen,
+    const char *reason, lt_holder_fn *fn, void *arg);
+
 /* One holding of an owner, for LOCKS. */
 struct lt_hold_info {
 	const char *key;	/* valid during the callback */
@@ -191,6 +228,10 @@ struct lt_hold_info {
 /* Call fn for each live holding of o, oldest first; returns how many. */
 size_t locktab_owner_holds(const struct lt_owner *o,
     void (*fn)(void *arg, const struct lt_hold_info *h), void *arg);
+
+/* The key the owner's LOCK waits on (*keylen set), or NULL; valid until the
+ * table is next called. */
+const char *locktab_owner_waiting(const struct lt_owner *o, size_t *keylen);
 
 /*
  * Withdraw the owner's waiting LOCK (at most one waits per session): its done

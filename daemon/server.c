@@ -18,6 +18,7 @@
 #include "backend.h"
 #include "clock.h"
 #include "conf.h"
+#include "hashtab.h"
 #include "listener.h"
 #include "log.h"
 #include "metrics.h"
@@ -109,6 +110,7 @@ server_create(struct event_base *base, const struct conf *conf, struct backend *
 	srv->be = be;
 	srv->started_ms = clock_ms();
 	TAILQ_INIT(&srv->sessions);
+	srv->session_ids = hashtab_create(64);
 	srv->lt_timer = evtimer_new(base, on_lt_timer, srv);
 	srv->lt = locktab_create(be, &limits, clock, clock_arg, lt_rearm, srv);
 	srv->ev_clock = event_new(base, -1, EV_PERSIST, on_clock_check, srv);
@@ -271,6 +273,7 @@ server_destroy(struct server *srv)
 		locktab_destroy(srv->lt);
 	event_free(srv->lt_timer);
 	event_free(srv->ev_clock);
+	hashtab_destroy(srv->session_ids);
 	free(srv);
 	return idle;
 }

@@ -27,6 +27,7 @@ struct backend;
 struct listener;
 struct metrics;
 struct session;
+struct hashtab;
 
 TAILQ_HEAD(session_list, session);
 
@@ -57,6 +58,7 @@ struct server {
 	size_t nlisteners;
 	struct metrics *mx;		/* the metrics HTTP listener, or NULL (off) */
 	struct session_list sessions;	/* every connected session */
+	struct hashtab *session_ids;	/* the same, by id */
 	uint64_t nsessions;		/* on sessions */
 	uint64_t next_id;		/* id of the next session */
 	uint64_t started_ms;		/* clock_ms() at start */

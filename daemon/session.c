@@ -7,11 +7,13 @@
  */
 #include "session.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -21,6 +23,7 @@
 #include "codec.h"
 #include "conf.h"
 #include "conn.h"
+#include "listener.h"
 #include "locktab.h"
 #include "log.h"
 #include "server.h"
@@ -142,8 +145,7 @@ session_resume(struct session *s)
 {
 	s->pending = false;
 	s->waiting_lock = false;
-	if (s->ev_idle != NULL)
-		s->last_active_ms = clock_ms();
+	s->last_active_ms = clock_ms();
 	if (codec_buffered(s->codec) == 0 && !s->closing)
 		conn_flush(s->conn);
 	else
@@ -192,8 +194,7 @@ session_read(struct session *s)
 	size_t n = conn_read(s->conn, buf, sizeof(buf));
 	if (n == 0)
 		return;	/* nothing yet, or the peer is gone (CONN_GONE follows) */
-	if (s->ev_idle != NULL)
-		s->last_active_ms = clock_ms();
+	s->last_active_ms = clock_ms();
 	codec_feed(s->codec, buf, n);
 	size_t limit = (size_t)s->srv->conf->max_request_bytes * SESSION_PIPELINE_FRAMES;
 	if (limit < SESSION_PIPELINE_MIN)
@@ -254,6 +255,85 @@ on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *r
 		event_active(s->ev_resume, EV_TIMEOUT, 0);
 }
 
+/*
+ * Learn who is at the other end of fd: the local address, and for a Unix
+ * socket the peer's uid, gid and supplementary groups, which admin rights
+ * are decided on (session_is_admin). Non-blocking calls on the socket only.
+ */
+static void
+session_peer(struct session *s, evutil_socket_t fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0)
+		return;
+	listener_sockaddr_name((struct sockaddr *)&ss, sslen, s->laddr, sizeof(s->laddr));
+	if (ss.ss_family != AF_UNIX)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
+		session_log(s, LOG_LEVEL_WARN, "cannot learn the peer's credentials: %s",
+		    strerror(errno));
+		return;
+	}
+	s->peer_cred = true;
+	s->uid = cred.uid;
+	s->gid = cred.gid;
+	/* the kernel says how much room the groups need when there is too little */
+	socklen_t glen = 16 * sizeof(gid_t);
+	for (int tries = 0; tries < 3; tries++) {
+		s->groups = xreallocarray(s->groups, glen / sizeof(gid_t) + 1, sizeof(gid_t));
+		socklen_t got = glen;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, s->groups, &got) == 0) {
+			s->ngroups = got / sizeof(gid_t);
+			return;
+		}
+		if (errno != ERANGE || got <= glen) {
+			session_log(s, LOG_LEVEL_DEBUG, "no supplementary groups of the peer: %s",
+			    strerror(errno));
+			return;
+		}
+		glen = got;
+	}
+}
+
+struct session *
+session_find(struct server *srv, uint64_t id)
+{
+	struct hashtab_node *n = hashtab_find(srv->session_ids, &id, sizeof(id));
+	return n != NULL ? (struct session *)(void *)((char *)n -
+	    offsetof(struct session, hnode)) : NULL;
+}
+
+bool
+session_is_admin(const struct session *s)
+{
+	long long gid = s->srv->conf->admin_gid;
+	if (s->admin)
+		return true;
+	if (!s->peer_cred)
+		return false;
+	if (s->uid == 0)
+		return true;
+	if (gid == CONF_UNSET)
+		return false;
+	if ((long long)s->gid == gid)
+		return true;
+	for (size_t i = 0; i < s->ngroups; i++)
+		if ((long long)s->groups[i] == gid)
+			return true;
+	return false;
+}
+
+void
+session_kill(struct session *s, const char *who)
+{
+	session_log(s, LOG_LEVEL_INFO, "killed by %s", who);
+	session_destroy(s);
+}
+
 void
 session_accept(void *arg, evutil_socket_t fd, const char *peer)
 {
@@ -277,10 +357,12 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 	s->srv = srv;
 	s->id = ++srv->next_id;
 	snprintf(s->peer, sizeof(s->peer), "%s", peer);
+	s->created_ms = clock_ms();
+	session_peer(s, fd);
 	s->proto = 2;
 	s->authed = conf->password == NULL;
 	STAILQ_INIT(&s->notices);
-	s->last_active_ms = clock_ms();
+	s->last_active_ms = s->created_ms;
 	s->codec = codec_create((size_t)conf->max_request_bytes, SESSION_MAX_ARGS);
 	s->owner = locktab_owner_create(srv->lt, s->id, on_lost, s);
 	s->ev_resume = event_new(srv->base, -1, 0, on_resume, s);
@@ -290,6 +372,7 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 		idle_arm(s, (uint64_t)conf->idle_timeout_ms);
 	}
 	TAILQ_INSERT_TAIL(&srv->sessions, s, entry);
+	hashtab_insert(srv->session_ids, &s->hnode, &s->id, sizeof(s->id));
 	srv->nsessions++;
 	srv->metrics.total_connections++;
 	log_info("connect id=%llu addr=%s", (unsigned long long)s->id, s->peer);
@@ -324,6 +407,7 @@ session_destroy(struct session *s)
 	log_info("close id=%llu addr=%s reason=\"%s\"", (unsigned long long)s->id, s->peer,
 	    s->close_reason != NULL ? s->close_reason : "peer closed");
 	TAILQ_REMOVE(&s->srv->sessions, s, entry);
+	hashtab_remove(s->srv->session_ids, &s->hnode);
 	s->srv->nsessions--;
 	/* first the table: no lock callback may reach this session again */
 	locktab_owner_destroy(s->owner);
@@ -334,5 +418,8 @@ session_destroy(struct session *s)
 		event_free(s->ev_idle);
 	session_clear_notices(s);
 	free(s->name);
+	free(s->lib_name);
+	free(s->lib_ver);
+	free(s->groups);
 	free(s);
 }

@@ -20,10 +20,14 @@
 #define DLOCKD_SESSION_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <sys/types.h>
 
 #include <event2/util.h>
+
+#include "hashtab.h"
 
 #define SESSION_MAX_ARGS 1024		/* arguments in one request */
 #define SESSION_PIPELINE_FRAMES 16	/* request frames buffered behind a wait */
@@ -50,13 +54,22 @@ STAILQ_HEAD(notice_list, lost_notice);
 struct session {
 	struct server *srv;		/* the server it belongs to */
 	uint64_t id;			/* unique for the daemon's life */
+	struct hashtab_node hnode;	/* in srv->session_ids, keyed by id */
 	char peer[80];			/* peer address, for logs */
+	char laddr[120];		/* the local address it came in on */
+	bool peer_cred;			/* a Unix socket peer: uid, gid, groups known */
+	uid_t uid;			/* the peer's user (SO_PEERCRED) */
+	gid_t gid;			/* its primary group */
+	gid_t *groups;			/* its supplementary groups (SO_PEERGROUPS) */
+	size_t ngroups;			/* how many */
+	uint64_t created_ms;		/* clock_ms() when it was accepted */
 	struct conn *conn;		/* the socket */
 	struct codec *codec;		/* request frames */
 	struct lt_owner *owner;		/* its locks in the table */
 	struct event *ev_resume;	/* runs the session again after a wait */
 	int proto;			/* 2 or 3 */
 	bool authed;			/* AUTH passed (or none needed) */
+	bool admin;			/* AUTH admin passed */
 	bool pending;			/* a command waits for its completion */
 	bool closing;			/* closing after the output is written */
 	const char *close_reason;	/* why it closes, for the log (static);
@@ -68,6 +81,8 @@ struct session {
 	uint64_t last_active_ms;	/* last input, or the end of the last wait */
 	struct event *ev_idle;		/* sessions.idle_timeout_ms, or NULL */
 	char *name;			/* CLIENT SETNAME, or NULL */
+	char *lib_name;			/* CLIENT SETINFO LIB-NAME, or NULL */
+	char *lib_ver;			/* CLIENT SETINFO LIB-VER, or NULL */
 	TAILQ_ENTRY(session) entry;	/* on srv->sessions */
 };
 
@@ -85,6 +100,14 @@ void session_resume(struct session *s);
 void session_clear_notices(struct session *s);
 /* Where replies go. */
 struct evbuffer *session_out(struct session *s);
+/* The session with id on srv, or NULL. */
+struct session *session_find(struct server *srv, uint64_t id);
+/* Close another session at once, as if its peer had gone (CLIENT KILL):
+ * its locks are released. who is logged. Not for the session running. */
+void session_kill(struct session *s, const char *who);
+/* Whether s has admin rights: AUTH admin passed, or a Unix socket peer with
+ * uid 0 or in auth.admin_group (the configuration in force now). */
+bool session_is_admin(const struct session *s);
 
 /* Per-session logging: prefixes the session id and peer. */
 void session_log(const struct session *s, int level, const char *fmt, ...)

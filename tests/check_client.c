@@ -1188,6 +1188,50 @@ START_TEST(test_status_fields)
 }
 END_TEST
 
+/* STATUS FULL through dlock_status_full: the counts, and one entry per
+ * holding, oldest first, a detached one marked so. */
+START_TEST(test_status_full)
+{
+	struct dlock_lock_opts sh = opts(0, -1, 1, 0, 0), shd = opts(20000, -1, 1, 0, 1);
+	struct dlock_status_full st;
+	struct dlock_grant ga, gb;
+	char key[128];
+	dlock_t *a = conn(), *b = conn();
+
+	test_key(key, sizeof(key), "full");
+	ck_assert_int_eq(dlock_status_full(a, key, &st), 0);
+	ck_assert_str_eq(st.status.mode, "free");
+	ck_assert_uint_eq(st.nholders, 0);
+	ck_assert_uint_eq(st.nwaiters, 0);
+	dlock_status_full_free(&st);
+	ck_assert_int_eq(dlock_lock(a, key, &sh, &ga), 1);
+	ck_assert_int_eq(dlock_lock(b, key, &shd, &gb), 1);
+	ck_assert_int_eq(dlock_status_full(a, key, &st), 0);
+	ck_assert_str_eq(st.status.mode, "shared");
+	ck_assert_int_eq(st.status.holders, 2);
+	ck_assert_uint_eq(st.nholders, 2);
+	ck_assert_uint_eq(st.nwaiters, 0);
+	ck_assert_int_eq(st.holders[0].fence, ga.fence);
+	ck_assert_str_eq(st.holders[0].mode, "shared");
+	ck_assert_int_gt(st.holders[0].session, 0);
+	ck_assert_str_ne(st.holders[0].addr, "");
+	ck_assert_int_eq(st.holders[0].count, 1);
+	ck_assert_int_eq(st.holders[0].detached, 0);
+	ck_assert_int_ge(st.holders[0].held_ms, 0);
+	ck_assert_int_eq(st.holders[1].fence, gb.fence);
+	ck_assert_int_eq(st.holders[1].detached, 1);
+	ck_assert_int_ne(st.holders[1].session, st.holders[0].session);
+	ck_assert_msg(st.holders[1].lease_ms > 0 && st.holders[1].lease_ms <= 20000,
+	    "lease_ms %lld", st.holders[1].lease_ms);
+	dlock_status_full_free(&st);
+	dlock_status_full_free(&st);	/* twice is harmless */
+	ck_assert_int_eq(dlock_unlock(b, key, gb.token), 0);
+	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
+	dlock_close(a);
+	dlock_close(b);
+}
+END_TEST
+
 START_TEST(test_validate)
 {
 	struct dlock_grant g;
@@ -1343,6 +1387,7 @@ client_suite(void)
 	tcase_add_test(live, test_detach_unlock_by_token);
 	tcase_add_test(live, test_extend);
 	tcase_add_test(live, test_status_fields);
+	tcase_add_test(live, test_status_full);
 	tcase_add_test(live, test_validate);
 	tcase_add_test(live, test_notheld);
 	tcase_add_test(live, test_binary_key);

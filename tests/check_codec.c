@@ -1336,6 +1336,19 @@ START_TEST(t_reply_int_digits)
 }
 END_TEST
 
+/* Text for people: a bulk string in RESP2, a verbatim string of format txt
+ * (its length counting "txt:") in RESP3. */
+START_TEST(t_reply_verbatim)
+{
+	codec_reply_verbatim(out, "id=1\n", 5, 2);
+	expect_out(LIT("$5\r\nid=1\n\r\n"));
+	codec_reply_verbatim(out, "id=1\n", 5, 3);
+	expect_out(LIT("=9\r\ntxt:id=1\n\r\n"));
+	codec_reply_verbatim(out, "", 0, 3);
+	expect_out(LIT("=4\r\ntxt:\r\n"));
+}
+END_TEST
+
 START_TEST(t_reply_bulk)
 {
 	codec_reply_bulk(out, "", 0);
@@ -1537,6 +1550,7 @@ codec_suite(void)
 	tcase_add_test(tc, t_reply_int);
 	tcase_add_test(tc, t_reply_int_digits);
 	tcase_add_test(tc, t_reply_bulk);
+	tcase_add_test(tc, t_reply_verbatim);
 	tcase_add_test(tc, t_reply_null);
 	tcase_add_test(tc, t_reply_aggregates);
 	tcase_add_test(tc, t_reply_composite);

@@ -179,6 +179,8 @@ expect_defaults(const struct conf *c)
 	ck_assert_int_eq(c->unix_socket_mode, 0660);
 	ck_assert_ptr_null(c->password);
 	ck_assert_ptr_null(c->password_file);
+	ck_assert_ptr_null(c->admin_password);
+	ck_assert_int_eq(c->admin_gid, CONF_UNSET);
 	ck_assert_str_eq(c->backend_type, "memory");
 	ck_assert_ptr_null(c->backend_settings);	/* memory has no settings */
 	ck_assert_ptr_null(conf_backend_value(c, "address"));
@@ -415,6 +417,51 @@ START_TEST(test_modes)
 		    c->unix_socket_mode);
 		conf_destroy(c);
 	}
+	scratch_rm(&s);
+}
+END_TEST
+
+/* The admin settings: a password (or its file) and a group by name or
+ * number, resolved when loaded; an unknown group is an error where it is
+ * written. */
+START_TEST(test_admin_settings)
+{
+	struct scratch s;
+	struct conf *c;
+	char yaml[256];
+
+	scratch_init(&s);
+	c = load_text(&s, "auth: { password: p }\n", 0, 0);
+	ck_assert_ptr_null(c->admin_password);
+	ck_assert_int_eq(c->admin_gid, CONF_UNSET);
+	conf_destroy(c);
+	c = load_text(&s, "auth:\n  admin_password: \"a b\"\n  admin_group: root\n", 0, 0);
+	ck_assert_str_eq(c->admin_password, "a b");
+	ck_assert_int_eq(c->admin_gid, 0);
+	conf_destroy(c);
+	c = load_text(&s, "auth: { admin_group: 4242 }\n", 0, 0);
+	ck_assert_int_eq(c->admin_gid, 4242);
+	conf_destroy(c);
+	c = load_text(&s, "auth: { admin_group: \"\" }\n", 0, 0);
+	ck_assert_int_eq(c->admin_gid, CONF_UNSET);
+	conf_destroy(c);
+	const char *pw = scratch_text(&s, "admin-pw", "secret\n");
+	snprintf(yaml, sizeof(yaml), "auth: { admin_password_file: \"%s\" }\n", pw);
+	c = load_text(&s, yaml, 0, 0);
+	ck_assert_str_eq(c->admin_password, "secret");
+	ck_assert_str_eq(c->admin_password_file, pw);
+	conf_destroy(c);
+	c = load_text(&s, "auth:\n  admin_group: no-such-group-at-all\n", -1, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "t.yaml:2:16: 'auth.admin_group': unknown "
+	    "group 'no-such-group-at-all'"));
+	conf_destroy(c);
+	c = load_text(&s, "auth:\n  admin_group: 99999999999\n  admin_password: x\n"
+	    "  admin_password_file: y\n", -1, -1);
+	ck_assert_uint_ge(c->nerrors, 2);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "t.yaml:2:16: 'auth.admin_group' must be a "
+	    "group number from 0 to 4294967294"));
+	conf_destroy(c);
 	scratch_rm(&s);
 }
 END_TEST
@@ -2169,6 +2216,7 @@ conf_suite(void)
 	tcase_add_test(tc, test_shipped_config);
 	tcase_add_test(tc, test_modes);
 	tcase_add_test(tc, test_numbers);
+	tcase_add_test(tc, test_admin_settings);
 	tcase_add_test(tc, test_password_file_variants);
 	suite_add_tcase(s, tc);
 

@@ -3226,6 +3226,235 @@ START_TEST(cancel_and_forget)
 }
 END_TEST
 
+/* ---- STATUS FULL and UNLOCK FORCE ----------------------------------------- */
+
+#define WALK_MAX 8	/* holders or waiters a walk records */
+
+/* What a walk of a key saw, or what a force broke. */
+struct walk {
+	struct lt_holder_info h[WALK_MAX];	/* holders, in the order told */
+	size_t nh;
+	struct lt_waiter_info w[WALK_MAX];	/* waiters, in the order told */
+	size_t nw;
+};
+
+static void
+walk_holder(void *arg, const struct lt_holder_info *h)
+{
+	struct walk *wk = arg;
+	ck_assert_uint_lt(wk->nh, WALK_MAX);
+	wk->h[wk->nh++] = *h;
+}
+
+static void
+walk_waiter(void *arg, const struct lt_waiter_info *w)
+{
+	struct walk *wk = arg;
+	ck_assert_uint_lt(wk->nw, WALK_MAX);
+	wk->w[wk->nw++] = *w;
+}
+
+static struct walk
+walk(const char *key)
+{
+	struct walk wk;
+	memset(&wk, 0, sizeof(wk));
+	locktab_key_walk(lt, key, strlen(key), walk_holder, walk_waiter, &wk);
+	return wk;
+}
+
+/* Break every holding of key; what was broken goes to wk. */
+static unsigned
+force(const char *key, struct walk *wk)
+{
+	memset(wk, 0, sizeof(*wk));
+	return locktab_force(lt, key, strlen(key), "broken by the test", walk_holder, wk);
+}
+
+/* Holders oldest first with their owners, times and leases; waiters in queue
+ * order, the cancelled ones left out. */
+START_TEST(walk_in_queue_order)
+{
+	struct res a, b, c, d, e;
+	fk_now = 1000;
+	hold(1, "k", SHRD, 0, 30000, 0, 7, &a);
+	fk_now = 1500;
+	hold(0, "k", SHRD, 0, 9000, 1, 8, &b);
+	ck_assert_int_eq(lock(4, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_PENDING);
+	fk_now = 1600;
+	ck_assert_int_eq(lock(2, "k", SHRD, 0, 30000, 5000, 0, &d), LT_PENDING);
+	ck_assert_int_eq(lock(3, "k", EXCL, 0, 20000, 8000, 1, &e), LT_PENDING);
+	fk_now = 2000;
+	struct walk wk = walk("k");
+	ck_assert_uint_eq(wk.nh, 2);
+	ck_assert_uint_eq(wk.h[0].owner_id, 2);
+	ck_assert_int_eq(wk.h[0].mode, SHRD);
+	ck_assert_uint_eq(wk.h[0].fence, 7);
+	ck_assert_uint_eq(wk.h[0].count, 1);
+	ck_assert_uint_eq(wk.h[0].held_ms, 1000);
+	ck_assert_int_eq(wk.h[0].lease_ms, 30000 - 1000);
+	ck_assert_int_eq(wk.h[0].detached, 0);
+	ck_assert_uint_eq(wk.h[1].owner_id, 1);	/* detached: who took it */
+	ck_assert_uint_eq(wk.h[1].fence, 8);
+	ck_assert_uint_eq(wk.h[1].held_ms, 500);
+	ck_assert_int_eq(wk.h[1].lease_ms, 9000 - 500);
+	ck_assert_int_eq(wk.h[1].detached, 1);
+	ck_assert_uint_eq(wk.nw, 3);
+	ck_assert_uint_eq(wk.w[0].owner_id, 5);
+	ck_assert_int_eq(wk.w[0].mode, EXCL);
+	ck_assert_uint_eq(wk.w[0].waited_ms, 500);
+	ck_assert_int_eq(wk.w[0].wait_ms, -1);
+	ck_assert_int_eq(wk.w[0].detach, 0);
+	ck_assert_uint_eq(wk.w[1].owner_id, 3);
+	ck_assert_int_eq(wk.w[1].mode, SHRD);
+	ck_assert_uint_eq(wk.w[1].waited_ms, 400);
+	ck_assert_int_eq(wk.w[1].wait_ms, 4600);
+	ck_assert_uint_eq(wk.w[2].owner_id, 4);
+	ck_assert_int_eq(wk.w[2].wait_ms, 7600);
+	ck_assert_int_eq(wk.w[2].detach, 1);
+	/* the creator of the detached holding goes: it is nobody's now */
+	kill_owner(0);
+	ck_assert_uint_eq(locktab_owner_cancel(O[2].o), 1);
+	wk = walk("k");
+	ck_assert_uint_eq(wk.h[1].owner_id, 0);
+	ck_assert_uint_eq(wk.nw, 2);
+	ck_assert_uint_eq(wk.w[0].owner_id, 5);
+	ck_assert_uint_eq(wk.w[1].owner_id, 4);
+	wk = walk("nothing");
+	ck_assert_uint_eq(wk.nh + wk.nw, 0);
+}
+END_TEST
+
+/* Breaking an exclusive holding with waiters behind it: the holder is told
+ * as for a loss, its UNLOCK, EXTEND and VALIDATE see it, and the lease is
+ * handed to the head waiter with a higher fence. */
+START_TEST(force_grants_next)
+{
+	struct res h, b, c, u, e;
+	hold(0, "k", EXCL, 0, 30000, 0, 5, &h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_PENDING);
+	struct walk wk;
+	ck_assert_uint_eq(force("k", &wk), 1);
+	ck_assert_uint_eq(wk.nh, 1);
+	ck_assert_uint_eq(wk.h[0].fence, 5);
+	ck_assert_uint_eq(wk.h[0].owner_id, 1);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_str_eq(O[0].lost_key, "k");
+	ck_assert_uint_eq(O[0].lost_fence, 5);
+	ck_assert_str_eq(O[0].lost_reason, "broken by the test");
+	ck_assert_int_eq(validate("k", 5), 0);
+	ck_assert_uint_eq(status("k").holders, 0);
+	ck_assert_uint_eq(locktab_owner_holds(O[0].o, NULL, NULL), 0);
+	/* handed over: the old lease is the transfer's, not released twice */
+	ck_assert_uint_eq(fk.npend, 1);
+	struct fk_op *op = fk_expect(0, FK_TRANSFER, "k");
+	ck_assert_str_eq(op->token, h.g.token);
+	ck_assert_int_eq(extend(0, "k", 5000, NULL, &e), LT_E_LOST);
+	fk_complete(BE_OK, 6);
+	assert_granted(&b, 6);
+	ck_assert_int_eq(c.calls, 0);
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_E_LOST);
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(validate("k", 6), 1);
+	ck_assert_uint_eq(fk.count[FK_RELEASE], 0);
+	ck_assert_uint_eq(stats().releases, 1);
+	ck_assert_uint_eq(stats().lost, 0);
+	ck_assert_int_eq(O[1].nlost, 0);
+	ck_assert_uint_eq(force("free", &wk), 0);
+}
+END_TEST
+
+/* Without transfer: shared holdings broken are released, and the exclusive
+ * waiter behind them is acquired once the last is gone. */
+START_TEST(force_shared_releases)
+{
+	struct res a, b, c;
+	hold(0, "k", SHRD, 0, 30000, 0, 3, &a);
+	hold(1, "k", SHRD, 0, 30000, 0, 4, &b);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_PENDING);
+	struct walk wk;
+	ck_assert_uint_eq(force("k", &wk), 2);
+	ck_assert_uint_eq(wk.h[0].fence, 3);
+	ck_assert_uint_eq(wk.h[1].fence, 4);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_int_eq(O[1].nlost, 1);
+	ck_assert_uint_eq(fk.npend, 3);
+	ck_assert_int_ge(fk_find(FK_RELEASE, a.g.token), 0);
+	ck_assert_int_ge(fk_find(FK_RELEASE, b.g.token), 0);
+	fk_expect(2, FK_ACQUIRE, "k");
+	fk_complete_at(2, BE_OK, 5);
+	assert_granted(&c, 5);
+	ck_assert_int_eq(validate("k", 5), 1);
+}
+END_TEST
+
+/* A holding broken while its renewal, and an EXTEND behind it, are out: their
+ * replies change nothing, the EXTEND is told LOST, the next waiter gets the
+ * key. */
+START_TEST(force_renewal_in_flight)
+{
+	struct res h, b, e;
+	fk_now = 1000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
+	fk_now = 2000;
+	locktab_tick(lt);
+	fk_expect(0, FK_RENEW, "k");
+	ck_assert_int_eq(extend(0, "k", 60000, NULL, &e), LT_PENDING);
+	struct walk wk;
+	ck_assert_uint_eq(force("k", &wk), 1);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_int_eq(validate("k", 1), 0);
+	/* the renewal is answered first: it keeps nothing */
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(e.calls, 1);
+	ck_assert_int_eq(e.st, LT_E_LOST);
+	ck_assert_int_eq(validate("k", 1), 0);
+	ck_assert_uint_eq(fk.count[FK_RENEW], 1);
+	fk_expect(0, FK_TRANSFER, "k");
+	fk_complete(BE_OK, 2);
+	assert_granted(&b, 2);
+	ck_assert_uint_eq(status("k").holders, 1);
+	/* no renewal of the broken holding is ever sent again */
+	fk_now = 10000;
+	locktab_tick(lt);
+	ck_assert_int_eq(fk_find(FK_RENEW, h.g.token), -1);
+	ck_assert_int_eq(O[0].nlost, 1);
+}
+END_TEST
+
+/* Detached holdings are broken too, the one whose creator is gone included:
+ * their tokens no longer unlock anything. */
+START_TEST(force_detached)
+{
+	struct res a, b, c, u;
+	hold(0, "k", SHRD, 0, 9000, 1, 1, &a);
+	hold(1, "k", SHRD, 0, 9000, 1, 2, &b);
+	hold(2, "k", SHRD, 0, 30000, 0, 3, &c);
+	kill_owner(0);
+	struct walk wk;
+	ck_assert_uint_eq(force("k", &wk), 3);
+	ck_assert_uint_eq(wk.h[0].owner_id, 0);
+	ck_assert_int_eq(wk.h[0].detached, 1);
+	ck_assert_uint_eq(wk.h[1].owner_id, 2);
+	ck_assert_int_eq(wk.h[1].detached, 1);
+	ck_assert_int_eq(wk.h[2].detached, 0);
+	ck_assert_int_eq(O[1].nlost, 0);	/* a detached holding has no session */
+	ck_assert_int_eq(O[2].nlost, 1);
+	ck_assert_uint_eq(fk.count[FK_RELEASE], 3);
+	ck_assert_int_eq(unlock(3, "k", a.g.token, &u), LT_E_NOTHELD);
+	ck_assert_int_eq(unlock(1, "k", b.g.token, &u), LT_E_NOTHELD);
+	ck_assert_str_eq(status("k").mode, "free");
+	ck_assert_uint_eq(stats().holds, 0);
+	/* the limit of the creator no longer counts it */
+	fk_drain();
+	fk_now += 20000;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.count[FK_RELEASE], 3);
+}
+END_TEST
+
 /* ---- the suite ----------------------------------------------------------- */
 
 static Suite *
@@ -3285,6 +3514,10 @@ locktab_suite(void)
 	tcase_add_test(tc, shutdown_transfer_in_flight);
 	tcase_add_test(tc, deadline_and_rearm);
 	tcase_add_test(tc, idle_keys_forgotten);
+	tcase_add_test(tc, walk_in_queue_order);
+	tcase_add_test(tc, force_grants_next);
+	tcase_add_test(tc, force_renewal_in_flight);
+	tcase_add_test(tc, force_detached);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lease safety");
@@ -3307,6 +3540,7 @@ locktab_suite(void)
 	tcase_add_test(tc, destroy_queued_waiter);
 	tcase_add_test(tc, destroy_while_holding);
 	tcase_add_test(tc, detach_expires_at_ttl);
+	tcase_add_test(tc, force_shared_releases);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("memory backend");

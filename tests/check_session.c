@@ -428,7 +428,8 @@ START_TEST(test_client_subcommands)
 	expect(c, "-ERR lost pushes need RESP3: send HELLO 3 first\r\n");
 	send_str(c, "CLIENT NOPE\r\n");
 	expect(c, "-ERR unknown CLIENT subcommand or wrong number of arguments (ID, GETNAME, "
-	    "SETNAME name, SETINFO attr value, LOSTPUSH ON|OFF)\r\n");
+	    "SETNAME name, SETINFO attr value, LIST, INFO, KILL ID id, KILL ADDR ip:port, "
+	    "LOSTPUSH ON|OFF)\r\n");
 	send_str(c, "HELLO 4\r\n");
 	expect(c, "-NOPROTO unsupported protocol version\r\n");
 	send_str(c, "HELLO 2 SETNAME\r\n");
