@@ -24,7 +24,9 @@
 #include "server.h"
 #include "xmalloc.h"
 
+#ifndef DEFAULT_CONF
 #define DEFAULT_CONF "/etc/dlockd/dlockd.yaml"
+#endif
 #define DRAIN_MS 5000		/* how long shutdown waits for the backend */
 
 static void
