@@ -169,9 +169,10 @@ run: deps
 	$(MAKE) all
 	$(BUILD)/dlockd -c conf/dlockd.yaml -l 127.0.0.1:7480 -l unix:$(CURDIR)/$(BUILD)/dlockd.sock
 
+# The install and Debian package tests run in the normal build only.
 check: deps-check
 	$(MAKE) all $(TEST_BIN) $(BENCH_BIN)
-	BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+	BUILD=$(BUILD) PACKAGING=$(if $(filter 1,$(SAN)),0,1) sh tests/run.sh $(TEST_BIN)
 
 # The same tests with every unit suite and every daemon under valgrind.
 check-valgrind: deps-check
