@@ -2,10 +2,10 @@
 # The Debian packages, built, checked, installed, used and purged; run from
 # the top of the source tree, as root:  sh tests/packages.sh
 #
-#  1. copies the tracked (and new, not ignored) files of the tree to a
-#     temporary directory and builds the binary packages there with
-#     dpkg-buildpackage -us -uc -b -Pnocheck (and DEB_BUILD_OPTIONS=nocheck:
-#     make check runs the tests itself);
+#  1. copies the tracked (and new, not ignored) files of the tree (outside
+#     git: all but build/) to a temporary directory and builds the binary
+#     packages there with dpkg-buildpackage -us -uc -b -Pnocheck (and
+#     DEB_BUILD_OPTIONS=nocheck: make check runs the tests itself);
 #  2. runs lintian on the .changes: any E: or W: tag fails;
 #  3. refuses to go on if a dlockd package is installed on this machine
 #     already (an operator's install is never replaced);
@@ -31,7 +31,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	finish
 fi
 for tool in dpkg-buildpackage:dpkg-dev dh:debhelper fakeroot:fakeroot lintian:lintian \
-    cc:build-essential pkg-config:pkg-config setpriv:util-linux git:git python3:python3; do
+    cc:build-essential pkg-config:pkg-config setpriv:util-linux python3:python3; do
 	if ! command -v "${tool%%:*}" >/dev/null 2>&1; then
 		fail "${tool%%:*} is missing (Debian package ${tool#*:})"
 	fi
@@ -72,12 +72,16 @@ trap 'exit 143' TERM
 # ---- 1. build ----
 
 mkdir "$tmp/src"
-if ! git ls-files -z --cached --others --exclude-standard > "$tmp/files" 2>/dev/null; then
-	fail "git ls-files failed: run from the top of a git checkout"
-	finish
+# The files: git's list (tracked, and new ones not ignored) in a checkout,
+# else every file but build/ and .git/ (an unpacked release).
+if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+	git ls-files -z --cached --others --exclude-standard > "$tmp/files"
+else
+	find . \( -path ./build -o -path ./.git \) -prune -o \( -type f -o -type l \) -print0 \
+	    > "$tmp/files"
 fi
 # files deleted from the work tree but still tracked are left out
-"$(command -v python3)" -c 'import os, shutil, sys
+python3 -c 'import os, shutil, sys
 dst = sys.argv[1]
 for name in open(sys.argv[2], "rb").read().decode().split("\0"):
     if name and os.path.lexists(name):
