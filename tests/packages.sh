@@ -112,8 +112,11 @@ done
 # ---- 2. lintian ----
 
 echo "== lintian"
+# --fail-on none: the exit status says only whether lintian itself worked
 lintian --fail-on none "$tmp"/*.changes > "$tmp/lintian.out" 2>&1
+rc=$?
 grep -v '^running with root privileges' "$tmp/lintian.out"
+check "lintian ran (status $rc)" test $rc -eq 0
 check "lintian reports no error and no warning" \
     sh -c '! grep -qE "^[EW]: " "$1"' sh "$tmp/lintian.out"
 
@@ -152,6 +155,11 @@ for f in /usr/sbin/dlockd /lib/systemd/system/dlockd.service /lib/systemd/system
     "/usr/lib/$ma/libdlock.a" "/usr/lib/$ma/pkgconfig/libdlock.pc"; do
 	check "$f installed" test -e "$f"
 done
+# deb-systemd-helper enables units with the same links whether systemd runs or not
+check "dlockd.service is enabled" test -L /etc/systemd/system/multi-user.target.wants/dlockd.service
+check "dlockd.socket is not enabled" test ! -e /etc/systemd/system/sockets.target.wants/dlockd.socket
+check "dlockd.socket is not started on install" \
+    sh -c '! grep -q "deb-systemd-invoke.*dlockd.socket" /var/lib/dpkg/info/dlockd.postinst'
 check "dlockd -h names /etc/dlockd/dlockd.yaml" \
     sh -c '/usr/sbin/dlockd -h 2>&1 | grep -qF "(default /etc/dlockd/dlockd.yaml)"'
 check "the shipped configuration passes dlockd -t, run as user dlockd" \
@@ -286,7 +294,8 @@ done
 for f in /usr/sbin/dlockd /usr/bin/dlock /etc/dlockd /lib/systemd/system/dlockd.service \
     /lib/systemd/system/dlockd.socket /usr/include/dlock.h "/usr/lib/$ma/libdlock.so" \
     "/usr/lib/$ma/libdlock.so.1" "/usr/lib/$ma/libdlock.so.1.0.0" "/usr/lib/$ma/libdlock.a" \
-    "/usr/lib/$ma/pkgconfig/libdlock.pc" /usr/share/man/man8/dlockd.8.gz; do
+    "/usr/lib/$ma/pkgconfig/libdlock.pc" /usr/share/man/man8/dlockd.8.gz \
+    /etc/systemd/system/multi-user.target.wants/dlockd.service; do
 	check "$f is gone" test ! -e "$f"
 done
 finish
