@@ -5,12 +5,15 @@
 #   make check      install missing packages, build, run every test
 #   make bench      install missing packages, build, run the benchmark suite (under 5 min)
 #                   into bench/results/<date>/ (see bench/README.md)
-#   make install    PREFIX=/usr DESTDIR=... installs everything
+#   make install    PREFIX=/usr DESTDIR=... installs everything (the systemd units
+#                   too when SYSTEMDUNITDIR is given, e.g. /lib/systemd/system)
 #
 # SAN=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer into build/san.
 
 VERSION    := 0.1.0
 SOVERSION  := 1
+# the shared library's own version: its file is libdlock.so.$(LIBVERSION)
+LIBVERSION := $(SOVERSION).0.0
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 SBINDIR    ?= $(PREFIX)/sbin
@@ -18,6 +21,8 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+# where make install puts systemd/*.service and *.socket; empty: nowhere
+SYSTEMDUNITDIR ?=
 
 ifeq ($(SAN),1)
 BUILD      ?= build/san
@@ -55,8 +60,10 @@ LIBS_CHECK    = $(shell pkg-config --libs check)
 # Debian packages: what building needs, and what the tests need on top.
 DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev libjansson-dev \
               libsystemd-dev
+# dpkg-dev, debhelper, fakeroot and lintian build and check the Debian packages;
+# python3-yaml reads the Kubernetes example
 DEB_CHECK := check redis-server redis-tools etcd-server etcd-client python3 python3-redis valgrind \
-              iproute2 $(DEB_NODE)
+              iproute2 dpkg-dev debhelper fakeroot lintian python3-yaml $(DEB_NODE)
 # Node and npm run the README's Node examples (their libraries come from npm at test
 # time, into $(BUILD)/node); a Node installed otherwise (with its own npm) is kept.
 DEB_NODE   := $(if $(shell command -v node 2>/dev/null),,nodejs) \
@@ -85,8 +92,21 @@ TEST_HELP   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard t
 PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
 
 .PHONY: all run check check-valgrind check-faults unit integration bench deps deps-check \
-        deps-bench install clean
+        deps-bench install clean FORCE
 all: $(PROGS)
+
+# The install directories the build bakes in (libdlock.pc, dlockd's default
+# configuration file). The stamp is rewritten, and what depends on it rebuilt,
+# only when one of them changes: make install PREFIX=... after a plain make
+# rebuilds those with the PREFIX given.
+DIRS := PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) INCLUDEDIR=$(INCLUDEDIR) SYSCONFDIR=$(SYSCONFDIR)
+$(BUILD)/dirs.stamp: FORCE
+	@mkdir -p $(@D)
+	@echo '$(DIRS)' | cmp -s - $@ || echo '$(DIRS)' > $@
+FORCE:
+
+$(BUILD)/daemon/main.o: $(BUILD)/dirs.stamp
+$(BUILD)/daemon/main.o: ALL_CFLAGS += -DDEFAULT_CONF='"$(SYSCONFDIR)/dlockd/dlockd.yaml"'
 
 # proto/ objects go into the daemon and into both flavours of libdlock.
 $(BUILD)/proto/%.o: proto/%.c
@@ -121,10 +141,11 @@ $(BUILD)/libdlock.a: $(CLIENT_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/libdlock.so: $(CLIENT_PIC)
-	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libdlock.so.$(SOVERSION) -o $@.$(SOVERSION) $^
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libdlock.so.$(SOVERSION) -o $@.$(LIBVERSION) $^
+	ln -sf libdlock.so.$(LIBVERSION) $@.$(SOVERSION)
 	ln -sf libdlock.so.$(SOVERSION) $@
 
-$(BUILD)/libdlock.pc: client/libdlock.pc.in Makefile
+$(BUILD)/libdlock.pc: client/libdlock.pc.in Makefile $(BUILD)/dirs.stamp
 	@mkdir -p $(@D)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
@@ -159,9 +180,10 @@ run: deps
 	$(MAKE) all
 	$(BUILD)/dlockd -c conf/dlockd.yaml -l 127.0.0.1:7480 -l unix:$(CURDIR)/$(BUILD)/dlockd.sock
 
+# The install and Debian package tests run in the normal build only.
 check: deps-check
 	$(MAKE) all $(TEST_BIN) $(BENCH_BIN)
-	BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+	BUILD=$(BUILD) PACKAGING=$(if $(filter 1,$(SAN)),0,1) sh tests/run.sh $(TEST_BIN)
 
 # The same tests with every unit suite and every daemon under valgrind.
 check-valgrind: deps-check
@@ -192,7 +214,8 @@ install: all
 	install -m 0755 $(BUILD)/dlockd $(DESTDIR)$(SBINDIR)/dlockd
 	install -m 0755 $(BUILD)/dlock $(DESTDIR)$(BINDIR)/dlock
 	install -m 0644 $(BUILD)/libdlock.a $(DESTDIR)$(LIBDIR)/libdlock.a
-	install -m 0755 $(BUILD)/libdlock.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libdlock.so.$(SOVERSION)
+	install -m 0644 $(BUILD)/libdlock.so.$(LIBVERSION) $(DESTDIR)$(LIBDIR)/libdlock.so.$(LIBVERSION)
+	ln -sf libdlock.so.$(LIBVERSION) $(DESTDIR)$(LIBDIR)/libdlock.so.$(SOVERSION)
 	ln -sf libdlock.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libdlock.so
 	install -m 0644 $(BUILD)/libdlock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/libdlock.pc
 	install -m 0644 client/dlock.h $(DESTDIR)$(INCLUDEDIR)/dlock.h
@@ -201,6 +224,14 @@ install: all
 	install -m 0644 daemon/dlockd.8 $(DESTDIR)$(MANDIR)/man8/dlockd.8
 	test -e $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.yaml || \
 	    install -m 0644 conf/dlockd.yaml $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.yaml
+ifneq ($(SYSTEMDUNITDIR),)
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
+	for u in $(wildcard systemd/*.service systemd/*.socket); do \
+	    sed -e 's|/usr/sbin/dlockd|$(SBINDIR)/dlockd|g' -e 's|/etc/dlockd/|$(SYSCONFDIR)/dlockd/|g' \
+	        $$u > $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/} && \
+	    chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/} || exit 1; \
+	done
+endif
 
 clean:
 	rm -rf build

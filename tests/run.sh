@@ -2,7 +2,10 @@
 # Run the unit-test suites given as arguments, then the integration tests,
 # and print one closing line: "N passed, N failed".
 # BUILD names the build directory; UNIT_ONLY=1 skips the integration tests;
-# VALGRIND=1 runs every unit suite and every daemon under valgrind.
+# VALGRIND=1 runs every unit suite and every daemon under valgrind;
+# PACKAGING=1 also runs tests/install.sh (make install) and tests/packages.sh
+# (the Debian packages, as root): make check sets it in the normal build, not
+# with SAN=1, and check-valgrind does not.
 set -u
 BUILD=${BUILD:-build}
 passed=0
@@ -53,6 +56,32 @@ if [ "${UNIT_ONLY:-0}" != 1 ]; then
     if [ $rc -ne 0 ]; then
         status=1
         [ -z "$line" ] && failed=$((failed + 1))
+    fi
+fi
+
+# script NAME: run tests/NAME.sh, which ends with "NAME: N passed, M failed"
+script() {
+    echo "== tests/$1.sh"
+    out=$(sh "tests/$1.sh" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    line=$(printf '%s\n' "$out" | grep -E "^$1: [0-9]+ passed, [0-9]+ failed" | tail -n 1)
+    if [ -n "$line" ]; then
+        passed=$((passed + $(echo "$line" | sed -E 's/^[^:]*: ([0-9]+) passed.*/\1/')))
+        failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
+    fi
+    if [ $rc -ne 0 ]; then
+        status=1
+        [ -z "$line" ] && failed=$((failed + 1))
+    fi
+}
+
+if [ "${UNIT_ONLY:-0}" != 1 ]; then
+    if [ "${PACKAGING:-0}" = 1 ]; then
+        script install
+        script packages
+    else
+        echo "== tests/install.sh, tests/packages.sh: SKIPPED (run by make check in the normal build only, not with SAN=1 or under valgrind)"
     fi
 fi
 
