@@ -23,10 +23,18 @@ DOCKER_CONF = os.path.join(TOP, "conf", "dlockd-docker.yaml")
 SOCKET = "unix:/run/dlockd/dlockd.sock"
 
 
-def check_conf(path):
-    """Run dlockd -t -c PATH; return (exit status, output)."""
-    p = subprocess.run([*WRAPPER, DLOCKD, "-t", "-c", path], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=60, check=False)
+def check_conf(text):
+    """Run dlockd -t on the configuration text; return (exit status, output).
+    dlockd -t checks that a Unix socket's directory exists: /run/dlockd, which
+    the container's volume provides, is a temporary directory here."""
+    with tempfile.TemporaryDirectory() as d:
+        run = os.path.join(d, "run")
+        os.mkdir(run)
+        path = os.path.join(d, "dlockd.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text.replace("/run/dlockd/", run + "/"))
+        p = subprocess.run([*WRAPPER, DLOCKD, "-t", "-c", path], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60, check=False)
     return p.returncode, p.stdout.decode(errors="replace")
 
 
@@ -50,11 +58,8 @@ class TestKubernetesSidecar(unittest.TestCase):
         self.assertEqual(sorted(self.by_kind), ["ConfigMap", "Deployment"])
 
     def test_config_passes_dlockd_t(self):
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "dlockd.yaml")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(self.conf_text)
-            rc, out = check_conf(path)
+        self.assertIn("unix:/run/dlockd/", self.conf_text)
+        rc, out = check_conf(self.conf_text)
         self.assertEqual(rc, 0, out)
         self.assertIn("configuration OK", out)
 
@@ -108,7 +113,8 @@ class TestDockerConfig(unittest.TestCase):
     """conf/dlockd-docker.yaml, the image's /etc/dlockd/dlockd.yaml"""
 
     def test_passes_dlockd_t(self):
-        rc, out = check_conf(DOCKER_CONF)
+        with open(DOCKER_CONF, encoding="utf-8") as f:
+            rc, out = check_conf(f.read())
         self.assertEqual(rc, 0, out)
         self.assertIn("configuration OK", out)
 

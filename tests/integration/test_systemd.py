@@ -534,9 +534,10 @@ class TestWithoutLibsystemd(unittest.TestCase):
         if not os.path.exists(os.path.join(SRC, "Makefile")):
             self.skipTest("not run from a source tree")
         build = new_dir("build-nosystemd")
-        missing = os.path.join(build, "none", "dlockd.yaml")
+        # the default configuration file follows SYSCONFDIR
+        missing = os.path.join(build, "none", "dlockd", "dlockd.yaml")
         p = subprocess.run(["make", "-s", "-C", SRC, "-j2", "SYSTEMD=0", "BUILD=" + build,
-                            "CPPFLAGS=-DDEFAULT_CONF='\"%s\"'" % missing, build + "/dlockd"],
+                            "SYSCONFDIR=" + os.path.join(build, "none"), build + "/dlockd"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
         self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
         ldd = subprocess.run(["ldd", build + "/dlockd"], stdout=subprocess.PIPE).stdout
