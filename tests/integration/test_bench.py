@@ -83,9 +83,10 @@ class TestBench(RedisTestCase):
         self.assertEqual(j["hold_us"], 200)
         self.assertGreaterEqual(j["wait_us"]["min"], 0)
         self.assertGreater(j["cpu_us"]["dlockd"], 0)
-        # FIFO: nobody starves; at most every client but the holder is waiting at the end
+        # FIFO: nobody starves. At the end every client may be waiting: the
+        # grant to the next one can be on its way (slow under valgrind).
         self.assertEqual(j["starved_clients"], 0, j["per_client"])
-        self.assertLessEqual(j["waiting_at_end"], 3)
+        self.assertLessEqual(j["waiting_at_end"], 4)
         self.assertLess(j["longest_waiting_us"], j["window_s"] * 1e6)
         # every acquisition the tool counted is a grant of the daemon
         self.assertGreaterEqual(int(d.info()["grants_total"]) - before, j["ops_total"])
