@@ -190,6 +190,10 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 		    "(limits.max_locks_per_session is %lld, waits included)",
 		    s->srv->conf->max_locks_per_session);
 		break;
+	case LT_E_KEYS:
+		codec_reply_error(out, "LIMIT", "too many keys locked on this server "
+		    "(limits.max_keys is %lld)", s->srv->conf->max_keys);
+		break;
 	case LT_E_BACKEND:
 		codec_reply_error(out, "BACKEND", "the lock backend failed; try again");
 		break;

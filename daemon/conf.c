@@ -29,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <arpa/inet.h>
 
 #include <yaml.h>
 
@@ -84,6 +86,10 @@ static const struct conf_setting conf_table[] = {
 	  .defstr = "127.0.0.1:7480" },
 	{ .name = "unix_socket_mode", .type = CONF_MODE, .off = OFF(unix_socket_mode), .max = 0777,
 	  .def = 0660 },
+	{ .name = "unix_socket_group", .type = CONF_GROUP, .off = OFF(unix_socket_gid), .min = 0,
+	  .max = 4294967294LL },
+	{ .name = "protected_mode", .type = CONF_BOOL, .off = OFF(protected_mode), .min = 0,
+	  .max = 1, .def = 1, .reloadable = 1 },
 	{ .name = "metrics", .type = CONF_SERVER, .off = OFF(metrics) },
 	{ .name = "auth.password", .type = CONF_SECRET, .off = OFF(password), .reloadable = 1 },
 	{ .name = "auth.password_file", .type = CONF_SECRET_FILE, .off = OFF(password_file),
@@ -101,6 +107,9 @@ static const struct conf_setting conf_table[] = {
 	INT("locks.margin_percent", margin_percent, 1, 50, 10, 1),
 	INT("locks.lock_delay_ms", lock_delay_ms, 0, 3600000, 0, 1),
 	INT("sessions.idle_timeout_ms", idle_timeout_ms, 0, 31536000000LL, 0, 1),
+	INT("sessions.request_timeout_ms", request_timeout_ms, 100, 3600000, 30000, 1),
+	INT("sessions.login_timeout_ms", login_timeout_ms, 100, 3600000, 10000, 1),
+	INT("sessions.output_timeout_ms", output_timeout_ms, 100, 3600000, 30000, 1),
 	INT("sessions.tcp_keepalive_s", tcp_keepalive_s, 0, 32767, 15, 1),
 	INT("sessions.tcp_keepalive_interval_s", tcp_keepalive_interval_s, 1, 32767, 5, 1),
 	INT("sessions.tcp_keepalive_probes", tcp_keepalive_probes, 1, 127, 3, 1),
@@ -109,6 +118,8 @@ static const struct conf_setting conf_table[] = {
 	INT("limits.max_request_bytes", max_request_bytes, 64, 536870912LL, 65536, 1),
 	INT("limits.max_waiters_per_key", max_waiters_per_key, 1, 2147483647, 10000, 1),
 	INT("limits.max_locks_per_session", max_locks_per_session, 1, 2147483647, 10000, 1),
+	INT("limits.max_keys", max_keys, 1, 2147483647, 1000000, 1),
+	INT("limits.max_output_bytes", max_output_bytes, 65536, 2147483647, 33554432, 1),
 	{ .name = "log.level", .type = CONF_ENUM, .off = OFF(log_level),
 	  .choice = conf_level_choice, .defstr = "info", .reloadable = 1 },
 	{ .name = "log.file", .type = CONF_STR, .off = OFF(log_file), .reloadable = 1 },
@@ -291,7 +302,8 @@ conf_is_list(const struct conf_setting *s)
 static bool
 conf_is_number(const struct conf_setting *s)
 {
-	return s->type == CONF_INT || s->type == CONF_MODE || s->type == CONF_GROUP;
+	return s->type == CONF_INT || s->type == CONF_MODE || s->type == CONF_GROUP ||
+	    s->type == CONF_BOOL;
 }
 
 /* Replace the string in field with a copy of s (NULL for none), the old one
@@ -771,6 +783,19 @@ conf_apply_group(struct conf_priv *p, const struct conf_entry *e,
 	return 0;
 }
 
+/* The YAML 1.1 words for true (1) and false (0), as YAML writers spell
+ * them; -1 for anything else. */
+static long long
+conf_bool(const char *text)
+{
+	static const char *const words[] = { "false", "true", "no", "yes", "off", "on" };
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strcasecmp(text, words[i]) == 0)
+			return (long long)(i % 2);
+	return -1;
+}
+
 /* Apply entry e to row r. 0, or -1 after reporting why. */
 static int
 conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row *r)
@@ -812,6 +837,12 @@ conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row 
 		default:
 			return conf_error(p, v->pos, "'%s' must be %s, not %s", e->name, want, what);
 		}
+	case CONF_BOOL:
+		if ((n = conf_bool(text)) < 0)
+			return conf_error(p, v->pos, "'%s' must be true or false, not %s", e->name,
+			    what);
+		*(long long *)field = n;
+		return 0;
 	case CONF_ENUM:
 		for (size_t i = 0; (name = s->choice(i)) != NULL && strcmp(name, text) != 0; i++)
 			;
@@ -1121,6 +1152,7 @@ conf_default(struct conf_priv *p, const struct conf_row *r)
 	switch (s->type) {
 	case CONF_INT:
 	case CONF_MODE:
+	case CONF_BOOL:
 		if (*(long long *)field == CONF_UNSET)
 			*(long long *)field = s->def;
 		break;
@@ -1183,6 +1215,54 @@ conf_check(struct conf_priv *p, struct conf_row *r)
 	}
 }
 
+/* Whether the host of a TCP listener is on loopback by what it says, with
+ * no lookup: "localhost", 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104. */
+static bool
+conf_host_loopback(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (strcasecmp(host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, host, &a6) != 1)
+		return false;
+	if (IN6_IS_ADDR_LOOPBACK(&a6))
+		return true;
+	return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+}
+
+bool
+conf_addr_exposed(const char *text)
+{
+	struct addr a;
+	const char *why;
+
+	if (addr_parse(text, ADDR_PORT_REQUIRED, &a, &why) != 0)
+		return false;	/* reported where the list was read */
+	return a.kind == ADDR_TCP && !conf_host_loopback(a.host);
+}
+
+/* protected_mode: the listeners of the list row name (n addresses) must
+ * stay on loopback or Unix sockets unless clients must authenticate. */
+static void
+conf_protect(struct conf_priv *p, const char *name, char *const *list, size_t n)
+{
+	const struct conf *c = &p->pub;
+
+	if (!c->protected_mode || c->password != NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (conf_addr_exposed(list[i]))
+			conf_error(p, conf_find(p, name, false)->pos, "'%s' has %s, which is not "
+			    "a loopback address, and no 'auth.password' is set: anyone who can "
+			    "reach it could take or break any lock. Set 'auth.password' (or "
+			    "'auth.password_file'), listen on loopback or a Unix socket, or set "
+			    "'protected_mode: false'", name, list[i]);
+}
+
 int
 conf_setting_error(struct conf *c, const char *name, const char *fmt, ...)
 {
@@ -1223,6 +1303,7 @@ conf_finish(struct conf *c)
 		    "'limits.max_key_bytes' (%lld) must be at most 'limits.max_request_bytes' "
 		    "- %d (%lld)", c->max_key_bytes, CONF_REQUEST_OVERHEAD,
 		    c->max_request_bytes - CONF_REQUEST_OVERHEAD);
+	conf_protect(p, "listen", c->listen, c->nlisten);
 	if (ops != NULL && ops->min_lease_ms != NULL &&
 	    (uint64_t)c->default_ttl_ms < ops->min_lease_ms(c->backend_settings))
 		conf_error(p, conf_rule(p, "locks.default_ttl_ms", "backend.type"),
@@ -1248,6 +1329,8 @@ conf_value_text(const struct conf_setting *s, const void *base, char *buf, size_
 	case CONF_MODE:
 		snprintf(buf, size, "%#llo", *(const long long *)field);
 		return buf;
+	case CONF_BOOL:
+		return *(const long long *)field ? "true" : "false";
 	case CONF_GROUP:
 		if (*(const long long *)field == CONF_UNSET)
 			break;
@@ -1289,6 +1372,7 @@ conf_value_same(const struct conf_setting *s, const void *a, const void *b)
 	switch (s->type) {
 	case CONF_INT:
 	case CONF_MODE:
+	case CONF_BOOL:
 	case CONF_GROUP:
 		return *(const long long *)fa == *(const long long *)fb;
 	case CONF_SERVER:
@@ -1318,8 +1402,7 @@ conf_value_same(const struct conf_setting *s, const void *a, const void *b)
 static void
 conf_value_swap(const struct conf_setting *s, void *a, void *b)
 {
-	size_t size = s->type == CONF_INT || s->type == CONF_MODE || s->type == CONF_GROUP ?
-	    sizeof(long long) :
+	size_t size = conf_is_number(s) ? sizeof(long long) :
 	    s->type == CONF_SERVER ? sizeof(struct addr) : sizeof(char *);
 	unsigned char tmp[sizeof(struct addr) > sizeof(long long) ? sizeof(struct addr) : 8];
 

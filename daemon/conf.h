@@ -16,6 +16,7 @@
 #ifndef DLOCKD_CONF_H
 #define DLOCKD_CONF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "addr.h"
@@ -28,6 +29,8 @@ struct backend_ops;
 enum conf_type {
 	CONF_INT,		/* decimal integer in [min, max]; long long */
 	CONF_MODE,		/* octal permission bits in [min, max]; long long */
+	CONF_BOOL,		/* true or false (also yes/no, on/off); long long
+				 * 1 or 0 */
 	CONF_STR,		/* any string, "" for none (NULL); char * */
 	CONF_SHORTSTR,		/* a string of 1 to max bytes; char * */
 	CONF_SECRET,		/* as CONF_STR, wiped when freed; char * */
@@ -78,6 +81,10 @@ struct conf {
 	char **listen;			/* listener addresses as written */
 	size_t nlisten;			/* how many */
 	long long unix_socket_mode;	/* permission bits of Unix sockets */
+	long long unix_socket_gid;	/* group of Unix sockets; CONF_UNSET: the
+					 * daemon's own */
+	long long protected_mode;	/* 1: refuse to listen beyond loopback
+					 * without a password */
 	struct addr metrics;		/* the metrics HTTP listener; text "" when off */
 
 	char *password;			/* required password, NULL for none */
@@ -99,6 +106,10 @@ struct conf {
 					 * past its lease's end */
 
 	long long idle_timeout_ms;	/* close a session silent this long; 0: never */
+	long long request_timeout_ms;	/* a request begun must be complete within */
+	long long login_timeout_ms;	/* with a password: authenticate within */
+	long long output_timeout_ms;	/* a peer that does not read its replies is
+					 * closed after this long */
 	long long tcp_keepalive_s;	/* TCP keepalive idle time; 0: off */
 	long long tcp_keepalive_interval_s; /* between keepalive probes */
 	long long tcp_keepalive_probes;	/* unanswered probes that drop the peer */
@@ -108,6 +119,8 @@ struct conf {
 	long long max_request_bytes;	/* bytes in one request frame */
 	long long max_waiters_per_key;	/* queued LOCKs per key */
 	long long max_locks_per_session; /* held and queued locks per connection */
+	long long max_keys;		/* keys with holders or waiters, in all */
+	long long max_output_bytes;	/* unsent reply bytes that close a session */
 
 	char *log_level;		/* debug, info, warn, error */
 	char *log_file;			/* NULL for stderr */
@@ -162,6 +175,9 @@ const void *conf_backend_value(const struct conf *c, const char *name);
 int conf_server_parse(const char *s, int default_port, struct addr *out, const char **why)
 	__attribute__((warn_unused_result));
 
+/* Whether the listen address text is TCP beyond loopback (as written: a
+ * host name other than localhost counts as beyond). */
+bool conf_addr_exposed(const char *text);
 /* Decode the n bytes at s, a part of a URL with %XX escapes (either case),
  * into a new string the caller wipes (explicit_bzero) and frees: it may be
  * a password. NULL for a bad escape or an escaped NUL (%00). */

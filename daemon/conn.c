@@ -27,6 +27,7 @@
 #include "xmalloc.h"
 
 #define CONN_IOV 64	/* pieces of output one write takes at most */
+#define CONN_LINGER_MS 10000	/* default of conn_set_linger() */
 
 struct conn {
 	evutil_socket_t fd;		/* the socket (owned) */
@@ -41,6 +42,8 @@ struct conn {
 	bool waiting;			/* ev_write is added: output waits for the socket */
 	bool closing;			/* conn_close() was called */
 	bool failed;			/* end of stream or an error: CONN_GONE is on its way */
+	unsigned linger_ms;		/* how long conn_close() waits for the peer to
+					 * take the last output */
 };
 
 /* Whether a failed read or write may work later (the socket was not ready). */
@@ -157,6 +160,7 @@ conn_create(struct event_base *base, evutil_socket_t fd, conn_cb *cb, void *arg)
 	c->fd = fd;
 	c->cb = cb;
 	c->arg = arg;
+	c->linger_ms = CONN_LINGER_MS;
 	c->out = evbuffer_new();
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, on_readable, c);
 	c->ev_write = event_new(base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
@@ -223,4 +227,24 @@ conn_close(struct conn *c)
 	conn_read_enable(c, 0);
 	c->closing = true;
 	conn_push(c);
+	if (c->waiting) {
+		/* a peer that does not read cannot keep the socket open */
+		struct timeval tv = { (time_t)(c->linger_ms / 1000),
+		    (suseconds_t)(c->linger_ms % 1000) * 1000 };
+		event_add(c->ev_gone, &tv);
+	}
+}
+
+void
+conn_set_linger(struct conn *c, unsigned ms)
+{
+	c->linger_ms = ms;
+}
+
+void
+conn_abort(struct conn *c)
+{
+	evbuffer_drain(c->out, evbuffer_get_length(c->out));
+	c->closing = true;
+	conn_fail(c);
 }

@@ -51,7 +51,14 @@ struct evbuffer *conn_output(struct conn *c);
 void conn_flush(struct conn *c);
 /* Pause (on = 0) or resume (on = 1) reading from the peer. */
 void conn_read_enable(struct conn *c, int on);
-/* Stop reading; CONN_GONE follows once the output is written (or fails). */
+/* Stop reading; CONN_GONE follows once the output is written (or fails),
+ * or when the peer has not taken it within the linger time. */
 void conn_close(struct conn *c);
+/* How long conn_close() waits for the peer to take the last output, in
+ * milliseconds (10 s unless set). */
+void conn_set_linger(struct conn *c, unsigned ms);
+/* Drop the output unsent and stop; CONN_GONE follows from the loop. Never
+ * calls the owner back. */
+void conn_abort(struct conn *c);
 
 #endif

@@ -249,7 +249,7 @@ listener_start(struct listener *l, struct event_base *base)
 
 struct listener *
 listener_create(struct event_base *base, const struct addr *addr, int unix_mode,
-    const struct listener_keepalive *ka, accept_cb *cb, void *arg)
+    long long unix_gid, const struct listener_keepalive *ka, accept_cb *cb, void *arg)
 {
 	struct listener *l = xcalloc(1, sizeof(*l));
 	struct sockaddr_storage ss;
@@ -289,8 +289,10 @@ listener_create(struct event_base *base, const struct addr *addr, int unix_mode,
 		flags |= LEV_OPT_REUSEABLE;
 	}
 	mode_t old = 0;
+	/* a Unix socket is made for its owner only, then given its group, then
+	 * its mode: nobody outside the group may connect in between */
 	if (l->is_unix)
-		old = umask(0777 & ~(mode_t)unix_mode);
+		old = umask(0777 & ~((mode_t)unix_mode & 0700));
 	l->ev = evconnlistener_new_bind(base, on_accept, l, flags, 511,
 	    (struct sockaddr *)&ss, (int)sslen);
 	int err = errno;
@@ -302,6 +304,13 @@ listener_create(struct event_base *base, const struct addr *addr, int unix_mode,
 		return NULL;
 	}
 	l->owns_path = l->is_unix;
+	if (l->is_unix && unix_gid >= 0 && chown(l->path, (uid_t)-1, (gid_t)unix_gid) != 0) {
+		log_error("listen %s: cannot give the socket group %lld (unix_socket_group): %s",
+		    addr->text, unix_gid, strerror(errno));
+		listener_start(l, base);
+		listener_destroy(l);
+		return NULL;
+	}
 	if (l->is_unix && chmod(l->path, (mode_t)unix_mode) != 0)
 		log_warn("chmod %s: %s", l->path, strerror(errno));
 	return listener_start(l, base);

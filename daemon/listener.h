@@ -32,11 +32,14 @@ struct listener_keepalive {
 
 /*
  * Listen on addr (TCP or Unix; a Unix socket file left by a dead daemon is
- * replaced, a live one or a non-socket file is an error). NULL after logging
- * why. The caller owns it (listener_destroy, which removes a Unix socket file).
+ * replaced, a live one or a non-socket file is an error). A Unix socket gets
+ * the permission bits unix_mode and, unless unix_gid is negative, the group
+ * unix_gid. NULL after logging why. The caller owns it (listener_destroy,
+ * which removes a Unix socket file).
  */
 struct listener *listener_create(struct event_base *base, const struct addr *addr,
-    int unix_mode, const struct listener_keepalive *ka, accept_cb *cb, void *arg);
+    int unix_mode, long long unix_gid, const struct listener_keepalive *ka, accept_cb *cb,
+    void *arg);
 /*
  * Whether addr could be listened on, as far as that is known without a side
  * effect: a Unix socket's directory exists; a TCP host (resolved as

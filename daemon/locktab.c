@@ -1530,6 +1530,9 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 		return LT_E_WAITERS;
 	if ((uint64_t)o->nholds + o->nwaiters + o->ndetached >= lt->limits.max_locks_per_owner)
 		return LT_E_LOCKS;
+	if ((k == NULL || k->idle) && lt->limits.max_keys != 0 &&
+	    lt->stats.keys >= lt->limits.max_keys)
+		return LT_E_KEYS;
 	if (req->wait_ms == 0 && k != NULL &&
 	    (!TAILQ_EMPTY(&k->waiters) || k->blocked ||
 	    !key_compatible(k, req->mode, req->limit))) {

@@ -53,6 +53,7 @@ enum lt_status {
 	LT_E_KIND,		/* semaphore vs lock, or another LIMIT */
 	LT_E_WAITERS,		/* max_waiters_per_key reached */
 	LT_E_LOCKS,		/* max_locks_per_session reached */
+	LT_E_KEYS,		/* max_keys reached */
 	LT_E_BACKEND,		/* the backend failed */
 	LT_E_CLOSING		/* the table is shutting down */
 };
@@ -125,6 +126,7 @@ struct lt_limits {
 	uint64_t margin_percent;	/* safety margin, percent of the TTL */
 	uint64_t lock_delay_ms;		/* after a loss, the key stays taken this
 					 * long past the lease's end */
+	uint64_t max_keys;		/* keys with holders or waiters; 0: no limit */
 };
 
 /*

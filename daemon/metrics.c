@@ -50,6 +50,13 @@
 	    srv->metrics.protocol_errors_total) \
 	X(idle_timeouts_total, counter, "sessions closed for sessions.idle_timeout_ms", \
 	    srv->metrics.idle_timeouts_total) \
+	X(request_timeouts_total, counter, "connections closed for a request unfinished " \
+	    "within sessions.request_timeout_ms", srv->metrics.request_timeouts_total) \
+	X(login_timeouts_total, counter, "connections closed for no AUTH within " \
+	    "sessions.login_timeout_ms", srv->metrics.login_timeouts_total) \
+	X(output_drops_total, counter, "connections closed for replies they did not read " \
+	    "(limits.max_output_bytes, sessions.output_timeout_ms)", \
+	    srv->metrics.output_drops_total) \
 	X(locks_held, gauge, "holdings of locks now", st.holds) \
 	X(waiters, gauge, "LOCKs waiting in a queue now", st.waiters) \
 	X(keys, gauge, "keys with holders or waiters now", st.keys) \

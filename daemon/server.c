@@ -86,7 +86,7 @@ server_limits(const struct conf *conf)
 {
 	return (struct lt_limits){ (uint64_t)conf->max_waiters_per_key,
 	    (uint64_t)conf->max_locks_per_session, (uint64_t)conf->margin_percent,
-	    (uint64_t)conf->lock_delay_ms };
+	    (uint64_t)conf->lock_delay_ms, (uint64_t)conf->max_keys };
 }
 
 /* The TCP keepalive of accepted connections that conf sets. */
@@ -144,8 +144,8 @@ server_listen(struct server *srv)
 			log_error("listen %s: %s", conf->listen[i], why);
 			return -1;
 		}
-		l = listener_create(srv->base, &addr, (int)conf->unix_socket_mode, &ka,
-		    session_accept, srv);
+		l = listener_create(srv->base, &addr, (int)conf->unix_socket_mode,
+		    conf->unix_socket_gid, &ka, session_accept, srv);
 		if (l == NULL)
 			log_error("cannot listen on %s", conf->listen[i]);
 		if (server_add_listener(srv, l) != 0)
@@ -174,6 +174,14 @@ server_listen_fds(struct server *srv, int first, int n)
 		if (server_add_listener(srv, listener_adopt(srv->base, fd, &ka, session_accept,
 		    srv)) != 0)
 			return -1;
+		const char *name = listener_name(srv->listeners[srv->nlisteners - 1]);
+		if (srv->conf->protected_mode && srv->conf->password == NULL &&
+		    conf_addr_exposed(name)) {
+			log_error("socket %d from the service manager listens on %s, which is not "
+			    "a loopback address, and no 'auth.password' is set: set one, or "
+			    "'protected_mode: false'", fd, name);
+			return -1;
+		}
 	}
 	log_info("socket activation: %d socket%s from the service manager, in place of "
 	    "'listen'", n, n == 1 ? "" : "s");

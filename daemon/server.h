@@ -37,7 +37,10 @@ TAILQ_HEAD(session_list, session);
 	X(rejected_connections, "connections refused at max_clients") \
 	X(commands_total, "commands processed") \
 	X(protocol_errors_total, "connections closed for a protocol error") \
-	X(idle_timeouts_total, "sessions closed for sessions.idle_timeout_ms")
+	X(idle_timeouts_total, "sessions closed for sessions.idle_timeout_ms") \
+	X(request_timeouts_total, "connections closed for sessions.request_timeout_ms") \
+	X(login_timeouts_total, "connections closed for sessions.login_timeout_ms") \
+	X(output_drops_total, "connections closed for replies they did not read")
 
 /* The server's counters. */
 struct server_metrics {

@@ -76,6 +76,111 @@ session_clear_notices(struct session *s)
 	}
 }
 
+/* Close s at once, its unsent replies dropped: a peer that breaks a rule
+ * of the guard or of limits.max_output_bytes. Safe inside any callback. */
+static void
+session_drop(struct session *s, const char *reason)
+{
+	s->closing = true;
+	s->close_reason = reason;
+	conn_abort(s->conn);
+}
+
+/* The earliest deadline of the guard's timeouts (UINT64_MAX: none): the
+ * login timeout while AUTH is wanted, the output timeout while reading is
+ * paused for unread replies, else the request timeout while a request is
+ * unfinished and the session reads. */
+static uint64_t
+guard_deadline(const struct session *s)
+{
+	const struct conf *conf = s->srv->conf;
+	uint64_t when = UINT64_MAX, t = UINT64_MAX;
+
+	if (!s->authed)
+		when = s->created_ms + (uint64_t)conf->login_timeout_ms;
+	if (s->throttled)
+		t = s->throttled_ms + (uint64_t)conf->output_timeout_ms;
+	else if (s->frame_since_ms != 0 && !s->pending)
+		t = s->frame_since_ms + (uint64_t)conf->request_timeout_ms;
+	return t < when ? t : when;
+}
+
+static void on_guard(evutil_socket_t fd, short what, void *arg);
+
+/* Have ev_guard fire by the guard's deadline. The timer moves lazily: a
+ * later deadline waits for it to fire and look again. */
+static void
+guard_arm(struct session *s)
+{
+	uint64_t when = guard_deadline(s), now;
+	struct timeval tv;
+
+	if (when == UINT64_MAX || (s->guard_at != 0 && s->guard_at <= when))
+		return;
+	if (s->ev_guard == NULL)
+		s->ev_guard = evtimer_new(s->srv->base, on_guard, s);
+	now = clock_ms();
+	s->guard_at = when;
+	tv = clock_tv(when > now ? when - now : 0);
+	evtimer_add(s->ev_guard, &tv);
+}
+
+/* A peer may not take forever: to authenticate (sessions.login_timeout_ms),
+ * to finish a request it began (sessions.request_timeout_ms), or to read
+ * the replies it asked for (sessions.output_timeout_ms). Each closes the
+ * connection at once, which releases the session's locks. */
+static void
+on_guard(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	const struct conf *conf = s->srv->conf;
+	uint64_t now = clock_ms();
+	(void)fd;
+	(void)what;
+
+	s->guard_at = 0;
+	if (s->closing)
+		return;
+	if (!s->authed && now - s->created_ms >= (uint64_t)conf->login_timeout_ms) {
+		s->srv->metrics.login_timeouts_total++;
+		session_log(s, LOG_LEVEL_INFO, "no AUTH within %lld ms "
+		    "(sessions.login_timeout_ms): closing", conf->login_timeout_ms);
+		session_drop(s, "login timeout");
+	} else if (s->throttled && now - s->throttled_ms >= (uint64_t)conf->output_timeout_ms) {
+		s->srv->metrics.output_drops_total++;
+		session_log(s, LOG_LEVEL_WARN, "%zu bytes of replies unread for %lld ms "
+		    "(sessions.output_timeout_ms): closing", evbuffer_get_length(session_out(s)),
+		    conf->output_timeout_ms);
+		session_drop(s, "output timeout");
+	} else if (!s->throttled && !s->pending && s->frame_since_ms != 0 &&
+	    now - s->frame_since_ms >= (uint64_t)conf->request_timeout_ms) {
+		s->srv->metrics.request_timeouts_total++;
+		session_log(s, LOG_LEVEL_INFO, "request unfinished for %llu ms "
+		    "(sessions.request_timeout_ms): closing",
+		    (unsigned long long)(now - s->frame_since_ms));
+		session_drop(s, "request timeout");
+	} else {
+		guard_arm(s);
+	}
+}
+
+/* limits.max_output_bytes: a session whose unsent replies pass it is
+ * closed at once (reading pauses well before, at SESSION_OUTPUT_HIGH: only
+ * one huge reply or pushes it takes no notice of get there). Whether it was. */
+static bool
+session_output_check(struct session *s)
+{
+	size_t len = evbuffer_get_length(session_out(s));
+
+	if (len <= (size_t)s->srv->conf->max_output_bytes || s->closing)
+		return false;
+	s->srv->metrics.output_drops_total++;
+	session_log(s, LOG_LEVEL_WARN, "%zu bytes of replies unsent "
+	    "(limits.max_output_bytes is %lld): closing", len, s->srv->conf->max_output_bytes);
+	session_drop(s, "output limit");
+	return true;
+}
+
 /* Run the buffered requests until one waits, input runs out or the session
  * is closing. */
 static void
@@ -89,13 +194,23 @@ session_run(struct session *s)
 			 * requests until it has read what it was sent */
 			if (evbuffer_get_length(session_out(s)) >= SESSION_OUTPUT_HIGH) {
 				s->throttled = true;
+				s->throttled_ms = clock_ms();
 				conn_read_enable(s->conn, 0);
+				guard_arm(s);
 				break;
 			}
 		}
 		enum codec_status st = codec_next(s->codec, &f);
-		if (st == CODEC_MORE)
+		if (st == CODEC_MORE) {
+			/* the time a request may take starts when part of it is seen */
+			if (codec_buffered(s->codec) == 0) {
+				s->frame_since_ms = 0;
+			} else if (s->frame_since_ms == 0) {
+				s->frame_since_ms = clock_ms();
+				guard_arm(s);
+			}
 			break;
+		}
 		if (st == CODEC_ERROR) {
 			s->srv->metrics.protocol_errors_total++;
 			session_log(s, LOG_LEVEL_INFO, "%s", codec_error(s->codec));
@@ -109,7 +224,10 @@ session_run(struct session *s)
 			session_notice(s);	/* in place of this command */
 			continue;
 		}
+		s->frame_since_ms = 0;
 		cmd_dispatch(s, &f);
+		if (session_output_check(s))
+			return;
 	}
 	/* the replies of this turn leave together */
 	if (s->closing)
@@ -146,6 +264,8 @@ session_resume(struct session *s)
 	s->pending = false;
 	s->waiting_lock = false;
 	s->last_active_ms = clock_ms();
+	if (session_output_check(s))
+		return;
 	if (codec_buffered(s->codec) == 0 && !s->closing)
 		conn_flush(s->conn);
 	else
@@ -242,7 +362,8 @@ on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *r
 	struct session *s = arg;
 	if (s->lost_push) {
 		cmd_push_lost(s, key, keylen, (unsigned long long)fence, reason);
-		conn_flush(s->conn);
+		if (!session_output_check(s))
+			conn_flush(s->conn);
 		return;
 	}
 	struct lost_notice *n = xcalloc(1, sizeof(*n));
@@ -367,10 +488,12 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 	s->owner = locktab_owner_create(srv->lt, s->id, on_lost, s);
 	s->ev_resume = event_new(srv->base, -1, 0, on_resume, s);
 	s->conn = conn_create(srv->base, fd, on_conn, s);
+	conn_set_linger(s->conn, (unsigned)conf->output_timeout_ms);
 	if (conf->idle_timeout_ms > 0) {
 		s->ev_idle = evtimer_new(srv->base, on_idle, s);
 		idle_arm(s, (uint64_t)conf->idle_timeout_ms);
 	}
+	guard_arm(s);	/* the login timeout, when a password is wanted */
 	TAILQ_INSERT_TAIL(&srv->sessions, s, entry);
 	hashtab_insert(srv->session_ids, &s->hnode, &s->id, sizeof(s->id));
 	srv->nsessions++;
@@ -389,6 +512,7 @@ session_reconfigure(struct session *s)
 
 	if (s->srv->conf->password == NULL)
 		s->authed = true;	/* no password any more: nothing to wait for */
+	guard_arm(s);		/* a timeout may have become shorter */
 	if (limit == 0) {
 		if (s->ev_idle != NULL)
 			evtimer_del(s->ev_idle);
@@ -416,6 +540,8 @@ session_destroy(struct session *s)
 	event_free(s->ev_resume);
 	if (s->ev_idle != NULL)
 		event_free(s->ev_idle);
+	if (s->ev_guard != NULL)
+		event_free(s->ev_guard);
 	session_clear_notices(s);
 	free(s->name);
 	free(s->lib_name);

@@ -80,6 +80,12 @@ struct session {
 	struct notice_list notices;	/* losses to report, oldest first */
 	uint64_t last_active_ms;	/* last input, or the end of the last wait */
 	struct event *ev_idle;		/* sessions.idle_timeout_ms, or NULL */
+	uint64_t frame_since_ms;	/* when an unfinished request was seen
+					 * first; 0: none */
+	uint64_t throttled_ms;		/* when reading was paused (throttled) */
+	uint64_t guard_at;		/* when ev_guard fires; 0: not armed */
+	struct event *ev_guard;		/* the request, login and output
+					 * timeouts; made when first needed */
 	char *name;			/* CLIENT SETNAME, or NULL */
 	char *lib_name;			/* CLIENT SETINFO LIB-NAME, or NULL */
 	char *lib_ver;			/* CLIENT SETINFO LIB-VER, or NULL */

@@ -177,6 +177,8 @@ expect_defaults(const struct conf *c)
 	ck_assert_uint_eq(c->nlisten, 1);
 	ck_assert_str_eq(c->listen[0], "127.0.0.1:7480");
 	ck_assert_int_eq(c->unix_socket_mode, 0660);
+	ck_assert_int_eq(c->unix_socket_gid, CONF_UNSET);
+	ck_assert_int_eq(c->protected_mode, 1);
 	ck_assert_ptr_null(c->password);
 	ck_assert_ptr_null(c->password_file);
 	ck_assert_ptr_null(c->admin_password);
@@ -192,6 +194,11 @@ expect_defaults(const struct conf *c)
 	ck_assert_int_eq(c->max_request_bytes, 65536);
 	ck_assert_int_eq(c->max_waiters_per_key, 10000);
 	ck_assert_int_eq(c->max_locks_per_session, 10000);
+	ck_assert_int_eq(c->max_keys, 1000000);
+	ck_assert_int_eq(c->max_output_bytes, 33554432);
+	ck_assert_int_eq(c->request_timeout_ms, 30000);
+	ck_assert_int_eq(c->login_timeout_ms, 10000);
+	ck_assert_int_eq(c->output_timeout_ms, 30000);
 	ck_assert_str_eq(c->log_level, "info");
 	ck_assert_ptr_null(c->log_file);
 }
@@ -326,6 +333,13 @@ START_TEST(test_all_keys)
 	ck_assert_int_eq(c->max_request_bytes, 4096);
 	ck_assert_int_eq(c->max_waiters_per_key, 7);
 	ck_assert_int_eq(c->max_locks_per_session, 9);
+	ck_assert_int_eq(c->max_keys, 11);
+	ck_assert_int_eq(c->max_output_bytes, 100000);
+	ck_assert_int_eq(c->request_timeout_ms, 1500);
+	ck_assert_int_eq(c->login_timeout_ms, 700);
+	ck_assert_int_eq(c->output_timeout_ms, 2500);
+	ck_assert_int_eq(c->unix_socket_gid, 0);
+	ck_assert_int_eq(c->protected_mode, 0);
 	ck_assert_str_eq(c->log_level, "debug");
 	ck_assert_str_eq(c->log_file, "/var/log/dlockd.log");
 	conf_destroy(c);
@@ -461,6 +475,74 @@ START_TEST(test_admin_settings)
 	ck_assert_uint_ge(c->nerrors, 2);
 	ck_assert_ptr_nonnull(strstr(c->errors[0], "t.yaml:2:16: 'auth.admin_group' must be a "
 	    "group number from 0 to 4294967294"));
+	conf_destroy(c);
+	scratch_rm(&s);
+}
+END_TEST
+
+/* protected_mode: a TCP listener beyond loopback needs a password, or the
+ * mode turned off; loopback, Unix sockets and localhost never do. The error
+ * is at the listen key and names the address. */
+START_TEST(test_protected_mode)
+{
+	static const struct { const char *yaml; int ok; } cases[] = {
+		{ "listen: [\"127.0.0.1:1\", \"127.9.9.9:2\", \"[::1]:3\", \"localhost:4\", "
+		  "\"unix:/run/x.sock\", \"[::ffff:127.0.0.1]:5\"]\n", 1 },
+		{ "listen: [\"0.0.0.0:1\"]\n", 0 },
+		{ "listen: [\"[::]:1\"]\n", 0 },
+		{ "listen: [\"10.1.2.3:1\"]\n", 0 },
+		{ "listen: [\"db.example:1\"]\n", 0 },
+		{ "listen: [\"0.0.0.0:1\"]\nauth: { password: p }\n", 1 },
+		{ "listen: [\"0.0.0.0:1\"]\nprotected_mode: false\n", 1 },
+		{ "listen: [\"0.0.0.0:1\"]\nprotected_mode: no\n", 1 },
+		{ "listen: [\"0.0.0.0:1\"]\nprotected_mode: true\n", 0 },
+		{ "listen: [\"0.0.0.0:1\"]\nprotected_mode: On\n", 0 },
+	};
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		c = load_text(&s, cases[i].yaml, 0, cases[i].ok ? 0 : -1);
+		if (!cases[i].ok) {
+			ck_assert_uint_eq(c->nerrors, 1);
+			ck_assert_msg(strstr(c->errors[0], "t.yaml:1:9: 'listen' has ") != NULL &&
+			    strstr(c->errors[0], "which is not a loopback address, and no "
+			    "'auth.password' is set") != NULL, "%s", c->errors[0]);
+		}
+		conf_destroy(c);
+	}
+	c = load_text(&s, "protected_mode: maybe\n", -1, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "t.yaml:1:17: 'protected_mode' must be true "
+	    "or false, not"));
+	conf_destroy(c);
+	/* -l is checked as the file is */
+	c = conf_create();
+	ck_assert_int_eq(conf_override_listen(c, "0.0.0.0:7480"), 0);
+	ck_assert_int_eq(conf_finish(c), -1);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "command line: 'listen' has 0.0.0.0:7480"));
+	conf_destroy(c);
+	scratch_rm(&s);
+}
+END_TEST
+
+/* unix_socket_group takes a name or a number, as auth.admin_group does. */
+START_TEST(test_unix_socket_group)
+{
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	c = load_text(&s, "unix_socket_group: root\n", 0, 0);
+	ck_assert_int_eq(c->unix_socket_gid, 0);
+	conf_destroy(c);
+	c = load_text(&s, "unix_socket_group: 4242\n", 0, 0);
+	ck_assert_int_eq(c->unix_socket_gid, 4242);
+	conf_destroy(c);
+	c = load_text(&s, "unix_socket_group: no-such-group-at-all\n", -1, -1);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "t.yaml:1:20: 'unix_socket_group': unknown "
+	    "group"));
 	conf_destroy(c);
 	scratch_rm(&s);
 }
@@ -2217,6 +2299,8 @@ conf_suite(void)
 	tcase_add_test(tc, test_modes);
 	tcase_add_test(tc, test_numbers);
 	tcase_add_test(tc, test_admin_settings);
+	tcase_add_test(tc, test_protected_mode);
+	tcase_add_test(tc, test_unix_socket_group);
 	tcase_add_test(tc, test_password_file_variants);
 	suite_add_tcase(s, tc);
 

@@ -73,7 +73,7 @@ static unsigned rearm_calls;		/* rearm hook calls */
 static uint64_t rearm_when;		/* the last deadline it was told */
 static struct event_base *base;		/* memory backend tests: the loop */
 static struct backend *mbe;		/* and the backend */
-static const struct lt_limits limits_default = { 10000, 10000, 10, 0 };	/* the daemon's */
+static const struct lt_limits limits_default = { 10000, 10000, 10, 0, 0 };	/* the daemon's */
 
 static void
 test_rearm(void *arg, uint64_t when)
@@ -1810,7 +1810,7 @@ END_TEST
 
 START_TEST(limits_waiters_and_locks)
 {
-	static const struct lt_limits lim = { 2, 3, 10, 0 };
+	static const struct lt_limits lim = { 2, 3, 10, 0, 0 };
 	struct res r, a, b, c, w;
 	restart(&lim);
 	hold(0, "k", EXCL, 0, 30000, 0, 1, &r);
@@ -1845,11 +1845,36 @@ START_TEST(limits_waiters_and_locks)
 }
 END_TEST
 
+/* max_keys bounds the keys in use in all: a LOCK that would add one more is
+ * refused, one on a key in use (waiting included) is not, and a key given
+ * back makes room. */
+START_TEST(limits_keys)
+{
+	static const struct lt_limits lim = { 10, 10, 10, 0, 2 };
+	struct res r, w;
+	restart(&lim);
+	hold(0, "a", EXCL, 0, 30000, 0, 1, &r);
+	hold(1, "b", SHRD, 0, 30000, 0, 2, &r);
+	ck_assert_int_eq(lock(2, "c", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_E_KEYS);
+	ck_assert_int_eq(lock(2, "c", EXCL, 0, 30000, 0, 0, &w), LT_E_KEYS);
+	ck_assert_int_eq(w.calls, 0);
+	/* keys in use take more holders and waiters */
+	hold(2, "b", SHRD, 0, 30000, 0, 2, &r);
+	ck_assert_int_eq(lock(2, "a", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	ck_assert_uint_eq(status("a").waiters, 1);
+	/* a key given back (it stays known, idle) makes room for another */
+	release(1, "b");
+	release(2, "b");
+	hold(3, "c", EXCL, 0, 30000, 0, 3, &r);
+	ck_assert_int_eq(lock(3, "b", EXCL, 0, 30000, 0, 0, &w), LT_E_KEYS);
+}
+END_TEST
+
 /* New limits (a reload) apply to what comes next; what is there stays. */
 START_TEST(limits_changed_live)
 {
-	static const struct lt_limits lim = { 1, 2, 10, 0 }, more = { 2, 3, 10, 0 },
-	    less = { 1, 1, 10, 0 };
+	static const struct lt_limits lim = { 1, 2, 10, 0, 0 }, more = { 2, 3, 10, 0, 0 },
+	    less = { 1, 1, 10, 0, 0 };
 	struct res r, a, b, w;
 	restart(&lim);
 	hold(0, "k", EXCL, 0, 30000, 0, 1, &r);
@@ -3173,7 +3198,7 @@ END_TEST
 /* Detached locks count toward the owner's limit while it lives. */
 START_TEST(detached_count_toward_limit)
 {
-	static const struct lt_limits lim = { 100, 2, 10, 0 };
+	static const struct lt_limits lim = { 100, 2, 10, 0, 0 };
 	struct res d1, d2, d3, u;
 	restart(&lim);
 	hold(0, "a", EXCL, 0, 30000, 1, 1, &d1);
@@ -3505,6 +3530,7 @@ locktab_suite(void)
 	tcase_add_test(tc, transfer_waiter_destroyed);
 	tcase_add_test(tc, transfer_holder_destroyed);
 	tcase_add_test(tc, limits_waiters_and_locks);
+	tcase_add_test(tc, limits_keys);
 	tcase_add_test(tc, limits_changed_live);
 	tcase_add_test(tc, status_and_validate);
 	tcase_add_test(tc, binary_keys);

@@ -471,6 +471,25 @@ START_TEST(test_info)
 }
 END_TEST
 
+/* With a password, a connection must authenticate within
+ * sessions.login_timeout_ms; one that did stays. */
+START_TEST(test_login_timeout)
+{
+	conf->login_timeout_ms = 100;
+	int a = client(), b = client();
+	send_str(b, "AUTH sesame\r\n");
+	expect(b, "+OK\r\n");
+	send_str(a, "PING\r\n");
+	expect(a, "+PONG\r\n");
+	expect_closed(a);
+	ck_assert_uint_eq(srv->metrics.login_timeouts_total, 1);
+	send_str(b, "PING\r\n");
+	expect(b, "+PONG\r\n");
+	close(a);
+	close(b);
+}
+END_TEST
+
 START_TEST(test_auth)
 {
 	int c = client();
@@ -591,19 +610,19 @@ END_TEST
 
 /* ---- back-pressure ----------------------------------------------------------- */
 
-START_TEST(test_output_backpressure)
-{
-	enum { N = 3000, PAYLOAD = 1000 };
-	static char req[PAYLOAD + 32];
-	int c = client();
-	struct session *s = session_by_id(1);
-	int len = snprintf(req, sizeof(req), "PING %0*d\r\n", PAYLOAD, 7);
-	size_t reply = (size_t)snprintf(NULL, 0, "$%d\r\n%0*d\r\n", PAYLOAD, PAYLOAD, 7);
+enum { FLOOD_N = 3000, FLOOD_PAYLOAD = 1000 };
 
-	/* send without reading: the session stops reading once
-	 * SESSION_OUTPUT_HIGH bytes of replies wait for the peer */
+/* Send PINGs of FLOOD_PAYLOAD bytes on c without reading, until session s
+ * stops reading (SESSION_OUTPUT_HIGH bytes of replies wait for the peer).
+ * Returns how many whole requests were sent. */
+static int
+flood(int c, struct session *s)
+{
+	static char req[FLOOD_PAYLOAD + 32];
+	ck_assert_ptr_nonnull(s);
+	int len = snprintf(req, sizeof(req), "PING %0*d\r\n", FLOOD_PAYLOAD, 7);
 	size_t written = 0;
-	while (written < (size_t)N * (size_t)len && !s->throttled) {
+	while (written < (size_t)FLOOD_N * (size_t)len && !s->throttled) {
 		size_t off = written % (size_t)len;
 		ssize_t n = write(c, req + off, (size_t)len - off);
 		if (n > 0)
@@ -612,7 +631,18 @@ START_TEST(test_output_backpressure)
 			ck_assert_int_eq(errno, EAGAIN);
 		pump();
 	}
-	int sent = (int)(written / (size_t)len);	/* whole requests */
+	return (int)(written / (size_t)len);
+}
+
+START_TEST(test_output_backpressure)
+{
+	enum { PAYLOAD = FLOOD_PAYLOAD };
+	int c = client();
+	struct session *s = session_by_id(1);
+	size_t reply = (size_t)snprintf(NULL, 0, "$%d\r\n%0*d\r\n", PAYLOAD, PAYLOAD, 7);
+
+	ck_assert_ptr_nonnull(s);
+	int sent = flood(c, s);
 	ck_assert(s->throttled);
 	ck_assert_uint_ge(evbuffer_get_length(session_out(s)), SESSION_OUTPUT_HIGH);
 	/* it stays so while nobody reads */
@@ -628,6 +658,117 @@ START_TEST(test_output_backpressure)
 	ck_assert(!s->throttled);
 	expect_nothing(c);
 	close(c);
+}
+END_TEST
+
+/* Wait, running the loop, until session id is gone; fails after
+ * IO_LIMIT_MS. */
+static void
+expect_session_gone(uint64_t id)
+{
+	uint64_t deadline = clock_ms() + IO_LIMIT_MS;
+	while (session_by_id(id) != NULL) {
+		ck_assert_msg(clock_ms() < deadline, "session %llu stayed",
+		    (unsigned long long)id);
+		pump();
+	}
+}
+
+/* A peer that never reads what it asked for is closed after
+ * sessions.output_timeout_ms, which releases its locks. */
+START_TEST(test_output_timeout)
+{
+	conf->output_timeout_ms = 100;
+	int c = holder(NULL);
+	struct session *s = session_by_id(1);
+	ck_assert_ptr_nonnull(s);
+	flood(c, s);
+	ck_assert(s->throttled);
+	expect_session_gone(1);
+	ck_assert_uint_eq(srv->metrics.output_drops_total, 1);
+	int d = client();
+	send_str(d, "LOCK k WAIT 0\r\n");
+	expect_grant(d, NULL, NULL);
+	close(c);
+	close(d);
+}
+END_TEST
+
+/* A session closed for a protocol error whose replies the peer does not
+ * read goes after sessions.output_timeout_ms all the same. */
+START_TEST(test_close_without_reader)
+{
+	static char req[FLOOD_PAYLOAD + 32];
+	conf->output_timeout_ms = 100;
+	int c = client();
+	int len = snprintf(req, sizeof(req), "PING %0*d\r\n", FLOOD_PAYLOAD, 7);
+	for (int i = 0; i < 800; i++)
+		send_bytes(c, req, (size_t)len);
+	send_str(c, "$5\r\n");
+	pump();
+	struct session *s = session_by_id(1);
+	ck_assert_ptr_nonnull(s);
+	ck_assert(s->closing);
+	ck_assert_uint_gt(evbuffer_get_length(session_out(s)), 0);
+	expect_session_gone(1);
+	close(c);
+}
+END_TEST
+
+/* A reply that would take the unsent output past limits.max_output_bytes
+ * closes the session at once, the reply not sent. */
+START_TEST(test_output_limit)
+{
+	enum { BIG = 70000 };
+	static char req[BIG + 64];
+	conf->max_output_bytes = 65536;
+	conf->max_request_bytes = 200000;
+	int c = client(), d = client();
+	int len = snprintf(req, sizeof(req), "*2\r\n$4\r\nPING\r\n$%d\r\n%0*d\r\n", BIG,
+	    BIG, 7);
+	send_str(c, "PING\r\n");
+	expect(c, "+PONG\r\n");
+	send_bytes(c, req, (size_t)len);
+	expect_closed(c);
+	ck_assert_uint_eq(srv->metrics.output_drops_total, 1);
+	/* a reply under the limit is sent */
+	len = snprintf(req, sizeof(req), "*2\r\n$4\r\nPING\r\n$%d\r\n%0*d\r\n", 60000, 60000,
+	    7);
+	send_bytes(d, req, (size_t)len);
+	expect(d, "$60000\r\n0000");
+	close(c);
+	close(d);
+}
+END_TEST
+
+/* A request begun and never finished closes the connection after
+ * sessions.request_timeout_ms; a connection with nothing unfinished stays,
+ * however long it is silent, and so does one waiting for a lock. */
+START_TEST(test_request_timeout)
+{
+	conf->request_timeout_ms = 100;
+	int a = client(), b = client(), h = holder(NULL), w = client();
+	send_str(a, "PING\r\n*2\r\n$4\r\nPING\r\n$3\r\nab");
+	expect(a, "+PONG\r\n");
+	send_str(b, "PING\r\n");
+	expect(b, "+PONG\r\n");
+	/* a request unfinished behind a waiting LOCK does not count */
+	send_str(w, "LOCK k\r\n*1\r\n$4\r\nPI");
+	expect_closed(a);
+	ck_assert_uint_eq(srv->metrics.request_timeouts_total, 1);
+	send_str(b, "PING\r\n");
+	expect(b, "+PONG\r\n");
+	ck_assert_ptr_nonnull(session_by_id(4));
+	/* once the LOCK is answered, the unfinished one has its time */
+	send_str(h, "UNLOCK k\r\n");
+	expect(h, ":0\r\n");
+	expect_grant(w, NULL, NULL);
+	expect_closed(w);
+	ck_assert_uint_eq(srv->metrics.request_timeouts_total, 2);
+	close(a);
+	close(b);
+	close(h);
+	close(w);
 }
 END_TEST
 
@@ -812,6 +953,7 @@ session_suite(void)
 	tc = tcase_create("auth");
 	tcase_add_checked_fixture(tc, setup_auth, teardown);
 	tcase_add_test(tc, test_auth);
+	tcase_add_test(tc, test_login_timeout);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("ordering");
@@ -837,6 +979,10 @@ session_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_output_backpressure);
 	tcase_add_test(tc, test_input_behind_a_wait_is_bounded);
+	tcase_add_test(tc, test_output_timeout);
+	tcase_add_test(tc, test_output_limit);
+	tcase_add_test(tc, test_close_without_reader);
+	tcase_add_test(tc, test_request_timeout);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1282,6 +1282,19 @@ class DaemonTestCase(unittest.TestCase):
         wait_until(ok, timeout, 0.005, "STATUS %s to show %s %s"
                    % (key, expect, what))
 
+    def expect_protocol_error(self, data, what, within=2.0):
+        """Send data on a new connection: it must get -ERR Protocol error
+        and be closed within `within` s."""
+        raw = self.raw()
+        raw.send(data)
+        try:
+            rep = raw.read()
+        except Exception as e:  # closed without a reply
+            self.fail("%s: no -ERR Protocol error reply (%s)" % (what, e))
+        self.assertIsInstance(rep, Err, what)
+        self.assertTrue(rep.startswith("ERR Protocol error"), "%s: %r" % (what, rep))
+        self.assertTrue(raw.is_closed(within), "%s: connection not closed" % what)
+
     def info(self, conn=None):
         """INFO as a dict, on conn or on a connection kept for the test."""
         if conn is None:

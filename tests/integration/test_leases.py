@@ -583,8 +583,9 @@ class TestKeepalive(unittest.TestCase):
         sock = os.path.join(d, "dlockd.sock")
         state = os.path.join(d, "client")
         with open(conf, "w") as f:
+            # a private network namespace is the boundary: no password needed
             f.write("sessions:\n  tcp_keepalive_s: 1\n  tcp_keepalive_interval_s: 1\n"
-                    "  tcp_keepalive_probes: 2\n")
+                    "  tcp_keepalive_probes: 2\nprotected_mode: false\n")
         key = unique_key()
         env = dict(os.environ, PYTHON=PYTHON, CLIENT=KEEPALIVE_CLIENT, PORT="7480",
                    KEY=key, STATE=state)

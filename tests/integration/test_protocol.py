@@ -232,17 +232,6 @@ class TestProtocol(DaemonTestCase):
         self.assertEqual(pairs(self.raw().cmd("STATUS", prefix))["mode"], b"free")
         self.assertEqual(raw.cmd("UNLOCK", key), 0)
 
-    def _expect_protocol_error(self, data, what):
-        raw = self.raw()
-        raw.send(data)
-        try:
-            rep = raw.read()
-        except Exception as e:  # closed without a reply
-            self.fail("%s: no -ERR Protocol error reply (%s)" % (what, e))
-        self.assertIsInstance(rep, Err, what)
-        self.assertTrue(rep.startswith("ERR Protocol error"), "%s: %r" % (what, rep))
-        self.assertTrue(raw.is_closed(), "%s: connection not closed" % what)
-
     def test_protocol_garbage(self):
         before = int(self.info()["protocol_errors_total"])
         cases = [
@@ -255,23 +244,23 @@ class TestProtocol(DaemonTestCase):
             (b'PING "a"b\r\n', "closing quote not followed by a blank"),
         ]
         for data, what in cases:
-            self._expect_protocol_error(data, what)
+            self.expect_protocol_error(data, what)
         after = int(self.info()["protocol_errors_total"])
         self.assertGreaterEqual(after - before, len(cases))
 
     def test_bulk_outside_array(self):
         # a bulk string header is not a command: garbage, not an inline word
-        self._expect_protocol_error(b"$5\r\n", "bulk string outside an array")
+        self.expect_protocol_error(b"$5\r\n", "bulk string outside an array")
 
     def test_oversize_frame(self):
         # detected as soon as the length is known: no need to send the body
-        self._expect_protocol_error(b"*2\r\n$4\r\nPING\r\n$70000\r\n", "bulk > 64 KiB")
-        self._expect_protocol_error(b"*2000000\r\n", "huge array count")
+        self.expect_protocol_error(b"*2\r\n$4\r\nPING\r\n$70000\r\n", "bulk > 64 KiB")
+        self.expect_protocol_error(b"*2000000\r\n", "huge array count")
         # a whole frame larger than max_request_bytes made of small parts
         parts = ["LOCK", unique_key()] + ["x" * 1000] * 80
-        self._expect_protocol_error(Raw.encode(*parts), "frame > 64 KiB")
+        self.expect_protocol_error(Raw.encode(*parts), "frame > 64 KiB")
         # an inline line longer than max_request_bytes
-        self._expect_protocol_error(b"PING " + b"a" * 70000, "inline > 64 KiB")
+        self.expect_protocol_error(b"PING " + b"a" * 70000, "inline > 64 KiB")
 
     def test_protocol_error_releases_locks(self):
         key = unique_key()

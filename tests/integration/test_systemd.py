@@ -428,7 +428,8 @@ class TestHostChecks(unittest.TestCase):
     def test_every_problem_reported(self):
         rc, out, err, path, d = self.check(
             'listen:\n  - "192.0.2.1:7480"\n  - "unix:/nonexistent/dir/x.sock"\n'
-            '  - "127.0.0.1:0"\nlog:\n  file: /nonexistent/dir/dlockd.log\n')
+            '  - "127.0.0.1:0"\nlog:\n  file: /nonexistent/dir/dlockd.log\n'
+            'protected_mode: false\n')
         self.assertEqual(rc, 1, out)
         self.assertEqual(err.splitlines(), [
             "%s:2:3: cannot listen on '192.0.2.1:7480': 192.0.2.1 is not an address of "
@@ -450,7 +451,7 @@ class TestHostChecks(unittest.TestCase):
         d = new_dir("x")
         rc, out, err, _, _ = self.check(
             'listen:\n  - "127.0.0.2:%d"\n  - "0.0.0.0:%d"\n  - "localhost:%d"\n'
-            '  - "unix:%s/d.sock"\nlog:\n  file: %s/d.log\n'
+            '  - "unix:%s/d.sock"\nprotected_mode: false\nlog:\n  file: %s/d.log\n'
             % (free_port(), free_port(), free_port(), d, d))
         self.assertEqual(rc, 0, err)
         self.assertEqual(out.strip(), "configuration OK")
