@@ -9,6 +9,9 @@
  */
 #include <getopt.h>
 #include <libgen.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,6 +39,8 @@
 #define READY_TICK_MS 100	/* how often start-up looks whether the backend is up */
 #define READY_BOUND_MS 10000	/* READY=1 after this long even if it is not */
 #define STATUS_MS 2000		/* how often STATUS= is sent (when it changed) */
+#define TRIM_TICK_MS 1000	/* how often the heap's free bytes are looked at */
+#define TRIM_BYTES (2u << 20)	/* this many more free since the low point: trim */
 
 /* The daemon: what the command line said, the configuration in force, and
  * what it tells the service manager. */
@@ -50,6 +55,9 @@ struct dlockd {
 	struct server *srv;		/* the server, once made */
 	struct event *ev_status;	/* READY=1, then STATUS= when it changed */
 	struct event *ev_watchdog;	/* WATCHDOG=1 pings; NULL: no watchdog */
+	struct event *ev_trim;		/* gives free heap pages back (on_trim) */
+	size_t heap_free_low;		/* the heap's free bytes at their lowest
+					 * since the last trim */
 	uint64_t started_ms;		/* clock_ms() when the listeners were bound */
 	bool ready;			/* READY=1 was sent */
 	char status[128];		/* the last STATUS= sent */
@@ -259,6 +267,33 @@ on_watchdog(evutil_socket_t fd, short what, void *arg)
 	notify_watchdog();
 }
 
+/* Every TRIM_TICK_MS: free the idle keys the lock table keeps beyond its
+ * bound; then, when the heap's free bytes grew by TRIM_BYTES or
+ * more since their low point (many clients gone, a session of many locks
+ * closed), give its free pages back to the system. glibc returns only the
+ * top of the heap by itself, and the records of a crowd freed at once leave
+ * holes under what stays: without this the daemon would keep the size of
+ * its busiest moment. At most once a tick, never on a request's path; a
+ * steady load, whose frees are taken again, never triggers it. */
+static void
+on_trim(evutil_socket_t fd, short what, void *arg)
+{
+	struct dlockd *d = arg;
+	(void)fd;
+	(void)what;
+	locktab_trim(d->srv->lt);
+#ifdef __GLIBC__
+	struct mallinfo2 mi = mallinfo2();
+
+	if (mi.fordblks < d->heap_free_low)
+		d->heap_free_low = mi.fordblks;
+	if (mi.fordblks - d->heap_free_low < TRIM_BYTES)
+		return;
+	malloc_trim(0);
+	d->heap_free_low = mi.fordblks;	/* its pages are back: count from here */
+#endif
+}
+
 /* Start telling the service manager: on_status at once and every
  * READY_TICK_MS until ready; watchdog pings every half of its interval. */
 static void
@@ -390,6 +425,9 @@ main(int argc, char **argv)
 	log_info("dlockd %s started (pid %ld, backend %s)", DLOCKD_VERSION, (long)getpid(),
 	    be->ops->name);
 	notify_start(&d, base);
+	struct timeval trim_tv = clock_tv(TRIM_TICK_MS);
+	d.ev_trim = event_new(base, -1, EV_PERSIST, on_trim, &d);
+	evtimer_add(d.ev_trim, &trim_tv);
 	event_base_dispatch(base);
 
 	if (!server_drain(d.srv, DRAIN_MS))
@@ -399,6 +437,7 @@ main(int argc, char **argv)
 	event_free(ev_int);
 	event_free(ev_hup);
 	event_free(d.ev_status);
+	event_free(d.ev_trim);
 	if (d.ev_watchdog != NULL)
 		event_free(d.ev_watchdog);
 	if (server_destroy(d.srv))
