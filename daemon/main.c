@@ -39,6 +39,7 @@
 #define READY_TICK_MS 100	/* how often start-up looks whether the backend is up */
 #define READY_BOUND_MS 10000	/* READY=1 after this long even if it is not */
 #define STATUS_MS 2000		/* how often STATUS= is sent (when it changed) */
+#define FD_RESERVE 32		/* descriptors besides the clients' and listeners' */
 #define TRIM_TICK_MS 1000	/* how often the heap's free bytes are looked at */
 #define TRIM_BYTES (2u << 20)	/* this many more free since the low point: trim */
 
@@ -162,22 +163,32 @@ on_stop_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(d->srv->base);
 }
 
-/* Raise the descriptor limit to what max_clients needs, as far as allowed;
- * warn when that is not enough. */
+/* Raise the soft limit of open files to what limits.max_clients needs (one
+ * descriptor a client, and FD_RESERVE more for the listeners, the backend's
+ * connections, the log, the metrics endpoint and the event loop, as Redis
+ * reserves 32), as far as the hard limit allows; warn when that falls short,
+ * saying how many clients can really connect and what to change. */
 static void
-raise_fd_limit(long long max_clients)
+raise_fd_limit(const struct conf *c)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)max_clients + 64;	/* listeners, log, backend */
+	rlim_t want = (rlim_t)c->max_clients + FD_RESERVE + (rlim_t)c->nlisten;
+
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
 		return;
 	rlim_t cur = rl.rlim_cur;
 	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
 	if (rl.rlim_cur > cur && setrlimit(RLIMIT_NOFILE, &rl) == 0)
 		cur = rl.rlim_cur;
-	if (cur < want)
-		log_warn("open files limit is %llu: fewer than limits.max_clients (%lld) "
-		    "clients can connect", (unsigned long long)cur, max_clients);
+	if (cur >= want)
+		return;
+	rlim_t room = cur > FD_RESERVE + (rlim_t)c->nlisten ?
+	    cur - FD_RESERVE - (rlim_t)c->nlisten : 0;
+	log_warn("open files limit is %llu (hard limit %llu): at most about %llu clients can "
+	    "connect, not limits.max_clients (%lld); raise LimitNOFILE= in the service "
+	    "(or ulimit -n) to %llu, or lower limits.max_clients", (unsigned long long)cur,
+	    (unsigned long long)rl.rlim_max, (unsigned long long)room, c->max_clients,
+	    (unsigned long long)want);
 }
 
 /* SIGHUP: read the configuration again (the command line still wins). With
@@ -206,7 +217,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		changed = conf_reload(d->conf, next);
 		log_set_level(log_level(d));
 		server_reconfigure(d->srv);
-		raise_fd_limit(d->conf->max_clients);
+		raise_fd_limit(d->conf);
 	}
 	if (log_open(d->conf->log_file) != 0)
 		log_warn("log file not reopened: still writing to the one open");
@@ -400,7 +411,7 @@ main(int argc, char **argv)
 	else
 		log_info("no configuration file at %s: built-in defaults", DEFAULT_CONF);
 	signal(SIGPIPE, SIG_IGN);
-	raise_fd_limit(d.conf->max_clients);
+	raise_fd_limit(d.conf);
 
 	struct event_base *base = event_base_new();
 	if (base == NULL)
