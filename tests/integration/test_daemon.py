@@ -305,6 +305,7 @@ class TestMaxClients(DaemonTestCase):
         info = parse_info(b.cmd("INFO"))
         self.assertEqual(int(info["rejected_connections"]), rejected + 1)
         self.assertEqual(info["connected_clients"], "2")
+        self.assertEqual(a.cmd("PING"), "PONG")   # the clients in are unaffected
         # redis-py sees the refusal too
         with self.assertRaises(redis.RedisError):
             self.client(socket_timeout=3).execute_command("PING")
