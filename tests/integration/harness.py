@@ -24,7 +24,6 @@ import itertools
 import json
 import os
 import re
-import resource
 import select
 import shlex
 import shutil
@@ -41,6 +40,11 @@ import urllib.error
 import urllib.request
 
 import redis
+
+# the standard module, under another name: tests/faults has a resource.py of
+# its own, which a later "import resource" must find
+import resource as rlimit  # noqa: E402
+del sys.modules["resource"]
 
 # the safety test's RESP client (tests/faults/resp.py) is shared for encoding
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -329,13 +333,13 @@ def vm_rss_kib(pid):
 def raise_nofile(n):
     """Raise this process's soft limit of open files to at least n (up to
     the hard limit); fails if the hard limit is lower."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft, hard = rlimit.getrlimit(rlimit.RLIMIT_NOFILE)
     if soft >= n:
         return
-    if hard != resource.RLIM_INFINITY and hard < n:
+    if hard != rlimit.RLIM_INFINITY and hard < n:
         raise AssertionError("open files: need %d descriptors, the hard limit is %d "
                              "(ulimit -Hn)" % (n, hard))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+    rlimit.setrlimit(rlimit.RLIMIT_NOFILE, (n, hard))
 
 
 def open_sessions(port, n, timeout=30.0):
