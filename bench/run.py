@@ -57,6 +57,7 @@ BACKENDS = ("memory", "redis", "etcd")
 CACHE_MS = 5
 VARIANTS = {"redis-cache": ("redis", {"lease_cache_ms": CACHE_MS})}
 SETTLE_TIMEOUT = 5.0             # s for daemons to release what the run left
+IDLE = 10000                     # idle sessions of the idle10k run
 
 
 # ---- the plan ----
@@ -79,7 +80,7 @@ class Run:
         self.id = self._id()
 
     def _id(self):
-        if self.workload in ("uncontended", "ping"):
+        if self.workload in ("uncontended", "ping", "idle10k"):
             case = "c%d" % self.clients
         elif self.workload == "contended":
             case = "n%d-h%d" % (self.clients, self.hold_us)
@@ -97,6 +98,12 @@ class Run:
         return "contended" if self.workload == "multi-daemon" else (
             self.workload if self.workload in ("uncontended", "contended", "hot")
             else "uncontended")
+
+    def config(self):
+        """The daemons' configuration file: room for the idle sessions."""
+        if self.workload == "idle10k":
+            return "limits:\n  max_clients: %d\n" % (IDLE + 2 * self.clients + 100)
+        return ""
 
     def needs(self):
         """The servers it needs besides dlockd: a subset of {redis, etcd}."""
@@ -139,6 +146,9 @@ def plan():
                     daemons=MULTI["daemons"], backend="redis", target="daemon"))
     for h in HOLD_LIMITS:
         runs.append(Run("hold", "hold", 1, h))
+    # measured twice on one daemon: alone, then beside IDLE idle sessions
+    runs.append(Run("memory", "idle10k", GOAL_C, daemons=1, backend="memory",
+                    target="daemon"))
     return runs
 
 
@@ -243,7 +253,7 @@ def settle(daemons):
 def start_daemons(run, servers):
     ds = []
     for _ in range(run.daemons):
-        d = harness.Daemon("", backend=run.backend, redis=servers.redis, etcd=servers.etcd,
+        d = harness.Daemon(run.config(), backend=run.backend, redis=servers.redis, etcd=servers.etcd,
                            unix=False, backend_conf=run.backend_conf)
         ds.append(d)
         d.start()
@@ -364,31 +374,59 @@ def derive(run, tool, before, after):
     return r
 
 
+def measure(run, index, args, servers, daemons, rec):
+    """Run dlock-bench once against the daemons; its figures go into rec."""
+    before = sample(run, servers, daemons)
+    argv = tool_argv(run, index, args.window, args.warmup, daemons, servers)
+    tool = run_tool(argv, (args.window + args.warmup) / 1000.0 + 30)
+    why = settle(daemons)
+    if why:
+        rec["settle"] = why
+    after = sample(run, servers, daemons)
+    rss = [vm_hwm_kib(d.pid) for d in daemons]
+    rec["daemon_peak_rss_kib"] = max(rss) if rss and None not in rss else None
+    rec["tool"] = {k: v for k, v in tool.items() if k != "hist"}
+    rec["wait_hist"] = coarse_hist(tool.get("hist", []))
+    rec.update(derive(run, tool, before, after))
+
+
+def measure_idle(run, index, args, servers, daemon, rec):
+    """The idle10k run's second half: IDLE sessions (each has sent a PING)
+    are opened to the daemon, held while dlock-bench runs as before, then
+    closed. rec gets the daemon's VmRSS before and with them."""
+    rec["idle_sessions"] = IDLE
+    rec["rss_before_idle_kib"] = harness.vm_rss_kib(daemon.pid)
+    idle = harness.open_sessions(daemon.port, IDLE)
+    try:
+        rec["rss_with_idle_kib"] = harness.vm_rss_kib(daemon.pid)
+        rec["rss_per_idle_kib"] = (rec["rss_with_idle_kib"] - rec["rss_before_idle_kib"]) / IDLE
+        measure(run, index, args, servers, [daemon], rec)
+    finally:
+        harness.close_hard(idle)
+
+
 def execute(run, index, args, servers):
-    """Run one benchmark; a dict for results.json (with "skipped" or "error"
-    when it could not run)."""
+    """Run one benchmark; a list of dicts for results.json (with "skipped"
+    or "error" when it could not run): one, or for idle10k two (the
+    baseline, then beside the idle sessions, ids ending in -base and -idle)."""
     rec = {"id": run.id, "system": run.system, "workload": run.workload,
            "clients": run.clients, "hold_us": run.hold_us, "keys": run.keys,
            "daemons": run.daemons, "backend": run.backend}
+    recs = [rec]
     for name in sorted(run.needs()):
         if servers.get(name) is None:
             rec["skipped"] = "%s could not be started: %s" % (name, servers.failed[name])
-            return rec
+            return recs
     daemons = []
     try:
         daemons = start_daemons(run, servers)
-        before = sample(run, servers, daemons)
-        argv = tool_argv(run, index, args.window, args.warmup, daemons, servers)
-        tool = run_tool(argv, (args.window + args.warmup) / 1000.0 + 30)
-        why = settle(daemons)
-        if why:
-            rec["settle"] = why
-        after = sample(run, servers, daemons)
-        rss = [vm_hwm_kib(d.pid) for d in daemons]
-        rec["daemon_peak_rss_kib"] = max(rss) if rss and None not in rss else None
-        rec["tool"] = {k: v for k, v in tool.items() if k != "hist"}
-        rec["wait_hist"] = coarse_hist(tool.get("hist", []))
-        rec.update(derive(run, tool, before, after))
+        if run.workload == "idle10k":
+            rec["id"] = run.id + "-base"
+            recs.append(dict(rec, id=run.id + "-idle"))
+        measure(run, index, args, servers, daemons, rec)
+        if len(recs) > 1:
+            rec = recs[1]
+            measure_idle(run, index, args, servers, daemons[0], rec)
     except (AssertionError, OSError, ValueError, KeyError) as e:
         rec["error"] = str(e).strip()[:2000]
     finally:
@@ -399,7 +437,7 @@ def execute(run, index, args, servers):
                     rec["error"] = "dlockd exited with %s: %s" % (rc, d.log(1000))
             except AssertionError as e:
                 rec.setdefault("error", str(e))
-    return rec
+    return [r for r in recs if r is rec or "rate" in r or "error" in r]
 
 
 # ---- formatting ----
@@ -427,6 +465,9 @@ def case_text(rec):
     w = rec["workload"]
     if w == "uncontended":
         return "uncontended, C=%d" % rec["clients"]
+    if w == "idle10k":
+        return "uncontended, C=%d%s" % (rec["clients"], ", + {:,} idle sessions".format(
+            rec["idle_sessions"]) if "idle_sessions" in rec else ", baseline of idle10k")
     if w == "ping":
         return "PING, C=%d" % rec["clients"]
     if w == "contended":
@@ -452,6 +493,30 @@ def ok(rec):
     return rec is not None and "skipped" not in rec and "error" not in rec
 
 
+def figure(rec, path):
+    """rec's figure at path: a field, or fields joined by dots (wait_us.p99)."""
+    v = rec
+    for k in path.split("."):
+        v = v.get(k) if isinstance(v, dict) else None
+    return v
+
+
+def idle_summary(by_id):
+    """The idle10k run's figures side by side, or None if it did not run."""
+    base = by_id.get("memory/idle10k/c%d-base" % GOAL_C)
+    idle = by_id.get("memory/idle10k/c%d-idle" % GOAL_C)
+    if not ok(base) or not ok(idle):
+        return None
+    b, i = base["wait_us"], idle["wait_us"]
+    return {"idle_sessions": IDLE, "clients": GOAL_C,
+            "p50_base_us": b["p50"], "p99_base_us": b["p99"], "rate_base": base["rate"],
+            "p50_idle_us": i["p50"], "p99_idle_us": i["p99"], "rate_idle": idle["rate"],
+            "p99_ratio": i["p99"] / b["p99"] if b["p99"] else None,
+            "rss_before_idle_kib": idle["rss_before_idle_kib"],
+            "rss_with_idle_kib": idle["rss_with_idle_kib"],
+            "rss_per_idle_kib": idle["rss_per_idle_kib"]}
+
+
 def goals(by_id):
     """The rows of the goals table: (goal, measured on, this run, ratio,
     target, met), from the figures of this run."""
@@ -461,8 +526,8 @@ def goals(by_id):
         """a and b are (run id, figure); the ratio a / b against target,
         "≥ x" or "≤ x"."""
         ra, rb = by_id.get(a[0]), by_id.get(b[0])
-        va = ra.get(a[1]) if ok(ra) else None
-        vb = rb.get(b[1]) if ok(rb) else None
+        va = figure(ra, a[1]) if ok(ra) else None
+        vb = figure(rb, b[1]) if ok(rb) else None
         if va is None or not vb:
             rows.append((goal, on, "not measured", "–", target, "–"))
             return
@@ -502,6 +567,10 @@ def goals(by_id):
     ratio("(the same, where waiters poll)", "64 clients, 1 key, hold 1 ms",
           ("redis/contended/n64-h1000", "backend_cpu_us_per_op"),
           ("direct-poll/contended/n64-h1000", "backend_cpu_us_per_op"), "≤ 0.2", "µs", cpu)
+    idle = "memory/idle10k/c%d" % c
+    ratio("p99 wait with {:,} idle sessions ≤ 2 × without".format(IDLE),
+          "memory, uncontended, C=%d, one daemon" % c, (idle + "-idle", "wait_us.p99"),
+          (idle + "-base", "wait_us.p99"), "≤ 2", "(p99)", fmt_us)
     for b in BACKENDS:
         recs = [by_id.get("%s/contended/n%d-h%d" % (b, n, h)) for n in CONTENDED_N
                 for h in CONTENDED_H]
@@ -604,6 +673,30 @@ def write_markdown(path, meta, recs, goal_rows, plots):
     for g in goal_rows:
         lines.append("| " + " | ".join(g) + " |")
     lines.append("")
+    idle = idle_summary({r["id"]: r for r in recs})
+    if idle is not None:
+        lines.append("## {:,} idle sessions".format(idle["idle_sessions"]))
+        lines.append("")
+        lines.append("One memory dlockd, %d clients locking keys of their own (uncontended), "
+                     "measured alone, then with {:,} more connections open and idle (each "
+                     "sent a PING). Resident size per idle session: (VmRSS with them − "
+                     "VmRSS before) / {:,}.".format(idle["idle_sessions"], idle["idle_sessions"])
+                     % idle["clients"])
+        lines.append("")
+        lines.append("| | per s | wait p50 | p99 |")
+        lines.append("|---|--:|--:|--:|")
+        lines.append("| alone | %s | %s | %s |" % (fmt_rate(idle["rate_base"]),
+                                                  fmt_us(idle["p50_base_us"]),
+                                                  fmt_us(idle["p99_base_us"])))
+        lines.append("| with the idle sessions | %s | %s | %s |"
+                     % (fmt_rate(idle["rate_idle"]), fmt_us(idle["p50_idle_us"]),
+                        fmt_us(idle["p99_idle_us"])))
+        lines.append("")
+        lines.append("p99 ratio %s; VmRSS %.1f MiB before, %.1f MiB with them: %.1f KiB per "
+                     "idle session."
+                     % (fmt_num(idle["p99_ratio"], 2), idle["rss_before_idle_kib"] / 1024.0,
+                        idle["rss_with_idle_kib"] / 1024.0, idle["rss_per_idle_kib"]))
+        lines.append("")
     lines.append("## Every run")
     lines.append("")
     lines.append("per s: acquisitions (LOCK granted, then UNLOCK) per second; for PING rows, "
@@ -866,6 +959,8 @@ def main(argv):
             return 1
 
     harness.install_signal_handlers()
+    if any(r.workload == "idle10k" for r in runs):
+        harness.raise_nofile(IDLE + 1000)
     today = datetime.date.today().isoformat()
     outdir = args.out or os.path.join(HERE, "results", today)
     os.makedirs(outdir, exist_ok=True)
@@ -889,10 +984,11 @@ def main(argv):
     try:
         for i, run in enumerate(runs):
             t = time.monotonic()
-            rec = execute(run, i, args, servers)
-            recs.append(rec)
-            print("[%2d/%d] %-36s %s (%.1f s)" % (i + 1, len(runs), run.id, summary(rec),
-                                                  time.monotonic() - t), flush=True)
+            for rec in execute(run, i, args, servers):
+                recs.append(rec)
+                print("[%2d/%d] %-36s %s (%.1f s)" % (i + 1, len(runs), rec["id"],
+                                                      summary(rec), time.monotonic() - t),
+                      flush=True)
     finally:
         servers.stop()
     meta["elapsed_s"] = time.monotonic() - started
@@ -906,6 +1002,7 @@ def main(argv):
         "goals": [dict(zip(("goal", "measured_on", "this_run", "ratio", "target", "met"),
                            g[:5] + (g[5].strip("*"),)))
                   for g in goal_rows],
+        "idle10k": idle_summary(by_id),
         "runs": recs})
     plots = write_plots(outdir, recs)
     write_markdown(os.path.join(outdir, "results.md"), meta, recs, goal_rows, plots)

@@ -17,6 +17,7 @@
 struct hashtab {
 	struct hashtab_node **buckets;	/* chains, by hash & (nbuckets - 1) */
 	size_t nbuckets;		/* a power of two */
+	size_t minbuckets;		/* never fewer: the size it was made with */
 	size_t count;			/* entries in the table */
 	unsigned char seed[16];		/* the SipHash key, random */
 };
@@ -82,6 +83,7 @@ hashtab_create(size_t nbuckets)
 	t->nbuckets = 1;
 	while (t->nbuckets < nbuckets)
 		t->nbuckets *= 2;
+	t->minbuckets = t->nbuckets;
 	t->buckets = xcalloc(t->nbuckets, sizeof(*t->buckets));
 	arc4random_buf(t->seed, sizeof(t->seed));
 	return t;
@@ -112,13 +114,13 @@ hashtab_find(const struct hashtab *t, const void *key, size_t len)
 	return NULL;
 }
 
-/* Double the buckets and move every entry to its new chain. */
+/* Move every entry to a new array of nbuckets buckets (a power of two). */
 static void
-grow(struct hashtab *t)
+resize(struct hashtab *t, size_t nbuckets)
 {
 	struct hashtab_node **old = t->buckets;
 	size_t oldn = t->nbuckets;
-	t->nbuckets *= 2;
+	t->nbuckets = nbuckets;
 	t->buckets = xcalloc(t->nbuckets, sizeof(*t->buckets));
 	for (size_t i = 0; i < oldn; i++) {
 		struct hashtab_node *n, *next;
@@ -132,12 +134,30 @@ grow(struct hashtab *t)
 	free(old);
 }
 
+/* Make room for one more entry: double the buckets when there would be
+ * more entries than buckets; when fewer than an eighth are used (a crowd of
+ * entries has gone), cut them to twice the entries, never under the first
+ * size. Growing at full and shrinking at an eighth leave a fourfold gap, so
+ * that a table does not resize back and forth. */
+static void
+fit(struct hashtab *t)
+{
+	size_t n = t->minbuckets;
+
+	if (t->count >= t->nbuckets) {
+		resize(t, t->nbuckets * 2);
+	} else if (t->nbuckets > t->minbuckets && t->count < t->nbuckets / 8) {
+		while (n < 2 * (t->count + 1))
+			n *= 2;
+		resize(t, n);
+	}
+}
+
 void
 hashtab_insert(struct hashtab *t, struct hashtab_node *n, const void *key, size_t len)
 {
 	assert(hashtab_find(t, key, len) == NULL);
-	if (t->count >= t->nbuckets)
-		grow(t);
+	fit(t);
 	n->key = key;
 	n->keylen = len;
 	n->hash = hashtab_siphash(t->seed, key, len);
@@ -164,6 +184,12 @@ size_t
 hashtab_count(const struct hashtab *t)
 {
 	return t->count;
+}
+
+size_t
+hashtab_buckets(const struct hashtab *t)
+{
+	return t->nbuckets;
 }
 
 /* Point it at the first node of the first non-empty bucket from b on. */

@@ -10,7 +10,10 @@
  * Keys are binary-safe (any bytes, any length, 0 included). They are hashed
  * with SipHash-2-4 under a random key drawn per table: keys may come from
  * clients, who must not be able to choose collisions. The buckets double
- * when there are as many entries as buckets; growing never fails (xmalloc).
+ * when there are as many entries as buckets, and shrink back (never under
+ * the size the table was made with) when an insert finds fewer than an
+ * eighth of them used; resizing never fails (xmalloc). Removing never
+ * resizes, so that an iteration may remove what it visits.
  */
 #ifndef DLOCKD_HASHTAB_H
 #define DLOCKD_HASHTAB_H
@@ -50,6 +53,8 @@ void hashtab_insert(struct hashtab *t, struct hashtab_node *n, const void *key, 
 void hashtab_remove(struct hashtab *t, struct hashtab_node *n);
 /* How many entries t holds. */
 size_t hashtab_count(const struct hashtab *t);
+/* How many buckets t has now (for tests). */
+size_t hashtab_buckets(const struct hashtab *t);
 
 /* Start an iteration over t. Each entry is visited once, in no particular
  * order. The node last returned may be removed (and freed) before the next

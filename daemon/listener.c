@@ -26,13 +26,19 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "clock.h"
 #include "log.h"
 #include "xmalloc.h"
+
+#define ACCEPT_PAUSE_MS 100	/* accepts rest this long after an error */
+#define ACCEPT_LOG_MS 1000	/* accept errors are logged at most this often */
 
 struct listener {
 	struct evconnlistener *ev;	/* libevent's listener */
 	struct event *ev_retry;		/* resumes accepting after EMFILE and friends */
 	bool enabled;			/* accepting, as listener_enable() last said */
+	uint64_t err_logged_ms;		/* clock_ms() of the last accept error logged */
+	unsigned long err_unlogged;	/* accept errors since, not logged */
 	accept_cb *cb;			/* told of each connection */
 	void *arg;
 	bool is_unix;			/* a Unix socket */
@@ -107,16 +113,27 @@ on_accept_retry(evutil_socket_t fd, short what, void *arg)
 		evconnlistener_enable(l->ev);
 }
 
+/* accept() failed: with EMFILE and friends the connection stays in the
+ * backlog and the socket stays readable, so retrying at once would spin the
+ * loop; rest ACCEPT_PAUSE_MS instead, and log at most every ACCEPT_LOG_MS
+ * (with the count of errors not logged meanwhile). */
 static void
 on_accept_error(struct evconnlistener *ev, void *arg)
 {
-	static const struct timeval pause = { 0, 100000 };
 	struct listener *l = arg;
+	struct timeval pause = clock_tv(ACCEPT_PAUSE_MS);
 	int err = EVUTIL_SOCKET_ERROR();
-	/* EMFILE and friends: the connection stays in the backlog and the
-	 * socket stays readable, so retrying at once would spin the loop */
-	log_error("accept on %s: %s; pausing accepts for 100 ms", l->name,
-	    evutil_socket_error_to_string(err));
+	uint64_t now = clock_ms();
+
+	if (l->err_logged_ms == 0 || now - l->err_logged_ms >= ACCEPT_LOG_MS) {
+		log_error("accept on %s: %s; pausing accepts for %d ms (%lu more error%s "
+		    "since the last logged)", l->name, evutil_socket_error_to_string(err),
+		    ACCEPT_PAUSE_MS, l->err_unlogged, l->err_unlogged == 1 ? "" : "s");
+		l->err_logged_ms = now;
+		l->err_unlogged = 0;
+	} else {
+		l->err_unlogged++;
+	}
 	evconnlistener_disable(ev);
 	evtimer_add(l->ev_retry, &pause);
 }

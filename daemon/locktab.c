@@ -1507,7 +1507,9 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 		return LT_E_CLOSING;
 	catch_up(lt);
 	k = key_find(lt, req->key, req->keylen);
-	if ((h = owner_lost(o, req->key, req->keylen, NULL)) != NULL)
+	/* a LOST record refers to its key: none without one (and no walk of
+	 * the owner's holdings, which would make a session of many locks slow) */
+	if (k != NULL && (h = owner_lost(o, req->key, req->keylen, NULL)) != NULL)
 		hold_gone(lt, h);	/* locking again forgets the loss */
 	if ((h = owner_hold(o, k)) != NULL) {
 		g->mode = h->terms.mode;
@@ -1942,6 +1944,13 @@ void
 locktab_stats(const struct locktab *lt, struct lt_stats *out)
 {
 	*out = lt->stats;
+}
+
+void
+locktab_trim(struct locktab *lt)
+{
+	while (lt->nidle > LT_IDLE_KEYS_MAX)
+		key_free(lt, TAILQ_FIRST(&lt->idle));
 }
 
 void

@@ -256,6 +256,10 @@ uint64_t locktab_next_deadline(const struct locktab *lt);
 void locktab_shutdown(struct locktab *lt);
 
 void locktab_stats(const struct locktab *lt, struct lt_stats *out);
+/* Free the idle keys beyond those kept for their fence (a crowd of keys
+ * released at once leaves them all idle). From the loop only, never from
+ * inside a call into the table. */
+void locktab_trim(struct locktab *lt);
 
 /* What the table measures, for metrics. */
 enum lt_measure {

@@ -9,6 +9,9 @@
  */
 #include <getopt.h>
 #include <libgen.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,6 +39,9 @@
 #define READY_TICK_MS 100	/* how often start-up looks whether the backend is up */
 #define READY_BOUND_MS 10000	/* READY=1 after this long even if it is not */
 #define STATUS_MS 2000		/* how often STATUS= is sent (when it changed) */
+#define FD_RESERVE 32		/* descriptors besides the clients' and listeners' */
+#define TRIM_TICK_MS 1000	/* how often the heap's free bytes are looked at */
+#define TRIM_BYTES (2u << 20)	/* this many more free since the low point: trim */
 
 /* The daemon: what the command line said, the configuration in force, and
  * what it tells the service manager. */
@@ -50,6 +56,9 @@ struct dlockd {
 	struct server *srv;		/* the server, once made */
 	struct event *ev_status;	/* READY=1, then STATUS= when it changed */
 	struct event *ev_watchdog;	/* WATCHDOG=1 pings; NULL: no watchdog */
+	struct event *ev_trim;		/* gives free heap pages back (on_trim) */
+	size_t heap_free_low;		/* the heap's free bytes at their lowest
+					 * since the last trim */
 	uint64_t started_ms;		/* clock_ms() when the listeners were bound */
 	bool ready;			/* READY=1 was sent */
 	char status[128];		/* the last STATUS= sent */
@@ -154,22 +163,32 @@ on_stop_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(d->srv->base);
 }
 
-/* Raise the descriptor limit to what max_clients needs, as far as allowed;
- * warn when that is not enough. */
+/* Raise the soft limit of open files to what limits.max_clients needs (one
+ * descriptor a client, and FD_RESERVE more for the listeners, the backend's
+ * connections, the log, the metrics endpoint and the event loop, as Redis
+ * reserves 32), as far as the hard limit allows; warn when that falls short,
+ * saying how many clients can really connect and what to change. */
 static void
-raise_fd_limit(long long max_clients)
+raise_fd_limit(const struct conf *c)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)max_clients + 64;	/* listeners, log, backend */
+	rlim_t want = (rlim_t)c->max_clients + FD_RESERVE + (rlim_t)c->nlisten;
+
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
 		return;
 	rlim_t cur = rl.rlim_cur;
 	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
 	if (rl.rlim_cur > cur && setrlimit(RLIMIT_NOFILE, &rl) == 0)
 		cur = rl.rlim_cur;
-	if (cur < want)
-		log_warn("open files limit is %llu: fewer than limits.max_clients (%lld) "
-		    "clients can connect", (unsigned long long)cur, max_clients);
+	if (cur >= want)
+		return;
+	rlim_t room = cur > FD_RESERVE + (rlim_t)c->nlisten ?
+	    cur - FD_RESERVE - (rlim_t)c->nlisten : 0;
+	log_warn("open files limit is %llu (hard limit %llu): at most about %llu clients can "
+	    "connect, not limits.max_clients (%lld); raise LimitNOFILE= in the service "
+	    "(or ulimit -n) to %llu, or lower limits.max_clients", (unsigned long long)cur,
+	    (unsigned long long)rl.rlim_max, (unsigned long long)room, c->max_clients,
+	    (unsigned long long)want);
 }
 
 /* SIGHUP: read the configuration again (the command line still wins). With
@@ -198,7 +217,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		changed = conf_reload(d->conf, next);
 		log_set_level(log_level(d));
 		server_reconfigure(d->srv);
-		raise_fd_limit(d->conf->max_clients);
+		raise_fd_limit(d->conf);
 	}
 	if (log_open(d->conf->log_file) != 0)
 		log_warn("log file not reopened: still writing to the one open");
@@ -257,6 +276,33 @@ on_watchdog(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	(void)arg;
 	notify_watchdog();
+}
+
+/* Every TRIM_TICK_MS: free the idle keys the lock table keeps beyond its
+ * bound; then, when the heap's free bytes grew by TRIM_BYTES or
+ * more since their low point (many clients gone, a session of many locks
+ * closed), give its free pages back to the system. glibc returns only the
+ * top of the heap by itself, and the records of a crowd freed at once leave
+ * holes under what stays: without this the daemon would keep the size of
+ * its busiest moment. At most once a tick, never on a request's path; a
+ * steady load, whose frees are taken again, never triggers it. */
+static void
+on_trim(evutil_socket_t fd, short what, void *arg)
+{
+	struct dlockd *d = arg;
+	(void)fd;
+	(void)what;
+	locktab_trim(d->srv->lt);
+#ifdef __GLIBC__
+	struct mallinfo2 mi = mallinfo2();
+
+	if (mi.fordblks < d->heap_free_low)
+		d->heap_free_low = mi.fordblks;
+	if (mi.fordblks - d->heap_free_low < TRIM_BYTES)
+		return;
+	malloc_trim(0);
+	d->heap_free_low = mi.fordblks;	/* its pages are back: count from here */
+#endif
 }
 
 /* Start telling the service manager: on_status at once and every
@@ -365,7 +411,7 @@ main(int argc, char **argv)
 	else
 		log_info("no configuration file at %s: built-in defaults", DEFAULT_CONF);
 	signal(SIGPIPE, SIG_IGN);
-	raise_fd_limit(d.conf->max_clients);
+	raise_fd_limit(d.conf);
 
 	struct event_base *base = event_base_new();
 	if (base == NULL)
@@ -390,6 +436,9 @@ main(int argc, char **argv)
 	log_info("dlockd %s started (pid %ld, backend %s)", DLOCKD_VERSION, (long)getpid(),
 	    be->ops->name);
 	notify_start(&d, base);
+	struct timeval trim_tv = clock_tv(TRIM_TICK_MS);
+	d.ev_trim = event_new(base, -1, EV_PERSIST, on_trim, &d);
+	evtimer_add(d.ev_trim, &trim_tv);
 	event_base_dispatch(base);
 
 	if (!server_drain(d.srv, DRAIN_MS))
@@ -399,6 +448,7 @@ main(int argc, char **argv)
 	event_free(ev_int);
 	event_free(ev_hup);
 	event_free(d.ev_status);
+	event_free(d.ev_trim);
 	if (d.ev_watchdog != NULL)
 		event_free(d.ev_watchdog);
 	if (server_destroy(d.srv))

@@ -180,6 +180,44 @@ START_TEST(growth_keeps_entries)
 }
 END_TEST
 
+/* A table that grew for a crowd shrinks at the insert that follows the
+ * crowd's departure, never under its first size, and keeps every entry
+ * findable; removing alone never resizes. */
+START_TEST(shrinks_when_sparse)
+{
+	enum { N = 4096 };
+	struct ent *es = calloc(N + 1, sizeof(*es));
+	ck_assert_ptr_nonnull(es);
+	struct hashtab *t = hashtab_create(16);
+	for (unsigned i = 0; i <= N; i++)
+		ent_key(&es[i], i, 4 + i % 40);
+	for (unsigned i = 0; i < N; i++)
+		ent_insert(t, &es[i]);
+	size_t peak = hashtab_buckets(t);
+	ck_assert_uint_ge(peak, N);
+	for (unsigned i = 10; i < N; i++)
+		ent_remove(t, &es[i]);
+	ck_assert_uint_eq(hashtab_buckets(t), peak);
+	check_all(t, es, N);
+	ent_insert(t, &es[N]);
+	ck_assert_uint_eq(hashtab_buckets(t), 32);	/* twice the 11 entries, rounded up */
+	check_all(t, es, N + 1);
+	/* not under the first size */
+	for (unsigned i = 0; i < 10; i++)
+		ent_remove(t, &es[i]);
+	ent_remove(t, &es[N]);
+	ent_insert(t, &es[0]);
+	ck_assert_uint_eq(hashtab_buckets(t), 16);
+	check_all(t, es, N + 1);
+	/* a table at its first size does not shrink, however empty */
+	ent_remove(t, &es[0]);
+	ent_insert(t, &es[1]);
+	ck_assert_uint_eq(hashtab_buckets(t), 16);
+	hashtab_destroy(t);
+	free(es);
+}
+END_TEST
+
 /* Iterate t; each entry of es must be visited once when in, never when not;
  * returns how many were visited. */
 static size_t
@@ -404,6 +442,7 @@ hashtab_suite(void)
 	tcase_add_test(tc, insert_find_remove);
 	tcase_add_test(tc, binary_keys);
 	tcase_add_test(tc, growth_keeps_entries);
+	tcase_add_test(tc, shrinks_when_sparse);
 	tcase_add_test(tc, iteration_visits_each_once);
 	tcase_add_test(tc, remove_during_iteration);
 	tcase_add_test(tc, seed_per_table);

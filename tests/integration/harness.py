@@ -29,6 +29,7 @@ import shlex
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,11 @@ import urllib.error
 import urllib.request
 
 import redis
+
+# the standard module, under another name: tests/faults has a resource.py of
+# its own, which a later "import resource" must find
+import resource as rlimit  # noqa: E402
+del sys.modules["resource"]
 
 # the safety test's RESP client (tests/faults/resp.py) is shared for encoding
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -313,6 +319,63 @@ def report(text):
     """A figure for the log of the run (counts, latencies)."""
     sys.stdout.write("\n    %s\n" % text)
     sys.stdout.flush()
+
+
+def vm_rss_kib(pid):
+    """A process's resident set size (VmRSS in /proc/PID/status), KiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for process %d" % pid)
+
+
+def raise_nofile(n):
+    """Raise this process's soft limit of open files to at least n (up to
+    the hard limit); fails if the hard limit is lower."""
+    soft, hard = rlimit.getrlimit(rlimit.RLIMIT_NOFILE)
+    if soft >= n:
+        return
+    if hard != rlimit.RLIM_INFINITY and hard < n:
+        raise AssertionError("open files: need %d descriptors, the hard limit is %d "
+                             "(ulimit -Hn)" % (n, hard))
+    rlimit.setrlimit(rlimit.RLIMIT_NOFILE, (n, hard))
+
+
+def open_sessions(port, n, timeout=30.0):
+    """n TCP connections to 127.0.0.1:port, each a real session: it sent PING
+    and got PONG. Returns the sockets (blocking, with timeout); close them
+    with close_hard()."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+            socks.append(s)
+            s.sendall(b"PING\r\n")
+        for s in socks:
+            got = b""
+            while not got.endswith(b"\r\n"):
+                data = s.recv(64)
+                if not data:
+                    raise AssertionError("a session was closed at its PING: %r" % got)
+                got += data
+            if got != b"+PONG\r\n":
+                raise AssertionError("PING answered %r" % got)
+    except BaseException:
+        close_hard(socks)
+        raise
+    return socks
+
+
+def close_hard(socks):
+    """Close sockets with a reset (SO_LINGER 0): no TIME_WAIT left holding a
+    local port, however many there are."""
+    for s in socks:
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        s.close()
 
 
 def read_within(conn, seconds):
