@@ -11,6 +11,15 @@
  * one write when the owner flushes, with no wait for the loop; the write
  * event is added only while output waits for a full socket to drain, so
  * that an answered request costs no epoll_ctl.
+ *
+ * A TLS connection (conn_create_tls) goes through an OpenSSL bufferevent
+ * instead, behind the same calls and events: the bufferevent reads,
+ * decrypts, encrypts and writes from the loop, its output buffer is the
+ * connection's output, and its callbacks are deferred to the loop so that
+ * no call here runs the owner. What the owner did not take of the input
+ * asks for another CONN_READ (the plain path gets that from level-triggered
+ * readiness). The handshake has a deadline; a failed handshake or an error
+ * is logged at info with OpenSSL's reason and told as CONN_GONE.
  */
 #include "conn.h"
 
@@ -22,11 +31,20 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
+#include "clock.h"
+#include "log.h"
+#include "tls.h"
 #include "xmalloc.h"
 
 #define CONN_IOV 64	/* pieces of output one write takes at most */
+#define CONN_TLS_INPUT (4 * CONN_READ_MAX) /* decrypted input a TLS connection
+				 * buffers before it stops reading */
 
 struct conn {
 	evutil_socket_t fd;		/* the socket (owned) */
@@ -34,13 +52,20 @@ struct conn {
 	struct event *ev_write;		/* the socket can take more (persistent; added
 					 * only while output waits for it) */
 	struct event *ev_gone;		/* delivers CONN_GONE from the loop */
-	struct evbuffer *out;		/* output not written yet */
+	struct evbuffer *out;		/* output not written yet (TLS: the
+					 * bufferevent's output) */
+	struct bufferevent *bev;	/* TLS: the OpenSSL bufferevent (owns the
+					 * socket and the SSL); NULL: plain */
+	struct event *ev_more;		/* TLS: CONN_READ again for input left */
+	struct event *ev_handshake;	/* TLS: the handshake's deadline */
+	char name[100];			/* TLS: who the peer is, for logs */
 	conn_cb *cb;			/* the owner */
 	void *arg;			/* its argument */
 	bool reading;			/* ev_read is added */
 	bool waiting;			/* ev_write is added: output waits for the socket */
 	bool closing;			/* conn_close() was called */
 	bool failed;			/* end of stream or an error: CONN_GONE is on its way */
+	bool secure;			/* TLS: the handshake is done */
 };
 
 /* Whether a failed read or write may work later (the socket was not ready). */
@@ -58,10 +83,15 @@ conn_fail(struct conn *c)
 	if (c->failed)
 		return;
 	c->failed = true;
-	if (c->reading)
-		event_del(c->ev_read);
-	if (c->waiting)
-		event_del(c->ev_write);
+	if (c->bev != NULL) {
+		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+		evtimer_del(c->ev_handshake);
+	} else {
+		if (c->reading)
+			event_del(c->ev_read);
+		if (c->waiting)
+			event_del(c->ev_write);
+	}
 	c->reading = false;
 	c->waiting = false;
 	event_active(c->ev_gone, EV_TIMEOUT, 0);
@@ -149,6 +179,161 @@ on_gone(evutil_socket_t fd, short what, void *arg)
 	c->cb(c->arg, CONN_GONE);
 }
 
+/* ---- TLS ------------------------------------------------------------------ */
+
+/* Why the TLS connection failed, into buf: OpenSSL's reasons (its error
+ * queue for this connection, oldest first), else the socket's error. */
+static const char *
+conn_tls_reason(struct conn *c, char *buf, size_t size)
+{
+	unsigned long e;
+	size_t len = 0;
+
+	buf[0] = '\0';
+	while ((e = bufferevent_get_openssl_error(c->bev)) != 0)
+		if (len < size && ERR_GET_LIB(e) != 0)	/* lib 0: libevent's copy of
+							 * SSL_get_error() */
+			len += (size_t)snprintf(buf + len, size - len, "%s%s", len > 0 ? "; " : "",
+			    tls_error_text(e));
+	if (len == 0)
+		snprintf(buf, size, "%s", EVUTIL_SOCKET_ERROR() != 0 ?
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()) : "connection reset");
+	return buf;
+}
+
+/* A closing connection's output is all out: a close_notify (best effort,
+ * one non-blocking write), then CONN_GONE from the loop. */
+static void
+conn_tls_finish(struct conn *c)
+{
+	if (c->secure)
+		(void)SSL_shutdown(bufferevent_openssl_get_ssl(c->bev));
+	ERR_clear_error();
+	conn_fail(c);
+}
+
+/* The input the owner has not taken yet, while it reads: another CONN_READ
+ * from the loop. */
+static void
+conn_tls_more(struct conn *c)
+{
+	if (c->reading && !c->failed && evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+		event_active(c->ev_more, EV_TIMEOUT, 0);
+}
+
+static void
+on_tls_read(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	(void)bev;
+	if (c->reading && !c->failed)
+		c->cb(c->arg, CONN_READ);
+}
+
+static void
+on_tls_more(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	on_tls_read(NULL, arg);
+}
+
+/* The output is all written: tell the owner if some had to wait (all of a
+ * TLS connection's output does, once flushed), CONN_GONE when closing. */
+static void
+on_tls_written(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	(void)bev;
+	if (c->failed)
+		return;
+	if (c->closing) {
+		conn_tls_finish(c);
+	} else if (c->waiting) {
+		c->waiting = false;
+		c->cb(c->arg, CONN_WRITTEN);
+	}
+}
+
+/* The handshake is done, the peer left, or an error (a failed handshake
+ * too): the last two are CONN_GONE. */
+static void
+on_tls_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	char why[512];
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+		c->secure = true;
+		evtimer_del(c->ev_handshake);
+		log_debug("TLS %s: %s, %s", c->name, SSL_get_version(ssl),
+		    SSL_get_cipher_name(ssl));
+		return;
+	}
+	if (what & BEV_EVENT_ERROR)
+		log_info("TLS %s: %s%s", c->name, c->secure ? "" : "handshake failed: ",
+		    conn_tls_reason(c, why, sizeof(why)));
+	else if (!c->secure)
+		log_info("TLS %s: the peer left during the handshake", c->name);
+	conn_fail(c);
+}
+
+static void
+on_tls_handshake_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	(void)fd;
+	(void)what;
+	log_info("TLS %s: handshake not finished in time (tls.handshake_timeout_ms): closing",
+	    c->name);
+	conn_fail(c);
+}
+
+struct conn *
+conn_create_tls(struct event_base *base, evutil_socket_t fd, const struct tls *tls,
+    const char *name, conn_cb *cb, void *arg)
+{
+	struct conn *c = xcalloc(1, sizeof(*c));
+	struct timeval tv = clock_tv(tls_handshake_ms(tls));
+
+	(void)evutil_make_socket_nonblocking(fd);
+	c->cb = cb;
+	c->arg = arg;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->bev = bufferevent_openssl_socket_new(base, fd, tls_new_ssl(tls),
+	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (c->bev == NULL)
+		log_fatal("cannot make a TLS connection: out of memory");
+	/* a peer that closes without close_notify only ends its stream: it
+	 * cannot truncate a reply of ours, and its requests are framed */
+	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_TLS_INPUT);
+	bufferevent_setcb(c->bev, on_tls_read, on_tls_written, on_tls_event, c);
+	c->fd = fd;
+	c->out = bufferevent_get_output(c->bev);
+	c->ev_more = event_new(base, -1, 0, on_tls_more, c);
+	c->ev_gone = event_new(base, -1, 0, on_gone, c);
+	c->ev_handshake = evtimer_new(base, on_tls_handshake_timeout, c);
+	evtimer_add(c->ev_handshake, &tv);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	c->reading = true;
+	return c;
+}
+
+/* Free a TLS connection. */
+static void
+conn_tls_destroy(struct conn *c)
+{
+	event_free(c->ev_more);
+	event_free(c->ev_handshake);
+	event_free(c->ev_gone);
+	bufferevent_free(c->bev);	/* the SSL and the socket with it */
+	free(c);
+}
+
+/* ---- the API: plain, or TLS ------------------------------------------------ */
+
 struct conn *
 conn_create(struct event_base *base, evutil_socket_t fd, conn_cb *cb, void *arg)
 {
@@ -169,6 +354,10 @@ conn_create(struct event_base *base, evutil_socket_t fd, conn_cb *cb, void *arg)
 void
 conn_destroy(struct conn *c)
 {
+	if (c->bev != NULL) {
+		conn_tls_destroy(c);
+		return;
+	}
 	event_free(c->ev_read);
 	event_free(c->ev_write);
 	event_free(c->ev_gone);
@@ -182,6 +371,11 @@ conn_read(struct conn *c, void *buf, size_t size)
 {
 	if (c->failed)
 		return 0;
+	if (c->bev != NULL) {
+		size_t got = bufferevent_read(c->bev, buf, size);
+		conn_tls_more(c);
+		return got;
+	}
 	ssize_t n = read(c->fd, buf, size);
 	if (n > 0)
 		return (size_t)n;
@@ -200,7 +394,10 @@ conn_output(struct conn *c)
 void
 conn_flush(struct conn *c)
 {
-	conn_push(c);
+	if (c->bev == NULL)
+		conn_push(c);
+	else if (!c->failed && evbuffer_get_length(c->out) > 0)
+		c->waiting = true;	/* the bufferevent writes it from the loop */
 }
 
 void
@@ -208,6 +405,16 @@ conn_read_enable(struct conn *c, int on)
 {
 	if (c->closing || c->failed || c->reading == (on != 0))
 		return;
+	if (c->bev != NULL) {
+		c->reading = on != 0;
+		if (on) {
+			bufferevent_enable(c->bev, EV_READ);
+			conn_tls_more(c);
+		} else {
+			bufferevent_disable(c->bev, EV_READ);
+		}
+		return;
+	}
 	if (on)
 		event_add(c->ev_read, NULL);
 	else
@@ -222,5 +429,8 @@ conn_close(struct conn *c)
 		return;
 	conn_read_enable(c, 0);
 	c->closing = true;
-	conn_push(c);
+	if (c->bev == NULL)
+		conn_push(c);
+	else if (!c->failed && evbuffer_get_length(c->out) == 0)
+		conn_tls_finish(c);	/* nothing to write */
 }
