@@ -10,6 +10,7 @@
 #include "tls.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,13 @@ tls_reasons(char *buf, size_t size)
 	if (len == 0)
 		snprintf(buf, size, "unknown error");
 	return buf;
+}
+
+/* Whether OpenSSL's error e says a key does not match its certificate. */
+static bool
+tls_mismatch(unsigned long e)
+{
+	return ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
 }
 
 /* Whether the file called path can be read: 0, or -1 after adding an error
@@ -116,6 +124,7 @@ tls_create(struct conf *c)
 	char why[512];
 	size_t before = c->nerrors;
 
+	ERR_clear_error();
 	if (c->tls_cert_file == NULL || c->tls_key_file == NULL) {
 		(void)conf_setting_error(c, c->tls_cert_file == NULL ? "tls.cert_file" :
 		    "tls.key_file", "'tls.cert_file' and 'tls.key_file' must be set to serve TLS");
@@ -145,10 +154,11 @@ tls_create(struct conf *c)
 	if (SSL_CTX_use_certificate_chain_file(ctx, c->tls_cert_file) != 1)
 		(void)conf_setting_error(c, "tls.cert_file", "cannot load certificate '%s': %s",
 		    c->tls_cert_file, tls_reasons(why, sizeof(why)));
-	else if (SSL_CTX_use_PrivateKey_file(ctx, c->tls_key_file, SSL_FILETYPE_PEM) != 1)
+	else if (SSL_CTX_use_PrivateKey_file(ctx, c->tls_key_file, SSL_FILETYPE_PEM) != 1 &&
+	    !tls_mismatch(ERR_peek_last_error()))
 		(void)conf_setting_error(c, "tls.key_file", "cannot load key '%s': %s",
 		    c->tls_key_file, tls_reasons(why, sizeof(why)));
-	else if (SSL_CTX_check_private_key(ctx) != 1)
+	else if (tls_mismatch(ERR_peek_last_error()) || SSL_CTX_check_private_key(ctx) != 1)
 		(void)conf_setting_error(c, "tls.key_file", "key '%s' does not match certificate "
 		    "'%s': %s", c->tls_key_file, c->tls_cert_file, tls_reasons(why, sizeof(why)));
 	if (c->tls_ca_file != NULL) {
