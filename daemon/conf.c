@@ -693,18 +693,17 @@ conf_split(const struct conf_value *v, struct conf_entry *l)
 }
 
 /* Parse text, an item of the list row s, into *a: for CONF_ADDRLIST an
- * address to listen on, kept as written; for CONF_SERVERLIST a server to
+ * address to listen on, kept as written (CONF_TCPLIST: a TCP one, port 1
+ * and up); for CONF_SERVERLIST a server to
  * connect to (port s->def if left out and s->def is above 0), kept as
  * "host:port" or "[v6addr]:port". 0, or -1 with *why set. */
 static int
 conf_list_item(const struct conf_setting *s, const char *text, struct addr *a, const char **why)
 {
-	if (s->type == CONF_TCPLIST && strncmp(text, "unix:", 5) == 0) {
-		*why = "a Unix socket is not supported here (expected host:port or [v6addr]:port)";
-		return -1;
-	}
-	if (s->type != CONF_SERVERLIST)
+	if (s->type == CONF_ADDRLIST)
 		return addr_parse(text, ADDR_PORT_REQUIRED, a, why);
+	if (s->type == CONF_TCPLIST)
+		return conf_server_parse(text, ADDR_PORT_REQUIRED, a, why);
 	if (conf_server_parse(text, s->def > 0 ? (int)s->def : ADDR_PORT_REQUIRED, a, why) < 0)
 		return -1;
 	snprintf(a->text, sizeof(a->text), strchr(a->host, ':') != NULL ? "[%s]:%d" : "%s:%d",
