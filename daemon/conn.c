@@ -14,11 +14,11 @@
  *
  * A TLS connection (conn_create_tls) goes through an OpenSSL bufferevent
  * instead, behind the same calls and events: the bufferevent reads,
- * decrypts, encrypts and writes from the loop, its output buffer is the
- * connection's output, and its callbacks are deferred to the loop so that
- * no call here runs the owner. What the owner did not take of the input
- * asks for another CONN_READ (the plain path gets that from level-triggered
- * readiness). The handshake has a deadline; a failed handshake or an error
+ * decrypts, encrypts and writes; a flush hands the output to it when it has
+ * written what it had (the rest waits in the output, where the owner sees
+ * it), and its callbacks only schedule events of ours, so that no call here
+ * runs the owner. What the owner did not take of the input asks for another
+ * CONN_READ (the plain path gets that from level-triggered readiness). The handshake has a deadline; a failed handshake or an error
  * is logged at info with OpenSSL's reason and told as CONN_GONE.
  */
 #include "conn.h"
@@ -47,22 +47,25 @@
 				 * buffers before it stops reading */
 
 struct conn {
-	evutil_socket_t fd;		/* the socket (owned) */
-	struct event *ev_read;		/* the socket is readable (persistent) */
+	evutil_socket_t fd;		/* the socket (owned; TLS: by bev) */
+	struct event *ev_read;		/* the socket is readable (persistent); NULL
+					 * for TLS, as ev_write */
 	struct event *ev_write;		/* the socket can take more (persistent; added
 					 * only while output waits for it) */
 	struct event *ev_gone;		/* delivers CONN_GONE from the loop */
-	struct evbuffer *out;		/* output not written yet (TLS: the
-					 * bufferevent's output) */
+	struct evbuffer *out;		/* output not written yet (TLS: not handed
+					 * to the bufferevent yet) */
 	struct bufferevent *bev;	/* TLS: the OpenSSL bufferevent (owns the
 					 * socket and the SSL); NULL: plain */
-	struct event *ev_more;		/* TLS: CONN_READ again for input left */
+	struct event *ev_more;		/* TLS: CONN_READ (again, for input left) */
+	struct event *ev_written;	/* TLS: the bufferevent wrote all it had */
 	struct event *ev_handshake;	/* TLS: the handshake's deadline */
 	char name[100];			/* TLS: who the peer is, for logs */
 	conn_cb *cb;			/* the owner */
 	void *arg;			/* its argument */
-	bool reading;			/* ev_read is added */
-	bool waiting;			/* ev_write is added: output waits for the socket */
+	bool reading;			/* ev_read is added (TLS: bev reads) */
+	bool waiting;			/* ev_write is added: output waits for the socket
+					 * (TLS: flushed output is not all written) */
 	bool closing;			/* conn_close() was called */
 	bool failed;			/* end of stream or an error: CONN_GONE is on its way */
 	bool secure;			/* TLS: the handshake is done */
@@ -212,6 +215,23 @@ conn_tls_finish(struct conn *c)
 	conn_fail(c);
 }
 
+/* Hand what the owner flushed to the bufferevent when it has written all it
+ * had (it writes at once what the socket takes: one TLS record per hand-over
+ * rather than per reply); else it waits in c->out, where the owner sees it,
+ * until the bufferevent drains. */
+static void
+conn_tls_push(struct conn *c)
+{
+	struct evbuffer *wire = bufferevent_get_output(c->bev);
+
+	if (c->failed || evbuffer_get_length(c->out) == 0)
+		return;
+	if (evbuffer_get_length(wire) == 0)
+		evbuffer_add_buffer(wire, c->out);
+	if (evbuffer_get_length(wire) > 0 || evbuffer_get_length(c->out) > 0)
+		c->waiting = true;
+}
+
 /* The input the owner has not taken yet, while it reads: another CONN_READ
  * from the loop. */
 static void
@@ -221,42 +241,60 @@ conn_tls_more(struct conn *c)
 		event_active(c->ev_more, EV_TIMEOUT, 0);
 }
 
+/* The bufferevent decrypted input. It may call this from inside a write
+ * (OpenSSL needed a read to write), so the owner is told from the loop. */
 static void
 on_tls_read(struct bufferevent *bev, void *arg)
 {
-	struct conn *c = arg;
 	(void)bev;
-	if (c->reading && !c->failed)
-		c->cb(c->arg, CONN_READ);
+	conn_tls_more(arg);
 }
 
 static void
 on_tls_more(evutil_socket_t fd, short what, void *arg)
 {
+	struct conn *c = arg;
 	(void)fd;
 	(void)what;
-	on_tls_read(NULL, arg);
+	if (c->reading && !c->failed)
+		c->cb(c->arg, CONN_READ);
 }
 
-/* The output is all written: tell the owner if some had to wait (all of a
- * TLS connection's output does, once flushed), CONN_GONE when closing. */
+/* The bufferevent wrote all it had, maybe from inside conn_flush(): what
+ * waits goes on from the loop. */
 static void
 on_tls_written(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 	(void)bev;
-	if (c->failed)
+	if (!c->failed && (c->waiting || c->closing))
+		event_active(c->ev_written, EV_TIMEOUT, 0);
+}
+
+/* Hand over what waits; once everything is written, tell the owner
+ * (CONN_WRITTEN, or CONN_GONE when closing). */
+static void
+on_tls_drained(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer *wire = bufferevent_get_output(c->bev);
+	(void)fd;
+	(void)what;
+	if (c->failed || (!c->waiting && !c->closing))
 		return;
-	if (c->closing) {
+	if (evbuffer_get_length(wire) == 0)
+		evbuffer_add_buffer(wire, c->out);
+	if (evbuffer_get_length(wire) > 0 || evbuffer_get_length(c->out) > 0)
+		return;		/* on_tls_written tells when it is out */
+	c->waiting = false;
+	if (c->closing)
 		conn_tls_finish(c);
-	} else if (c->waiting) {
-		c->waiting = false;
+	else
 		c->cb(c->arg, CONN_WRITTEN);
-	}
 }
 
 /* The handshake is done, the peer left, or an error (a failed handshake
- * too): the last two are CONN_GONE. */
+ * too): the last two are CONN_GONE, from the loop. */
 static void
 on_tls_event(struct bufferevent *bev, short what, void *arg)
 {
@@ -301,8 +339,11 @@ conn_create_tls(struct event_base *base, evutil_socket_t fd, const struct tls *t
 	c->cb = cb;
 	c->arg = arg;
 	snprintf(c->name, sizeof(c->name), "%s", name);
+	/* callbacks not deferred: they come from libevent's handlers, or from
+	 * inside an evbuffer_add_buffer() of conn_tls_push(), and only schedule
+	 * the events that call the owner */
 	c->bev = bufferevent_openssl_socket_new(base, fd, tls_new_ssl(tls),
-	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 	if (c->bev == NULL)
 		log_fatal("cannot make a TLS connection: out of memory");
 	/* a peer that closes without close_notify only ends its stream: it
@@ -311,8 +352,9 @@ conn_create_tls(struct event_base *base, evutil_socket_t fd, const struct tls *t
 	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_TLS_INPUT);
 	bufferevent_setcb(c->bev, on_tls_read, on_tls_written, on_tls_event, c);
 	c->fd = fd;
-	c->out = bufferevent_get_output(c->bev);
+	c->out = evbuffer_new();
 	c->ev_more = event_new(base, -1, 0, on_tls_more, c);
+	c->ev_written = event_new(base, -1, 0, on_tls_drained, c);
 	c->ev_gone = event_new(base, -1, 0, on_gone, c);
 	c->ev_handshake = evtimer_new(base, on_tls_handshake_timeout, c);
 	evtimer_add(c->ev_handshake, &tv);
@@ -326,9 +368,11 @@ static void
 conn_tls_destroy(struct conn *c)
 {
 	event_free(c->ev_more);
+	event_free(c->ev_written);
 	event_free(c->ev_handshake);
 	event_free(c->ev_gone);
 	bufferevent_free(c->bev);	/* the SSL and the socket with it */
+	evbuffer_free(c->out);
 	free(c);
 }
 
@@ -396,8 +440,8 @@ conn_flush(struct conn *c)
 {
 	if (c->bev == NULL)
 		conn_push(c);
-	else if (!c->failed && evbuffer_get_length(c->out) > 0)
-		c->waiting = true;	/* the bufferevent writes it from the loop */
+	else
+		conn_tls_push(c);
 }
 
 void
@@ -429,8 +473,11 @@ conn_close(struct conn *c)
 		return;
 	conn_read_enable(c, 0);
 	c->closing = true;
-	if (c->bev == NULL)
+	if (c->bev == NULL) {
 		conn_push(c);
-	else if (!c->failed && evbuffer_get_length(c->out) == 0)
-		conn_tls_finish(c);	/* nothing to write */
+		return;
+	}
+	conn_tls_push(c);
+	if (!c->failed && !c->waiting)
+		conn_tls_finish(c);	/* all written */
 }

@@ -6,11 +6,13 @@ and a new certificate on SIGHUP. The certificates are made at test time with
 the openssl command in a directory of their own."""
 
 import os
+import select
 import signal
 import socket
 import ssl
 import subprocess
 import threading
+import time
 import unittest
 
 import redis
@@ -174,20 +176,48 @@ class TestTLS(unittest.TestCase):
         self.assertIsNotNone(plain.execute_command("LOCK", key, "WAIT", 0))
 
     def test_pipeline_larger_than_a_read_and_a_write(self):
-        # 20000 requests sent at once (~900 KiB in, several reads of
-        # CONN_READ_MAX with input left over) and their replies read only
-        # after all are sent (the output waits for the socket)
+        # 60000 requests sent at once (~3.5 MiB in, many reads of
+        # CONN_READ_MAX with input left over), whose replies (~3 MiB) are not
+        # read until the daemon stops taking requests: the output waits for
+        # the socket, passes the session's high mark (reading pauses), and
+        # drains (it resumes). One thread: an SSL object is not shared.
         r = tls_raw(self.port)
         self.addCleanup(r.close)
-        n = 20000
-        payload = b"".join(Raw.encode("PING", "x" * 30 + "%06d" % i) for i in range(n))
-        sender = threading.Thread(target=r.send, args=(payload,))
-        sender.start()
-        try:
-            for i in range(n):
-                self.assertEqual(r.read(), b"x" * 30 + b"%06d" % i)
-        finally:
-            sender.join(IO_TIMEOUT)
+        n = 60000
+        payload = memoryview(b"".join(Raw.encode("PING", "x" * 30 + "%06d" % i)
+                                      for i in range(n)))
+        want = b"".join(b"$36\r\n" + b"x" * 30 + b"%06d\r\n" % i for i in range(n))
+        got = bytearray()
+        sent = 0
+        r.s.setblocking(False)
+        stalled = None	# when sending stopped making progress, before any read
+        deadline = time.monotonic() + 60
+        while len(got) < len(want):
+            self.assertLess(time.monotonic(), deadline, "%d of %d bytes sent, %d of %d read"
+                            % (sent, len(payload), len(got), len(want)))
+            progress = False
+            if sent < len(payload):
+                try:
+                    sent += r.s.send(payload[sent:sent + 65536])
+                    progress = True
+                except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                    pass
+            reading = sent == len(payload) or (stalled is not None and
+                                               time.monotonic() - stalled > 0.5)
+            if not progress and stalled is None:
+                stalled = time.monotonic()
+            if reading:
+                try:
+                    got += r.s.recv(1 << 20)
+                    progress = True
+                except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                    pass
+            if not progress:
+                select.select([r.s], [r.s] if sent < len(payload) else [], [], 0.05)
+        self.assertIsNotNone(stalled, "the daemon never stopped taking requests")
+        self.assertEqual(bytes(got), want)
+        r.s.setblocking(True)
+        r.s.settimeout(IO_TIMEOUT)
         self.assertEqual(r.cmd("PING"), "PONG")
 
     def test_redis_py_pipeline(self):
