@@ -44,7 +44,9 @@
 
 #define CONN_IOV 64	/* pieces of output one write takes at most */
 #define CONN_TLS_INPUT (4 * CONN_READ_MAX) /* decrypted input a TLS connection
-				 * buffers before it stops reading */
+				 * buffers before it stops reading (not a
+				 * bufferevent watermark: one that suspends
+				 * reading strands what OpenSSL decrypted) */
 
 struct conn {
 	evutil_socket_t fd;		/* the socket (owned; TLS: by bev) */
@@ -69,6 +71,8 @@ struct conn {
 	bool closing;			/* conn_close() was called */
 	bool failed;			/* end of stream or an error: CONN_GONE is on its way */
 	bool secure;			/* TLS: the handshake is done */
+	bool bev_reading;		/* TLS: bev reads (reading, and its input
+					 * is below CONN_TLS_INPUT) */
 };
 
 /* Whether a failed read or write may work later (the socket was not ready). */
@@ -232,12 +236,23 @@ conn_tls_push(struct conn *c)
 		c->waiting = true;
 }
 
-/* The input the owner has not taken yet, while it reads: another CONN_READ
- * from the loop. */
+/* Let the bufferevent read while the owner reads and the input it has not
+ * taken is below CONN_TLS_INPUT; what it has not taken, while it reads,
+ * asks for another CONN_READ from the loop. */
 static void
 conn_tls_more(struct conn *c)
 {
-	if (c->reading && !c->failed && evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+	size_t left = evbuffer_get_length(bufferevent_get_input(c->bev));
+	bool want = c->reading && !c->failed && left < CONN_TLS_INPUT;
+
+	if (want != c->bev_reading) {
+		if (want)
+			bufferevent_enable(c->bev, EV_READ);
+		else
+			bufferevent_disable(c->bev, EV_READ);
+		c->bev_reading = want;
+	}
+	if (c->reading && !c->failed && left > 0)
 		event_active(c->ev_more, EV_TIMEOUT, 0);
 }
 
@@ -349,7 +364,6 @@ conn_create_tls(struct event_base *base, evutil_socket_t fd, const struct tls *t
 	/* a peer that closes without close_notify only ends its stream: it
 	 * cannot truncate a reply of ours, and its requests are framed */
 	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
-	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_TLS_INPUT);
 	bufferevent_setcb(c->bev, on_tls_read, on_tls_written, on_tls_event, c);
 	c->fd = fd;
 	c->out = evbuffer_new();
@@ -360,6 +374,7 @@ conn_create_tls(struct event_base *base, evutil_socket_t fd, const struct tls *t
 	evtimer_add(c->ev_handshake, &tv);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	c->reading = true;
+	c->bev_reading = true;
 	return c;
 }
 
@@ -451,12 +466,7 @@ conn_read_enable(struct conn *c, int on)
 		return;
 	if (c->bev != NULL) {
 		c->reading = on != 0;
-		if (on) {
-			bufferevent_enable(c->bev, EV_READ);
-			conn_tls_more(c);
-		} else {
-			bufferevent_disable(c->bev, EV_READ);
-		}
+		conn_tls_more(c);
 		return;
 	}
 	if (on)
