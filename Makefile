@@ -42,7 +42,7 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' $(WARNINGS)
 LDFLAGS    ?=
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
-PKGS_DAEMON := libevent yaml-0.1 hiredis jansson
+PKGS_DAEMON := libevent libevent_openssl openssl yaml-0.1 hiredis jansson
 # libsystemd (sd_notify, socket activation) when it is there, unless SYSTEMD=0:
 # without it the daemon never notifies a service manager nor takes its sockets
 SYSTEMD    ?= $(if $(shell pkg-config --exists libsystemd && echo y),1,0)
@@ -58,12 +58,12 @@ LIBS_BENCH    = $(shell pkg-config --libs libevent) -lm
 LIBS_CHECK    = $(shell pkg-config --libs check)
 
 # Debian packages: what building needs, and what the tests need on top.
-DEB_BUILD := build-essential pkg-config libevent-dev libyaml-dev libhiredis-dev libjansson-dev \
-              libsystemd-dev
+DEB_BUILD := build-essential pkg-config libevent-dev libssl-dev libyaml-dev libhiredis-dev \
+              libjansson-dev libsystemd-dev
 # dpkg-dev, debhelper, fakeroot and lintian build and check the Debian packages;
-# python3-yaml reads the Kubernetes example
+# python3-yaml reads the Kubernetes example; openssl makes the TLS tests' certificates
 DEB_CHECK := check redis-server redis-tools etcd-server etcd-client python3 python3-redis valgrind \
-              iproute2 dpkg-dev debhelper fakeroot lintian python3-yaml $(DEB_NODE)
+              iproute2 openssl dpkg-dev debhelper fakeroot lintian python3-yaml $(DEB_NODE)
 # Node and npm run the README's Node examples (their libraries come from npm at test
 # time, into $(BUILD)/node); a Node installed otherwise (with its own npm) is kept.
 DEB_NODE   := $(if $(shell command -v node 2>/dev/null),,nodejs) \

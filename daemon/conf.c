@@ -61,6 +61,15 @@ conf_level_choice(size_t i)
 	return i <= LOG_LEVEL_ERROR ? log_level_name((enum log_level)i) : NULL;
 }
 
+/* The i-th TLS version, for tls.min_version. */
+static const char *
+conf_tls_choice(size_t i)
+{
+	static const char *const versions[] = { "TLSv1.2", "TLSv1.3" };
+
+	return i < sizeof(versions) / sizeof(versions[0]) ? versions[i] : NULL;
+}
+
 /* The i-th registered backend's name, for backend.type. */
 static const char *
 conf_backend_choice(size_t i)
@@ -120,6 +129,14 @@ static const struct conf_setting conf_table[] = {
 	INT("limits.max_locks_per_session", max_locks_per_session, 1, 2147483647, 10000, 1),
 	INT("limits.max_keys", max_keys, 1, 2147483647, 1000000, 1),
 	INT("limits.max_output_bytes", max_output_bytes, 65536, 2147483647, 33554432, 1),
+	{ .name = "tls.listen", .type = CONF_TCPLIST, .off = OFF(tls_listen),
+	  .count = OFF(ntls_listen) },
+	{ .name = "tls.cert_file", .type = CONF_PATH, .off = OFF(tls_cert_file), .reloadable = 1 },
+	{ .name = "tls.key_file", .type = CONF_PATH, .off = OFF(tls_key_file), .reloadable = 1 },
+	{ .name = "tls.ca_file", .type = CONF_PATH, .off = OFF(tls_ca_file), .reloadable = 1 },
+	{ .name = "tls.min_version", .type = CONF_ENUM, .off = OFF(tls_min_version),
+	  .choice = conf_tls_choice, .defstr = "TLSv1.2", .reloadable = 1 },
+	INT("tls.handshake_timeout_ms", tls_handshake_timeout_ms, 100, 3600000, 10000, 1),
 	{ .name = "log.level", .type = CONF_ENUM, .off = OFF(log_level),
 	  .choice = conf_level_choice, .defstr = "info", .reloadable = 1 },
 	{ .name = "log.file", .type = CONF_STR, .off = OFF(log_file), .reloadable = 1 },
@@ -295,7 +312,8 @@ conf_join(const char *(*choice)(size_t), char *buf, size_t size)
 static bool
 conf_is_list(const struct conf_setting *s)
 {
-	return s->type == CONF_ADDRLIST || s->type == CONF_SERVERLIST;
+	return s->type == CONF_ADDRLIST || s->type == CONF_TCPLIST ||
+	    s->type == CONF_SERVERLIST;
 }
 
 /* Whether row s holds a long long (CONF_UNSET while unset). */
@@ -594,6 +612,17 @@ conf_number(const struct conf_setting *s, const char *text, long long *out)
 	return num_parse(text, strlen(text), s->min, s->max, out);
 }
 
+/* The file called text: itself if absolute or no file is loaded, else
+ * relative to the config file's directory. The caller frees it. */
+static char *
+conf_resolve(const struct conf_priv *p, const char *text)
+{
+	const char *slash = p->pub.path != NULL ? strrchr(p->pub.path, '/') : NULL;
+
+	return text[0] == '/' || slash == NULL ? xstrdup(text) :
+	    xasprintf("%.*s/%s", (int)(slash - p->pub.path), p->pub.path, text);
+}
+
 /* Read the password file named text (relative to the config file's
  * directory) into r->secret and its resolved name into field; v is where
  * the name was given. A file that cannot be used leaves r->secret as it was. */
@@ -601,7 +630,7 @@ static int
 conf_apply_secret_file(struct conf_priv *p, struct conf_row *r, const struct conf_value *v,
     char **field, const char *text)
 {
-	const char *slash = p->pub.path != NULL ? strrchr(p->pub.path, '/') : NULL, *why;
+	const char *why;
 	char buf[CONF_SECRET_MAX + 1], q[CONF_QUOTE_MAX + 4], *file;
 	size_t n = 0;
 	int err = 0;
@@ -612,8 +641,7 @@ conf_apply_secret_file(struct conf_priv *p, struct conf_row *r, const struct con
 		conf_set_str(&r->secret, NULL);
 		return 0;
 	}
-	file = text[0] == '/' || slash == NULL ? xstrdup(text) :
-	    xasprintf("%.*s/%s", (int)(slash - p->pub.path), p->pub.path, text);
+	file = conf_resolve(p, text);
 	if ((fp = fopen(file, "re")) == NULL)
 		err = errno;
 	else {
@@ -677,7 +705,8 @@ conf_split(const struct conf_value *v, struct conf_entry *l)
 }
 
 /* Parse text, an item of the list row s, into *a: for CONF_ADDRLIST an
- * address to listen on, kept as written; for CONF_SERVERLIST a server to
+ * address to listen on, kept as written (CONF_TCPLIST: a TCP one, port 1
+ * and up); for CONF_SERVERLIST a server to
  * connect to (port s->def if left out and s->def is above 0), kept as
  * "host:port" or "[v6addr]:port". 0, or -1 with *why set. */
 static int
@@ -685,6 +714,8 @@ conf_list_item(const struct conf_setting *s, const char *text, struct addr *a, c
 {
 	if (s->type == CONF_ADDRLIST)
 		return addr_parse(text, ADDR_PORT_REQUIRED, a, why);
+	if (s->type == CONF_TCPLIST)
+		return conf_server_parse(text, ADDR_PORT_REQUIRED, a, why);
 	if (conf_server_parse(text, s->def > 0 ? (int)s->def : ADDR_PORT_REQUIRED, a, why) < 0)
 		return -1;
 	snprintf(a->text, sizeof(a->text), strchr(a->host, ':') != NULL ? "[%s]:%d" : "%s:%d",
@@ -866,6 +897,11 @@ conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row 
 		return conf_apply_secret_file(p, r, v, field, text);
 	case CONF_GROUP:
 		return conf_apply_group(p, e, s, field, text);
+	case CONF_PATH:
+		conf_set_str(field, NULL);
+		if (*text != '\0')
+			*(char **)field = conf_resolve(p, text);
+		return 0;
 	default:
 		break;
 	}
@@ -1164,6 +1200,7 @@ conf_default(struct conf_priv *p, const struct conf_row *r)
 			log_fatal("%s: bad default: %s", s->name, why);
 		break;
 	case CONF_ADDRLIST:
+	case CONF_TCPLIST:
 	case CONF_SERVERLIST:
 		if (s->defstr != NULL && *(char ***)field == NULL)
 			conf_default_list(p, r);
@@ -1194,7 +1231,8 @@ conf_check(struct conf_priv *p, struct conf_row *r)
 	const struct conf_row *pair;
 	char **secret;
 
-	if (conf_is_list(r->s) && *(size_t *)FIELD(base, r->s->count) == 0)
+	if (conf_is_list(r->s) && r->s->type != CONF_TCPLIST &&
+	    *(size_t *)FIELD(base, r->s->count) == 0)
 		conf_error(p, r->pos, "'%s' must have at least one %s", r->name,
 		    r->s->type == CONF_SERVERLIST ? "server" : "address");
 	if (r->s->type != CONF_SECRET_FILE)
@@ -1263,6 +1301,32 @@ conf_protect(struct conf_priv *p, const char *name, char *const *list, size_t n)
 			    "'protected_mode: false'", name, list[i]);
 }
 
+/* The rules of the tls section: TLS listeners need a certificate and its
+ * key, a key goes with a certificate, and a TLS listener is not also a
+ * plain one. The files themselves are tls_create()'s to check. */
+static void
+conf_finish_tls(struct conf_priv *p)
+{
+	struct conf *c = &p->pub;
+	struct addr a, b;
+	const char *why;
+
+	if (c->ntls_listen > 0 && (c->tls_cert_file == NULL || c->tls_key_file == NULL))
+		conf_error(p, conf_find(p, "tls.listen", false)->pos, "'tls.listen' needs "
+		    "'tls.cert_file' and 'tls.key_file'");
+	else if ((c->tls_cert_file == NULL) != (c->tls_key_file == NULL))
+		conf_error(p, conf_rule(p, c->tls_cert_file != NULL ? "tls.cert_file" :
+		    "tls.key_file", "tls.listen"), "'tls.cert_file' and 'tls.key_file' go "
+		    "together: set both or neither");
+	for (size_t i = 0; i < c->ntls_listen; i++)
+		for (size_t j = 0; j < c->nlisten; j++)
+			if (addr_parse(c->tls_listen[i], ADDR_PORT_REQUIRED, &a, &why) == 0 &&
+			    addr_parse(c->listen[j], ADDR_PORT_REQUIRED, &b, &why) == 0 &&
+			    conf_addr_same(&a, &b))
+				conf_error(p, conf_rule(p, "tls.listen", "listen"), "'%s' is in both "
+				    "'listen' and 'tls.listen'", c->tls_listen[i]);
+}
+
 int
 conf_setting_error(struct conf *c, const char *name, const char *fmt, ...)
 {
@@ -1304,6 +1368,9 @@ conf_finish(struct conf *c)
 		    "- %d (%lld)", c->max_key_bytes, CONF_REQUEST_OVERHEAD,
 		    c->max_request_bytes - CONF_REQUEST_OVERHEAD);
 	conf_protect(p, "listen", c->listen, c->nlisten);
+	if (c->tls_ca_file == NULL)	/* else a client certificate is the login */
+		conf_protect(p, "tls.listen", c->tls_listen, c->ntls_listen);
+	conf_finish_tls(p);
 	if (ops != NULL && ops->min_lease_ms != NULL &&
 	    (uint64_t)c->default_ttl_ms < ops->min_lease_ms(c->backend_settings))
 		conf_error(p, conf_rule(p, "locks.default_ttl_ms", "backend.type"),
@@ -1342,6 +1409,7 @@ conf_value_text(const struct conf_setting *s, const void *base, char *buf, size_
 	case CONF_STR:
 	case CONF_SHORTSTR:
 	case CONF_SECRET_FILE:
+	case CONF_PATH:
 	case CONF_ENUM:
 		str = *(char *const *)field;
 		break;
@@ -1350,6 +1418,7 @@ conf_value_text(const struct conf_setting *s, const void *base, char *buf, size_
 		    ((const struct addr *)field)->text : NULL;
 		break;
 	case CONF_ADDRLIST:
+	case CONF_TCPLIST:
 	case CONF_SERVERLIST:
 		buf[0] = '\0';
 		for (size_t i = 0; i < *(const size_t *)FIELD(base, s->count) && len < size; i++)
@@ -1378,6 +1447,7 @@ conf_value_same(const struct conf_setting *s, const void *a, const void *b)
 	case CONF_SERVER:
 		return strcmp(((const struct addr *)fa)->text, ((const struct addr *)fb)->text) == 0;
 	case CONF_ADDRLIST:
+	case CONF_TCPLIST:
 	case CONF_SERVERLIST:
 		n = *(const size_t *)FIELD(a, s->count);
 		if (n != *(const size_t *)FIELD(b, s->count))
@@ -1390,6 +1460,7 @@ conf_value_same(const struct conf_setting *s, const void *a, const void *b)
 	case CONF_SHORTSTR:
 	case CONF_SECRET:
 	case CONF_SECRET_FILE:
+	case CONF_PATH:
 	case CONF_ENUM:
 		break;
 	}

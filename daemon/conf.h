@@ -37,6 +37,9 @@ enum conf_type {
 	CONF_SECRET_FILE,	/* a file holding the secret of the CONF_SECRET row
 				 * .pair, read at load, relative to the config
 				 * file's directory; its resolved name, char * */
+	CONF_PATH,		/* a file's name, relative to the config file's
+				 * directory; its resolved name, char * (NULL
+				 * for none) */
 	CONF_ENUM,		/* one of the names .choice gives; char * */
 	CONF_GROUP,		/* a Unix group, by name or number, resolved to
 				 * its gid when loaded; long long, CONF_UNSET
@@ -45,6 +48,8 @@ enum conf_type {
 				 * struct addr (text "" while unset) */
 	CONF_ADDRLIST,		/* list of addresses to listen on; char ** at off,
 				 * their number (size_t) at .count */
+	CONF_TCPLIST,		/* as CONF_ADDRLIST, TCP addresses only, and it
+				 * may be empty (none: the default) */
 	CONF_SERVERLIST,	/* list of servers to connect to, "host:port" or
 				 * "[v6addr]:port", port .def if left out and
 				 * .def > 0: a YAML list, or one string of them
@@ -121,6 +126,15 @@ struct conf {
 	long long max_locks_per_session; /* held and queued locks per connection */
 	long long max_keys;		/* keys with holders or waiters, in all */
 	long long max_output_bytes;	/* unsent reply bytes that close a session */
+
+	char **tls_listen;		/* TLS listener addresses as written */
+	size_t ntls_listen;		/* how many (0: no TLS) */
+	char *tls_cert_file;		/* PEM certificate (chain), resolved, or NULL */
+	char *tls_key_file;		/* PEM private key, resolved, or NULL */
+	char *tls_ca_file;		/* CA that client certificates must be signed
+					 * by, resolved; NULL: none asked for */
+	char *tls_min_version;		/* "TLSv1.2" or "TLSv1.3" */
+	long long tls_handshake_timeout_ms; /* a TLS handshake must end within this */
 
 	char *log_level;		/* debug, info, warn, error */
 	char *log_file;			/* NULL for stderr */

@@ -5,7 +5,8 @@
  * takes what arrived with conn_read() when told CONN_READ, and appends its
  * replies to conn_output(), which conn_flush() sends. It calls its owner
  * through one callback with an event kind; the peer going away is just
- * another event. It never parses anything.
+ * another event. It never parses anything. A connection is plain
+ * (conn_create) or TLS (conn_create_tls): the calls and events are the same.
  */
 #ifndef DLOCKD_CONN_H
 #define DLOCKD_CONN_H
@@ -17,6 +18,7 @@
 struct event_base;
 struct evbuffer;
 struct conn;
+struct tls;
 
 #define CONN_READ_MAX 16384	/* bytes an owner should take per CONN_READ */
 
@@ -32,6 +34,12 @@ typedef void conn_cb(void *arg, enum conn_event ev);
 /* Wrap an accepted socket, which it owns from now on (it is made
  * non-blocking). Never NULL; the caller owns it (conn_destroy). */
 struct conn *conn_create(struct event_base *base, evutil_socket_t fd, conn_cb *cb, void *arg);
+/* The same for a TLS connection: the server's side of a handshake with
+ * tls's context starts now, and must end within its handshake timeout;
+ * bytes flow once it is done. name is who the peer is, for the log lines
+ * on a failed handshake (copied). */
+struct conn *conn_create_tls(struct event_base *base, evutil_socket_t fd,
+    const struct tls *tls, const char *name, conn_cb *cb, void *arg);
 /* Close now; no callback follows. */
 void conn_destroy(struct conn *c);
 /*

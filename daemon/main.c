@@ -30,6 +30,7 @@
 #include "log.h"
 #include "notify.h"
 #include "server.h"
+#include "tls.h"
 #include "xmalloc.h"
 
 #ifndef DEFAULT_CONF
@@ -91,24 +92,38 @@ conf_path(const struct dlockd *d)
 	return access(DEFAULT_CONF, F_OK) == 0 ? DEFAULT_CONF : NULL;
 }
 
-/* Add to c an error for each of its settings that this host cannot serve,
- * as far as that is known without a side effect (see listener_check()): a
- * listen address (unless the service manager passes the sockets), the
- * directory of log.file. */
+/* Add to c an error for each address of list (the setting called name)
+ * that this host cannot listen on, as far as that is known without a side
+ * effect (see listener_check()). */
 static void
-check_host(struct conf *c, bool listen)
+check_listen(struct conf *c, const char *name, char *const *list, size_t n)
 {
-	char why[256], path[4096];
+	char why[256];
 
-	for (size_t i = 0; listen && i < c->nlisten; i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct addr a;
 		const char *bad;
 
-		if (addr_parse(c->listen[i], ADDR_PORT_REQUIRED, &a, &bad) == 0 &&
+		if (addr_parse(list[i], ADDR_PORT_REQUIRED, &a, &bad) == 0 &&
 		    listener_check(&a, why, sizeof(why)) < 0)
-			(void)conf_setting_error(c, "listen", "cannot listen on '%s': %s",
-			    c->listen[i], why);
+			(void)conf_setting_error(c, name, "cannot listen on '%s': %s", list[i],
+			    why);
 	}
+}
+
+/* Add to c an error for each of its settings that this host cannot serve,
+ * as far as that is known without a side effect: a listen address (unless
+ * the service manager passes the sockets), a tls.listen address (at start),
+ * the directory of log.file. */
+static void
+check_host(struct conf *c, bool listen, bool start)
+{
+	char why[256], path[4096];
+
+	if (listen)
+		check_listen(c, "listen", c->listen, c->nlisten);
+	if (start)
+		check_listen(c, "tls.listen", c->tls_listen, c->ntls_listen);
 	if (c->log_file != NULL && strcmp(c->log_file, "-") != 0) {
 		snprintf(path, sizeof(path), "%s", c->log_file);
 		if (listener_check_dir(dirname(path), why, sizeof(why)) < 0)
@@ -119,11 +134,14 @@ check_host(struct conf *c, bool listen)
 
 /* Read the configuration as the command line says: the file, then -l and
  * -b, defaults, the rules between settings and check_host() (the listen
- * addresses only with listen: they may need a name resolved, which must not
- * block the loop on a reload, where they cannot change anyway). The caller
- * owns the result (conf_destroy), errors or not. */
+ * addresses only with listen, the TLS ones only at start: they may need a
+ * name resolved, which must not block the loop on a reload, where they
+ * cannot change anyway). Without an error so far, *tls is the TLS context
+ * the result's files make if TLS is served (tls.listen at start, the one
+ * in force on a reload), else NULL; a file that cannot be used is an error.
+ * The caller owns the result (conf_destroy), errors or not, and *tls. */
 static struct conf *
-load(const struct dlockd *d, bool listen)
+load(const struct dlockd *d, bool listen, bool start, struct tls **tls)
 {
 	struct conf *c = conf_create();
 	const char *path = conf_path(d);
@@ -134,8 +152,11 @@ load(const struct dlockd *d, bool listen)
 		(void)conf_override_listen(c, d->listen[i]);
 	if (d->backend_url != NULL)
 		(void)conf_override_backend(c, d->backend_url);
+	*tls = NULL;
 	if (conf_finish(c) == 0)
-		check_host(c, listen);
+		check_host(c, listen, start);
+	if (c->nerrors == 0 && (start ? c->ntls_listen : d->conf->ntls_listen) > 0)
+		*tls = tls_create(c);
 	return c;
 }
 
@@ -202,6 +223,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	struct dlockd *d = arg;
 	const char *path = conf_path(d);
 	struct conf *next;
+	struct tls *tls;
 	int changed = 0;
 	(void)sig;
 	(void)what;
@@ -212,9 +234,11 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		notify_reloading();
 	log_info("SIGHUP: reloading the configuration from %s",
 	    path != NULL ? path : "built-in defaults");
-	next = load(d, false);
+	next = load(d, false, false, &tls);
 	if (next->nerrors == 0) {
 		changed = conf_reload(d->conf, next);
+		if (tls != NULL)	/* new connections from now on */
+			server_set_tls(d->srv, tls);
 		log_set_level(log_level(d));
 		server_reconfigure(d->srv);
 		raise_fd_limit(d->conf);
@@ -344,6 +368,7 @@ main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	struct dlockd d = { .conf_arg = NULL };
+	struct tls *tls = NULL;
 	int test = 0, ch, rc = -1, nfds = 0;
 
 	/* one allocation policy for the daemon and its event loop */
@@ -383,7 +408,7 @@ main(int argc, char **argv)
 	/* sockets the service manager passed replace 'listen' (not for -t) */
 	if (!test && (nfds = notify_listen_fds()) > 0)
 		d.activated = true;
-	d.conf = load(&d, !d.activated);
+	d.conf = load(&d, !d.activated, true, &tls);
 	if (d.level_arg != NULL && log_level_parse(d.level_arg) < 0) {
 		fprintf(stderr, "command line: unknown log level '%s' (expected debug, info, "
 		    "warn or error)\n", d.level_arg);
@@ -396,12 +421,14 @@ main(int argc, char **argv)
 		rc = 0;
 	}
 	if (rc >= 0) {
+		tls_destroy(tls);
 		conf_destroy(d.conf);
 		free(d.listen);
 		return rc;
 	}
 
 	if (log_init(log_level(&d), d.conf->log_file) != 0) {
+		tls_destroy(tls);
 		conf_destroy(d.conf);
 		free(d.listen);
 		return 1;
@@ -420,6 +447,7 @@ main(int argc, char **argv)
 	if (be == NULL)
 		log_fatal("cannot start the %s backend", d.conf->backend_type);
 	d.srv = server_create(base, d.conf, be, NULL, NULL);
+	server_set_tls(d.srv, tls);
 
 	struct event *ev_term = evsignal_new(base, SIGTERM, on_stop_signal, &d);
 	struct event *ev_int = evsignal_new(base, SIGINT, on_stop_signal, &d);

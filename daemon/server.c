@@ -24,6 +24,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "session.h"
+#include "tls.h"
 #include "xmalloc.h"
 
 #define CLOCK_CHECK_MS 1000	/* how often a suspend of the machine is looked for */
@@ -118,14 +119,55 @@ server_create(struct event_base *base, const struct conf *conf, struct backend *
 	return srv;
 }
 
+/* A plain listener's accept callback. */
+static void
+on_accept(void *arg, evutil_socket_t fd, const char *peer)
+{
+	session_accept(arg, fd, peer, NULL);
+}
+
+/* A TLS listener's accept callback: the context in force now. */
+static void
+on_accept_tls(void *arg, evutil_socket_t fd, const char *peer)
+{
+	struct server *srv = arg;
+	session_accept(srv, fd, peer, srv->tls);
+}
+
 /* Add l, listening (or NULL: it could not), to the listeners. 0 or -1. */
 static int
-server_add_listener(struct server *srv, struct listener *l)
+server_add_listener(struct server *srv, struct listener *l, bool tls)
 {
 	if (l == NULL)
 		return -1;
 	srv->listeners[srv->nlisteners++] = l;
-	log_info("listening on %s", listener_name(l));
+	log_info("listening on %s%s", listener_name(l), tls ? " (TLS)" : "");
+	return 0;
+}
+
+/* Listen on the n addresses of list, with TLS or not. 0, or -1 after
+ * logging why. */
+static int
+server_listen_list(struct server *srv, char *const *list, size_t n, bool tls)
+{
+	const struct conf *conf = srv->conf;
+	struct listener_keepalive ka = server_keepalive(conf);
+
+	for (size_t i = 0; i < n; i++) {
+		struct addr addr;
+		const char *why;
+		struct listener *l;
+		if (addr_parse(list[i], ADDR_PORT_REQUIRED, &addr, &why) != 0) {
+			log_error("listen %s: %s", list[i], why);
+			return -1;
+		}
+		l = listener_create(srv->base, &addr, (int)conf->unix_socket_mode,
+		    conf->unix_socket_gid, &ka, tls ? on_accept_tls : on_accept, srv);
+		if (l == NULL)
+			log_error("cannot listen on %s", list[i]);
+		if (server_add_listener(srv, l, tls) != 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -133,24 +175,11 @@ int
 server_listen(struct server *srv)
 {
 	const struct conf *conf = srv->conf;
-	struct listener_keepalive ka = server_keepalive(conf);
 
-	srv->listeners = xcalloc(conf->nlisten, sizeof(*srv->listeners));
-	for (size_t i = 0; i < conf->nlisten; i++) {
-		struct addr addr;
-		const char *why;
-		struct listener *l;
-		if (addr_parse(conf->listen[i], ADDR_PORT_REQUIRED, &addr, &why) != 0) {
-			log_error("listen %s: %s", conf->listen[i], why);
-			return -1;
-		}
-		l = listener_create(srv->base, &addr, (int)conf->unix_socket_mode,
-		    conf->unix_socket_gid, &ka, session_accept, srv);
-		if (l == NULL)
-			log_error("cannot listen on %s", conf->listen[i]);
-		if (server_add_listener(srv, l) != 0)
-			return -1;
-	}
+	srv->listeners = xcalloc(conf->nlisten + conf->ntls_listen, sizeof(*srv->listeners));
+	if (server_listen_list(srv, conf->listen, conf->nlisten, false) != 0 ||
+	    server_listen_list(srv, conf->tls_listen, conf->ntls_listen, true) != 0)
+		return -1;
 	if (conf->metrics.text[0] != '\0') {
 		srv->mx = metrics_create(srv);
 		if (metrics_listen(srv->mx, &conf->metrics) != 0)
@@ -164,15 +193,15 @@ server_listen_fds(struct server *srv, int first, int n)
 {
 	struct listener_keepalive ka = server_keepalive(srv->conf);
 
-	srv->listeners = xcalloc((size_t)n, sizeof(*srv->listeners));
+	srv->listeners = xcalloc((size_t)n + srv->conf->ntls_listen, sizeof(*srv->listeners));
 	for (int fd = first; fd < first + n; fd++) {
 		if (!notify_is_listener(fd)) {
 			log_error("socket %d from the service manager is not a listening TCP or "
 			    "Unix stream socket", fd);
 			return -1;
 		}
-		if (server_add_listener(srv, listener_adopt(srv->base, fd, &ka, session_accept,
-		    srv)) != 0)
+		if (server_add_listener(srv, listener_adopt(srv->base, fd, &ka, on_accept, srv),
+		    false) != 0)
 			return -1;
 		const char *name = listener_name(srv->listeners[srv->nlisteners - 1]);
 		if (srv->conf->protected_mode && srv->conf->password == NULL &&
@@ -185,7 +214,16 @@ server_listen_fds(struct server *srv, int first, int n)
 	}
 	log_info("socket activation: %d socket%s from the service manager, in place of "
 	    "'listen'", n, n == 1 ? "" : "s");
-	return 0;
+	return server_listen_list(srv, srv->conf->tls_listen, srv->conf->ntls_listen, true);
+}
+
+void
+server_set_tls(struct server *srv, struct tls *tls)
+{
+	tls_destroy(srv->tls);
+	srv->tls = tls;
+	if (tls != NULL)
+		log_info("TLS: %s", tls_describe(tls));
 }
 
 bool
@@ -277,6 +315,7 @@ server_destroy(struct server *srv)
 	for (size_t i = 0; i < srv->nlisteners; i++)
 		listener_destroy(srv->listeners[i]);
 	free(srv->listeners);
+	tls_destroy(srv->tls);
 	if (idle)
 		locktab_destroy(srv->lt);
 	event_free(srv->lt_timer);

@@ -28,6 +28,7 @@ struct listener;
 struct metrics;
 struct session;
 struct hashtab;
+struct tls;
 
 TAILQ_HEAD(session_list, session);
 
@@ -57,8 +58,10 @@ struct server {
 	struct event *lt_timer;		/* fires at the table's next deadline */
 	struct event *ev_clock;		/* looks for a suspend of the machine */
 	uint64_t suspended_ms;		/* time suspended as last seen, 0 at first */
-	struct listener **listeners;	/* one per conf->listen entry */
+	struct listener **listeners;	/* one per conf->listen entry (or socket
+					 * passed), then one per conf->tls_listen */
 	size_t nlisteners;
+	struct tls *tls;		/* the TLS listeners' context, or NULL */
 	struct metrics *mx;		/* the metrics HTTP listener, or NULL (off) */
 	struct session_list sessions;	/* every connected session */
 	struct hashtab *session_ids;	/* the same, by id */
@@ -77,14 +80,18 @@ struct server {
  */
 struct server *server_create(struct event_base *base, const struct conf *conf,
     struct backend *be, lt_clock_fn *clock, void *clock_arg);
-/* Listen on every conf->listen address, and for metrics on conf->metrics
- * if it is set; 0, or -1 after logging why. */
+/* Listen on every conf->listen address, with TLS on every conf->tls_listen
+ * one (server_set_tls() first), and for metrics on conf->metrics if it is
+ * set; 0, or -1 after logging why. */
 int server_listen(struct server *srv) __attribute__((warn_unused_result));
 /* Listen on the n sockets from descriptor first on that the service manager
- * passed (socket activation), in place of conf->listen; 0, or -1 after
- * logging why. */
+ * passed (socket activation), in place of conf->listen, and with TLS on
+ * every conf->tls_listen address; 0, or -1 after logging why. */
 int server_listen_fds(struct server *srv, int first, int n)
 	__attribute__((warn_unused_result));
+/* The TLS context of the TLS listeners from now on (owned from here on; the
+ * one before is freed, its connections keep it until they end). */
+void server_set_tls(struct server *srv, struct tls *tls);
 /* One line on how the server stands, for the service manager: clients,
  * locks held, whether the backend is up. */
 void server_status(const struct server *srv, char *buf, size_t size);

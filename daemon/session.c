@@ -456,10 +456,9 @@ session_kill(struct session *s, const char *who)
 }
 
 void
-session_accept(void *arg, evutil_socket_t fd, const char *peer)
+session_accept(struct server *srv, evutil_socket_t fd, const char *peer, const struct tls *tls)
 {
 	static const char full[] = "-LIMIT max number of clients reached\r\n";
-	struct server *srv = arg;
 	const struct conf *conf = srv->conf;
 	if (srv->stopping) {
 		evutil_closesocket(fd);
@@ -469,7 +468,7 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 		srv->metrics.rejected_connections++;
 		log_warn("refusing %s: max_clients (%lld) reached", peer, conf->max_clients);
 		/* best effort: the socket is fresh, its buffer has room */
-		if (send(fd, full, sizeof(full) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		if (tls == NULL && send(fd, full, sizeof(full) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 			log_debug("could not tell %s why", peer);
 		evutil_closesocket(fd);
 		return;
@@ -487,7 +486,9 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 	s->codec = codec_create((size_t)conf->max_request_bytes, SESSION_MAX_ARGS);
 	s->owner = locktab_owner_create(srv->lt, s->id, on_lost, s);
 	s->ev_resume = event_new(srv->base, -1, 0, on_resume, s);
-	s->conn = conn_create(srv->base, fd, on_conn, s);
+	s->tls = tls != NULL;
+	s->conn = tls != NULL ? conn_create_tls(srv->base, fd, tls, s->peer, on_conn, s) :
+	    conn_create(srv->base, fd, on_conn, s);
 	conn_set_linger(s->conn, (unsigned)conf->output_timeout_ms);
 	if (conf->idle_timeout_ms > 0) {
 		s->ev_idle = evtimer_new(srv->base, on_idle, s);
@@ -498,7 +499,8 @@ session_accept(void *arg, evutil_socket_t fd, const char *peer)
 	hashtab_insert(srv->session_ids, &s->hnode, &s->id, sizeof(s->id));
 	srv->nsessions++;
 	srv->metrics.total_connections++;
-	log_info("connect id=%llu addr=%s", (unsigned long long)s->id, s->peer);
+	log_info("connect id=%llu addr=%s%s", (unsigned long long)s->id, s->peer,
+	    s->tls ? " tls" : "");
 }
 
 /* The configuration changed in place (a reload). With no password any

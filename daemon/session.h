@@ -36,6 +36,7 @@
 
 struct conn;
 struct server;
+struct tls;
 struct codec;
 struct lt_owner;
 struct event;
@@ -64,6 +65,7 @@ struct session {
 	size_t ngroups;			/* how many */
 	uint64_t created_ms;		/* clock_ms() when it was accepted */
 	struct conn *conn;		/* the socket */
+	bool tls;			/* it came in on a TLS listener */
 	struct codec *codec;		/* request frames */
 	struct lt_owner *owner;		/* its locks in the table */
 	struct event *ev_resume;	/* runs the session again after a wait */
@@ -92,9 +94,10 @@ struct session {
 	TAILQ_ENTRY(session) entry;	/* on srv->sessions */
 };
 
-/* Accept a connection on fd (owned from here on) for the server arg (a
- * listener's accept callback). */
-void session_accept(void *arg, evutil_socket_t fd, const char *peer);
+/* Accept a connection on fd (owned from here on) for srv; with tls, a TLS
+ * connection with that context. */
+void session_accept(struct server *srv, evutil_socket_t fd, const char *peer,
+    const struct tls *tls);
 /* Close a session at once: its waits are cancelled, its locks released. */
 void session_destroy(struct session *s);
 /* Apply the server's configuration anew after a reload: the idle timeout;

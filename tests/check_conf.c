@@ -170,6 +170,18 @@ expect_session_defaults(const struct conf *c)
 	ck_assert_int_eq(c->tcp_keepalive_probes, 3);
 }
 
+/* Assert that the tls.* settings of c hold their defaults: no TLS. */
+static void
+expect_tls_defaults(const struct conf *c)
+{
+	ck_assert_uint_eq(c->ntls_listen, 0);
+	ck_assert_ptr_null(c->tls_cert_file);
+	ck_assert_ptr_null(c->tls_key_file);
+	ck_assert_ptr_null(c->tls_ca_file);
+	ck_assert_str_eq(c->tls_min_version, "TLSv1.2");
+	ck_assert_int_eq(c->tls_handshake_timeout_ms, 10000);
+}
+
 /* Assert that every field of c holds its default. */
 static void
 expect_defaults(const struct conf *c)
@@ -199,6 +211,7 @@ expect_defaults(const struct conf *c)
 	ck_assert_int_eq(c->request_timeout_ms, 30000);
 	ck_assert_int_eq(c->login_timeout_ms, 10000);
 	ck_assert_int_eq(c->output_timeout_ms, 30000);
+	expect_tls_defaults(c);
 	ck_assert_str_eq(c->log_level, "info");
 	ck_assert_ptr_null(c->log_file);
 }
@@ -340,6 +353,15 @@ START_TEST(test_all_keys)
 	ck_assert_int_eq(c->output_timeout_ms, 2500);
 	ck_assert_int_eq(c->unix_socket_gid, 0);
 	ck_assert_int_eq(c->protected_mode, 0);
+	ck_assert_uint_eq(c->ntls_listen, 2);
+	ck_assert_str_eq(c->tls_listen[0], "127.0.0.1:17481");
+	ck_assert_str_eq(c->tls_listen[1], "[::1]:17481");
+	/* relative names from the config file's directory */
+	ck_assert_ptr_nonnull(strstr(c->tls_cert_file, "tests/conf/certs/server.crt"));
+	ck_assert_str_eq(c->tls_key_file, "/etc/dlockd/server.key");
+	ck_assert_ptr_nonnull(strstr(c->tls_ca_file, "tests/conf/ca.crt"));
+	ck_assert_str_eq(c->tls_min_version, "TLSv1.3");
+	ck_assert_int_eq(c->tls_handshake_timeout_ms, 2500);
 	ck_assert_str_eq(c->log_level, "debug");
 	ck_assert_str_eq(c->log_file, "/var/log/dlockd.log");
 	conf_destroy(c);
@@ -396,6 +418,7 @@ START_TEST(test_shipped_config)
 	ck_assert_int_eq(c->max_request_bytes, 65536);
 	ck_assert_int_eq(c->max_waiters_per_key, 10000);
 	ck_assert_int_eq(c->max_locks_per_session, 10000);
+	expect_tls_defaults(c);
 	ck_assert_str_eq(c->log_level, "info");
 	ck_assert_ptr_null(c->log_file);
 	conf_destroy(c);
@@ -516,6 +539,15 @@ START_TEST(test_protected_mode)
 	ck_assert_uint_eq(c->nerrors, 1);
 	ck_assert_ptr_nonnull(strstr(c->errors[0], "t.yaml:1:17: 'protected_mode' must be true "
 	    "or false, not"));
+	conf_destroy(c);
+	/* TLS listeners too, unless clients must present a certificate */
+	c = load_text(&s, "tls: { listen: [\"0.0.0.0:7443\"], cert_file: c, key_file: k }\n",
+	    0, -1);
+	ck_assert_ptr_nonnull(strstr(c->errors[0], "'tls.listen' has 0.0.0.0:7443, which is not "
+	    "a loopback address"));
+	conf_destroy(c);
+	c = load_text(&s, "tls: { listen: [\"0.0.0.0:7443\"], cert_file: c, key_file: k, "
+	    "ca_file: a }\n", 0, 0);
 	conf_destroy(c);
 	/* -l is checked as the file is */
 	c = conf_create();
@@ -2284,6 +2316,87 @@ START_TEST(test_setting_error_at_its_place)
 }
 END_TEST
 
+START_TEST(test_tls_settings)
+{
+	static const char *const bad[] = {
+		"2:12: bad tls.listen address 'unix:/run/x.sock': a Unix socket is not supported "
+		    "here (expected host:port or [v6addr]:port)",
+		"2:30: bad tls.listen address 'localhost': missing port "
+		    "(expected host:port or [v6addr]:port)",
+		"2:41: bad tls.listen address '127.0.0.1:0': the port must be between 1 and 65535",
+		"3:16: 'tls.min_version' must be TLSv1.2 or TLSv1.3, not 'TLSv1.1'",
+		"4:25: 'tls.handshake_timeout_ms' must be between 100 and 3600000, not 50",
+		NULL
+	};
+	static const char *const nokey[] = {
+		"2:14: 'tls.cert_file' and 'tls.key_file' go together: set both or neither", NULL
+	};
+	static const char *const nocert[] = {
+		"2:11: 'tls.listen' needs 'tls.cert_file' and 'tls.key_file'", NULL
+	};
+	static const char *const twice[] = {
+		"3:11: '127.0.0.1:7480' is in both 'listen' and 'tls.listen'", NULL
+	};
+	struct scratch sc;
+	struct conf *c;
+	char *want;
+
+	scratch_init(&sc);
+	/* no listener: no TLS, an empty list is none */
+	c = load_text(&sc, "tls:\n  listen: []\n  cert_file: \"\"\n", 0, 0);
+	expect_tls_defaults(c);
+	conf_destroy(c);
+	c = load_text(&sc, "tls:\n  listen: [unix:/run/x.sock, localhost, 127.0.0.1:0]\n"
+	    "  min_version: TLSv1.1\n  handshake_timeout_ms: 50\n", -1, -1);
+	expect_errors(c, c->path, bad);
+	conf_destroy(c);
+	c = load_text(&sc, "tls:\n  cert_file: a.crt\n", 0, -1);
+	expect_errors(c, c->path, nokey);
+	conf_destroy(c);
+	c = load_text(&sc, "tls:\n  listen: [127.0.0.1:7481]\n", 0, -1);
+	expect_errors(c, c->path, nocert);
+	conf_destroy(c);
+	c = load_text(&sc, "listen: [127.0.0.1:7480]\ntls:\n  listen: [127.0.0.1:7480]\n"
+	    "  cert_file: a.crt\n  key_file: /k/a.key\n", 0, -1);
+	expect_errors(c, c->path, twice);
+	conf_destroy(c);
+	/* a good one: the names resolved from the file's directory */
+	c = load_text(&sc, "tls:\n  listen: [\"[::1]:7481\"]\n  cert_file: a.crt\n"
+	    "  key_file: /k/a.key\n", 0, 0);
+	ck_assert_uint_eq(c->ntls_listen, 1);
+	ck_assert_str_eq(c->tls_listen[0], "[::1]:7481");
+	ck_assert_int_ge(asprintf(&want, "%s/a.crt", sc.dir), 0);
+	ck_assert_str_eq(c->tls_cert_file, want);
+	ck_assert_str_eq(c->tls_key_file, "/k/a.key");
+	free(want);
+	conf_destroy(c);
+	scratch_rm(&sc);
+}
+END_TEST
+
+START_TEST(test_reload_tls)
+{
+	struct scratch sc;
+	struct conf *live, *next;
+
+	scratch_init(&sc);
+	live = load_text(&sc, "tls:\n  listen: [127.0.0.1:7481]\n  cert_file: /a.crt\n"
+	    "  key_file: /a.key\n", 0, 0);
+	next = load_text(&sc, "tls:\n  listen: [127.0.0.1:7482]\n  cert_file: /b.crt\n"
+	    "  key_file: /b.key\n  ca_file: /ca.crt\n  handshake_timeout_ms: 500\n", 0, 0);
+	/* the files and the timeout move; the listeners need a restart */
+	ck_assert_int_eq(conf_reload(live, next), 4);
+	ck_assert_str_eq(live->tls_cert_file, "/b.crt");
+	ck_assert_str_eq(live->tls_key_file, "/b.key");
+	ck_assert_str_eq(live->tls_ca_file, "/ca.crt");
+	ck_assert_int_eq(live->tls_handshake_timeout_ms, 500);
+	ck_assert_str_eq(live->tls_listen[0], "127.0.0.1:7481");
+	conf_destroy(next);
+	conf_destroy(live);
+	scratch_rm(&sc);
+}
+END_TEST
+
 static Suite *
 conf_suite(void)
 {
@@ -2370,6 +2483,11 @@ conf_suite(void)
 	tcase_add_test(tc, test_reload_moves_reloadable_settings);
 	tcase_add_test(tc, test_reload_keeps_backend_settings);
 	tcase_add_test(tc, test_setting_error_at_its_place);
+	tcase_add_test(tc, test_reload_tls);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("tls");
+	tcase_add_test(tc, test_tls_settings);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("structure");

@@ -106,7 +106,7 @@ client(void)
 {
 	int sv[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-	session_accept(srv, sv[1], "test");
+	session_accept(srv, sv[1], "test", NULL);
 	return sv[0];
 }
 
