@@ -255,8 +255,9 @@ FUZZ_INC     := -Idaemon -Iclient -Iproto -Itests -Itests/fuzz $(CFLAGS_DAEMON) 
 FUZZ_LIBOBJ  := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)) \
                 $(PROTO_SRC) client/dlock.c tests/fake_backend.c)
 FUZZ_REPLAY  := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
-# make check builds and runs the replays with the unit suites
+# make check and make unit build and run the replays with the unit suites
 TEST_BIN     += $(FUZZ_REPLAY)
+unit: $(FUZZ_REPLAY)
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(@D)
