@@ -1265,9 +1265,11 @@ dlock_lock(dlock_t *d, const char *key, const struct dlock_lock_opts *opts,
 		resp_free(v);
 		return 0;
 	}
+	/* the token is text (it goes back in UNLOCK and EXTEND): no NUL in it */
 	if (v->type != RESP_ARRAY || v->n < 3 ||
 	    v->elem[0]->type != RESP_BULK || v->elem[0]->len == 0 ||
 	    v->elem[0]->len >= sizeof(out->token) ||
+	    memchr(v->elem[0]->str, '\0', v->elem[0]->len) != NULL ||
 	    v->elem[1]->type != RESP_INT || v->elem[2]->type != RESP_INT)
 		return unexpected(d, "LOCK", v);
 	if (out != NULL) {

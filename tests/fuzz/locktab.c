@@ -93,6 +93,7 @@ key_index(const char *key, size_t keylen)
 	return 0;
 }
 
+/* The model forgets holding i of m. */
 static void
 m_unhold(struct m_owner *m, unsigned i)
 {
@@ -175,6 +176,7 @@ on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *r
 	FUZZ_CHECK(!"lost a holding the model does not know");
 }
 
+/* The table's timer hook: the harness ticks by itself. */
 static void
 on_rearm(void *arg, uint64_t when)
 {
@@ -182,6 +184,7 @@ on_rearm(void *arg, uint64_t when)
 	(void)when;
 }
 
+/* A new owner, in the table and in the model. */
 static struct m_owner *
 owner_new(void)
 {
@@ -192,6 +195,7 @@ owner_new(void)
 	return m;
 }
 
+/* Destroy the owner of slot; its callbacks must not run again. */
 static void
 owner_kill(int slot)
 {
@@ -208,6 +212,7 @@ struct walk {
 	unsigned holders, excl, sem, waiters;
 };
 
+/* locktab_key_walk's callbacks: count what it shows. */
 static void
 walk_holder(void *arg, const struct lt_holder_info *h)
 {

@@ -80,6 +80,7 @@ setup(void)
 	close(fd);
 }
 
+/* The callback of every operation: once, and what it may say. */
 static void
 on_done(void *arg, const struct be_reply *r)
 {
@@ -105,6 +106,7 @@ on_done(void *arg, const struct be_reply *r)
 	blk[k].last = r->fence;
 }
 
+/* The backend's calls up to the lock table (wakeup, expire). */
 static void
 on_wakeup(void *arg, const char *key, size_t keylen)
 {
@@ -112,6 +114,7 @@ on_wakeup(void *arg, const char *key, size_t keylen)
 	FUZZ_CHECK(key != NULL || keylen == 0);
 }
 
+/* A new record of an operation. */
 static struct rec *
 rec_new(int script, int key, unsigned fences)
 {
