@@ -92,7 +92,7 @@ TEST_HELP   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard t
 PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
 
 .PHONY: all run check check-valgrind check-faults unit integration bench deps deps-check \
-        deps-bench install clean FORCE
+        deps-bench deps-fuzz fuzz install clean FORCE
 all: $(PROGS)
 
 # The install directories the build bakes in (libdlock.pc, dlockd's default
@@ -232,6 +232,58 @@ ifneq ($(SYSTEMDUNITDIR),)
 	    chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/} || exit 1; \
 	done
 endif
+
+# ---- fuzzing -------------------------------------------------------------------
+# make fuzz [FUZZ_SECONDS=n] builds each harness tests/fuzz/NAME.c with clang and
+# libFuzzer (ASan and UBSan) into $(BUILD)/fuzz/, its own objects of the daemon's
+# sources in $(BUILD)/fuzz/obj/, and runs each for n seconds on a scratch copy of
+# tests/fuzz/corpus/NAME/ and tests/fuzz/regress/NAME/ (tests/fuzz/run.sh). It
+# fails on a crash, a leak or a timeout, leaving the input in $(BUILD)/fuzz/.
+# make check replays both directories through each harness linked with
+# tests/fuzz/replay.c by the normal compiler ($(BUILD)/tests/fuzz/replay-NAME).
+FUZZ_SECONDS ?= 60
+FUZZ_CC      := clang
+DEB_FUZZ     := clang libclang-rt-14-dev
+FUZZ_NAMES   := $(filter-out replay,$(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/*.c)))
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/%)
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' \
+                $(filter-out -Werror,$(WARNINGS)) -O1 -g -MMD -MP \
+                -fsanitize=fuzzer-no-link $(FUZZ_SAN)
+FUZZ_INC     := -Idaemon -Iclient -Iproto -Itests -Itests/fuzz $(CFLAGS_DAEMON) $(CFLAGS_CHECK)
+FUZZ_LIBOBJ  := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)) \
+                $(PROTO_SRC) client/dlock.c tests/fake_backend.c)
+FUZZ_REPLAY  := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
+# make check and make unit build and run the replays with the unit suites
+TEST_BIN     += $(FUZZ_REPLAY)
+unit: $(FUZZ_REPLAY)
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_INC) -c $< -o $@
+
+$(FUZZ_BINS): $(FUZZ_DIR)/%: $(FUZZ_DIR)/obj/tests/fuzz/%.o $(FUZZ_LIBOBJ)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
+
+$(FUZZ_REPLAY): $(BUILD)/tests/fuzz/replay-%: $(BUILD)/tests/fuzz/%.o \
+                $(BUILD)/tests/fuzz/replay.o $(TEST_HELP) $(BUILD)/libdlockd.a $(BUILD)/libdlock.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
+
+$(BUILD)/tests/fuzz/%.o: tests/fuzz/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto -Itests $(CFLAGS_DAEMON) $(CFLAGS_CHECK) \
+	    -c $< -o $@
+
+# building the harnesses needs Check too (the lock table's links the fake backend)
+deps-fuzz:
+	@DEB="$(DEB_BUILD) check $(DEB_FUZZ)" sh tests/deps.sh
+
+fuzz: deps-fuzz
+	$(MAKE) $(FUZZ_BINS)
+	BUILD=$(BUILD) sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+-include $(wildcard $(FUZZ_DIR)/obj/*/*.d $(FUZZ_DIR)/obj/tests/fuzz/*.d $(BUILD)/tests/fuzz/*.d)
 
 clean:
 	rm -rf build

@@ -29,6 +29,7 @@
  * reply shuts the socket down (conn_timeout).
  */
 #include "dlock.h"
+#include "dlock_internal.h"
 
 #include "addr.h"
 #include "clock.h"
@@ -1045,43 +1046,36 @@ connect_fail(dlock_t *d, const char *addr, char *err, size_t errlen, int errnum,
 	return NULL;
 }
 
-dlock_t *
-dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
+/* A handle not connected yet (fd -1), or NULL: out of memory. */
+static dlock_t *
+dlock_alloc(void)
+{
+	dlock_t *d;
+
+	if ((d = calloc(1, sizeof(*d))) == NULL || (d->rbuf = malloc(RBUF_MIN)) == NULL) {
+		free(d);
+		return NULL;
+	}
+	d->fd = -1;
+	d->rcap = RBUF_MIN;
+	d->timeout_ms = DLOCK_CALL_TIMEOUT_MS;
+	d->lost_tail = &d->lost_head;
+	return d;
+}
+
+/*
+ * The handshake on d's new connection to addr: HELLO 3 (with AUTH when a
+ * password is given), then CLIENT LOSTPUSH ON. d, or NULL with err set and
+ * d closed.
+ */
+static dlock_t *
+dlock_handshake(dlock_t *d, const char *addr, const char *password, char *err,
+    size_t errlen)
 {
 	const char *argv[5] = { "HELLO", "3", "AUTH", "default", password };
 	const char *lostpush[3] = { "CLIENT", "LOSTPUSH", "ON" };
 	char why[640];
 	struct resp *v;
-	dlock_t *d;
-
-	if (errlen > 0)
-		err[0] = '\0';
-	if (addr == NULL) {
-		addr = getenv("DLOCK_ADDR");
-		if (addr == NULL || *addr == '\0')
-			addr = DLOCK_DEFAULT_ADDR;
-	}
-	if (*addr == '\0') {
-		connect_err(err, errlen, EINVAL, "bad address: empty");
-		return NULL;
-	}
-	if ((d = calloc(1, sizeof(*d))) == NULL ||
-	    (d->rbuf = malloc(RBUF_MIN)) == NULL) {
-		free(d);
-		connect_err(err, errlen, ENOMEM, "out of memory");
-		return NULL;
-	}
-	d->rcap = RBUF_MIN;
-	d->timeout_ms = DLOCK_CALL_TIMEOUT_MS;
-	d->lost_tail = &d->lost_head;
-	if ((d->fd = connect_addr(addr, err, errlen)) < 0) {
-		int e = errno;
-
-		free(d->rbuf);
-		free(d);
-		errno = e;
-		return NULL;
-	}
 
 	/* HELLO 3 [AUTH default password]: RESP3, so that "lost" can be pushed. */
 	v = call(d, 0, password != NULL && *password != '\0' ? 5 : 2, argv);
@@ -1123,6 +1117,54 @@ dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
 	}
 	resp_free(v);
 	return d;
+}
+
+dlock_t *
+dlock_connect(const char *addr, const char *password, char *err, size_t errlen)
+{
+	dlock_t *d;
+
+	if (errlen > 0)
+		err[0] = '\0';
+	if (addr == NULL) {
+		addr = getenv("DLOCK_ADDR");
+		if (addr == NULL || *addr == '\0')
+			addr = DLOCK_DEFAULT_ADDR;
+	}
+	if (*addr == '\0') {
+		connect_err(err, errlen, EINVAL, "bad address: empty");
+		return NULL;
+	}
+	if ((d = dlock_alloc()) == NULL) {
+		connect_err(err, errlen, ENOMEM, "out of memory");
+		return NULL;
+	}
+	if ((d->fd = connect_addr(addr, err, errlen)) < 0) {
+		int e = errno;
+
+		free(d->rbuf);
+		free(d);
+		errno = e;
+		return NULL;
+	}
+	return dlock_handshake(d, addr, password, err, errlen);
+}
+
+/* See dlock_internal.h. */
+dlock_t *
+dlock_open_fd(int fd, int handshake, const char *password, char *err, size_t errlen)
+{
+	dlock_t *d;
+
+	if (errlen > 0)
+		err[0] = '\0';
+	if ((d = dlock_alloc()) == NULL) {
+		connect_err(err, errlen, ENOMEM, "out of memory");
+		close(fd);
+		return NULL;
+	}
+	d->fd = fd;
+	return handshake ? dlock_handshake(d, "fd", password, err, errlen) : d;
 }
 
 int
@@ -1223,9 +1265,11 @@ dlock_lock(dlock_t *d, const char *key, const struct dlock_lock_opts *opts,
 		resp_free(v);
 		return 0;
 	}
+	/* the token is text (it goes back in UNLOCK and EXTEND): no NUL in it */
 	if (v->type != RESP_ARRAY || v->n < 3 ||
 	    v->elem[0]->type != RESP_BULK || v->elem[0]->len == 0 ||
 	    v->elem[0]->len >= sizeof(out->token) ||
+	    memchr(v->elem[0]->str, '\0', v->elem[0]->len) != NULL ||
 	    v->elem[1]->type != RESP_INT || v->elem[2]->type != RESP_INT)
 		return unexpected(d, "LOCK", v);
 	if (out != NULL) {
@@ -1247,7 +1291,8 @@ call_int(dlock_t *d, const char *cmd, int argc, const char *const argv[])
 
 	if ((v = call(d, 0, argc, argv)) == NULL)
 		return -1;
-	if (v->type != RESP_INT)
+	/* a negative count or TTL would pass for a failure with no error set */
+	if (v->type != RESP_INT || v->integer < 0)
 		return unexpected(d, cmd, v);
 	n = v->integer;
 	resp_free(v);

@@ -52,6 +52,7 @@
  * the calls it gets and struct backend_up.
  */
 #include "backend.h"
+#include "be_etcd_internal.h"
 
 #include <assert.h>
 #include <stdbool.h>
@@ -1817,3 +1818,12 @@ const struct backend_ops be_etcd_ops = {
 	.state = et_state,
 	.pending = et_pending,
 };
+
+/* ---- for the fuzz harness (be_etcd_internal.h) ----------------------------- */
+
+int
+be_etcd_decide(const json_t *kvs, const char *ekey, enum lock_mode mode, unsigned limit,
+    int64_t *created, bool *holds, int64_t *wait_rev)
+{
+	return decide(kvs, ekey, mode, limit, created, holds, wait_rev);
+}

@@ -64,6 +64,7 @@
  * each call says.
  */
 #include "backend.h"
+#include "be_redis_internal.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -641,6 +642,15 @@ reply_int(const redisReply *rep, size_t i, long long def)
 	return rep->element[i]->integer;
 }
 
+/* The fence of a script's reply that granted a lease, {1, fence}: at
+ * least 1, else 0 (never from Redis's scripts: a reply to distrust). */
+static uint64_t
+reply_fence(const redisReply *rep)
+{
+	long long f = reply_int(rep, 1, 0);
+	return f >= 1 ? (uint64_t)f : 0;
+}
+
 static void send_op(struct rd *r, struct rd_op *op);
 static struct rd_op *release_new(struct rd *r, const struct be_lock *l, const char *member,
     be_cb *cb, void *arg);
@@ -776,10 +786,15 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 	switch (op->script) {
 	case RS_ACQUIRE: {
 		long long v = reply_int(rep, 0, -2);
-		if (v == 1) {
+		uint64_t fence = reply_fence(rep);
+		if (v == 1 && fence == 0) {
+			/* taken, but with no fence to grant it with: give it back */
+			defer_release(r, op);
+			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
+		} else if (v == 1) {
 			if (op->fences > 1)
-				deleg_granted(r, op, (uint64_t)reply_int(rep, 1, 0));
-			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0), NULL);
+				deleg_granted(r, op, fence);
+			op_complete(op, BE_OK, fence, NULL);
 		} else if (v == 0) {
 			retry_arm(r, op->key, op->keylen, reply_int(rep, 1, RD_RETRY_CAP_MS), 0);
 			op_complete(op, BE_BUSY, 0, NULL);
@@ -793,13 +808,17 @@ on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
 	}
 	case RS_TRANSFER: {
 		long long v = reply_int(rep, 0, -2);
+		uint64_t fence = reply_fence(rep);
 		if (v == 0 || v == 1 || v == 2)
 			/* from's lease went to op->member, was released or had
 			 * ended: its delegation is over */
 			deleg_forget(r, op->key, op->keylen);
-		if (v == 1) {
-			deleg_granted(r, op, (uint64_t)reply_int(rep, 1, 0));
-			op_complete(op, BE_OK, (uint64_t)reply_int(rep, 1, 0), NULL);
+		if (v == 1 && fence == 0) {
+			defer_release(r, op);
+			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
+		} else if (v == 1) {
+			deleg_granted(r, op, fence);
+			op_complete(op, BE_OK, fence, NULL);
 		} else if (v == 2) {
 			/* yielded: from was released for the daemon that waits;
 			 * this one's queue tries again after it had its chance */
@@ -1606,10 +1625,10 @@ link_init(struct rd *r, struct rd_link *l, bool sub)
 	l->ev_reconnect = evtimer_new(r->be->base, on_reconnect, l);
 }
 
-/* Set up be->priv: resolve the server once (start-up may block), then
- * start both connections. 0, or -1 after logging why. */
-static int
-rd_create(struct backend *be)
+/* Set up be->priv with both links down (be->settings given): everything
+ * but resolving the server and connecting. */
+static struct rd *
+rd_init(struct backend *be)
 {
 	const struct rd_settings *c = be->settings;
 	struct rd *r = xcalloc(1, sizeof(*r));
@@ -1628,19 +1647,6 @@ rd_create(struct backend *be)
 	r->wantedlen = (size_t)snprintf(r->wanted, sizeof(r->wanted), "%swanted",
 	    c->key_prefix);
 
-	/* start-up may block: resolve the server's name once, here */
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
-	int rc = getaddrinfo(c->address.host, NULL, &hints, &ai);
-	if (rc != 0) {
-		log_error("redis backend: cannot resolve %s: %s", c->address.host,
-		    gai_strerror(rc));
-		hashtab_destroy(r->delegs);
-		free(r);
-		return -1;
-	}
-	getnameinfo(ai->ai_addr, ai->ai_addrlen, r->ip, sizeof(r->ip), NULL, 0, NI_NUMERICHOST);
-	freeaddrinfo(ai);
-
 	struct timeval tick = clock_tv(100);
 	r->ev_fail = event_new(be->base, -1, 0, on_later, r);
 	r->ev_watch = event_new(be->base, -1, EV_PERSIST, on_watch, r);
@@ -1651,6 +1657,30 @@ rd_create(struct backend *be)
 	evtimer_add(r->ev_watch, &tick);
 	be->min_ttl_ms = rd_min_lease_ms(c);
 	be->priv = r;
+	return r;
+}
+
+/* Set up be->priv: resolve the server once (start-up may block), then
+ * start both connections. 0, or -1 after logging why. */
+static int
+rd_create(struct backend *be)
+{
+	const struct rd_settings *c = be->settings;
+	char ip[INET6_ADDRSTRLEN];
+
+	/* start-up may block: resolve the server's name once, here */
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
+	int rc = getaddrinfo(c->address.host, NULL, &hints, &ai);
+	if (rc != 0) {
+		log_error("redis backend: cannot resolve %s: %s", c->address.host,
+		    gai_strerror(rc));
+		return -1;
+	}
+	getnameinfo(ai->ai_addr, ai->ai_addrlen, ip, sizeof(ip), NULL, 0, NI_NUMERICHOST);
+	freeaddrinfo(ai);
+
+	struct rd *r = rd_init(be);
+	memcpy(r->ip, ip, sizeof(r->ip));
 	link_connect(&r->cmd);
 	link_connect(&r->sub);
 	log_info("redis backend: %s:%d db %lld, key prefix '%s'", r->ip, c->address.port,
@@ -1899,3 +1929,45 @@ const struct backend_ops be_redis_ops = {
 	.pending = rd_pending,
 	.drain = rd_drain,
 };
+
+/* ---- for the fuzz harness (be_redis_internal.h) ---------------------------- */
+
+int
+be_redis_offline(struct backend *be)
+{
+	be->ops = &be_redis_ops;
+	(void)rd_init(be);
+	return 0;
+}
+
+void
+be_redis_answer(struct backend *be, int script, const struct be_lock *l, unsigned fences,
+    be_cb *cb, void *arg, void *reply)
+{
+	struct rd *r = be->priv;
+	char member[RD_MEMBER_MAX];
+	const char *none[] = { NULL };
+	assert(script >= 0 && script < RS_COUNT);
+	if (script == RS_RELEASE || script == RS_RENEW)
+		lease_member(r, l, member);
+	else
+		lock_member(l, member);
+	struct rd_op *op = op_new(r, (enum rd_script)script, l, member, "l", none, cb, arg);
+	op->fences = fences;
+	op->sent_ms = clock_ms();
+	TAILQ_INSERT_TAIL(&r->inflight, op, entry);
+	on_reply(NULL, reply, op);
+}
+
+void
+be_redis_unsolicited(struct backend *be, int sub, void *reply)
+{
+	struct rd *r = be->priv;
+	redisAsyncContext ac;
+	memset(&ac, 0, sizeof(ac));
+	ac.data = sub ? &r->sub : &r->cmd;
+	if (sub)
+		on_message(&ac, reply, NULL);
+	else
+		on_policy(&ac, reply, NULL);
+}

@@ -539,6 +539,28 @@ conf_walk_mapping(struct conf_parser *ps, const char *prefix, size_t i)
 	return i < ps->nev ? i + 1 : i;
 }
 
+/* The line and column (in characters, from 1) of byte offset off of the
+ * file fp, which is read again from its start; the whole file if it cannot
+ * be. A reader error (bad UTF-8) has only its offset. */
+static struct conf_pos
+conf_offset_pos(FILE *fp, size_t off)
+{
+	struct conf_pos pos = { 1, 1 };
+	int ch;
+
+	if (fp == NULL || fseek(fp, 0, SEEK_SET) != 0)
+		return (struct conf_pos){ CONF_WHOLE_FILE, 0 };
+	for (size_t i = 0; i < off && (ch = getc(fp)) != EOF; i++) {
+		if (ch == '\n') {
+			pos.line++;
+			pos.col = 1;
+		} else if ((ch & 0xc0) != 0x80) {
+			pos.col++;	/* not a UTF-8 continuation byte */
+		}
+	}
+	return pos;
+}
+
 /* Report the YAML error that stopped the parser. */
 static void
 conf_yaml_error(struct conf_priv *p, const yaml_parser_t *yp)
@@ -550,7 +572,7 @@ conf_yaml_error(struct conf_priv *p, const yaml_parser_t *yp)
 	if (yp->error == YAML_READER_ERROR) {
 		if (yp->problem_value != -1)
 			snprintf(val, sizeof(val), "0x%02X ", (unsigned)yp->problem_value);
-		conf_error(p, (struct conf_pos){ CONF_WHOLE_FILE, 0 },
+		conf_error(p, conf_offset_pos(yp->input.file, yp->problem_offset),
 		    "%s (%sat byte offset %zu)", yp->problem, val, yp->problem_offset);
 		return;
 	}

@@ -12,6 +12,7 @@
  * endpoint has a token; one /v3/auth/authenticate call is made at a time.
  */
 #include "etcd.h"
+#include "etcd_internal.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -301,15 +302,12 @@ ep_answered(struct etcd *c)
 
 static void auth_start(struct etcd *c);
 
-/* An answered call's outcome from its HTTP status and body. */
-static void
-call_result(struct evhttp_request *req, json_t **body, struct etcd_result *r, char *why,
-    size_t whysize)
+void
+etcd_result_of(int code, const char *p, size_t len, json_t **body, struct etcd_result *r,
+    char *why, size_t whysize)
 {
-	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	size_t len = evbuffer_get_length(in), used;
-	int code = evhttp_request_get_response_code(req);
-	json_t *j = len > 0 ? json_first((const char *)evbuffer_pullup(in, -1), len, &used) : NULL;
+	size_t used;
+	json_t *j = len > 0 ? json_first(p, len, &used) : NULL;
 	json_t *err = j != NULL ? json_object_get(j, "error") : NULL;
 
 	*body = j;
@@ -323,11 +321,23 @@ call_result(struct evhttp_request *req, json_t **body, struct etcd_result *r, ch
 	r->code = j != NULL ? (int)etcd_int(j, "code") : -1;
 	if (json_is_object(err))	/* a stream's error: {"error": {...}} */
 		r->code = (int)etcd_int(err, "grpc_code"), err = json_object_get(err, "message");
-	if (json_is_string(err))
+	if (json_is_string(err) && json_string_value(err)[0] != '\0')
 		snprintf(why, whysize, "%s", json_string_value(err));
 	else
 		snprintf(why, whysize, "HTTP status %d", code);
 	r->why = why;
+}
+
+/* An answered call's outcome from its HTTP status and body. */
+static void
+call_result(struct evhttp_request *req, json_t **body, struct etcd_result *r, char *why,
+    size_t whysize)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in);
+
+	etcd_result_of(evhttp_request_get_response_code(req),
+	    len > 0 ? (const char *)evbuffer_pullup(in, -1) : NULL, len, body, r, why, whysize);
 }
 
 /* evhttp's answer to a unary call (req NULL: the connection failed). */
@@ -503,6 +513,37 @@ watch_lost(struct etcd *c)
 	event_active(c->ev_watch, EV_TIMEOUT, 0);
 }
 
+int
+etcd_stream_next(struct evbuffer *buf, json_t **msg, char *why, size_t whysize)
+{
+	json_error_t err;
+	size_t len, n;
+	const char *p, *nl;
+
+	*msg = NULL;
+	while ((len = evbuffer_get_length(buf)) > 0) {
+		p = (const char *)evbuffer_pullup(buf, -1);
+		if ((nl = memchr(p, '\n', len)) == NULL) {
+			if (len <= ETCD_MESSAGE_MAX)
+				return 0;	/* more to come */
+			snprintf(why, whysize, "a message over %d bytes", ETCD_MESSAGE_MAX);
+			return -1;
+		}
+		n = (size_t)(nl - p);
+		for (; n > 0 && isspace((unsigned char)p[n - 1]); n--)
+			;
+		if (n > 0 && (*msg = json_loadb(p, n, 0, &err)) == NULL) {
+			snprintf(why, whysize, "not JSON");
+			return -1;
+		}
+		evbuffer_drain(buf, (size_t)(nl - p) + 1);
+		if (*msg != NULL)
+			return 1;
+		/* a blank line */
+	}
+	return 0;
+}
+
 /* Bytes of the stream arrived: pass on each whole message. The gateway ends
  * each message with a newline (JSON text holds none of its own), so a
  * message is complete when its newline has come, wherever the chunks were
@@ -512,37 +553,16 @@ on_watch_chunk(struct evhttp_request *req, void *arg)
 {
 	struct etcd *c = arg;
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	json_error_t err;
-	size_t len, n;
-	const char *p, *nl;
 	json_t *msg, *res;
+	char why[64];
+	int rc;
 
 	if (c->wreq != req || c->wnext != NULL) {
 		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
 	}
 	evbuffer_add_buffer(c->wbuf, in);
-	while ((len = evbuffer_get_length(c->wbuf)) > 0) {
-		p = (const char *)evbuffer_pullup(c->wbuf, -1);
-		if ((nl = memchr(p, '\n', len)) == NULL) {
-			if (len <= ETCD_MESSAGE_MAX)
-				break;	/* more to come */
-			log_warn("etcd watch stream from %s: a message over %d bytes; starting it "
-			    "again", c->wep->text, ETCD_MESSAGE_MAX);
-			goto bad;
-		}
-		n = (size_t)(nl - p);
-		for (; n > 0 && isspace((unsigned char)p[n - 1]); n--)
-			;
-		msg = NULL;
-		if (n > 0 && (msg = json_loadb(p, n, 0, &err)) == NULL) {
-			log_warn("etcd watch stream from %s: not JSON; starting it again",
-			    c->wep->text);
-			goto bad;
-		}
-		evbuffer_drain(c->wbuf, (size_t)(nl - p) + 1);
-		if (msg == NULL)
-			continue;	/* a blank line */
+	while ((rc = etcd_stream_next(c->wbuf, &msg, why, sizeof(why))) == 1) {
 		c->stats.messages++;
 		res = json_object_get(msg, "result");
 		if (!json_is_object(res)) {
@@ -560,7 +580,9 @@ on_watch_chunk(struct evhttp_request *req, void *arg)
 		if (c->wreq != req || c->wnext != NULL)
 			return;	/* the hook stopped or restarted the stream */
 	}
-	return;
+	if (rc == 0)
+		return;
+	log_warn("etcd watch stream from %s: %s; starting it again", c->wep->text, why);
 bad:
 	evhttp_cancel_request(req);
 	watch_lost(c);

@@ -405,6 +405,7 @@ START_TEST(test_reader_replies)
 		{ .reply = "*-1\r\n" },						/* LOCK (RESP2 null) */
 		{ .reply = "-NOTHELD key is not held by this session\r\n" },	/* UNLOCK */
 		{ .reply = ":2\r\n" },						/* UNLOCK */
+		{ .reply = ":-1\r\n" },					/* UNLOCK: negative */
 		{ .reply = "%7\r\n+mode\r\n$6\r\nshared\r\n+holders\r\n:2\r\n"
 		  "+waiters\r\n:1\r\n+fence\r\n:99\r\n+ttl_ms\r\n:-1\r\n"
 		  "+limit\r\n:0\r\n+future\r\n#t\r\n" },		/* STATUS */
@@ -434,6 +435,9 @@ START_TEST(test_reader_replies)
 	ck_assert_str_eq(dlock_error(d), "NOTHELD key is not held by this session");
 	ck_assert_int_eq(dlock_unlock(d, "k", NULL), 2);
 	ck_assert_str_eq(dlock_error_code(d), "");
+	/* a negative count is no answer: a failure that says so */
+	ck_assert_int_eq(dlock_unlock(d, "k", NULL), -1);
+	assert_code(d, "PROTO");
 	ck_assert_int_eq(dlock_status(d, "k", &st), 0);
 	ck_assert_str_eq(st.mode, "shared");
 	ck_assert_int_eq(st.holders, 2);

@@ -758,7 +758,7 @@ END_TEST
 START_TEST(test_bad_utf8)
 {
 	static const char *const want[] = {
-		" invalid trailing UTF-8 octet (0x22 at byte offset 18)",
+		"2:14: invalid trailing UTF-8 octet (0x22 at byte offset 18)",
 		NULL
 	};
 	expect_fixture("bad-utf8.yaml", want);

@@ -37,6 +37,7 @@
 
 #include "clock.h"
 #include "etcd.h"
+#include "etcd_internal.h"
 #include "log.h"
 #include "suite.h"
 
@@ -733,6 +734,27 @@ START_TEST(test_call_error_answer)
 	outcome_free(&o);
 	outcome_free(&p);
 	outcome_free(&q);
+}
+END_TEST
+
+/* An error answer whose sentence is empty still says why: its HTTP status. */
+START_TEST(test_call_error_empty_sentence)
+{
+	static const char *const bodies[] = {
+		"{\"error\":\"\",\"code\":2}",
+		"{\"error\":{\"grpc_code\":14,\"message\":\"\"}}",
+	};
+	for (size_t i = 0; i < 2; i++) {
+		struct etcd_result r = { 0 };
+		json_t *body;
+		char why[64] = "";
+		etcd_result_of(i == 0 ? 500 : HTTP_OK, bodies[i], strlen(bodies[i]), &body, &r,
+		    why, sizeof(why));
+		ck_assert_int_eq(r.status, ETCD_FAILED);
+		ck_assert_str_eq(r.why, i == 0 ? "HTTP status 500" : "HTTP status 200");
+		ck_assert_int_eq(r.code, i == 0 ? 2 : 14);
+		json_decref(body);
+	}
 }
 END_TEST
 
@@ -1473,6 +1495,7 @@ etcd_suite(void)
 	tcase_add_test(tc, test_call_answered);
 	tcase_add_test(tc, test_call_stream_result);
 	tcase_add_test(tc, test_call_error_answer);
+	tcase_add_test(tc, test_call_error_empty_sentence);
 	tcase_add_test(tc, test_unreachable_endpoint);
 	tcase_add_test(tc, test_down_after_up);
 	tcase_add_test(tc, test_failover_to_next_endpoint);

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Run the unit-test suites given as arguments, then the integration tests,
+# Run the unit-test suites given as arguments (and the replays of the fuzz
+# corpus, tests/fuzz/replay.c), then the integration tests,
 # and print one closing line: "N passed, N failed".
 # BUILD names the build directory; UNIT_ONLY=1 skips the integration tests;
 # VALGRIND=1 runs every unit suite and every daemon under valgrind;
@@ -19,9 +20,31 @@ if [ "${VALGRIND:-0}" = 1 ]; then
     export DLOCKD_WRAPPER="$wrap"
 fi
 
+# replay BIN: run a fuzz harness (BIN is replay-NAME) on every input of
+# tests/fuzz/corpus/NAME and tests/fuzz/regress/NAME; each input counts as
+# one test, all of them failed if the harness fails
+replay() {
+    name=${1##*/replay-}
+    echo "== $1"
+    out=$($wrap "$1" "tests/fuzz/corpus/$name" "tests/fuzz/regress/$name" 2>&1)
+    rc=$?
+    line=$(printf '%s\n' "$out" | grep -E "^replay $name: [0-9]+ inputs" | tail -n 1)
+    n=$(echo "$line" | sed -nE 's/.*: ([0-9]+) inputs.*/\1/p')
+    if [ $rc -eq 0 ] && [ -n "$n" ]; then
+        echo "$line"
+        passed=$((passed + n))
+    else
+        printf '%s\n' "$out" | tail -n 40
+        echo "replay $name: FAILED (exit $rc)"
+        failed=$((failed + ${n:-1}))
+        status=1
+    fi
+}
+
 for t in "$@"; do
     case "$t" in
     */check_client) continue ;;	# needs a daemon: run by the integration tests
+    */replay-*) replay "$t"; continue ;;
     esac
     echo "== $t"
     out=$($wrap "$t" 2>&1)
