@@ -79,6 +79,7 @@ static struct m_hold detached[MAXD];	/* detached holdings granted */
 static unsigned ndetached;		/* used entries of detached */
 static unsigned wakes[NKEY];		/* wakeups the backend owes per key */
 static unsigned sem_limit;		/* the semaphore key's permits (its first LOCK's) */
+static uint64_t max_keys;		/* the table's limits.max_keys (0: none) */
 
 static const char *const keys[NKEY] = { "k0", "k1", "k2" };
 
@@ -270,6 +271,7 @@ check_all(void)
 	FUZZ_CHECK(st.holds == holds);
 	FUZZ_CHECK(st.waiters == waiters);
 	FUZZ_CHECK(st.keys >= used);
+	FUZZ_CHECK(max_keys == 0 || st.keys <= max_keys);
 }
 
 /* The fake backend answers the pending operation at pos with what b says. */
@@ -334,7 +336,8 @@ do_lock(struct m_owner *m, struct fuzz_in *in)
 	m->busy = M_IDLE;
 	FUZZ_CHECK(st != LT_OK);
 	FUZZ_CHECK((st == LT_NOT_GRANTED && q.wait_ms == 0) || st == LT_E_KIND ||
-	    st == LT_E_WAITERS || st == LT_E_LOCKS || st == LT_E_MODE);
+	    st == LT_E_WAITERS || st == LT_E_LOCKS || st == LT_E_MODE ||
+	    (st == LT_E_KEYS && max_keys != 0));
 }
 
 /* An idle owner m UNLOCKs or EXTENDs one of its holdings, or a detached
@@ -457,8 +460,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_quiet();
 	unsigned s = fuzz_byte(&in);
 	fk_start((s & 1) ? &fk_ops_nt : &fk_ops);
+	max_keys = (s & 128) ? 2 : 0;
 	struct lt_limits lim = { (s & 2) ? 2 : 10000, (s & 4) ? 3 : 10000,
-		(s & 8) ? 40 : 10, (s & 16) ? 500 : 0 };
+		(s & 8) ? 40 : 10, (s & 16) ? 500 : 0, max_keys };
 	fk.valid_cut = (s & 32) ? 100 : 0;
 	sem_limit = 2 + (s >> 6 & 1);
 	lt = locktab_create(&fk_be, &lim, fk_clock, NULL, on_rearm, NULL);
