@@ -60,10 +60,8 @@ struct conn {
 					 * to the bufferevent yet) */
 	struct bufferevent *bev;	/* TLS: the OpenSSL bufferevent (owns the
 					 * socket and the SSL); NULL: plain */
-	struct event *ev_more;		/* TLS: CONN_READ (again, for input left) */
-	struct event *ev_written;	/* TLS: the bufferevent wrote all it had */
-	struct event *ev_handshake;	/* TLS: the handshake's deadline */
-	char name[100];			/* TLS: who the peer is, for logs */
+	struct conn_tls *x;		/* TLS: the rest of its state; NULL: plain
+					 * (a plain connection pays nothing for TLS) */
 	conn_cb *cb;			/* the owner */
 	void *arg;			/* its argument */
 	bool reading;			/* ev_read is added (TLS: bev reads) */
@@ -73,9 +71,17 @@ struct conn {
 	bool failed;			/* end of stream or an error: CONN_GONE is on its way */
 	unsigned linger_ms;		/* how long conn_close() waits for the peer to
 					 * take the last output */
-	bool secure;			/* TLS: the handshake is done */
-	bool bev_reading;		/* TLS: bev reads (reading, and its input
-					 * is below CONN_TLS_INPUT) */
+};
+
+/* What only a TLS connection has. */
+struct conn_tls {
+	struct event *ev_more;		/* CONN_READ (again, for input left) */
+	struct event *ev_written;	/* the bufferevent wrote all it had */
+	struct event *ev_handshake;	/* the handshake's deadline */
+	char name[100];			/* who the peer is, for logs */
+	bool secure;			/* the handshake is done */
+	bool bev_reading;		/* bev reads (reading, and its input is
+					 * below CONN_TLS_INPUT) */
 };
 
 /* Whether a failed read or write may work later (the socket was not ready). */
@@ -95,7 +101,7 @@ conn_fail(struct conn *c)
 	c->failed = true;
 	if (c->bev != NULL) {
 		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-		evtimer_del(c->ev_handshake);
+		evtimer_del(c->x->ev_handshake);
 	} else {
 		if (c->reading)
 			event_del(c->ev_read);
@@ -216,7 +222,7 @@ conn_tls_reason(struct conn *c, char *buf, size_t size)
 static void
 conn_tls_finish(struct conn *c)
 {
-	if (c->secure)
+	if (c->x->secure)
 		(void)SSL_shutdown(bufferevent_openssl_get_ssl(c->bev));
 	ERR_clear_error();
 	conn_fail(c);
@@ -248,15 +254,15 @@ conn_tls_more(struct conn *c)
 	size_t left = evbuffer_get_length(bufferevent_get_input(c->bev));
 	bool want = c->reading && !c->failed && left < CONN_TLS_INPUT;
 
-	if (want != c->bev_reading) {
+	if (want != c->x->bev_reading) {
 		if (want)
 			bufferevent_enable(c->bev, EV_READ);
 		else
 			bufferevent_disable(c->bev, EV_READ);
-		c->bev_reading = want;
+		c->x->bev_reading = want;
 	}
 	if (c->reading && !c->failed && left > 0)
-		event_active(c->ev_more, EV_TIMEOUT, 0);
+		event_active(c->x->ev_more, EV_TIMEOUT, 0);
 }
 
 /* The bufferevent decrypted input. It may call this from inside a write
@@ -286,7 +292,7 @@ on_tls_written(struct bufferevent *bev, void *arg)
 	struct conn *c = arg;
 	(void)bev;
 	if (!c->failed && (c->waiting || c->closing))
-		event_active(c->ev_written, EV_TIMEOUT, 0);
+		event_active(c->x->ev_written, EV_TIMEOUT, 0);
 }
 
 /* Hand over what waits; once everything is written, tell the owner
@@ -321,17 +327,17 @@ on_tls_event(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
-		c->secure = true;
-		evtimer_del(c->ev_handshake);
-		log_debug("TLS %s: %s, %s", c->name, SSL_get_version(ssl),
+		c->x->secure = true;
+		evtimer_del(c->x->ev_handshake);
+		log_debug("TLS %s: %s, %s", c->x->name, SSL_get_version(ssl),
 		    SSL_get_cipher_name(ssl));
 		return;
 	}
 	if (what & BEV_EVENT_ERROR)
-		log_info("TLS %s: %s%s", c->name, c->secure ? "" : "handshake failed: ",
+		log_info("TLS %s: %s%s", c->x->name, c->x->secure ? "" : "handshake failed: ",
 		    conn_tls_reason(c, why, sizeof(why)));
-	else if (!c->secure)
-		log_info("TLS %s: the peer left during the handshake", c->name);
+	else if (!c->x->secure)
+		log_info("TLS %s: the peer left during the handshake", c->x->name);
 	conn_fail(c);
 }
 
@@ -342,7 +348,7 @@ on_tls_handshake_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	log_info("TLS %s: handshake not finished in time (tls.handshake_timeout_ms): closing",
-	    c->name);
+	    c->x->name);
 	conn_fail(c);
 }
 
@@ -357,7 +363,8 @@ conn_create_tls(struct event_base *base, evutil_socket_t fd, const struct tls *t
 	c->cb = cb;
 	c->linger_ms = CONN_LINGER_MS;
 	c->arg = arg;
-	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->x = xcalloc(1, sizeof(*c->x));
+	snprintf(c->x->name, sizeof(c->x->name), "%s", name);
 	/* callbacks not deferred: they come from libevent's handlers, or from
 	 * inside an evbuffer_add_buffer() of conn_tls_push(), and only schedule
 	 * the events that call the owner */
@@ -371,14 +378,14 @@ conn_create_tls(struct event_base *base, evutil_socket_t fd, const struct tls *t
 	bufferevent_setcb(c->bev, on_tls_read, on_tls_written, on_tls_event, c);
 	c->fd = fd;
 	c->out = evbuffer_new();
-	c->ev_more = event_new(base, -1, 0, on_tls_more, c);
-	c->ev_written = event_new(base, -1, 0, on_tls_drained, c);
+	c->x->ev_more = event_new(base, -1, 0, on_tls_more, c);
+	c->x->ev_written = event_new(base, -1, 0, on_tls_drained, c);
 	c->ev_gone = event_new(base, -1, 0, on_gone, c);
-	c->ev_handshake = evtimer_new(base, on_tls_handshake_timeout, c);
-	evtimer_add(c->ev_handshake, &tv);
+	c->x->ev_handshake = evtimer_new(base, on_tls_handshake_timeout, c);
+	evtimer_add(c->x->ev_handshake, &tv);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	c->reading = true;
-	c->bev_reading = true;
+	c->x->bev_reading = true;
 	return c;
 }
 
@@ -386,12 +393,13 @@ conn_create_tls(struct event_base *base, evutil_socket_t fd, const struct tls *t
 static void
 conn_tls_destroy(struct conn *c)
 {
-	event_free(c->ev_more);
-	event_free(c->ev_written);
-	event_free(c->ev_handshake);
+	event_free(c->x->ev_more);
+	event_free(c->x->ev_written);
+	event_free(c->x->ev_handshake);
 	event_free(c->ev_gone);
 	bufferevent_free(c->bev);	/* the SSL and the socket with it */
 	evbuffer_free(c->out);
+	free(c->x);
 	free(c);
 }
 

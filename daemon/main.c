@@ -42,7 +42,9 @@
 #define STATUS_MS 2000		/* how often STATUS= is sent (when it changed) */
 #define FD_RESERVE 32		/* descriptors besides the clients' and listeners' */
 #define TRIM_TICK_MS 1000	/* how often the heap's free bytes are looked at */
-#define TRIM_BYTES (2u << 20)	/* this many more free since the low point: trim */
+#define TRIM_BYTES (2u << 20)	/* free heap bytes worth giving back */
+#define TRIM_CHURN 1000		/* sessions closed and locks let go since the
+				 * last trim that make one worth its walk */
 
 /* The daemon: what the command line said, the configuration in force, and
  * what it tells the service manager. */
@@ -58,8 +60,7 @@ struct dlockd {
 	struct event *ev_status;	/* READY=1, then STATUS= when it changed */
 	struct event *ev_watchdog;	/* WATCHDOG=1 pings; NULL: no watchdog */
 	struct event *ev_trim;		/* gives free heap pages back (on_trim) */
-	size_t heap_free_low;		/* the heap's free bytes at their lowest
-					 * since the last trim */
+	uint64_t trim_churn;		/* trim_churn() at the last trim */
 	uint64_t started_ms;		/* clock_ms() when the listeners were bound */
 	bool ready;			/* READY=1 was sent */
 	char status[128];		/* the last STATUS= sent */
@@ -302,30 +303,41 @@ on_watchdog(evutil_socket_t fd, short what, void *arg)
 	notify_watchdog();
 }
 
+/* Sessions closed and holdings let go (released, expired, lost) since the
+ * start: counters that only grow, so that a crowd that came and went
+ * between two ticks is seen all the same. */
+static uint64_t
+trim_churn(const struct server *srv)
+{
+	struct lt_stats st;
+
+	locktab_stats(srv->lt, &st);
+	return srv->metrics.total_connections - srv->nsessions + st.releases + st.expired +
+	    st.lost;
+}
+
 /* Every TRIM_TICK_MS: free the idle keys the lock table keeps beyond its
- * bound; then, when the heap's free bytes grew by TRIM_BYTES or
- * more since their low point (many clients gone, a session of many locks
- * closed), give its free pages back to the system. glibc returns only the
- * top of the heap by itself, and the records of a crowd freed at once leave
- * holes under what stays: without this the daemon would keep the size of
- * its busiest moment. At most once a tick, never on a request's path; a
- * steady load, whose frees are taken again, never triggers it. */
+ * bound; then, when TRIM_CHURN sessions or holdings went since the last
+ * trim (many clients gone, a session of many locks closed) and the heap
+ * holds TRIM_BYTES free, give its free pages back to the system. glibc
+ * returns only the top of the heap by itself, and the records of a crowd
+ * freed at once leave holes under what stays: without this the daemon would
+ * keep the size of its busiest moment. At most once a tick, never on a
+ * request's path. */
 static void
 on_trim(evutil_socket_t fd, short what, void *arg)
 {
 	struct dlockd *d = arg;
+	uint64_t churn = trim_churn(d->srv);
 	(void)fd;
 	(void)what;
 	locktab_trim(d->srv->lt);
-#ifdef __GLIBC__
-	struct mallinfo2 mi = mallinfo2();
-
-	if (mi.fordblks < d->heap_free_low)
-		d->heap_free_low = mi.fordblks;
-	if (mi.fordblks - d->heap_free_low < TRIM_BYTES)
+	if (churn - d->trim_churn < TRIM_CHURN)
 		return;
-	malloc_trim(0);
-	d->heap_free_low = mi.fordblks;	/* its pages are back: count from here */
+	d->trim_churn = churn;
+#ifdef __GLIBC__
+	if (mallinfo2().fordblks >= TRIM_BYTES)
+		malloc_trim(0);
 #endif
 }
 
