@@ -147,6 +147,8 @@ struct dlock {
 	size_t wcap;		/* its size */
 	struct lost *lost_head;	/* queued "lost" pushes, oldest first */
 	struct lost **lost_tail; /* where the next one goes */
+	unsigned long notices_due; /* losses pushed whose "LOST" reply (in place
+				 * of the next command's) is still to come */
 	char code[32];		/* code word of the last error, or "" */
 	char err[512];		/* text of the last error, or "" */
 	char dead_code[32];	/* code of the failure that killed the connection */
@@ -625,18 +627,22 @@ push_handle(dlock_t *d, const struct resp *v)
 	if ((k->type != RESP_BULK && k->type != RESP_SIMPLE) ||
 	    v->elem[2]->type != RESP_INT)
 		return 0;
-	return lost_add(d, k->str, k->len, v->elem[2]->integer);
+	if (lost_add(d, k->str, k->len, v->elem[2]->integer) < 0)
+		return -1;
+	d->notices_due++;	/* the reply to the next command tells it again */
+	return 0;
 }
 
 /*
- * If the error reply v is a loss notice, "LOST key fence reason" (what the
- * daemon answers in place of a command when a lock of a session without
- * lost pushes was lost; the key has its unusual bytes written as \xHH),
- * queue the loss as if it had been pushed. Other errors, such as UNLOCK's
- * "LOST the lock on this key was lost ...", are left alone. 0, or -1 (dead).
+ * Whether the error reply v is a loss notice, "LOST key fence reason" (what
+ * the daemon answers in place of a command after a lock of the session was
+ * lost; the key has its unusual bytes written as \xHH); with queue, the loss
+ * is queued as if it had been pushed. Other errors, such as UNLOCK's "LOST
+ * the lock on this key was lost ...", are not notices. 1 if it is one, 0 if
+ * not, or -1 (dead).
  */
 static int
-lost_notice(dlock_t *d, const struct resp *v)
+lost_notice(dlock_t *d, const struct resp *v, int queue)
 {
 	const char *s = v->str, *end = v->str + v->len, *k, *kend, *f, *fend;
 	char *key;
@@ -667,9 +673,9 @@ lost_notice(dlock_t *d, const struct resp *v)
 			return 0;
 		}
 	}
-	r = lost_add(d, key, n, fence);
+	r = queue ? lost_add(d, key, n, fence) : 0;
 	free(key);
-	return r;
+	return r < 0 ? -1 : 1;
 }
 
 /*
@@ -776,7 +782,9 @@ wbuf_reserve(dlock_t *d, size_t need)
  * d's timeout, plus wait_ms for a command the daemon may hold back on
  * purpose (see deadline_start). Returns the reply (the caller frees it with
  * resp_free), or NULL with the error set: locally, or from the daemon's
- * error reply.
+ * error reply. A loss notice in place of the reply is queued for
+ * dlock_poll_lost() and fails the call (LOST), unless its push came first
+ * (notices_due): then the command, which did not run, is sent again.
  */
 static struct resp *
 call(dlock_t *d, long long wait_ms, int argc, const char *const argv[])
@@ -804,18 +812,28 @@ call(dlock_t *d, long long wait_ms, int argc, const char *const argv[])
 		d->wbuf[len++] = '\n';
 	}
 	dl = deadline_start(d, wait_ms);
-	if (conn_write(d, d->wbuf, len, &dl) < 0 || conn_read_reply(d, &v, &dl) < 0)
-		return NULL;
-	if (v->type == RESP_ERROR) {
-		if (lost_notice(d, v) < 0) {
+	for (;;) {
+		int notice;
+
+		if (conn_write(d, d->wbuf, len, &dl) < 0 || conn_read_reply(d, &v, &dl) < 0)
+			return NULL;
+		if (v->type != RESP_ERROR)
+			return v;
+		notice = lost_notice(d, v, d->notices_due == 0);
+		if (notice < 0) {
 			resp_free(v);
 			return NULL;
 		}
-		err_reply(d, v);
+		if (notice == 0 || d->notices_due == 0)
+			break;
+		/* the reply that follows a loss's push: the loss is queued
+		 * already, and the command was not run: send it again */
+		d->notices_due--;
 		resp_free(v);
-		return NULL;
 	}
-	return v;
+	err_reply(d, v);
+	resp_free(v);
+	return NULL;
 }
 
 /* Record a reply of an unexpected shape. Frees v. Returns -1. */

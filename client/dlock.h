@@ -174,11 +174,14 @@ DLOCK_EXPORT char *dlock_info(dlock_t *d);
  * descriptor, it stays readable). Pushes that arrived during other calls are
  * queued and returned first, oldest first.
  *
- * A loss the daemon reports as an error reply instead, "LOST key fence
- * reason" in place of the reply to any command (how dlockd tells sessions
- * without lost pushes; the key with \xHH escapes, which are undone), is
- * queued here as well, besides failing that call with the code LOST. UNLOCK's
- * and EXTEND's own "LOST the lock on this key was lost ..." is not queued.
+ * dlockd also answers the next command after a loss with "LOST key fence
+ * reason" in place of its reply (the key with \xHH escapes), so that a
+ * client whose library drops pushes cannot miss it. When the loss was
+ * pushed first it is queued already: the call sends its command again (it
+ * was not run) and answers as if nothing came between. A notice without a
+ * push before it is queued here as well, besides failing that call with the
+ * code LOST. UNLOCK's and EXTEND's own "LOST the lock on this key was lost
+ * ..." is not queued.
  */
 DLOCK_EXPORT int dlock_fd(const dlock_t *d);
 DLOCK_EXPORT int dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence);

@@ -130,23 +130,11 @@ secret_equal(const char *a, size_t alen, const char *b)
 	return diff == 0;
 }
 
-/* A copy of the len bytes at p written as one word, as -LOST writes a key:
- * printable ASCII stays, a space, a backslash, a quote and any other byte
- * become \xHH. The caller frees it. */
-static char *
-word_dup(const void *p, size_t len)
-{
-	size_t size = 4 * len + 4;
-	char *esc = xmalloc(size);
-	log_escape(esc, size, p, len, LOG_ESC_SPACE);
-	return esc;
-}
-
-/* word_dup() of the string s, NULL being "". */
+/* codec_word() of the string s, NULL being "". */
 static char *
 word_dupstr(const char *s)
 {
-	return word_dup(s != NULL ? s : "", s != NULL ? strlen(s) : 0);
+	return codec_word(s != NULL ? s : "", s != NULL ? strlen(s) : 0);
 }
 
 /* Whether s may run an admin-only command (what); replies NOPERM if not. */
@@ -241,7 +229,7 @@ static void
 cmd_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
 {
 	struct session *s = arg;
-	if (!s->closing)	/* after a protocol error nothing more is sent */
+	if (!session_closing(s))	/* after a protocol error nothing more is sent */
 		reply_outcome(s, st, g, value, false);
 	session_resume(s);
 }
@@ -334,11 +322,7 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 		free(s->name);
 		s->name = xstrdup(setname);
 	}
-	s->proto = (int)proto;
-	if (s->proto < 3 && s->lost_push) {
-		s->lost_push = false;	/* RESP2 has no pushes */
-		log_debug("client %llu: back to RESP2, lost pushes off", (unsigned long long)s->id);
-	}
+	session_set_proto(s, (int)proto);
 	codec_reply_map(out, 6, s->proto);
 	codec_reply_cstr(out, "server");
 	codec_reply_cstr(out, "dlockd");
@@ -359,8 +343,7 @@ cmd_quit(struct session *s, const struct codec_frame *f)
 {
 	(void)f;
 	codec_reply_simple(session_out(s), "OK");
-	s->closing = true;
-	s->close_reason = "quit";
+	session_close_after_reply(s, "quit");
 }
 
 /* Append the CLIENT LIST line of c (ending in "\n") to text. */
@@ -371,7 +354,7 @@ client_line(struct evbuffer *text, struct session *c)
 	size_t keylen = 0;
 	const char *key = locktab_owner_waiting(c->owner, &keylen);
 	char *name = word_dupstr(c->name), *lname = word_dupstr(c->lib_name);
-	char *lver = word_dupstr(c->lib_ver), *wait = word_dup(key ? key : "", keylen);
+	char *lver = word_dupstr(c->lib_ver), *wait = codec_word(key ? key : "", keylen);
 	char *laddr = word_dupstr(c->laddr);	/* a Unix socket's path may have spaces */
 	size_t qbuf = codec_buffered(c->codec), omem = evbuffer_get_length(session_out(c));
 	/* Redis's fields that its clients' parsers insist on, then ours */
@@ -435,7 +418,7 @@ client_kill(struct session *s, const struct codec_frame *f)
 		c = session_find(s->srv, (uint64_t)id);
 		if (c == s) {
 			codec_reply_int(session_out(s), 1);
-			s->closing = true;
+			session_close_after_reply(s, "client kill");
 			return;
 		}
 		if (c != NULL && !admin_ok(s, "CLIENT KILL of another session"))
@@ -494,13 +477,10 @@ cmd_client(struct session *s, const struct codec_frame *f)
 		client_kill(s, f);
 	} else if (arg_is(f, 1, "LOSTPUSH") && f->argc == 3 &&
 	    (arg_is(f, 2, "ON") || arg_is(f, 2, "OFF"))) {
-		bool on = arg_is(f, 2, "ON");
-		if (on && s->proto < 3) {
+		if (session_set_lost_push(s, arg_is(f, 2, "ON")) != 0)
 			codec_reply_error(out, "ERR", "lost pushes need RESP3: send HELLO 3 first");
-			return;
-		}
-		s->lost_push = on;
-		codec_reply_simple(out, "OK");
+		else
+			codec_reply_simple(out, "OK");
 	} else {
 		codec_reply_error(out, "ERR", "unknown CLIENT subcommand or wrong number of "
 		    "arguments (ID, GETNAME, SETNAME name, SETINFO attr value, LIST, INFO, "
@@ -558,8 +538,7 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 	struct lt_grant g;
 	enum lt_status st = locktab_lock(s->owner, &req, &g, cmd_done, s);
 	if (st == LT_PENDING) {
-		s->pending = true;
-		s->waiting_lock = true;
+		session_wait(s, SESSION_WAIT_LOCK);
 		return;
 	}
 	reply_outcome(s, st, &g, 0, false);
@@ -608,7 +587,7 @@ cmd_unlock(struct session *s, const struct codec_frame *f)
 	enum lt_status st = locktab_unlock(s->owner, f->argv[1], f->argvlen[1], token,
 	    &remaining, cmd_done, s);
 	if (st == LT_PENDING)
-		s->pending = true;
+		session_wait(s, SESSION_WAIT_BACKEND);
 	else
 		reply_outcome(s, st, NULL, remaining, token != NULL);
 }
@@ -625,7 +604,7 @@ cmd_extend(struct session *s, const struct codec_frame *f)
 	enum lt_status st = locktab_extend(s->owner, f->argv[1], f->argvlen[1],
 	    (uint64_t)ms, token, cmd_done, s);
 	if (st == LT_PENDING)
-		s->pending = true;
+		session_wait(s, SESSION_WAIT_BACKEND);
 	else
 		reply_outcome(s, st, NULL, 0, token != NULL);
 }
@@ -847,25 +826,4 @@ cmd_dispatch(struct session *s, const struct codec_frame *f)
 		return;
 	}
 	c->fn(s, f);
-}
-
-void
-cmd_push_lost(struct session *s, const char *key, size_t keylen, unsigned long long fence,
-    const char *reason)
-{
-	struct evbuffer *out = session_out(s);
-	codec_reply_push(out, 4, 3);
-	codec_reply_cstr(out, "lost");
-	codec_reply_bulk(out, key, keylen);
-	codec_reply_int(out, (long long)fence);
-	codec_reply_cstr(out, reason);
-}
-
-void
-cmd_reply_lost(struct session *s, const char *key, size_t keylen, unsigned long long fence,
-    const char *reason)
-{
-	char *esc = word_dup(key, keylen);
-	codec_reply_error(session_out(s), "LOST", "%s %llu %s", esc, fence, reason);
-	free(esc);
 }

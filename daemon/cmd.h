@@ -15,15 +15,8 @@
 struct session;
 struct codec_frame;
 
-/* Validate and run one request. The handler writes the reply, or marks the
- * session pending and replies later. */
+/* Validate and run one request (a session_dispatch_fn). The handler writes
+ * the reply, or asks the session to wait (session_wait) and replies later. */
 void cmd_dispatch(struct session *s, const struct codec_frame *f);
-
-/* Push ["lost", key, fence, reason] to a session that asked for pushes. */
-void cmd_push_lost(struct session *s, const char *key, size_t keylen,
-    unsigned long long fence, const char *reason);
-/* Reply "-LOST key fence reason" (the key escaped so that it is one word). */
-void cmd_reply_lost(struct session *s, const char *key, size_t keylen,
-    unsigned long long fence, const char *reason);
 
 #endif

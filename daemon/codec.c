@@ -39,6 +39,7 @@
 
 #include <event2/buffer.h>
 
+#include "log.h"
 #include "num.h"
 #include "xmalloc.h"
 
@@ -825,4 +826,13 @@ void
 codec_reply_push(struct evbuffer *out, size_t n, int proto)
 {
 	codec_put_header(out, proto >= 3 ? '>' : '*', codec_count(n));
+}
+
+char *
+codec_word(const void *p, size_t len)
+{
+	size_t size = 4 * len + 4;
+	char *esc = xmalloc(size);
+	log_escape(esc, size, p, len, LOG_ESC_SPACE);
+	return esc;
 }

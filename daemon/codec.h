@@ -83,4 +83,10 @@ void codec_reply_array(struct evbuffer *out, size_t n);		/* *n header */
 void codec_reply_map(struct evbuffer *out, size_t npairs, int proto); /* *2n or %n */
 void codec_reply_push(struct evbuffer *out, size_t n, int proto);	/* *n or >n */
 
+/* A copy of the len bytes at p written as one word of a reply's text, as
+ * -LOST and CLIENT LIST write keys and names: printable ASCII stays, a
+ * space, a backslash, a quote and any other byte become \xHH. The caller
+ * frees it. */
+char *codec_word(const void *p, size_t len);
+
 #endif

@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "clock.h"
+#include "cmd.h"
 #include "conf.h"
 #include "listener.h"
 #include "log.h"
@@ -458,7 +459,7 @@ main(int argc, char **argv)
 	struct backend *be = backend_create(d.conf->backend_type, base, d.conf->backend_settings);
 	if (be == NULL)
 		log_fatal("cannot start the %s backend", d.conf->backend_type);
-	d.srv = server_create(base, d.conf, be, NULL, NULL);
+	d.srv = server_create(base, d.conf, be, cmd_dispatch, NULL, NULL);
 	server_set_tls(d.srv, tls);
 
 	struct event *ev_term = evsignal_new(base, SIGTERM, on_stop_signal, &d);

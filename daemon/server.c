@@ -100,7 +100,7 @@ server_keepalive(const struct conf *conf)
 
 struct server *
 server_create(struct event_base *base, const struct conf *conf, struct backend *be,
-    lt_clock_fn *clock, void *clock_arg)
+    session_dispatch_fn *dispatch, lt_clock_fn *clock, void *clock_arg)
 {
 	struct server *srv = xcalloc(1, sizeof(*srv));
 	struct lt_limits limits = server_limits(conf);
@@ -109,6 +109,7 @@ server_create(struct event_base *base, const struct conf *conf, struct backend *
 	srv->base = base;
 	srv->conf = conf;
 	srv->be = be;
+	srv->dispatch = dispatch;
 	srv->started_ms = clock_ms();
 	TAILQ_INIT(&srv->sessions);
 	srv->session_ids = hashtab_create(64);

@@ -19,6 +19,7 @@
 #include <sys/queue.h>
 
 #include "locktab.h"
+#include "session.h"
 
 struct event_base;
 struct event;
@@ -54,6 +55,7 @@ struct server {
 	struct event_base *base;	/* the event loop (not owned) */
 	const struct conf *conf;	/* configuration in force (not owned) */
 	struct backend *be;		/* the backend (not owned) */
+	session_dispatch_fn *dispatch;	/* runs a session's requests */
 	struct locktab *lt;		/* the lock table */
 	struct event *lt_timer;		/* fires at the table's next deadline */
 	struct event *ev_clock;		/* looks for a suspend of the machine */
@@ -79,7 +81,7 @@ struct server {
  * (server_destroy).
  */
 struct server *server_create(struct event_base *base, const struct conf *conf,
-    struct backend *be, lt_clock_fn *clock, void *clock_arg);
+    struct backend *be, session_dispatch_fn *dispatch, lt_clock_fn *clock, void *clock_arg);
 /* Listen on every conf->listen address, with TLS on every conf->tls_listen
  * one (server_set_tls() first), and for metrics on conf->metrics if it is
  * set; 0, or -1 after logging why. */

@@ -19,7 +19,6 @@
 #include <event2/event.h>
 
 #include "clock.h"
-#include "cmd.h"
 #include "codec.h"
 #include "conf.h"
 #include "conn.h"
@@ -56,15 +55,19 @@ static void
 session_notice(struct session *s)
 {
 	struct lost_notice *n = STAILQ_FIRST(&s->notices);
+	char *esc = codec_word(n->key, n->keylen);
 	STAILQ_REMOVE_HEAD(&s->notices, entry);
-	cmd_reply_lost(s, n->key, n->keylen, n->fence, n->reason);
+	codec_reply_error(session_out(s), "LOST", "%s %llu %s", esc,
+	    (unsigned long long)n->fence, n->reason);
+	free(esc);
 	(void)locktab_forget_lost(s->owner, n->key, n->keylen, n->fence);
 	free(n->key);
 	free(n->reason);
 	free(n);
 }
 
-void
+/* Forget the losses queued for s (it is going). */
+static void
 session_clear_notices(struct session *s)
 {
 	struct lost_notice *n;
@@ -225,7 +228,7 @@ session_run(struct session *s)
 			continue;
 		}
 		s->frame_since_ms = 0;
-		cmd_dispatch(s, &f);
+		s->srv->dispatch(s, &f);
 		if (session_output_check(s))
 			return;
 	}
@@ -244,7 +247,7 @@ on_resume(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	/* a loss while a LOCK waits in a queue: withdraw it, and the loss is
 	 * its answer */
-	if (s->pending && s->waiting_lock && !STAILQ_EMPTY(&s->notices) &&
+	if (s->pending && s->waiting_lock && !s->lost_push && !STAILQ_EMPTY(&s->notices) &&
 	    locktab_owner_cancel(s->owner) > 0) {
 		s->pending = false;
 		s->waiting_lock = false;
@@ -253,6 +256,13 @@ on_resume(evutil_socket_t fd, short what, void *arg)
 			session_notice(s);
 	}
 	session_run(s);
+}
+
+void
+session_wait(struct session *s, enum session_wait how)
+{
+	s->pending = true;
+	s->waiting_lock = how == SESSION_WAIT_LOCK;
 }
 
 /* The waiting command's reply is written. With no request buffered behind
@@ -270,6 +280,38 @@ session_resume(struct session *s)
 		conn_flush(s->conn);
 	else
 		event_active(s->ev_resume, EV_TIMEOUT, 0);
+}
+
+void
+session_close_after_reply(struct session *s, const char *reason)
+{
+	s->closing = true;
+	s->close_reason = reason;
+}
+
+bool
+session_closing(const struct session *s)
+{
+	return s->closing;
+}
+
+void
+session_set_proto(struct session *s, int proto)
+{
+	s->proto = proto;
+	if (proto < 3 && s->lost_push) {
+		s->lost_push = false;	/* RESP2 has no pushes */
+		session_log(s, LOG_LEVEL_DEBUG, "back to RESP2, lost pushes off");
+	}
+}
+
+int
+session_set_lost_push(struct session *s, bool on)
+{
+	if (on && s->proto < 3)
+		return -1;
+	s->lost_push = on;
+	return 0;
 }
 
 /* Arm the idle timer to fire ms from now. */
@@ -353,25 +395,31 @@ on_conn(void *arg, enum conn_event ev)
 	}
 }
 
-/* The lock table lost a holding of s: push it, or queue it for the reply
- * to the next command (withdrawing a waiting LOCK from the loop). Called
+/* The lock table lost a holding of s: queue it for the reply to the next
+ * command (withdrawing a waiting LOCK from the loop when s takes no
+ * pushes), and push it at once to a session that asked for pushes. Called
  * from inside the table: nothing here calls back into it. */
 static void
 on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *reason)
 {
 	struct session *s = arg;
-	if (s->lost_push) {
-		cmd_push_lost(s, key, keylen, (unsigned long long)fence, reason);
-		if (!session_output_check(s))
-			conn_flush(s->conn);
-		return;
-	}
 	struct lost_notice *n = xcalloc(1, sizeof(*n));
 	n->key = xmemdup(key, keylen);
 	n->keylen = keylen;
 	n->reason = xstrdup(reason);
 	n->fence = fence;
 	STAILQ_INSERT_TAIL(&s->notices, n, entry);
+	if (s->lost_push && !s->closing) {
+		struct evbuffer *out = session_out(s);
+		codec_reply_push(out, 4, 3);
+		codec_reply_cstr(out, "lost");
+		codec_reply_bulk(out, key, keylen);
+		codec_reply_int(out, (long long)fence);
+		codec_reply_cstr(out, reason);
+		if (!session_output_check(s))
+			conn_flush(s->conn);
+		return;
+	}
 	if (s->pending && s->waiting_lock)
 		event_active(s->ev_resume, EV_TIMEOUT, 0);
 }

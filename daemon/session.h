@@ -7,14 +7,17 @@
  * work (locktab.c); it reaches its server through s->srv, never a global.
  *
  * Commands are answered in order. A command that waits (LOCK in the queue,
- * UNLOCK/EXTEND until the backend confirms) makes the session pending: the
- * frames behind it stay buffered until its completion writes the reply and
- * schedules the session to run again from the event loop.
+ * UNLOCK/EXTEND until the backend confirms) asks the session to wait
+ * (session_wait): the frames behind it stay buffered until its completion
+ * writes the reply and calls session_resume(), which runs the session again
+ * from the event loop. The session owns that state, its closing and its
+ * notices; the command table only asks.
  *
- * A lost lock is told at once as a push to a session that asked for pushes
- * (CLIENT LOSTPUSH ON, RESP3). Any other session is told by the reply to its
- * next command, "-LOST key fence reason", which that command does not run
- * for; a LOCK it is waiting on is withdrawn and answered so at once.
+ * A lost lock is told by the reply to the session's next command, "-LOST
+ * key fence reason", which that command does not run for; a LOCK it is
+ * waiting on is withdrawn and answered so at once. A session that asked for
+ * pushes (CLIENT LOSTPUSH ON, RESP3) is told at once by a push as well: the
+ * push is the early notice, the reply the one no client library can drop.
  */
 #ifndef DLOCKD_SESSION_H
 #define DLOCKD_SESSION_H
@@ -41,8 +44,20 @@ struct codec;
 struct lt_owner;
 struct event;
 struct evbuffer;
+struct codec_frame;
+struct session;
 
-/* A lost lock not yet reported to a session that takes no pushes. */
+/* Runs one request of s (the command table's cmd_dispatch): it writes the
+ * reply, or asks the session to wait (session_wait). */
+typedef void session_dispatch_fn(struct session *s, const struct codec_frame *f);
+
+/* How a command that cannot answer at once waits (session_wait). */
+enum session_wait {
+	SESSION_WAIT_BACKEND,	/* UNLOCK, EXTEND: until the backend answers */
+	SESSION_WAIT_LOCK	/* LOCK: in a key's queue */
+};
+
+/* A lost lock whose -LOST reply is still to come. */
 struct lost_notice {
 	char *key;			/* the key (binary-safe copy) */
 	size_t keylen;
@@ -72,14 +87,16 @@ struct session {
 	int proto;			/* 2 or 3 */
 	bool authed;			/* AUTH passed (or none needed) */
 	bool admin;			/* AUTH admin passed */
+	/* the session's own state: set here only (session_wait, session_resume,
+	 * session_close_after_reply, session_set_proto, session_set_lost_push) */
 	bool pending;			/* a command waits for its completion */
 	bool closing;			/* closing after the output is written */
 	const char *close_reason;	/* why it closes, for the log (static);
 					 * NULL: the peer left */
 	bool throttled;			/* reading paused until the output drains */
-	bool waiting_lock;		/* the pending command is a LOCK */
-	bool lost_push;			/* CLIENT LOSTPUSH ON: losses come as pushes */
-	struct notice_list notices;	/* losses to report, oldest first */
+	bool waiting_lock;		/* the pending command is a LOCK in a queue */
+	bool lost_push;			/* CLIENT LOSTPUSH ON: losses pushed too */
+	struct notice_list notices;	/* losses whose reply is due, oldest first */
 	uint64_t last_active_ms;	/* last input, or the end of the last wait */
 	struct event *ev_idle;		/* sessions.idle_timeout_ms, or NULL */
 	uint64_t frame_since_ms;	/* when an unfinished request was seen
@@ -95,7 +112,7 @@ struct session {
 };
 
 /* Accept a connection on fd (owned from here on) for srv; with tls, a TLS
- * connection with that context. */
+ * connection with that context. Its requests go to srv->dispatch. */
 void session_accept(struct server *srv, evutil_socket_t fd, const char *peer,
     const struct tls *tls);
 /* Close a session at once: its waits are cancelled, its locks released. */
@@ -103,10 +120,25 @@ void session_destroy(struct session *s);
 /* Apply the server's configuration anew after a reload: the idle timeout;
  * with no password any more, the session counts as authenticated. */
 void session_reconfigure(struct session *s);
-/* Finish a waiting command: the reply was written to session_out(s). */
+/* The running command answers later: its completion writes the reply and
+ * calls session_resume(); the requests behind it wait. A LOCK in a queue
+ * (SESSION_WAIT_LOCK) of a session without pushes is withdrawn when a lock
+ * of the session is lost, and the loss is its answer. */
+void session_wait(struct session *s, enum session_wait how);
+/* Finish a waiting command: the reply was written to session_out(s)
+ * (unless session_closing(s)). */
 void session_resume(struct session *s);
-/* Drop the losses queued for s (it takes pushes from now on). */
-void session_clear_notices(struct session *s);
+/* Close s once the replies written so far are sent (QUIT, CLIENT KILL of
+ * itself); reason (static) is logged. */
+void session_close_after_reply(struct session *s, const char *reason);
+/* Whether s is closing: nothing more is to be written to it. */
+bool session_closing(const struct session *s);
+/* Speak RESP proto (2 or 3) from now on; RESP2 has no pushes, so lost
+ * pushes are turned off. */
+void session_set_proto(struct session *s, int proto);
+/* CLIENT LOSTPUSH ON|OFF: 0, or -1 (nothing changed) for ON without RESP3. */
+int session_set_lost_push(struct session *s, bool on)
+	__attribute__((warn_unused_result));
 /* Where replies go. */
 struct evbuffer *session_out(struct session *s);
 /* The session with id on srv, or NULL. */

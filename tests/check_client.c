@@ -700,6 +700,51 @@ START_TEST(test_reader_lost_notice)
 END_TEST
 
 /*
+ * dlockd answers the command after a loss it pushed with the loss again
+ * ("-LOST key fence reason", for clients whose library drops pushes): the
+ * loss is queued once, and the command, which was not run, is sent again.
+ */
+START_TEST(test_reader_notice_after_push)
+{
+	static const struct step steps[] = {
+		HANDSHAKE(HELLO_REPLY),
+		/* unasked: two losses pushed */
+		{ .reply = ">4\r\n$4\r\nlost\r\n$1\r\nk\r\n:7\r\n$4\r\ngone\r\n"
+		  ">4\r\n$4\r\nlost\r\n$1\r\nj\r\n:8\r\n$4\r\ngone\r\n", .no_read = 1 },
+		/* PING: answered by both notices, then by itself */
+		{ .reply = "-LOST k 7 gone\r\n", .expect = "PING" },
+		{ .reply = "-LOST j 8 gone\r\n", .expect = "PING" },
+		{ .reply = "+PONG\r\n", .expect = "PING" },
+		/* a notice with no push before it fails its command, as ever */
+		{ .reply = "-LOST m 9 gone\r\n", .expect = "PING" },
+	};
+	struct canned c;
+	char key[8], err[256];
+	long long fence = 0;
+	dlock_t *d;
+
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 0);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_msg(dlock_ping(d) == 0, "%s", dlock_error(d));
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
+	ck_assert_str_eq(key, "k");
+	ck_assert_int_eq(fence, 7);
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
+	ck_assert_str_eq(key, "j");
+	ck_assert_int_eq(fence, 8);
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
+	ck_assert_int_eq(dlock_ping(d), -1);
+	assert_code(d, "LOST");
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
+	ck_assert_str_eq(key, "m");
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
+	dlock_close(d);
+	canned_wait(&c);
+}
+END_TEST
+
+/*
  * A daemon that takes requests and never answers: dlock_ping gives up after
  * the handle's timeout, the connection is dead from then on, and its socket
  * is shut down at once (the server sees the end before dlock_close).
@@ -1372,6 +1417,7 @@ client_suite(void)
 	tcase_add_test(reader, test_reader_status_full);
 	tcase_add_test(reader, test_reader_handshake_failures);
 	tcase_add_test(reader, test_reader_lost_notice);
+	tcase_add_test(reader, test_reader_notice_after_push);
 	tcase_add_test(reader, test_call_timeout);
 	tcase_add_test(reader, test_call_timeout_whole_reply);
 	tcase_add_test(reader, test_lock_wait_timeout);

@@ -12,6 +12,7 @@
 #include <event2/event.h>
 
 #include "backend.h"
+#include "cmd.h"
 #include "conf.h"
 #include "fake_backend.h"
 #include "locktab.h"
@@ -146,7 +147,7 @@ setup(void)
 	base = event_base_new();
 	ck_assert_ptr_nonnull(base);
 	fk_start(&fk_ops);
-	srv = server_create(base, conf, &fk_be, fk_clock, NULL);
+	srv = server_create(base, conf, &fk_be, cmd_dispatch, fk_clock, NULL);
 	mx = metrics_create(srv);
 }
 

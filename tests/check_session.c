@@ -30,6 +30,7 @@
 #include "backend.h"
 #include "fake_backend.h"
 #include "clock.h"
+#include "cmd.h"
 #include "conf.h"
 #include "locktab.h"
 #include "server.h"
@@ -60,7 +61,7 @@ server_up(void)
 	ck_assert_ptr_nonnull(base);
 	be = backend_create("memory", base, conf->backend_settings);
 	ck_assert_ptr_nonnull(be);
-	srv = server_create(base, conf, be, test_clock, NULL);
+	srv = server_create(base, conf, be, cmd_dispatch, test_clock, NULL);
 }
 
 static void
@@ -812,7 +813,7 @@ setup_fake(void)
 	ck_assert_ptr_nonnull(base);
 	fk_start(&fk_ops);
 	be = &fk_be;
-	srv = server_create(base, conf, be, fk_clock, NULL);
+	srv = server_create(base, conf, be, cmd_dispatch, fk_clock, NULL);
 }
 
 static void
@@ -919,6 +920,8 @@ START_TEST(test_loss_withdraws_a_waiting_lock)
 }
 END_TEST
 
+/* A session that takes pushes hears of a loss at once, and its next command
+ * is still answered -LOST (a library may drop the push); then it is over. */
 START_TEST(test_loss_pushed_in_resp3)
 {
 	int a = client();
@@ -930,9 +933,45 @@ START_TEST(test_loss_pushed_in_resp3)
 	expect_grant(a, NULL, NULL);
 	lose_lock();
 	expect(a, ">4\r\n$4\r\nlost\r\n$1\r\nk\r\n:5\r\n$24\r\nthe fake backend says so\r\n");
+	send_str(a, "PING\r\nPING\r\nUNLOCK k\r\n");
+	expect(a, "-LOST k 5 the fake backend says so\r\n+PONG\r\n"
+	    "-NOTHELD key is not held by this session\r\n");
+	close(a);
+}
+END_TEST
+
+/* With pushes, a LOCK the session waits on is not withdrawn by a loss: the
+ * push tells at once, the reply to the command after it tells again. */
+START_TEST(test_loss_pushed_keeps_a_waiting_lock)
+{
+	int a = client(), b = client();
+	send_str(a, "HELLO 3\r\nCLIENT LOSTPUSH ON\r\nLOCK k\r\n");
+	expect_hello(a, 1, 3);
+	expect(a, "+OK\r\n");
+	pump();
+	fk_complete(BE_OK, 5);
+	expect_grant(a, NULL, NULL);
+	send_str(b, "LOCK other\r\n");
+	pump();
+	fk_complete(BE_OK, 6);
+	expect_grant(b, NULL, NULL);
+	send_str(a, "LOCK other\r\nPING\r\n");
+	expect_nothing(a);
+	lose_lock();
+	expect(a, ">4\r\n$4\r\nlost\r\n$1\r\nk\r\n:5\r\n$24\r\nthe fake backend says so\r\n");
+	expect_nothing(a);
+	fk_complete_at((size_t)fk_find(FK_RENEW, NULL), BE_OK, 0);	/* b's renewal */
+	send_str(b, "UNLOCK other\r\n");
+	pump();
+	fk_complete_at((size_t)fk_find(FK_TRANSFER, NULL), BE_OK, 7);	/* b hands to a */
+	pump();
+	expect(b, ":0\r\n");
+	expect_grant(a, NULL, NULL);
+	expect(a, "-LOST k 5 the fake backend says so\r\n");
 	send_str(a, "PING\r\n");
 	expect(a, "+PONG\r\n");
 	close(a);
+	close(b);
 }
 END_TEST
 
@@ -972,6 +1011,7 @@ session_suite(void)
 	tcase_add_test(tc, test_loss_told_in_place_of_the_next_command);
 	tcase_add_test(tc, test_loss_withdraws_a_waiting_lock);
 	tcase_add_test(tc, test_loss_pushed_in_resp3);
+	tcase_add_test(tc, test_loss_pushed_keeps_a_waiting_lock);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("back-pressure");

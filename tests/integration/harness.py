@@ -1659,6 +1659,20 @@ class RedisTestCase(unittest.TestCase):
         self.assertIsInstance(reply, Err, msg or "not an error: %r" % (reply,))
         self.assertEqual(reply.code, code, msg or reply)
 
+    def assertLostReplies(self, conn, fences):
+        """The next len(fences) commands of conn (PINGs) are answered
+        -LOST key fence reason, one for each key of fences (a dict key:
+        fence) in any order; the next PING is answered normally."""
+        told = {}
+        for _ in fences:
+            r = conn.cmd("PING")
+            self.assertErr(r, "LOST")
+            words = r.split(" ", 3)
+            self.assertEqual(len(words), 4, r)
+            told[words[1]] = int(words[2])
+        self.assertEqual(told, fences)
+        self.assertEqual(conn.cmd("PING"), "PONG")
+
     def hello3(self, conn):
         """RESP3, with lost pushes (CLIENT LOSTPUSH ON)."""
         reply = conn.cmd("HELLO", "3")
