@@ -4,9 +4,10 @@ into the build directory on first use, then reused). They prove the points the
 examples make: a LOCK that waits 4 s for a holder is answered (no read timeout
 cuts it short), a connection that breaks releases the lock, is noticed, and is
 not silently replaced by a new one (a new session), and a lease lost in Redis
-is told by -LOST. Also what goes wrong without those settings: ioredis's
-default reconnect opens a session without the lock, and a read timeout shorter
-than the WAIT drops the wait with the connection."""
+is told by -LOST, and an error reply to LOCK (-BACKEND while Redis is down) is
+told with exit status 1 and no stack trace. Also what goes wrong without those
+settings: ioredis's default reconnect opens a session without the lock, and a
+read timeout shorter than the WAIT drops the wait with the connection."""
 
 import os
 import re
@@ -289,7 +290,8 @@ class TestDefaultsBreak(ExampleMixin, DaemonTestCase):
 
 class TestExamplesLost(ExampleMixin, RedisTestCase):
     """The lease is taken from under the examples (the Redis keys deleted,
-    the key locked through a second daemon): they get -LOST."""
+    the key locked through a second daemon): they get -LOST. And with Redis
+    down their LOCK is answered -BACKEND."""
 
     def test_lost_reply(self):
         fast = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
@@ -311,6 +313,23 @@ class TestExamplesLost(ExampleMixin, RedisTestCase):
             self.assertTrue(line.startswith("lost %s: LOST %s %d " % (key, key, fence)),
                             (name, line))
             self.assertEqual(reap(p, 10), 3, name)
+
+    def test_error_reply_to_lock(self):
+        # Redis is down: LOCK is answered -BACKEND, and each example says so
+        # on one line and exits 1, without a stack trace
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf={"connect_timeout_ms": 200,
+                                               "command_timeout_ms": 300})
+        self.assertEqual(r.stop(), 0)
+        node_modules()
+        for name, argv in EXAMPLE_RUNS:
+            key = unique_key(name)
+            p = self.start_example(name, argv, a.port, key, 1)
+            line = read_line(p.stdout, 10 * SLOWDOWN)
+            self.assertTrue(line.startswith("error: BACKEND "), (name, line))
+            self.assertEqual(reap(p, 10), 1, name)
+            self.assertEqual(p.stdout.read(), b"", name)
+            self.assertEqual(p.stderr.read(), b"", name)
 
 
 if __name__ == "__main__":
