@@ -4,8 +4,8 @@ into the build directory on first use, then reused). They prove the points the
 examples make: a LOCK that waits 4 s for a holder is answered (no read timeout
 cuts it short), a connection that breaks releases the lock, is noticed, and is
 not silently replaced by a new one (a new session), and a lease lost in Redis
-is told by -LOST, and an error reply to LOCK (-BACKEND while Redis is down) is
-told with exit status 1 and no stack trace. Also what goes wrong without those
+is told by -LOST, and an error reply to LOCK (-BACKEND while Redis is down) or
+no connection at all is told with exit status 1 and no stack trace. Also what goes wrong without those
 settings: ioredis's default reconnect opens a session without the lock, and a
 read timeout shorter than the WAIT drops the wait with the connection. And what
 ioredis 6 and node-redis 6 do with a lost push they do not know (drop it), and
@@ -23,8 +23,8 @@ import unittest
 
 import redis
 
-from harness import (DLOCKD, PYTHON, SLOWDOWN, DaemonTestCase, RedisTestCase, in_thread,
-                     read_line, reap, spawn, unique_key, wait_until)
+from harness import (DLOCKD, PYTHON, SLOWDOWN, DaemonTestCase, RedisTestCase, free_port,
+                     in_thread, read_line, reap, spawn, unique_key, wait_until)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(TOP, "docs", "clients")
@@ -217,6 +217,17 @@ class TestExamples(ExampleMixin, DaemonTestCase):
             p = self.start_example(name, argv, self.daemon.port, key, 1)
             self.assertEqual(read_line(p.stdout, 10 * SLOWDOWN), "not granted\n", name)
             self.assertEqual(reap(p, 10), 75, name)
+
+    def test_no_connection(self):
+        # nobody listens on the port: one line, exit 1, no stack trace
+        node_modules()
+        port = free_port()
+        for name, argv in EXAMPLE_RUNS:
+            p = self.start_example(name, argv, port, unique_key(name), 1)
+            line = read_line(p.stdout, 10 * SLOWDOWN)
+            self.assertTrue(line.startswith("error: "), (name, line))
+            self.assertEqual(reap(p, 10), 1, name)
+            self.assertEqual(p.stderr.read(), b"", name)
 
     def test_broken_connection(self):
         node_modules()
