@@ -1,4 +1,4 @@
-// Hold a dlockd lock from Java with Jedis 5: java Lock KEY STEPS
+// Hold a dlockd lock from Java with Jedis: java Lock KEY STEPS
 import java.util.List;
 
 import redis.clients.jedis.DefaultJedisClientConfig;
@@ -7,6 +7,7 @@ import redis.clients.jedis.Jedis;
 import redis.clients.jedis.commands.ProtocolCommand;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
+import redis.clients.jedis.exceptions.JedisException;
 import redis.clients.jedis.util.SafeEncoder;
 
 public class Lock {
@@ -22,11 +23,12 @@ public class Lock {
     public static void main(String[] args) throws InterruptedException {
         String key = args[0];
         int steps = Integer.parseInt(args[1]);
+        int port = Integer.parseInt(System.getenv().getOrDefault("DLOCK_PORT", "7480"));
         // One connection is one session: a plain Jedis (no pool) and no
         // socket timeout (0: a LOCK with WAIT is answered up to that long later).
         DefaultJedisClientConfig config = DefaultJedisClientConfig.builder()
             .socketTimeoutMillis(0).build();
-        try (Jedis conn = new Jedis(new HostAndPort("127.0.0.1", 7480), config)) {
+        try (Jedis conn = new Jedis(new HostAndPort("localhost", port), config)) {
             Object reply = conn.sendCommand(Cmd.LOCK, key, "TTL", "10000", "WAIT", "5000");
             if (reply == null) {
                 System.out.println("not granted");
@@ -46,6 +48,11 @@ public class Lock {
                 System.out.println("lost " + key + ": " + e.getMessage());
                 System.exit(3);
             }
+        } catch (JedisException e) {
+            // an error reply to LOCK (-BACKEND: the backend is down; -ERR: a bad
+            // argument), or no connection
+            System.out.println("error: " + e.getMessage());
+            System.exit(1);
         }
     }
 }

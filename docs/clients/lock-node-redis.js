@@ -9,8 +9,17 @@ async function main(key, steps) {
     disableOfflineQueue: true,
   });
   conn.on('error', () => {});   // the failed command reports it
-  await conn.connect();
-  const reply = await conn.sendCommand(['LOCK', key, 'TTL', '10000', 'WAIT', '5000']);
+  let reply;
+  try {
+    await conn.connect();
+    reply = await conn.sendCommand(['LOCK', key, 'TTL', '10000', 'WAIT', '5000']);
+  } catch (e) {
+    // an error reply (-BACKEND: the backend is down; -ERR: a bad argument),
+    // or no connection
+    console.log(`error: ${e.message}`);
+    if (conn.isOpen) conn.destroy();
+    return 1;
+  }
   if (reply === null) {
     console.log('not granted');
     conn.destroy();

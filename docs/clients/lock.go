@@ -15,11 +15,15 @@ import (
 func main() {
 	key := os.Args[1]
 	steps, _ := strconv.Atoi(os.Args[2])
+	port := os.Getenv("DLOCK_PORT")
+	if port == "" {
+		port = "7480"
+	}
 	ctx := context.Background()
 	// One connection is one session: a client of one connection, no read
 	// timeout (a LOCK with WAIT is answered up to that long later), no retry.
 	rdb := redis.NewClient(&redis.Options{
-		Addr:        "127.0.0.1:7480",
+		Addr:        "localhost:" + port,
 		PoolSize:    1,
 		ReadTimeout: -1,
 		MaxRetries:  -1,
@@ -33,6 +37,8 @@ func main() {
 		fmt.Println("not granted")
 		os.Exit(75)
 	} else if err != nil {
+		// an error reply (-BACKEND: the backend is down; -ERR: a bad
+		// argument), or no connection
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}

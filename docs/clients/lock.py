@@ -8,12 +8,18 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 key, steps = sys.argv[1], int(sys.argv[2])
-# One connection is one session: no pool, no read timeout (a LOCK with WAIT
-# is answered up to that long later), no retry on another connection.
-conn = redis.Redis(port=int(os.environ.get("DLOCK_PORT", 7480)),
-                   single_connection_client=True, socket_timeout=None,
-                   retry_on_timeout=False, retry=Retry(NoBackoff(), 0))
-reply = conn.execute_command("LOCK", key, "TTL", 10000, "WAIT", 5000)
+try:
+    # One connection is one session: no pool, no read timeout (a LOCK with
+    # WAIT is answered up to that long later), no retry on another connection.
+    conn = redis.Redis(port=int(os.environ.get("DLOCK_PORT", 7480)),
+                       single_connection_client=True, socket_timeout=None,
+                       retry_on_timeout=False, retry=Retry(NoBackoff(), 0))
+    reply = conn.execute_command("LOCK", key, "TTL", 10000, "WAIT", 5000)
+except redis.exceptions.RedisError as e:
+    # an error reply (-BACKEND: the backend is down; -ERR: a bad argument),
+    # or no connection
+    print("error: %s" % e)
+    sys.exit(1)
 if reply is None:
     print("not granted")
     sys.exit(75)

@@ -4,10 +4,14 @@ into the build directory on first use, then reused). They prove the points the
 examples make: a LOCK that waits 4 s for a holder is answered (no read timeout
 cuts it short), a connection that breaks releases the lock, is noticed, and is
 not silently replaced by a new one (a new session), and a lease lost in Redis
-is told by -LOST. Also what goes wrong without those settings: ioredis's
-default reconnect opens a session without the lock, and a read timeout shorter
-than the WAIT drops the wait with the connection."""
+is told by -LOST, and an error reply to LOCK (-BACKEND while Redis is down) or
+no connection at all is told with exit status 1 and no stack trace. Also what goes wrong without those
+settings: ioredis's default reconnect opens a session without the lock, and a
+read timeout shorter than the WAIT drops the wait with the connection. And what
+ioredis 6 and node-redis 6 do with a lost push they do not know (drop it), and
+that the next command still tells the loss."""
 
+import json
 import os
 import re
 import shutil
@@ -19,8 +23,8 @@ import unittest
 
 import redis
 
-from harness import (DLOCKD, PYTHON, SLOWDOWN, DaemonTestCase, RedisTestCase, in_thread,
-                     read_line, reap, spawn, unique_key)
+from harness import (DLOCKD, PYTHON, SLOWDOWN, DaemonTestCase, RedisTestCase, free_port,
+                     in_thread, read_line, reap, spawn, unique_key, wait_until)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(TOP, "docs", "clients")
@@ -214,6 +218,17 @@ class TestExamples(ExampleMixin, DaemonTestCase):
             self.assertEqual(read_line(p.stdout, 10 * SLOWDOWN), "not granted\n", name)
             self.assertEqual(reap(p, 10), 75, name)
 
+    def test_no_connection(self):
+        # nobody listens on the port: one line, exit 1, no stack trace
+        node_modules()
+        port = free_port()
+        for name, argv in EXAMPLE_RUNS:
+            p = self.start_example(name, argv, port, unique_key(name), 1)
+            line = read_line(p.stdout, 10 * SLOWDOWN)
+            self.assertTrue(line.startswith("error: "), (name, line))
+            self.assertEqual(reap(p, 10), 1, name)
+            self.assertEqual(p.stderr.read(), b"", name)
+
     def test_broken_connection(self):
         node_modules()
         for name, argv in EXAMPLE_RUNS:
@@ -289,7 +304,8 @@ class TestDefaultsBreak(ExampleMixin, DaemonTestCase):
 
 class TestExamplesLost(ExampleMixin, RedisTestCase):
     """The lease is taken from under the examples (the Redis keys deleted,
-    the key locked through a second daemon): they get -LOST."""
+    the key locked through a second daemon): they get -LOST. And with Redis
+    down their LOCK is answered -BACKEND."""
 
     def test_lost_reply(self):
         fast = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
@@ -311,6 +327,111 @@ class TestExamplesLost(ExampleMixin, RedisTestCase):
             self.assertTrue(line.startswith("lost %s: LOST %s %d " % (key, key, fence)),
                             (name, line))
             self.assertEqual(reap(p, 10), 3, name)
+
+    def test_error_reply_to_lock(self):
+        # Redis is down: LOCK is answered -BACKEND, and each example says so
+        # on one line and exits 1, without a stack trace
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf={"connect_timeout_ms": 200,
+                                               "command_timeout_ms": 300})
+        self.assertEqual(r.stop(), 0)
+        node_modules()
+        for name, argv in EXAMPLE_RUNS:
+            key = unique_key(name)
+            p = self.start_example(name, argv, a.port, key, 1)
+            line = read_line(p.stdout, 10 * SLOWDOWN)
+            self.assertTrue(line.startswith("error: BACKEND "), (name, line))
+            self.assertEqual(reap(p, 10), 1, name)
+            self.assertEqual(p.stdout.read(), b"", name)
+            self.assertEqual(p.stderr.read(), b"", name)
+
+
+# A RESP3 session (the default of ioredis 6 and node-redis 6) that asked for
+# lost pushes and installed no handler for them: LOCK, then wait for a line on
+# stdin, then PING. argv ends with the library ("ioredis" or "redis") and KEY.
+LOSTPUSH_NODE = r"""
+const [lib, key] = process.argv.slice(-2);
+const port = Number(process.env.DLOCK_PORT);
+let conn, call, close;
+if (lib === 'ioredis') {
+  const Redis = require('ioredis');
+  conn = new Redis({ port, lazyConnect: true, retryStrategy: () => null,
+                     maxRetriesPerRequest: 0, enableOfflineQueue: false });
+  call = (...args) => conn.call(...args);
+  close = () => conn.disconnect();
+} else {
+  const { createClient } = require('redis');
+  conn = createClient({ socket: { port, reconnectStrategy: false }, disableOfflineQueue: true });
+  call = (...args) => conn.sendCommand(args.map(String));
+  close = () => conn.destroy();
+}
+conn.on('error', () => {});
+const lines = require('readline').createInterface({ input: process.stdin });
+(async () => {
+  await conn.connect();
+  console.log('lostpush ' + await call('CLIENT', 'LOSTPUSH', 'ON'));
+  const [, fence] = await call('LOCK', key, 'TTL', 1000);
+  console.log('locked ' + fence);
+  await new Promise((done) => lines.once('line', done));
+  try {
+    console.log('ping ' + await call('PING'));
+  } catch (e) {
+    console.log('error ' + e.message);
+  }
+  lines.close();
+  close();
+})();
+"""
+LOSTPUSH_LIBS = ("ioredis", "redis")   # npm names: ioredis 6, node-redis 6
+
+
+class TestLostPushDropped(ExampleMixin, RedisTestCase):
+    """ioredis 6 and node-redis 6 speak RESP3 by default and drop a push of a
+    kind they do not know (ioredis: DataHandler.returnPush handles pub/sub
+    kinds only; node-redis: the commands queue's push handlers handle pub/sub,
+    invalidate and maintenance pushes only). So a session that asked for lost
+    pushes without a handler of its own must still hear of the loss from the
+    reply to its next command."""
+
+    def test_next_command_tells_the_loss(self):
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf={"connect_timeout_ms": 200,
+                                               "command_timeout_ms": 300})
+        modules = node_modules()
+        for lib in LOSTPUSH_LIBS:
+            with open(os.path.join(modules, lib, "package.json")) as f:
+                version = json.load(f)["version"]
+            self.assertTrue(version.startswith("6."), "%s %s, not 6" % (lib, version))
+        env = dict(os.environ, DLOCK_PORT=str(a.port), NODE_PATH=modules)
+        procs = {}
+        for lib in LOSTPUSH_LIBS:
+            key = unique_key(lib)
+            p = spawn(["node", "-e", LOSTPUSH_NODE, lib, key], env=env, stdin=subprocess.PIPE,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.addCleanup(self._end_piped, p)
+            self.assertEqual(read_line(p.stdout, 10 * SLOWDOWN), "lostpush OK\n", lib)
+            line = read_line(p.stdout, 10 * SLOWDOWN)
+            self.assertTrue(line.startswith("locked "), (lib, line))
+            procs[lib] = (p, key, int(line.split()[1]))
+        # Redis stops answering: no renewal succeeds, and the daemon declares
+        # both locks lost (TTL 1000, margin 10 %) and pushes `lost`
+        before = int(a.info()["lost_total"])
+        r.pause()
+        try:
+            wait_until(lambda: int(a.info()["lost_total"]) >= before + len(procs),
+                       5 * SLOWDOWN, 0.05, "both locks lost while Redis is stopped")
+        finally:
+            r.resume()
+        for lib, (p, key, fence) in procs.items():
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
+            line = read_line(p.stdout, 10 * SLOWDOWN)
+            self.assertTrue(line.startswith("error LOST %s %d " % (key, fence)), (lib, line))
+            self.assertEqual(reap(p, 10), 0, lib)
+
+    def _end_piped(self, p):
+        p.stdin.close()
+        self._end(p)
 
 
 if __name__ == "__main__":
