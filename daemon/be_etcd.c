@@ -1135,14 +1135,17 @@ entry_placed(struct et_op *op, struct et_entry *e, const json_t *kvs, int64_t re
 }
 
 /* A Txn of op failed (st ETCD_FAILED or ETCD_DOWN, why): e was changed or
- * not. The lease a put named may be gone: then it is given up. */
+ * not. The lease a put named may be gone: then it is given up, if it is
+ * still the daemon's lease. A Txn put on a lease given up since (etcd
+ * stalled past it) fails so when etcd runs again, after the new lease was
+ * granted: that says nothing of the new one. */
 static void
 txn_failed(struct et_op *op, struct et_entry *e, const struct etcd_result *res)
 {
 	struct et *r = op->r;
 	bool lease_gone = res->status == ETCD_FAILED && res->why != NULL &&
 	    strstr(res->why, "lease not found") != NULL;
-	if (lease_gone && !op->detach)
+	if (lease_gone && !op->detach && op->put_lease != 0 && op->put_lease == r->lease)
 		lease_lost(r, "etcd says it is not found");
 	if (e != NULL && e->state == E_NEW) {
 		/* a Txn is all or nothing: a refused one put nothing */
