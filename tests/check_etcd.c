@@ -1409,6 +1409,59 @@ START_TEST(test_auth_token_stays_with_its_endpoint)
 }
 END_TEST
 
+/* A call sent with a token that etcd then no longer takes may be answered
+ * code 16 (Unauthenticated), or time out, after the client authenticated
+ * again: that late answer is about the old token and must leave the new one
+ * alone (it was thrown away, and every call in flight with the old token
+ * made the client authenticate once more). */
+START_TEST(test_auth_late_unauthenticated_keeps_new_token)
+{
+	const char *eps[] = { fk->endpoint };
+	struct outcome o = { 0 }, p = { 0 }, q = { 0 }, r = { 0 }, x = { 0 }, y = { 0 };
+	const char *expired = "{\"error\":\"etcdserver: invalid auth token\","
+	    "\"message\":\"etcdserver: invalid auth token\",\"code\":16}";
+
+	fake_route(fk, AUTH_PATH, HTTP_OK, "{\"token\":\"T1\"}");
+	fake_route(fk, "/v3/kv/txn", HTTP_OK, "{}");
+	cli = client(eps, 1, TIMEOUT_MS, "alice", "s3cret");
+	call("/v3/kv/range", "{}", &o);		/* kept pending, with T1 */
+	call("/v3/kv/range", "{}", &p);
+	call("/v3/lease/leases", "{}", &x);	/* times out */
+	RUN_UNTIL(fake_count(fk, "/v3/kv/range") == 2 && fake_count(fk, "/v3/lease/leases") == 1);
+	ck_assert_str_eq(fake_last(fk, "/v3/kv/range")->auth, "T1");
+
+	fake_answer_pending(fk, "/v3/kv/range", 401, expired);
+	RUN_UNTIL(o.times > 0);
+	ck_assert_int_eq(o.code, 16);
+	fake_route(fk, AUTH_PATH, HTTP_OK, "{\"token\":\"T2\"}");
+	call("/v3/kv/txn", "{}", &q);		/* authenticates again: T2 */
+	RUN_UNTIL(q.times > 0);
+	ck_assert_int_eq(q.status, ETCD_OK);
+	ck_assert_int_eq(fake_count(fk, AUTH_PATH), 2);
+	ck_assert_str_eq(fake_last(fk, "/v3/kv/txn")->auth, "T2");
+
+	fake_answer_pending(fk, "/v3/kv/range", 401, expired);	/* T1's, late */
+	RUN_UNTIL(p.times > 0);
+	ck_assert_int_eq(p.code, 16);
+	call("/v3/kv/txn", "{}", &r);
+	RUN_UNTIL(r.times > 0);
+	ck_assert_int_eq(r.status, ETCD_OK);
+	ck_assert_int_eq(fake_count(fk, AUTH_PATH), 2);
+	ck_assert_str_eq(fake_last(fk, "/v3/kv/txn")->auth, "T2");
+
+	RUN_UNTIL(x.times > 0);			/* T1's, no answer */
+	ck_assert_int_eq(x.status, ETCD_DOWN);
+	call("/v3/kv/txn", "{}", &y);
+	RUN_UNTIL(y.times > 0);
+	ck_assert_int_eq(y.status, ETCD_OK);
+	ck_assert_int_eq(fake_count(fk, AUTH_PATH), 2);
+	ck_assert_str_eq(fake_last(fk, "/v3/kv/txn")->auth, "T2");
+	outcome_free(&q);
+	outcome_free(&r);
+	outcome_free(&y);
+}
+END_TEST
+
 /* ---- destroy -------------------------------------------------------------- */
 
 /* etcd_destroy with calls in flight (sent and unanswered, on connections
@@ -1545,6 +1598,8 @@ etcd_suite(void)
 	tcase_add_test(tc, test_watch_ends_when_its_endpoint_is_given_up);
 	/* a token was filed under the current endpoint, not the one that gave it */
 	tcase_add_test(tc, test_auth_token_stays_with_its_endpoint);
+	/* a late code 16 about a token given up since threw the new one away */
+	tcase_add_test(tc, test_auth_late_unauthenticated_keeps_new_token);
 	suite_add_tcase(s, tc);
 	return s;
 }
