@@ -874,8 +874,13 @@ watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev, int64_t cr
 		    (e->wait_rev < 0 && created < e->create_rev)))
 			wake = true;
 		if (e->state == E_HELD && !e->gone && !e->leaving && strlen(e->ekey) == len &&
-		    memcmp(e->ekey, ekey, len) == 0) {
-			/* not by us: ours are forgotten before their delete */
+		    memcmp(e->ekey, ekey, len) == 0 &&
+		    (created > 0 ? created == e->create_rev : rev > e->create_rev)) {
+			/* not by us: ours are forgotten before their delete. A
+			 * delete of an older key of the same name (a waiter's,
+			 * gone with a lost lease and put again since) may come
+			 * after the answer that put this one: a stream started
+			 * again from an older revision replays it late */
 			e->gone = true;
 			expire = true;
 		}
