@@ -874,8 +874,13 @@ watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev, int64_t cr
 		    (e->wait_rev < 0 && created < e->create_rev)))
 			wake = true;
 		if (e->state == E_HELD && !e->gone && !e->leaving && strlen(e->ekey) == len &&
-		    memcmp(e->ekey, ekey, len) == 0) {
-			/* not by us: ours are forgotten before their delete */
+		    memcmp(e->ekey, ekey, len) == 0 &&
+		    (created > 0 ? created == e->create_rev : rev > e->create_rev)) {
+			/* not by us: ours are forgotten before their delete. A
+			 * delete of an older key of the same name (a waiter's,
+			 * gone with a lost lease and put again since) may come
+			 * after the answer that put this one: a stream started
+			 * again from an older revision replays it late */
 			e->gone = true;
 			expire = true;
 		}
@@ -1135,14 +1140,17 @@ entry_placed(struct et_op *op, struct et_entry *e, const json_t *kvs, int64_t re
 }
 
 /* A Txn of op failed (st ETCD_FAILED or ETCD_DOWN, why): e was changed or
- * not. The lease a put named may be gone: then it is given up. */
+ * not. The lease a put named may be gone: then it is given up, if it is
+ * still the daemon's lease. A Txn put on a lease given up since (etcd
+ * stalled past it) fails so when etcd runs again, after the new lease was
+ * granted: that says nothing of the new one. */
 static void
 txn_failed(struct et_op *op, struct et_entry *e, const struct etcd_result *res)
 {
 	struct et *r = op->r;
 	bool lease_gone = res->status == ETCD_FAILED && res->why != NULL &&
 	    strstr(res->why, "lease not found") != NULL;
-	if (lease_gone && !op->detach)
+	if (lease_gone && !op->detach && op->put_lease != 0 && op->put_lease == r->lease)
 		lease_lost(r, "etcd says it is not found");
 	if (e != NULL && e->state == E_NEW) {
 		/* a Txn is all or nothing: a refused one put nothing */

@@ -49,6 +49,7 @@ struct etcd_ep {
 	unsigned busy[ETCD_POOL];		/* calls in flight on each */
 	struct evhttp_connection *wconn;	/* the watch stream's, made on use */
 	char *token;				/* auth token, NULL for none yet */
+	uint64_t token_gen;			/* counts the tokens it was given */
 };
 
 /* A call, from etcd_call until its callback has run. */
@@ -64,6 +65,8 @@ struct etcd_call {
 	bool auth;			/* the /v3/auth/authenticate call */
 	bool sending;			/* inside evhttp_make_request */
 	int lane;			/* the connection it must go on, -1: any */
+	uint64_t token_gen;		/* sent with ep's token of this generation,
+					 * 0: with none */
 	enum etcd_status failed;	/* on c->failing: how it ends */
 	const char *why;		/* and why */
 	TAILQ_ENTRY(etcd_call) entry;	/* on c->calls, c->held or c->failing */
@@ -259,9 +262,12 @@ ep_slot(struct etcd *c, struct etcd_ep *ep, int lane)
 }
 
 /* A call could not reach ep: calls go to the next endpoint from now on,
- * and the client is down until one is answered. */
+ * and the client is down until one is answered. ep's token goes unless the
+ * call carried an older one (gen: the generation it carried, 0 none): a
+ * late failure of a call sent before the last authentication says nothing
+ * of the token that came since. */
 static void
-ep_failed(struct etcd *c, struct etcd_ep *ep, const char *why)
+ep_failed(struct etcd *c, struct etcd_ep *ep, uint64_t gen, const char *why)
 {
 	c->stats.failures++;
 	if (ep == &c->eps[c->cur]) {
@@ -272,8 +278,10 @@ ep_failed(struct etcd *c, struct etcd_ep *ep, const char *why)
 			c->cur = (c->cur + 1) % c->neps;
 			c->stats.switches++;
 		}
-		free(ep->token);
-		ep->token = NULL;
+		if (gen == 0 || gen == ep->token_gen) {
+			free(ep->token);
+			ep->token = NULL;
+		}
 		if (c->wreq != NULL && c->wep == ep) {
 			/* the stream is on the endpoint given up: end it */
 			watch_cancel(c);
@@ -357,18 +365,20 @@ on_http(struct evhttp_request *req, void *arg)
 	if (k->sending) {
 		/* the connection failed at once, inside evhttp_make_request: tell
 		 * from the loop, never from inside etcd_call */
-		ep_failed(c, ep, "cannot connect");
+		ep_failed(c, ep, k->token_gen, "cannot connect");
 		call_fail_later(c, k, ETCD_DOWN, "cannot connect to etcd");
 		return;
 	}
 	if (req == NULL || evhttp_request_get_response_code(req) == 0) {
-		ep_failed(c, ep, "no answer (refused, reset or timed out)");
+		ep_failed(c, ep, k->token_gen, "no answer (refused, reset or timed out)");
 	} else {
 		call_result(req, &body, &r, why, sizeof(why));
 		ep_answered(c);
 		if (r.status == ETCD_FAILED && r.code == ETCD_CODE_UNAUTHENTICATED && !k->auth &&
-		    ep->token != NULL) {
-			free(ep->token);	/* expired: the next call authenticates */
+		    ep->token != NULL && k->token_gen == ep->token_gen) {
+			/* expired: the next call authenticates. Not when the call
+			 * carried an older token: the one since is still good */
+			free(ep->token);
 			ep->token = NULL;
 		}
 	}
@@ -396,8 +406,11 @@ call_send(struct etcd *c, struct etcd_call *k)
 	h = evhttp_request_get_output_headers(req);
 	evhttp_add_header(h, "Host", ep->text);
 	evhttp_add_header(h, "Content-Type", "application/json");
-	if (ep->token != NULL && !k->auth)
+	k->token_gen = 0;
+	if (ep->token != NULL && !k->auth) {
 		evhttp_add_header(h, "Authorization", ep->token);
+		k->token_gen = ep->token_gen;
+	}
 	evbuffer_add(evhttp_request_get_output_buffer(req), k->body, strlen(k->body));
 	k->ep = ep;
 	k->req = req;
@@ -459,6 +472,7 @@ on_auth(void *arg, const struct etcd_result *r)
 	if (token != NULL) {
 		free(ep->token);
 		ep->token = xstrdup(token);
+		ep->token_gen++;
 		if (c->wnext != NULL)
 			event_active(c->ev_watch, EV_TIMEOUT, 0);	/* it waited for it */
 	} else if (r->status == ETCD_FAILED) {

@@ -2,8 +2,9 @@
  * check_etcd — unit tests of the etcd v3 JSON-gateway client (daemon/etcd.c):
  * base64 and integer fields as etcd writes them; unary calls, their errors,
  * endpoints that do not answer, failover and timeouts; the watch stream cut
- * into messages whatever the chunks; authentication; and a client destroyed
- * with work in flight.
+ * into messages whatever the chunks; authentication; a client destroyed
+ * with work in flight; and the etcd backend (be_etcd.c) on a fake, for late
+ * answers about a lease or key it has given up since.
  *
  * No etcd: each test talks to fake gateways of its own, evhttp servers on
  * 127.0.0.1 (port 0) running on the same event loop as the client. A fake
@@ -35,7 +36,9 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
+#include "backend.h"
 #include "clock.h"
+#include "conf.h"
 #include "etcd.h"
 #include "etcd_internal.h"
 #include "log.h"
@@ -1409,6 +1412,247 @@ START_TEST(test_auth_token_stays_with_its_endpoint)
 }
 END_TEST
 
+/* A call sent with a token that etcd then no longer takes may be answered
+ * code 16 (Unauthenticated), or time out, after the client authenticated
+ * again: that late answer is about the old token and must leave the new one
+ * alone (it was thrown away, and every call in flight with the old token
+ * made the client authenticate once more). */
+START_TEST(test_auth_late_unauthenticated_keeps_new_token)
+{
+	const char *eps[] = { fk->endpoint };
+	struct outcome o = { 0 }, p = { 0 }, q = { 0 }, r = { 0 }, x = { 0 }, y = { 0 };
+	const char *expired = "{\"error\":\"etcdserver: invalid auth token\","
+	    "\"message\":\"etcdserver: invalid auth token\",\"code\":16}";
+
+	fake_route(fk, AUTH_PATH, HTTP_OK, "{\"token\":\"T1\"}");
+	fake_route(fk, "/v3/kv/txn", HTTP_OK, "{}");
+	cli = client(eps, 1, TIMEOUT_MS, "alice", "s3cret");
+	call("/v3/kv/range", "{}", &o);		/* kept pending, with T1 */
+	call("/v3/kv/range", "{}", &p);
+	call("/v3/lease/leases", "{}", &x);	/* times out */
+	RUN_UNTIL(fake_count(fk, "/v3/kv/range") == 2 && fake_count(fk, "/v3/lease/leases") == 1);
+	ck_assert_str_eq(fake_last(fk, "/v3/kv/range")->auth, "T1");
+
+	fake_answer_pending(fk, "/v3/kv/range", 401, expired);
+	RUN_UNTIL(o.times > 0);
+	ck_assert_int_eq(o.code, 16);
+	fake_route(fk, AUTH_PATH, HTTP_OK, "{\"token\":\"T2\"}");
+	call("/v3/kv/txn", "{}", &q);		/* authenticates again: T2 */
+	RUN_UNTIL(q.times > 0);
+	ck_assert_int_eq(q.status, ETCD_OK);
+	ck_assert_int_eq(fake_count(fk, AUTH_PATH), 2);
+	ck_assert_str_eq(fake_last(fk, "/v3/kv/txn")->auth, "T2");
+
+	fake_answer_pending(fk, "/v3/kv/range", 401, expired);	/* T1's, late */
+	RUN_UNTIL(p.times > 0);
+	ck_assert_int_eq(p.code, 16);
+	call("/v3/kv/txn", "{}", &r);
+	RUN_UNTIL(r.times > 0);
+	ck_assert_int_eq(r.status, ETCD_OK);
+	ck_assert_int_eq(fake_count(fk, AUTH_PATH), 2);
+	ck_assert_str_eq(fake_last(fk, "/v3/kv/txn")->auth, "T2");
+
+	RUN_UNTIL(x.times > 0);			/* T1's, no answer */
+	ck_assert_int_eq(x.status, ETCD_DOWN);
+	call("/v3/kv/txn", "{}", &y);
+	RUN_UNTIL(y.times > 0);
+	ck_assert_int_eq(y.status, ETCD_OK);
+	ck_assert_int_eq(fake_count(fk, AUTH_PATH), 2);
+	ck_assert_str_eq(fake_last(fk, "/v3/kv/txn")->auth, "T2");
+	outcome_free(&q);
+	outcome_free(&r);
+	outcome_free(&y);
+}
+END_TEST
+
+/* ---- the etcd backend on a fake ------------------------------------------ */
+
+#define LEASE7 "{\"ID\":\"7\",\"TTL\":\"10\"}"
+#define LEASE8 "{\"ID\":\"8\",\"TTL\":\"10\"}"
+#define LEASE_NOT_FOUND "{\"error\":\"etcdserver: requested lease not found\"," \
+	"\"message\":\"etcdserver: requested lease not found\",\"code\":5}"
+#define TOKEN_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define TOKEN_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+static int nexpires;			/* the backend's up.expire calls */
+
+static void
+be_wakeup(void *arg, const char *key, size_t keylen)
+{
+	(void)arg;
+	(void)key;
+	(void)keylen;
+}
+
+static void
+be_expire(void *arg, const char *key, size_t keylen)
+{
+	(void)arg;
+	(void)key;
+	(void)keylen;
+	nexpires++;
+}
+
+/* The answer to a backend operation, as its callback saw it. */
+struct be_outcome {
+	int times;			/* callback runs */
+	enum be_status status;
+	uint64_t fence;
+};
+
+static void
+on_be(void *arg, const struct be_reply *r)
+{
+	struct be_outcome *o = arg;
+	o->times++;
+	o->status = r->status;
+	o->fence = r->fence;
+}
+
+/* The etcd backend (default settings) on fk, whose routes answer its lease
+ * grant: once its watch stream is created and it counts as connected. The
+ * caller destroys both. */
+static struct backend *
+backend_of_fake(struct conf **conf)
+{
+	char url[64];
+	struct conf *c = conf_create();
+	struct backend *be;
+
+	snprintf(url, sizeof(url), "etcd://%s", fk->endpoint);
+	ck_assert_int_eq(conf_override_backend(c, url), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	be = backend_create("etcd", base, c->backend_settings);
+	ck_assert_ptr_nonnull(be);
+	be->up.wakeup = be_wakeup;
+	be->up.expire = be_expire;
+	be->up.arg = NULL;
+	nexpires = 0;
+	RUN_UNTIL(fk->watch != NULL);
+	fake_watch_start(fk);
+	fake_watch_send(fk, "{\"result\":{\"header\":{\"revision\":\"10\"},\"created\":true}}\n");
+	RUN_UNTIL(strcmp(be->ops->state(be), "connected") == 0);
+	*conf = c;
+	return be;
+}
+
+/* The backend's INFO field name ("backend_lost_total"), a number. */
+static long long
+be_info(struct backend *be, const char *name)
+{
+	struct evbuffer *b = evbuffer_new();
+	char pat[64];
+	const char *t, *p;
+	long long v;
+
+	be->ops->info(be, b);
+	evbuffer_add(b, "", 1);
+	t = (const char *)evbuffer_pullup(b, -1);
+	snprintf(pat, sizeof(pat), "\n%s:", name);
+	p = strstr(t, pat);
+	ck_assert_msg(p != NULL, "no %s in %s", name, t);
+	v = strtoll(p + strlen(pat), NULL, 10);
+	evbuffer_free(b);
+	return v;
+}
+
+/* Acquire an exclusive lease of key for token on be. */
+static void
+be_acquire(struct backend *be, const char *key, const char *token, struct be_outcome *o)
+{
+	struct be_lock l = { .key = key, .keylen = strlen(key), .mode = LOCK_EXCLUSIVE,
+	    .token = token, .ttl_ms = 10000 };
+	be->ops->acquire(be, &l, on_be, o);
+}
+
+/* Two acquires' Txns put on lease 7, both kept pending. The first fails with
+ * "lease not found": lease 7 is lost and lease 8 granted. The second,
+ * answered the same after that, is about lease 7 too: lease 8 stays (it was
+ * declared lost, and its revoke made every Txn on it fail the same way). */
+START_TEST(test_backend_late_lease_not_found_keeps_new_lease)
+{
+	struct be_outcome a = { 0 }, b = { 0 };
+	struct conf *conf;
+	struct backend *be;
+
+	fake_route(fk, "/v3/lease/grant", HTTP_OK, LEASE7);
+	fake_route(fk, "/v3/lease/keepalive", HTTP_OK, LEASE7);
+	fake_route(fk, "/v3/lease/revoke", HTTP_OK, "{}");
+	be = backend_of_fake(&conf);
+	ck_assert_int_eq(be_info(be, "backend_lease_id"), 7);
+	be_acquire(be, "a", TOKEN_A, &a);
+	be_acquire(be, "b", TOKEN_B, &b);
+	RUN_UNTIL(fake_count(fk, "/v3/kv/txn") >= 1);
+	ck_assert_ptr_nonnull(strstr(fake_last(fk, "/v3/kv/txn")->body, "\"lease\":\"7\""));
+
+	fake_route(fk, "/v3/lease/grant", HTTP_OK, LEASE8);
+	fake_route(fk, "/v3/lease/keepalive", HTTP_OK, LEASE8);
+	fake_answer_pending(fk, "/v3/kv/txn", 404, LEASE_NOT_FOUND);
+	RUN_UNTIL(be_info(be, "backend_lease_id") == 8);
+	ck_assert_int_eq(be_info(be, "backend_lost_total"), 1);
+
+	RUN_UNTIL(fake_count(fk, "/v3/kv/txn") == 2);	/* on one lane: sent now */
+	ck_assert_ptr_nonnull(strstr(fake_last(fk, "/v3/kv/txn")->body, "\"lease\":\"7\""));
+	fake_answer_pending(fk, "/v3/kv/txn", 404, LEASE_NOT_FOUND);
+	RUN_UNTIL(a.times > 0 && b.times > 0);
+	ck_assert_int_eq(a.status, BE_ERROR);
+	ck_assert_int_eq(b.status, BE_ERROR);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(be_info(be, "backend_lost_total"), 1);
+	ck_assert_int_eq(be_info(be, "backend_lease_id"), 8);
+	ck_assert_int_eq(fake_count(fk, "/v3/lease/grant"), 2);
+	backend_destroy(be);
+	conf_destroy(conf);
+}
+END_TEST
+
+/* A lock's etcd key holds at revision 20. The watch stream then reports a
+ * delete of a key of the same name created at 12 (an older one: a waiter's
+ * that went with a lost lease and was put again, replayed late by a stream
+ * started again from an older revision): the lock is not lost. A delete of
+ * the key created at 20 is someone else's: it is. */
+START_TEST(test_backend_late_delete_of_older_key_keeps_lock)
+{
+	static char txn[512], del[512];
+	char *k = etcd_b64_encode("dlock/w/" TOKEN_A, strlen("dlock/w/" TOKEN_A));
+	struct be_outcome a = { 0 };
+	struct conf *conf;
+	struct backend *be;
+
+	snprintf(txn, sizeof(txn), "{\"header\":{\"revision\":\"20\"},\"succeeded\":true,"
+	    "\"responses\":[{\"response_put\":{}},{\"response_range\":{\"kvs\":[{\"key\":"
+	    "\"%s\",\"create_revision\":\"20\",\"mod_revision\":\"20\",\"value\":\"eDA=\","
+	    "\"lease\":\"7\"}],\"count\":\"1\"}}]}", k);
+	fake_route(fk, "/v3/lease/grant", HTTP_OK, LEASE7);
+	fake_route(fk, "/v3/lease/keepalive", HTTP_OK, LEASE7);
+	fake_route(fk, "/v3/kv/txn", HTTP_OK, txn);
+	be = backend_of_fake(&conf);
+	be_acquire(be, "w", TOKEN_A, &a);
+	RUN_UNTIL(a.times > 0);
+	ck_assert_int_eq(a.status, BE_OK);
+	ck_assert_uint_eq(a.fence, 20);
+
+	snprintf(del, sizeof(del), "{\"result\":{\"header\":{\"revision\":\"15\"},\"events\":"
+	    "[{\"type\":\"DELETE\",\"kv\":{\"key\":\"%s\",\"mod_revision\":\"15\"},\"prev_kv\":"
+	    "{\"key\":\"%s\",\"create_revision\":\"12\",\"mod_revision\":\"12\",\"value\":"
+	    "\"eDA=\"}}]}}\n", k, k);
+	fake_watch_send(fk, del);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(nexpires, 0);
+	ck_assert_int_eq(be_info(be, "backend_keys_held"), 1);
+
+	snprintf(del, sizeof(del), "{\"result\":{\"header\":{\"revision\":\"25\"},\"events\":"
+	    "[{\"type\":\"DELETE\",\"kv\":{\"key\":\"%s\",\"mod_revision\":\"25\"},\"prev_kv\":"
+	    "{\"key\":\"%s\",\"create_revision\":\"20\",\"mod_revision\":\"20\",\"value\":"
+	    "\"eDA=\"}}]}}\n", k, k);
+	fake_watch_send(fk, del);
+	RUN_UNTIL(nexpires == 1);
+	backend_destroy(be);
+	conf_destroy(conf);
+	free(k);
+}
+END_TEST
+
 /* ---- destroy -------------------------------------------------------------- */
 
 /* etcd_destroy with calls in flight (sent and unanswered, on connections
@@ -1545,6 +1789,13 @@ etcd_suite(void)
 	tcase_add_test(tc, test_watch_ends_when_its_endpoint_is_given_up);
 	/* a token was filed under the current endpoint, not the one that gave it */
 	tcase_add_test(tc, test_auth_token_stays_with_its_endpoint);
+	/* a late code 16 about a token given up since threw the new one away */
+	tcase_add_test(tc, test_auth_late_unauthenticated_keeps_new_token);
+	/* a Txn put on a lease given up since that failed with "lease not
+	 * found" after the next grant declared the new lease lost */
+	tcase_add_test(tc, test_backend_late_lease_not_found_keeps_new_lease);
+	/* a late delete of an older etcd key of the same name lost the lock */
+	tcase_add_test(tc, test_backend_late_delete_of_older_key_keeps_lock);
 	suite_add_tcase(s, tc);
 	return s;
 }
