@@ -1230,14 +1230,43 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 
 /* ---- connections ---------------------------------------------------------- */
 
+/*
+ * The command connection dropped: Redis may have restarted without its
+ * data, and another daemon may take a key from the new Redis at once, with
+ * a fence above every one reserved here. So what this daemon reserved
+ * before is trusted no more: cached leases are released (when the
+ * connection is back), and the fences left of a held delegation are given
+ * up, so that the next handoff or LOCK of the key asks Redis, which tells
+ * whether the lease survived. A holder keeps its lock until its renewal
+ * says otherwise, as any holder does.
+ */
+static void
+deleg_distrust(struct rd *r)
+{
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+	struct rd_deleg *d;
+	while ((d = TAILQ_FIRST(&r->cached)) != NULL)
+		deleg_release(r, d);
+	cache_arm(r);
+	hashtab_iter_init(&it, r->delegs);
+	while ((n = hashtab_next(&it)) != NULL) {
+		d = deleg_node(n);
+		d->fence_next = d->fence_last + 1;
+	}
+}
+
 /* The link is down: fail what was in flight (hiredis does that with NULL
- * replies) and schedule a reconnect with capped exponential backoff. */
+ * replies) and schedule a reconnect with capped exponential backoff; local
+ * grants wait for Redis (deleg_distrust). */
 static void
 link_down(struct rd_link *l, const char *why)
 {
 	struct rd *r = l->r;
 	l->ctx = NULL;
 	l->up = false;
+	if (!l->sub)
+		deleg_distrust(r);
 	if (!l->down_logged) {
 		l->down_logged = true;
 		log_warn("redis %s connection to %s:%d down: %s", l->sub ? "subscriber" :

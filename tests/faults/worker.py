@@ -16,7 +16,8 @@ Kinds of client:
   raw2      a raw socket, RESP2, likewise
   raw3      a raw socket, HELLO 3 without pushes, likewise
   raw3push  a raw socket, HELLO 3 and CLIENT LOSTPUSH ON: told by the push,
-            which it reads (without blocking) while it holds the lock
+            which it reads (without blocking) while it holds the lock, and
+            again by the -LOST reply to its next command
 
 Workers that take no pushes send PING every checkin_ms while they hold the
 lock and right before they write (PROTOCOL.md 5: a command before every step

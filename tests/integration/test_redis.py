@@ -995,6 +995,38 @@ class TestRedisProcesses(RedisCase):
         self.assertGranted(read_within(w2, 5))
         self.assertLess(time.monotonic() - t0, 0.3, "B waited for the cache time")
 
+    def test_lease_cache_not_trusted_after_redis_restart_without_data(self):
+        # Redis restarted without its data has lost A's cached lease, and B
+        # takes the key from the new Redis at once: A must not grant the key
+        # from its cache (two holders, and a fence below B's) once its
+        # connection to Redis has dropped, but ask the new Redis
+        r = self.start_redis()
+        a, b, key, g1, c = self.cached(r, lease_cache_ms=1000)
+        t_cached = time.monotonic()
+        self.assertEqual(r.stop(), 0)
+        wait_until(lambda: a.info()["backend_connected"] == "0", 5, 0.02,
+                   "A to see Redis gone")
+        r2 = self.start_redis(port=r.port, directory=r.dir)
+        wait_until(lambda: a.info()["backend_connected"] == "1" and
+                   b.info()["backend_connected"] == "1", RECONNECT_BOUND, 0.02,
+                   "A and B to reconnect to the new Redis")
+        self.assertFalse(self.redis_holds(r2, key))
+        wb = self.conn(b)
+        gb = self.assertGranted(wb.cmd("LOCK", key, "WAIT", 0))
+        self.assertGreater(gb[1], g1[1])
+        report("A asks %.0f ms after its lease was cached (for 1000 ms)"
+               % (1000 * (time.monotonic() - t_cached)))
+        self.assertEqual(c.cmd("LOCK", key, "WAIT", 0), NULL,
+                         "A granted a key B holds from a cached lease Redis lost")
+        self.assertEqual(wb.cmd("UNLOCK", key), 0)
+        ga = self.assertGranted(c.cmd("LOCK", key, "WAIT", 5000))
+        self.assertGreater(ga[1], gb[1])
+        self.assertEqual(c.cmd("UNLOCK", key), 0)
+        # the daemons stop before the new Redis does (their cleanups would
+        # come after its own, and a daemon waits for Redis at shutdown)
+        a.stop_checked()
+        b.stop_checked()
+
     def test_lease_cache_released_at_shutdown(self):
         # a daemon that stops releases its cached leases in Redis
         r = self.start_redis()
