@@ -52,6 +52,7 @@ backend_create(const char *type, struct event_base *base, const void *settings)
 	be->ops = ops;
 	be->base = base;
 	be->settings = settings;
+	be->min_ttl_ms = ops->min_lease_ms != NULL ? ops->min_lease_ms(settings) : 0;
 	if (ops->create(be) != 0) {
 		free(be);
 		return NULL;

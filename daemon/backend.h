@@ -110,6 +110,8 @@ struct backend_ops {
 	/* Optional (NULL: no floor): the shortest lease, in ms, that it can
 	 * keep with these settings (its settings struct). */
 	uint64_t (*min_lease_ms)(const void *settings);
+	const char *min_lease_rule;	/* with min_lease_ms: the settings it comes
+					 * from, for messages ("3 x backend.x_ms") */
 	/* Set up be->priv. 0, or -1 after logging why. */
 	int (*create)(struct backend *be);
 	/* Complete every pending operation with BE_ERROR, then free be->priv. */

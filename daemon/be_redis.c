@@ -1684,7 +1684,6 @@ rd_init(struct backend *be)
 	link_init(r, &r->cmd, false);
 	link_init(r, &r->sub, true);
 	evtimer_add(r->ev_watch, &tick);
-	be->min_ttl_ms = rd_min_lease_ms(c);
 	be->priv = r;
 	return r;
 }
@@ -1947,6 +1946,7 @@ const struct backend_ops be_redis_ops = {
 	.parse_url = rd_parse_url,
 	.url_form = "redis://host:port",
 	.min_lease_ms = rd_min_lease_ms,
+	.min_lease_rule = "3 x backend.command_timeout_ms",
 	.create = rd_create,
 	.destroy = rd_destroy,
 	.acquire = rd_acquire,

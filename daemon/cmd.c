@@ -100,10 +100,14 @@ ttl_ok(struct session *s, const struct codec_frame *f, size_t i, long long *out)
 {
 	if (arg_int(f, i, ttl_min(s), s->srv->conf->max_ttl_ms, out) == 0)
 		return true;
-	codec_reply_error(session_out(s), "ERR", "invalid TTL: must be %lld to %lld ms%s",
-	    ttl_min(s), s->srv->conf->max_ttl_ms, ttl_min(s) > TTL_MIN_MS ?
-	    " (the backend renews a lease within backend.command_timeout_ms three times "
-	    "over)" : "");
+	const struct backend_ops *ops = s->srv->be->ops;
+	if (ttl_min(s) > TTL_MIN_MS && ops->min_lease_rule != NULL)
+		codec_reply_error(session_out(s), "ERR", "invalid TTL: must be %lld to %lld ms "
+		    "(the %s backend's shortest lease is %s)", ttl_min(s),
+		    s->srv->conf->max_ttl_ms, ops->name, ops->min_lease_rule);
+	else
+		codec_reply_error(session_out(s), "ERR", "invalid TTL: must be %lld to %lld ms",
+		    ttl_min(s), s->srv->conf->max_ttl_ms);
 	return false;
 }
 

@@ -1397,8 +1397,9 @@ conf_finish(struct conf *c)
 	    (uint64_t)c->default_ttl_ms < ops->min_lease_ms(c->backend_settings))
 		conf_error(p, conf_rule(p, "locks.default_ttl_ms", "backend.type"),
 		    "'locks.default_ttl_ms' (%lld) must be at least the %s backend's shortest "
-		    "lease (%llu ms)", c->default_ttl_ms, ops->name,
-		    (unsigned long long)ops->min_lease_ms(c->backend_settings));
+		    "lease (%llu ms: %s)", c->default_ttl_ms, ops->name,
+		    (unsigned long long)ops->min_lease_ms(c->backend_settings),
+		    ops->min_lease_rule != NULL ? ops->min_lease_rule : "its settings");
 	return c->nerrors > 0 ? -1 : 0;
 }
 

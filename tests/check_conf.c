@@ -1459,22 +1459,22 @@ START_TEST(test_shortest_lease_rule)
 {
 	static const char *const both[] = {
 		"5:19: 'locks.default_ttl_ms' (30000) must be at least the redis backend's "
-		    "shortest lease (30003 ms)",
+		    "shortest lease (30003 ms: 3 x backend.command_timeout_ms)",
 		NULL
 	};
 	static const char *const ttl[] = {
 		"4:19: 'locks.default_ttl_ms' (5999) must be at least the redis backend's "
-		    "shortest lease (6000 ms)",
+		    "shortest lease (6000 ms: 3 x backend.command_timeout_ms)",
 		NULL
 	};
 	static const char *const type[] = {
 		"2:9: 'locks.default_ttl_ms' (30000) must be at least the redis backend's "
-		    "shortest lease (60000 ms)",
+		    "shortest lease (60000 ms: 3 x backend.command_timeout_ms)",
 		NULL
 	};
 	static const char *const cmdline[] = {
 		" 'locks.default_ttl_ms' (30000) must be at least the redis backend's "
-		    "shortest lease (60000 ms)",
+		    "shortest lease (60000 ms: 3 x backend.command_timeout_ms)",
 		NULL
 	};
 	char *path = fixture("redis-timeout-ttl.yaml");
@@ -2167,7 +2167,7 @@ START_TEST(test_every_error_in_one_run)
 		"12:19: 'locks.default_ttl_ms' (100) must not be greater than "
 		    "'locks.max_ttl_ms' (50)",
 		"12:19: 'locks.default_ttl_ms' (100) must be at least the redis backend's "
-		    "shortest lease (6000 ms)",
+		    "shortest lease (6000 ms: 3 x backend.command_timeout_ms)",
 	};
 	size_t n = sizeof(file) / sizeof(file[0]);
 	struct conf *c = conf_create();

@@ -353,6 +353,8 @@ class TestRedisSettings(RedisCase):
         rep = c.cmd("LOCK", key, "TTL", 5999)
         self.assertIsInstance(rep, Err)
         self.assertTrue(rep.startswith("ERR invalid TTL: must be 6000 to "), rep)
+        self.assertTrue(rep.endswith(" ms (the redis backend's shortest lease is "
+                                     "3 x backend.command_timeout_ms)"), rep)
         self.assertGranted(c.cmd("LOCK", key, "TTL", 6000))
         self.assertTrue(c.cmd("EXTEND", key, 5999).startswith("ERR invalid TTL"))
         self.assertIsInstance(c.cmd("EXTEND", key, 6000), int)
@@ -364,7 +366,8 @@ class TestRedisSettings(RedisCase):
                              timeout=10)
         self.assertEqual(out.returncode, 1, out)
         self.assertIn("2:19: 'locks.default_ttl_ms' (5999) must be at least the redis "
-                      "backend's shortest lease (6000 ms)", out.stderr)
+                      "backend's shortest lease (6000 ms: 3 x backend.command_timeout_ms)",
+                      out.stderr)
 
 
 class TestReleases(RedisCase):
