@@ -76,7 +76,8 @@ struct server {
 
 /*
  * A server on base with configuration conf and backend be (neither owned;
- * they must outlive it). Its lock table runs on clock (NULL: clock_ms()).
+ * they must outlive it). Its sessions' requests go to dispatch (the command
+ * table's cmd_dispatch). Its lock table runs on clock (NULL: clock_ms()).
  * It does not listen yet (server_listen). The caller owns it
  * (server_destroy).
  */
