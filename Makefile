@@ -77,6 +77,11 @@ PROTO_OBJ   := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC  := $(wildcard daemon/*.c)
 DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ)
 DAEMON_LIB  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
+# the sources with test entry points (#ifdef DLOCKD_TEST_HOOKS): the tests link
+# objects of their own of them, so that the installed dlockd carries none
+HOOK_SRC    := daemon/be_etcd.c daemon/be_redis.c daemon/conf.c daemon/hashtab.c
+HOOK_OBJ    := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
+TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_OBJ)
 CLIENT_OBJ  := $(BUILD)/client/dlock.o $(PROTO_OBJ)
 CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(PROTO_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o
@@ -117,6 +122,10 @@ $(BUILD)/daemon/%.o: daemon/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Iproto $(CFLAGS_DAEMON) -c $< -o $@
 
+$(BUILD)/hooks/daemon/%.o: daemon/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -DDLOCKD_TEST_HOOKS -Iproto $(CFLAGS_DAEMON) -c $< -o $@
+
 $(BUILD)/client/%.o: client/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Iproto -fvisibility=hidden -c $< -o $@
@@ -156,8 +165,9 @@ $(BUILD)/dlock: $(CLI_OBJ) $(BUILD)/libdlock.a
 $(BENCH_BIN): $(BENCH_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_BENCH)
 
-# The daemon's modules but main, as an archive: a test links what it uses.
-$(BUILD)/libdlockd.a: $(DAEMON_LIB)
+# The daemon's modules but main, as an archive, with the test entry points:
+# a test links what it uses.
+$(BUILD)/libdlockd.a: $(TEST_LIB)
 	rm -f $@
 	ar rcs $@ $^
 
@@ -248,7 +258,7 @@ FUZZ_NAMES   := $(filter-out replay,$(patsubst tests/fuzz/%.c,%,$(wildcard tests
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/%)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' \
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' -DDLOCKD_TEST_HOOKS \
                 $(filter-out -Werror,$(WARNINGS)) -O1 -g -MMD -MP \
                 -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 FUZZ_INC     := -Idaemon -Iclient -Iproto -Itests -Itests/fuzz $(CFLAGS_DAEMON) $(CFLAGS_CHECK)
@@ -288,4 +298,4 @@ fuzz: deps-fuzz
 clean:
 	rm -rf build
 
--include $(wildcard $(BUILD)/*/*.d)
+-include $(wildcard $(BUILD)/*/*.d $(BUILD)/hooks/daemon/*.d)

@@ -1827,6 +1827,7 @@ const struct backend_ops be_etcd_ops = {
 	.pending = et_pending,
 };
 
+#ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */
 /* ---- for the fuzz harness (be_etcd_internal.h) ----------------------------- */
 
 int
@@ -1835,3 +1836,4 @@ be_etcd_decide(const json_t *kvs, const char *ekey, enum lock_mode mode, unsigne
 {
 	return decide(kvs, ekey, mode, limit, created, holds, wait_rev);
 }
+#endif

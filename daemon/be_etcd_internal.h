@@ -1,7 +1,8 @@
 /*
  * be_etcd_internal — the etcd backend's reading of a range response,
  * reachable without a connection, for its fuzz harness (tests/fuzz/etcd.c).
- * Not used by the daemon.
+ * Not used by the daemon: built only into test and fuzz objects
+ * (DLOCKD_TEST_HOOKS).
  */
 #ifndef DLOCKD_BE_ETCD_INTERNAL_H
 #define DLOCKD_BE_ETCD_INTERNAL_H

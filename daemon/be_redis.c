@@ -1959,6 +1959,7 @@ const struct backend_ops be_redis_ops = {
 	.drain = rd_drain,
 };
 
+#ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */
 /* ---- for the fuzz harness (be_redis_internal.h) ---------------------------- */
 
 int
@@ -2000,3 +2001,4 @@ be_redis_unsolicited(struct backend *be, int sub, void *reply)
 	else
 		on_policy(&ac, reply, NULL);
 }
+#endif

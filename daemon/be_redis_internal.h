@@ -1,7 +1,7 @@
 /*
  * be_redis_internal — be_redis's reading of Redis's replies, reachable
  * without a connection, for the fuzz harness (tests/fuzz/redis.c). Not used
- * by the daemon.
+ * by the daemon: built only into test and fuzz objects (DLOCKD_TEST_HOOKS).
  *
  * Replies are hiredis's redisReply (passed as void *, as hiredis passes
  * them to callbacks); the caller keeps and frees them.

@@ -1544,11 +1544,13 @@ conf_reload(struct conf *live, struct conf *next)
 	return changed;
 }
 
+#ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */
 void
 conf_use_backends(const struct backend_ops *(*at)(size_t))
 {
 	conf_backend_at = at != NULL ? at : backend_at;
 }
+#endif
 
 const void *
 conf_backend_value(const struct conf *c, const char *name)

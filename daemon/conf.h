@@ -197,9 +197,10 @@ bool conf_addr_exposed(const char *text);
  * a password. NULL for a bad escape or an escaped NUL (%00). */
 char *conf_url_decode(const char *s, size_t n);
 
-/* For unit tests: from the next conf_create() on, know the backends that
- * at gives (as backend_at() does: the i-th, NULL past the last) instead of
- * the registered ones; NULL goes back to those. */
+/* For unit tests (DLOCKD_TEST_HOOKS builds only): from the next
+ * conf_create() on, know the backends that at gives (as backend_at() does:
+ * the i-th, NULL past the last) instead of the registered ones; NULL goes
+ * back to those. */
 void conf_use_backends(const struct backend_ops *(*at)(size_t i));
 
 #endif

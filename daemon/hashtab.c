@@ -186,11 +186,13 @@ hashtab_count(const struct hashtab *t)
 	return t->count;
 }
 
+#ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */
 size_t
 hashtab_buckets(const struct hashtab *t)
 {
 	return t->nbuckets;
 }
+#endif
 
 /* Point it at the first node of the first non-empty bucket from b on. */
 static void

@@ -53,7 +53,7 @@ void hashtab_insert(struct hashtab *t, struct hashtab_node *n, const void *key, 
 void hashtab_remove(struct hashtab *t, struct hashtab_node *n);
 /* How many entries t holds. */
 size_t hashtab_count(const struct hashtab *t);
-/* How many buckets t has now (for tests). */
+/* How many buckets t has now (for tests: DLOCKD_TEST_HOOKS builds only). */
 size_t hashtab_buckets(const struct hashtab *t);
 
 /* Start an iteration over t. Each entry is visited once, in no particular

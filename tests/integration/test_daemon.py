@@ -178,6 +178,20 @@ class TestCommandLine(unittest.TestCase):
             d.stop_ok(self)
 
 
+class TestBinary(unittest.TestCase):
+
+    def test_no_test_entry_points(self):
+        # the hooks that reach a module's insides (#ifdef DLOCKD_TEST_HOOKS)
+        # are built into the test and fuzz objects only, never into dlockd
+        out = subprocess.run(["nm", "--defined-only", DLOCKD], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+        defined = {line.split()[-1] for line in out.splitlines() if line.strip()}
+        self.assertIn("backend_create", defined)    # nm reads the symbols at all
+        for hook in ("be_etcd_decide", "be_redis_offline", "be_redis_answer",
+                     "be_redis_unsolicited", "conf_use_backends", "hashtab_buckets"):
+            self.assertNotIn(hook, defined)
+
+
 class TestAuth(DaemonTestCase):
     CONFIG = 'auth:\n  password: "s3cret"\n'
 
