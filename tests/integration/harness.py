@@ -29,6 +29,7 @@ import shlex
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -410,33 +411,138 @@ def read_line(pipe, timeout=5.0):
     return buf.decode()
 
 
+# ---- TLS certificates (made with the openssl command) ----
+
+def openssl(*args, cwd):
+    """Run the openssl command in cwd; fail with its output if it fails."""
+    p = subprocess.run(["openssl"] + list(args), cwd=cwd, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    if p.returncode != 0:
+        raise AssertionError("openssl %s: %s" % (" ".join(args), p.stdout.decode()))
+
+
+# a new EC P-256 key (fast to make, and every TLS stack here takes it)
+_NEW_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+def make_ca(d, name, cn=None):
+    """A self-signed CA valid for two days: name.crt and name.key in d."""
+    openssl("req", "-x509", *_NEW_KEY, "-keyout", name + ".key", "-out", name + ".crt",
+            "-days", "2", "-subj", "/CN=%s" % (cn or name), cwd=d)
+
+
+def make_cert(d, name, ca, cn, san=None):
+    """A certificate name.crt (key name.key) in d for cn, signed by the CA
+    ca (ca.crt and ca.key in d), valid for two days, with subjectAltName san
+    (e.g. "DNS:localhost,IP:127.0.0.1") if given."""
+    openssl("req", *_NEW_KEY, "-keyout", name + ".key", "-out", name + ".csr",
+            "-subj", "/CN=%s" % cn, cwd=d)
+    ext = os.path.join(d, name + ".ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=%s\n" % san if san else "basicConstraints=CA:FALSE\n")
+    openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
+            "-CAcreateserial", "-out", name + ".crt", "-days", "2", "-extfile", ext, cwd=d)
+
+
+class Certs:
+    """The paths of the certificates make_certs() makes in one directory
+    (PEM files):
+
+      ca, ca_key                  a CA (ca.crt, ca.key)
+      server_cert, server_key     CN localhost, DNS:localhost, IP:127.0.0.1,
+                                  signed by the CA (server.crt, server.key)
+      client_cert, client_key     CN test client, signed by the CA
+                                  (client.crt, client.key)
+      other_ca, other_ca_key      an unrelated CA (other-ca.crt, other-ca.key)
+    """
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.ca = self.path("ca.crt")
+        self.ca_key = self.path("ca.key")
+        self.server_cert = self.path("server.crt")
+        self.server_key = self.path("server.key")
+        self.client_cert = self.path("client.crt")
+        self.client_key = self.path("client.key")
+        self.other_ca = self.path("other-ca.crt")
+        self.other_ca_key = self.path("other-ca.key")
+
+    def path(self, name):
+        """The file name in the certificates' directory."""
+        return os.path.join(self.dir, name)
+
+    def context(self, ca=None, client_cert=False):
+        """A client ssl.SSLContext that verifies servers (and their names)
+        against ca (default: the CA) and, with client_cert, presents the
+        client certificate."""
+        ctx = ssl.create_default_context(cafile=ca or self.ca)
+        if client_cert:
+            ctx.load_cert_chain(self.client_cert, self.client_key)
+        return ctx
+
+
+def make_certs(directory=None):
+    """Make the test certificates (see Certs) in directory (default: a new
+    one); returns their Certs. Takes a fraction of a second."""
+    d = directory or new_dir("certs")
+    make_ca(d, "ca", "dlockd test CA")
+    make_ca(d, "other-ca", "dlockd other CA")
+    make_cert(d, "server", "ca", "localhost", "DNS:localhost,IP:127.0.0.1")
+    make_cert(d, "client", "ca", "test client")
+    return Certs(d)
+
+
+_shared_certs = None
+_shared_certs_lock = threading.Lock()
+
+
+def shared_certs():
+    """The Certs of this process, made on first use (do not change them)."""
+    global _shared_certs
+    with _shared_certs_lock:
+        if _shared_certs is None:
+            _shared_certs = make_certs()
+        return _shared_certs
+
+
 # ---- redis-server (the redis backend's store) ----
 
-def redis_pings(port, password=None, host="127.0.0.1"):
-    """True if a redis-server on port answers PING (after AUTH when it has
-    a password)."""
+def redis_first_reply(port, password=None, host="127.0.0.1", ssl_context=None,
+                      commands=("PING",)):
+    """Connect to a redis-server on port (over TLS with ssl_context, the
+    server's name being localhost), send AUTH password (if given) and the
+    commands, and return the first line of each reply (bytes, without
+    CRLF), or None if it cannot be reached, does not finish a TLS handshake,
+    or closes first."""
     try:
         s = socket.create_connection((host, port), timeout=2)
     except OSError:
-        return False
+        return None
     try:
-        want = b"+PONG\r\n"
-        out = Raw.encode("PING")
-        if password is not None:
-            out = Raw.encode("AUTH", password) + out
-            want = b"+OK\r\n" + want
-        s.sendall(out)
+        if ssl_context is not None:
+            s = ssl_context.wrap_socket(s, server_hostname="localhost")
+        cmds = [("AUTH", password)] if password is not None else []
+        cmds += [(c,) if isinstance(c, str) else tuple(c) for c in commands]
+        s.sendall(b"".join(Raw.encode(*c) for c in cmds))
         got = b""
-        while len(got) < len(want) and want.startswith(got):
+        while got.count(b"\r\n") < len(cmds):
             data = s.recv(100)
             if not data:
-                break
+                return None
             got += data
-        return got == want
-    except OSError:
-        return False
+        return got.split(b"\r\n")[:len(cmds)]
+    except (OSError, ssl.SSLError):
+        return None
     finally:
         s.close()
+
+
+def redis_pings(port, password=None, host="127.0.0.1", ssl_context=None):
+    """True if a redis-server on port answers PING (after AUTH when it has
+    a password; over TLS with ssl_context)."""
+    got = redis_first_reply(port, password, host, ssl_context)
+    want = [b"+PONG"] if password is None else [b"+OK", b"+PONG"]
+    return got == want
 
 
 class ServerProcess:
@@ -552,7 +658,21 @@ class ServerProcess:
 class RedisServer(ServerProcess):
     """One redis-server process: loopback only, no persistence, in a
     directory of its own (see ServerProcess). stop() with SIGTERM makes it
-    exit 0."""
+    exit 0.
+
+    password sets requirepass (the default user's password).
+
+    tls (a Certs, e.g. shared_certs()) serves TLS only, on port: the
+    server's certificate and key are tls.server_cert and tls.server_key,
+    clients' certificates are checked against tls.ca, and with auth_clients
+    every client must present one (tls.client_cert does). client(), raw()
+    and the readiness check speak TLS then; url() is rediss://.
+
+    users is a list of ACL rules, one per user, as redis.conf's "user"
+    directive takes them, e.g. "alice on >secret ~dlock:* &dlock:* +evalsha"
+    or "default off". The default user stays as it is (or as password makes
+    it) unless a rule names it; with it off, a NOAUTH reply to the readiness
+    PING counts as an answer."""
 
     NAME = "redis-server"
     PACKAGE = "redis-server"
@@ -562,23 +682,56 @@ class RedisServer(ServerProcess):
     def binary():
         return REDIS_SERVER  # read at each start: a test may change it
 
-    def __init__(self, port=None, password=None, directory=None):
+    def __init__(self, port=None, password=None, directory=None, tls=None,
+                 auth_clients=False, users=None):
         self.dir = directory or new_dir("redis")
         self.fixed_port = port is not None
         self.port = port or free_port()
         self.password = password
+        self.tls = tls
+        self.auth_clients = bool(auth_clients)
+        self.users = list(users or [])
+        for rule in self.users:
+            if not shlex.split(rule):
+                raise ValueError("an empty ACL rule")
         self._process_init(os.path.join(self.dir, "redis.log"))
 
     def argv(self):
-        a = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+        a = [REDIS_SERVER, "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--dir", self.dir,
              "--daemonize", "no", "--logfile", "", "--loglevel", "notice"]
+        if self.tls is None:
+            a += ["--port", str(self.port)]
+        else:
+            a += ["--port", "0", "--tls-port", str(self.port),
+                  "--tls-cert-file", self.tls.server_cert,
+                  "--tls-key-file", self.tls.server_key,
+                  "--tls-ca-cert-file", self.tls.ca,
+                  "--tls-auth-clients", "yes" if self.auth_clients else "no"]
         if self.password is not None:
             a += ["--requirepass", self.password]
+        for rule in self.users:
+            # one argument per word: redis-server quotes each argument
+            a += ["--user"] + shlex.split(rule)
         return a
 
+    def ssl_context(self, ca=None, client_cert=None):
+        """A client ssl.SSLContext for this server (None without tls):
+        verifies it against ca (default: the CA) and presents the client
+        certificate when client_cert (default: when it wants one)."""
+        if self.tls is None:
+            return None
+        if client_cert is None:
+            client_cert = self.auth_clients
+        return self.tls.context(ca=ca, client_cert=client_cert)
+
     def answers(self):
-        return redis_pings(self.port, self.password)
+        got = redis_first_reply(self.port, self.password, ssl_context=self.ssl_context())
+        if got is None:
+            return False
+        if self.password is not None:
+            return got == [b"+OK", b"+PONG"]
+        return got[0] == b"+PONG" or got[0].startswith(b"-NOAUTH")
 
     def new_ports(self):
         if self.fixed_port:
@@ -597,9 +750,9 @@ class RedisServer(ServerProcess):
 
     def url(self, db=None, password=None):
         """The -b URL of this server: redis://[:password@]127.0.0.1:port[/db]
-        (password defaults to the server's)."""
+        (rediss:// with tls; password defaults to the server's)."""
         pw = self.password if password is None else password
-        u = "redis://"
+        u = "rediss://" if self.tls is not None else "redis://"
         if pw is not None:
             u += ":%s@" % pw
         u += self.address()
@@ -609,17 +762,38 @@ class RedisServer(ServerProcess):
 
     def client(self, db=0, **kw):
         """A redis-py client of the redis-server itself, with a connection
-        of its own (close it with hangup())."""
+        of its own (close it with hangup()): the server's password unless
+        password= (and username=) are given; over TLS with tls, verifying
+        the server and presenting the client certificate when the server
+        wants one."""
         kw.setdefault("socket_timeout", IO_TIMEOUT)
         kw.setdefault("socket_connect_timeout", IO_TIMEOUT)
-        return redis.Redis(host="127.0.0.1", port=self.port, db=db, password=self.password,
+        kw.setdefault("password", self.password)
+        if self.tls is not None:
+            kw.setdefault("ssl", True)
+            kw.setdefault("ssl_ca_certs", self.tls.ca)
+            kw.setdefault("ssl_cert_reqs", "required")
+            kw.setdefault("ssl_check_hostname", True)
+            if self.auth_clients:
+                kw.setdefault("ssl_certfile", self.tls.client_cert)
+                kw.setdefault("ssl_keyfile", self.tls.client_key)
+        return redis.Redis(host="127.0.0.1", port=self.port, db=db,
                            single_connection_client=True, **kw)
 
-    def raw(self, **kw):
-        """A raw RESP connection to the redis-server, authenticated."""
+    def raw(self, user=None, password=None, **kw):
+        """A raw RESP connection to the redis-server (over TLS with tls),
+        authenticated: as user with password if given, else with the
+        server's password if it has one."""
+        if self.tls is not None:
+            kw.setdefault("ssl_context", self.ssl_context())
         c = Raw(port=self.port, **kw)
-        if self.password is not None:
-            r = c.cmd("AUTH", self.password)
+        auth = None
+        if user is not None:
+            auth = ("AUTH", user, password)
+        elif password is not None or self.password is not None:
+            auth = ("AUTH", password if password is not None else self.password)
+        if auth is not None:
+            r = c.cmd(*auth)
             assert r == "OK", r
         return c
 
@@ -1433,15 +1607,24 @@ class Closed(Exception):
 
 
 class Raw:
-    """A RESP connection on a plain socket, for byte-level tests."""
+    """A RESP connection on a plain or TLS socket, for byte-level tests."""
 
-    def __init__(self, port=None, unix=None, host="127.0.0.1", timeout=IO_TIMEOUT):
+    def __init__(self, port=None, unix=None, host="127.0.0.1", timeout=IO_TIMEOUT,
+                 ssl_context=None, server_hostname="localhost"):
+        """Connect to port on host (over TLS with ssl_context, checking the
+        name server_hostname), or to the Unix socket unix."""
         if unix:
             self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.s.settimeout(timeout)
             self.s.connect(unix)
         else:
             self.s = socket.create_connection((host, port), timeout=timeout)
+        if ssl_context is not None:
+            try:
+                self.s = ssl_context.wrap_socket(self.s, server_hostname=server_hostname)
+            except BaseException:
+                self.s.close()
+                raise
         self.buf = b""
         self.last_raw = b""  # the bytes of the last reply read
 

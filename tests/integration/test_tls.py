@@ -2,8 +2,8 @@
 pipelining and replies larger than the socket takes at once, AUTH, plain and
 TLS listeners side by side, clients that do not speak TLS or never finish a
 handshake, client certificates (tls.ca_file), dlockd -t on the tls.* keys,
-and a new certificate on SIGHUP. The certificates are made at test time with
-the openssl command in a directory of their own."""
+and a new certificate on SIGHUP. The certificates are made at test time
+(harness.make_certs, with the openssl command) in a directory of their own."""
 
 import os
 import select
@@ -17,53 +17,22 @@ import unittest
 
 import redis
 
-from harness import (IO_TIMEOUT, REDIS_CLI, Daemon, Raw, free_port, new_dir,
-                     unique_key, wait_until)
+from harness import (IO_TIMEOUT, REDIS_CLI, Daemon, Raw, free_port, make_cert, make_certs,
+                     new_dir, unique_key, wait_until)
 from test_daemon import run_dlockd
 
-CERTS = None  # the directory of the certificates, made once
-
-
-def openssl(*args, cwd):
-    """Run the openssl command in cwd; fail with its output if it fails."""
-    p = subprocess.run(["openssl"] + list(args), cwd=cwd, stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
-    if p.returncode != 0:
-        raise AssertionError("openssl %s: %s" % (" ".join(args), p.stdout.decode()))
-
-
-def make_ca(d, name):
-    """A self-signed CA, name.crt and name.key in d."""
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key",
-            "-out", name + ".crt", "-days", "2", "-subj", "/CN=%s" % name, cwd=d)
-
-
-def make_cert(d, name, ca, cn, san=None):
-    """A certificate name.crt (key name.key) for cn signed by the CA ca, with
-    subjectAltName san if given."""
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key", "-out",
-            name + ".csr", "-subj", "/CN=%s" % cn, cwd=d)
-    ext = os.path.join(d, name + ".ext")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=%s\n" % san if san else "basicConstraints=CA:FALSE\n")
-    openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
-            "-CAcreateserial", "-out", name + ".crt", "-days", "2", "-extfile", ext, cwd=d)
+CERTS = None  # the test certificates (harness.Certs) and server2's, made once
 
 
 def certs():
-    """The test certificates: ca (server.crt, client.crt), ca2 (server2.crt),
-    made once."""
+    """The directory of the test certificates: harness.make_certs()'s (ca,
+    server, client, other-ca) and server2.crt, for localhost but signed by
+    other-ca, made once."""
     global CERTS
     if CERTS is None:
-        d = new_dir("tls-certs")
-        make_ca(d, "ca")
-        make_ca(d, "ca2")
-        san = "IP:127.0.0.1,DNS:localhost"
-        make_cert(d, "server", "ca", "localhost", san)
-        make_cert(d, "server2", "ca2", "localhost", san)
-        make_cert(d, "client", "ca", "test client")
-        CERTS = d
-    return CERTS
+        CERTS = make_certs()
+        make_cert(CERTS.dir, "server2", "other-ca", "localhost", "IP:127.0.0.1,DNS:localhost")
+    return CERTS.dir
 
 
 def cert(name):
@@ -98,12 +67,7 @@ def tls_raw(port, ca="ca.crt", client_cert=None):
     ctx = ssl.create_default_context(cafile=cert(ca))
     if client_cert:
         ctx.load_cert_chain(cert(client_cert + ".crt"), cert(client_cert + ".key"))
-    r = Raw.__new__(Raw)
-    r.s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT),
-                          server_hostname="localhost")
-    r.buf = b""
-    r.last_raw = b""
-    return r
+    return Raw(port, ssl_context=ctx)
 
 
 def redis_cli(port, *args, stdin=None, ca="ca.crt"):
@@ -292,7 +256,7 @@ class TestTLS(unittest.TestCase):
 
     def test_client_that_checks_another_ca_fails(self):
         with self.assertRaises(redis.exceptions.ConnectionError):
-            tls_client(self.port, ca="ca2.crt").ping()
+            tls_client(self.port, ca="other-ca.crt").ping()
         self.assertEqual(redis_cli(self.port, "PING"), (0, "PONG\n"))
 
 
@@ -334,7 +298,7 @@ class TestTLSOptions(unittest.TestCase):
         self.assertTrue(d.client().ping())
 
     def test_client_certificate_of_another_ca_is_refused(self):
-        d, port = tls_daemon(self, tls_extra="  ca_file: %s\n" % cert("ca2.crt"))
+        d, port = tls_daemon(self, tls_extra="  ca_file: %s\n" % cert("other-ca.crt"))
         self.assertRefused(port, client_cert="client")
         wait_until(lambda: "certificate" in d.log(), 5.0, 0.01, "the refusal in the log")
 
@@ -392,7 +356,7 @@ class TestTLSOptions(unittest.TestCase):
         os.kill(d.pid, signal.SIGHUP)
         wait_until(lambda: d.log(100000).count("configuration reloaded") > before, 5.0, 0.01,
                    "the reload")
-        new = tls_raw(port, ca="ca2.crt")
+        new = tls_raw(port, ca="other-ca.crt")
         self.addCleanup(new.close)
         self.assertEqual(new.cmd("PING"), "PONG")
         with self.assertRaises(ssl.SSLError):
