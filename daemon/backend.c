@@ -68,3 +68,10 @@ backend_destroy(struct backend *be)
 	be->ops->destroy(be);
 	free(be);
 }
+
+void
+backend_reload(struct backend *be)
+{
+	if (be->ops->reload != NULL)
+		be->ops->reload(be);
+}

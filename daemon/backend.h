@@ -154,6 +154,9 @@ struct backend_ops {
 	 * kept only to be fast (leases cached after their release), and keep
 	 * no more. */
 	void (*drain)(struct backend *be);
+	/* Optional (NULL): SIGHUP: read again the files it uses (TLS
+	 * certificates), for its next connects. */
+	void (*reload)(struct backend *be);
 };
 
 /* Calls from a backend up to the lock table. */
@@ -186,6 +189,8 @@ struct backend {
 struct backend *backend_create(const char *type, struct event_base *base,
     const void *settings);
 void backend_destroy(struct backend *be);
+/* SIGHUP: the backend reads its files again (ops->reload), if it has any. */
+void backend_reload(struct backend *be);
 
 /* The registered backend called name, or NULL. */
 const struct backend_ops *backend_find(const char *name);

@@ -202,16 +202,7 @@ on_gone(evutil_socket_t fd, short what, void *arg)
 static const char *
 conn_tls_reason(struct conn *c, char *buf, size_t size)
 {
-	unsigned long e;
-	size_t len = 0;
-
-	buf[0] = '\0';
-	while ((e = bufferevent_get_openssl_error(c->bev)) != 0)
-		if (len < size && ERR_GET_LIB(e) != 0)	/* lib 0: libevent's copy of
-							 * SSL_get_error() */
-			len += (size_t)snprintf(buf + len, size - len, "%s%s", len > 0 ? "; " : "",
-			    tls_error_text(e));
-	if (len == 0)
+	if (tls_bev_failure(c->bev, buf, size) == NULL)
 		snprintf(buf, size, "%s", EVUTIL_SOCKET_ERROR() != 0 ?
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()) : "connection reset");
 	return buf;

@@ -241,6 +241,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		changed = conf_reload(d->conf, next);
 		if (tls != NULL)	/* new connections from now on */
 			server_set_tls(d->srv, tls);
+		backend_reload(d->srv->be);
 		log_set_level(log_level(d));
 		server_reconfigure(d->srv);
 		raise_fd_limit(d->conf);

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -426,4 +428,25 @@ tls_client_failure(struct ssl_st *ssl, char *buf, size_t len)
 	} else if (tls_queue(buf, len) == 0)
 		snprintf(buf, len, "connection closed during the TLS handshake");
 	return buf;
+}
+
+const char *
+tls_bev_failure(struct bufferevent *bev, char *buf, size_t size)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	unsigned long e;
+	size_t len = 0;
+	long v = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+	buf[0] = '\0';
+	if (v != X509_V_OK)
+		len = (size_t)snprintf(buf, size, "certificate not verified: %s",
+		    X509_verify_cert_error_string(v));
+	while ((e = bufferevent_get_openssl_error(bev)) != 0)
+		if (v == X509_V_OK && len < size && ERR_GET_LIB(e) != 0)
+			/* lib 0: libevent's copy of SSL_get_error() */
+			len += (size_t)snprintf(buf + len, size - len, "%s%s", len > 0 ? "; " : "",
+			    tls_error_text(e));
+	ERR_clear_error();
+	return len > 0 ? buf : NULL;
 }

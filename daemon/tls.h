@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 
+struct bufferevent;
 struct conf;
 struct ssl_st;
 struct tls;
@@ -39,6 +40,11 @@ struct ssl_st *tls_new_ssl(const struct tls *t);
 uint64_t tls_handshake_ms(const struct tls *t);
 /* One line about t's certificate for the log: subject, expiry. */
 const char *tls_describe(const struct tls *t);
+/* Why the TLS of bev (an OpenSSL bufferevent) failed, for the log: the
+ * peer's certificate not verified, or OpenSSL's reasons libevent kept
+ * (emptied); written into buf and returned. NULL when there is none (a
+ * socket error or a close: the caller says which). */
+const char *tls_bev_failure(struct bufferevent *bev, char *buf, size_t size);
 /* OpenSSL's reason for the error code e, as a sentence (static). */
 const char *tls_error_text(unsigned long e);
 

@@ -54,13 +54,7 @@
 #define TIMEOUT_MS 1000		/* the clients' request timeout, unless a test says */
 
 /* Run the loop until cond holds; fail the test after LIMIT_MS. */
-#define RUN_UNTIL(cond) do { \
-	uint64_t until_ = clock_ms() + LIMIT_MS; \
-	while (!(cond)) { \
-		ck_assert_msg(clock_ms() < until_, "waited in vain for: %s", #cond); \
-		event_base_loop(base, EVLOOP_ONCE); \
-	} \
-} while (0)
+#define RUN_UNTIL(cond) SUITE_RUN_UNTIL(base, cond, LIMIT_MS)
 
 /* ---- fake gateways --------------------------------------------------------- */
 

@@ -1,0 +1,189 @@
+/*
+ * rscript — the Lua scripts of leases in Redis and their arguments
+ * (rscript.h).
+ */
+#include "rscript.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+
+#define LUA_NOW "local t = redis.call('TIME') " \
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+#define LUA_KEEP "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') " \
+	"redis.call('PEXPIREAT', KEYS[1], last[2]) "
+/* fence(n): reserve n fences of KEYS[2], the first returned: above the
+ * counter and above the clock in us; the counter keeps the last. The clock
+ * is ahead of the counter but after a burst of grants in one microsecond:
+ * one SET ... GET then does it all */
+#define LUA_FENCE "local function fence(n) " \
+	"local t = redis.call('TIME') " \
+	"local us = tonumber(t[1]) * 1000000 + tonumber(t[2]) " \
+	"local old = tonumber(redis.call('SET', KEYS[2], " \
+	"  string.format('%.0f', us + n - 1), 'GET') or '0') " \
+	"if old < us then return us end " \
+	"redis.call('SET', KEYS[2], string.format('%.0f', old + n)) " \
+	"return old + 1 end "
+/* a lease of KEYS[1] was removed: if some daemon marked that it waits
+ * (mark), delete the mark and publish key on channel */
+#define LUA_RELEASED(mark, channel, key) \
+	"if redis.call('DEL', " #mark ") == 1 then " \
+	"  redis.call('PUBLISH', " #channel ", " #key ") end "
+/* v = KEYS[1] as a string: the member when one exclusive lease holds it,
+ * false when there is none, an error table when it is a sorted set */
+#define LUA_STRING "local v = redis.pcall('GET', KEYS[1]) "
+
+const char *const rscript_text[RS_COUNT] = {
+	/* acquire: KEYS lock, fence, mark; ARGV member, ttl, kind, limit, mark
+	 * ms, fences to reserve, wanted channel, key. {1, first fence} | {0, ms
+	 * to wait: the first lease to end} (the mark set, the key published on
+	 * the wanted channel) | {-1} (another kind) */
+	LUA_FENCE
+	"local want = ARGV[3] "
+	"local function busy(ms) redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) "
+	"  redis.call('PUBLISH', ARGV[7], ARGV[8]) "
+	"  return {0, ms} end "
+	"if want == 'x0' and redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then "
+	"  return {1, fence(tonumber(ARGV[6]))} end "
+	"if redis.call('TYPE', KEYS[1]).ok == 'string' then "
+	"  if string.sub(want, 1, 1) == 'n' then return {-1} end "
+	"  return busy(redis.call('PTTL', KEYS[1])) end "
+	LUA_NOW
+	"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) "
+	"local n = redis.call('ZCARD', KEYS[1]) "
+	"if n > 0 then "
+	"  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES') "
+	"  local kind = string.sub(first[1], 1, string.find(first[1], ':', 1, true) - 1) "
+	"  if kind ~= want and (string.sub(kind, 1, 1) == 'n' or "
+	"      string.sub(want, 1, 1) == 'n') then return {-1} end "
+	"  if kind ~= want or want == 'x0' or "
+	"      (string.sub(want, 1, 1) == 'n' and n >= tonumber(ARGV[4])) then "
+	"    return busy(tonumber(first[2]) - now) end "
+	"end "
+	"if want == 'x0' then "
+	"  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+	"  return {1, fence(tonumber(ARGV[6]))} end "
+	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
+	LUA_KEEP
+	"return {1, fence(1)}",
+
+	/* release: KEYS lock, mark; ARGV member, channel, key. 1 | 0 (not ours).
+	 * An exclusive lease and the mark go in one DEL */
+	LUA_STRING
+	"if v == ARGV[1] then "
+	"  if redis.call('DEL', KEYS[1], KEYS[2]) == 2 then "
+	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
+	"  return 1 end "
+	"if type(v) == 'string' or redis.pcall('ZREM', KEYS[1], ARGV[1]) ~= 1 then "
+	"  return 0 end "
+	LUA_RELEASED(KEYS[2], ARGV[2], ARGV[3])
+	"return 1",
+
+	/* renew: KEYS lock; ARGV member, ttl. The lease lasts at least ttl from
+	 * now; a later end is kept. 1 | 0 (not ours any more) */
+	LUA_STRING
+	"if v == ARGV[1] then "
+	"  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then "
+	"    redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+	"  return 1 end "
+	"if type(v) == 'string' then return 0 end "
+	LUA_NOW
+	"local s = redis.call('ZSCORE', KEYS[1], ARGV[1]) "
+	"if not s or tonumber(s) <= now then return 0 end "
+	"local e = now + tonumber(ARGV[2]) "
+	"if tonumber(s) < e then "
+	"  redis.call('ZADD', KEYS[1], e, ARGV[1]) "
+	LUA_KEEP
+	"end "
+	"return 1",
+
+	/* transfer (exclusive leases): KEYS lock, fence, mark; ARGV to, from,
+	 * ttl, handoffs in a row before this one, handoff limit, channel, key,
+	 * fences to reserve. When the run has reached the limit and another
+	 * daemon waits (the mark), from is released as by the release script
+	 * instead. {1, first fence} | {2} (released: yielded) | {0} (from's
+	 * lease had ended) */
+	LUA_FENCE
+	LUA_STRING
+	"if v ~= ARGV[2] then return {0} end "
+	"if tonumber(ARGV[4]) >= tonumber(ARGV[5]) and "
+	"    redis.call('DEL', KEYS[3]) == 1 then "
+	"  redis.call('DEL', KEYS[1]) "
+	"  redis.call('PUBLISH', ARGV[6], ARGV[7]) "
+	"  return {2} "
+	"end "
+	"redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3]) "
+	"return {1, fence(tonumber(ARGV[8]))}",
+};
+
+const char rscript_key[] = "<key>";
+
+int
+rscript_kind(const struct be_lock *l, char *out, size_t outlen)
+{
+	switch (l->mode) {
+	case LOCK_EXCLUSIVE: return snprintf(out, outlen, "x0");
+	case LOCK_SHARED: return snprintf(out, outlen, "s0");
+	case LOCK_SEMAPHORE: return snprintf(out, outlen, "n%u", l->limit);
+	}
+	return snprintf(out, outlen, "?");
+}
+
+void
+rscript_member(const struct be_lock *l, char out[RSCRIPT_MEMBER_MAX])
+{
+	char kind[16];
+	rscript_kind(l, kind, sizeof(kind));
+	snprintf(out, RSCRIPT_MEMBER_MAX, "%s:%s", kind, l->token);
+}
+
+size_t
+rscript_size(size_t prefixlen, size_t keylen, const char *keykinds, const char *const *args)
+{
+	size_t need = strlen(keykinds) * (prefixlen + 2 + keylen + 1);
+	for (size_t i = 0; args[i] != NULL; i++)
+		if (args[i] != rscript_key)
+			need += strlen(args[i]) + 1;
+	return need;
+}
+
+const char *
+rscript_build(struct rscript_args *a, char *buf, const char *prefix, const char *key,
+    size_t keylen, const char *keykinds, const char *const *args)
+{
+	static const char *const numkeys[] = { "0", "1", "2", "3" };
+	size_t plen = strlen(prefix), nkeys = strlen(keykinds), nargs = 0;
+	const char *first = NULL;
+	char *p = buf;
+	while (args[nargs] != NULL)
+		nargs++;
+	assert(nkeys < 4 && 1 + nkeys + nargs <= RSCRIPT_ARGS);
+	a->argc = 0;
+	a->argv[a->argc] = numkeys[nkeys];
+	a->argvlen[a->argc++] = 1;
+	for (size_t i = 0; i < nkeys; i++) {
+		a->argv[a->argc] = p;
+		memcpy(p, prefix, plen);
+		p[plen] = keykinds[i];
+		p[plen + 1] = ':';
+		memcpy(p + plen + 2, key, keylen);
+		a->argvlen[a->argc++] = plen + 2 + keylen;
+		p += plen + 2 + keylen + 1;
+	}
+	for (size_t i = 0; i < nargs; i++) {
+		if (args[i] == rscript_key) {
+			a->argv[a->argc] = key;
+			a->argvlen[a->argc++] = keylen;
+			continue;
+		}
+		size_t n = strlen(args[i]);
+		memcpy(p, args[i], n + 1);
+		if (i == 0)
+			first = p;
+		a->argv[a->argc] = p;
+		a->argvlen[a->argc++] = n;
+		p += n + 1;
+	}
+	return first;
+}
