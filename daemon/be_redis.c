@@ -1281,8 +1281,9 @@ rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 		    (pw = conf_url_decode(colon + 1, (size_t)(at - colon - 1))) == NULL)
 			*why = memmem(colon, (size_t)(at - colon), "%00", 3) != NULL ?
 			    "the password contains a NUL byte" : "bad %-escape in the password";
-		else if (*user != '\0' && pw == NULL)
-			*why = "a user needs a password (redis://user:password@host:port)";
+		else if (*user != '\0' && strcmp(user, "default") != 0 && pw == NULL)
+			*why = "a user needs a password (redis://user:password@host:port; a "
+			    "password alone goes after a colon: redis://:password@host:port)";
 		s = at + 1;
 	}
 	if (*why == NULL)
@@ -1292,7 +1293,8 @@ rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 		set(arg, "address", text);
 		free(text);
 		set(arg, "tls.enabled", tls ? "true" : "false");
-		set(arg, "username", user != NULL ? user : "");
+		/* "default" without a password: no AUTH at all */
+		set(arg, "username", user != NULL && pw != NULL ? user : "");
 		set(arg, "password", pw != NULL ? pw : "");
 		set(arg, "password_file", "");
 		text = xasprintf("%lld", db);

@@ -1544,25 +1544,31 @@ START_TEST(test_redis_url_good)
 		long long port;		/* and port */
 		const char *password;	/* backend.password */
 		long long db;		/* backend.db */
+		const char *user;	/* backend.username */
+		long long tls;		/* backend.tls.enabled */
 	} ok[] = {
-		{ "redis://127.0.0.1:6379", "127.0.0.1", 6379, NULL, 0 },
-		{ "redis://localhost", "localhost", 6379, NULL, 0 },
-		{ "redis://db.example.net:6380/5", "db.example.net", 6380, NULL, 5 },
-		{ "redis://:hunter2@db.example.net:6380/5", "db.example.net", 6380, "hunter2", 5 },
-		{ "redis://[::1]:6379/2", "::1", 6379, NULL, 2 },
-		{ "redis://[::1]", "::1", 6379, NULL, 0 },
-		{ "redis://[::1]/7", "::1", 6379, NULL, 7 },
-		{ "redis://default:pw@h:7000", "h", 7000, "pw", 0 },
-		{ "redis://default@h", "h", 6379, NULL, 0 },
-		{ "redis://:@h:1/", "h", 1, NULL, 0 },
-		{ "redis://@h", "h", 6379, NULL, 0 },
+		{ "redis://127.0.0.1:6379", "127.0.0.1", 6379, NULL, 0, NULL, 0 },
+		{ "redis://localhost", "localhost", 6379, NULL, 0, NULL, 0 },
+		{ "redis://db.example.net:6380/5", "db.example.net", 6380, NULL, 5, NULL, 0 },
+		{ "redis://:hunter2@db.example.net:6380/5", "db.example.net", 6380, "hunter2", 5, NULL, 0 },
+		{ "redis://[::1]:6379/2", "::1", 6379, NULL, 2, NULL, 0 },
+		{ "redis://[::1]", "::1", 6379, NULL, 0, NULL, 0 },
+		{ "redis://[::1]/7", "::1", 6379, NULL, 7, NULL, 0 },
+		{ "redis://default:pw@h:7000", "h", 7000, "pw", 0, "default", 0 },
+		{ "redis://alice:pw@h:7000/2", "h", 7000, "pw", 2, "alice", 0 },
+		{ "redis://al%40ice:p%3aw@h", "h", 6379, "p:w", 0, "al@ice", 0 },
+		{ "rediss://h", "h", 6379, NULL, 0, NULL, 1 },
+		{ "REDISS://bob:pw@h:6380", "h", 6380, "pw", 0, "bob", 1 },
+		{ "redis://default@h", "h", 6379, NULL, 0, NULL, 0 },
+		{ "redis://:@h:1/", "h", 1, NULL, 0, NULL, 0 },
+		{ "redis://@h", "h", 6379, NULL, 0, NULL, 0 },
 		/* the last '@' ends the password, which may hold ':', '/' and '@' */
-		{ "redis://:p@ss:w/rd@h:2/3", "h", 2, "p@ss:w/rd", 3 },
-		{ "redis://:pa%40ss%2f%25@h", "h", 6379, "pa@ss/%", 0 },
-		{ "redis://defaul%74:x@h", "h", 6379, "x", 0 },
-		{ "REDIS://H:65535", "H", 65535, NULL, 0 },
-		{ "redis://h/0", "h", 6379, NULL, 0 },
-		{ "redis://h/1000000", "h", 6379, NULL, 1000000 },
+		{ "redis://:p@ss:w/rd@h:2/3", "h", 2, "p@ss:w/rd", 3, NULL, 0 },
+		{ "redis://:pa%40ss%2f%25@h", "h", 6379, "pa@ss/%", 0, NULL, 0 },
+		{ "redis://defaul%74:x@h", "h", 6379, "x", 0, "default", 0 },
+		{ "REDIS://H:65535", "H", 65535, NULL, 0, NULL, 0 },
+		{ "redis://h/0", "h", 6379, NULL, 0, NULL, 0 },
+		{ "redis://h/1000000", "h", 6379, NULL, 1000000, NULL, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
@@ -1579,6 +1585,11 @@ START_TEST(test_redis_url_good)
 		else
 			ck_assert_str_eq(be_str(c, "password"), ok[i].password);
 		ck_assert_int_eq(be_int(c, "db"), ok[i].db);
+		if (ok[i].user == NULL || strcmp(ok[i].url, "redis://default@h") == 0)
+			ck_assert_ptr_null(be_str(c, "username"));
+		else
+			ck_assert_str_eq(be_str(c, "username"), ok[i].user);
+		ck_assert_int_eq(be_int(c, "tls.enabled"), ok[i].tls);
 		/* what a URL does not give keeps its default */
 		ck_assert_str_eq(be_str(c, "key_prefix"), "dlock:");
 		ck_assert_int_eq(be_int(c, "command_timeout_ms"), 2000);
@@ -1623,10 +1634,9 @@ START_TEST(test_redis_url_bad)
 		      "the database number is out of range (0..1000000)" },
 		{ "redis://:hunter2@h/0?timeout=1", "bad redis URL "
 		      "'redis://:***@h/0?timeout=1': query parameters are not supported" },
-		{ "redis://alice:hunter2@h", "bad redis URL 'redis://***@h': "
-		      "only the user 'default' is supported" },
-		{ "redis://hunter2@h", "bad redis URL 'redis://***@h': only the user 'default' "
-		      "is supported (a password goes after a colon: redis://:password@host:port)" },
+		{ "redis://hunter2@h", "bad redis URL 'redis://***@h': a user needs a password "
+		      "(redis://user:password@host:port; a password alone goes after a colon: "
+		      "redis://:password@host:port)" },
 		{ "redis://%zz:hunter2@h", "bad redis URL 'redis://***@h': "
 		      "bad %-escape in the user name" },
 		{ "redis://:hunter2%4@h", "bad redis URL 'redis://:***@h': "
@@ -1637,8 +1647,8 @@ START_TEST(test_redis_url_bad)
 		      "the password contains a NUL byte" },
 		{ "redis://default:hunter2@h:0", "bad redis URL 'redis://default:***@h:0': "
 		      "the port must be between 1 and 65535" },
-		{ "rediss://:hunter2@h:6379", "bad redis URL 'rediss://:***@h:6379': "
-		      "TLS (rediss://) is not supported" },
+		{ "rediss://:hunter2@h:0", "bad redis URL 'rediss://:***@h:0': "
+		      "the port must be between 1 and 65535" },
 		{ "zk://h:2181", "unknown backend URL 'zk://h:2181' "
 		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
 		{ "http://:hunter2@h", "unknown backend URL 'http://:***@h' "
@@ -2091,9 +2101,10 @@ END_TEST
 
 START_TEST(test_backend_keys_declared_by_backends)
 {
-	static const char *const redis_keys[] = { "address", "password", "password_file", "db",
-		"key_prefix", "connect_timeout_ms", "command_timeout_ms", "handoff_limit",
-		"lease_cache_ms" };
+	static const char *const redis_keys[] = { "address", "username", "password",
+		"password_file", "db", "key_prefix", "connect_timeout_ms", "command_timeout_ms",
+		"handoff_limit", "lease_cache_ms", "tls.enabled", "tls.ca_file", "tls.cert_file",
+		"tls.key_file", "tls.server_name" };
 	const struct backend_ops *redis = backend_find("redis"), *ops;
 	char *conf_c = top_path("daemon/conf.c"), text[65536];
 	struct scratch s;
@@ -2116,10 +2127,20 @@ START_TEST(test_backend_keys_declared_by_backends)
 			char *yaml, *want;
 			struct conf *c;
 
-			ck_assert_int_ge(asprintf(&yaml, "backend:\n  %s: { a: 1 }\n",
-			    ops->settings[i].name), 0);
-			ck_assert_int_ge(asprintf(&want, ":2:%zu: 'backend.%s' must be ",
-			    strlen(ops->settings[i].name) + 5, ops->settings[i].name), 0);
+			const char *name = ops->settings[i].name, *dot = strchr(name, '.');
+
+			/* "a.b" is written as a mapping a: holding b */
+			if (dot == NULL) {
+				ck_assert_int_ge(asprintf(&yaml, "backend:\n  %s: { a: 1 }\n", name),
+				    0);
+				ck_assert_int_ge(asprintf(&want, ":2:%zu: 'backend.%s' must be ",
+				    strlen(name) + 5, name), 0);
+			} else {
+				ck_assert_int_ge(asprintf(&yaml, "backend:\n  %.*s:\n    %s: { a: 1 }\n",
+				    (int)(dot - name), name, dot + 1), 0);
+				ck_assert_int_ge(asprintf(&want, ":3:%zu: 'backend.%s' must be ",
+				    strlen(dot + 1) + 7, name), 0);
+			}
 			c = load_text(&s, yaml, -1, -1);
 			ck_assert_uint_eq(c->nerrors, 1);
 			ck_assert_msg(strstr(c->errors[0], want) != NULL, "%s", c->errors[0]);
