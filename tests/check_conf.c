@@ -2087,6 +2087,82 @@ START_TEST(test_url_decode)
 }
 END_TEST
 
+/* The userinfo of a URL: absent, user only, password only, both, escapes,
+ * the last '@' ending it; a bad escape or an escaped NUL allocates nothing
+ * and never shows the password. */
+START_TEST(test_url_userinfo)
+{
+	static const struct {
+		const char *in;		/* the authority, after "scheme://" */
+		const char *user;	/* NULL: none */
+		const char *password;	/* NULL: none */
+		size_t rest;		/* offset of *rest in in */
+	} ok[] = {
+		{ "h:1", NULL, NULL, 0 },
+		{ "", NULL, NULL, 0 },
+		{ "alice@h", "alice", NULL, 6 },
+		{ "@h", "", NULL, 1 },
+		{ ":pw@h", "", "pw", 4 },
+		{ ":@h", "", "", 2 },
+		{ "alice:@h", "alice", "", 7 },
+		{ "alice:pw@h:2379,g:1", "alice", "pw", 9 },
+		{ "al%69ce:p%77@h", "alice", "pw", 13 },
+		{ "a%3Ab:c%3ad@h", "a:b", "c:d", 12 },
+		{ "u:p:w@h", "u", "p:w", 6 },
+		{ "u:pa%40ss@h", "u", "pa@ss", 10 },
+		{ "u:p@ss@h", "u", "p@ss", 7 },		/* the last '@' ends it */
+		{ "u@x:p@h", "u@x", "p", 6 },
+		{ "u:%2500@h", "u", "%00", 8 },
+		{ "u:p@", "u", "p", 4 },
+	};
+	static const struct { const char *in, *why; } bad[] = {
+		{ "%zz:hunter2@h", "bad %-escape in the user name" },
+		{ "a%4:hunter2@h", "bad %-escape in the user name" },
+		{ "a%00b:hunter2@h", "the user name contains a NUL byte" },
+		{ "alice:hunter2%g0@h", "bad %-escape in the password" },
+		{ "alice:hunter2%@h", "bad %-escape in the password" },
+		{ ":hunter2%00@h", "the password contains a NUL byte" },
+		{ "alice:%00hunter2@h", "the password contains a NUL byte" },
+		{ "%zz:hunter2%00@h", "bad %-escape in the user name" },
+		{ "alice:hunter2%zz%00@h", "bad %-escape in the password" },
+	};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		char *user = (char *)1, *pw = (char *)1;
+		const char *rest = NULL, *why = NULL;
+
+		ck_assert_msg(conf_url_userinfo(ok[i].in, &user, &pw, &rest, &why) == 0,
+		    "'%s' refused: %s", ok[i].in, why);
+		ck_assert_ptr_null(why);
+		ck_assert_ptr_eq(rest, ok[i].in + ok[i].rest);
+		if (ok[i].user == NULL)
+			ck_assert_ptr_null(user);
+		else
+			ck_assert_str_eq(user, ok[i].user);
+		if (ok[i].password == NULL)
+			ck_assert_ptr_null(pw);
+		else
+			ck_assert_str_eq(pw, ok[i].password);
+		if (pw != NULL)
+			explicit_bzero(pw, strlen(pw));
+		free(pw);
+		free(user);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *user = (char *)1, *pw = (char *)1;
+		const char *rest = NULL, *why = NULL;
+
+		ck_assert_msg(conf_url_userinfo(bad[i].in, &user, &pw, &rest, &why) == -1,
+		    "'%s' taken", bad[i].in);
+		ck_assert_ptr_nonnull(why);
+		ck_assert_str_eq(why, bad[i].why);
+		ck_assert_ptr_null(strstr(why, "hunter2"));
+		ck_assert_ptr_null(user);
+		ck_assert_ptr_null(pw);
+	}
+}
+END_TEST
+
 /* --- backends declare their keys --- */
 
 START_TEST(test_backend_keys_declared_by_backends)
@@ -2477,6 +2553,7 @@ conf_suite(void)
 	tcase_add_test(tc, test_serverlist_empty);
 	tcase_add_test(tc, test_serverlist_url);
 	tcase_add_test(tc, test_url_decode);
+	tcase_add_test(tc, test_url_userinfo);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reload");
