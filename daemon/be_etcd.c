@@ -56,6 +56,7 @@
 
 #include <assert.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,7 @@
 #include "conf.h"
 #include "etcd.h"
 #include "hashtab.h"
+#include "later.h"
 #include "log.h"
 #include "xmalloc.h"
 
@@ -161,10 +163,11 @@ struct et_op {
 	uint64_t lease_until;		/* its validity */
 	char *ekey;			/* EK_DELETE, EK_RELEASE: the etcd key */
 	int64_t revoke;			/* EK_DELETE: a lease to revoke after, 0 none */
-	struct be_reply rep;		/* on r->done: the answer */
+	struct be_reply rep;		/* answered: the answer */
 	char why[160];			/* its sentence */
 	bool in_flight;			/* a request of it is out */
-	TAILQ_ENTRY(et_op) entry;	/* on r->ops, r->waiting, r->done or r->deferred */
+	TAILQ_ENTRY(et_op) entry;	/* on r->ops, r->waiting or r->deferred */
+	struct later_item done;		/* answered: on r->done until it is given */
 };
 TAILQ_HEAD(et_op_list, et_op);
 
@@ -189,9 +192,8 @@ struct et {
 	bool rewake;			/* wake every waiting key once it is */
 	struct et_op_list ops;		/* operations with a request out */
 	struct et_op_list waiting;	/* acquires waiting for the lease and watch */
-	struct et_op_list done;		/* answers to give from the loop */
+	struct later *done;		/* answers to give from the loop */
 	struct et_op_list deferred;	/* deletes to send again */
-	struct event *ev_done;		/* gives r->done */
 	struct event *ev_deferred;	/* sends r->deferred */
 	uint64_t nrenewals;		/* keepalives etcd answered with a TTL */
 	uint64_t nlost;			/* daemon leases lost */
@@ -391,34 +393,30 @@ txn_response(const json_t *body, size_t i, const char *name)
 
 /* ---- completing operations ------------------------------------------------ */
 
-/* Give the answers queued on r->done. */
+/* Give an answer queued on r->done, from the loop, and free its op. */
 static void
-on_done(evutil_socket_t fd, short what, void *arg)
+on_done(struct later_item *it)
 {
-	struct et *r = arg;
-	struct et_op *op;
-	(void)fd;
-	(void)what;
-	while ((op = TAILQ_FIRST(&r->done)) != NULL) {
-		TAILQ_REMOVE(&r->done, op, entry);
-		if (op->kind == EK_ACQUIRE || op->kind == EK_TRANSFER) {
-			/* its entry may be taken over by another acquire now */
-			struct et_entry *e = entry_find(op->k, op->token);
-			if (e != NULL)
-				e->busy = false;
-		}
-		if (op->kind == EK_WAKE) {
-			/* not while destroying: the lock table has gone first */
-			if (!r->destroying)
-				wake_now(r, op->k);
-		} else if (op->cb != NULL) {
-			op->rep.why = op->why[0] != '\0' ? op->why : NULL;
-			op->cb(op->arg, &op->rep);
-		}
-		key_put(r, op->k);
-		free(op->ekey);
-		free(op);
+	struct et_op *op = (struct et_op *)(void *)((char *)it - offsetof(struct et_op, done));
+	struct et *r = op->r;
+
+	if (op->kind == EK_ACQUIRE || op->kind == EK_TRANSFER) {
+		/* its entry may be taken over by another acquire now */
+		struct et_entry *e = entry_find(op->k, op->token);
+		if (e != NULL)
+			e->busy = false;
 	}
+	if (op->kind == EK_WAKE) {
+		/* not while destroying: the lock table has gone first */
+		if (!r->destroying)
+			wake_now(r, op->k);
+	} else if (op->cb != NULL) {
+		op->rep.why = op->why[0] != '\0' ? op->why : NULL;
+		op->cb(op->arg, &op->rep);
+	}
+	key_put(r, op->k);
+	free(op->ekey);
+	free(op);
 }
 
 /* Answer op (on no list) with st from the loop; op is freed after. */
@@ -431,9 +429,7 @@ op_answer(struct et_op *op, enum be_status st, uint64_t fence, uint64_t valid_ms
 	op->rep.fence = fence;
 	op->rep.valid_ms = st == BE_OK ? valid_ms : 0;
 	snprintf(op->why, sizeof(op->why), "%s", why != NULL ? why : "");
-	if (TAILQ_EMPTY(&r->done))
-		event_active(r->ev_done, EV_TIMEOUT, 0);
-	TAILQ_INSERT_TAIL(&r->done, op, entry);
+	later_add(r->done, &op->done, on_done);
 }
 
 /* A new operation on the lock key of l (a reference is taken). */
@@ -1665,7 +1661,6 @@ et_create(struct backend *be)
 	r->set = set;
 	TAILQ_INIT(&r->ops);
 	TAILQ_INIT(&r->waiting);
-	TAILQ_INIT(&r->done);
 	TAILQ_INIT(&r->deferred);
 	if ((r->cli = etcd_create(be->base, &o, &h)) == NULL) {
 		free(r);
@@ -1673,13 +1668,12 @@ et_create(struct backend *be)
 	}
 	r->keys = hashtab_create(64);
 	r->ev_lease = evtimer_new(be->base, on_lease_timer, r);
-	r->ev_done = event_new(be->base, -1, 0, on_done, r);
+	r->done = later_create(be->base);
 	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
 	r->ev_watch = evtimer_new(be->base, on_watch_timer, r);
 	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
 	r->backoff_ms = ET_BACKOFF_MIN_MS;
-	if (r->ev_lease == NULL || r->ev_done == NULL || r->ev_deferred == NULL ||
-	    r->ev_watch == NULL)
+	if (r->ev_lease == NULL || r->ev_deferred == NULL || r->ev_watch == NULL)
 		log_fatal("out of memory (the etcd backend)");
 	be->priv = r;
 	lease_schedule(r, 0);
@@ -1717,7 +1711,7 @@ et_destroy(struct backend *be)
 		TAILQ_REMOVE(&r->deferred, op, entry);
 		op_answer(op, BE_ERROR, 0, 0, "shutting down");
 	}
-	on_done(-1, 0, r);
+	later_run(r->done);
 	hashtab_iter_init(&it, r->keys);
 	while ((n = hashtab_next(&it)) != NULL) {
 		struct et_key *k = (struct et_key *)(void *)n;
@@ -1734,7 +1728,7 @@ et_destroy(struct backend *be)
 	}
 	hashtab_destroy(r->keys);
 	event_free(r->ev_lease);
-	event_free(r->ev_done);
+	later_destroy(r->done);
 	event_free(r->ev_deferred);
 	event_free(r->ev_watch);
 	free(r);
