@@ -67,6 +67,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "backoff.h"
 #include "clock.h"
 #include "conf.h"
 #include "etcd.h"
@@ -76,11 +77,12 @@
 #include "xmalloc.h"
 
 #define ET_BACKOFF_MIN_MS 100	/* first pause after a keepalive or grant failed */
-#define ET_BACKOFF_MAX_MS 2000	/* longest such pause (and at most a quarter lease) */
+#define ET_BACKOFF_MAX_MS 2000	/* longest such pause before jitter (and at most a
+				 * quarter lease) */
 #define ET_DELETE_RETRY_MS 1000	/* deletes that failed are sent again then */
 #define ET_KIND_MAX 16		/* "x0", "s0", "n<limit>" and a NUL */
 #define ET_WATCH_RETRY_MIN_MS 100	/* first pause before starting a lost watch again */
-#define ET_WATCH_RETRY_MAX_MS 2000	/* longest such pause */
+#define ET_WATCH_RETRY_MAX_MS 2000	/* longest such pause before jitter */
 
 /* The settings of the backend (backend.* keys; see et_settings_table). */
 struct et_settings {
@@ -183,11 +185,11 @@ struct et {
 	bool keeping;			/* a keepalive is in flight */
 	uint64_t grant_sent;		/* when it was sent */
 	uint64_t keep_sent;		/* when it was sent */
-	uint64_t backoff_ms;		/* next pause while etcd does not answer */
+	struct backoff backoff;		/* pauses while etcd does not answer */
 	struct event *ev_lease;		/* next keepalive or grant */
 	int64_t watch_rev;		/* revision the watch stream has reached */
 	bool watch_ready;		/* the stream is created */
-	uint64_t watch_backoff_ms;	/* pause before starting it again */
+	struct backoff watch_backoff;	/* pauses before starting it again */
 	struct event *ev_watch;		/* starts it again */
 	bool rewake;			/* wake every waiting key once it is */
 	struct et_op_list ops;		/* operations with a request out */
@@ -698,11 +700,7 @@ on_lease_timer(evutil_socket_t fd, short what, void *arg)
 	flush_waiting(r);
 	if (!ready(r)) {
 		/* etcd does not answer, or no lease yet: try again, backing off */
-		uint64_t cap = (uint64_t)r->set->lease_ttl_ms / 4;
-		if (cap > ET_BACKOFF_MAX_MS)
-			cap = ET_BACKOFF_MAX_MS;
-		lease_schedule(r, r->backoff_ms);
-		r->backoff_ms = r->backoff_ms * 2 > cap ? cap : r->backoff_ms * 2;
+		lease_schedule(r, backoff_next(&r->backoff));
 	}
 	else
 		lease_schedule(r, r->lease_ttl_ms / 3);
@@ -763,7 +761,7 @@ on_grant(void *arg, const struct etcd_result *res)
 		r->lease = id;
 		r->lease_ttl_ms = (uint64_t)ttl * 1000;
 		r->lease_until = r->grant_sent + r->lease_ttl_ms;
-		r->backoff_ms = ET_BACKOFF_MIN_MS;
+		backoff_reset(&r->backoff);
 		log_info("etcd lease %llx granted, TTL %lld s", (unsigned long long)id,
 		    (long long)ttl);
 		lease_schedule(r, r->lease_ttl_ms / 3);
@@ -792,7 +790,7 @@ on_keepalive(void *arg, const struct etcd_result *res)
 		return;
 	}
 	r->nrenewals++;
-	r->backoff_ms = ET_BACKOFF_MIN_MS;
+	backoff_reset(&r->backoff);
 	if (r->keep_sent + (uint64_t)ttl * 1000 > r->lease_until)
 		r->lease_until = r->keep_sent + (uint64_t)ttl * 1000;
 }
@@ -904,10 +902,8 @@ on_watch(void *arg, json_t *res)
 
 	if (res == NULL) {
 		/* start it again after a pause that grows while it keeps failing */
-		struct timeval tv = clock_tv(r->watch_backoff_ms);
+		struct timeval tv = clock_tv(backoff_next(&r->watch_backoff));
 		r->watch_ready = false;
-		r->watch_backoff_ms = r->watch_backoff_ms * 2 > ET_WATCH_RETRY_MAX_MS ?
-		    ET_WATCH_RETRY_MAX_MS : r->watch_backoff_ms * 2;
 		if (!r->destroying) {
 			evtimer_add(r->ev_watch, &tv);
 			/* is etcd there at all? a keepalive tells at once */
@@ -916,7 +912,7 @@ on_watch(void *arg, json_t *res)
 		}
 		return;
 	}
-	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
+	backoff_reset(&r->watch_backoff);
 	head = etcd_int(json_object_get(res, "header"), "revision");
 	if (json_is_true(json_object_get(res, "canceled")) ||
 	    etcd_int(res, "compact_revision") > 0) {
@@ -1671,8 +1667,11 @@ et_create(struct backend *be)
 	r->done = later_create(be->base);
 	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
 	r->ev_watch = evtimer_new(be->base, on_watch_timer, r);
-	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
-	r->backoff_ms = ET_BACKOFF_MIN_MS;
+	backoff_init(&r->watch_backoff, ET_WATCH_RETRY_MIN_MS, ET_WATCH_RETRY_MAX_MS);
+	/* at most a quarter lease, so that a few tries fit in one */
+	backoff_init(&r->backoff, ET_BACKOFF_MIN_MS,
+	    (uint64_t)set->lease_ttl_ms / 4 < ET_BACKOFF_MAX_MS ?
+	    (uint64_t)set->lease_ttl_ms / 4 : ET_BACKOFF_MAX_MS);
 	if (r->ev_lease == NULL || r->ev_deferred == NULL || r->ev_watch == NULL)
 		log_fatal("out of memory (the etcd backend)");
 	be->priv = r;
