@@ -1763,7 +1763,7 @@ static const struct conf_setting et_settings_table[] = {
 static int
 et_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 {
-	const char *s = url + strlen("etcd://"), *at, *colon;
+	const char *info = url + strlen("etcd://"), *s;
 	char *user = NULL, *pw = NULL;
 	if (strncasecmp(url, "etcds://", 8) == 0 || strncasecmp(url, "https://", 8) == 0) {
 		*why = "TLS is not supported";
@@ -1772,17 +1772,14 @@ et_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 	if (strncasecmp(url, "etcd://", 7) != 0)
 		return 1;
 	*why = NULL;
-	if ((at = strrchr(s, '@')) != NULL) {
-		colon = memchr(s, ':', (size_t)(at - s));
-		user = conf_url_decode(s, (size_t)((colon != NULL ? colon : at) - s));
-		if (user == NULL || *user == '\0')
-			*why = user == NULL ? "bad %-escape in the user name" :
-			    "the user name is empty";
-		else if (colon != NULL &&
-		    (pw = conf_url_decode(colon + 1, (size_t)(at - colon - 1))) == NULL)
-			*why = "bad %-escape in the password";
-		s = at + 1;
+	if (conf_url_userinfo(info, &user, &pw, &s, why) < 0) {
+		/* a bad password after an empty user name: the name is told */
+		if (*info == ':')
+			*why = "the user name is empty";
+		return -1;
 	}
+	if (user != NULL && *user == '\0')
+		*why = "the user name is empty";
 	if (*why == NULL && strpbrk(s, "/?#") != NULL)
 		*why = "a path or query is not supported (etcd://host:port[,host:port...])";
 	if (*why == NULL && *s == '\0')
