@@ -8,7 +8,8 @@
  * operation, a failed call), adds it, and its function runs from the loop
  * after the current callback has returned, items in the order they were
  * added. One event per queue, made active while items wait; adding one
- * allocates nothing.
+ * allocates nothing. An item starts zeroed (queued false), as calloc or a
+ * compound literal leaves it; later_add and the queue keep its fields.
  *
  * A pass runs the items queued when it started; an item added by a
  * function running in a pass runs in the next pass. That pass follows in the
