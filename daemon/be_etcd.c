@@ -56,6 +56,7 @@
 
 #include <assert.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,19 +67,22 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "backoff.h"
 #include "clock.h"
 #include "conf.h"
 #include "etcd.h"
 #include "hashtab.h"
+#include "later.h"
 #include "log.h"
 #include "xmalloc.h"
 
 #define ET_BACKOFF_MIN_MS 100	/* first pause after a keepalive or grant failed */
-#define ET_BACKOFF_MAX_MS 2000	/* longest such pause (and at most a quarter lease) */
+#define ET_BACKOFF_MAX_MS 2000	/* longest such pause before jitter (and at most a
+				 * quarter lease) */
 #define ET_DELETE_RETRY_MS 1000	/* deletes that failed are sent again then */
 #define ET_KIND_MAX 16		/* "x0", "s0", "n<limit>" and a NUL */
 #define ET_WATCH_RETRY_MIN_MS 100	/* first pause before starting a lost watch again */
-#define ET_WATCH_RETRY_MAX_MS 2000	/* longest such pause */
+#define ET_WATCH_RETRY_MAX_MS 2000	/* longest such pause before jitter */
 
 /* The settings of the backend (backend.* keys; see et_settings_table). */
 struct et_settings {
@@ -161,10 +165,11 @@ struct et_op {
 	uint64_t lease_until;		/* its validity */
 	char *ekey;			/* EK_DELETE, EK_RELEASE: the etcd key */
 	int64_t revoke;			/* EK_DELETE: a lease to revoke after, 0 none */
-	struct be_reply rep;		/* on r->done: the answer */
+	struct be_reply rep;		/* answered: the answer */
 	char why[160];			/* its sentence */
 	bool in_flight;			/* a request of it is out */
-	TAILQ_ENTRY(et_op) entry;	/* on r->ops, r->waiting, r->done or r->deferred */
+	TAILQ_ENTRY(et_op) entry;	/* on r->ops, r->waiting or r->deferred */
+	struct later_item done;		/* answered: on r->done until it is given */
 };
 TAILQ_HEAD(et_op_list, et_op);
 
@@ -180,18 +185,17 @@ struct et {
 	bool keeping;			/* a keepalive is in flight */
 	uint64_t grant_sent;		/* when it was sent */
 	uint64_t keep_sent;		/* when it was sent */
-	uint64_t backoff_ms;		/* next pause while etcd does not answer */
+	struct backoff backoff;		/* pauses while etcd does not answer */
 	struct event *ev_lease;		/* next keepalive or grant */
 	int64_t watch_rev;		/* revision the watch stream has reached */
 	bool watch_ready;		/* the stream is created */
-	uint64_t watch_backoff_ms;	/* pause before starting it again */
+	struct backoff watch_backoff;	/* pauses before starting it again */
 	struct event *ev_watch;		/* starts it again */
 	bool rewake;			/* wake every waiting key once it is */
 	struct et_op_list ops;		/* operations with a request out */
 	struct et_op_list waiting;	/* acquires waiting for the lease and watch */
-	struct et_op_list done;		/* answers to give from the loop */
+	struct later *done;		/* answers to give from the loop */
 	struct et_op_list deferred;	/* deletes to send again */
-	struct event *ev_done;		/* gives r->done */
 	struct event *ev_deferred;	/* sends r->deferred */
 	uint64_t nrenewals;		/* keepalives etcd answered with a TTL */
 	uint64_t nlost;			/* daemon leases lost */
@@ -391,34 +395,30 @@ txn_response(const json_t *body, size_t i, const char *name)
 
 /* ---- completing operations ------------------------------------------------ */
 
-/* Give the answers queued on r->done. */
+/* Give an answer queued on r->done, from the loop, and free its op. */
 static void
-on_done(evutil_socket_t fd, short what, void *arg)
+on_done(struct later_item *it)
 {
-	struct et *r = arg;
-	struct et_op *op;
-	(void)fd;
-	(void)what;
-	while ((op = TAILQ_FIRST(&r->done)) != NULL) {
-		TAILQ_REMOVE(&r->done, op, entry);
-		if (op->kind == EK_ACQUIRE || op->kind == EK_TRANSFER) {
-			/* its entry may be taken over by another acquire now */
-			struct et_entry *e = entry_find(op->k, op->token);
-			if (e != NULL)
-				e->busy = false;
-		}
-		if (op->kind == EK_WAKE) {
-			/* not while destroying: the lock table has gone first */
-			if (!r->destroying)
-				wake_now(r, op->k);
-		} else if (op->cb != NULL) {
-			op->rep.why = op->why[0] != '\0' ? op->why : NULL;
-			op->cb(op->arg, &op->rep);
-		}
-		key_put(r, op->k);
-		free(op->ekey);
-		free(op);
+	struct et_op *op = (struct et_op *)(void *)((char *)it - offsetof(struct et_op, done));
+	struct et *r = op->r;
+
+	if (op->kind == EK_ACQUIRE || op->kind == EK_TRANSFER) {
+		/* its entry may be taken over by another acquire now */
+		struct et_entry *e = entry_find(op->k, op->token);
+		if (e != NULL)
+			e->busy = false;
 	}
+	if (op->kind == EK_WAKE) {
+		/* not while destroying: the lock table has gone first */
+		if (!r->destroying)
+			wake_now(r, op->k);
+	} else if (op->cb != NULL) {
+		op->rep.why = op->why[0] != '\0' ? op->why : NULL;
+		op->cb(op->arg, &op->rep);
+	}
+	key_put(r, op->k);
+	free(op->ekey);
+	free(op);
 }
 
 /* Answer op (on no list) with st from the loop; op is freed after. */
@@ -431,9 +431,7 @@ op_answer(struct et_op *op, enum be_status st, uint64_t fence, uint64_t valid_ms
 	op->rep.fence = fence;
 	op->rep.valid_ms = st == BE_OK ? valid_ms : 0;
 	snprintf(op->why, sizeof(op->why), "%s", why != NULL ? why : "");
-	if (TAILQ_EMPTY(&r->done))
-		event_active(r->ev_done, EV_TIMEOUT, 0);
-	TAILQ_INSERT_TAIL(&r->done, op, entry);
+	later_add(r->done, &op->done, on_done);
 }
 
 /* A new operation on the lock key of l (a reference is taken). */
@@ -702,11 +700,7 @@ on_lease_timer(evutil_socket_t fd, short what, void *arg)
 	flush_waiting(r);
 	if (!ready(r)) {
 		/* etcd does not answer, or no lease yet: try again, backing off */
-		uint64_t cap = (uint64_t)r->set->lease_ttl_ms / 4;
-		if (cap > ET_BACKOFF_MAX_MS)
-			cap = ET_BACKOFF_MAX_MS;
-		lease_schedule(r, r->backoff_ms);
-		r->backoff_ms = r->backoff_ms * 2 > cap ? cap : r->backoff_ms * 2;
+		lease_schedule(r, backoff_next(&r->backoff));
 	}
 	else
 		lease_schedule(r, r->lease_ttl_ms / 3);
@@ -767,7 +761,7 @@ on_grant(void *arg, const struct etcd_result *res)
 		r->lease = id;
 		r->lease_ttl_ms = (uint64_t)ttl * 1000;
 		r->lease_until = r->grant_sent + r->lease_ttl_ms;
-		r->backoff_ms = ET_BACKOFF_MIN_MS;
+		backoff_reset(&r->backoff);
 		log_info("etcd lease %llx granted, TTL %lld s", (unsigned long long)id,
 		    (long long)ttl);
 		lease_schedule(r, r->lease_ttl_ms / 3);
@@ -796,7 +790,7 @@ on_keepalive(void *arg, const struct etcd_result *res)
 		return;
 	}
 	r->nrenewals++;
-	r->backoff_ms = ET_BACKOFF_MIN_MS;
+	backoff_reset(&r->backoff);
 	if (r->keep_sent + (uint64_t)ttl * 1000 > r->lease_until)
 		r->lease_until = r->keep_sent + (uint64_t)ttl * 1000;
 }
@@ -908,10 +902,8 @@ on_watch(void *arg, json_t *res)
 
 	if (res == NULL) {
 		/* start it again after a pause that grows while it keeps failing */
-		struct timeval tv = clock_tv(r->watch_backoff_ms);
+		struct timeval tv = clock_tv(backoff_next(&r->watch_backoff));
 		r->watch_ready = false;
-		r->watch_backoff_ms = r->watch_backoff_ms * 2 > ET_WATCH_RETRY_MAX_MS ?
-		    ET_WATCH_RETRY_MAX_MS : r->watch_backoff_ms * 2;
 		if (!r->destroying) {
 			evtimer_add(r->ev_watch, &tv);
 			/* is etcd there at all? a keepalive tells at once */
@@ -920,7 +912,7 @@ on_watch(void *arg, json_t *res)
 		}
 		return;
 	}
-	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
+	backoff_reset(&r->watch_backoff);
 	head = etcd_int(json_object_get(res, "header"), "revision");
 	if (json_is_true(json_object_get(res, "canceled")) ||
 	    etcd_int(res, "compact_revision") > 0) {
@@ -1665,7 +1657,6 @@ et_create(struct backend *be)
 	r->set = set;
 	TAILQ_INIT(&r->ops);
 	TAILQ_INIT(&r->waiting);
-	TAILQ_INIT(&r->done);
 	TAILQ_INIT(&r->deferred);
 	if ((r->cli = etcd_create(be->base, &o, &h)) == NULL) {
 		free(r);
@@ -1673,13 +1664,15 @@ et_create(struct backend *be)
 	}
 	r->keys = hashtab_create(64);
 	r->ev_lease = evtimer_new(be->base, on_lease_timer, r);
-	r->ev_done = event_new(be->base, -1, 0, on_done, r);
+	r->done = later_create(be->base);
 	r->ev_deferred = evtimer_new(be->base, on_deferred, r);
 	r->ev_watch = evtimer_new(be->base, on_watch_timer, r);
-	r->watch_backoff_ms = ET_WATCH_RETRY_MIN_MS;
-	r->backoff_ms = ET_BACKOFF_MIN_MS;
-	if (r->ev_lease == NULL || r->ev_done == NULL || r->ev_deferred == NULL ||
-	    r->ev_watch == NULL)
+	backoff_init(&r->watch_backoff, ET_WATCH_RETRY_MIN_MS, ET_WATCH_RETRY_MAX_MS);
+	/* at most a quarter lease, so that a few tries fit in one */
+	backoff_init(&r->backoff, ET_BACKOFF_MIN_MS,
+	    (uint64_t)set->lease_ttl_ms / 4 < ET_BACKOFF_MAX_MS ?
+	    (uint64_t)set->lease_ttl_ms / 4 : ET_BACKOFF_MAX_MS);
+	if (r->ev_lease == NULL || r->ev_deferred == NULL || r->ev_watch == NULL)
 		log_fatal("out of memory (the etcd backend)");
 	be->priv = r;
 	lease_schedule(r, 0);
@@ -1717,7 +1710,7 @@ et_destroy(struct backend *be)
 		TAILQ_REMOVE(&r->deferred, op, entry);
 		op_answer(op, BE_ERROR, 0, 0, "shutting down");
 	}
-	on_done(-1, 0, r);
+	later_run(r->done);
 	hashtab_iter_init(&it, r->keys);
 	while ((n = hashtab_next(&it)) != NULL) {
 		struct et_key *k = (struct et_key *)(void *)n;
@@ -1734,7 +1727,7 @@ et_destroy(struct backend *be)
 	}
 	hashtab_destroy(r->keys);
 	event_free(r->ev_lease);
-	event_free(r->ev_done);
+	later_destroy(r->done);
 	event_free(r->ev_deferred);
 	event_free(r->ev_watch);
 	free(r);
@@ -1770,7 +1763,7 @@ static const struct conf_setting et_settings_table[] = {
 static int
 et_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 {
-	const char *s = url + strlen("etcd://"), *at, *colon;
+	const char *info = url + strlen("etcd://"), *s;
 	char *user = NULL, *pw = NULL;
 	if (strncasecmp(url, "etcds://", 8) == 0 || strncasecmp(url, "https://", 8) == 0) {
 		*why = "TLS is not supported";
@@ -1779,17 +1772,14 @@ et_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 	if (strncasecmp(url, "etcd://", 7) != 0)
 		return 1;
 	*why = NULL;
-	if ((at = strrchr(s, '@')) != NULL) {
-		colon = memchr(s, ':', (size_t)(at - s));
-		user = conf_url_decode(s, (size_t)((colon != NULL ? colon : at) - s));
-		if (user == NULL || *user == '\0')
-			*why = user == NULL ? "bad %-escape in the user name" :
-			    "the user name is empty";
-		else if (colon != NULL &&
-		    (pw = conf_url_decode(colon + 1, (size_t)(at - colon - 1))) == NULL)
-			*why = "bad %-escape in the password";
-		s = at + 1;
+	if (conf_url_userinfo(info, &user, &pw, &s, why) < 0) {
+		/* a bad password after an empty user name: the name is told */
+		if (*info == ':')
+			*why = "the user name is empty";
+		return -1;
 	}
+	if (user != NULL && *user == '\0')
+		*why = "the user name is empty";
 	if (*why == NULL && strpbrk(s, "/?#") != NULL)
 		*why = "a path or query is not supported (etcd://host:port[,host:port...])";
 	if (*why == NULL && *s == '\0')

@@ -4,8 +4,8 @@
  * The lock table above already excludes holders within this process, which
  * is the whole world of this backend, so every operation succeeds. What it
  * adds is the fence counter and the asynchronous completion every backend
- * has: operations are queued and completed from one event on the loop, in
- * the order they were made.
+ * has: operations are queued and completed from the loop (a later queue),
+ * in the order they were made.
  *
  * Fences come from one counter for all keys, seeded at start-up with the wall
  * clock in microseconds: a later run starts above every fence an earlier run
@@ -18,85 +18,84 @@
  */
 #include "backend.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include <event2/buffer.h>
-#include <event2/event.h>
 
+#include "later.h"
 #include "xmalloc.h"
 
 /* One queued completion. */
 struct mem_op {
+	struct later_item later;	/* on m->q until it runs */
+	struct mem *m;			/* the backend */
 	be_cb *cb;			/* whom to tell */
 	void *arg;			/* and with what */
 	enum be_status status;		/* the outcome */
 	uint64_t fence;			/* for acquire and transfer */
 	uint64_t valid_ms;		/* for acquire, transfer and renew */
-};
-
-/* Completions in the order they were queued, in an array that is reused:
- * queueing one allocates nothing once the array has grown to the busiest
- * turn's size. */
-struct mem_queue {
-	struct mem_op *v;		/* v[0, len) are queued */
-	size_t len;
-	size_t cap;			/* allocated entries */
+	SLIST_ENTRY(mem_op) spare;	/* on m->spares once it has run */
 };
 
 /* The backend's state. */
 struct mem {
-	struct event *ev;		/* runs the queued completions */
-	struct mem_queue ops;		/* completions waiting for ev */
-	struct mem_queue running;	/* the turn mem_run is completing */
+	struct later *q;		/* completions, run from the loop */
+	SLIST_HEAD(, mem_op) spares;	/* ops that ran, for the next ones */
+	bool closing;			/* mem_destroy runs: complete with BE_ERROR */
 	uint64_t fence;			/* last fence handed out */
 	uint64_t nops;			/* operations completed */
 };
 
-/* Run every completion queued before this call; those queued meanwhile
- * (into the other array) wait a turn. */
+/* Complete one queued op from the loop (with BE_ERROR when the backend is
+ * going away) and keep it for reuse. */
 static void
-mem_run(evutil_socket_t fd, short what, void *arg)
+mem_run(struct later_item *it)
 {
-	struct mem *m = arg;
-	struct mem_queue batch = m->ops;
-	(void)fd;
-	(void)what;
-	m->ops = m->running;
-	m->ops.len = 0;
-	m->running = batch;
-	for (size_t i = 0; i < batch.len; i++) {
-		const struct mem_op *op = &batch.v[i];
-		struct be_reply r = { op->status, op->fence, op->valid_ms, NULL };
+	struct mem_op *op = (struct mem_op *)(void *)((char *)it - offsetof(struct mem_op, later));
+	struct mem *m = op->m;
+	struct be_reply r = { op->status, op->fence, op->valid_ms, NULL };
+	be_cb *cb = op->cb;
+	void *arg = op->arg;
+
+	if (m->closing)
+		r = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down" };
+	else
 		m->nops++;
-		op->cb(op->arg, &r);
-	}
-	m->running.len = 0;
+	SLIST_INSERT_HEAD(&m->spares, op, spare);	/* cb may queue it again */
+	cb(arg, &r);
 }
 
-/* Queue a completion, run from the loop by mem_run. */
+/* Queue a completion, run from the loop by mem_run in the order queued.
+ * Ops are reused: queueing allocates nothing once as many have been made as
+ * the busiest turn needed. */
 static void
 mem_queue(struct backend *be, enum be_status status, uint64_t fence, uint64_t valid_ms,
     be_cb *cb, void *arg)
 {
 	struct mem *m = be->priv;
-	struct mem_queue *q = &m->ops;
-	if (q->len == 0)
-		event_active(m->ev, EV_TIMEOUT, 0);
-	if (q->len == q->cap) {
-		q->cap = q->cap != 0 ? 2 * q->cap : 64;
-		q->v = xreallocarray(q->v, q->cap, sizeof(*q->v));
-	}
-	q->v[q->len++] = (struct mem_op){ cb, arg, status, fence, valid_ms };
+	struct mem_op *op = SLIST_FIRST(&m->spares);
+
+	if (op != NULL)
+		SLIST_REMOVE_HEAD(&m->spares, spare);
+	else
+		op = xcalloc(1, sizeof(*op));
+	*op = (struct mem_op){ .m = m, .cb = cb, .arg = arg, .status = status, .fence = fence,
+	    .valid_ms = valid_ms };
+	later_add(m->q, &op->later, mem_run);
 }
 
-/* Set up be->priv: the event that runs completions and the fence counter,
- * seeded from the wall clock. Always 0. */
+/* Set up be->priv: the queue of completions and the fence counter, seeded
+ * from the wall clock. Always 0. */
 static int
 mem_create(struct backend *be)
 {
 	struct mem *m = xcalloc(1, sizeof(*m));
-	m->ev = event_new(be->base, -1, 0, mem_run, m);
+	m->q = later_create(be->base);
+	SLIST_INIT(&m->spares);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	m->fence = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
@@ -109,15 +108,16 @@ static void
 mem_destroy(struct backend *be)
 {
 	struct mem *m = be->priv;
-	/* a completion may queue another: take them one at a time */
-	for (size_t i = 0; i < m->ops.len; i++) {
-		struct mem_op op = m->ops.v[i];
-		struct be_reply r = { BE_ERROR, 0, 0, "the backend is shutting down" };
-		op.cb(op.arg, &r);
+	struct mem_op *op;
+
+	/* a completion may queue another: later_run runs those too */
+	m->closing = true;
+	later_run(m->q);
+	later_destroy(m->q);
+	while ((op = SLIST_FIRST(&m->spares)) != NULL) {
+		SLIST_REMOVE_HEAD(&m->spares, spare);
+		free(op);
 	}
-	event_free(m->ev);
-	free(m->ops.v);
-	free(m->running.v);
 	free(m);
 	be->priv = NULL;
 }

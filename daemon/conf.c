@@ -1009,13 +1009,15 @@ conf_url_mask(const char *url, char *buf, size_t size)
 	return buf;
 }
 
-/* Decode the n bytes at s; see the header. */
-char *
-conf_url_decode(const char *s, size_t n)
+/* Decode the n bytes at s (see conf_url_decode); NULL for a bad escape, or
+ * for an escaped NUL with *nul set. */
+static char *
+conf_url_unescape(const char *s, size_t n, bool *nul)
 {
 	char *d = xmalloc(n + 1);
 	size_t j = 0;
 
+	*nul = false;
 	for (size_t i = 0; i < n; i++) {
 		int hi = n - i >= 3 ? num_hex_digit((unsigned char)s[i + 1]) : -1;
 		int lo = n - i >= 3 ? num_hex_digit((unsigned char)s[i + 2]) : -1;
@@ -1026,6 +1028,7 @@ conf_url_decode(const char *s, size_t n)
 			d[j++] = (char)(hi * 16 + lo);
 			i += 2;
 		} else {
+			*nul = hi == 0 && lo == 0;
 			explicit_bzero(d, n + 1);
 			free(d);
 			return NULL;
@@ -1033,6 +1036,45 @@ conf_url_decode(const char *s, size_t n)
 	}
 	d[j] = '\0';
 	return d;
+}
+
+/* Decode the n bytes at s; see the header. */
+char *
+conf_url_decode(const char *s, size_t n)
+{
+	bool nul;
+
+	return conf_url_unescape(s, n, &nul);
+}
+
+/* Split the userinfo off the authority s; see the header. */
+int
+conf_url_userinfo(const char *s, char **user, char **password, const char **rest,
+    const char **why)
+{
+	const char *at = strrchr(s, '@'), *colon;
+	bool nul;
+
+	*user = NULL;
+	*password = NULL;
+	*rest = s;
+	if (at == NULL)
+		return 0;
+	colon = memchr(s, ':', (size_t)(at - s));
+	if ((*user = conf_url_unescape(s, (size_t)((colon != NULL ? colon : at) - s), &nul)) ==
+	    NULL) {
+		*why = nul ? "the user name contains a NUL byte" : "bad %-escape in the user name";
+		return -1;
+	}
+	if (colon != NULL &&
+	    (*password = conf_url_unescape(colon + 1, (size_t)(at - colon - 1), &nul)) == NULL) {
+		*why = nul ? "the password contains a NUL byte" : "bad %-escape in the password";
+		free(*user);
+		*user = NULL;
+		return -1;
+	}
+	*rest = at + 1;
+	return 0;
 }
 
 /* backend_url_set of conf_override_backend(): collect "backend." + name. */

@@ -196,6 +196,17 @@ bool conf_addr_exposed(const char *text);
  * into a new string the caller wipes (explicit_bzero) and frees: it may be
  * a password. NULL for a bad escape or an escaped NUL (%00). */
 char *conf_url_decode(const char *s, size_t n);
+/* The userinfo of a URL whose authority starts at s (just after "scheme://"):
+ * everything before the last '@' of s, "user[:password]", %XX-decoded (the
+ * first ':' ends the user name: a ':' in it is written %3A).
+ * *user and *password get allocated strings (NULL when absent: no '@', or no
+ * ':' for the password; "" when written empty), *rest points after the '@' (s
+ * when there is none). 0, or -1 with *why one of "bad %-escape in the user
+ * name", "bad %-escape in the password", "the password contains a NUL byte",
+ * "the user name contains a NUL byte" (nothing allocated then). Never puts the
+ * password into *why. The caller frees both (wipe the password with explicit_bzero first). */
+int conf_url_userinfo(const char *s, char **user, char **password, const char **rest,
+    const char **why) __attribute__((warn_unused_result));
 
 /* For unit tests (DLOCKD_TEST_HOOKS builds only): from the next
  * conf_create() on, know the backends that at gives (as backend_at() does:

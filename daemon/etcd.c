@@ -18,6 +18,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 
 #include "addr.h"
 #include "clock.h"
+#include "later.h"
 #include "log.h"
 #include "xmalloc.h"
 
@@ -69,7 +71,8 @@ struct etcd_call {
 					 * 0: with none */
 	enum etcd_status failed;	/* on c->failing: how it ends */
 	const char *why;		/* and why */
-	TAILQ_ENTRY(etcd_call) entry;	/* on c->calls, c->held or c->failing */
+	TAILQ_ENTRY(etcd_call) entry;	/* on c->calls or c->held */
+	struct later_item fail;		/* on c->failing until it is told */
 };
 TAILQ_HEAD(etcd_call_list, etcd_call);
 
@@ -87,8 +90,8 @@ struct etcd {
 	struct etcd_ep *auth_ep;	/* the endpoint it went to */
 	struct etcd_call_list calls;	/* sent, waiting for their answer */
 	struct etcd_call_list held;	/* waiting for a token */
-	struct etcd_call_list failing;	/* failed before sending: told from ev_fail */
-	struct event *ev_fail;		/* completes c->failing */
+	struct later *failing;		/* failed before sending: told from the loop */
+	bool destroying;		/* etcd_destroy runs: tell nobody */
 	struct evhttp_request *wreq;	/* the watch stream, NULL if none */
 	struct etcd_ep *wep;		/* its endpoint */
 	struct evbuffer *wbuf;		/* its bytes not yet parsed */
@@ -213,19 +216,19 @@ call_end(struct etcd_call *k, const struct etcd_result *r)
 	call_free(k);
 }
 
-/* Complete, from the loop, the calls that failed before they were sent. */
+/* Complete, from the loop, a call that failed before it was sent (free it
+ * untold when the client is being destroyed). */
 static void
-on_fail(evutil_socket_t fd, short what, void *arg)
+on_fail(struct later_item *it)
 {
-	struct etcd *c = arg;
-	struct etcd_call *k;
-	(void)fd;
-	(void)what;
-	while ((k = TAILQ_FIRST(&c->failing)) != NULL) {
-		struct etcd_result r = { .status = k->failed, .why = k->why };
-		TAILQ_REMOVE(&c->failing, k, entry);
+	struct etcd_call *k = (struct etcd_call *)(void *)((char *)it -
+	    offsetof(struct etcd_call, fail));
+	struct etcd_result r = { .status = k->failed, .why = k->why };
+
+	if (k->c->destroying)
+		call_free(k);
+	else
 		call_end(k, &r);
-	}
 }
 
 /* Fail k from the loop (it is on no list). */
@@ -234,9 +237,7 @@ call_fail_later(struct etcd *c, struct etcd_call *k, enum etcd_status st, const 
 {
 	k->failed = st;
 	k->why = why;
-	if (TAILQ_EMPTY(&c->failing))
-		event_active(c->ev_fail, EV_TIMEOUT, 0);
-	TAILQ_INSERT_TAIL(&c->failing, k, entry);
+	later_add(c->failing, &k->fail, on_fail);
 }
 
 /* The connection of ep for lane (-1: the one with the fewest calls in
@@ -724,7 +725,7 @@ etcd_create(struct event_base *base, const struct etcd_options *o,
 	c->password = o->password != NULL ? xstrdup(o->password) : NULL;
 	TAILQ_INIT(&c->calls);
 	TAILQ_INIT(&c->held);
-	TAILQ_INIT(&c->failing);
+	c->failing = later_create(base);
 	for (size_t i = 0; i < c->neps; i++) {
 		struct etcd_ep *ep = &c->eps[i];
 		struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
@@ -754,9 +755,8 @@ etcd_create(struct event_base *base, const struct etcd_options *o,
 		ep->port = a.port;
 	}
 	c->wbuf = evbuffer_new();
-	c->ev_fail = event_new(base, -1, 0, on_fail, c);
 	c->ev_watch = event_new(base, -1, 0, on_watch_event, c);
-	if (c->wbuf == NULL || c->ev_fail == NULL || c->ev_watch == NULL)
+	if (c->wbuf == NULL || c->ev_watch == NULL)
 		log_fatal("out of memory (the etcd client)");
 	return c;
 }
@@ -786,14 +786,11 @@ etcd_destroy(struct etcd *c)
 		TAILQ_REMOVE(&c->held, k, entry);
 		call_free(k);
 	}
-	while ((k = TAILQ_FIRST(&c->failing)) != NULL) {
-		TAILQ_REMOVE(&c->failing, k, entry);
-		call_free(k);
-	}
+	c->destroying = true;
+	later_run(c->failing);	/* frees them untold */
+	later_destroy(c->failing);
 	if (c->wbuf != NULL)
 		evbuffer_free(c->wbuf);
-	if (c->ev_fail != NULL)
-		event_free(c->ev_fail);
 	if (c->ev_watch != NULL)
 		event_free(c->ev_watch);
 	free(c->eps);

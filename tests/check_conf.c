@@ -129,6 +129,20 @@ be_str(const struct conf *c, const char *name)
 	return *v;
 }
 
+/* The configuration of -b url alone, finished, whose backend is type; the
+ * caller destroys it. */
+static struct conf *
+conf_of_url(const char *url, const char *type)
+{
+	struct conf *c = conf_create();
+
+	ck_assert_msg(conf_override_backend(c, url) == 0, "%s: %s", url,
+	    c->nerrors > 0 ? c->errors[0] : "");
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_str_eq(c->backend_type, type);
+	return c;
+}
+
 /* The server address backend.address of the chosen backend. */
 static const struct addr *
 be_addr(const struct conf *c)
@@ -1572,12 +1586,8 @@ START_TEST(test_redis_url_good)
 	};
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		struct conf *c = conf_create();
+		struct conf *c = conf_of_url(ok[i].url, "redis");
 
-		ck_assert_msg(conf_override_backend(c, ok[i].url) == 0, "%s: %s", ok[i].url,
-		    c->nerrors > 0 ? c->errors[0] : "");
-		ck_assert_int_eq(conf_finish(c), 0);
-		ck_assert_str_eq(c->backend_type, "redis");
 		ck_assert_str_eq(be_addr(c)->host, ok[i].host);
 		ck_assert_int_eq(be_addr(c)->port, ok[i].port);
 		if (ok[i].password == NULL)
@@ -2097,6 +2107,130 @@ START_TEST(test_url_decode)
 }
 END_TEST
 
+/* The userinfo of a URL: absent, user only, password only, both, escapes,
+ * the last '@' ending it; a bad escape or an escaped NUL allocates nothing
+ * and never shows the password. */
+START_TEST(test_url_userinfo)
+{
+	static const struct {
+		const char *in;		/* the authority, after "scheme://" */
+		const char *user;	/* NULL: none */
+		const char *password;	/* NULL: none */
+		size_t rest;		/* offset of *rest in in */
+	} ok[] = {
+		{ "h:1", NULL, NULL, 0 },
+		{ "", NULL, NULL, 0 },
+		{ "alice@h", "alice", NULL, 6 },
+		{ "@h", "", NULL, 1 },
+		{ ":pw@h", "", "pw", 4 },
+		{ ":@h", "", "", 2 },
+		{ "alice:@h", "alice", "", 7 },
+		{ "alice:pw@h:2379,g:1", "alice", "pw", 9 },
+		{ "al%69ce:p%77@h", "alice", "pw", 13 },
+		{ "a%3Ab:c%3ad@h", "a:b", "c:d", 12 },
+		{ "u:p:w@h", "u", "p:w", 6 },
+		{ "u:pa%40ss@h", "u", "pa@ss", 10 },
+		{ "u:p@ss@h", "u", "p@ss", 7 },		/* the last '@' ends it */
+		{ "u@x:p@h", "u@x", "p", 6 },
+		{ "u:%2500@h", "u", "%00", 8 },
+		{ "u:p@", "u", "p", 4 },
+	};
+	static const struct { const char *in, *why; } bad[] = {
+		{ "%zz:hunter2@h", "bad %-escape in the user name" },
+		{ "a%4:hunter2@h", "bad %-escape in the user name" },
+		{ "a%00b:hunter2@h", "the user name contains a NUL byte" },
+		{ "alice:hunter2%g0@h", "bad %-escape in the password" },
+		{ "alice:hunter2%@h", "bad %-escape in the password" },
+		{ ":hunter2%00@h", "the password contains a NUL byte" },
+		{ "alice:%00hunter2@h", "the password contains a NUL byte" },
+		{ "%zz:hunter2%00@h", "bad %-escape in the user name" },
+		{ "alice:hunter2%zz%00@h", "bad %-escape in the password" },
+	};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		char *user = (char *)1, *pw = (char *)1;
+		const char *rest = NULL, *why = NULL;
+
+		ck_assert_msg(conf_url_userinfo(ok[i].in, &user, &pw, &rest, &why) == 0,
+		    "'%s' refused: %s", ok[i].in, why);
+		ck_assert_ptr_null(why);
+		ck_assert_ptr_eq(rest, ok[i].in + ok[i].rest);
+		if (ok[i].user == NULL)
+			ck_assert_ptr_null(user);
+		else
+			ck_assert_str_eq(user, ok[i].user);
+		if (ok[i].password == NULL)
+			ck_assert_ptr_null(pw);
+		else
+			ck_assert_str_eq(pw, ok[i].password);
+		if (pw != NULL)
+			explicit_bzero(pw, strlen(pw));
+		free(pw);
+		free(user);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *user = (char *)1, *pw = (char *)1;
+		const char *rest = NULL, *why = NULL;
+
+		ck_assert_msg(conf_url_userinfo(bad[i].in, &user, &pw, &rest, &why) == -1,
+		    "'%s' taken", bad[i].in);
+		ck_assert_ptr_nonnull(why);
+		ck_assert_str_eq(why, bad[i].why);
+		ck_assert_ptr_null(strstr(why, "hunter2"));
+		ck_assert_ptr_null(user);
+		ck_assert_ptr_null(pw);
+	}
+}
+END_TEST
+
+/* -b etcd://: the user and password, and what is wrong with them. */
+START_TEST(test_etcd_url_userinfo)
+{
+	static const struct { const char *url, *user, *password; } ok[] = {
+		{ "etcd://h:1", NULL, NULL },
+		{ "etcd://root:s3cret@h:1", "root", "s3cret" },
+		{ "etcd://ro%6Ft:s3%40cret@h:1", "root", "s3@cret" },
+		{ "etcd://root:p@ss@h:1", "root", "p@ss" },
+		{ "etcd://root@h:1", "root", NULL },
+	};
+	static const struct { const char *url, *error; } bad[] = {
+		{ "etcd://@h:1", "the user name is empty" },
+		{ "etcd://:hunter2@h:1", "the user name is empty" },
+		{ "etcd://:hunter2%zz@h:1", "the user name is empty" },
+		{ "etcd://r%zz:hunter2@h:1", "bad %-escape in the user name" },
+		{ "etcd://r%00:hunter2@h:1", "the user name contains a NUL byte" },
+		{ "etcd://root:hunter2%4@h:1", "bad %-escape in the password" },
+		{ "etcd://root:hunter2%00@h:1", "the password contains a NUL byte" },
+		{ "etcd://root:hunter2@", "the host is missing" },
+		{ "etcd://root:hunter2@h:1/v3", "a path or query is not supported" },
+	};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct conf *c = conf_of_url(ok[i].url, "etcd");
+
+		if (ok[i].user == NULL)
+			ck_assert_ptr_null(be_str(c, "username"));
+		else
+			ck_assert_str_eq(be_str(c, "username"), ok[i].user);
+		if (ok[i].password == NULL)
+			ck_assert_ptr_null(be_str(c, "password"));
+		else
+			ck_assert_str_eq(be_str(c, "password"), ok[i].password);
+		conf_destroy(c);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct conf *c = conf_create();
+
+		ck_assert_int_eq(conf_override_backend(c, bad[i].url), -1);
+		ck_assert_uint_eq(c->nerrors, 1);
+		ck_assert_msg(strstr(c->errors[0], bad[i].error) != NULL, "%s: %s", bad[i].url,
+		    c->errors[0]);
+		ck_assert(!errors_contain(c, "hunter2"));
+		conf_destroy(c);
+	}
+}
+END_TEST
+
 /* --- backends declare their keys --- */
 
 START_TEST(test_backend_keys_declared_by_backends)
@@ -2498,6 +2632,8 @@ conf_suite(void)
 	tcase_add_test(tc, test_serverlist_empty);
 	tcase_add_test(tc, test_serverlist_url);
 	tcase_add_test(tc, test_url_decode);
+	tcase_add_test(tc, test_url_userinfo);
+	tcase_add_test(tc, test_etcd_url_userinfo);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reload");

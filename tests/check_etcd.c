@@ -384,6 +384,8 @@ struct outcome {
 	int code;
 	char why[256];
 	char *body;			/* ETCD_OK: the body, as compact JSON */
+	int seq;			/* the last run was the seq-th callback of the test */
+	bool destroy;			/* the callback destroys cli */
 };
 
 static bool in_call;			/* etcd_call is running */
@@ -393,6 +395,7 @@ static char *msgs[LOG_MAX];		/* the watch hook's messages ("NULL" for NULL) */
 static int nmsgs;
 static int hook_stop_at;		/* the watch hook stops the stream at this message */
 static int hook_restart_at;		/* or starts another one */
+static int nresults;			/* callbacks run in this test */
 
 /* The state hook: record what it is told. */
 static void
@@ -424,12 +427,17 @@ on_result(void *arg, const struct etcd_result *r)
 {
 	struct outcome *o = arg;
 	o->times++;
+	o->seq = ++nresults;
 	o->inside |= in_call;
 	o->status = r->status;
 	o->code = r->code;
 	snprintf(o->why, sizeof(o->why), "%s", r->why != NULL ? r->why : "");
 	free(o->body);
 	o->body = r->status == ETCD_OK ? json_dumps(r->body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	if (o->destroy) {
+		etcd_destroy(cli);
+		cli = NULL;
+	}
 }
 
 /* etcd_call with the callback on_result into o; body is JSON text. */
@@ -501,6 +509,7 @@ setup(void)
 	nmsgs = 0;
 	hook_stop_at = 0;
 	hook_restart_at = 0;
+	nresults = 0;
 }
 
 static void
@@ -927,15 +936,14 @@ START_TEST(test_callbacks_from_the_loop)
 }
 END_TEST
 
-/* A call whose connection cannot even be started (no file descriptor left
- * for its socket) fails with ETCD_DOWN, from the loop like any other. */
-START_TEST(test_callback_from_the_loop_when_connect_fails_at_once)
+/* Make calls o[0, n) with no file descriptor left, so that each fails
+ * inside etcd_call, before it is sent. */
+static void
+calls_without_fds(struct outcome *o, int n)
 {
 	struct rlimit old, low;
-	struct outcome o = { 0 };
 	int fds[64], nfds = 0, fd;
 
-	cli = client_of_fake();
 	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
 	low = old;
 	low.rlim_cur = 64;
@@ -943,16 +951,80 @@ START_TEST(test_callback_from_the_loop_when_connect_fails_at_once)
 	while (nfds < 64 && (fd = dup(0)) >= 0)
 		fds[nfds++] = fd;
 	ck_assert_int_eq(errno, EMFILE);
-
-	call("/v3/kv/range", "{}", &o);
+	for (int i = 0; i < n; i++)
+		call("/v3/kv/range", "{}", &o[i]);
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
+/* A call whose connection cannot even be started (no file descriptor left
+ * for its socket) fails with ETCD_DOWN, from the loop like any other. */
+START_TEST(test_callback_from_the_loop_when_connect_fails_at_once)
+{
+	struct outcome o = { 0 };
+
+	cli = client_of_fake();
+	calls_without_fds(&o, 1);
 	ck_assert_msg(!o.inside, "the callback ran inside etcd_call");
 	RUN_UNTIL(o.times > 0);
 	ck_assert_int_eq(o.status, ETCD_DOWN);
 	settle(SETTLE_MS);
 	ck_assert_int_eq(o.times, 1);
+}
+END_TEST
+
+/* Calls that fail before they are sent are told from the loop, once each,
+ * in the order they were made. */
+START_TEST(test_failed_at_once_in_order)
+{
+	struct outcome o[4] = { { 0 } };
+
+	cli = client_of_fake();
+	calls_without_fds(o, 4);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(o[i].times, 0);
+	RUN_UNTIL(o[3].times > 0);
+	settle(SETTLE_MS);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(o[i].times, 1);
+		ck_assert_int_eq(o[i].seq, i + 1);
+		ck_assert_int_eq(o[i].status, ETCD_DOWN);
+		ck_assert(!o[i].inside);
+	}
+}
+END_TEST
+
+/* A client destroyed with failed calls not told yet tells none of them. */
+START_TEST(test_destroy_with_failed_calls)
+{
+	struct outcome o[3] = { { 0 } };
+
+	cli = client_of_fake();
+	calls_without_fds(o, 3);
+	etcd_destroy(cli);
+	cli = NULL;
+	settle(SETTLE_MS);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(o[i].times, 0);
+}
+END_TEST
+
+/* A client destroyed by the callback of a failed call tells the others
+ * nothing. */
+START_TEST(test_destroy_from_a_failed_call)
+{
+	struct outcome o[3] = { { 0 } };
+
+	cli = client_of_fake();
+	o[1].destroy = true;
+	calls_without_fds(o, 3);
+	RUN_UNTIL(o[1].times > 0);
+	ck_assert_ptr_null(cli);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(o[0].times, 1);
+	ck_assert_int_eq(o[1].times, 1);
+	ck_assert_int_eq(o[2].times, 0);
 }
 END_TEST
 
@@ -1739,6 +1811,7 @@ etcd_suite(void)
 	tcase_add_test(tc, test_failover_to_next_endpoint);
 	tcase_add_test(tc, test_timeout);
 	tcase_add_test(tc, test_callbacks_from_the_loop);
+	tcase_add_test(tc, test_failed_at_once_in_order);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("watch");
@@ -1763,6 +1836,8 @@ etcd_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_destroy_with_work_in_flight);
 	tcase_add_test(tc, test_destroy_before_the_loop);
+	tcase_add_test(tc, test_destroy_with_failed_calls);
+	tcase_add_test(tc, test_destroy_from_a_failed_call);
 	suite_add_tcase(s, tc);
 
 	/* bugs found here once: each test failed before its fix */
