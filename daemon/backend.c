@@ -75,3 +75,9 @@ backend_reload(struct backend *be)
 	if (be->ops->reload != NULL)
 		be->ops->reload(be);
 }
+
+const char *
+backend_problem(struct backend *be, char *buf, size_t len)
+{
+	return be->ops->problem != NULL ? be->ops->problem(be, buf, len) : NULL;
+}

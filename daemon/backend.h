@@ -157,6 +157,11 @@ struct backend_ops {
 	/* Optional (NULL): SIGHUP: read again the files it uses (TLS
 	 * certificates), for its next connects. */
 	void (*reload)(struct backend *be);
+	/* Optional (NULL): why it fails now (unreachable since when,
+	 * authentication refused, certificate not verified...), a few words
+	 * that hold no secret, into buf; NULL when nothing is known to be
+	 * wrong. For the -BACKEND reply. */
+	const char *(*problem)(struct backend *be, char *buf, size_t len);
 };
 
 /* Calls from a backend up to the lock table. */
@@ -189,6 +194,8 @@ struct backend {
 struct backend *backend_create(const char *type, struct event_base *base,
     const void *settings);
 void backend_destroy(struct backend *be);
+/* Why be fails now (ops->problem), or NULL. */
+const char *backend_problem(struct backend *be, char *buf, size_t len);
 /* SIGHUP: the backend reads its files again (ops->reload), if it has any. */
 void backend_reload(struct backend *be);
 

@@ -74,6 +74,7 @@
 #include "clock.h"
 #include "conf.h"
 #include "hashtab.h"
+#include "later.h"
 #include "log.h"
 #include "num.h"
 #include "rnode.h"
@@ -106,7 +107,7 @@ struct rd_op {
 	struct rscript_args args;	/* the call: numkeys, keys, arguments */
 	char *buf;			/* the key and every argument: the rest of
 					 * op's allocation */
-	TAILQ_ENTRY(rd_op) entry;	/* on r->failing */
+	struct later_item failing;	/* failed before sending: told from the loop */
 };
 TAILQ_HEAD(rd_op_list, rd_op);
 
@@ -154,6 +155,8 @@ struct rd_local {
 					 * it was dropped (the lease is gone) */
 	uint64_t fence;			/* the new holding's fence */
 	uint64_t valid_ms;		/* and its lease's validity */
+	struct rd *r;			/* the backend */
+	struct later_item later;	/* answered from the loop */
 	TAILQ_ENTRY(rd_local) entry;	/* on r->locals */
 };
 TAILQ_HEAD(rd_local_list, rd_local);
@@ -195,15 +198,14 @@ struct rd {
 	size_t wantedlen;
 	const char *channels[2];	/* both, as the node subscribes to them */
 	char acl[512];			/* the smallest ACL of its Redis user */
-	struct rd_op_list failing;	/* failed before sending: told from ev_fail */
 	size_t releases_inflight;	/* releases sent, not answered */
 	struct rd_retry_list retries;	/* BUSY retries */
 	struct rd_retry_list yields;	/* retries after a yield (a few at most) */
 	struct hashtab *delegs;		/* struct rd_deleg by key */
 	struct rd_local_list locals;	/* local handoffs to answer */
+	struct later *later;		/* answers r->locals and failed calls */
 	struct rd_deleg_list cached;	/* cached leases, oldest first */
 	struct event *ev_cache;		/* releases them when their time is up */
-	struct event *ev_fail;		/* completes r->failing and r->locals */
 	uint64_t ncommands;		/* script calls sent */
 	uint64_t nrenewals;		/* renewals sent */
 	uint64_t nnotowner;		/* renewals or releases that found another owner */
@@ -237,48 +239,60 @@ op_complete(struct rd_op *op, enum be_status st, uint64_t fence, const char *why
 	op_free(op);
 }
 
-/* Answer, from the loop, the local handoffs (BE_ERROR when the backend is
- * being destroyed) and the calls that failed before they were sent. */
-static void
-on_later(evutil_socket_t fd, short what, void *arg)
+/* Why the backend fails now, for a reply: a few words that hold no secret,
+ * in buf; NULL when nothing is known to be wrong. */
+static const char *
+rd_problem(struct backend *be, char *buf, size_t len)
 {
-	struct rd *r = arg;
-	struct rd_local *lo;
-	struct rd_op *op;
-	(void)fd;
-	(void)what;
-	while ((lo = TAILQ_FIRST(&r->locals)) != NULL) {
-		struct be_reply rep = { BE_OK, lo->fence, lo->valid_ms, NULL };
-		if (r->destroying)
-			rep = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down" };
-		else if (lo->grant && lo->d == NULL)
-			rep = (struct be_reply){ BE_NOTOWNER, 0, 0, "the lease had ended in redis" };
-		TAILQ_REMOVE(&r->locals, lo, entry);
-		lo->cb(lo->arg, &rep);
-		free(lo);
-	}
-	while ((op = TAILQ_FIRST(&r->failing)) != NULL) {
-		TAILQ_REMOVE(&r->failing, op, entry);
-		op_complete(op, op->failed, 0, "redis is not connected");
-	}
+	struct rd *r = be->priv;
+	uint64_t since, now = clock_ms();
+	const char *p = rnode_problem(r->node, &since);
+	if (p == NULL)
+		return NULL;
+	if (since != 0 && now - since >= 1000)
+		snprintf(buf, len, "redis %s:%d: %s, for %llu s", r->set->address.host,
+		    r->set->address.port, p, (unsigned long long)((now - since) / 1000));
+	else
+		snprintf(buf, len, "redis %s:%d: %s", r->set->address.host, r->set->address.port,
+		    p);
+	return buf;
 }
 
-/* Complete from the loop: make on_later run. */
+/* Tell a call that failed before it was sent, from the loop. */
 static void
-later_arm(struct rd *r)
+on_failed(struct later_item *it)
 {
-	if (TAILQ_EMPTY(&r->failing) && TAILQ_EMPTY(&r->locals))
-		event_active(r->ev_fail, EV_TIMEOUT, 0);
+	struct rd_op *op = (struct rd_op *)(void *)((char *)it - offsetof(struct rd_op, failing));
+	char why[200];
+	const char *p = op->r->destroying ? "the backend is shutting down" :
+	    rd_problem(op->r->be, why, sizeof(why));
+	op_complete(op, op->failed, 0, p != NULL ? p : "redis is not connected");
+}
+
+/* Answer a local handoff from the loop (BE_ERROR when the backend is being
+ * destroyed, BE_NOTOWNER when its delegation went meanwhile). */
+static void
+on_local(struct later_item *it)
+{
+	struct rd_local *lo = (struct rd_local *)(void *)((char *)it -
+	    offsetof(struct rd_local, later));
+	struct rd *r = lo->r;
+	struct be_reply rep = { BE_OK, lo->fence, lo->valid_ms, NULL };
+	if (r->destroying)
+		rep = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down" };
+	else if (lo->grant && lo->d == NULL)
+		rep = (struct be_reply){ BE_NOTOWNER, 0, 0, "the lease had ended in redis" };
+	TAILQ_REMOVE(&r->locals, lo, entry);
+	lo->cb(lo->arg, &rep);
+	free(lo);
 }
 
 /* Fail op from the loop (never from inside the call that made it). */
 static void
 op_fail_later(struct rd_op *op, enum be_status st)
 {
-	struct rd *r = op->r;
 	op->failed = st;
-	later_arm(r);
-	TAILQ_INSERT_TAIL(&r->failing, op, entry);
+	later_add(op->r->later, &op->failing, on_failed);
 }
 
 /* ---- local delegation --------------------------------------------------- */
@@ -386,15 +400,16 @@ static void
 local_answer(struct rd *r, be_cb *cb, void *arg, struct rd_deleg *d, uint64_t fence,
     uint64_t valid_ms)
 {
-	struct rd_local *lo = xmalloc(sizeof(*lo));
+	struct rd_local *lo = xcalloc(1, sizeof(*lo));
+	lo->r = r;
 	lo->cb = cb;
 	lo->arg = arg;
 	lo->grant = d != NULL;
 	lo->d = d;
 	lo->fence = fence;
 	lo->valid_ms = valid_ms;
-	later_arm(r);
 	TAILQ_INSERT_TAIL(&r->locals, lo, entry);
+	later_add(r->later, &lo->later, on_local);
 }
 
 /* Grant d's lease to l locally: l holds it with the next fence reserved,
@@ -1027,7 +1042,6 @@ rd_init(struct backend *be, struct tls_client *tls)
 	r->tls = tls;
 	r->be = be;
 	r->set = c;
-	TAILQ_INIT(&r->failing);
 	TAILQ_INIT(&r->retries);
 	TAILQ_INIT(&r->yields);
 	TAILQ_INIT(&r->locals);
@@ -1042,7 +1056,7 @@ rd_init(struct backend *be, struct tls_client *tls)
 	snprintf(r->acl, sizeof(r->acl), "~%s* &%s* %s", c->key_prefix, c->key_prefix,
 	    RSCRIPT_ACL);
 
-	r->ev_fail = event_new(be->base, -1, 0, on_later, r);
+	r->later = later_create(be->base);
 	r->ev_cache = evtimer_new(be->base, on_cache, r);
 	/* no name server answering keeps the loop from ending */
 	r->dns = evdns_base_new(be->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
@@ -1111,7 +1125,7 @@ rd_destroy(struct backend *be)
 	r->destroying = true;
 	rnode_destroy(r->node);
 	r->node = NULL;
-	on_later(-1, 0, r);
+	later_run(r->later);
 	while ((rt = TAILQ_FIRST(&r->retries)) != NULL)
 		retry_free(r, rt);
 	while ((rt = TAILQ_FIRST(&r->yields)) != NULL)
@@ -1122,7 +1136,7 @@ rd_destroy(struct backend *be)
 	while ((n = hashtab_next(&it)) != NULL)
 		deleg_drop(r, deleg_node(n));
 	hashtab_destroy(r->delegs);
-	event_free(r->ev_fail);
+	later_destroy(r->later);
 	event_free(r->ev_cache);
 	if (r->dns != NULL)
 		evdns_base_free(r->dns, 1);
@@ -1262,7 +1276,7 @@ rd_url_server(const char *s, struct addr *a, long long *db)
 static int
 rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 {
-	const char *s, *at, *colon;
+	const char *s;
 	char *user = NULL, *pw = NULL, *text;
 	bool tls = strncasecmp(url, "rediss://", 9) == 0;
 	struct addr a;
@@ -1271,21 +1285,10 @@ rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 		return 1;
 	s = url + (tls ? 9 : 8);
 	*why = NULL;
-	if ((at = strrchr(s, '@')) != NULL) {
-		colon = memchr(s, ':', (size_t)(at - s));
-		user = conf_url_decode(s, (size_t)((colon != NULL ? colon : at) - s));
-		if (user == NULL)
-			*why = memmem(s, (size_t)((colon != NULL ? colon : at) - s), "%00", 3) != NULL ?
-			    "the user name contains a NUL byte" : "bad %-escape in the user name";
-		else if (colon != NULL &&
-		    (pw = conf_url_decode(colon + 1, (size_t)(at - colon - 1))) == NULL)
-			*why = memmem(colon, (size_t)(at - colon), "%00", 3) != NULL ?
-			    "the password contains a NUL byte" : "bad %-escape in the password";
-		else if (*user != '\0' && strcmp(user, "default") != 0 && pw == NULL)
-			*why = "a user needs a password (redis://user:password@host:port; a "
-			    "password alone goes after a colon: redis://:password@host:port)";
-		s = at + 1;
-	}
+	if (conf_url_userinfo(s, &user, &pw, &s, why) == 0 && user != NULL && *user != '\0' &&
+	    strcmp(user, "default") != 0 && pw == NULL)
+		*why = "a user needs a password (redis://user:password@host:port; a "
+		    "password alone goes after a colon: redis://:password@host:port)";
 	if (*why == NULL)
 		*why = rd_url_server(s, &a, &db);
 	if (*why == NULL) {
@@ -1329,6 +1332,7 @@ const struct backend_ops be_redis_ops = {
 	.pending = rd_pending,
 	.drain = rd_drain,
 	.reload = rd_reload,
+	.problem = rd_problem,
 };
 
 #ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */

@@ -186,9 +186,16 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 		codec_reply_error(out, "LIMIT", "too many keys locked on this server "
 		    "(limits.max_keys is %lld)", s->srv->conf->max_keys);
 		break;
-	case LT_E_BACKEND:
-		codec_reply_error(out, "BACKEND", "the lock backend failed; try again");
+	case LT_E_BACKEND: {
+		char buf[256];
+		const char *why = backend_problem(s->srv->be, buf, sizeof(buf));
+		if (why != NULL)
+			codec_reply_error(out, "BACKEND", "the lock backend failed (%s); try again",
+			    why);
+		else
+			codec_reply_error(out, "BACKEND", "the lock backend failed; try again");
 		break;
+	}
 	case LT_E_CLOSING:
 		codec_reply_error(out, "ERR", "the server is shutting down");
 		break;

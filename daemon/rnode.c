@@ -112,6 +112,7 @@ struct rn_conn {
 	unsigned gen;			/* counts connections: a callback that
 					 * dropped it is seen */
 	char logged[200];		/* the problem logged last, "" once up */
+	bool last_generic;		/* the last attempt closed with no reason */
 };
 
 struct rnode {
@@ -357,15 +358,19 @@ note_success(struct rnode *n)
 
 /* A problem of connection c: logged when it is not the one logged last,
  * so that an outage gives one line, not one per attempt; a close with no
- * reason does not replace a reason logged (with TLS 1.3, a server that
- * refuses the client's certificate says so in an alert that may or may not
- * arrive before the close). */
+ * reason does not replace a reason logged, and is logged only when it comes
+ * twice in a row (with TLS 1.3, a server that refuses the client's
+ * certificate says so in an alert that may or may not arrive before the
+ * close). */
 static void
 note_problem(struct rn_conn *c, const char *why)
 {
 	struct rnode *n = c->n;
+	bool generic = strcmp(why, RN_CLOSED_HANDSHAKE) == 0;
+	bool again = c->last_generic;
+	c->last_generic = generic;
 	if (strncmp(why, c->logged, sizeof(c->logged) - 1) == 0 ||
-	    (c->logged[0] != '\0' && strcmp(why, RN_CLOSED_HANDSHAKE) == 0))
+	    (generic && (c->logged[0] != '\0' || !again)))
 		return;
 	snprintf(c->logged, sizeof(c->logged), "%s", why);
 	log_warn("%s %s connection to %s:%d down: %s", n->conf.what,
@@ -987,8 +992,10 @@ const char *
 rnode_problem(const struct rnode *n, uint64_t *since)
 {
 	if (since != NULL)
-		*since = n->down_since;
-	return n->cmd.state == RN_READY ? NULL : n->problem;
+		*since = n->cmd.state == RN_READY ? 0 : n->down_since;
+	if (n->cmd.state == RN_READY)
+		return n->last_error[0] != '\0' ? n->last_error : NULL;
+	return n->problem;
 }
 
 void

@@ -115,7 +115,9 @@ bool rnode_up(const struct rnode *n);
 /* Why it is not, in a few words that hold no secret ("connection refused",
  * "authentication refused", "certificate not verified: ..."), and since
  * when (clock_ms(), into *since: when it went down, or when the first
- * attempt failed; 0 before that). NULL when up. */
+ * attempt failed; 0 before that). When it is up: the error reply to the
+ * last script that failed (a missing permission, READONLY...), until one
+ * succeeds; else NULL. */
 const char *rnode_problem(const struct rnode *n, uint64_t *since);
 
 /* Call script (an index into conf->scripts) with argc arguments (numkeys,
