@@ -175,6 +175,9 @@ struct rd_settings {
 					 * it is released to all daemons */
 	long long lease_cache_ms;	/* how long a released exclusive lease is
 					 * kept for a local LOCK of the key, 0: not */
+	long long min_replicas_ack;	/* replicas that must acknowledge a grant,
+					 * renewal or handoff (WAIT); 0: none */
+	long long replica_ack_timeout_ms; /* how long WAIT waits for them */
 	long long tls;			/* 1: connect with TLS */
 	char *tls_ca_file;		/* CAs that sign the server's certificate;
 					 * NULL: the system's */
@@ -685,8 +688,10 @@ static void
 send_op(struct rd *r, struct rd_op *op)
 {
 	op->sent_ms = clock_ms();
-	if (rnode_eval(r->node, op->script, op->args.argc, op->args.argv, op->args.argvlen,
-	    on_reply, op) < 0) {
+	/* a lease taken, renewed or handed over must reach the replicas asked
+	 * for before it counts; a release need not */
+	if ((op->script == RS_RELEASE ? rnode_eval : rnode_eval_acked)(r->node, op->script,
+	    op->args.argc, op->args.argv, op->args.argvlen, on_reply, op) < 0) {
 		if (op->script == RS_RELEASE)
 			defer_release(r, op);
 		op_fail_later(op, BE_ERROR);
@@ -1077,6 +1082,8 @@ rd_init(struct backend *be, struct tls_client *tls)
 		.channels = r->channels,
 		.nchannels = 2,
 		.check_policy = true,
+		.min_replicas_ack = c->min_replicas_ack,
+		.replica_ack_timeout_ms = c->replica_ack_timeout_ms,
 		.acl = r->acl,
 	};
 	r->node = rnode_create(be->base, r->dns, &nc, &rd_hooks, r);
@@ -1165,14 +1172,16 @@ rd_info(struct backend *be, struct evbuffer *out)
 	    "backend_retries_total:%llu\r\nbackend_maxmemory_policy:%s\r\n"
 	    "backend_delegated_keys:%zu\r\nbackend_local_handoffs_total:%llu\r\n"
 	    "backend_lease_cache_ms:%lld\r\nbackend_cached_leases:%zu\r\n"
-	    "backend_cache_hits_total:%llu\r\n",
+	    "backend_cache_hits_total:%llu\r\nbackend_min_replicas_ack:%lld\r\n"
+	    "backend_unacknowledged_total:%llu\r\n",
 	    st.address, r->set->db, st.up, st.subscribed, (unsigned long long)st.reconnects,
 	    st.scripts_loaded, (unsigned long long)r->ncommands, st.inflight, st.kept,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nnotowner,
 	    (unsigned long long)r->nerrors, (unsigned long long)r->nmessages,
 	    (unsigned long long)r->nretries, st.policy,
 	    hashtab_count(r->delegs), (unsigned long long)r->nlocal,
-	    r->set->lease_cache_ms, cached, (unsigned long long)r->ncache_hits);
+	    r->set->lease_cache_ms, cached, (unsigned long long)r->ncache_hits,
+	    r->set->min_replicas_ack, (unsigned long long)st.unacked);
 }
 
 static const char *
@@ -1217,6 +1226,10 @@ static const struct conf_setting rd_settings_table[] = {
 	  .min = 1, .max = 1000000, .def = 16 },
 	{ .name = "lease_cache_ms", .type = CONF_INT, .off = RD_SET(lease_cache_ms),
 	  .min = 0, .max = 1000, .def = 0 },
+	{ .name = "min_replicas_ack", .type = CONF_INT, .off = RD_SET(min_replicas_ack),
+	  .min = 0, .max = 100, .def = 0 },
+	{ .name = "replica_ack_timeout_ms", .type = CONF_INT,
+	  .off = RD_SET(replica_ack_timeout_ms), .min = 1, .max = 60000, .def = 100 },
 	{ .name = "tls.enabled", .type = CONF_BOOL, .off = RD_SET(tls), .def = 0 },
 	{ .name = "tls.ca_file", .type = CONF_PATH, .off = RD_SET(tls_ca_file) },
 	{ .name = "tls.cert_file", .type = CONF_PATH, .off = RD_SET(tls_cert_file) },

@@ -60,6 +60,7 @@ enum rn_kind {
 	RK_LOAD,			/* handshake: SCRIPT LOAD of script */
 	RK_POLICY,			/* handshake: CONFIG GET maxmemory-policy */
 	RK_HELLO,			/* handshake: the PING whose reply ends it */
+	RK_WAIT,			/* the WAIT behind an acknowledged call */
 };
 
 /* A call sent, waiting for its reply. */
@@ -73,6 +74,9 @@ struct rn_call {
 	const char *const *argv;
 	const size_t *argvlen;
 	uint64_t sent_ms;		/* when it went out (clock_ms()) */
+	bool acked;			/* its reply waits for a WAIT (rnode_eval_acked) */
+	redisReply *held;		/* RK_WAIT: the call's reply, held until the
+					 * WAIT answers (cb, arg: the call's) */
 	TAILQ_ENTRY(rn_call) entry;	/* on its connection's inflight */
 };
 TAILQ_HEAD(rn_call_list, rn_call);
@@ -131,11 +135,13 @@ struct rnode {
 	char address[INET6_ADDRSTRLEN + 8]; /* the address last connected to */
 	char problem[200];		/* why the command connection is not up */
 	uint64_t down_since;		/* since when (clock_ms()), 0: never up */
-	char last_error[128];		/* the error reply logged last, "" when fine */
+	char last_error[200];		/* the error reply logged last, "" when fine */
 	char policy[32];		/* maxmemory-policy as last read */
 	uint64_t ncalls;		/* calls sent */
+	uint64_t nunacked;		/* calls that too few replicas acknowledged */
 	uint64_t nerrors;		/* error replies */
 	bool destroying;		/* rnode_destroy runs */
+	bool unacked_logged;		/* a missing acknowledgement was logged */
 };
 
 static void conn_start(struct rn_conn *c);
@@ -240,6 +246,16 @@ rnode_eval(struct rnode *n, size_t script, int argc, const char *const *argv,
 	call->argc = argc;
 	call->argv = argv;
 	call->argvlen = argvlen;
+	return 0;
+}
+
+int
+rnode_eval_acked(struct rnode *n, size_t script, int argc, const char *const *argv,
+    const size_t *argvlen, rnode_cb *cb, void *arg)
+{
+	if (rnode_eval(n, script, argc, argv, argvlen, cb, arg) < 0)
+		return -1;
+	TAILQ_LAST(&n->cmd.inflight, rn_call_list)->acked = n->conf.min_replicas_ack > 0;
 	return 0;
 }
 
@@ -467,6 +483,7 @@ on_handshake(struct rn_conn *c, const struct rn_call *call, const redisReply *re
 		break;
 	case RK_USER:
 	case RK_KEPT:
+	case RK_WAIT:
 		break;
 	}
 }
@@ -488,10 +505,51 @@ on_kept_reply(struct rnode *n, struct rn_kept *k, const redisReply *rep)
 	}
 }
 
-/* A reply to call, taken off c's list (rep NULL: none will come, why says
- * why). call is freed here. */
+/* The WAIT behind a call answered (held: the call's reply, kept until now):
+ * hand the call its reply when enough replicas acknowledged it, else no
+ * reply (the owner treats it as a call whose outcome is unknown). */
 static void
-call_answer(struct rn_conn *c, struct rn_call *call, const redisReply *rep, const char *why)
+wait_answer(struct rnode *n, struct rn_call *w, const redisReply *rep, const char *why)
+{
+	char buf[160];
+	if (rep != NULL && rep->type == REDIS_REPLY_INTEGER &&
+	    rep->integer >= n->conf.min_replicas_ack) {
+		if (n->unacked_logged)
+			log_info("%s %s: replicas acknowledge again", n->conf.what, n->address);
+		n->unacked_logged = false;
+		if (w->cb != NULL)
+			w->cb(w->arg, w->held, NULL);
+	} else {
+		if (rep != NULL && rep->type == REDIS_REPLY_INTEGER)
+			snprintf(buf, sizeof(buf), "replica without acknowledgement (%lld of %lld "
+			    "within backend.replica_ack_timeout_ms)", rep->integer,
+			    n->conf.min_replicas_ack);
+		else if (rep != NULL)
+			snprintf(buf, sizeof(buf), "WAIT failed (%s)",
+			    rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+		else
+			snprintf(buf, sizeof(buf), "%s", why);
+		if (rep != NULL) {
+			n->nunacked++;
+			/* what rnode_problem says until a script succeeds */
+			snprintf(n->last_error, sizeof(n->last_error), "%s", buf);
+		}
+		if (rep != NULL && rep->type == REDIS_REPLY_INTEGER && !n->unacked_logged) {
+			n->unacked_logged = true;
+			log_warn("%s %s: %s", n->conf.what, n->address, buf);
+		}
+		if (w->cb != NULL)
+			w->cb(w->arg, NULL, buf);
+	}
+	freeReplyObject(w->held);
+	w->held = NULL;
+}
+
+/* A reply to call, taken off c's list (rep NULL: none will come, why says
+ * why). call is freed here. Whether it kept rep (held for a WAIT): the
+ * caller must not free it then. */
+static bool
+call_answer(struct rn_conn *c, struct rn_call *call, redisReply *rep, const char *why)
 {
 	struct rnode *n = c->n;
 	bool eval = call->script != SIZE_MAX && call->kind != RK_LOAD;
@@ -509,13 +567,28 @@ call_answer(struct rn_conn *c, struct rn_call *call, const redisReply *rep, cons
 			write_eval(n, call->script, call->argc, call->argv, call->argvlen);
 			call->sent_ms = clock_ms();
 			TAILQ_INSERT_TAIL(&c->inflight, call, entry);
-			return;
+			return false;
 		}
 		n->nerrors++;
 		if (eval)
 			note_error(n, rep->str);
 	} else if (rep != NULL && eval) {
 		note_success(n);
+	}
+	if (call->acked && rep != NULL && rep->type != REDIS_REPLY_ERROR) {
+		/* the reply goes to the caller once replicas acknowledged what
+		 * the call wrote: WAIT is sent now, not with the call (Redis
+		 * 7.0 answers 0 to a WAIT that it read with the write) */
+		char reps[24], ms[24];
+		snprintf(reps, sizeof(reps), "%lld", n->conf.min_replicas_ack);
+		snprintf(ms, sizeof(ms), "%lld", n->conf.replica_ack_timeout_ms);
+		const char *w[] = { "WAIT", reps, ms, NULL };
+		struct rn_call *wait = conn_words(c, RK_WAIT, w);
+		wait->held = rep;
+		wait->cb = call->cb;
+		wait->arg = call->arg;
+		free(call);
+		return true;
 	}
 	switch (call->kind) {
 	case RK_USER:
@@ -525,12 +598,16 @@ call_answer(struct rn_conn *c, struct rn_call *call, const redisReply *rep, cons
 	case RK_KEPT:
 		on_kept_reply(n, call->kept, rep);
 		break;
+	case RK_WAIT:
+		wait_answer(n, call, rep, why);
+		break;
 	default:
 		if (rep != NULL)
 			on_handshake(c, call, rep);
 		break;
 	}
 	free(call);
+	return false;
 }
 
 /* A reply that answers no call: on the subscriber connection, a
@@ -584,16 +661,17 @@ on_read(struct bufferevent *bev, void *arg)
 		if (reply == NULL)
 			return;
 		struct rn_call *call = TAILQ_FIRST(&c->inflight);
-		const redisReply *rep = reply;
+		redisReply *rep = reply;
 		bool readonly = rep->type == REDIS_REPLY_ERROR &&
-		    strncmp(rep->str, "READONLY", 8) == 0;
+		    strncmp(rep->str, "READONLY", 8) == 0, kept = false;
 		if (call != NULL) {
 			TAILQ_REMOVE(&c->inflight, call, entry);
-			call_answer(c, call, rep, NULL);
+			kept = call_answer(c, call, rep, NULL);
 		} else {
 			on_unsolicited(c, rep);
 		}
-		freeReplyObject(reply);
+		if (!kept)
+			freeReplyObject(reply);
 		if (c->gen != gen || c->state == RN_DOWN)
 			return;	/* dropped by a callback */
 		if (readonly) {
@@ -1009,6 +1087,7 @@ rnode_stats(const struct rnode *n, struct rnode_stats *st)
 	st->reconnects = n->cmd.reconnects + n->sub.reconnects;
 	st->calls = n->ncalls;
 	st->errors = n->nerrors;
+	st->unacked = n->nunacked;
 	TAILQ_FOREACH(call, &n->cmd.inflight, entry)
 		st->inflight += call->kind == RK_USER || call->kind == RK_KEPT;
 	TAILQ_FOREACH(k, &n->kept, entry)

@@ -59,6 +59,9 @@ struct rnode_conf {
 	size_t nchannels;		/* how many; 0: no subscriber connection */
 	bool check_policy;		/* read maxmemory-policy at each connect, warn
 					 * unless it is noeviction */
+	long long min_replicas_ack;	/* rnode_eval_acked: replicas that must
+					 * acknowledge (WAIT), 0: none */
+	long long replica_ack_timeout_ms; /* how long WAIT waits for them */
 	const char *acl;		/* the ACL its calls need, named in the log
 					 * when Redis refuses one for want of a
 					 * permission (kept by the caller) */
@@ -91,6 +94,7 @@ struct rnode_stats {
 	uint64_t reconnects;		/* connections made after the first (both) */
 	uint64_t calls;			/* calls sent (scripts and commands) */
 	uint64_t errors;		/* error replies */
+	uint64_t unacked;		/* calls too few replicas acknowledged */
 	size_t inflight;		/* calls sent and not answered yet */
 	size_t kept;			/* kept calls not answered yet */
 	size_t scripts_loaded;		/* scripts known to the server by their SHA1 */
@@ -125,6 +129,13 @@ const char *rnode_problem(const struct rnode *n, uint64_t *since);
  * and argvlen must stay valid until cb runs (a NOSCRIPT sends them again).
  * 0; -1 when the command connection is not up (cb is not called). */
 int rnode_eval(struct rnode *n, size_t script, int argc, const char *const *argv,
+    const size_t *argvlen, rnode_cb *cb, void *arg) __attribute__((warn_unused_result));
+/* As rnode_eval, and when conf->min_replicas_ack > 0 a WAIT as soon as
+ * the reply comes: cb gets the reply only once that many replicas acknowledged the
+ * call within replica_ack_timeout_ms; else no reply, why saying "replica
+ * without acknowledgement (...)" (the call ran: what it did is the
+ * caller's to undo). An error reply comes at once. */
+int rnode_eval_acked(struct rnode *n, size_t script, int argc, const char *const *argv,
     const size_t *argvlen, rnode_cb *cb, void *arg) __attribute__((warn_unused_result));
 /* Send a command (argv[0] its name) on the command connection; cb may be
  * NULL. argv is copied. 0; -1 when it is not up. */

@@ -65,6 +65,8 @@ struct fake {
 	int eval_errors;		/* ...this many times (then normally) */
 	const char *policy;		/* maxmemory-policy */
 	bool split;			/* answers go out in two writes */
+	int acks;			/* what WAIT answers */
+	bool hold_wait;			/* WAIT gets no answer */
 };
 
 static struct event_base *base;
@@ -152,6 +154,11 @@ fc_command(struct fconn *fc, const redisReply *rep)
 			    rep->element[i]->len, rep->element[i]->str, i);
 			fc_reply(fc, buf);
 		}
+	} else if (strcasecmp(cmd, "WAIT") == 0) {
+		if (fk->hold_wait)
+			return;
+		snprintf(buf, sizeof(buf), ":%d\r\n", fk->acks);
+		fc_reply(fc, buf);
 	} else if (strcasecmp(cmd, "EVALSHA") == 0 || strcasecmp(cmd, "EVAL") == 0) {
 		bool sha = strcasecmp(cmd, "EVALSHA") == 0;
 		if (fk->hold)
@@ -396,6 +403,8 @@ node_new(const char *host, const char *user, const char *password, long long db,
 		.channels = sub ? channels : NULL,
 		.nchannels = sub ? 2 : 0,
 		.check_policy = true,
+		.min_replicas_ack = 1,
+		.replica_ack_timeout_ms = 100,
 	};
 	struct rnode *n = rnode_create(base, dns, &c, &hooks, NULL);
 	rnode_start(n);
@@ -755,6 +764,74 @@ START_TEST(test_destroy_with_calls_in_flight)
 }
 END_TEST
 
+/* Call script 0 with one argument, arg, acknowledged by a replica. */
+static int
+eval_acked(struct rnode *n, const char *arg, struct answer *a)
+{
+	static const char *argv[2];
+	static size_t argvlen[2];
+	argv[0] = "0";
+	argvlen[0] = 1;
+	argv[1] = arg;
+	argvlen[1] = strlen(arg);
+	return rnode_eval_acked(n, 0, 2, argv, argvlen, on_answer, a);
+}
+
+START_TEST(test_acknowledged_calls)
+{
+	struct rnode *n = node_new("127.0.0.1", NULL, NULL, 0, false, 1000);
+	struct answer a = { 0 }, b = { 0 }, c = { 0 };
+	struct rnode_stats st;
+	RUN_UNTIL(rnode_up(n));
+	/* acknowledged: the reply, after the WAIT that followed it */
+	fk->acks = 1;
+	ck_assert_int_eq(eval_acked(n, "x", &a), 0);
+	RUN_UNTIL(a.calls == 1);
+	ck_assert(!a.none);
+	ck_assert_str_eq(a.text, "x");
+	ck_assert_int_eq(seen_count("WAIT 1 100"), 1);
+	ck_assert_int_gt(seen_at("WAIT"), seen_at("EVALSHA"));
+	/* not acknowledged: no reply, and why */
+	fk->acks = 0;
+	ck_assert_int_eq(eval_acked(n, "y", &b), 0);
+	RUN_UNTIL(b.calls == 1);
+	ck_assert(b.none);
+	ck_assert_ptr_nonnull(strstr(b.why, "replica without acknowledgement (0 of 1"));
+	ck_assert_ptr_nonnull(strstr(rnode_problem(n, NULL), "replica without"));
+	rnode_stats(n, &st);
+	ck_assert_uint_eq(st.unacked, 1);
+	/* an error reply comes at once, with no WAIT */
+	fk->eval_error = "NOPERM no";
+	fk->eval_errors = 1;
+	ck_assert_int_eq(eval_acked(n, "z", &c), 0);
+	RUN_UNTIL(c.calls == 1);
+	ck_assert_int_eq(c.type, REDIS_REPLY_ERROR);
+	settle(50);
+	ck_assert_int_eq(seen_count("WAIT"), 2);
+	ck_assert_int_eq(a.calls + b.calls + c.calls, 3);
+	rnode_destroy(n);
+}
+END_TEST
+
+START_TEST(test_acknowledgement_lost_with_the_connection)
+{
+	struct rnode *n = node_new("127.0.0.1", NULL, NULL, 0, false, 1000);
+	struct answer a = { 0 };
+	RUN_UNTIL(rnode_up(n));
+	fk->hold_wait = true;
+	ck_assert_int_eq(eval_acked(n, "x", &a), 0);
+	RUN_UNTIL(seen_count("WAIT") == 1);
+	settle(20);
+	ck_assert_int_eq(a.calls, 0);	/* the reply is held for the WAIT */
+	fake_drop_all();
+	RUN_UNTIL(a.calls == 1);
+	ck_assert(a.none);
+	settle(50);
+	ck_assert_int_eq(a.calls, 1);
+	rnode_destroy(n);
+}
+END_TEST
+
 START_TEST(test_policy_warned)
 {
 	fk->policy = "allkeys-lru";
@@ -791,6 +868,7 @@ rnode_suite(void)
 	tcase_add_test(tc, test_replies_in_pieces);
 	tcase_add_test(tc, test_kept_calls);
 	tcase_add_test(tc, test_messages);
+	tcase_add_test(tc, test_acknowledged_calls);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("failures");
@@ -800,6 +878,7 @@ rnode_suite(void)
 	tcase_add_test(tc, test_connection_lost);
 	tcase_add_test(tc, test_readonly_reconnects);
 	tcase_add_test(tc, test_destroy_with_calls_in_flight);
+	tcase_add_test(tc, test_acknowledgement_lost_with_the_connection);
 	suite_add_tcase(s, tc);
 	return s;
 }

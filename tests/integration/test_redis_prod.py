@@ -207,5 +207,72 @@ class TestRedisACL(TLSCase):
         self.assertIn("backend_reconnects_total:0", c.cmd("INFO").decode())
 
 
+class TestReplicaAck(TLSCase):
+    """backend.min_replicas_ack: a grant, renewal or handoff counts once
+    that many replicas acknowledged it (WAIT)."""
+
+    def master_and_replica(self):
+        m = self.start_redis()
+        r = self.start_redis()
+        m.client().config_set("repl-diskless-sync-delay", 0)
+        r.client().execute_command("REPLICAOF", "127.0.0.1", str(m.port))
+        wait_until(lambda: m.client().info("replication").get("slave0", {}).get("state") ==
+                   "online" and m.client().execute_command("WAIT", 1, 100) == 1, 10.0,
+                   what="the replica to follow the master")
+        return m, r
+
+    def test_acknowledged_grants(self):
+        m, r = self.master_and_replica()
+        d = self.start_daemon(m, backend_conf={"min_replicas_ack": 1,
+                                                "command_timeout_ms": 500})
+        c = self.conn(d)
+        key = unique_key("ack")
+        t = c.cmd("LOCK", key, "TTL", "3000")
+        self.assertNotIsInstance(t, Err, t)
+        # the lease is on the replica when the grant is answered
+        self.assertTrue(r.client().exists("dlock:l:" + key))
+        self.assertGreater(c.cmd("EXTEND", key, "3000", t[0]), 2000)
+        self.assertEqual(c.cmd("UNLOCK", key, t[0]), 0)
+        info = c.cmd("INFO").decode()
+        self.assertIn("backend_min_replicas_ack:1", info)
+        self.assertIn("backend_unacknowledged_total:0", info)
+
+    def test_without_acknowledgement_nothing_is_granted(self):
+        m, r = self.master_and_replica()
+        d = self.start_daemon(m, backend_conf={"min_replicas_ack": 1,
+                                                "replica_ack_timeout_ms": 50,
+                                                "command_timeout_ms": 500})
+        holder = self.conn(d)
+        held = unique_key("ack")
+        t = holder.cmd("LOCK", held, "TTL", "2000")
+        self.assertNotIsInstance(t, Err, t)
+        r.pause()
+        try:
+            key = unique_key("ack")
+            reply = self.conn(d).cmd("LOCK", key, "TTL", "2000", "WAIT", "0")
+            self.assertErr(reply, "BACKEND")
+            self.assertIn("replica without acknowledgement", reply)
+            # the lease taken without acknowledgement was given back
+            wait_until(lambda: not m.client().exists("dlock:l:" + key), 2.0,
+                       what="the unacknowledged lease to be given back")
+            # renewals are not acknowledged either: the holder is told
+            self.assertErr(self.read_lost(holder, 4.0), "LOST")
+            self.assertIn("replica without acknowledgement", d.log(200000))
+        finally:
+            r.resume()
+        t2 = self.conn(d).cmd("LOCK", unique_key("ack"), "TTL", "2000")
+        self.assertNotIsInstance(t2, Err, t2)
+
+    def read_lost(self, conn, seconds):
+        """The reply to PINGs until one is not PONG, within seconds."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            reply = conn.cmd("PING")
+            if reply != "PONG":
+                return reply
+            time.sleep(0.1)
+        return None
+
+
 if __name__ == "__main__":
     unittest.main()
