@@ -20,6 +20,7 @@
 
 struct evbuffer;
 struct event_base;
+struct conf;
 struct conf_setting;
 
 /* How a key is held. */
@@ -162,6 +163,11 @@ struct backend_ops {
 	 * that hold no secret, into buf; NULL when nothing is known to be
 	 * wrong. For the -BACKEND reply. */
 	const char *(*problem)(struct backend *be, char *buf, size_t len);
+	/* Optional (NULL): the rules between its settings (its settings
+	 * struct), each broken one added to c's errors (conf_setting_error);
+	 * with deep (dlockd -t), also what only the world can say: names that
+	 * do not resolve, certificate files that cannot be used. May block. */
+	void (*check)(struct conf *c, const void *settings, int deep);
 };
 
 /* Calls from a backend up to the lock table. */
@@ -196,6 +202,8 @@ struct backend *backend_create(const char *type, struct event_base *base,
 void backend_destroy(struct backend *be);
 /* Why be fails now (ops->problem), or NULL. */
 const char *backend_problem(struct backend *be, char *buf, size_t len);
+/* dlockd -t: the deep checks of c's backend (ops->check), as errors of c. */
+void backend_check_deep(struct conf *c);
 /* SIGHUP: the backend reads its files again (ops->reload), if it has any. */
 void backend_reload(struct backend *be);
 

@@ -58,12 +58,14 @@
 
 #include <assert.h>
 #include <ctype.h>
+#include <netdb.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <event2/buffer.h>
@@ -84,6 +86,7 @@
 
 #define RD_RETRY_CAP_MS 1000		/* longest sleep of a waiter after BUSY */
 #define RD_MARK_MS (4 * RD_RETRY_CAP_MS) /* life of a "someone waits" mark */
+#define RD_SENTINEL_PORT 26379		/* the port of a sentinel that gives none */
 #define RD_YIELD_RETRY_MS 100		/* after a yield, this daemon's queue retries then */
 #define RD_YIELD_QUIET_MS 80		/* and ignores release messages for the key this
 					 * long: its own must not wake it first */
@@ -110,6 +113,14 @@ struct rd_op {
 	struct later_item failing;	/* failed before sending: told from the loop */
 };
 TAILQ_HEAD(rd_op_list, rd_op);
+
+/* A sentinel (Sentinel mode). */
+struct rd_sentinel {
+	struct rd *r;			/* the backend */
+	struct rnode *node;		/* the sentinel */
+	const char *addr;		/* its "host:port", as configured */
+	bool unknown_logged;		/* it said it does not know the master */
+};
 
 /* A retry armed by a BUSY answer, or by a yield. */
 struct rd_retry {
@@ -178,6 +189,12 @@ struct rd_settings {
 	long long min_replicas_ack;	/* replicas that must acknowledge a grant,
 					 * renewal or handoff (WAIT); 0: none */
 	long long replica_ack_timeout_ms; /* how long WAIT waits for them */
+	char **sentinels;		/* Sentinel mode: the sentinels, "host:port" */
+	size_t nsentinels;		/* how many; 0: one server at address */
+	char *master_name;		/* the master the sentinels know by this name */
+	char *sentinel_username;	/* the sentinels' AUTH user, NULL: none */
+	char *sentinel_password;	/* their AUTH password, NULL: none */
+	char *sentinel_password_file;	/* where it was read from, or NULL */
 	long long tls;			/* 1: connect with TLS */
 	char *tls_ca_file;		/* CAs that sign the server's certificate;
 					 * NULL: the system's */
@@ -194,7 +211,14 @@ struct rd {
 	const struct rd_settings *set;	/* its settings */
 	struct evdns_base *dns;		/* resolves the server's name */
 	struct tls_client *tls;		/* the TLS context, NULL: plain */
-	struct rnode *node;		/* the server */
+	struct rnode *node;		/* the server (Sentinel mode: the master) */
+	struct rd_sentinel *sentinels;	/* Sentinel mode: one node per sentinel */
+	size_t nsentinels;		/* how many (0: one server) */
+	bool asking;			/* a sentinel is asked for the master */
+	size_t ask_next;		/* the sentinel to ask next */
+	size_t asked;			/* sentinels asked in a row without an answer */
+	char master[300];		/* the master's "host:port" last told, "" none */
+	struct event *ev_ask;		/* asks again while the master is not up */
 	char channel[128];		/* prefix + "released" */
 	size_t channellen;
 	char wanted[128];		/* prefix + "wanted" */
@@ -252,6 +276,14 @@ rd_problem(struct backend *be, char *buf, size_t len)
 	const char *p = rnode_problem(r->node, &since);
 	if (p == NULL)
 		return NULL;
+	if (r->nsentinels > 0 && r->master[0] == '\0') {
+		size_t up = 0;
+		for (size_t i = 0; i < r->nsentinels; i++)
+			up += r->sentinels[i].node != NULL && rnode_up(r->sentinels[i].node);
+		snprintf(buf, len, "redis: no sentinel has told where master '%s' is yet "
+		    "(%zu of %zu sentinels reached)", r->set->master_name, up, r->nsentinels);
+		return buf;
+	}
 	if (since != 0 && now - since >= 1000)
 		snprintf(buf, len, "redis %s:%d: %s, for %llu s", r->set->address.host,
 		    r->set->address.port, p, (unsigned long long)((now - since) / 1000));
@@ -984,11 +1016,187 @@ deleg_distrust(struct rd *r)
 
 /* The connection to Redis went down: local grants wait for Redis
  * (deleg_distrust). */
+static void sentinels_ask(struct rd *r);
+
 static void
 on_down(void *arg, const char *why)
 {
+	struct rd *r = arg;
 	(void)why;
-	deleg_distrust(arg);
+	deleg_distrust(r);
+	if (r->nsentinels > 0)
+		sentinels_ask(r);	/* the master may have moved */
+}
+
+/* The connection to Redis is up (again): Redis may have restarted without
+ * its data, or be a new master after a failover, so every holding is
+ * renewed at once, and a lease that did not survive is reported lost now,
+ * not at its next renewal. */
+static void
+on_up(void *arg)
+{
+	struct rd *r = arg;
+	r->be->up.expire(r->be->up.arg, NULL, 0);
+}
+
+/* ---- Sentinel ------------------------------------------------------------ */
+
+/* The sentinels say the master is host:port: use it (at once when it
+ * moved). */
+static void
+master_set(struct rd *r, const char *host, const char *port, const char *from)
+{
+	char addr[sizeof(r->master)];
+	long long p;
+	if (num_parse(port, strlen(port), 1, 65535, &p) != NUM_OK)
+		return;
+	snprintf(addr, sizeof(addr), strchr(host, ':') != NULL ? "[%s]:%s" : "%s:%s", host,
+	    port);
+	if (strcmp(addr, r->master) == 0)
+		return;
+	log_info("redis master '%s' is %s (%s)%s%s", r->set->master_name, addr, from,
+	    r->master[0] != '\0' ? ", was " : "", r->master);
+	snprintf(r->master, sizeof(r->master), "%s", addr);
+	rnode_set_address(r->node, host, (int)p);
+}
+
+/* A sentinel's answer to SENTINEL get-master-addr-by-name. */
+static void
+on_master_addr(void *arg, const redisReply *rep, const char *why)
+{
+	struct rd_sentinel *s = arg;
+	struct rd *r = s->r;
+	(void)why;
+	r->asking = false;
+	if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	    rep->element[0]->type == REDIS_REPLY_STRING &&
+	    rep->element[1]->type == REDIS_REPLY_STRING) {
+		char from[320];
+		r->asked = 0;
+		s->unknown_logged = false;
+		snprintf(from, sizeof(from), "sentinel %s", s->addr);
+		master_set(r, rep->element[0]->str, rep->element[1]->str, from);
+		return;
+	}
+	if (rep != NULL && !s->unknown_logged) {
+		s->unknown_logged = true;
+		log_warn("redis sentinel %s does not know a master '%s' (%s)", s->addr,
+		    r->set->master_name, rep->type == REDIS_REPLY_ERROR ? rep->str :
+		    rep->type == REDIS_REPLY_NIL ? "no such master" : "unexpected reply");
+	}
+	/* the next sentinel, once each per round (ev_ask starts the next) */
+	if (++r->asked < r->nsentinels)
+		sentinels_ask(r);
+}
+
+/* Ask the next sentinel that is up where the master is (one question at
+ * a time); none up: a sentinel that comes up asks. */
+static void
+sentinels_ask(struct rd *r)
+{
+	const char *argv[] = { "SENTINEL", "get-master-addr-by-name", r->set->master_name };
+	size_t argvlen[] = { 8, 23, strlen(r->set->master_name) };
+	if (r->asking || r->destroying)
+		return;
+	for (size_t k = 0; k < r->nsentinels; k++) {
+		struct rd_sentinel *s = &r->sentinels[(r->ask_next + k) % r->nsentinels];
+		if (!rnode_up(s->node))
+			continue;
+		r->ask_next = (size_t)(s - r->sentinels) + 1;
+		if (rnode_command(s->node, 3, argv, argvlen, on_master_addr, s) == 0) {
+			r->asking = true;
+			return;
+		}
+	}
+}
+
+/* Every second while the master is not up: ask the sentinels again. */
+static void
+on_ask(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd *r = arg;
+	(void)fd;
+	(void)what;
+	if (!rnode_up(r->node)) {
+		r->asked = 0;
+		sentinels_ask(r);
+	}
+}
+
+/* A sentinel is up: ask it unless the master is up. */
+static void
+on_sentinel_up(void *arg)
+{
+	struct rd_sentinel *s = arg;
+	if (!rnode_up(s->r->node))
+		sentinels_ask(s->r);
+}
+
+/* +switch-master "name old-ip old-port new-ip new-port": a failover
+ * ended; move to the new master at once. */
+static void
+on_sentinel_message(void *arg, const char *channel, size_t channellen, const char *msg,
+    size_t msglen)
+{
+	struct rd_sentinel *s = arg;
+	struct rd *r = s->r;
+	char text[512], *w[5], *save = NULL, from[320];
+	size_t n = 0;
+	(void)channel;
+	(void)channellen;
+	if (msglen >= sizeof(text))
+		return;
+	memcpy(text, msg, msglen);
+	text[msglen] = '\0';
+	for (char *t = strtok_r(text, " ", &save); t != NULL && n < 5; t = strtok_r(NULL, " ",
+	    &save))
+		w[n++] = t;
+	if (n != 5 || strcmp(w[0], r->set->master_name) != 0)
+		return;
+	snprintf(from, sizeof(from), "+switch-master from sentinel %s", s->addr);
+	master_set(r, w[3], w[4], from);
+}
+
+static const struct rnode_hooks rd_sentinel_hooks = {
+	.up = on_sentinel_up,
+	.message = on_sentinel_message,
+};
+
+/* One node per sentinel, started. */
+static void
+sentinels_start(struct rd *r)
+{
+	static const char *const channels[] = { "+switch-master" };
+	const struct rd_settings *c = r->set;
+	r->nsentinels = c->nsentinels;
+	r->sentinels = xcalloc(c->nsentinels, sizeof(*r->sentinels));
+	for (size_t i = 0; i < c->nsentinels; i++) {
+		struct rd_sentinel *s = &r->sentinels[i];
+		struct addr a;
+		const char *why;
+		if (conf_server_parse(c->sentinels[i], RD_SENTINEL_PORT, &a, &why) < 0)
+			continue;	/* conf checked it */
+		struct rnode_conf nc = {
+			.what = "redis sentinel",
+			.host = a.host,
+			.port = a.port,
+			.username = c->sentinel_username,
+			.password = c->sentinel_password,
+			.tls = r->tls,
+			.tls_name = c->tls_server_name,
+			.connect_timeout_ms = (uint64_t)c->connect_timeout_ms,
+			.command_timeout_ms = (uint64_t)c->command_timeout_ms,
+			.channels = channels,
+			.nchannels = 1,
+		};
+		s->r = r;
+		s->addr = c->sentinels[i];
+		s->node = rnode_create(r->be->base, r->dns, &nc, &rd_sentinel_hooks, s);
+		rnode_start(s->node);
+	}
+	struct timeval tv = clock_tv(1000);
+	r->ev_ask = event_new(r->be->base, -1, EV_PERSIST, on_ask, r);
+	evtimer_add(r->ev_ask, &tv);
 }
 
 /* The subscriptions are up (again): every queue may have missed a
@@ -1020,6 +1228,7 @@ on_message(void *arg, const char *channel, size_t channellen, const char *key, s
 
 /* The node's hooks: what the server's connections tell the policy. */
 static const struct rnode_hooks rd_hooks = {
+	.up = on_up,
 	.down = on_down,
 	.subscribed = on_subscribed,
 	.message = on_message,
@@ -1082,6 +1291,7 @@ rd_init(struct backend *be, struct tls_client *tls)
 		.channels = r->channels,
 		.nchannels = 2,
 		.check_policy = true,
+		.require_master = c->nsentinels > 0,
 		.min_replicas_ack = c->min_replicas_ack,
 		.replica_ack_timeout_ms = c->replica_ack_timeout_ms,
 		.acl = r->acl,
@@ -1101,6 +1311,15 @@ rd_create(struct backend *be)
 	if (c->tls && (tls = rd_tls(c)) == NULL)
 		return -1;
 	struct rd *r = rd_init(be, tls);
+	if (c->nsentinels > 0) {
+		/* the master's node starts once a sentinel says where it is */
+		sentinels_start(r);
+		log_info("redis backend: master '%s' of %zu sentinel%s, db %lld, key prefix "
+		    "'%s'%s%s%s", c->master_name, c->nsentinels, c->nsentinels == 1 ? "" : "s",
+		    c->db, c->key_prefix, c->tls ? ", TLS" : "", c->username != NULL ?
+		    ", user " : "", c->username != NULL ? c->username : "");
+		return 0;
+	}
 	rnode_start(r->node);
 	log_info("redis backend: %s:%d db %lld, key prefix '%s'%s%s%s", c->address.host,
 	    c->address.port, c->db, c->key_prefix, c->tls ? ", TLS" : "",
@@ -1117,6 +1336,9 @@ rd_reload(struct backend *be)
 	if (r->tls == NULL || (tls = rd_tls(r->set)) == NULL)
 		return;	/* rd_tls said why: the context in force stays */
 	rnode_set_tls(r->node, tls);
+	for (size_t i = 0; i < r->nsentinels; i++)
+		if (r->sentinels[i].node != NULL)
+			rnode_set_tls(r->sentinels[i].node, tls);
 	tls_client_unref(r->tls);
 	r->tls = tls;
 	log_info("redis backend: TLS files read again, used from the next connect");
@@ -1130,6 +1352,12 @@ rd_destroy(struct backend *be)
 	struct rd *r = be->priv;
 	struct rd_retry *rt;
 	r->destroying = true;
+	for (size_t i = 0; i < r->nsentinels; i++)
+		if (r->sentinels[i].node != NULL)
+			rnode_destroy(r->sentinels[i].node);
+	free(r->sentinels);
+	if (r->ev_ask != NULL)
+		event_free(r->ev_ask);
 	rnode_destroy(r->node);
 	r->node = NULL;
 	later_run(r->later);
@@ -1162,6 +1390,14 @@ rd_info(struct backend *be, struct evbuffer *out)
 	TAILQ_FOREACH(d, &r->cached, centry)
 		cached++;
 	rnode_stats(r->node, &st);
+	if (r->nsentinels > 0) {
+		size_t up = 0;
+		for (size_t i = 0; i < r->nsentinels; i++)
+			up += r->sentinels[i].node != NULL && rnode_up(r->sentinels[i].node);
+		evbuffer_add_printf(out, "backend_master_name:%s\r\nbackend_master:%s\r\n"
+		    "backend_sentinels:%zu\r\nbackend_sentinels_up:%zu\r\n", r->set->master_name,
+		    r->master[0] != '\0' ? r->master : "unknown", r->nsentinels, up);
+	}
 	evbuffer_add_printf(out,
 	    "backend_address:%s\r\nbackend_db:%lld\r\nbackend_connected:%d\r\n"
 	    "backend_subscribed:%d\r\nbackend_reconnects_total:%llu\r\n"
@@ -1230,6 +1466,13 @@ static const struct conf_setting rd_settings_table[] = {
 	  .min = 0, .max = 100, .def = 0 },
 	{ .name = "replica_ack_timeout_ms", .type = CONF_INT,
 	  .off = RD_SET(replica_ack_timeout_ms), .min = 1, .max = 60000, .def = 100 },
+	{ .name = "sentinels", .type = CONF_SERVERLIST, .off = RD_SET(sentinels),
+	  .count = RD_SET(nsentinels), .def = RD_SENTINEL_PORT, .optional = 1 },
+	{ .name = "master_name", .type = CONF_STR, .off = RD_SET(master_name) },
+	{ .name = "sentinel_username", .type = CONF_STR, .off = RD_SET(sentinel_username) },
+	{ .name = "sentinel_password", .type = CONF_SECRET, .off = RD_SET(sentinel_password) },
+	{ .name = "sentinel_password_file", .type = CONF_SECRET_FILE,
+	  .off = RD_SET(sentinel_password_file), .pair = "sentinel_password" },
 	{ .name = "tls.enabled", .type = CONF_BOOL, .off = RD_SET(tls), .def = 0 },
 	{ .name = "tls.ca_file", .type = CONF_PATH, .off = RD_SET(tls_ca_file) },
 	{ .name = "tls.cert_file", .type = CONF_PATH, .off = RD_SET(tls_cert_file) },
@@ -1279,35 +1522,86 @@ rd_url_server(const char *s, struct addr *a, long long *db)
 	}
 }
 
+/* The "host[:port],host[:port].../NAME[/db]" part of a redis-sentinel URL:
+ * the sentinels (as written, each checked) into *servers, the master's name
+ * into *name (both allocated, the caller frees them) and *db. NULL, or why
+ * not. */
+static const char *
+rd_url_sentinels(const char *s, char **servers, char **name, long long *db)
+{
+	const char *slash = strchr(s, '/'), *why, *p;
+	char *list, *item, *save = NULL, *rest;
+	struct addr a;
+	*servers = *name = NULL;
+	if (strpbrk(s, "?#") != NULL)
+		return "query parameters are not supported";
+	if (slash == NULL || slash[1] == '\0' || slash[1] == '/')
+		return "the master's name is missing (redis-sentinel://host:port/MASTER_NAME)";
+	if (slash == s)
+		return "the sentinels are missing";
+	list = xmemdup(s, (size_t)(slash - s));
+	for (item = strtok_r(list, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save))
+		if (conf_server_parse(item, RD_SENTINEL_PORT, &a, &why) < 0) {
+			free(list);
+			return why;
+		}
+	free(list);
+	p = strchr(slash + 1, '/');
+	rest = xasprintf("h%s", p != NULL ? p : "");	/* the db, checked as for redis:// */
+	why = rd_url_server(rest, &a, db);
+	free(rest);
+	if (why != NULL)
+		return why;
+	*servers = xmemdup(s, (size_t)(slash - s));
+	*name = p != NULL ? xmemdup(slash + 1, (size_t)(p - slash - 1)) : xstrdup(slash + 1);
+	return NULL;
+}
+
 /* -b redis://[user[:password]@]host[:port][/db], or rediss:// for TLS:
  * port 6379 and db 0 when left out; user and password may hold %XX
- * escapes. The URL gives the address, TLS on or off, the user and password
- * (none when it has none, and never the file's password_file) and the db;
- * the file's other settings (TLS files, timeouts) stay. 1 if url is not a
- * redis URL; else 0, or -1 with *why a sentence that never holds the
- * password. */
+ * escapes. Or redis-sentinel://[user[:password]@]host[:port][,...]/NAME[/db]
+ * (rediss-sentinel:// for TLS): the sentinels (port 26379 when left out)
+ * and the master's name; user and password are the master's. The URL gives
+ * the address (or the sentinels and master), TLS on or off, the user and
+ * password (none when it has none, and never the file's password_file) and
+ * the db; the file's other settings (TLS files, timeouts, the sentinels'
+ * password) stay. 1 if url is not a redis URL; else 0, or -1 with *why a
+ * sentence that never holds the password. */
 static int
 rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 {
-	const char *s;
-	char *user = NULL, *pw = NULL, *text;
-	bool tls = strncasecmp(url, "rediss://", 9) == 0;
+	static const char *const schemes[] = { "redis://", "rediss://", "redis-sentinel://",
+		"rediss-sentinel://" };
+	const char *s = NULL;
+	char *user = NULL, *pw = NULL, *text, *servers = NULL, *name = NULL;
+	bool tls = false, sentinel = false;
 	struct addr a;
 	long long db;
-	if (!tls && strncasecmp(url, "redis://", 8) != 0)
+	for (size_t i = 0; i < 4 && s == NULL; i++)
+		if (strncasecmp(url, schemes[i], strlen(schemes[i])) == 0) {
+			s = url + strlen(schemes[i]);
+			tls = i % 2 == 1;
+			sentinel = i >= 2;
+		}
+	if (s == NULL)
 		return 1;
-	s = url + (tls ? 9 : 8);
 	*why = NULL;
 	if (conf_url_userinfo(s, &user, &pw, &s, why) == 0 && user != NULL && *user != '\0' &&
 	    strcmp(user, "default") != 0 && pw == NULL)
 		*why = "a user needs a password (redis://user:password@host:port; a "
 		    "password alone goes after a colon: redis://:password@host:port)";
 	if (*why == NULL)
-		*why = rd_url_server(s, &a, &db);
+		*why = sentinel ? rd_url_sentinels(s, &servers, &name, &db) :
+		    rd_url_server(s, &a, &db);
 	if (*why == NULL) {
-		text = xasprintf(strchr(a.host, ':') != NULL ? "[%s]:%d" : "%s:%d", a.host, a.port);
-		set(arg, "address", text);
-		free(text);
+		if (!sentinel) {
+			text = xasprintf(strchr(a.host, ':') != NULL ? "[%s]:%d" : "%s:%d", a.host,
+			    a.port);
+			set(arg, "address", text);
+			free(text);
+		}
+		set(arg, "sentinels", sentinel ? servers : "");
+		set(arg, "master_name", sentinel ? name : "");
 		set(arg, "tls.enabled", tls ? "true" : "false");
 		/* "default" without a password: no AUTH at all */
 		set(arg, "username", user != NULL && pw != NULL ? user : "");
@@ -1321,7 +1615,62 @@ rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 		explicit_bzero(pw, strlen(pw));
 	free(pw);
 	free(user);
+	free(servers);
+	free(name);
 	return *why == NULL ? 0 : -1;
+}
+
+/* Whether the name of server (a "host:port") resolves, as the daemon will
+ * look it up (getaddrinfo blocks: dlockd -t only); else an error at
+ * setting. */
+static void
+rd_check_name(struct conf *c, const char *setting, const char *host)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
+	int rc = getaddrinfo(host, NULL, &hints, &ai);
+	if (rc != 0) {
+		(void)conf_setting_error(c, setting, "cannot resolve '%s': %s (the daemon "
+		    "starts anyway and keeps trying)", host, gai_strerror(rc));
+		return;
+	}
+	freeaddrinfo(ai);
+}
+
+/* The rules between the settings; deep (dlockd -t): the names resolve and
+ * the TLS files can be used. */
+static void
+rd_check(struct conf *c, const void *settings, int deep)
+{
+	const struct rd_settings *set = settings;
+	if (set->nsentinels > 0 && set->master_name == NULL)
+		(void)conf_setting_error(c, "backend.sentinels", "'backend.sentinels' needs "
+		    "'backend.master_name': the name the sentinels know the master by");
+	if (set->nsentinels == 0 && set->master_name != NULL)
+		(void)conf_setting_error(c, "backend.master_name", "'backend.master_name' needs "
+		    "'backend.sentinels'");
+	if ((set->tls_cert_file == NULL) != (set->tls_key_file == NULL))
+		(void)conf_setting_error(c, set->tls_cert_file != NULL ? "backend.tls.cert_file" :
+		    "backend.tls.key_file", "'backend.tls.cert_file' and 'backend.tls.key_file' "
+		    "go together (a client certificate and its key)");
+	if (!deep || c->nerrors > 0)
+		return;
+	if (set->nsentinels == 0)
+		rd_check_name(c, "backend.address", set->address.host);
+	for (size_t i = 0; i < set->nsentinels; i++) {
+		struct addr a;
+		const char *why;
+		if (conf_server_parse(set->sentinels[i], RD_SENTINEL_PORT, &a, &why) == 0)
+			rd_check_name(c, "backend.sentinels", a.host);
+	}
+	if (set->tls) {
+		char why[512];
+		struct tls_client *tls = tls_client_create(set->tls_ca_file, set->tls_cert_file,
+		    set->tls_key_file, why, sizeof(why));
+		if (tls == NULL)
+			(void)conf_setting_error(c, set->tls_cert_file != NULL ?
+			    "backend.tls.cert_file" : "backend.tls.ca_file", "TLS: %s", why);
+		tls_client_unref(tls);
+	}
 }
 
 const struct backend_ops be_redis_ops = {
@@ -1346,6 +1695,7 @@ const struct backend_ops be_redis_ops = {
 	.drain = rd_drain,
 	.reload = rd_reload,
 	.problem = rd_problem,
+	.check = rd_check,
 };
 
 #ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */

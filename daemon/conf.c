@@ -1295,7 +1295,7 @@ conf_check(struct conf_priv *p, struct conf_row *r)
 	const struct conf_row *pair;
 	char **secret;
 
-	if (conf_is_list(r->s) && r->s->type != CONF_TCPLIST &&
+	if (conf_is_list(r->s) && r->s->type != CONF_TCPLIST && !r->s->optional &&
 	    *(size_t *)FIELD(base, r->s->count) == 0)
 		conf_error(p, r->pos, "'%s' must have at least one %s", r->name,
 		    r->s->type == CONF_SERVERLIST ? "server" : "address");
@@ -1435,6 +1435,8 @@ conf_finish(struct conf *c)
 	if (c->tls_ca_file == NULL)	/* else a client certificate is the login */
 		conf_protect(p, "tls.listen", c->tls_listen, c->ntls_listen);
 	conf_finish_tls(p);
+	if (ops != NULL && ops->check != NULL)
+		ops->check(c, c->backend_settings, 0);
 	if (ops != NULL && ops->min_lease_ms != NULL &&
 	    (uint64_t)c->default_ttl_ms < ops->min_lease_ms(c->backend_settings))
 		conf_error(p, conf_rule(p, "locks.default_ttl_ms", "backend.type"),

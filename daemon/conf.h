@@ -74,6 +74,8 @@ struct conf_setting {
 				 * the count */
 	const char *(*choice)(size_t i); /* CONF_ENUM: the i-th allowed name,
 				 * NULL past the last */
+	int optional;		/* CONF_SERVERLIST: may be empty (none: the
+				 * default) */
 	int reloadable;		/* may change on a reload (SIGHUP) without a
 				 * restart: conf_reload() moves it into the
 				 * config in force */

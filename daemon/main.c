@@ -423,6 +423,8 @@ main(int argc, char **argv)
 	if (!test && (nfds = notify_listen_fds()) > 0)
 		d.activated = true;
 	d.conf = load(&d, !d.activated, true, &tls);
+	if (test && d.conf->nerrors == 0)
+		backend_check_deep(d.conf);	/* names, certificate files */
 	if (d.level_arg != NULL && log_level_parse(d.level_arg) < 0) {
 		fprintf(stderr, "command line: unknown log level '%s' (expected debug, info, "
 		    "warn or error)\n", d.level_arg);

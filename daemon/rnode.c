@@ -59,6 +59,7 @@ enum rn_kind {
 	RK_SELECT,			/* handshake: SELECT */
 	RK_LOAD,			/* handshake: SCRIPT LOAD of script */
 	RK_POLICY,			/* handshake: CONFIG GET maxmemory-policy */
+	RK_ROLE,			/* handshake: ROLE, which must say master */
 	RK_HELLO,			/* handshake: the PING whose reply ends it */
 	RK_WAIT,			/* the WAIT behind an acknowledged call */
 };
@@ -142,6 +143,7 @@ struct rnode {
 	uint64_t nerrors;		/* error replies */
 	bool destroying;		/* rnode_destroy runs */
 	bool unacked_logged;		/* a missing acknowledgement was logged */
+	bool started;			/* rnode_start was called */
 };
 
 static void conn_start(struct rn_conn *c);
@@ -473,6 +475,17 @@ on_handshake(struct rn_conn *c, const struct rn_call *call, const redisReply *re
 	case RK_POLICY:
 		on_policy(n, rep);
 		break;
+	case RK_ROLE:
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
+		    rep->element[0]->type != REDIS_REPLY_STRING ||
+		    strcmp(rep->element[0]->str, "master") != 0) {
+			snprintf(why, sizeof(why), "not a master (ROLE: %s)",
+			    err ? rep->str : rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+			    rep->element[0]->type == REDIS_REPLY_STRING ? rep->element[0]->str :
+			    "unexpected reply");
+			conn_down(c, why);
+		}
+		break;
 	case RK_HELLO:
 		if (err) {
 			snprintf(why, sizeof(why), "refused (%s)", rep->str);
@@ -761,6 +774,10 @@ conn_handshake(struct rn_conn *c)
 		const char *w[] = { "CONFIG", "GET", "maxmemory-policy", NULL };
 		conn_words(c, RK_POLICY, w);
 	}
+	if (n->conf.require_master) {
+		const char *w[] = { "ROLE", NULL };
+		conn_words(c, RK_ROLE, w);
+	}
 	const char *ping[] = { "PING", NULL };
 	conn_words(c, RK_HELLO, ping);
 }
@@ -935,6 +952,40 @@ rnode_set_tls(struct rnode *n, struct tls_client *tls)
 	n->conf.tls = tls;
 }
 
+/* Free what a string of the conf holds (a secret is wiped first). */
+static void
+free_str(const char *s, bool secret)
+{
+	char *p = (char *)(uintptr_t)s;
+	if (p != NULL && secret)
+		explicit_bzero(p, strlen(p));
+	free(p);
+}
+
+void
+rnode_set_address(struct rnode *n, const char *host, int port)
+{
+	struct rn_conn *conns[] = { &n->cmd, &n->sub };
+	free_str(n->conf.host, false);
+	n->conf.host = xstrdup(host);
+	n->conf.port = port;
+	snprintf(n->address, sizeof(n->address), "%s:%d", host, port);
+	if (!n->started) {
+		rnode_start(n);
+		return;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		struct rn_conn *c = conns[i];
+		if (c->sub && n->conf.nchannels == 0)
+			continue;
+		conn_down(c, "the server moved");
+		/* at once, not after the backoff */
+		evtimer_del(c->ev_reconnect);
+		backoff_reset(&c->backoff);
+		conn_start(c);
+	}
+}
+
 void
 rnode_drop(struct rnode *n, const char *why)
 {
@@ -1019,20 +1070,11 @@ void
 rnode_start(struct rnode *n)
 {
 	struct timeval tick = clock_tv(RN_WATCH_MS);
+	n->started = true;
 	evtimer_add(n->ev_watch, &tick);
 	conn_start(&n->cmd);
 	if (n->conf.nchannels > 0)
 		conn_start(&n->sub);
-}
-
-/* Free what a string of the conf holds (a secret is wiped first). */
-static void
-free_str(const char *s, bool secret)
-{
-	char *p = (char *)(uintptr_t)s;
-	if (p != NULL && secret)
-		explicit_bzero(p, strlen(p));
-	free(p);
 }
 
 void

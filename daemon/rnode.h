@@ -59,6 +59,8 @@ struct rnode_conf {
 	size_t nchannels;		/* how many; 0: no subscriber connection */
 	bool check_policy;		/* read maxmemory-policy at each connect, warn
 					 * unless it is noeviction */
+	bool require_master;		/* ROLE must say master, else the connection
+					 * is dropped (a replica, or a stale master) */
 	long long min_replicas_ack;	/* rnode_eval_acked: replicas that must
 					 * acknowledge (WAIT), 0: none */
 	long long replica_ack_timeout_ms; /* how long WAIT waits for them */
@@ -146,6 +148,9 @@ int rnode_command(struct rnode *n, int argc, const char *const *argv, const size
  * answered or drop_at (clock_ms()) has passed. */
 void rnode_keep(struct rnode *n, size_t script, int argc, const char *const *argv,
     const size_t *argvlen, uint64_t drop_at);
+/* The server is now host:port (a failover): the connections are made
+ * again at once (starting n if it was not), kept calls go to the new one. */
+void rnode_set_address(struct rnode *n, const char *host, int port);
 /* Connect with tls (a reference taken) from the next connect on. */
 void rnode_set_tls(struct rnode *n, struct tls_client *tls);
 /* Drop the command connection now and make it again (backoff applies). */

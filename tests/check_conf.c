@@ -2238,7 +2238,8 @@ START_TEST(test_backend_keys_declared_by_backends)
 	static const char *const redis_keys[] = { "address", "username", "password",
 		"password_file", "db", "key_prefix", "connect_timeout_ms", "command_timeout_ms",
 		"handoff_limit", "lease_cache_ms", "min_replicas_ack", "replica_ack_timeout_ms",
-		"tls.enabled", "tls.ca_file", "tls.cert_file",
+		"sentinels", "master_name", "sentinel_username", "sentinel_password",
+		"sentinel_password_file", "tls.enabled", "tls.ca_file", "tls.cert_file",
 		"tls.key_file", "tls.server_name" };
 	const struct backend_ops *redis = backend_find("redis"), *ops;
 	char *conf_c = top_path("daemon/conf.c"), text[65536];
