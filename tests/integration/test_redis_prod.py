@@ -240,7 +240,7 @@ class TestReplicaAck(TLSCase):
     def test_without_acknowledgement_nothing_is_granted(self):
         m, r = self.master_and_replica()
         d = self.start_daemon(m, backend_conf={"min_replicas_ack": 1,
-                                                "replica_ack_timeout_ms": 50,
+                                                "replica_ack_timeout_ms": 500,
                                                 "command_timeout_ms": 500})
         holder = self.conn(d)
         held = unique_key("ack")
