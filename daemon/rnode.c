@@ -112,6 +112,9 @@ struct rn_conn {
 	uint64_t started_ms;		/* when this attempt began */
 	struct backoff backoff;		/* reconnect delays */
 	struct event *ev_reconnect;	/* makes it again */
+	struct evbuffer *out;		/* what this turn of the loop wrote, handed to
+					 * bev once the turn's callbacks are done */
+	struct event *ev_flush;		/* does that */
 	uint64_t reconnects;		/* connections up after the first */
 	bool ever_up;			/* up at least once */
 	unsigned gen;			/* counts connections: a callback that
@@ -185,9 +188,26 @@ conn_write(struct rn_conn *c, const char *head0, const char *head1, size_t head1
 		buf[len++] = '\r';
 		buf[len++] = '\n';
 	}
-	bufferevent_write(c->bev, buf, len);
+	/* an OpenSSL bufferevent writes (one record, one send) as soon as it
+	 * is given bytes: what a turn writes is handed over at its end */
+	if (evbuffer_get_length(c->out) == 0)
+		event_active(c->ev_flush, EV_TIMEOUT, 0);
+	evbuffer_add(c->out, buf, len);
 	if (buf != stack)
 		free(buf);
+}
+
+/* The end of a turn of the loop: hand what it wrote to the connection. */
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct rn_conn *c = arg;
+	(void)fd;
+	(void)what;
+	if (c->bev != NULL)
+		bufferevent_write_buffer(c->bev, c->out);
+	else
+		evbuffer_drain(c->out, evbuffer_get_length(c->out));
 }
 
 /* A new call of kind on c's list, sent now (the caller wrote it). */
@@ -801,6 +821,7 @@ conn_try(struct rn_conn *c)
 		TAILQ_REMOVE(&c->inflight, call, entry);
 		free(call);
 	}
+	evbuffer_drain(c->out, evbuffer_get_length(c->out));
 	if (c->reader != NULL)
 		redisReaderFree(c->reader);
 	c->reader = redisReaderCreate();
@@ -908,6 +929,7 @@ conn_down(struct rn_conn *c, const char *why)
 		bufferevent_free(c->bev);
 		c->bev = NULL;
 	}
+	evbuffer_drain(c->out, evbuffer_get_length(c->out));
 	if (c->reader != NULL) {
 		redisReaderFree(c->reader);
 		c->reader = NULL;
@@ -1028,6 +1050,8 @@ conn_init(struct rnode *n, struct rn_conn *c, bool sub)
 	TAILQ_INIT(&c->inflight);
 	backoff_init(&c->backoff, RN_BACKOFF_MIN_MS, RN_BACKOFF_MAX_MS);
 	c->ev_reconnect = evtimer_new(n->base, on_reconnect, c);
+	c->out = evbuffer_new();
+	c->ev_flush = event_new(n->base, -1, 0, on_flush, c);
 }
 
 /* A copy of s, or NULL for NULL. */
@@ -1086,6 +1110,8 @@ rnode_destroy(struct rnode *n)
 	for (size_t i = 0; i < 2; i++) {
 		conn_down(conns[i], "the backend is shutting down");
 		event_free(conns[i]->ev_reconnect);
+		event_free(conns[i]->ev_flush);
+		evbuffer_free(conns[i]->out);
 	}
 	while ((k = TAILQ_FIRST(&n->kept)) != NULL) {
 		TAILQ_REMOVE(&n->kept, k, entry);
