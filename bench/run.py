@@ -1063,6 +1063,9 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
+# gnuplot's colours repeat after 8: two more for the 9th and 10th system
+set linetype 9 lc rgb "#8c564b"
+set linetype 10 lc rgb "#7f7f7f"
 set datafile missing "-"
 set logscale y
 set yrange [100:*]
