@@ -68,8 +68,9 @@ DEB_CHECK := check redis-server redis-tools etcd-server etcd-client python3 pyth
 # time, into $(BUILD)/node); a Node installed otherwise (with its own npm) is kept.
 DEB_NODE   := $(if $(shell command -v node 2>/dev/null),,nodejs) \
               $(if $(shell command -v npm 2>/dev/null),,npm)
-# what make bench needs on top of building: the servers, the runner, the plots
-DEB_BENCH := redis-server etcd-server python3 python3-redis gnuplot-nox
+# what make bench needs on top of building: the servers, the runner, the plots, and
+# openssl for the certificates of the redis-tls runs
+DEB_BENCH := redis-server etcd-server python3 python3-redis gnuplot-nox openssl
 
 # proto/ holds the sources both ends link: addresses, integers, the clock.
 PROTO_SRC   := $(wildcard proto/*.c)

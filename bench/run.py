@@ -6,8 +6,15 @@ usage: run.py [--window MS] [--warmup MS] [--only REGEX] [--out DIR] [--list]
 Starts its own redis-server and etcd on free loopback ports (the integration
 harness's RedisServer and EtcdServer, in a temporary directory), a fresh
 dlockd for each run (two for multi-daemon), and runs build/dlock-bench
-against them: every backend (memory, redis, etcd) on every workload, and the
-baselines (direct, direct-poll, redis-server's PING, the hold-time limit).
+against them: every backend (memory, redis, etcd) on every workload, the
+redis backend set up otherwise (redis-cache: a lease cache; redis-tls: over
+TLS to a redis-server serving TLS, with certificates made by the openssl
+command; redis-ack1: waiting for a replica's acknowledgement, against a
+redis-server with one replica), and the baselines (direct, direct-poll,
+redis-server's PING, the hold-time limit). Before the runs, `dlockd -t`
+checks each of those configurations: one whose key the daemon does not know
+yet (backend.min_replicas_ack) is left out with a line saying so; one it
+refuses otherwise fails its runs.
 Around each run it reads Redis INFO commandstats and cpu, etcd's /metrics
 and each daemon's INFO; dlock-bench itself reads the CPU time of the daemons
 and servers over its measuring window; the daemons' peak RSS (VmHWM) is read
@@ -52,10 +59,30 @@ MULTI = dict(clients=16, daemons=2, hold_us=0)
 HOLD_LIMITS = (1000, 100)        # µs
 GOAL_C = 50                      # the connections of the goals' uncontended figures
 BACKENDS = ("memory", "redis", "etcd")
-# the redis backend with released leases cached (backend.lease_cache_ms): a
-# system of its own, run where it makes a difference
-CACHE_MS = 5
-VARIANTS = {"redis-cache": ("redis", {"lease_cache_ms": CACHE_MS})}
+CACHE_MS = 5                     # backend.lease_cache_ms of redis-cache
+ACK_REPLICAS = 1                 # backend.min_replicas_ack of redis-ack1
+REDIS_WORKLOADS = ("uncontended", "contended", "hot", "multi-daemon")
+# Systems that are the redis backend set up otherwise, each with:
+#   store      the redis-server it uses: "redis" (plain TCP), "redis-tls"
+#              (TLS only, certificates made for the run) or "redis-repl"
+#              (plain, with one replica)
+#   settings   backend.* keys written to the daemon's configuration
+#   workloads  the ones it runs
+#   pending    the daemon may not know a key of settings yet: if `dlockd -t`
+#              says it is unknown, the system is left out (with a line
+#              saying why); any other refusal fails its runs
+VARIANTS = {
+    # released leases cached: run where they help most and cost most
+    "redis-cache": dict(store="redis", settings={"lease_cache_ms": CACHE_MS},
+                        workloads=("uncontended", "multi-daemon"), pending=None),
+    "redis-tls": dict(store="redis-tls", settings={}, workloads=REDIS_WORKLOADS,
+                      pending=None),
+    # a grant, renewal or handoff waits for a replica's acknowledgement
+    "redis-ack1": dict(store="redis-repl", settings={"min_replicas_ack": ACK_REPLICAS},
+                       workloads=REDIS_WORKLOADS, pending="backend.min_replicas_ack"),
+}
+REDIS_STORES = ("redis", "redis-tls", "redis-repl")
+REPLICA_TIMEOUT = 20.0           # s for the replica to be in sync
 SETTLE_TIMEOUT = 5.0             # s for daemons to release what the run left
 IDLE = 10000                     # idle sessions of the idle10k run
 
@@ -67,9 +94,11 @@ class Run:
 
     def __init__(self, system, workload, clients, hold_us=0, keys=None, daemons=0,
                  backend=None, target=None):
-        # memory|redis|redis-cache|etcd|direct|direct-poll|ping-redis|ping-dlockd|hold
+        # memory|redis|etcd|direct|direct-poll|ping-redis|ping-dlockd|hold, or
+        # one of VARIANTS
         self.system = system
-        self.backend_conf = VARIANTS[system][1] if system in VARIANTS else None
+        variant = VARIANTS.get(system)
+        self.settings = variant["settings"] if variant else {}   # backend.* keys
         self.workload = workload    # uncontended|contended|hot|multi-daemon|ping|hold
         self.clients = clients
         self.hold_us = hold_us
@@ -77,6 +106,14 @@ class Run:
         self.daemons = daemons      # dlockd processes to start
         self.backend = backend      # their backend: memory|redis|etcd
         self.target = target        # "daemon", "redis" or None (hold)
+        # the server the backend or the direct client talks to: one of
+        # REDIS_STORES, "etcd", or None
+        if variant:
+            self.store = variant["store"]
+        elif backend in ("redis", "etcd"):
+            self.store = backend
+        else:
+            self.store = "redis" if target == "redis" else None
         self.id = self._id()
 
     def _id(self):
@@ -106,24 +143,26 @@ class Run:
         return ""
 
     def needs(self):
-        """The servers it needs besides dlockd: a subset of {redis, etcd}."""
-        need = set()
-        if self.backend in ("redis", "etcd"):
-            need.add(self.backend)
-        if self.target == "redis":
-            need.add("redis")
-        return need
+        """The servers it needs besides dlockd: none, or its store."""
+        return {self.store} if self.store else set()
+
+    def redis(self):
+        """Whether its store is a redis-server."""
+        return self.store in REDIS_STORES
 
 
 def plan():
     """Every run of the suite, workload by workload, so that the runs a goal
     compares follow each other closely."""
+    def variants(workload):
+        return [v for v in VARIANTS if workload in VARIANTS[v]["workloads"]]
+
     runs = []
     for c in UNCONTENDED_C:
         for b in BACKENDS:
             runs.append(Run(b, "uncontended", c, daemons=1, backend=b, target="daemon"))
-        runs.append(Run("redis-cache", "uncontended", c, daemons=1, backend="redis",
-                        target="daemon"))
+        for v in variants("uncontended"):
+            runs.append(Run(v, "uncontended", c, daemons=1, backend="redis", target="daemon"))
         runs.append(Run("direct", "uncontended", c, target="redis"))
         runs.append(Run("ping-redis", "ping", c, target="redis"))
         if c in (1, GOAL_C):
@@ -133,17 +172,19 @@ def plan():
         for h in CONTENDED_H:
             for b in BACKENDS:
                 runs.append(Run(b, "contended", n, h, daemons=1, backend=b, target="daemon"))
+            for v in variants("contended"):
+                runs.append(Run(v, "contended", n, h, daemons=1, backend="redis",
+                                target="daemon"))
             runs.append(Run("direct-poll", "contended", n, h, target="redis"))
-    for b in BACKENDS:
+    for b in BACKENDS + tuple(variants("hot")):
         runs.append(Run(b, "hot", HOT["clients"], HOT["hold_us"], HOT["keys"], daemons=1,
-                        backend=b, target="daemon"))
+                        backend=b if b in BACKENDS else "redis", target="daemon"))
     runs.append(Run("direct-poll", "hot", HOT["clients"], HOT["hold_us"], HOT["keys"],
                     target="redis"))
-    for b in ("redis", "etcd"):
+    for b in ("redis", "etcd") + tuple(variants("multi-daemon")):
         runs.append(Run(b, "multi-daemon", MULTI["clients"], MULTI["hold_us"],
-                        daemons=MULTI["daemons"], backend=b, target="daemon"))
-    runs.append(Run("redis-cache", "multi-daemon", MULTI["clients"], MULTI["hold_us"],
-                    daemons=MULTI["daemons"], backend="redis", target="daemon"))
+                        daemons=MULTI["daemons"], backend="redis" if b in VARIANTS else b,
+                        target="daemon"))
     for h in HOLD_LIMITS:
         runs.append(Run("hold", "hold", 1, h))
     # measured twice on one daemon: alone, then beside IDLE idle sessions
@@ -182,37 +223,96 @@ def int_field(info, name):
         return 0
 
 
+class BenchRedis(harness.RedisServer):
+    """A RedisServer with more redis-server arguments (extra, a list)."""
+
+    def __init__(self, extra=(), **kw):
+        super().__init__(**kw)
+        self.extra = list(extra)
+
+    def argv(self):
+        return super().argv() + self.extra
+
+
 class Servers:
-    """The redis-server and etcd of the suite, started once, on demand; a
-    server that cannot start is remembered as the reason its runs are
-    skipped."""
+    """The servers of the suite, each started once, on demand: "redis",
+    "redis-tls" (TLS only, with a CA and a server certificate made by the
+    openssl command in a directory of the run), "redis-repl" (a primary and
+    one replica, in sync before its first run) and "etcd". A server that
+    cannot start is remembered as the reason its runs are skipped."""
 
     def __init__(self):
-        self.redis = None
-        self.redis_conn = None
-        self.etcd = None
+        self.procs = {}     # name -> its RedisServer or EtcdServer
+        self.conns = {}     # name of a redis-server -> a raw connection to it
+        self.replica = None     # the replica of redis-repl's primary
+        self.certs = None       # redis-tls's certificates (harness.Certs)
         self.failed = {}    # name -> why
 
     def get(self, name):
+        """The server name, started if it is not yet; None if it cannot be."""
         if name in self.failed:
             return None
+        if name not in self.procs:
+            try:
+                self._start(name)
+            except (AssertionError, OSError, ValueError) as e:
+                self.failed[name] = str(e).strip().splitlines()[0]
+                print("bench: %s could not be started: %s; its runs are skipped"
+                      % (name, self.failed[name]), flush=True)
+                return None
+        return self.procs[name]
+
+    def _start(self, name):
+        if name == "etcd":
+            self.procs[name] = harness.EtcdServer().start()
+            return
+        if name == "redis":
+            server = harness.RedisServer()
+        elif name == "redis-tls":
+            self.certs = harness.make_certs()
+            server = harness.RedisServer(tls=self.certs)
+        elif name == "redis-repl":
+            # no wait before a full synchronisation (5 s by default)
+            server = BenchRedis(extra=["--repl-diskless-sync-delay", "0"])
+        else:
+            raise ValueError("unknown server %r" % name)
+        self.procs[name] = server.start()
+        self.conns[name] = server.raw()
+        if name == "redis-repl":
+            self._start_replica(server, self.conns[name])
+
+    def _start_replica(self, primary, conn):
+        """A replica of primary (conn: a connection to it), waited for until
+        it says master_link_status:up and the primary's WAIT 1 counts it."""
+        self.replica = BenchRedis(extra=["--replicaof", "127.0.0.1", str(primary.port)])
+        self.replica.start()
+        rconn = self.replica.raw()
         try:
-            if name == "redis" and self.redis is None:
-                self.redis = harness.RedisServer().start()
-                self.redis_conn = self.redis.raw()
-            elif name == "etcd" and self.etcd is None:
-                self.etcd = harness.EtcdServer().start()
-        except (AssertionError, OSError) as e:
-            self.failed[name] = str(e).splitlines()[0]
-            print("bench: %s could not be started: %s; its runs are skipped"
-                  % (name, self.failed[name]), flush=True)
-            return None
-        return self.redis if name == "redis" else self.etcd
+            def in_sync():
+                text = rconn.cmd("INFO", "replication")
+                if isinstance(text, bytes):
+                    text = text.decode()
+                return harness.parse_info(text).get("master_link_status") == "up"
+            harness.wait_until(in_sync, REPLICA_TIMEOUT, 0.05,
+                               "the replica's master_link_status:up")
+        finally:
+            rconn.close()
+        acks = conn.cmd("WAIT", "1", "5000")
+        if acks != 1:
+            raise AssertionError("the primary's WAIT 1 5000 answered %r, not 1" % (acks,))
+
+    def pids(self, name):
+        """{label: pid} of the processes of server name whose CPU time a run
+        on it reads: its own (label redis or etcd), and a replica's."""
+        out = {"etcd" if name == "etcd" else "redis": self.procs[name].pid}
+        if name == "redis-repl":
+            out["replica"] = self.replica.pid
+        return out
 
     def stop(self):
-        if self.redis_conn is not None:
-            self.redis_conn.close()
-        for s in (self.redis, self.etcd):
+        for c in self.conns.values():
+            c.close()
+        for s in [self.replica] + list(self.procs.values()):
             if s is not None:
                 try:
                     s.stop()
@@ -223,13 +323,15 @@ class Servers:
 def sample(run, servers, daemons):
     """The counters read before and after a run."""
     s = {"daemons": [d.info() for d in daemons]}
-    if "redis" in run.needs():
-        s["redis_calls"] = harness.commandstats(servers.redis_conn)
-        s["redis_cpu_us"] = redis_info_cpu_us(servers.redis_conn)
-    if "etcd" in run.needs():
-        m = servers.etcd.metrics()
-        s["etcd_msgs"] = servers.etcd.count(m, "grpc_server_msg_received_total")
-        s["etcd_txns"] = servers.etcd.count(m, "grpc_server_started_total", grpc_method="Txn")
+    if run.redis():
+        conn = servers.conns[run.store]
+        s["redis_calls"] = harness.commandstats(conn)
+        s["redis_cpu_us"] = redis_info_cpu_us(conn)
+    if run.store == "etcd":
+        etcd = servers.procs["etcd"]
+        m = etcd.metrics()
+        s["etcd_msgs"] = etcd.count(m, "grpc_server_msg_received_total")
+        s["etcd_txns"] = etcd.count(m, "grpc_server_started_total", grpc_method="Txn")
     return s
 
 
@@ -250,11 +352,43 @@ def settle(daemons):
     return None
 
 
+def yaml_map(d, indent):
+    """The YAML block of the mapping d (values: numbers, strings, mappings)."""
+    out = ""
+    for k, v in d.items():
+        out += " " * indent + k + ":"
+        if isinstance(v, dict):
+            out += "\n" + yaml_map(v, indent + 2)
+        else:
+            out += " " + harness.yaml_value(v) + "\n"
+    return out
+
+
+def daemon_config(run, settings):
+    """The daemons' configuration file: run's own, and a backend section
+    with settings (the -b URL gives type, address and TLS on or off)."""
+    text = run.config()
+    if settings:
+        text += "backend:\n" + yaml_map(settings, 2)
+    return text
+
+
+def store_settings(run, servers):
+    """The backend.* keys of run on its server: the variant's, and for
+    redis-tls the CA that verifies the server's certificate."""
+    settings = dict(run.settings)
+    if run.store == "redis-tls":
+        settings["tls"] = {"ca_file": servers.certs.ca}
+    return settings
+
+
 def start_daemons(run, servers):
     ds = []
     for _ in range(run.daemons):
-        d = harness.Daemon(run.config(), backend=run.backend, redis=servers.redis, etcd=servers.etcd,
-                           unix=False, backend_conf=run.backend_conf)
+        d = harness.Daemon(daemon_config(run, store_settings(run, servers)),
+                           backend=run.backend,
+                           redis=servers.procs.get(run.store) if run.redis() else None,
+                           etcd=servers.procs.get("etcd"), unix=False)
         ds.append(d)
         d.start()
     return ds
@@ -271,11 +405,10 @@ def tool_argv(run, index, window, warmup, daemons, servers):
     for i, d in enumerate(daemons):
         a += ["--addr", d.addr(), "--cpu", "dlockd%d=%d" % (i, d.pid)]
     if run.target == "redis":
-        a += ["--addr", servers.redis.address()]
-    if "redis" in run.needs():
-        a += ["--cpu", "redis=%d" % servers.redis.pid]
-    if "etcd" in run.needs():
-        a += ["--cpu", "etcd=%d" % servers.etcd.pid]
+        a += ["--addr", servers.procs[run.store].address()]
+    if run.store:
+        for label, pid in sorted(servers.pids(run.store).items()):
+            a += ["--cpu", "%s=%d" % (label, pid)]
     return a
 
 
@@ -349,6 +482,8 @@ def derive(run, tool, before, after):
     server = "redis" if "redis" in cpu else "etcd" if "etcd" in cpu else None
     r["backend_server"] = server
     r["backend_cpu_us_per_op"] = per_op(cpu.get(server)) if server else None
+    if "replica" in cpu:
+        r["replica_cpu_us_per_op"] = per_op(cpu["replica"])
     if "redis_calls" in after:
         calls = {k: after["redis_calls"].get(k, 0) - before["redis_calls"].get(k, 0)
                  for k in after["redis_calls"] if k != "info"}
@@ -405,14 +540,18 @@ def measure_idle(run, index, args, servers, daemon, rec):
         harness.close_hard(idle)
 
 
-def execute(run, index, args, servers):
+def execute(run, index, args, servers, refused=None):
     """Run one benchmark; a list of dicts for results.json (with "skipped"
     or "error" when it could not run): one, or for idle10k two (the
-    baseline, then beside the idle sessions, ids ending in -base and -idle)."""
+    baseline, then beside the idle sessions, ids ending in -base and -idle).
+    refused: why `dlockd -t` refuses the run's configuration, an error."""
     rec = {"id": run.id, "system": run.system, "workload": run.workload,
            "clients": run.clients, "hold_us": run.hold_us, "keys": run.keys,
            "daemons": run.daemons, "backend": run.backend}
     recs = [rec]
+    if refused:
+        rec["error"] = "dlockd -t refuses its configuration: %s" % refused
+        return recs
     for name in sorted(run.needs()):
         if servers.get(name) is None:
             rec["skipped"] = "%s could not be started: %s" % (name, servers.failed[name])
@@ -438,6 +577,35 @@ def execute(run, index, args, servers):
             except AssertionError as e:
                 rec.setdefault("error", str(e))
     return [r for r in recs if r is rec or "rate" in r or "error" in r]
+
+
+def check_settings(systems):
+    """`dlockd -t` on the configuration of each of systems (VARIANTS), with
+    a -b URL of its kind. {system: (verdict, dlockd's output)} for those it
+    refuses: verdict "left out" when it only says that the system's pending
+    key is unknown, else "error"."""
+    out = {}
+    d = harness.new_dir("conf-check")
+    for system in systems:
+        v = VARIANTS[system]
+        conf = os.path.join(d, system + ".yaml")
+        with open(conf, "w") as f:
+            f.write("backend:\n" + yaml_map(v["settings"], 2) if v["settings"] else "")
+        url = "%s://127.0.0.1:6379" % ("rediss" if v["store"] == "redis-tls" else "redis")
+        try:
+            p = subprocess.run([harness.DLOCKD, "-t", "-c", conf, "-b", url],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out[system] = ("error", "dlockd -t: %s" % e)
+            continue
+        if p.returncode == 0:
+            continue
+        text = p.stdout.decode(errors="replace").strip().replace(conf, system + ".yaml")
+        lines = text.splitlines() or ["exit status %d" % p.returncode]
+        unknown = v["pending"] and all("unknown key '%s'" % v["pending"] in l for l in lines)
+        out[system] = ("left out" if unknown else "error", "; ".join(lines))
+    return out
 
 
 # ---- formatting ----
@@ -589,6 +757,79 @@ def goals(by_id):
     return rows
 
 
+COMPARED = ("redis-tls", "redis-ack1")   # set beside redis and direct
+
+
+def comparisons(by_id):
+    """The figures of redis-tls and redis-ack1 beside redis's and direct's
+    on the same cases: [{figure, case, direct, redis, redis-tls,
+    redis-ack1}] (None where not measured), or [] when neither ran."""
+    if not any(r["system"] in COMPARED for r in by_id.values()):
+        return []
+    cases = [("acquisitions/s", "uncontended, C=%d" % c, "uncontended/c%d" % c, "rate")
+             for c in UNCONTENDED_C]
+    cases += [("acquisitions/s", "contended, N=%d, hold %s" % (n, fmt_hold(h)),
+               "contended/n%d-h%d" % (n, h), "rate") for n in CONTENDED_N for h in CONTENDED_H]
+    cases += [("acquisitions/s", "hot, %d clients, %d keys" % (HOT["clients"], HOT["keys"]),
+               "hot/n%d" % HOT["clients"], "rate"),
+              ("acquisitions/s", "multi-daemon, 2×%d clients" % (MULTI["clients"] // 2),
+               "multi-daemon/n%d" % MULTI["clients"], "rate"),
+              ("round trip: wait p50", "uncontended, C=1", "uncontended/c1", "wait_us.p50"),
+              ("wait p99", "uncontended, C=%d" % GOAL_C, "uncontended/c%d" % GOAL_C,
+               "wait_us.p99"),
+              ("dlockd CPU µs/acq", "uncontended, C=%d" % GOAL_C,
+               "uncontended/c%d" % GOAL_C, "daemon_cpu_us_per_op"),
+              ("Redis CPU µs/acq", "uncontended, C=%d" % GOAL_C,
+               "uncontended/c%d" % GOAL_C, "backend_cpu_us_per_op")]
+    rows = []
+    for what, case, suffix, field in cases:
+        row = {"figure": what, "case": case}
+        for sysname in ("direct", "redis") + COMPARED:
+            r = by_id.get("%s/%s" % (sysname, suffix))
+            row[sysname] = figure(r, field) if ok(r) else None
+        if all(row[x] is None for x in COMPARED):
+            continue
+        rows.append(row)
+    return rows
+
+
+def comparison_lines(rows, left_out):
+    """The section of results.md on redis-tls and redis-ack1."""
+    def fmt(what, v):
+        if v is None:
+            return "–"
+        if what.startswith("acquisitions"):
+            return fmt_rate(v)
+        if "CPU" in what:
+            return fmt_num(v)
+        return fmt_us(v)
+
+    def ratio(a, b):
+        return "%.2f" % (a / b) if a is not None and b else "–"
+
+    lines = ["## The redis backend over TLS, and with a replica's acknowledgement", "",
+             "redis-tls: the redis backend over TLS (rediss://, the server's certificate "
+             "verified against the run's CA) to a redis-server serving TLS only. "
+             "redis-ack1: the redis backend with `backend.min_replicas_ack: %d` against a "
+             "redis-server with one replica on loopback. Ratios are this run's figures "
+             "divided: above 1 is more acquisitions/s, or a longer wait, or more CPU."
+             % ACK_REPLICAS, ""]
+    if left_out:
+        lines.append("Left out (see above): %s." % ", ".join(sorted(left_out)))
+        lines.append("")
+    lines.append("| figure | case | direct | redis | redis-tls | tls / redis | tls / direct "
+                 "| redis-ack1 | ack1 / redis |")
+    lines.append("|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    for r in rows:
+        w = r["figure"]
+        lines.append("| " + " | ".join([
+            w, r["case"], fmt(w, r["direct"]), fmt(w, r["redis"]), fmt(w, r["redis-tls"]),
+            ratio(r["redis-tls"], r["redis"]), ratio(r["redis-tls"], r["direct"]),
+            fmt(w, r["redis-ack1"]), ratio(r["redis-ack1"], r["redis"])]) + " |")
+    lines.append("")
+    return lines
+
+
 DISTURBED_PCT = 50     # others' CPU, % of a core, that marks a run as disturbed
 
 
@@ -666,6 +907,9 @@ def write_markdown(path, meta, recs, goal_rows, plots):
         for name, why in sorted(meta["skipped_servers"].items()):
             lines.append("**%s could not be started** (%s): its runs are skipped." % (name, why))
         lines.append("")
+    for name, why in sorted(meta.get("left_out", {}).items()):
+        lines.append("**%s was left out**: %s." % (name, why.rstrip(".")))
+        lines.append("")
     lines.append("## Goals")
     lines.append("")
     lines.append("| goal | measured on | this run | ratio | goal | met |")
@@ -673,6 +917,9 @@ def write_markdown(path, meta, recs, goal_rows, plots):
     for g in goal_rows:
         lines.append("| " + " | ".join(g) + " |")
     lines.append("")
+    rows = comparisons({r["id"]: r for r in recs})
+    if rows:
+        lines += comparison_lines(rows, meta.get("left_out", {}))
     idle = idle_summary({r["id"]: r for r in recs})
     if idle is not None:
         lines.append("## {:,} idle sessions".format(idle["idle_sessions"]))
@@ -744,7 +991,9 @@ def write_json(path, doc):
 # ---- plots ----
 
 PLOT_SYSTEMS = [("memory", "memory"), ("redis", "redis"),
-                ("redis-cache", "redis, lease_cache_ms %d" % CACHE_MS), ("etcd", "etcd"),
+                ("redis-cache", "redis, lease_cache_ms %d" % CACHE_MS),
+                ("redis-tls", "redis over TLS"),
+                ("redis-ack1", "redis, min_replicas_ack %d" % ACK_REPLICAS), ("etcd", "etcd"),
                 ("direct", "direct / direct-poll"), ("ping-redis", "redis-server PING pairs"),
                 ("hold", "hold-time limit")]
 
@@ -814,6 +1063,9 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
+# gnuplot's colours repeat after 8: two more for the 9th and 10th system
+set linetype 9 lc rgb "#8c564b"
+set linetype 10 lc rgb "#7f7f7f"
 set datafile missing "-"
 set logscale y
 set yrange [100:*]
@@ -958,6 +1210,24 @@ def main(argv):
                   file=sys.stderr)
             return 1
 
+    # a variant whose key this daemon does not know yet is left out, loudly;
+    # one it refuses otherwise fails its runs
+    left_out, refused = {}, {}
+    for system, (verdict, why) in sorted(
+            check_settings(sorted({r.system for r in runs if r.system in VARIANTS})).items()):
+        if verdict == "left out":
+            left_out[system] = "it needs %s, which this dlockd does not know (dlockd -t: %s)" % (
+                VARIANTS[system]["pending"], why)
+            print("bench: %s is left out: %s" % (system, left_out[system]), flush=True)
+            runs = [r for r in runs if r.system != system]
+        else:
+            refused[system] = why
+            print("bench: dlockd -t refuses the configuration of %s: %s; its runs fail"
+                  % (system, why), file=sys.stderr, flush=True)
+    if not runs:
+        print("bench: no run left", file=sys.stderr)
+        return 1
+
     harness.install_signal_handlers()
     if any(r.workload == "idle10k" for r in runs):
         harness.raise_nofile(IDLE + 1000)
@@ -984,7 +1254,7 @@ def main(argv):
     try:
         for i, run in enumerate(runs):
             t = time.monotonic()
-            for rec in execute(run, i, args, servers):
+            for rec in execute(run, i, args, servers, refused.get(run.system)):
                 recs.append(rec)
                 print("[%2d/%d] %-36s %s (%.1f s)" % (i + 1, len(runs), rec["id"],
                                                       summary(rec), time.monotonic() - t),
@@ -994,6 +1264,7 @@ def main(argv):
     meta["elapsed_s"] = time.monotonic() - started
     meta["loadavg_after"] = loadavg()
     meta["skipped_servers"] = servers.failed
+    meta["left_out"] = left_out
 
     by_id = {r["id"]: r for r in recs}
     goal_rows = goals(by_id)
@@ -1003,6 +1274,7 @@ def main(argv):
                            g[:5] + (g[5].strip("*"),)))
                   for g in goal_rows],
         "idle10k": idle_summary(by_id),
+        "tls_and_ack": comparisons(by_id),
         "runs": recs})
     plots = write_plots(outdir, recs)
     write_markdown(os.path.join(outdir, "results.md"), meta, recs, goal_rows, plots)
