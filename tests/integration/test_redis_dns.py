@@ -141,13 +141,21 @@ class TestRedisDNSFailover(DNSCase):
         return d, c, (held, g1[0]), max(g1[1], g2[1])
 
     def fail_over(self, port, old, new):
-        """What a managed service does: the replica has everything, it is
-        promoted, the old primary follows it, the name moves."""
+        """What a managed service does in a planned failover: writes to
+        the old primary are held back, the replica catches up with all it
+        has, it is promoted, the old primary follows it, the name moves,
+        and the writes held back go on (to a replica now). (WAIT would not
+        do: it waits only for the writes of the connection that sends it.)"""
         oc, nc = self.redis_conn(old), self.redis_conn(new)
-        self.assertEqual(oc.cmd("WAIT", "1", "5000"), 1, "the replica did not catch up")
+        self.assertEqual(oc.cmd("CLIENT", "PAUSE", "10000", "WRITE"), "OK")
+        end = int(parse_info(oc.cmd("INFO", "replication"))["master_repl_offset"])
+        wait_until(lambda: int(parse_info(nc.cmd("INFO", "replication"))
+                               ["slave_repl_offset"]) >= end, 5.0, 0.01,
+                   "the replica to catch up with the primary")
         self.assertEqual(nc.cmd("REPLICAOF", "NO", "ONE"), "OK")
         self.assertEqual(oc.cmd("REPLICAOF", "127.0.0.2", str(port)), "OK")
         self.dns.set(NAME, "127.0.0.2")
+        self.assertEqual(oc.cmd("CLIENT", "UNPAUSE"), "OK")
         return oc
 
     def after_failover(self, d, c, port, held, fence, asked):
@@ -167,7 +175,8 @@ class TestRedisDNSFailover(DNSCase):
                         d.log())
         # the lock held before lives on in the new primary (replicated)
         key, token = held
-        self.assertEqual(c.cmd("UNLOCK", key, token), 0, "the lock held was lost")
+        self.assertEqual(c.cmd("UNLOCK", key, token), 0,
+                         "the lock held was lost; log:\n%s" % d.log())
         g2 = self.assertGranted(c.cmd("LOCK", key, "TTL", "30000", "WAIT", "1000"))
         self.assertGreater(g2[1], g[1])
         self.assertTrue(d.running())
