@@ -672,7 +672,7 @@ class RedisServer(ServerProcess):
     directive takes them, e.g. "alice on >secret ~dlock:* &dlock:* +evalsha"
     or "default off". The default user stays as it is (or as password makes
     it) unless a rule names it; with it off, a NOAUTH reply to the readiness
-    PING counts as an answer."""
+    PING counts as an answer. host is the loopback address it binds."""
 
     NAME = "redis-server"
     PACKAGE = "redis-server"
@@ -683,8 +683,9 @@ class RedisServer(ServerProcess):
         return REDIS_SERVER  # read at each start: a test may change it
 
     def __init__(self, port=None, password=None, directory=None, tls=None,
-                 auth_clients=False, users=None):
+                 auth_clients=False, users=None, host="127.0.0.1"):
         self.dir = directory or new_dir("redis")
+        self.host = host
         self.fixed_port = port is not None
         self.port = port or free_port()
         self.password = password
@@ -697,7 +698,7 @@ class RedisServer(ServerProcess):
         self._process_init(os.path.join(self.dir, "redis.log"))
 
     def argv(self):
-        a = [REDIS_SERVER, "--bind", "127.0.0.1",
+        a = [REDIS_SERVER, "--bind", self.host,
              "--save", "", "--appendonly", "no", "--dir", self.dir,
              "--daemonize", "no", "--logfile", "", "--loglevel", "notice"]
         if self.tls is None:
@@ -726,7 +727,7 @@ class RedisServer(ServerProcess):
         return self.tls.context(ca=ca, client_cert=client_cert)
 
     def answers(self):
-        got = redis_first_reply(self.port, self.password, ssl_context=self.ssl_context())
+        got = redis_first_reply(self.port, self.password, self.host, self.ssl_context())
         if got is None:
             return False
         if self.password is not None:
@@ -746,7 +747,7 @@ class RedisServer(ServerProcess):
             raise AssertionError("redis-server exited with %s; log:\n%s" % (rc, self.log()))
 
     def address(self):
-        return "127.0.0.1:%d" % self.port
+        return "%s:%d" % (self.host, self.port)
 
     def url(self, db=None, password=None):
         """The -b URL of this server: redis://[:password@]127.0.0.1:port[/db]
@@ -777,7 +778,7 @@ class RedisServer(ServerProcess):
             if self.auth_clients:
                 kw.setdefault("ssl_certfile", self.tls.client_cert)
                 kw.setdefault("ssl_keyfile", self.tls.client_key)
-        return redis.Redis(host="127.0.0.1", port=self.port, db=db,
+        return redis.Redis(host=self.host, port=self.port, db=db,
                            single_connection_client=True, **kw)
 
     def raw(self, user=None, password=None, **kw):
@@ -786,7 +787,7 @@ class RedisServer(ServerProcess):
         server's password if it has one."""
         if self.tls is not None:
             kw.setdefault("ssl_context", self.ssl_context())
-        c = Raw(port=self.port, **kw)
+        c = Raw(port=self.port, host=self.host, **kw)
         auth = None
         if user is not None:
             auth = ("AUTH", user, password)
@@ -1243,13 +1244,15 @@ class Daemon:
     neither, the backend section that config itself has.
 
     env: a dict of variables added to the daemon's environment (such as
-    NOTIFY_SOCKET).
+    NOTIFY_SOCKET). wrapper: an argv prefix that ends by exec'ing the rest
+    (the daemon keeps the pid), e.g. unshare into a namespace of its own.
     """
 
     def __init__(self, config="", port=None, unix=True, listen_from_config=False,
                  extra_args=(), directory=None, backend="memory", redis=None,
-                 backend_conf=None, backend_url=None, etcd=None, env=None):
+                 backend_conf=None, backend_url=None, etcd=None, env=None, wrapper=()):
         self.dir = directory or new_dir("dlockd")
+        self.wrapper = list(wrapper)
         self.port = port or free_port()
         self.sock = os.path.join(self.dir, "dlockd.sock") if unix else None
         self.conf = os.path.join(self.dir, "dlockd.yaml")
@@ -1312,7 +1315,7 @@ class Daemon:
         return text
 
     def argv(self, wrapped=True):
-        a = (WRAPPER if wrapped else []) + [DLOCKD, "-c", self.conf]
+        a = self.wrapper + (WRAPPER if wrapped else []) + [DLOCKD, "-c", self.conf]
         if not self.listen_from_config:
             a += ["-l", "127.0.0.1:%d" % self.port]
             if self.sock:
