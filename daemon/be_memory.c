@@ -27,6 +27,7 @@
 #include <event2/buffer.h>
 
 #include "later.h"
+#include "pool.h"
 #include "xmalloc.h"
 
 /* One queued completion. */
@@ -38,13 +39,15 @@ struct mem_op {
 	enum be_status status;		/* the outcome */
 	uint64_t fence;			/* for acquire and transfer */
 	uint64_t valid_ms;		/* for acquire, transfer and renew */
-	SLIST_ENTRY(mem_op) spare;	/* on m->spares once it has run */
 };
+
+#define MEM_SPARE_OPS 1024		/* ops kept for reuse at most */
 
 /* The backend's state. */
 struct mem {
 	struct later *q;		/* completions, run from the loop */
-	SLIST_HEAD(, mem_op) spares;	/* ops that ran, for the next ones */
+	struct pool ops;		/* ops that ran, for the next ones (a
+					 * burst's beyond MEM_SPARE_OPS are freed) */
 	bool closing;			/* mem_destroy runs: complete with BE_ERROR */
 	uint64_t fence;			/* last fence handed out */
 	uint64_t nops;			/* operations completed */
@@ -65,24 +68,20 @@ mem_run(struct later_item *it)
 		r = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down" };
 	else
 		m->nops++;
-	SLIST_INSERT_HEAD(&m->spares, op, spare);	/* cb may queue it again */
+	pool_put(&m->ops, op);	/* cb may take it again */
 	cb(arg, &r);
 }
 
 /* Queue a completion, run from the loop by mem_run in the order queued.
- * Ops are reused: queueing allocates nothing once as many have been made as
- * the busiest turn needed. */
+ * Ops are reused: queueing allocates nothing in the steady state, and a
+ * burst's ops beyond MEM_SPARE_OPS go back to the allocator. */
 static void
 mem_queue(struct backend *be, enum be_status status, uint64_t fence, uint64_t valid_ms,
     be_cb *cb, void *arg)
 {
 	struct mem *m = be->priv;
-	struct mem_op *op = SLIST_FIRST(&m->spares);
+	struct mem_op *op = pool_get(&m->ops);
 
-	if (op != NULL)
-		SLIST_REMOVE_HEAD(&m->spares, spare);
-	else
-		op = xcalloc(1, sizeof(*op));
 	*op = (struct mem_op){ .m = m, .cb = cb, .arg = arg, .status = status, .fence = fence,
 	    .valid_ms = valid_ms };
 	later_add(m->q, &op->later, mem_run);
@@ -95,7 +94,7 @@ mem_create(struct backend *be)
 {
 	struct mem *m = xcalloc(1, sizeof(*m));
 	m->q = later_create(be->base);
-	SLIST_INIT(&m->spares);
+	pool_init(&m->ops, sizeof(struct mem_op), MEM_SPARE_OPS);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	m->fence = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
@@ -108,16 +107,12 @@ static void
 mem_destroy(struct backend *be)
 {
 	struct mem *m = be->priv;
-	struct mem_op *op;
 
 	/* a completion may queue another: later_run runs those too */
 	m->closing = true;
 	later_run(m->q);
 	later_destroy(m->q);
-	while ((op = SLIST_FIRST(&m->spares)) != NULL) {
-		SLIST_REMOVE_HEAD(&m->spares, spare);
-		free(op);
-	}
+	pool_fini(&m->ops);
 	free(m);
 	be->priv = NULL;
 }

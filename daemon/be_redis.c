@@ -1629,8 +1629,8 @@ rd_check_name(struct conf *c, const char *setting, const char *host)
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
 	int rc = getaddrinfo(host, NULL, &hints, &ai);
 	if (rc != 0) {
-		(void)conf_setting_error(c, setting, "cannot resolve '%s': %s (the daemon "
-		    "starts anyway and keeps trying)", host, gai_strerror(rc));
+		conf_setting_warning(c, setting, "cannot resolve '%s': %s (the daemon starts "
+		    "anyway, and resolves it again at every connect)", host, gai_strerror(rc));
 		return;
 	}
 	freeaddrinfo(ai);
@@ -1648,6 +1648,11 @@ rd_check(struct conf *c, const void *settings, int deep)
 	if (set->nsentinels == 0 && set->master_name != NULL)
 		(void)conf_setting_error(c, "backend.master_name", "'backend.master_name' needs "
 		    "'backend.sentinels'");
+	if (set->min_replicas_ack > 0 && set->replica_ack_timeout_ms >= set->command_timeout_ms)
+		(void)conf_setting_error(c, "backend.replica_ack_timeout_ms",
+		    "'backend.replica_ack_timeout_ms' (%lld) must be below "
+		    "'backend.command_timeout_ms' (%lld): WAIT holds the connection that long",
+		    set->replica_ack_timeout_ms, set->command_timeout_ms);
 	if ((set->tls_cert_file == NULL) != (set->tls_key_file == NULL))
 		(void)conf_setting_error(c, set->tls_cert_file != NULL ? "backend.tls.cert_file" :
 		    "backend.tls.key_file", "'backend.tls.cert_file' and 'backend.tls.key_file' "

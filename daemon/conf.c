@@ -216,6 +216,16 @@ struct conf_parser {
 	struct conf_entries file;	/* the entries of the file */
 };
 
+/* "file:line:column: msg" (or "command line: msg", "file: msg") for a
+ * problem at pos; the caller frees it. */
+static char *
+conf_where(const struct conf *c, struct conf_pos pos, const char *msg)
+{
+	return pos.line == CONF_CMDLINE ? xasprintf("command line: %s", msg) :
+	    pos.line == CONF_WHOLE_FILE ? xasprintf("%s: %s", c->path, msg) :
+	    xasprintf("%s:%zu:%zu: %s", c->path, pos.line, pos.col, msg);
+}
+
 /* Append "where: message" to c->errors, pos saying where. Returns -1. */
 static int __attribute__((format(printf, 3, 0)))
 conf_verror(struct conf_priv *p, struct conf_pos pos, const char *fmt, va_list ap)
@@ -227,9 +237,7 @@ conf_verror(struct conf_priv *p, struct conf_pos pos, const char *fmt, va_list a
 	c->errors = xreallocarray(c->errors, c->nerrors + 1, sizeof(*c->errors));
 	p->errpos = xreallocarray(p->errpos, c->nerrors + 1, sizeof(*p->errpos));
 	p->errpos[c->nerrors] = pos;
-	c->errors[c->nerrors++] = pos.line == CONF_CMDLINE ? xasprintf("command line: %s", msg) :
-	    pos.line == CONF_WHOLE_FILE ? xasprintf("%s: %s", c->path, msg) :
-	    xasprintf("%s:%zu:%zu: %s", c->path, pos.line, pos.col, msg);
+	c->errors[c->nerrors++] = conf_where(c, pos, msg);
 	return -1;
 }
 
@@ -1182,6 +1190,9 @@ conf_destroy(struct conf *c)
 		free(c->errors[i]);
 	free(p->cmdline.v);
 	free(c->errors);
+	for (size_t i = 0; i < c->nwarnings; i++)
+		free(c->warnings[i]);
+	free(c->warnings);
 	free(c->path);
 	free(p->errpos);
 	free(p->tables);
@@ -1389,6 +1400,22 @@ conf_finish_tls(struct conf_priv *p)
 			    conf_addr_same(&a, &b))
 				conf_error(p, conf_rule(p, "tls.listen", "listen"), "'%s' is in both "
 				    "'listen' and 'tls.listen'", c->tls_listen[i]);
+}
+
+void
+conf_setting_warning(struct conf *c, const char *name, const char *fmt, ...)
+{
+	struct conf_priv *p = (struct conf_priv *)c;
+	const struct conf_row *r = conf_find(p, name, false);
+	char msg[1024], warn[1040];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(warn, sizeof(warn), "warning: %s", msg);
+	c->warnings = xreallocarray(c->warnings, c->nwarnings + 1, sizeof(*c->warnings));
+	c->warnings[c->nwarnings++] = conf_where(c, r != NULL ? r->pos : AT_CMDLINE, warn);
 }
 
 int

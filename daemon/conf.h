@@ -143,6 +143,9 @@ struct conf {
 
 	char **errors;			/* every problem found, in order */
 	size_t nerrors;			/* how many */
+	char **warnings;		/* what may be wrong but does not stop the
+					 * daemon ("file:line:column: warning: ...") */
+	size_t nwarnings;		/* how many */
 };
 
 /* A config with every field unset. The caller owns it (conf_destroy). */
@@ -162,6 +165,11 @@ int conf_override_backend(struct conf *c, const char *url);
  * at the place it was given: its line in the file, or the command line.
  * Returns -1. */
 int conf_setting_error(struct conf *c, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* As conf_setting_error, but a warning (c->warnings): dlockd -t prints it,
+ * and the file is still valid. */
+void conf_setting_warning(struct conf *c, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Fill defaults for what is unset and check the rules between settings.

@@ -368,6 +368,8 @@ notify_start(struct dlockd *d, struct event_base *base)
 static int
 report_conf(const struct conf *c)
 {
+	for (size_t i = 0; i < c->nwarnings; i++)
+		fprintf(stderr, "%s\n", c->warnings[i]);
 	for (size_t i = 0; i < c->nerrors; i++)
 		fprintf(stderr, "%s\n", c->errors[i]);
 	return c->nerrors ? -1 : 0;
