@@ -230,6 +230,8 @@ class SentinelSetup:
 
     password: the data nodes' requirepass (and masterauth; the sentinels'
     auth-pass). sentinel_password: the sentinels' own requirepass.
+    directory: where their directories and logs go (default: a new one
+    under the scratch directory).
 
     nodes is [the first master, the first replica], sentinels the Sentinel
     objects; the roles change with failovers: master() and replica() ask a
@@ -237,7 +239,7 @@ class SentinelSetup:
 
     def __init__(self, name=MASTER_NAME, sentinels=3, quorum=QUORUM,
                  down_after_ms=DOWN_AFTER_MS, failover_timeout_ms=FAILOVER_TIMEOUT_MS,
-                 password=None, sentinel_password=None):
+                 password=None, sentinel_password=None, directory=None):
         self.name = name
         self.n = sentinels
         self.quorum = quorum
@@ -245,7 +247,7 @@ class SentinelSetup:
         self.failover_timeout_ms = failover_timeout_ms
         self.password = password
         self.sentinel_password = sentinel_password
-        self.dir = new_dir("sentinel-setup")
+        self.dir = directory or new_dir("sentinel-setup")
         self.nodes = []
         self.sentinels = []
         self.last_master = None  # the master's port before the last fault
@@ -427,6 +429,26 @@ class SentinelSetup:
         s = self.sentinels[i]
         s.stop(signal.SIGKILL)
         return s
+
+    def restart_sentinel(self, i, timeout=READY_TIMEOUT):
+        """Start sentinel i again on its port with the configuration it
+        rewrote, and wait until the set-up is ready again."""
+        s = self.sentinels[i]
+        s.fixed_port = True
+        s.start()
+        self.wait_ready(timeout)
+        return s
+
+    def rejoin(self, node, timeout=READY_TIMEOUT):
+        """Start a killed data node again on its port, as a replica of the
+        current master (without its old data, which a master killed and
+        replaced must not bring back), and wait until the set-up is ready
+        again: its link is up and every sentinel lists it."""
+        node.replicaof = self.master_port()
+        node.fixed_port = True
+        node.start()
+        self.wait_ready(timeout)
+        return node
 
     def wait_failover(self, timeout=15.0, old=None):
         """Wait (bounded) until every live sentinel names, through SENTINEL
