@@ -283,10 +283,10 @@ class SentinelSetup:
         os.makedirs(p, exist_ok=True)
         return p
 
-    def wait_ready(self, timeout=READY_TIMEOUT):
-        """Until every live sentinel names the same master, knows a replica
-        that is up and every other live sentinel, and the replica's link is
-        up."""
+    def wait_ready(self, timeout=READY_TIMEOUT, replica=True):
+        """Until every live sentinel names the same master and knows every
+        other live sentinel, and (with replica) knows a replica that is up,
+        whose link is up."""
         def ready():
             live = self.live_sentinels()
             master = self.master_port()
@@ -295,11 +295,14 @@ class SentinelSetup:
             for s in live:
                 if s.master_addr() != ("127.0.0.1", master):
                     return False
-                if not any(_up(r) and int(r["port"]) != master for r in s.replicas()):
+                if replica and not any(_up(r) and int(r["port"]) != master
+                                       for r in s.replicas()):
                     return False
                 known = {int(o["port"]) for o in s.sentinels() if _up(o)}
                 if not {o.port for o in live if o is not s} <= known:
                     return False
+            if not replica:
+                return True
             r = self.replica()
             return r is not None and r.replication().get("master_link_status") == "up"
         wait_until(ready, timeout, 0.05,
@@ -432,11 +435,14 @@ class SentinelSetup:
 
     def restart_sentinel(self, i, timeout=READY_TIMEOUT):
         """Start sentinel i again on its port with the configuration it
-        rewrote, and wait until the set-up is ready again."""
+        rewrote, and wait until it names the same master as the others and
+        the sentinels know each other again (and, if the others know an
+        up replica, until it does too)."""
         s = self.sentinels[i]
+        replica = self.replica() is not None  # asked before s has a say
         s.fixed_port = True
         s.start()
-        self.wait_ready(timeout)
+        self.wait_ready(timeout, replica=replica)
         return s
 
     def rejoin(self, node, timeout=READY_TIMEOUT):

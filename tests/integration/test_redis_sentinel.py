@@ -181,6 +181,13 @@ class TestSentinelFixture(RedisTestCase):
         report("failover with two sentinels of three: %.2f s" % (time.monotonic() - t_kill))
         self.assertEqual(port, replica.port)
         self.assertEqual(replica.role(), "master")
+        # back to three sentinels, and the old master a replica of the new
+        s.restart_sentinel(0)
+        self.assertIs(s.rejoin(old), old)
+        self.assertIs(s.replica(), old)
+        self.assertEqual(old.role(), "slave")
+        for sen in s.sentinels:
+            self.assertEqual(sen.master_addr(), ("127.0.0.1", replica.port))
 
     def test_stopped_master_demoted(self):
         # a master SIGSTOPped past down-after is replaced while it is
