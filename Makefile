@@ -62,7 +62,7 @@ DEB_BUILD := build-essential pkg-config libevent-dev libssl-dev libyaml-dev libh
               libjansson-dev libsystemd-dev
 # dpkg-dev, debhelper, fakeroot and lintian build and check the Debian packages;
 # python3-yaml reads the Kubernetes example; openssl makes the TLS tests' certificates
-DEB_CHECK := check redis-server redis-tools etcd-server etcd-client python3 python3-redis valgrind \
+DEB_CHECK := check redis-server redis-sentinel redis-tools etcd-server etcd-client python3 python3-redis valgrind \
               iproute2 openssl dpkg-dev debhelper fakeroot lintian python3-yaml $(DEB_NODE)
 # Node and npm run the README's Node examples (their libraries come from npm at test
 # time, into $(BUILD)/node); a Node installed otherwise (with its own npm) is kept.

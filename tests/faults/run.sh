@@ -4,7 +4,7 @@
 #
 #   BUILD=build sh tests/faults/run.sh [--long | --short] [safety.py options]
 #
-# Starts its redis-server, etcd, dlockd and worker processes on free
+# Starts its redis-server, redis-sentinel, etcd, dlockd and worker processes on free
 # loopback ports in a temporary directory, and stops every one of them at
 # exit whatever happens (each is recorded in the directory's pids/). The
 # logs and results.json stay in $BUILD/faults/<mode>. Exits 0 only if every
@@ -31,7 +31,7 @@ if [ ! -x "$BUILD/dlockd" ]; then
 	echo "faults: $BUILD/dlockd is missing (make all)"
 	exit 1
 fi
-for p in "$PYTHON" redis-server "${ETCD_BIN:-etcd}"; do
+for p in "$PYTHON" redis-server "${REDIS_SENTINEL_BIN:-redis-sentinel}" "${ETCD_BIN:-etcd}"; do
 	if ! command -v "$p" >/dev/null 2>&1; then
 		echo "faults: $p is missing (make deps-check)"
 		exit 1

@@ -21,11 +21,20 @@ faults aimed at moments when an acquire or a renewal is in flight:
   blackhole        the TCP proxy between a dlockd and its backend stops
                    forwarding both ways, on every connection, closing
                    nothing, then heals
+  master_kill      Sentinel: SIGKILL the master; the sentinels promote the
+                   replica (the old master rejoins as a replica after it)
+  master_stop      Sentinel: SIGSTOP the master until the sentinels have
+                   promoted the replica, then SIGCONT it: a stale master
+                   until the sentinels demote it
+  sentinel_kill    Sentinel: SIGKILL a sentinel, then the master: a
+                   failover by the two sentinels left (both come back after)
 
 Backends: memory (one daemon: client and daemon faults); redis (two daemons
 on one Redis, the second behind the proxy: every fault); etcd (two daemons on
 one etcd, the second behind the proxy, whose several keep-alive connections
-and watch stream all go through it: every fault but backend_restart_loss).
+and watch stream all go through it: every fault but backend_restart_loss);
+sentinel (two daemons on Redis Sentinel: a master, a replica and three
+sentinels, tests/integration/sentinel.py; the master and sentinel faults).
 "split" runs two independent memory daemons as if they were one lock
 service: the checker must report it (check.py explains what is checked).
 
@@ -40,7 +49,8 @@ that lease.
 
 SHORT (tests/integration/test_safety.py, part of make check) runs one round of
 a representative subset in about a minute; LONG (make check-faults) every
-backend x fault, several rounds each. With DLOCKD_WRAPPER set (valgrind)
+backend x fault, several rounds each. The sentinel scenarios are in LONG only;
+--only picks them in SHORT mode too (--only sentinel: one round of each). With DLOCKD_WRAPPER set (valgrind)
 durations are scaled up and the faults whose timing would not survive are
 left out, which is printed. The run prints a table and the path of a JSON
 file with every result; the exit status is 0 only if every check passed
@@ -67,6 +77,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import harness  # noqa: E402
 import check  # noqa: E402
 import resource as fres  # noqa: E402
+import sentinel as fsentinel  # noqa: E402
 
 PYTHON = harness.PYTHON
 WORKER = os.path.join(HERE, "worker.py")
@@ -94,6 +105,9 @@ ALL_FAULTS = {
              "backend_restart", "blackhole"],
 }
 ALL_FAULTS["redis-cache"] = ALL_FAULTS["redis"]
+# Redis Sentinel: no fault excuses an overlap across a failover (check.py),
+# whether the lease reached the replica or not
+ALL_FAULTS["sentinel"] = ["master_kill", "master_stop", "sentinel_kill"]
 # what each round of a fault aims at, and how long the fault lasts: "1.5ttl"
 # is 1.5 x the TTL, "0.3s" 0.3 s, "idle" sessions.idle_timeout_ms + 0.6 x the
 # TTL; rounds go through the list in turn (SHORT runs the first). "renew" is
@@ -121,6 +135,11 @@ PLANS = {
     # while the leases it concerns may still run
     "blackhole": [("renew", "1.5ttl"), ("lock", "1.5ttl"), ("renew", "0.5ttl"),
                   ("extend", "0.95ttl")],
+    # "failover": until the sentinels name the promoted replica, then 0.3 s
+    # more, so that the daemons have moved before the stale master runs
+    "master_kill": [("renew", None), ("lock", None), ("prewrite", None)],
+    "master_stop": [("renew", "failover"), ("lock", "failover"), ("extend", "failover")],
+    "sentinel_kill": [("renew", None), ("lock", None), ("prewrite", None)],
     "none": [("none", "2s")],
 }
 SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
@@ -128,6 +147,11 @@ SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemo
          ("redis", "backend_restart"), ("redis", "backend_restart_loss"),
          ("etcd", "daemon_stop"), ("etcd", "backend_stop"), ("etcd", "blackhole"),
          ("split", "none")]
+# what --only may pick in SHORT mode besides SHORT (one round each)
+ONLY_SHORT = [("sentinel", f) for f in ALL_FAULTS["sentinel"]]
+# s for the sentinels to name a new master after the master is killed or
+# stopped (down-after + failover-timeout, with room)
+SENTINEL_FAILOVER_LIMIT = (fsentinel.DOWN_AFTER_MS + fsentinel.FAILOVER_TIMEOUT_MS) / 1000.0 + 10
 # Under a wrapper (valgrind) the daemon is slow: every duration and backend
 # timeout is scaled up (x3), with which all the SHORT faults keep their timing;
 # these are left out to bound the run's time, as the others go through the
@@ -346,6 +370,10 @@ class Scenario:
             # the TTL is the daemons' etcd lease (backend.lease_ttl_ms): at
             # least 2 s, and whole seconds, which is all etcd counts
             self.ttl = 2000
+        if backend == "sentinel":
+            # a failover takes 2 to 4 s: some locks are renewed on the new
+            # master before only their margin is left, others are lost
+            self.ttl = 4000
         self.ttl = int(self.ttl * scale)
         if backend == "etcd":
             self.ttl = (self.ttl + 999) // 1000 * 1000
@@ -362,6 +390,7 @@ class Scenario:
         self.redis = None
         self.etcd = None
         self.store = None    # the backend's server: self.redis or self.etcd
+        self.sentinels = None  # the SentinelSetup of the sentinel backend
         self.proxy = None
         self.notes = []      # what happened to the processes
         self.failures = []   # failed checks outside the logs
@@ -409,6 +438,13 @@ class Scenario:
                 backend_conf=dict(econf, endpoints=["127.0.0.1:%d" % self.proxy.port]),
                 directory=self.subdir("d1"))
             self.store = self.etcd
+        elif self.backend == "sentinel":
+            self.sentinels = fsentinel.SentinelSetup(directory=self.subdir("sentinel"))
+            self.sentinels.start()
+            for n in ("d0", "d1"):
+                self.daemons[n] = fsentinel.SentinelDaemon(self.sentinels, conf, unix=False,
+                                                           backend_conf=bconf,
+                                                           directory=self.subdir(n))
         else:
             names = ["d0", "d1"] if self.backend == "split" else ["d0"]
             for n in names:
@@ -568,6 +604,8 @@ class Scenario:
             return float(spec[:-3]) * self.ttl / 1000.0
         if spec == "idle":
             return self.idle_ms / 1000.0 + 0.6 * self.ttl / 1000.0
+        if spec == "failover":
+            return 0.3 * self.scale  # after the failover (see master_stop)
         return float(spec[:-1]) * self.scale
 
     def inject(self, rnd):
@@ -577,6 +615,9 @@ class Scenario:
         dur = self.duration(spec) if spec else None
         if kind == "none":
             time.sleep(dur)
+            return
+        if kind in ALL_FAULTS["sentinel"]:
+            self.inject_sentinel(kind, how, dur)
             return
         if kind in ("client_kill", "client_stop"):
             ev, wid = self.aim(how)
@@ -651,6 +692,50 @@ class Scenario:
             t0, t1 = self.store.restart(dur)
             self.record(kind, "backend", t0, t1, aim=aim, pid=pid, new_pid=self.store.pid,
                         planned=spec)
+
+    def inject_sentinel(self, kind, how, after):
+        """A fault of the sentinel backend: the master SIGKILLed, or
+        SIGSTOPped until the sentinels have promoted the replica (and after
+        s more), or a sentinel SIGKILLed and then the master. Then back to
+        a master, a replica and three sentinels for the next round."""
+        s = self.sentinels
+        dead = None
+        t_sentinel = None
+        if kind == "sentinel_kill":
+            dead = self.rng.randrange(len(s.sentinels))
+            t_sentinel = time.monotonic()
+            s.kill_sentinel(dead)
+            time.sleep(1.0 * self.scale)  # locks go on with two sentinels
+        ev, wid = self.aim(how)
+        aim = "%s of %s" % (how, wid) if ev else "none"
+        m = s.master()
+        pid = m.pid
+        if kind == "master_stop":
+            t0 = time.monotonic()
+            m.pause()
+            try:
+                port = s.wait_failover(SENTINEL_FAILOVER_LIMIT * self.scale, old=m.port)
+                failover = time.monotonic() - t0
+                time.sleep(after)
+            finally:
+                m.resume()
+            t1 = time.monotonic()
+        else:
+            _, t0 = s.kill_master()
+            port = s.wait_failover(SENTINEL_FAILOVER_LIMIT * self.scale, old=m.port)
+            t1 = time.monotonic()
+            failover = t1 - t0
+        target = "master" if dead is None else "sentinel%d" % dead
+        self.record(kind, target, t_sentinel if t_sentinel is not None else t0, t1, aim=aim,
+                    pid=pid, master_at=t0, new_master=port, failover=round(failover, 3),
+                    planned="failover" if kind == "master_stop" else None)
+        # the old master back as a replica (a stopped one is demoted by the
+        # sentinels some 10 s after it runs again), the sentinel back
+        if kind != "master_stop":
+            s.rejoin(m)
+        if dead is not None:
+            s.restart_sentinel(dead)
+        s.wait_ready(fsentinel.READY_TIMEOUT * self.scale)
 
     # ---- the run ----
 
@@ -807,6 +892,12 @@ class Scenario:
                     r.stop()
                 except AssertionError as e:
                     self.failures.append({"kind": "redis exit", "text": str(e)})
+        if self.sentinels is not None:
+            for p, rc in self.sentinels.stop():
+                if rc != 0:
+                    self.failures.append({"kind": "sentinel exit",
+                                          "text": "%s on port %d exited with %s; log:\n%s"
+                                          % (p.NAME, p.port, rc, p.log())})
         if self.etcd is not None:
             try:
                 rc = self.etcd.stop()
@@ -873,10 +964,11 @@ def plan(mode, only, rounds):
     """The scenarios of a mode: [(backend, fault, rounds)]."""
     wrapped = bool(harness.WRAPPER)
     if mode == "short":
-        todo = [(b, f, 1) for b, f in SHORT]
+        todo = [(b, f, 1) for b, f in SHORT + (ONLY_SHORT if only else [])]
     else:
         todo = [(b, f, rounds or max(3, len(PLANS[f])))
-                for b in ("memory", "redis", "redis-cache", "etcd") for f in ALL_FAULTS[b]]
+                for b in ("memory", "redis", "redis-cache", "etcd", "sentinel")
+                for f in ALL_FAULTS[b]]
         todo.append(("split", "none", 1))
     if rounds and mode == "short":
         todo = [(b, f, rounds) for b, f, _ in todo]
@@ -1019,7 +1111,8 @@ def main(argv=None):
     g.add_argument("--short", dest="mode", action="store_const", const="short")
     g.add_argument("--long", dest="mode", action="store_const", const="long")
     ap.add_argument("--only", action="append", default=[],
-                    help="run the scenarios whose name (backend/fault) contains this")
+                    help="run the scenarios whose name (backend/fault) contains this "
+                    "(in SHORT mode the sentinel ones too)")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--out", help="directory for the logs and results.json")
