@@ -5,6 +5,8 @@
 #   make check      install missing packages, build, run every test
 #   make bench      install missing packages, build, run the benchmark suite (under 5 min)
 #                   into bench/results/<date>/ (see bench/README.md)
+#   make check-compat  the redis backend's integration tests against Redis 8 and Valkey 8
+#                   of Debian 13, in a chroot made once in $(BUILD)/compat (root, network)
 #   make install    PREFIX=/usr DESTDIR=... installs everything (the systemd units
 #                   too when SYSTEMDUNITDIR is given, e.g. /lib/systemd/system)
 #
@@ -71,6 +73,9 @@ DEB_NODE   := $(if $(shell command -v node 2>/dev/null),,nodejs) \
 # what make bench needs on top of building: the servers, the runner, the plots, and
 # openssl for the certificates of the redis-tls runs
 DEB_BENCH := redis-server etcd-server python3 python3-redis gnuplot-nox openssl
+# what make check-compat needs on top of building: debootstrap makes the chroot
+# of the servers, the integration tests' runner wants the rest (etcd too)
+DEB_COMPAT := debootstrap check python3 python3-redis redis-tools etcd-server openssl
 
 # proto/ holds the sources both ends link: addresses, integers, the clock.
 PROTO_SRC   := $(wildcard proto/*.c)
@@ -98,8 +103,8 @@ TEST_HELP   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard t
 
 PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
 
-.PHONY: all run check check-valgrind check-faults unit integration bench deps deps-check \
-        deps-bench deps-fuzz fuzz install clean FORCE
+.PHONY: all run check check-valgrind check-faults check-compat unit integration bench deps \
+        deps-check deps-bench deps-compat deps-fuzz fuzz install clean FORCE
 all: $(PROGS)
 
 # The install directories the build bakes in (libdlock.pc, dlockd's default
@@ -187,6 +192,8 @@ deps-check:
 	@DEB="$(DEB_BUILD) $(DEB_CHECK)" sh tests/deps.sh
 deps-bench:
 	@DEB="$(DEB_BUILD) $(DEB_BENCH)" sh tests/deps.sh
+deps-compat:
+	@DEB="$(DEB_BUILD) $(DEB_COMPAT)" sh tests/deps.sh
 
 run: deps
 	$(MAKE) all
@@ -212,6 +219,15 @@ unit: all $(TEST_BIN)
 
 integration: all $(BENCH_BIN)
 	BUILD=$(BUILD) sh tests/integration/run.sh
+
+# The redis backend's integration tests (-k test_redis -k TestLocksRedis)
+# against redis-server 8 and valkey-server 8 of Debian 13, run from a chroot
+# that tests/compat/setup.sh makes once in $(BUILD)/compat with debootstrap
+# (root, Debian's mirror); COMPAT_SERVERS and COMPAT_TESTS choose others
+# (tests/compat/run.sh).
+check-compat: deps-compat
+	$(MAKE) all $(BUILD)/tests/check_client $(BENCH_BIN)
+	BUILD=$(BUILD) sh tests/compat/run.sh
 
 # The benchmark suite: its own servers and daemons on loopback, a few minutes.
 # BENCH_ARGS passes options to bench/run.py (e.g. BENCH_ARGS="--only memory").
