@@ -85,6 +85,7 @@
 #include "xmalloc.h"
 
 #define RD_RETRY_CAP_MS 1000		/* longest sleep of a waiter after BUSY */
+#define RD_RETRY_MIN_MS 2		/* ... when the lease ends as Redis answers */
 #define RD_MARK_MS (4 * RD_RETRY_CAP_MS) /* life of a "someone waits" mark */
 #define RD_SENTINEL_PORT 26379		/* the port of a sentinel that gives none */
 #define RD_YIELD_RETRY_MS 100		/* after a yield, this daemon's queue retries then */
@@ -506,13 +507,15 @@ on_retry(evutil_socket_t fd, short what, void *arg)
 
 /*
  * Wake the lock table's queue of key in pttl ms (at most RD_RETRY_CAP_MS;
- * the cap when pttl is not positive), with jitter. quiet_ms > 0 (a yield):
+ * RD_RETRY_MIN_MS when the lease ends now or is gone, 0 or -2; the cap for
+ * a key that does not expire, -1), with jitter. quiet_ms > 0 (a yield):
  * release messages for key are ignored that long.
  */
 static void
 retry_arm(struct rd *r, const char *key, size_t keylen, long long pttl, uint64_t quiet_ms)
 {
-	uint64_t delay = pttl > 0 && pttl < RD_RETRY_CAP_MS ? (uint64_t)pttl : RD_RETRY_CAP_MS;
+	uint64_t delay = pttl == 0 || pttl == -2 ? RD_RETRY_MIN_MS : pttl > 0 &&
+	    pttl < RD_RETRY_CAP_MS ? (uint64_t)pttl : RD_RETRY_CAP_MS;
 	delay += arc4random_uniform((uint32_t)(delay / 10 + 5));	/* jitter */
 	struct rd_retry *rt = xcalloc(1, sizeof(*rt));
 	rt->r = r;

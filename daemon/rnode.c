@@ -371,8 +371,12 @@ note_error(struct rnode *n, const char *err)
 {
 	if (strncmp(n->last_error, err, sizeof(n->last_error) - 1) == 0)
 		return;
+	/* Redis 7.0: "... can't run this command ..." for a script's call;
+	 * 7.2 and later, Valkey: "... has no permissions to run the 'zadd'
+	 * command ..."; NOPERM for a command of ours */
 	if (n->conf.acl != NULL && (strncmp(err, "NOPERM", 6) == 0 ||
-	    strstr(err, "can't run this command") != NULL))
+	    strstr(err, "can't run this command") != NULL ||
+	    strstr(err, "no permissions to run") != NULL))
 		log_warn("%s %s answered an error: %s; the %s user needs at least the ACL "
 		    "'%s'", n->conf.what, n->address, err, n->conf.what, n->conf.acl);
 	else
