@@ -197,17 +197,26 @@ conn_write(struct rn_conn *c, const char *head0, const char *head1, size_t head1
 		free(buf);
 }
 
-/* The end of a turn of the loop: hand what it wrote to the connection. */
+/* The end of a turn of the loop: hand what it wrote to the connection.
+ * Over plain TCP, with nothing waiting before it, it is written at once
+ * (a bufferevent would wait for the next turn's poll to say the socket is
+ * writable: a round of the loop on every call's way out); what the socket
+ * does not take goes through the bufferevent. */
 static void
 on_flush(evutil_socket_t fd, short what, void *arg)
 {
 	struct rn_conn *c = arg;
 	(void)fd;
 	(void)what;
-	if (c->bev != NULL)
-		bufferevent_write_buffer(c->bev, c->out);
-	else
+	if (c->bev == NULL) {
 		evbuffer_drain(c->out, evbuffer_get_length(c->out));
+		return;
+	}
+	if (c->n->conf.tls == NULL && c->connected &&
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		(void)evbuffer_write(c->out, bufferevent_getfd(c->bev));
+	if (evbuffer_get_length(c->out) > 0)
+		bufferevent_write_buffer(c->bev, c->out);
 }
 
 /* A new call of kind on c's list, sent now (the caller wrote it). */
