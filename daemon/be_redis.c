@@ -86,6 +86,9 @@
 
 #define RD_RETRY_CAP_MS 1000		/* longest sleep of a waiter after BUSY */
 #define RD_RETRY_MIN_MS 2		/* ... when the lease ends as Redis answers */
+#define RD_SETTLE_MS 250		/* after the connection is back, new leases
+					 * wait this long: every daemon's renewals
+					 * (on_up) come first */
 #define RD_MARK_MS (4 * RD_RETRY_CAP_MS) /* life of a "someone waits" mark */
 #define RD_SENTINEL_PORT 26379		/* the port of a sentinel that gives none */
 #define RD_YIELD_RETRY_MS 100		/* after a yield, this daemon's queue retries then */
@@ -112,6 +115,7 @@ struct rd_op {
 	char *buf;			/* the key and every argument: the rest of
 					 * op's allocation */
 	struct later_item failing;	/* failed before sending: told from the loop */
+	TAILQ_ENTRY(rd_op) settle;	/* an acquire on r->settling */
 };
 TAILQ_HEAD(rd_op_list, rd_op);
 
@@ -242,6 +246,10 @@ struct rd {
 	uint64_t nretries;		/* BUSY retries fired */
 	uint64_t nlocal;		/* handoffs made without a call to Redis */
 	uint64_t ncache_hits;		/* grants of a cached lease */
+	bool was_up;			/* the connection to Redis was up once */
+	struct rd_op_list settling;	/* acquires held until settle_until */
+	struct event *ev_settle;	/* sends them then */
+	uint64_t settle_until;		/* no new lease before then (clock_ms()) */
 	bool draining;			/* shutting down: cache nothing */
 	bool destroying;		/* rd_destroy runs: keep nothing for later */
 };
@@ -923,6 +931,17 @@ rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	const char *args[] = { ttl, kind, limit, mark, fences, r->wanted, rscript_key, NULL };
 	struct rd_op *op = op_new(r, RS_ACQUIRE, l, member, "lfw", args, cb, arg);
 	op->fences = n;
+	if (now < r->settle_until) {
+		/* the connection is back (a restart, a failover): the daemons'
+		 * renewals go first, so that a holder whose lease Redis lost is
+		 * told before another daemon can take its key; sent then */
+		if (TAILQ_EMPTY(&r->settling)) {
+			struct timeval tv = clock_tv(r->settle_until - now);
+			evtimer_add(r->ev_settle, &tv);
+		}
+		TAILQ_INSERT_TAIL(&r->settling, op, settle);
+		return;
+	}
 	send_op(r, op);
 }
 
@@ -1035,10 +1054,27 @@ on_down(void *arg, const char *why)
  * its data, or be a new master after a failover, so every holding is
  * renewed at once, and a lease that did not survive is reported lost now,
  * not at its next renewal. */
+/* settle_until has come: send the acquires held back. */
+static void
+on_settle(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd *r = arg;
+	struct rd_op *op;
+	(void)fd;
+	(void)what;
+	while ((op = TAILQ_FIRST(&r->settling)) != NULL) {
+		TAILQ_REMOVE(&r->settling, op, settle);
+		send_op(r, op);
+	}
+}
+
 static void
 on_up(void *arg)
 {
 	struct rd *r = arg;
+	if (r->was_up)
+		r->settle_until = clock_ms() + RD_SETTLE_MS;
+	r->was_up = true;
 	r->be->up.expire(r->be->up.arg, NULL, 0);
 }
 
@@ -1274,6 +1310,8 @@ rd_init(struct backend *be, struct tls_client *tls)
 	    RSCRIPT_ACL);
 
 	r->later = later_create(be->base);
+	TAILQ_INIT(&r->settling);
+	r->ev_settle = evtimer_new(be->base, on_settle, r);
 	r->ev_cache = evtimer_new(be->base, on_cache, r);
 	/* no name server answering keeps the loop from ending */
 	r->dns = evdns_base_new(be->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
@@ -1354,6 +1392,7 @@ rd_destroy(struct backend *be)
 {
 	struct rd *r = be->priv;
 	struct rd_retry *rt;
+	struct rd_op *op;
 	r->destroying = true;
 	for (size_t i = 0; i < r->nsentinels; i++)
 		if (r->sentinels[i].node != NULL)
@@ -1363,6 +1402,11 @@ rd_destroy(struct backend *be)
 		event_free(r->ev_ask);
 	rnode_destroy(r->node);
 	r->node = NULL;
+	while ((op = TAILQ_FIRST(&r->settling)) != NULL) {
+		TAILQ_REMOVE(&r->settling, op, settle);
+		op_complete(op, BE_ERROR, 0, "the backend is shutting down");
+	}
+	event_free(r->ev_settle);
 	later_run(r->later);
 	while ((rt = TAILQ_FIRST(&r->retries)) != NULL)
 		retry_free(r, rt);

@@ -20,6 +20,21 @@ sys.path.insert(0, HERE)
 import harness  # noqa: E402  (after the path is set)
 
 
+# Suites left out under a wrapper (valgrind): Redis failovers with deadlines.
+TIMED_ONLY = {"test_redis_sentinel", "test_redis_dns"}
+
+
+def without_modules(suite, names):
+    """suite without the tests of the modules named."""
+    out = unittest.TestSuite()
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            out.addTest(without_modules(t, names))
+        elif type(t).__module__ not in names:
+            out.addTest(t)
+    return out
+
+
 def main(argv):
     harness.install_signal_handlers()
     faulthandler.dump_traceback_later(
@@ -37,6 +52,11 @@ def main(argv):
     if patterns:
         loader.testNamePatterns = ["*%s*" % p for p in patterns]
     suite = loader.discover(HERE, pattern="test_*.py", top_level_dir=HERE)
+    if harness.WRAPPER:
+        # failovers timed in seconds: under valgrind the daemons are too slow
+        # for them, and the code they run is run under it by test_redis*
+        print("not run under DLOCKD_WRAPPER: %s" % ", ".join(sorted(TIMED_ONLY)))
+        suite = without_modules(suite, TIMED_ONLY)
     runner = unittest.TextTestRunner(verbosity=2, stream=sys.stdout)
     result = runner.run(suite)
     bad = result.failures + result.errors

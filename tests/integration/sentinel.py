@@ -53,6 +53,21 @@ def _entries(reply):
     return out
 
 
+
+def one_command(server, args, timeout):
+    """args sent on a new connection to server (its raw()); the reply, or
+    None if it cannot be reached or does not answer within timeout."""
+    try:
+        c = server.raw(timeout=timeout)
+    except (OSError, AssertionError):
+        return None
+    try:
+        return c.cmd(*args)
+    except (OSError, AssertionError, harness.Closed):
+        return None
+    finally:
+        c.close()
+
 class DataNode(RedisServer):
     """A redis-server of a Sentinel set-up: a master, or with replicaof
     (a port on 127.0.0.1) a replica of it. With password, every node has
@@ -75,16 +90,7 @@ class DataNode(RedisServer):
     def cmd(self, *args, timeout=2.0):
         """One command on a new connection; its reply (None if the node
         cannot be reached, or does not answer within timeout)."""
-        try:
-            c = self.raw(timeout=timeout)
-        except (OSError, AssertionError):
-            return None
-        try:
-            return c.cmd(*args)
-        except (OSError, AssertionError, harness.Closed):
-            return None
-        finally:
-            c.close()
+        return one_command(self, args, timeout)
 
     def role(self):
         """"master" or "slave" (ROLE's first word), None if unreachable."""
@@ -186,16 +192,7 @@ class Sentinel(ServerProcess):
         cannot be reached or does not answer within timeout)."""
         if not self.running():
             return None
-        try:
-            c = self.raw(timeout=timeout)
-        except (OSError, AssertionError):
-            return None
-        try:
-            return c.cmd(*args)
-        except (OSError, AssertionError, harness.Closed):
-            return None
-        finally:
-            c.close()
+        return one_command(self, args, timeout)
 
     def master_addr(self):
         """SENTINEL get-master-addr-by-name: (host, port), or None."""
