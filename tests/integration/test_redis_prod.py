@@ -249,10 +249,7 @@ class TestReplicaAck(TLSCase):
         holder = self.conn(d)
         held = unique_key("ack")
         # a loaded machine may delay the replica's first acknowledgements
-        got = []
-        wait_until(lambda: not isinstance(got.append(holder.cmd("LOCK", held, "TTL", "3000"))
-                                          or got[-1], Err), 10.0,
-                   what="a first acknowledged grant")
+        self.granted_soon(holder, held, "a first acknowledged grant")
         r.pause()
         try:
             key = unique_key("ack")
@@ -267,10 +264,13 @@ class TestReplicaAck(TLSCase):
             self.assertIn("replica without acknowledgement", d.log(200000))
         finally:
             r.resume()
-        c2, k2, got2 = self.conn(d), unique_key("ack"), []
-        wait_until(lambda: not isinstance(got2.append(c2.cmd("LOCK", k2, "TTL", "3000"))
-                                          or got2[-1], Err), 10.0,
-                   what="grants again once the replica is back")
+        self.granted_soon(self.conn(d), unique_key("ack"),
+                          "grants again once the replica is back")
+
+    def granted_soon(self, conn, key, what):
+        """conn's LOCK of key (TTL 3000) is granted within 10 s of tries."""
+        wait_until(lambda: not isinstance(conn.cmd("LOCK", key, "TTL", "3000"), Err), 10.0,
+                   what=what)
 
     def read_lost(self, conn, seconds):
         """The reply to PINGs until one is not PONG, within seconds."""
