@@ -1120,7 +1120,7 @@ on_reply(void *arg, const redisReply *rep, const char *why)
 			keep_on(r, op, i);
 	}
 	c->answer = (unsigned char)a;
-	if (!op->decided)
+	if (!op->decided && !op->raising)	/* a quorum granted it already */
 		op_decide(r, op);
 	op_done(op);
 }
