@@ -1738,10 +1738,13 @@ START_TEST(test_redlock_url)
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		struct conf *c = conf_of_url(ok[i].url, "redlock");
-		char *const *nodes = *(char **const *)conf_backend_value(c, "nodes");
+		const struct conf_node *nodes = *(struct conf_node *const *)conf_backend_value(c,
+		    "nodes");
 
-		for (size_t k = 0; k < 3 && ok[i].nodes[k] != NULL; k++)
-			ck_assert_str_eq(nodes[k], ok[i].nodes[k]);
+		for (size_t k = 0; k < 3 && ok[i].nodes[k] != NULL; k++) {
+			ck_assert_str_eq(nodes[k].server, ok[i].nodes[k]);
+			ck_assert_ptr_null(nodes[k].password);
+		}
 		if (ok[i].password == NULL)
 			ck_assert_ptr_null(be_str(c, "password"));
 		else
