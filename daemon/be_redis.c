@@ -2099,7 +2099,9 @@ rd_state(struct backend *be)
 	return up == r->nnodes ? "connected" : up >= r->quorum ? "degraded" : "disconnected";
 }
 
-/* Releases in flight or kept for later: shutdown waits for them. */
+/* Releases in flight or kept for later: shutdown waits for them. Redlock
+ * does not wait for a node that is down: once the others released a lease,
+ * no quorum holds it, and on that node it ends at its TTL. */
 static size_t
 rd_pending(struct backend *be)
 {
@@ -2108,7 +2110,8 @@ rd_pending(struct backend *be)
 	size_t kept = 0;
 	for (size_t i = 0; i < r->nnodes; i++) {
 		rnode_stats(r->nodes[i].node, &st);
-		kept += st.kept;
+		if (!r->redlock || st.up)
+			kept += st.kept;
 	}
 	return r->releases_inflight + kept;
 }
