@@ -914,6 +914,19 @@ quorum_granted(struct rd *r, struct rd_op *op, uint64_t fence)
 	raise_check(r, op);
 }
 
+/* A quorum that held op's lease all along renewed it: the nodes that had
+ * lost or missed it and were given it back (RA_BROUGHT) count from now on
+ * (the confirm script, kept until each answers). */
+static void
+confirm_brought(struct rd *r, const struct rd_op *op)
+{
+	for (size_t i = 0; i < r->nnodes; i++)
+		if (op->calls[i].answer == RA_BROUGHT)
+			/* numkeys, the lock's key, the member: as in the renewal */
+			rnode_keep(r->nodes[i].node, RS_CONFIRM, 3, op->args.argv,
+			    op->args.argvlen, clock_ms() + op->ttl_ms);
+}
+
 /* The pttl of the busy answer that wakes op's queue first (retry_arm). */
 static long long
 busy_pttl(const struct rd *r, const struct rd_op *op)
@@ -966,6 +979,7 @@ op_decide(struct rd *r, struct rd_op *op)
 			return;
 		case RS_RENEW:
 			deleg_renewed(r, op, BE_OK);
+			confirm_brought(r, op);
 			break;
 		default:
 			break;

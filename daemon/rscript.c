@@ -69,54 +69,64 @@ const char *const rscript_text[RS_COUNT] = {
 	"return {1, fence(1)}",
 
 	/* release: KEYS lock, mark; ARGV member, channel, key. 1 | 0 (not ours).
-	 * An exclusive lease and the mark go in one DEL */
+	 * An exclusive lease and the mark go in one DEL; a lease given back
+	 * but not confirmed (member .. '~', the renew script) goes too */
 	LUA_STRING
-	"if v == ARGV[1] then "
+	"if v == ARGV[1] or v == ARGV[1] .. '~' then "
 	"  if redis.call('DEL', KEYS[1], KEYS[2]) == 2 then "
 	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
 	"  return 1 end "
-	"if type(v) == 'string' or redis.pcall('ZREM', KEYS[1], ARGV[1]) ~= 1 then "
+	"if type(v) == 'string' or "
+	"    redis.call('ZREM', KEYS[1], ARGV[1], ARGV[1] .. '~') < 1 then "
 	"  return 0 end "
 	LUA_RELEASED(KEYS[2], ARGV[2], ARGV[3])
 	"return 1",
 
 	/* renew: KEYS lock; ARGV member, ttl, bring, limit. The lease lasts at
 	 * least ttl from now; a later end is kept. 1 | 0 (not ours any more) |
-	 * 2: it was not there, bring is '1' and the key's leases let it in (a
-	 * limit of 0: no limit): taken now (a node of a quorum that missed it) */
+	 * 2: the lease is there as given back but not confirmed (member ..
+	 * '~'), or it was not there, bring is '1' and the key's leases let it
+	 * in (a limit of 0: no limit): given back now, unconfirmed. A lease
+	 * given back blocks others as the lease does, but answers 2 until the
+	 * confirm script makes it the member again (a node of a quorum that
+	 * lost or missed the lease: it does not count until a quorum that
+	 * held it all along has confirmed it) */
 	LUA_STRING
-	"if v == ARGV[1] then "
+	"local m = ARGV[1] .. '~' "
+	"if v == ARGV[1] or v == m then "
 	"  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then "
 	"    redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
-	"  return 1 end "
+	"  return v == m and 2 or 1 end "
 	"if type(v) == 'string' then return 0 end "
 	"local x = string.sub(ARGV[1], 1, 2) == 'x0' "
 	"if not v and x then "
 	"  if ARGV[3] ~= '1' then return 0 end "
-	"  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+	"  redis.call('SET', KEYS[1], m, 'PX', ARGV[2]) "
 	"  return 2 end "
 	LUA_NOW
-	"local s = v and redis.call('ZSCORE', KEYS[1], ARGV[1]) "
-	"if s and tonumber(s) > now then "
-	"  local e = now + tonumber(ARGV[2]) "
-	"  if tonumber(s) < e then "
-	"    redis.call('ZADD', KEYS[1], e, ARGV[1]) "
+	"for i, member in ipairs({ARGV[1], m}) do "
+	"  local s = v and redis.call('ZSCORE', KEYS[1], member) "
+	"  if s and tonumber(s) > now then "
+	"    local e = now + tonumber(ARGV[2]) "
+	"    if tonumber(s) < e then "
+	"      redis.call('ZADD', KEYS[1], e, member) "
 	LUA_KEEP
-	"  end "
-	"  return 1 end "
+	"    end "
+	"    return i end "
+	"end "
 	"if ARGV[3] ~= '1' then return 0 end "
 	"if v then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) end "
 	"local n = v and redis.call('ZCARD', KEYS[1]) or 0 "
 	"if n > 0 then "
 	"  local first = redis.call('ZRANGE', KEYS[1], 0, 0) "
-	"  local function kind(m) return string.sub(m, 1, string.find(m, ':', 1, true)) end "
+	"  local function kind(s) return string.sub(s, 1, string.find(s, ':', 1, true)) end "
 	"  if x or kind(first[1]) ~= kind(ARGV[1]) or "
 	"      (tonumber(ARGV[4]) > 0 and n >= tonumber(ARGV[4])) then return 0 end "
 	"end "
 	"if x then "
-	"  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+	"  redis.call('SET', KEYS[1], m, 'PX', ARGV[2]) "
 	"  return 2 end "
-	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
+	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), m) "
 	LUA_KEEP
 	"return 2",
 
@@ -137,6 +147,19 @@ const char *const rscript_text[RS_COUNT] = {
 	"end "
 	"redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3]) "
 	"return {1, fence(tonumber(ARGV[8]))}",
+
+	/* confirm (a renewal confirmed by a quorum that held the lease all
+	 * along): KEYS lock; ARGV member. A lease given back by the renew
+	 * script (member .. '~') becomes member again, its end kept. 1 | 0 */
+	LUA_STRING
+	"local m = ARGV[1] .. '~' "
+	"if v == m then redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL') return 1 end "
+	"if type(v) == 'string' or not v then return 0 end "
+	"local s = redis.call('ZSCORE', KEYS[1], m) "
+	"if not s then return 0 end "
+	"redis.call('ZREM', KEYS[1], m) "
+	"redis.call('ZADD', KEYS[1], s, ARGV[1]) "
+	"return 1",
 
 	/* raise (a quorum's fence written back): KEYS fence; ARGV fence. The
 	 * counter becomes at least fence. 1 */
