@@ -30,7 +30,7 @@ import time
 import unittest
 
 from harness import (DLOCKD, NULL, SLOWDOWN, Err, Push, Raw, RedisTestCase, commandstats,
-                     in_thread, new_dir, read_within, reap, report,
+                     grant_through_outage, in_thread, new_dir, read_within, reap, report,
                      spawn, unique_key, wait_until)
 
 # backend keys of daemons that must notice a dead node quickly: TTLs from 900 ms
@@ -595,6 +595,49 @@ class TestRedlockNodesDown(RedlockCase):
         nodes[0].restart()
         nodes[1].restart()
         self.grant_when_up(h2, k2, RECONNECT_BOUND + TTL / 1000)
+
+    def test_holder_told_before_a_stopped_majority_lets_go(self):
+        # two nodes of three stopped (SIGSTOP) past the lease: the holder on
+        # A is told (lost push) before its validity ends, and B, waiting
+        # for the key all along, is granted only after that
+        nodes = self.start_nodes(3)
+        a = self.start_redlock_daemon(nodes, CONFIG_TTL, backend_conf=FAST)
+        b = self.start_redlock_daemon(nodes, CONFIG_TTL, backend_conf=FAST)
+        key = unique_key()
+        h = self.conn(a)
+        self.hello3(h)
+        w = self.conn(b)
+        w.settimeout(30)
+        sent = time.monotonic()
+        fence = self.assertGranted(h.cmd("LOCK", key, "TTL", TTL))[1]
+        end = sent + (TTL - drift_ms(TTL)) / 1000
+        w.send(Raw.encode("LOCK", key, "WAIT", 20000))
+        self.wait_status(b, key, waiters=1)
+        # B's waiter may be answered -BACKEND while it cannot reach a
+        # quorum: it asks again; what matters is when it is granted
+        taker = in_thread(grant_through_outage, w, key, 20000, 0.02)
+        nodes[0].pause()
+        nodes[1].pause()
+        try:
+            p = read_within(h, end - time.monotonic() + 1.0)
+            t_push = time.monotonic()
+            # keep them stopped until A's lease has run out in them
+            left = sent + TTL / 1000 + 0.3 - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+        finally:
+            nodes[0].resume()
+            nodes[1].resume()
+        t_b, gb = taker.result(RECONNECT_BOUND + 10)
+        self.assertIsInstance(p, Push, "no lost push within the lease: %r" % (p,))
+        self.assertEqual(p[:3], [b"lost", key.encode(), fence])
+        report("two nodes stopped: lost push %.0f ms after the LOCK was sent (validity "
+               "%.0f ms); B granted %.0f ms after it"
+               % (1000 * (t_push - sent), 1000 * (end - sent), 1000 * (t_b - sent)))
+        self.assertLess(t_push, end, "the holder was told after its validity ended")
+        self.assertLess(t_push, t_b, "B was granted before A's holder was told")
+        self.assertGreater(gb[1], fence)
+        self.assertLostReplies(h, {key: fence})
 
     def test_node_back_given_the_lease_at_renewal(self):
         nodes = self.start_nodes(3)
