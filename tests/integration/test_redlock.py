@@ -30,8 +30,8 @@ import time
 import unittest
 
 from harness import (DLOCKD, NULL, SLOWDOWN, Err, Push, Raw, RedisTestCase, commandstats,
-                     grant_through_outage, in_thread, new_dir, read_within, reap, report,
-                     spawn, unique_key, wait_until)
+                     grant_through_outage, in_thread, new_dir, read_within, reap,
+                     redlock_url, report, spawn, unique_key, wait_until)
 
 # backend keys of daemons that must notice a dead node quickly: TTLs from 900 ms
 FAST = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
@@ -770,6 +770,39 @@ class TestRedlockNodesDown(RedlockCase):
                   1000 * (restarted[0] - sent)))
         self.assertGreater(gb[1], ga[1])
         self.wait_nodes(b, nodes, {0, 1, 2})
+
+
+class TestRedlockSettings(RedlockCase):
+    """The settings every node shares: password, db and key prefix, from
+    the URL and from the backend section."""
+
+    def test_url_password_db_and_prefix(self):
+        nodes = self.start_nodes(3, password="s3cret")
+        # -b redlock://:s3cret@127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3/3
+        a = self.start_redlock_daemon(nodes, backend_url=redlock_url(nodes, db=3))
+        # a backend section with the nodes, the password, db and key_prefix
+        b = self.start_redlock_daemon(nodes, backend_conf={"db": 3, "key_prefix": "other:"})
+        key = unique_key()
+        ga = self.assertGranted(self.conn(a).cmd("LOCK", key))
+        # another prefix is another name space: the same key is free there
+        gb = self.assertGranted(self.conn(b).cmd("LOCK", key, "WAIT", 0))
+        self.assertGreater(min(ga[1], gb[1]), 10 ** 15)
+        for i, n in enumerate(nodes):
+            db3, db0 = n.client(db=3), n.client(db=0)
+            self.addCleanup(db3.connection_pool.disconnect)
+            self.addCleanup(db0.connection_pool.disconnect)
+            wait_until(lambda: {"dlock:l:" + key, "other:l:" + key} <=
+                       {k.decode(errors="replace") for k in db3.keys("*")}, 2, 0.01,
+                       "both leases in db 3 of node %d" % i)
+            self.assertEqual(db0.dbsize(), 0, "keys in db 0 of node %d" % i)
+        # a wrong password: the daemon does not get connected
+        bad = self.start_redlock_daemon(nodes, backend_url=redlock_url(nodes, password="nope"),
+                                        start=False)
+        bad.start(wait_backend=False)
+        c = self.conn(bad)
+        r = c.cmd("LOCK", unique_key(), "WAIT", 0)
+        self.assertErr(r, "BACKEND")
+        self.assertEqual(self.info(bad)["backend_connected"], "0")
 
 
 class TestRedlockConfig(unittest.TestCase):
