@@ -183,6 +183,7 @@ struct rd_node {
 	uint64_t ncalls;		/* calls sent to it */
 	uint64_t nfailures;		/* calls it failed (error, no reply, late) */
 	uint64_t ntimeouts;		/* calls it answered after the node timeout */
+	bool late_logged;		/* that it answers late was logged */
 };
 
 /* A sentinel (Sentinel mode). */
@@ -1107,6 +1108,10 @@ on_reply(void *arg, const redisReply *rep, const char *why)
 	}
 	if (op->script == RS_RELEASE)
 		r->releases_inflight--;
+	if (r->nodes[i].late_logged && !op->late && rep != NULL) {
+		log_info("redlock node %s answers in time again", r->nodes[i].addr);
+		r->nodes[i].late_logged = false;
+	}
 	a = answer_of(op, c, rep, &why);
 	if (a == RA_FAILED) {
 		r->nodes[i].nfailures++;
@@ -1120,7 +1125,7 @@ on_reply(void *arg, const redisReply *rep, const char *why)
 			keep_on(r, op, i);
 	}
 	c->answer = (unsigned char)a;
-	if (!op->decided)
+	if (!op->decided && !op->raising)	/* a quorum granted it already */
 		op_decide(r, op);
 	op_done(op);
 }
@@ -1135,9 +1140,17 @@ on_late(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	op->late = true;
-	for (size_t i = 0; i < r->nnodes; i++)
-		if (op->calls[i].answer == RA_PENDING || op->calls[i].raising)
-			r->nodes[i].ntimeouts++;
+	for (size_t i = 0; i < r->nnodes; i++) {
+		struct rd_node *nd = &r->nodes[i];
+		if (op->calls[i].answer != RA_PENDING && !op->calls[i].raising)
+			continue;
+		nd->ntimeouts++;
+		if (!nd->late_logged)
+			log_warn("redlock node %s: no answer within %llu ms (backend.node_timeout_ms): "
+			    "counted as failed until it answers in time", nd->addr,
+			    (unsigned long long)node_timeout(r, op->ttl_ms));
+		nd->late_logged = true;
+	}
 	if (op->decided)
 		return;
 	if (op->raising)
