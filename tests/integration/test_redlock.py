@@ -382,6 +382,12 @@ class TestRedlockNodesDown(RedlockCase):
         for opts in ((), ("WAIT", 5000), ("WAIT", 0), ("SHARED",), ("LIMIT", 3)):
             self.assertBackendErrorSoon(c, unique_key(), *opts)
         info = self.wait_nodes(daemon, nodes, up)
+        # once the daemon knows: the reason names the nodes down
+        r = self.assertBackendErrorSoon(c, unique_key())
+        self.assertIn("%d of %d nodes up, %d needed" % (len(up), len(nodes),
+                                                         len(nodes) // 2 + 1), r)
+        for i in set(range(len(nodes))) - set(up):
+            self.assertIn(nodes[i].address(), r)
         self.assertEqual(info["backend_connected"], "0")
         self.assertEqual(int(info["backend_nodes_up"]), len(up))
         self.assertEqual(self.status(daemon, unique_key())["backend"], b"disconnected")
@@ -400,7 +406,8 @@ class TestRedlockNodesDown(RedlockCase):
         self.check_degraded(a, nodes, {1, 2}, c)
         info = self.info(a)
         self.assertEqual(info["backend_node0_connected"], "0")
-        self.assertRegex(a.log(), r"%s.*down" % re.escape(nodes[0].address()),
+        self.assertRegex(a.log(), r"redlock node \w+ connection to %s down: "
+                         % re.escape(nodes[0].address()),
                          "the node's connection going down is not logged")
         nodes[1].kill()
         self.check_disconnected(a, nodes, {2}, c)
@@ -513,15 +520,15 @@ class TestRedlockNodesDown(RedlockCase):
             self.assertEqual({i for i in (1, 2) if self.pttl(nodes[i], k1) > 0}, {1, 2})
             self.assertEqual(c.cmd("UNLOCK", k1), 0)
             # and one more killed: the stopped node's part fails at its
-            # deadline, so no majority: answered at once, not granted
+            # deadline, so more than N - q failed: -BACKEND at its deadline
             nodes[1].kill()
             self.wait_nodes(a, nodes, {0, 2})
             k2 = unique_key("two")
             t0 = time.monotonic()
-            r = c.cmd("LOCK", k2, "WAIT", 0)
+            r = c.cmd("LOCK", k2, "WAIT", 5000)
             took2 = time.monotonic() - t0
-            self.assertTrue(r is NULL or (isinstance(r, Err) and r.code == "BACKEND"),
-                            "LOCK with one node stopped and one dead: %r" % (r,))
+            self.assertErr(r, "BACKEND", "LOCK with one node stopped and one dead: %r" % (r,))
+            self.assertIn("redlock", r)
             self.assertLess(took2, bound, "LOCK answered %.3f s after it was sent with a "
                             "node stopped and one dead" % took2)
             info = self.info(a)
@@ -676,7 +683,7 @@ class TestRedlockNodesDown(RedlockCase):
         renewed) of ttl while node 2 is down, so that its lease is on nodes
         0 and 1 only; node 2 is back (empty: it never had it) and node 0 is
         killed. Returns (nodes, A, B, key, A's grant, when A's LOCK was
-        sent)."""
+        sent, when node 0 was killed)."""
         nodes = self.start_nodes(3)
         a = self.start_redlock_daemon(nodes, backend_conf=FAST)
         b = self.start_redlock_daemon(nodes, backend_conf=FAST)
@@ -689,7 +696,7 @@ class TestRedlockNodesDown(RedlockCase):
         self.assertEqual(self.nodes_with_lease(nodes, key), {0, 1})
         nodes[2].restart()
         nodes[0].kill()
-        return nodes, a, b, key, g, sent
+        return nodes, a, b, key, g, sent, time.monotonic()
 
     def poll_b(self, b, key, until, what):
         """LOCK key WAIT 0 on B every 20 ms until granted or until the
@@ -716,7 +723,7 @@ class TestRedlockNodesDown(RedlockCase):
         # lease is then on node 1 only, and nodes 0 and 2 (both empty) are
         # a majority for B: B is granted while A still holds the lock.
         ttl = int(5000 * SLOWDOWN)
-        nodes, a, b, key, ga, sent = self.hazard_setup(ttl)
+        nodes, a, b, key, ga, sent, _ = self.hazard_setup(ttl)
         nodes[0].restart()
         a_end = sent + ga[2] / 1000  # A holds it until then, at the most
         gb, t_s, t_r, _ = self.poll_b(b, key, a_end, "B while A holds")
@@ -735,12 +742,13 @@ class TestRedlockNodesDown(RedlockCase):
 
     def test_delayed_restart_keeps_another_out(self):
         # The rule that bounds it: a node that restarts without its data
-        # stays out for a TTL (the longest lease) before it rejoins. Then B,
-        # polling all along, is granted only once A's lease has ended.
+        # stays out for the longest TTL (+ locks.lock_delay_ms, 0 here) from
+        # the moment it stopped. Then B, polling all along, is granted only
+        # once A's lease has ended.
         ttl = int(5000 * SLOWDOWN)
-        nodes, a, b, key, ga, sent = self.hazard_setup(ttl)
+        nodes, a, b, key, ga, sent, stopped = self.hazard_setup(ttl)
         a_end = sent + (ttl - drift_ms(ttl)) / 1000  # A's validity, at the most
-        rejoin = sent + ttl / 1000 + 0.1
+        rejoin = stopped + ttl / 1000 + 0.05
         va = self.conn(a)
         restarted = []
 
