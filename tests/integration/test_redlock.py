@@ -24,6 +24,7 @@ Run alone: BUILD=build sh tests/integration/run.sh -k test_redlock
 
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -645,6 +646,52 @@ class TestRedlockNodesDown(RedlockCase):
         self.assertLess(t_push, t_b, "B was granted before A's holder was told")
         self.assertGreater(gb[1], fence)
         self.assertLostReplies(h, {key: fence})
+
+    @unittest.expectedFailure
+    def test_holder_told_when_two_nodes_come_back_without_it(self):
+        # Two nodes of three restart without their data while A holds a
+        # session lock: its lease is on one node only, and B takes the key
+        # and releases it before A's daemon is back on those nodes (A's
+        # daemon is stopped meanwhile, well within its lease). A's renewals
+        # then give the lease to both nodes again, one after the other (node
+        # 1 is down again when A is back on node 0). A node given the lease
+        # again "does not count towards q: it did not hold the lease all
+        # along" (8.4): A's lock did not stand on a majority all along, and
+        # its holder must be told it is lost.
+        # Expected to fail: the daemon counts node 0, given the lease by the
+        # renewal before, towards q at the renewal that gives it to node 1:
+        # A goes on holding, never told, though B held the key meanwhile.
+        nodes = self.start_nodes(3)
+        a = self.start_redlock_daemon(nodes, backend_conf=FAST)
+        b = self.start_redlock_daemon(nodes, backend_conf=FAST)
+        key = unique_key()
+        ttl = 12000
+        h = self.conn(a)
+        self.hello3(h)
+        ga = self.assertGranted(h.cmd("LOCK", key, "TTL", ttl))
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            for i in (0, 1):
+                nodes[i].kill()
+                nodes[i].restart()
+            self.wait_nodes(b, nodes, {0, 1, 2})
+            wb = self.conn(b)
+            gb = self.grant_when_up(wb, key, 3)
+            self.assertGreater(gb[1], ga[1])
+            self.assertEqual(wb.cmd("UNLOCK", key), 0)
+            nodes[1].kill()
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        # A back on node 0 (given the lease again there), then on node 1
+        self.wait_nodes(a, nodes, {0, 2})
+        wait_until(lambda: self.pttl(nodes[0], key) > 0, 3, 0.01,
+                   "A's renewal to give node 0 the lease again")
+        nodes[1].restart()
+        self.wait_nodes(a, nodes, {0, 1, 2})
+        p = read_within(h, 3)
+        self.assertIsInstance(p, Push, "A's holder was not told (B held the key meanwhile); "
+                              "VALIDATE on A: %r" % (self.conn(a).cmd("VALIDATE", key, ga[1]),))
+        self.assertEqual(p[:3], [b"lost", key.encode(), ga[1]])
 
     def test_node_back_given_the_lease_at_renewal(self):
         nodes = self.start_nodes(3)
