@@ -64,10 +64,6 @@ ETCD = os.environ.get("ETCD_BIN", "etcd")
 
 START_TIMEOUT = 20.0 if WRAPPER else 5.0  # seconds a daemon may take to accept
 STOP_TIMEOUT = 20.0 if WRAPPER else 5.0  # seconds a daemon may take to exit
-# seconds a daemon's shutdown waits for releases the backend has not
-# confirmed (dlockd's DRAIN_MS): a redlock daemon with a release kept for a
-# node that is down takes that long to exit
-DRAIN_TIMEOUT = 5.0
 IO_TIMEOUT = 10.0  # socket timeout of every client connection
 # latency bounds are multiplied by this when the daemon runs under a wrapper
 SLOWDOWN = 5.0 if WRAPPER else 1.0
@@ -1476,13 +1472,12 @@ class Daemon:
         rc = self.stop()
         test.assertEqual(rc, 0, "dlockd exited with %s; log:\n%s" % (rc, self.log()))
 
-    def stop_checked(self, timeout=STOP_TIMEOUT):
+    def stop_checked(self):
         """Stop with SIGTERM (if still running) and fail unless the exit
-        status is 0 within timeout s; a daemon the test already stopped is
-        left alone."""
+        status is 0; a daemon the test already stopped is left alone."""
         if self.proc is None:
             return
-        rc = self.stop(timeout=timeout)
+        rc = self.stop()
         if rc != 0:
             raise AssertionError("dlockd exited with %s; log:\n%s" % (rc, self.log()))
 
@@ -1999,7 +1994,7 @@ class RedisTestCase(unittest.TestCase):
         """A dlockd of the class on the redlock backend over servers (a
         list of RedisServers)."""
         d = Daemon(config, backend="redlock", redis=list(servers), **kw)
-        cls.addClassCleanup(d.stop_checked, STOP_TIMEOUT + DRAIN_TIMEOUT)
+        cls.addClassCleanup(d.stop_checked)
         return d.start()
 
     # ---- per test ----
@@ -2035,10 +2030,9 @@ class RedisTestCase(unittest.TestCase):
     def start_redlock_daemon(self, servers, config="", start=True, **kw):
         """A dlockd on the redlock backend over servers (a list of
         RedisServers), stopped after the test: -b redlock://... or, with
-        backend_conf, a backend section with nodes. Its stop may take the
-        drain of releases kept for nodes that are down."""
+        backend_conf, a backend section with nodes."""
         d = Daemon(config, backend="redlock", redis=list(servers), **kw)
-        self.addCleanup(d.stop_checked, STOP_TIMEOUT + DRAIN_TIMEOUT)
+        self.addCleanup(d.stop_checked)
         return d.start() if start else d
 
     def conn(self, daemon, **kw):
