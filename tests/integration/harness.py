@@ -746,6 +746,24 @@ class RedisServer(ServerProcess):
         if rc not in (0, None):
             raise AssertionError("redis-server exited with %s; log:\n%s" % (rc, self.log()))
 
+    def kill(self):
+        """SIGKILL (a crash: the data, never persisted, is gone) and wait
+        for the exit. A later stop_checked() does not count it as a
+        failure. Returns the status."""
+        rc = self.stop(signal.SIGKILL)
+        self.rc = None
+        return rc
+
+    def restart(self):
+        """Start again after stop() or kill(), on the same port and in the
+        same directory, empty (no persistence); fails rather than move to
+        another port if the port is taken."""
+        fixed, self.fixed_port = self.fixed_port, True
+        try:
+            return self.start()
+        finally:
+            self.fixed_port = fixed
+
     def address(self):
         return "%s:%d" % (self.host, self.port)
 
@@ -1222,6 +1240,24 @@ def yaml_value(v):
 BACKEND_SECTION_RE = re.compile(r"^backend\s*:", re.M)
 
 
+def redlock_url(servers, db=None, password=None):
+    """The -b URL of a redlock backend on servers (RedisServers):
+    redlock://[:password@]127.0.0.1:p1,127.0.0.1:p2,...[/db] (redlocks://
+    when they serve TLS; password defaults to the first server's)."""
+    servers = list(servers)
+    if not servers:
+        raise ValueError("a redlock URL needs at least one server")
+    if password is None:
+        password = next((r.password for r in servers if r.password is not None), None)
+    u = "redlocks://" if any(r.tls is not None for r in servers) else "redlock://"
+    if password is not None:
+        u += ":%s@" % password
+    u += ",".join(r.address() for r in servers)
+    if db is not None:
+        u += "/%d" % db
+    return u
+
+
 class Daemon:
     """One dlockd process.
 
@@ -1242,6 +1278,14 @@ class Daemon:
     "backend:" section with type and endpoints (backend_conf's own
     "endpoints", a list or a string, replaces the server's), or, with
     neither, the backend section that config itself has.
+
+    backend "redlock" takes redis as a list of RedisServers, the nodes: -b
+    redlock://127.0.0.1:<p1>,127.0.0.1:<p2>,... (or backend_url), or with
+    backend_conf a "backend:" section with type redlock, nodes (the
+    servers' addresses; backend_conf's own "nodes" replaces them) and the
+    password of the servers if they have one, or, with none of these, the
+    backend section that config itself has. start() waits for
+    backend_connected:1 (a majority of the nodes connected).
 
     env: a dict of variables added to the daemon's environment (such as
     NOTIFY_SOCKET). wrapper: an argv prefix that ends by exec'ing the rest
@@ -1264,6 +1308,8 @@ class Daemon:
         self.rc = None
         self.backend = backend
         self.redis = redis
+        # the redlock backend's nodes (RedisServers), in the order given
+        self.nodes = list(redis) if backend == "redlock" and redis is not None else []
         self.backend_conf = backend_conf
         self.backend_url = backend_url
         self.etcd = etcd
@@ -1288,6 +1334,21 @@ class Daemon:
                     raise ValueError("config has a backend section and backend_conf is given")
                 if backend_url is not None:
                     raise ValueError("backend_conf and backend_url are exclusive")
+        elif backend == "redlock":
+            if isinstance(redis, RedisServer):
+                raise ValueError("a redlock-backed Daemon takes redis= as a list of "
+                                 "RedisServers")
+            if (not self.nodes and backend_url is None and backend_conf is None
+                    and not BACKEND_SECTION_RE.search(config)):
+                raise ValueError("a redlock-backed Daemon needs redis=[...], backend_url=, "
+                                 "backend_conf= or a backend section in config")
+            if backend_conf is not None:
+                if BACKEND_SECTION_RE.search(config):
+                    raise ValueError("config has a backend section and backend_conf is given")
+                if backend_url is not None:
+                    raise ValueError("backend_conf and backend_url are exclusive")
+                if not self.nodes and "nodes" not in backend_conf:
+                    raise ValueError("backend_conf without nodes needs redis=[...]")
         elif backend != "memory":
             raise ValueError("unknown backend %r" % backend)
 
@@ -1298,6 +1359,17 @@ class Daemon:
             conf = {"type": "redis", "address": self.redis.address()}
             if self.redis.password is not None:
                 conf["password"] = self.redis.password
+            conf.update(self.backend_conf)
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += "backend:\n" + "".join("  %s: %s\n" % (k, yaml_value(v))
+                                            for k, v in conf.items())
+        elif self.backend == "redlock" and self.backend_conf is not None:
+            conf = {"type": "redlock", "nodes": [r.address() for r in self.nodes]}
+            password = next((r.password for r in self.nodes if r.password is not None),
+                            None)
+            if password is not None:
+                conf["password"] = password
             conf.update(self.backend_conf)
             if text and not text.endswith("\n"):
                 text += "\n"
@@ -1327,12 +1399,18 @@ class Daemon:
                 a += ["-b", self.backend_url]
             elif self.etcd is not None and not BACKEND_SECTION_RE.search(self.config):
                 a += ["-b", self.etcd.url()]
+        if self.backend == "redlock" and self.backend_conf is None:
+            if self.backend_url is not None:
+                a += ["-b", self.backend_url]
+            elif self.nodes and not BACKEND_SECTION_RE.search(self.config):
+                a += ["-b", redlock_url(self.nodes)]
         return a + self.extra_args
 
     def start(self, wait_backend=True):
         """Start and wait (bounded) until every listener accepts (and, for
-        the redis and etcd backends, until the backend is connected, unless
-        wait_backend is false). A daemon that does not get there is killed."""
+        the redis, redlock and etcd backends, until the backend is connected,
+        unless wait_backend is false). A daemon that does not get there is
+        killed."""
         if not os.path.exists(DLOCKD):
             raise AssertionError("dlockd binary missing: %s" % DLOCKD)
         with open(self.conf, "w") as f:
@@ -1358,7 +1436,7 @@ class Daemon:
 
         try:
             wait_until(ready, START_TIMEOUT, 0.01, "dlockd to accept connections")
-            if self.backend in ("redis", "etcd") and wait_backend:
+            if self.backend in ("redis", "redlock", "etcd") and wait_backend:
                 def connected():
                     exited()
                     return self.info().get("backend_connected") == "1"
@@ -1439,24 +1517,35 @@ class DaemonTestCase(unittest.TestCase):
     the daemon whatever happens) and runs the daemon on it; BACKEND_CONF, if
     set, is the dict of backend.* keys written to its configuration.
     BACKEND "etcd" does the same with an etcd server of the class.
+    BACKEND "redlock" starts NODES redis-servers for the class (cls.nodes,
+    stopped after the daemon) and runs the daemon on them.
     """
 
     CONFIG = ""
     BACKEND = "memory"
     BACKEND_CONF = None
+    NODES = 3  # redis-servers of a redlock class
     daemon = None
     redis = None
     etcd = None
+    nodes = ()
 
     @classmethod
     def setUpClass(cls):
+        store = None
         if cls.BACKEND == "redis":
-            cls.redis = RedisServer().start()
+            cls.redis = store = RedisServer().start()
             cls.addClassCleanup(cls._stop_redis)
         elif cls.BACKEND == "etcd":
             cls.etcd = EtcdServer().start()
             cls.addClassCleanup(cls._stop_etcd)
-        cls.daemon = Daemon(cls.CONFIG, backend=cls.BACKEND, redis=cls.redis,
+        elif cls.BACKEND == "redlock":
+            cls.nodes = []
+            cls.addClassCleanup(cls._stop_nodes)
+            for _ in range(cls.NODES):
+                cls.nodes.append(RedisServer().start())
+            store = list(cls.nodes)
+        cls.daemon = Daemon(cls.CONFIG, backend=cls.BACKEND, redis=store,
                             etcd=cls.etcd, backend_conf=cls.BACKEND_CONF).start()
 
     @classmethod
@@ -1464,6 +1553,18 @@ class DaemonTestCase(unittest.TestCase):
         r, cls.redis = cls.redis, None
         if r is not None:
             r.stop_checked()
+
+    @classmethod
+    def _stop_nodes(cls):
+        nodes, cls.nodes = cls.nodes, ()
+        failed = []
+        for r in nodes:
+            try:
+                r.stop_checked()
+            except AssertionError as e:
+                failed.append(str(e))
+        if failed:
+            raise AssertionError("\n".join(failed))
 
     @classmethod
     def _stop_etcd(cls):
@@ -1488,6 +1589,9 @@ class DaemonTestCase(unittest.TestCase):
         if self.etcd is not None:
             self.assertTrue(self.etcd.running(), "the shared etcd died:\n%s"
                             % self.etcd.log())
+        for i, r in enumerate(self.nodes):
+            self.assertTrue(r.running(), "the shared redis-server node %d died:\n%s"
+                            % (i, r.log()))
         self._clients = []
 
     def tearDown(self):
@@ -1880,6 +1984,19 @@ class RedisTestCase(unittest.TestCase):
         cls.addClassCleanup(d.stop_checked)
         return d.start()
 
+    @classmethod
+    def class_nodes(cls, n, **kw):
+        """n redis-servers (the nodes of a redlock backend) for the class."""
+        return [cls.class_redis(**kw) for _ in range(n)]
+
+    @classmethod
+    def class_redlock_daemon(cls, servers, config="", **kw):
+        """A dlockd of the class on the redlock backend over servers (a
+        list of RedisServers)."""
+        d = Daemon(config, backend="redlock", redis=list(servers), **kw)
+        cls.addClassCleanup(d.stop_checked)
+        return d.start()
+
     # ---- per test ----
 
     def setUp(self):
@@ -1901,6 +2018,20 @@ class RedisTestCase(unittest.TestCase):
     def start_daemon(self, redis_server, config="", start=True, **kw):
         kw.setdefault("backend", "redis")
         d = Daemon(config, redis=redis_server, **kw)
+        self.addCleanup(d.stop_checked)
+        return d.start() if start else d
+
+    def start_nodes(self, n, **kw):
+        """n redis-servers, the nodes of a redlock backend, stopped after
+        the test (after its daemons). Each keeps its port when restarted
+        (RedisServer.kill() and restart())."""
+        return [self.start_redis(**kw) for _ in range(n)]
+
+    def start_redlock_daemon(self, servers, config="", start=True, **kw):
+        """A dlockd on the redlock backend over servers (a list of
+        RedisServers), stopped after the test: -b redlock://... or, with
+        backend_conf, a backend section with nodes."""
+        d = Daemon(config, backend="redlock", redis=list(servers), **kw)
         self.addCleanup(d.stop_checked)
         return d.start() if start else d
 

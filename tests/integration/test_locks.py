@@ -2,7 +2,8 @@
 DETACH, EXTEND, STATUS, VALIDATE, LOCKS, INFO, and release on disconnect.
 
 TestLocks runs on the memory backend; TestLocksRedis runs the same tests on
-the redis backend, against a redis-server of its own, and TestLocksEtcd on
+the redis backend, against a redis-server of its own, TestLocksRedlock on the
+redlock backend, against three redis-servers of its own, and TestLocksEtcd on
 the etcd backend, against an etcd of its own. Where the backends
 legitimately differ (where fences start, the validity of a lease and
 STATUS ttl_ms, STATUS's backend state, INFO's backend fields) the checks ask
@@ -25,8 +26,19 @@ class TestLocks(DaemonTestCase):
     CONFIG = ""
     BACKEND = "memory"
     TTL_MIN = 10  # ms: the shortest TTL the backend keeps
+
     def lock(self, conn, key, *opts):
         return conn.execute_command("LOCK", key, *opts)
+
+    def leases_in_redis(self):
+        """Whether leases live in Redis and count down there: the redis
+        backend and the redlock backend (on each of its nodes)."""
+        return self.BACKEND in ("redis", "redlock")
+
+    def drift_ms(self, ttl):
+        """What the backend takes off a lease of ttl for clock drift:
+        redlock's TTL x clock_drift_factor (0.01) + 2 ms, nothing elsewhere."""
+        return ttl * 0.01 + 2 if self.BACKEND == "redlock" else 0
 
     def check_first_fence(self, fence):
         """fence is the first one issued for a key never locked before. The
@@ -40,10 +52,12 @@ class TestLocks(DaemonTestCase):
         """left is the validity a LOCK or EXTEND reported for a lease of ttl
         (of a session lock if bound, else of a DETACH lock): the whole TTL on
         memory (leases live in the daemon); on redis what is left of it,
-        counted from when the request was sent."""
-        if self.BACKEND == "redis":
-            self.assertLessEqual(left, ttl)
-            self.assertGreater(left, ttl - 100 * SLOWDOWN, "validity %d of %d" % (left, ttl))
+        counted from when the request was sent; on redlock that less the
+        drift allowance."""
+        if self.leases_in_redis():
+            top = ttl - self.drift_ms(ttl)
+            self.assertLessEqual(left, top + 1, "validity %d of %d" % (left, ttl))
+            self.assertGreater(left, top - 100 * SLOWDOWN, "validity %d of %d" % (left, ttl))
         else:
             self.assertEqual(left, ttl)
 
@@ -51,8 +65,9 @@ class TestLocks(DaemonTestCase):
         """ttl_ms is STATUS's ttl_ms of a session lock held with lease ttl.
         Memory leases live in the daemon: the whole TTL, always. Redis
         leases count down and are renewed every ttl/3: what is left since
-        the last renewal, never 0 and not much under two thirds of ttl."""
-        if self.BACKEND == "redis":
+        the last renewal, never 0 and not much under two thirds of ttl (so
+        are redlock leases, on every node)."""
+        if self.leases_in_redis():
             self.assertLessEqual(ttl_ms, ttl)
             self.assertGreater(ttl_ms, ttl // 2, "a redis lease left to run out")
         else:
@@ -78,8 +93,9 @@ class TestLocks(DaemonTestCase):
 
     def backend_state(self):
         """STATUS's backend field: the memory backend is always "local"; the
-        redis backend is "connected" while its connection to Redis is up."""
-        return b"connected" if self.BACKEND == "redis" else b"local"
+        redis backend is "connected" while its connection to Redis is up,
+        the redlock backend while every node is."""
+        return b"connected" if self.leases_in_redis() else b"local"
 
     def test_lock_unlock(self):
         key = unique_key()
@@ -490,7 +506,7 @@ class TestLocks(DaemonTestCase):
             time.sleep(0.005)
         for v in seen:
             self.check_session_ttl(v, ttl)
-        if self.BACKEND == "redis":
+        if self.leases_in_redis():
             self.assertLess(min(seen), ttl - 50, "ttl_ms does not count down: %s" % seen)
             # renewed: values go up again after going down
             self.assertTrue(any(b > a for a, b in zip(seen, seen[1:])),
@@ -769,6 +785,68 @@ class TestLocksRedis(TestLocks):
     BACKEND = "redis"
     BACKEND_CONF = {"command_timeout_ms": 100}
     TTL_MIN = 300
+
+
+class TestLocksRedlock(TestLocks):
+    """Every test of TestLocks on the redlock backend (NODES redis-servers
+    for the class, started before the daemon and stopped after it). As on
+    redis, the TTL floor is three command timeouts (300 ms here) and fences
+    are max(counter + 1, Redis's clock in us); a lease's validity is less
+    the drift allowance, TTL x 0.01 + 2 ms. Every lease is in every node."""
+    BACKEND = "redlock"
+    BACKEND_CONF = {"command_timeout_ms": 100}
+    TTL_MIN = 300
+
+    def check_backend_info(self, info):
+        n = len(self.nodes)
+        for name in ("backend_connected", "backend_nodes", "backend_quorum",
+                     "backend_nodes_up", "backend_renewals_total", "backend_lost_total"):
+            self.assertIn(name, info)
+            self.assertRegex(info[name], r"^\d+$", name)
+        self.assertEqual(info["backend_connected"], "1")
+        self.assertEqual(int(info["backend_nodes"]), n)
+        self.assertEqual(int(info["backend_quorum"]), n // 2 + 1)
+        self.assertEqual(int(info["backend_nodes_up"]), n)
+        for i, r in enumerate(self.nodes):
+            self.assertEqual(info["backend_node%d_address" % i], r.address())
+            self.assertEqual(info["backend_node%d_connected" % i], "1")
+            for what in ("calls", "failures", "timeouts", "reconnects"):
+                name = "backend_node%d_%s_total" % (i, what)
+                self.assertIn(name, info)
+                self.assertRegex(info[name], r"^\d+$", name)
+            self.assertGreater(int(info["backend_node%d_calls_total" % i]), 0)
+
+    def lease_left(self, node, key):
+        """PTTL of key's exclusive lease (dlock:l:<key>) on a node, ms."""
+        c = node.raw()
+        try:
+            return c.cmd("PTTL", "dlock:l:" + key)
+        finally:
+            c.close()
+
+    def test_lease_on_every_node(self):
+        # a session lock's lease is in every node's redis, counting down
+        # from its TTL and renewed there; UNLOCK removes it from every node
+        key = unique_key()
+        ttl = 900
+        r = self.client()
+        token, fence, left = self.lock(r, key, "TTL", ttl)
+        self.check_validity(left, ttl)
+        for i, node in enumerate(self.nodes):
+            pttl = self.lease_left(node, key)
+            self.assertLessEqual(pttl, ttl, "node %d" % i)
+            self.assertGreater(pttl, 0, "no lease of %s on node %d" % (key, i))
+        # held past its TTL: renewed on every node
+        time.sleep(1.5 * ttl / 1000)
+        self.assertEqual(self.client().execute_command("VALIDATE", key, fence), 1)
+        for i, node in enumerate(self.nodes):
+            pttl = self.lease_left(node, key)
+            self.assertGreater(pttl, ttl // 3 - 100 * SLOWDOWN,
+                               "the lease on node %d not renewed: %d ms left" % (i, pttl))
+        self.assertEqual(r.execute_command("UNLOCK", key), 0)
+        for i, node in enumerate(self.nodes):
+            wait_until(lambda: self.lease_left(node, key) == -2, 2,
+                       what="the lease of %s gone from node %d" % (key, i))
 
 
 class TestLocksEtcd(TestLocks):
