@@ -156,6 +156,7 @@ struct rd_op {
 	struct rscript_args args;	/* the call: numkeys, keys, arguments */
 	size_t pending;			/* calls (and write-backs) not answered */
 	bool decided;			/* its caller was told */
+	enum be_status told;		/* what, once decided */
 	bool late;			/* the node timeout passed: what is pending
 					 * counts as failed */
 	bool raising;			/* granted: the fence is being written back */
@@ -403,8 +404,9 @@ op_tell(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
 	struct be_reply rep = { st, fence, st == BE_OK ? valid_for(op->r, op->ttl_ms) : 0, why };
 	assert(!op->decided);
 	op->decided = true;
-	if (op->ev_late != NULL)
-		evtimer_del(op->ev_late);
+	op->told = st;
+	/* the node timeout stays armed while calls are out: it counts the
+	 * nodes that answer late (on_late) */
 	if (st == BE_ERROR) {
 		op->r->nerrors++;
 		if (op->r->redlock && why != NULL) {
@@ -914,17 +916,25 @@ quorum_granted(struct rd *r, struct rd_op *op, uint64_t fence)
 	raise_check(r, op);
 }
 
-/* A quorum that held op's lease all along renewed it: the nodes that had
- * lost or missed it and were given it back (RA_BROUGHT) count from now on
- * (the confirm script, kept until each answers). */
+/* A quorum that held op's lease all along renewed it: node i, which had
+ * lost or missed it and was given it back (RA_BROUGHT), counts from now on
+ * (the confirm script, kept until it answers). */
+static void
+confirm_on(struct rd *r, const struct rd_op *op, size_t i)
+{
+	/* numkeys, the lock's key, the member: as in the renewal */
+	rnode_keep(r->nodes[i].node, RS_CONFIRM, 3, op->args.argv, op->args.argvlen,
+	    clock_ms() + op->ttl_ms);
+}
+
+/* confirm_on each node that answered RA_BROUGHT. (A later one is confirmed
+ * when its answer comes.) */
 static void
 confirm_brought(struct rd *r, const struct rd_op *op)
 {
 	for (size_t i = 0; i < r->nnodes; i++)
 		if (op->calls[i].answer == RA_BROUGHT)
-			/* numkeys, the lock's key, the member: as in the renewal */
-			rnode_keep(r->nodes[i].node, RS_CONFIRM, 3, op->args.argv,
-			    op->args.argvlen, clock_ms() + op->ttl_ms);
+			confirm_on(r, op, i);
 }
 
 /* The pttl of the busy answer that wakes op's queue first (retry_arm). */
@@ -1143,6 +1153,9 @@ on_reply(void *arg, const redisReply *rep, const char *why)
 			keep_on(r, op, i);
 	}
 	c->answer = (unsigned char)a;
+	if (op->decided && op->told == BE_OK && op->script == RS_RENEW && a == RA_BROUGHT &&
+	    !r->destroying)
+		confirm_on(r, op, i);	/* renewed by a quorum before it answered */
 	if (!op->decided && !op->raising)	/* a quorum granted it already */
 		op_decide(r, op);
 	op_done(op);
