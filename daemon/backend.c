@@ -18,6 +18,7 @@
 #define BACKENDS(X) \
 	X(be_memory_ops) \
 	X(be_redis_ops) \
+	X(be_redlock_ops) \
 	X(be_etcd_ops)
 
 #define BACKEND_DECLARE(ops) extern const struct backend_ops ops;

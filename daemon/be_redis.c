@@ -5,7 +5,23 @@
  * that keep them, are rscript.c's; the server's connections (name
  * resolution, TLS, AUTH, scripts loaded, timeouts, reconnects, releases
  * kept until Redis is back) are a Redis node's (rnode.c). This file is the
- * policy of one server.
+ * policy of one server, and of redlock's quorum of servers.
+ *
+ * Redlock (the "redlock" backend) runs the same policy over N independent
+ * servers, one node each: every operation is a script call on every node
+ * at once (struct rd_op, a struct rd_call per node), decided as soon as a
+ * quorum (N / 2 + 1) answered alike, or once a quorum can no longer do so,
+ * a node that has not answered within node_timeout_ms counting as failed.
+ * A grant's fence is the largest a node of its quorum proposed, written
+ * back (the raise script) to the nodes that proposed less until a quorum's
+ * counters hold it, before it is delivered: any later quorum shares a node
+ * with that one, so fences increase (PROTOCOL.md has the argument). Its
+ * validity is the TTL less the clock drift (TTL x clock_drift_factor +
+ * 2 ms), counted from the send. A lease taken where the grant failed is
+ * released on the nodes that may hold it; a renewal counts when a quorum
+ * had the lease, and a node that missed it takes it again then (not counted);
+ * releases go to every node, kept for each node that is down. One server
+ * (redis) is the quorum of one.
  *
  * A lease's end only ever moves later until the lease is released, so the
  * end the lock table counts from any reply (the call's send time plus the
@@ -91,13 +107,38 @@
 					 * (on_up) come first */
 #define RD_MARK_MS (4 * RD_RETRY_CAP_MS) /* life of a "someone waits" mark */
 #define RD_SENTINEL_PORT 26379		/* the port of a sentinel that gives none */
+#define RD_PORT 6379			/* the port of a server that gives none */
 #define RD_YIELD_RETRY_MS 100		/* after a yield, this daemon's queue retries then */
 #define RD_YIELD_QUIET_MS 80		/* and ignores release messages for the key this
 					 * long: its own must not wake it first */
 
 struct rd;
+struct rd_op;
 
-/* A script call in flight, or a release waiting for the connection. */
+/* What one node answered to an operation (struct rd_call). */
+enum rd_answer {
+	RA_NONE,			/* not sent (the node is down) */
+	RA_PENDING,			/* sent, not answered */
+	RA_OK,				/* granted (its fence), renewed, released */
+	RA_BUSY,			/* acquire: held elsewhere; transfer: yielded */
+	RA_NOTOWNER,			/* not ours (any more) */
+	RA_KIND,			/* acquire: held as another kind */
+	RA_BROUGHT,			/* renew: it was missing, taken now */
+	RA_FAILED			/* an error reply, no reply, or late */
+};
+
+/* One node's part of an operation. */
+struct rd_call {
+	struct rd_op *op;		/* the operation */
+	unsigned char answer;		/* enum rd_answer */
+	bool maybe;			/* failed, but may have taken the lease */
+	bool raising;			/* the fence's write-back is in flight */
+	long long busy_ms;		/* RA_BUSY acquire: when the key may be free */
+	uint64_t fence;			/* RA_OK acquire, transfer: its proposal */
+};
+
+/* An operation: a script call on every node (one on the one node of a
+ * redis backend), in flight, or a release waiting for the connection. */
 struct rd_op {
 	struct rd *r;			/* the backend */
 	enum rscript script;		/* which script */
@@ -108,16 +149,42 @@ struct rd_op {
 	size_t keylen;			/* its length */
 	const char *member;		/* the lease taken or released (acquire: the
 					 * new one; transfer: to), in buf */
+	const char *from;		/* transfer: from's member, in buf */
 	uint64_t ttl_ms;		/* the lease asked for (or released) */
 	unsigned fences;		/* acquire, transfer: fences it reserves */
 	uint64_t sent_ms;		/* when it went out */
 	struct rscript_args args;	/* the call: numkeys, keys, arguments */
+	size_t pending;			/* calls (and write-backs) not answered */
+	bool decided;			/* its caller was told */
+	bool late;			/* the node timeout passed: what is pending
+					 * counts as failed */
+	bool raising;			/* granted: the fence is being written back */
+	size_t raise_need;		/* write-backs a quorum still needs */
+	uint64_t fence;			/* granted: its fence (the quorum's largest) */
+	char raise[24];			/* the last fence reserved, for the write-back */
+	const char *raise_argv[3];	/* the write-back's call */
+	size_t raise_argvlen[3];
+	struct event *ev_late;		/* several nodes: the node timeout */
+	char why[200];			/* the first failure's reason */
+	struct rd_call *calls;		/* one per node, after op */
 	char *buf;			/* the key and every argument: the rest of
 					 * op's allocation */
 	struct later_item failing;	/* failed before sending: told from the loop */
 	TAILQ_ENTRY(rd_op) settle;	/* an acquire on r->settling */
 };
 TAILQ_HEAD(rd_op_list, rd_op);
+
+/* A Redis server of the backend: the one of redis, or a node of redlock. */
+struct rd_node {
+	struct rd *r;			/* the backend */
+	struct rnode *node;		/* its client */
+	char addr[300];			/* "host:port", for messages */
+	bool was_up;			/* its connection was up once */
+	uint64_t ncalls;		/* calls sent to it */
+	uint64_t nfailures;		/* calls it failed (error, no reply, late) */
+	uint64_t ntimeouts;		/* calls it answered after the node timeout */
+	bool late_logged;		/* that it answers late was logged */
+};
 
 /* A sentinel (Sentinel mode). */
 struct rd_sentinel {
@@ -207,6 +274,11 @@ struct rd_settings {
 	char *tls_key_file;		/* its key, or NULL */
 	char *tls_server_name;		/* the name the server's certificate must
 					 * carry, NULL: the host of address */
+	char **nodes;			/* redlock: its servers, "host:port" */
+	size_t nnodes;			/* how many (redis: 0) */
+	long long node_timeout_ms;	/* redlock: a node's answer later than this
+					 * counts as failed; 0: a tenth of the TTL */
+	char *clock_drift_factor;	/* redlock: drift = TTL x this + 2 ms */
 };
 
 static uint64_t rd_min_lease_ms(const void *settings);
@@ -216,7 +288,14 @@ struct rd {
 	const struct rd_settings *set;	/* its settings */
 	struct evdns_base *dns;		/* resolves the server's name */
 	struct tls_client *tls;		/* the TLS context, NULL: plain */
-	struct rnode *node;		/* the server (Sentinel mode: the master) */
+	struct rd_node *nodes;		/* the servers: one (redis), or redlock's */
+	size_t nnodes;			/* how many */
+	size_t quorum;			/* how many must agree: nnodes / 2 + 1 */
+	bool redlock;			/* the redlock backend */
+	double drift;			/* redlock: clock_drift_factor */
+	char failure[200];		/* redlock: why the last operation failed */
+	uint64_t failure_at;		/* and when (clock_ms()) */
+	struct rnode *node;		/* redis: nodes[0]'s (Sentinel mode: the master) */
 	struct rd_sentinel *sentinels;	/* Sentinel mode: one node per sentinel */
 	size_t nsentinels;		/* how many (0: one server) */
 	bool asking;			/* a sentinel is asked for the master */
@@ -246,7 +325,6 @@ struct rd {
 	uint64_t nretries;		/* BUSY retries fired */
 	uint64_t nlocal;		/* handoffs made without a call to Redis */
 	uint64_t ncache_hits;		/* grants of a cached lease */
-	bool was_up;			/* the connection to Redis was up once */
 	struct rd_op_list settling;	/* acquires held until settle_until */
 	struct event *ev_settle;	/* sends them then */
 	uint64_t settle_until;		/* no new lease before then (clock_ms()) */
@@ -256,23 +334,124 @@ struct rd {
 
 /* ---- completing operations ---------------------------------------------- */
 
+/* The nodes whose command connection is up. */
+static size_t
+nodes_up(const struct rd *r)
+{
+	size_t up = 0;
+	for (size_t i = 0; i < r->nnodes; i++)
+		up += rnode_up(r->nodes[i].node);
+	return up;
+}
+
+/*
+ * How long a lease of ttl_ms that a call set lasts for sure, counted from
+ * the call's send time. One Redis starts the lease when it runs the call,
+ * after the send, and never shortens it: the TTL. Redlock's nodes count it
+ * by clocks of their own, whose rate may differ from this host's: the TTL
+ * less the drift over one lease (TTL x clock_drift_factor + 2 ms).
+ */
+static uint64_t
+valid_for(const struct rd *r, uint64_t ttl_ms)
+{
+	uint64_t drift;
+	if (!r->redlock)
+		return ttl_ms;
+	drift = (uint64_t)((double)ttl_ms * r->drift) + 2;
+	return ttl_ms > drift ? ttl_ms - drift : 0;
+}
+
+/* Redlock: how long an operation waits for a node's answer (for a lease of
+ * ttl_ms) before it counts it failed: backend.node_timeout_ms, or a tenth
+ * of the TTL, no longer than a command may take. */
+static uint64_t
+node_timeout(const struct rd *r, uint64_t ttl_ms)
+{
+	uint64_t t = ttl_ms / 10, cap = (uint64_t)r->set->command_timeout_ms;
+	if (r->set->node_timeout_ms > 0)
+		return (uint64_t)r->set->node_timeout_ms;
+	return t < 1 ? 1 : t > cap ? cap : t;
+}
+
 static void
 op_free(struct rd_op *op)
 {
-	free(op);	/* its key and arguments are in the same block */
+	if (op->ev_late != NULL)
+		event_free(op->ev_late);
+	free(op);	/* its calls, key and arguments are in the same block */
 }
 
-/* Tell op's caller and free op; a BE_OK lease lasts at least its TTL from
- * the call (the script ran after it and never shortens a lease). */
+/* Free op once its caller was told and every call of it answered (the
+ * calls use its arguments until then). */
+static void
+op_done(struct rd_op *op)
+{
+	if (op->decided && op->pending == 0)
+		op_free(op);
+}
+
+/* Tell op's caller, once; a BE_OK lease lasts at least valid_for its TTL
+ * from the call (the scripts ran after it and never shorten a lease). op
+ * stays until op_done frees it. */
+static void
+op_tell(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
+{
+	struct be_reply rep = { st, fence, st == BE_OK ? valid_for(op->r, op->ttl_ms) : 0, why };
+	assert(!op->decided);
+	op->decided = true;
+	if (op->ev_late != NULL)
+		evtimer_del(op->ev_late);
+	if (st == BE_ERROR) {
+		op->r->nerrors++;
+		if (op->r->redlock && why != NULL) {
+			snprintf(op->r->failure, sizeof(op->r->failure), "%s", why);
+			op->r->failure_at = clock_ms();
+		}
+	}
+	if (op->cb != NULL)
+		op->cb(op->arg, &rep);
+}
+
+/* Tell op's caller and free op (nothing of it is in flight). */
 static void
 op_complete(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
 {
-	struct be_reply rep = { st, fence, st == BE_OK ? op->ttl_ms : 0, why };
-	if (st == BE_ERROR)
-		op->r->nerrors++;
-	if (op->cb != NULL)
-		op->cb(op->arg, &rep);
-	op_free(op);
+	op_tell(op, st, fence, why);
+	op_done(op);
+}
+
+#define RD_FAILURE_SHOWN_MS 2000		/* redlock: an operation's failure is
+					 * the backend's problem this long */
+
+/* Redlock: why it fails now (fewer nodes up than a quorum; with a quorum
+ * up, why an operation failed within RD_FAILURE_SHOWN_MS), in buf; else
+ * NULL. */
+static const char *
+redlock_problem(const struct rd *r, char *buf, size_t len)
+{
+	size_t up = nodes_up(r), n;
+	uint64_t since, now = clock_ms();
+	if (up >= r->quorum) {
+		if (r->failure_at == 0 || now - r->failure_at > RD_FAILURE_SHOWN_MS)
+			return NULL;
+		snprintf(buf, len, "%s", r->failure);
+		return buf;
+	}
+	n = (size_t)snprintf(buf, len, "redlock: %zu of %zu nodes up, %zu needed", up,
+	    r->nnodes, r->quorum);
+	for (size_t i = 0; i < r->nnodes && n < len; i++) {
+		const struct rd_node *nd = &r->nodes[i];
+		const char *p;
+		if (rnode_up(nd->node))
+			continue;
+		p = rnode_problem(nd->node, &since);
+		n += (size_t)snprintf(buf + n, len - n, "; %s: %s", nd->addr,
+		    p != NULL ? p : "not connected yet");
+		if (p != NULL && since != 0 && now - since >= 1000 && n < len)
+			n += (size_t)snprintf(buf + n, len - n, ", for %llu s",
+			    (unsigned long long)((now - since) / 1000));
+	}
+	return buf;
 }
 
 /* Why the backend fails now, for a reply: a few words that hold no secret,
@@ -282,7 +461,10 @@ rd_problem(struct backend *be, char *buf, size_t len)
 {
 	struct rd *r = be->priv;
 	uint64_t since, now = clock_ms();
-	const char *p = rnode_problem(r->node, &since);
+	const char *p;
+	if (r->redlock)
+		return redlock_problem(r, buf, len);
+	p = rnode_problem(r->node, &since);
 	if (p == NULL)
 		return NULL;
 	if (r->nsentinels > 0 && r->master[0] == '\0') {
@@ -415,7 +597,7 @@ deleg_granted(struct rd *r, const struct rd_op *op, uint64_t fence)
 	d = xcalloc(1, sizeof(*d) + op->keylen);
 	snprintf(d->member, sizeof(d->member), "%s", op->member);
 	memcpy(d->holder, op->member + 3, TOKEN_LEN);	/* after "x0:" */
-	d->lease_end = op->sent_ms + op->ttl_ms;
+	d->lease_end = op->sent_ms + valid_for(r, op->ttl_ms);
 	d->fence_next = fence + 1;
 	d->fence_last = fence + op->fences - 1;
 	d->keylen = op->keylen;
@@ -513,17 +695,22 @@ on_retry(evutil_socket_t fd, short what, void *arg)
 	retry_free(r, rt);
 }
 
-/*
- * Wake the lock table's queue of key in pttl ms (at most RD_RETRY_CAP_MS;
- * RD_RETRY_MIN_MS when the lease ends now or is gone, 0 or -2; the cap for
- * a key that does not expire, -1), with jitter. quiet_ms > 0 (a yield):
- * release messages for key are ignored that long.
- */
+/* The wait before a retry for a lease with pttl ms left: that (at most
+ * RD_RETRY_CAP_MS), RD_RETRY_MIN_MS when the lease ends now or is gone (0 or
+ * -2), the cap for a key that does not expire (-1). */
+static uint64_t
+retry_delay(long long pttl)
+{
+	return pttl == 0 || pttl == -2 ? RD_RETRY_MIN_MS : pttl > 0 &&
+	    pttl < RD_RETRY_CAP_MS ? (uint64_t)pttl : RD_RETRY_CAP_MS;
+}
+
+/* Wake the lock table's queue of key after retry_delay(pttl), with jitter.
+ * quiet_ms > 0 (a yield): release messages for key are ignored that long. */
 static void
 retry_arm(struct rd *r, const char *key, size_t keylen, long long pttl, uint64_t quiet_ms)
 {
-	uint64_t delay = pttl == 0 || pttl == -2 ? RD_RETRY_MIN_MS : pttl > 0 &&
-	    pttl < RD_RETRY_CAP_MS ? (uint64_t)pttl : RD_RETRY_CAP_MS;
+	uint64_t delay = retry_delay(pttl);
 	delay += arc4random_uniform((uint32_t)(delay / 10 + 5));	/* jitter */
 	struct rd_retry *rt = xcalloc(1, sizeof(*rt));
 	rt->r = r;
@@ -570,179 +757,446 @@ reply_fence(const redisReply *rep)
 }
 
 static void send_op(struct rd *r, struct rd_op *op);
+static void on_reply(void *arg, const redisReply *rep, const char *why);
 static struct rd_op *release_new(struct rd *r, const struct be_lock *l, const char *member,
     be_cb *cb, void *arg);
 
-/* Keep release op for the server (rnode_keep): sent when the connection is
- * back, or again after an error reply; dropped once its lease has ended by
- * itself. op is freed. */
+/* Keep release op's call for node i (rnode_keep): sent now or when its
+ * connection is back, and again after an error reply; dropped once its
+ * lease has ended by itself. */
+static void
+keep_on(struct rd *r, const struct rd_op *op, size_t i)
+{
+	rnode_keep(r->nodes[i].node, RS_RELEASE, op->args.argc, op->args.argv,
+	    op->args.argvlen, clock_ms() + op->ttl_ms);
+}
+
+/* Keep release op for every node; op (never sent) is freed. */
 static void
 keep_release(struct rd *r, struct rd_op *op)
 {
-	rnode_keep(r->node, RS_RELEASE, op->args.argc, op->args.argv, op->args.argvlen,
-	    clock_ms() + op->ttl_ms);
+	for (size_t i = 0; i < r->nnodes; i++)
+		keep_on(r, op, i);
 	op_free(op);
 }
 
 /*
- * Keep a release of op's member (the lease it takes or releases) for later:
- * op's outcome is unknown (its reply was lost with the connection) or it
- * could not be sent. Releasing what was never taken is a harmless no-op in
- * the script.
+ * Release member, a lease of op's key, on the nodes where op may have taken
+ * it (granted, not answered, or failed with no reply), or on every node
+ * (all): op was not granted, its grant cannot be used, or member's lease is
+ * over. Kept until each node answers; releasing what was never taken is a
+ * harmless no-op in the script.
  */
 static void
-defer_release(struct rd *r, const struct rd_op *op)
+release_taken(struct rd *r, const struct rd_op *op, const char *member, bool all)
 {
 	struct be_lock l = { .key = op->key, .keylen = op->keylen, .ttl_ms = op->ttl_ms };
+	struct rd_op *rel = NULL;
 	if (r->destroying)
 		return;	/* leases end at their TTL */
-	keep_release(r, release_new(r, &l, op->member, NULL, NULL));
+	for (size_t i = 0; i < r->nnodes; i++) {
+		const struct rd_call *c = &op->calls[i];
+		if (!all && c->answer != RA_OK && c->answer != RA_PENDING &&
+		    !(c->answer == RA_FAILED && c->maybe))
+			continue;
+		if (rel == NULL)
+			rel = release_new(r, &l, member, NULL, NULL);
+		keep_on(r, rel, i);
+	}
+	if (rel != NULL)
+		op_free(rel);
 }
 
-/* A release failed with the connection, or Redis answered it with an error:
- * say it failed, and keep it to send again (a second release is harmless). */
+/* A renewal of op's key was decided (st): a delegated lease renewed lasts
+ * longer; one that is gone ends its delegation, and the key's holdings are
+ * renewed at once, so that the one that holds the key here now hears of it. */
 static void
-release_failed(struct rd *r, struct rd_op *op, const char *why)
-{
-	struct be_reply fail = { BE_ERROR, 0, 0, why };
-	r->nerrors++;
-	if (op->cb != NULL)
-		op->cb(op->arg, &fail);
-	keep_release(r, op);
-}
-
-/* Redis answered renewal op (1: renewed, 0: not ours, else unknown): a
- * delegated lease renewed lasts longer; one that is gone ends its
- * delegation, and the key's holdings are renewed at once, so that the one
- * that holds the key here now hears of it. */
-static void
-deleg_renewed(struct rd *r, const struct rd_op *op, long long v)
+deleg_renewed(struct rd *r, const struct rd_op *op, enum be_status st)
 {
 	struct rd_deleg *d = deleg_find(r, op->key, op->keylen);
+	uint64_t end = op->sent_ms + valid_for(r, op->ttl_ms);
 	if (d == NULL || strcmp(d->member, op->member) != 0)
 		return;
-	if (v == 1 && op->sent_ms + op->ttl_ms > d->lease_end) {
-		d->lease_end = op->sent_ms + op->ttl_ms;
-	} else if (v == 0) {
+	if (st == BE_OK && end > d->lease_end) {
+		d->lease_end = end;
+	} else if (st == BE_NOTOWNER) {
 		deleg_drop(r, d);
 		r->be->up.expire(r->be->up.arg, op->key, op->keylen);
 	}
 }
 
-/* A script's reply (rep NULL: none will come, why says why). */
+/* op (an acquire or a transfer) holds its lease on a quorum with its fence,
+ * written back where needed: the fences it reserved are delegated, and its
+ * caller is told. */
 static void
-on_reply(void *arg, const redisReply *rep, const char *why)
+granted(struct rd *r, struct rd_op *op)
 {
-	struct rd_op *op = arg;
-	struct rd *r = op->r;
-	if (op->script == RS_RELEASE)
-		r->releases_inflight--;
-	if (rep == NULL) {
-		/* an acquire or transfer may have run: give its lease back */
-		if (op->script == RS_ACQUIRE || op->script == RS_TRANSFER)
-			defer_release(r, op);
-		if (op->script == RS_RELEASE && r->be->priv != NULL && !r->destroying) {
-			/* unknown whether it ran: send it again later */
-			release_failed(r, op, why);
-			return;
-		}
-		op_complete(op, BE_ERROR, 0, why);
+	if (op->script == RS_TRANSFER || op->fences > 1)
+		deleg_granted(r, op, op->fence);
+	op_tell(op, BE_OK, op->fence, NULL);
+}
+
+/* Arm op's node timeout (several nodes only). */
+static void
+late_arm(struct rd *r, struct rd_op *op)
+{
+	struct timeval tv = clock_tv(node_timeout(r, op->ttl_ms));
+	op->late = false;
+	evtimer_add(op->ev_late, &tv);
+}
+
+/* The write-back of a granted op's fence: done once a quorum's counters are
+ * at its last fence (granted, else answered BE_ERROR, and the lease given
+ * back, once that can no longer happen). */
+static void
+raise_check(struct rd *r, struct rd_op *op)
+{
+	size_t inflight = 0;
+	if (op->raise_need == 0) {
+		granted(r, op);
 		return;
 	}
-	if (rep->type == REDIS_REPLY_ERROR) {
-		if (op->script == RS_RELEASE && !r->destroying) {
-			/* LOADING, BUSY, READONLY...: it did not run */
-			release_failed(r, op, "redis answered an error");
-			return;
-		}
-		op_complete(op, BE_ERROR, 0, "redis answered an error");
+	for (size_t i = 0; i < r->nnodes && !op->late; i++)
+		inflight += op->calls[i].raising;
+	if (inflight >= op->raise_need)
 		return;
+	release_taken(r, op, op->member, false);
+	snprintf(op->why, sizeof(op->why), "redlock: the fence was not written back to %zu "
+	    "of %zu nodes in time", r->quorum, r->nnodes);
+	op_tell(op, BE_ERROR, 0, op->why);
+}
+
+/*
+ * A quorum granted op (an acquire or a transfer). Its fence is the largest
+ * that a node of the quorum proposed; a node that proposed less has a
+ * counter below the fences reserved: they are written back to it (the
+ * counter becomes at least the last of them), and op is granted once a
+ * quorum's counters are there, so that any later quorum, which shares a
+ * node with it, proposes more (PROTOCOL.md, fences). One node: its fence.
+ */
+static void
+quorum_granted(struct rd *r, struct rd_op *op, uint64_t fence)
+{
+	size_t at = 0;
+	op->fence = fence;
+	for (size_t i = 0; i < r->nnodes; i++)
+		at += op->calls[i].answer == RA_OK && op->calls[i].fence == fence;
+	op->raise_need = at >= r->quorum ? 0 : r->quorum - at;
+	if (op->raise_need == 0) {
+		granted(r, op);
+		return;
+	}
+	op->raising = true;
+	snprintf(op->raise, sizeof(op->raise), "%llu",
+	    (unsigned long long)(fence + (op->fences > 0 ? op->fences : 1) - 1));
+	op->raise_argv[0] = "1";
+	op->raise_argvlen[0] = 1;
+	op->raise_argv[1] = op->args.argv[2];	/* the fence counter: keys "lfw" */
+	op->raise_argvlen[1] = op->args.argvlen[2];
+	op->raise_argv[2] = op->raise;
+	op->raise_argvlen[2] = strlen(op->raise);
+	for (size_t i = 0; i < r->nnodes; i++) {
+		struct rd_call *c = &op->calls[i];
+		if (c->answer != RA_OK || c->fence >= fence ||
+		    rnode_eval(r->nodes[i].node, RS_RAISE, 3, op->raise_argv, op->raise_argvlen,
+		    on_reply, c) < 0)
+			continue;
+		c->raising = true;
+		op->pending++;
+		r->nodes[i].ncalls++;
+		r->ncommands++;
+	}
+	late_arm(r, op);
+	raise_check(r, op);
+}
+
+/* The pttl of the busy answer that wakes op's queue first (retry_arm). */
+static long long
+busy_pttl(const struct rd *r, const struct rd_op *op)
+{
+	long long best = RD_RETRY_CAP_MS;
+	uint64_t best_delay = UINT64_MAX;
+	for (size_t i = 0; i < r->nnodes; i++) {
+		const struct rd_call *c = &op->calls[i];
+		uint64_t d;
+		if (c->answer != RA_BUSY)
+			continue;
+		d = retry_delay(c->busy_ms);
+		if (d < best_delay) {
+			best_delay = d;
+			best = c->busy_ms;
+		}
+	}
+	return best;
+}
+
+/*
+ * Decide op from its nodes' answers, once that can be done: granted (or
+ * renewed, released) when a quorum said so, else once a quorum can no
+ * longer say so (the nodes not answered within the node timeout count as
+ * failed). A lease op may have taken where it was not granted is released.
+ * One node (redis): its answer.
+ */
+static void
+op_decide(struct rd *r, struct rd_op *op)
+{
+	size_t n[RA_FAILED + 1] = { 0 }, q = r->quorum, minority = r->nnodes - r->quorum;
+	uint64_t fence = 0;
+	for (size_t i = 0; i < r->nnodes; i++) {
+		const struct rd_call *c = &op->calls[i];
+		enum rd_answer a = c->answer;
+		if (a == RA_NONE || (a == RA_PENDING && op->late))
+			a = RA_FAILED;
+		n[a]++;
+		if (a == RA_OK && c->fence > fence)
+			fence = c->fence;
+	}
+	if (n[RA_OK] >= q) {
+		switch (op->script) {
+		case RS_TRANSFER:
+			/* from's lease went to op->member: its delegation is over */
+			deleg_forget(r, op->key, op->keylen);
+			/* FALLTHROUGH */
+		case RS_ACQUIRE:
+			quorum_granted(r, op, fence);
+			return;
+		case RS_RENEW:
+			deleg_renewed(r, op, BE_OK);
+			break;
+		default:
+			break;
+		}
+		op_tell(op, BE_OK, 0, NULL);
+		return;
+	}
+	if (n[RA_OK] + n[RA_PENDING] >= q)
+		return;	/* not yet */
+	if (op->why[0] == '\0')
+		snprintf(op->why, sizeof(op->why), "no reply from redis");
+	if (r->redlock && n[RA_FAILED] > minority) {
+		/* say how many answered, and the first failure */
+		char why[sizeof(op->why)];
+		snprintf(why, sizeof(why), "%s", op->why);
+		snprintf(op->why, sizeof(op->why), "redlock: %zu of %zu nodes answered, %zu "
+		    "needed (%.120s)", r->nnodes - n[RA_FAILED], r->nnodes, q, why);
 	}
 	switch (op->script) {
-	case RS_ACQUIRE: {
-		long long v = reply_int(rep, 0, -2);
-		uint64_t fence = reply_fence(rep);
-		if (v == 1 && fence == 0) {
-			/* taken, but with no fence to grant it with: give it back */
-			defer_release(r, op);
-			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
-		} else if (v == 1) {
-			if (op->fences > 1)
-				deleg_granted(r, op, fence);
-			op_complete(op, BE_OK, fence, NULL);
-		} else if (v == 0) {
-			retry_arm(r, op->key, op->keylen, reply_int(rep, 1, RD_RETRY_CAP_MS), 0);
-			op_complete(op, BE_BUSY, 0, NULL);
-		} else if (v == -1) {
-			op_complete(op, BE_ERROR, 0, "the key is in use with another kind "
+	case RS_ACQUIRE:
+		release_taken(r, op, op->member, false);
+		if (n[RA_KIND] > 0) {
+			op_tell(op, BE_ERROR, 0, "the key is in use with another kind "
 			    "(semaphore or lock) by another daemon");
+		} else if (n[RA_FAILED] > minority || n[RA_BUSY] == 0) {
+			op_tell(op, BE_ERROR, 0, op->why);
 		} else {
-			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
+			retry_arm(r, op->key, op->keylen, busy_pttl(r, op), 0);
+			op_tell(op, BE_BUSY, 0, NULL);
 		}
 		break;
-	}
-	case RS_TRANSFER: {
-		long long v = reply_int(rep, 0, -2);
-		uint64_t fence = reply_fence(rep);
-		if (v == 0 || v == 1 || v == 2)
-			/* from's lease went to op->member, was released or had
-			 * ended: its delegation is over */
-			deleg_forget(r, op->key, op->keylen);
-		if (v == 1 && fence == 0) {
-			defer_release(r, op);
-			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
-		} else if (v == 1) {
-			deleg_granted(r, op, fence);
-			op_complete(op, BE_OK, fence, NULL);
-		} else if (v == 2) {
+	case RS_TRANSFER:
+		release_taken(r, op, op->member, false);
+		if (n[RA_FAILED] > minority) {
+			op_tell(op, BE_ERROR, 0, op->why);	/* the lock table releases from */
+			break;
+		}
+		/* from's lease was released or had ended where it counts: its
+		 * delegation is over, and what is left of it elsewhere goes */
+		deleg_forget(r, op->key, op->keylen);
+		if (r->nnodes > 1 && op->from != NULL)
+			release_taken(r, op, op->from, true);
+		if (n[RA_BUSY] > 0) {
 			/* yielded: from was released for the daemon that waits;
 			 * this one's queue tries again after it had its chance */
 			retry_arm(r, op->key, op->keylen, RD_YIELD_RETRY_MS, RD_YIELD_QUIET_MS);
-			op_complete(op, BE_BUSY, 0, NULL);
-		} else if (v == 0) {
-			op_complete(op, BE_NOTOWNER, 0, "the lease had ended in redis");
+			op_tell(op, BE_BUSY, 0, NULL);
 		} else {
-			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
+			op_tell(op, BE_NOTOWNER, 0, "the lease had ended in redis");
 		}
 		break;
-	}
-	case RS_RELEASE:
 	case RS_RENEW:
-		if (op->script == RS_RENEW)
-			deleg_renewed(r, op, rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1);
-		if (rep->type != REDIS_REPLY_INTEGER) {
-			op_complete(op, BE_ERROR, 0, "unexpected reply from redis");
-		} else if (rep->integer == 1) {
-			op_complete(op, BE_OK, 0, NULL);
-		} else {
+	case RS_RELEASE:
+		if (n[RA_NOTOWNER] + n[RA_BROUGHT] > minority) {
+			if (op->script == RS_RENEW)
+				deleg_renewed(r, op, BE_NOTOWNER);
 			r->nnotowner++;
-			op_complete(op, BE_NOTOWNER, 0,
+			op_tell(op, BE_NOTOWNER, 0,
 			    "redis holds the lease for another owner, or it ended");
+		} else {
+			op_tell(op, BE_ERROR, 0, op->why);
 		}
 		break;
-	case RS_COUNT:
+	default:
+		op_tell(op, BE_ERROR, 0, op->why);
 		break;
 	}
 }
 
-/* Send op to the server, or fail it from the loop when the connection is
- * down (a release is kept for later). */
+/* What node i answered to a call of op: its rd_answer (and c's fence or
+ * busy time); why, a failure's reason. */
+static enum rd_answer
+answer_of(const struct rd_op *op, struct rd_call *c, const redisReply *rep, const char **why)
+{
+	long long v;
+	if (rep == NULL) {
+		c->maybe = true;	/* it may have run */
+		return RA_FAILED;
+	}
+	if (rep->type == REDIS_REPLY_ERROR) {
+		*why = "redis answered an error";
+		return RA_FAILED;
+	}
+	*why = "unexpected reply from redis";
+	switch (op->script) {
+	case RS_ACQUIRE:
+	case RS_TRANSFER:
+		v = reply_int(rep, 0, -2);
+		if (v == 1 && (c->fence = reply_fence(rep)) == 0) {
+			/* taken, but with no fence to grant it with: give it back */
+			c->maybe = true;
+			return RA_FAILED;
+		}
+		if (v == 1)
+			return RA_OK;
+		if (op->script == RS_ACQUIRE && v == 0) {
+			c->busy_ms = reply_int(rep, 1, RD_RETRY_CAP_MS);
+			return RA_BUSY;
+		}
+		if (op->script == RS_ACQUIRE && v == -1)
+			return RA_KIND;
+		if (op->script == RS_TRANSFER && v == 2)
+			return RA_BUSY;
+		if (op->script == RS_TRANSFER && v == 0)
+			return RA_NOTOWNER;
+		return RA_FAILED;
+	case RS_RELEASE:
+	case RS_RENEW:
+		if (rep->type != REDIS_REPLY_INTEGER)
+			return RA_FAILED;
+		if (rep->integer == 1)
+			return RA_OK;
+		if (rep->integer == 0)
+			return RA_NOTOWNER;
+		if (rep->integer == 2 && op->script == RS_RENEW)
+			return RA_BROUGHT;
+		return RA_FAILED;
+	default:
+		return RA_FAILED;
+	}
+}
+
+/* A node's reply to its call of an op (rep NULL: none will come, why says
+ * why), or to the write-back of the op's fence. */
+static void
+on_reply(void *arg, const redisReply *rep, const char *why)
+{
+	struct rd_call *c = arg;
+	struct rd_op *op = c->op;
+	struct rd *r = op->r;
+	size_t i = (size_t)(c - op->calls);
+	enum rd_answer a;
+	op->pending--;
+	if (c->raising) {
+		c->raising = false;
+		if (rep != NULL && rep->type == REDIS_REPLY_INTEGER)
+			op->raise_need -= op->raise_need > 0;
+		else
+			r->nodes[i].nfailures++;
+		if (!op->decided)
+			raise_check(r, op);
+		op_done(op);
+		return;
+	}
+	if (op->script == RS_RELEASE)
+		r->releases_inflight--;
+	if (r->nodes[i].late_logged && !op->late && rep != NULL) {
+		log_info("redlock node %s answers in time again", r->nodes[i].addr);
+		r->nodes[i].late_logged = false;
+	}
+	a = answer_of(op, c, rep, &why);
+	if (a == RA_FAILED) {
+		r->nodes[i].nfailures++;
+		if (op->why[0] == '\0')
+			snprintf(op->why, sizeof(op->why), "%.60s%s%.130s", r->redlock ?
+			    r->nodes[i].addr : "", r->redlock ? ": " : "", why != NULL ? why :
+			    "no reply from redis");
+		/* a release: unknown whether it ran, or it did not (LOADING,
+		 * BUSY, READONLY...): sent again later (a second is harmless) */
+		if (op->script == RS_RELEASE && r->be->priv != NULL && !r->destroying)
+			keep_on(r, op, i);
+	}
+	c->answer = (unsigned char)a;
+	if (!op->decided && !op->raising)	/* a quorum granted it already */
+		op_decide(r, op);
+	op_done(op);
+}
+
+/* The node timeout of op has passed: what is not answered counts as
+ * failed (and its node's timeouts). */
+static void
+on_late(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd_op *op = arg;
+	struct rd *r = op->r;
+	(void)fd;
+	(void)what;
+	op->late = true;
+	for (size_t i = 0; i < r->nnodes; i++) {
+		struct rd_node *nd = &r->nodes[i];
+		if (op->calls[i].answer != RA_PENDING && !op->calls[i].raising)
+			continue;
+		nd->ntimeouts++;
+		if (!nd->late_logged)
+			log_warn("redlock node %s: no answer within %llu ms (backend.node_timeout_ms): "
+			    "counted as failed until it answers in time", nd->addr,
+			    (unsigned long long)node_timeout(r, op->ttl_ms));
+		nd->late_logged = true;
+	}
+	if (op->decided)
+		return;
+	if (op->raising)
+		raise_check(r, op);
+	else
+		op_decide(r, op);
+	op_done(op);
+}
+
+/* Send op to every node, or fail it from the loop when fewer than a quorum
+ * are connected (a release is kept for later, node by node). */
 static void
 send_op(struct rd *r, struct rd_op *op)
 {
 	op->sent_ms = clock_ms();
-	/* a lease taken, renewed or handed over must reach the replicas asked
-	 * for before it counts; a release need not */
-	if ((op->script == RS_RELEASE ? rnode_eval : rnode_eval_acked)(r->node, op->script,
-	    op->args.argc, op->args.argv, op->args.argvlen, on_reply, op) < 0) {
-		if (op->script == RS_RELEASE)
-			defer_release(r, op);
+	if (nodes_up(r) < r->quorum) {
+		if (op->script == RS_RELEASE && !r->destroying) {
+			for (size_t i = 0; i < r->nnodes; i++)
+				keep_on(r, op, i);
+		}
 		op_fail_later(op, BE_ERROR);
 		return;
 	}
-	r->ncommands++;
-	if (op->script == RS_RELEASE)
-		r->releases_inflight++;
+	for (size_t i = 0; i < r->nnodes; i++) {
+		struct rd_call *c = &op->calls[i];
+		/* a lease taken, renewed or handed over must reach the replicas
+		 * asked for before it counts; a release need not */
+		if ((op->script == RS_RELEASE ? rnode_eval : rnode_eval_acked)(r->nodes[i].node,
+		    op->script, op->args.argc, op->args.argv, op->args.argvlen, on_reply, c) < 0) {
+			c->answer = RA_NONE;
+			if (op->script == RS_RELEASE && !r->destroying)
+				keep_on(r, op, i);
+			continue;
+		}
+		c->answer = RA_PENDING;
+		op->pending++;
+		r->nodes[i].ncalls++;
+		r->ncommands++;
+		if (op->script == RS_RELEASE)
+			r->releases_inflight++;
+	}
+	if (r->nnodes > 1) {
+		if (op->ev_late == NULL)
+			op->ev_late = evtimer_new(r->be->base, on_late, op);
+		late_arm(r, op);
+	}
 }
 
 /* ---- building calls ------------------------------------------------------ */
@@ -765,9 +1219,13 @@ op_new(struct rd *r, enum rscript script, const struct be_lock *l, const char *m
 		all[nargs++] = args[i];
 	all[nargs] = NULL;
 	need = rscript_size(strlen(r->set->key_prefix), l->keylen, keykinds, all);
-	struct rd_op *op = xmalloc(sizeof(*op) + l->keylen + need);
-	memset(op, 0, sizeof(*op));
-	op->buf = (char *)(op + 1);
+	struct rd_op *op = xmalloc(sizeof(*op) + r->nnodes * sizeof(struct rd_call) +
+	    l->keylen + need);
+	memset(op, 0, sizeof(*op) + r->nnodes * sizeof(struct rd_call));
+	op->calls = (struct rd_call *)(void *)(op + 1);
+	for (size_t i = 0; i < r->nnodes; i++)
+		op->calls[i].op = op;
+	op->buf = (char *)(op->calls + r->nnodes);
 	op->r = r;
 	op->script = script;
 	op->cb = cb;
@@ -814,7 +1272,7 @@ deleg_release(struct rd *r, struct rd_deleg *d)
 	    .ttl_ms = d->lease_end > now ? d->lease_end - now : 1 };
 	struct rd_op *op = release_new(r, &l, d->member, NULL, NULL);
 	deleg_drop(r, d);
-	if (rnode_up(r->node))
+	if (nodes_up(r) >= r->quorum)
 		send_op(r, op);
 	else if (!r->destroying)
 		keep_release(r, op);	/* sent when the connection is back */
@@ -969,10 +1427,13 @@ static void
 rd_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 {
 	struct rd *r = be->priv;
-	char member[RSCRIPT_MEMBER_MAX], ttl[24];
+	char member[RSCRIPT_MEMBER_MAX], ttl[24], limit[16];
 	lease_member(r, l, member);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)l->ttl_ms);
-	const char *args[] = { ttl, NULL };
+	snprintf(limit, sizeof(limit), "%u", l->mode == LOCK_SEMAPHORE ? l->limit : 0);
+	/* redlock: a node that lost or missed the lease takes it again if it
+	 * can (not counted in the quorum) */
+	const char *args[] = { ttl, r->nnodes > 1 ? "1" : "0", limit, NULL };
 	r->nrenewals++;
 	send_op(r, op_new(r, RS_RENEW, l, member, "l", args, cb, arg));
 }
@@ -1005,6 +1466,7 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	const char *args[] = { fm, ttl, run, limit, r->channel, rscript_key, fences, NULL };
 	struct rd_op *op = op_new(r, RS_TRANSFER, to, tm, "lfw", args, cb, arg);
 	op->fences = n;
+	op->from = op->args.argv[5];	/* numkeys, 3 keys, to, from */
 	send_op(r, op);
 }
 
@@ -1043,7 +1505,8 @@ static void sentinels_ask(struct rd *r);
 static void
 on_down(void *arg, const char *why)
 {
-	struct rd *r = arg;
+	struct rd_node *nd = arg;
+	struct rd *r = nd->r;
 	(void)why;
 	deleg_distrust(r);
 	if (r->nsentinels > 0)
@@ -1071,10 +1534,11 @@ on_settle(evutil_socket_t fd, short what, void *arg)
 static void
 on_up(void *arg)
 {
-	struct rd *r = arg;
-	if (r->was_up)
+	struct rd_node *nd = arg;
+	struct rd *r = nd->r;
+	if (nd->was_up)
 		r->settle_until = clock_ms() + RD_SETTLE_MS;
-	r->was_up = true;
+	nd->was_up = true;
 	r->be->up.expire(r->be->up.arg, NULL, 0);
 }
 
@@ -1243,7 +1707,7 @@ sentinels_start(struct rd *r)
 static void
 on_subscribed(void *arg)
 {
-	struct rd *r = arg;
+	struct rd *r = ((struct rd_node *)arg)->r;
 	r->be->up.wakeup(r->be->up.arg, NULL, 0);
 }
 
@@ -1253,7 +1717,7 @@ on_subscribed(void *arg)
 static void
 on_message(void *arg, const char *channel, size_t channellen, const char *key, size_t keylen)
 {
-	struct rd *r = arg;
+	struct rd *r = ((struct rd_node *)arg)->r;
 	if (channellen == r->wantedlen && memcmp(channel, r->wanted, r->wantedlen) == 0) {
 		cache_wanted(r, key, keylen);
 		return;
@@ -1281,7 +1745,7 @@ rd_tls(const struct rd_settings *c)
 	struct tls_client *tls = tls_client_create(c->tls_ca_file, c->tls_cert_file,
 	    c->tls_key_file, why, sizeof(why));
 	if (tls == NULL)
-		log_error("redis backend: TLS: %s", why);
+		log_error("%s backend: TLS: %s", c->nnodes > 0 ? "redlock" : "redis", why);
 	return tls;
 }
 
@@ -1317,7 +1781,7 @@ rd_init(struct backend *be, struct tls_client *tls)
 	r->dns = evdns_base_new(be->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	struct rnode_conf nc = {
-		.what = "redis",
+		.what = c->nnodes > 0 ? "redlock node" : "redis",
 		.host = c->address.host,
 		.port = c->address.port,
 		.username = c->username,
@@ -1337,7 +1801,25 @@ rd_init(struct backend *be, struct tls_client *tls)
 		.replica_ack_timeout_ms = c->replica_ack_timeout_ms,
 		.acl = r->acl,
 	};
-	r->node = rnode_create(be->base, r->dns, &nc, &rd_hooks, r);
+	r->redlock = c->nnodes > 0;
+	r->nnodes = r->redlock ? c->nnodes : 1;
+	r->quorum = r->nnodes / 2 + 1;
+	r->drift = r->redlock ? strtod(c->clock_drift_factor, NULL) : 0;
+	r->nodes = xcalloc(r->nnodes, sizeof(*r->nodes));
+	for (size_t i = 0; i < r->nnodes; i++) {
+		struct rd_node *nd = &r->nodes[i];
+		struct addr a = c->address;
+		const char *why;
+		if (r->redlock && conf_server_parse(c->nodes[i], RD_PORT, &a, &why) < 0)
+			a = c->address;	/* conf checked it */
+		nc.host = a.host;
+		nc.port = a.port;
+		nd->r = r;
+		snprintf(nd->addr, sizeof(nd->addr), strchr(a.host, ':') != NULL ? "[%s]:%d" :
+		    "%s:%d", a.host, a.port);
+		nd->node = rnode_create(be->base, r->dns, &nc, &rd_hooks, nd);
+	}
+	r->node = r->nodes[0].node;
 	be->priv = r;
 	return r;
 }
@@ -1361,7 +1843,20 @@ rd_create(struct backend *be)
 		    ", user " : "", c->username != NULL ? c->username : "");
 		return 0;
 	}
-	rnode_start(r->node);
+	for (size_t i = 0; i < r->nnodes; i++)
+		rnode_start(r->nodes[i].node);
+	if (r->redlock) {
+		char list[1024];
+		size_t n = 0;
+		for (size_t i = 0; i < r->nnodes && n < sizeof(list); i++)
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i > 0 ? ", " : "",
+			    r->nodes[i].addr);
+		log_info("redlock backend: %zu nodes (%s), quorum %zu, db %lld, key prefix "
+		    "'%s'%s%s%s", r->nnodes, list, r->quorum, c->db, c->key_prefix,
+		    c->tls ? ", TLS" : "", c->username != NULL ? ", user " : "",
+		    c->username != NULL ? c->username : "");
+		return 0;
+	}
 	log_info("redis backend: %s:%d db %lld, key prefix '%s'%s%s%s", c->address.host,
 	    c->address.port, c->db, c->key_prefix, c->tls ? ", TLS" : "",
 	    c->username != NULL ? ", user " : "", c->username != NULL ? c->username : "");
@@ -1376,13 +1871,15 @@ rd_reload(struct backend *be)
 	struct tls_client *tls;
 	if (r->tls == NULL || (tls = rd_tls(r->set)) == NULL)
 		return;	/* rd_tls said why: the context in force stays */
-	rnode_set_tls(r->node, tls);
+	for (size_t i = 0; i < r->nnodes; i++)
+		rnode_set_tls(r->nodes[i].node, tls);
 	for (size_t i = 0; i < r->nsentinels; i++)
 		if (r->sentinels[i].node != NULL)
 			rnode_set_tls(r->sentinels[i].node, tls);
 	tls_client_unref(r->tls);
 	r->tls = tls;
-	log_info("redis backend: TLS files read again, used from the next connect");
+	log_info("%s backend: TLS files read again, used from the next connect",
+	    be->ops->name);
 }
 
 /* Close the node (failing what is in flight), free every retry, then
@@ -1400,7 +1897,8 @@ rd_destroy(struct backend *be)
 	free(r->sentinels);
 	if (r->ev_ask != NULL)
 		event_free(r->ev_ask);
-	rnode_destroy(r->node);
+	for (size_t i = 0; i < r->nnodes; i++)
+		rnode_destroy(r->nodes[i].node);
 	r->node = NULL;
 	while ((op = TAILQ_FIRST(&r->settling)) != NULL) {
 		TAILQ_REMOVE(&r->settling, op, settle);
@@ -1423,20 +1921,62 @@ rd_destroy(struct backend *be)
 	if (r->dns != NULL)
 		evdns_base_free(r->dns, 1);
 	tls_client_unref(r->tls);
+	free(r->nodes);
 	free(r);
 	be->priv = NULL;
+}
+
+/* Redlock's INFO lines: the quorum, and each node's state and counts. */
+static void
+redlock_info(struct rd *r, struct evbuffer *out)
+{
+	evbuffer_add_printf(out, "backend_nodes:%zu\r\nbackend_quorum:%zu\r\n"
+	    "backend_nodes_up:%zu\r\nbackend_node_timeout_ms:%lld\r\n"
+	    "backend_clock_drift_factor:%s\r\n", r->nnodes, r->quorum, nodes_up(r),
+	    r->set->node_timeout_ms, r->set->clock_drift_factor);
+	for (size_t i = 0; i < r->nnodes; i++) {
+		const struct rd_node *nd = &r->nodes[i];
+		struct rnode_stats st;
+		rnode_stats(nd->node, &st);
+		evbuffer_add_printf(out, "backend_node%zu_address:%s\r\n"
+		    "backend_node%zu_connected:%d\r\nbackend_node%zu_subscribed:%d\r\n"
+		    "backend_node%zu_calls_total:%llu\r\n"
+		    "backend_node%zu_failures_total:%llu\r\n"
+		    "backend_node%zu_timeouts_total:%llu\r\n"
+		    "backend_node%zu_reconnects_total:%llu\r\n", i, nd->addr, i, st.up, i,
+		    st.subscribed, i, (unsigned long long)nd->ncalls, i,
+		    (unsigned long long)nd->nfailures, i, (unsigned long long)nd->ntimeouts, i,
+		    (unsigned long long)st.reconnects);
+	}
 }
 
 static void
 rd_info(struct backend *be, struct evbuffer *out)
 {
 	struct rd *r = be->priv;
-	struct rnode_stats st;
+	struct rnode_stats st, all = { .policy = "unknown" };
 	size_t cached = 0;
 	struct rd_deleg *d;
+	char address[1024];
+	size_t n = 0, subscribed = 0;
 	TAILQ_FOREACH(d, &r->cached, centry)
 		cached++;
-	rnode_stats(r->node, &st);
+	/* the nodes' counts, summed; connected: a quorum is */
+	for (size_t i = 0; i < r->nnodes; i++) {
+		rnode_stats(r->nodes[i].node, &st);
+		subscribed += st.subscribed;
+		all.reconnects += st.reconnects;
+		all.unacked += st.unacked;
+		all.inflight += st.inflight;
+		all.kept += st.kept;
+		all.scripts_loaded = i == 0 || st.scripts_loaded < all.scripts_loaded ?
+		    st.scripts_loaded : all.scripts_loaded;
+		if (i == 0 || strcmp(st.policy, all.policy) != 0)
+			all.policy = i == 0 ? st.policy : "mixed";
+		if (n < sizeof(address))
+			n += (size_t)snprintf(address + n, sizeof(address) - n, "%s%s",
+			    i > 0 ? "," : "", r->redlock ? r->nodes[i].addr : st.address);
+	}
 	if (r->nsentinels > 0) {
 		size_t up = 0;
 		for (size_t i = 0; i < r->nsentinels; i++)
@@ -1457,21 +1997,27 @@ rd_info(struct backend *be, struct evbuffer *out)
 	    "backend_lease_cache_ms:%lld\r\nbackend_cached_leases:%zu\r\n"
 	    "backend_cache_hits_total:%llu\r\nbackend_min_replicas_ack:%lld\r\n"
 	    "backend_unacknowledged_total:%llu\r\n",
-	    st.address, r->set->db, st.up, st.subscribed, (unsigned long long)st.reconnects,
-	    st.scripts_loaded, (unsigned long long)r->ncommands, st.inflight, st.kept,
+	    address, r->set->db, nodes_up(r) >= r->quorum,
+	    subscribed >= r->quorum, (unsigned long long)all.reconnects,
+	    all.scripts_loaded, (unsigned long long)r->ncommands, all.inflight, all.kept,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nnotowner,
 	    (unsigned long long)r->nerrors, (unsigned long long)r->nmessages,
-	    (unsigned long long)r->nretries, st.policy,
+	    (unsigned long long)r->nretries, all.policy,
 	    hashtab_count(r->delegs), (unsigned long long)r->nlocal,
 	    r->set->lease_cache_ms, cached, (unsigned long long)r->ncache_hits,
-	    r->set->min_replicas_ack, (unsigned long long)st.unacked);
+	    r->set->min_replicas_ack, (unsigned long long)all.unacked);
+	if (r->redlock)
+		redlock_info(r, out);
 }
 
+/* "connected" while every node is up; redlock: "degraded" while a quorum
+ * but not every node is; else "disconnected". */
 static const char *
 rd_state(struct backend *be)
 {
 	struct rd *r = be->priv;
-	return rnode_up(r->node) ? "connected" : "disconnected";
+	size_t up = nodes_up(r);
+	return up == r->nnodes ? "connected" : up >= r->quorum ? "degraded" : "disconnected";
 }
 
 /* Releases in flight or kept for later: shutdown waits for them. */
@@ -1480,39 +2026,51 @@ rd_pending(struct backend *be)
 {
 	struct rd *r = be->priv;
 	struct rnode_stats st;
-	rnode_stats(r->node, &st);
-	return r->releases_inflight + st.kept;
+	size_t kept = 0;
+	for (size_t i = 0; i < r->nnodes; i++) {
+		rnode_stats(r->nodes[i].node, &st);
+		kept += st.kept;
+	}
+	return r->releases_inflight + kept;
 }
 
 /* ---- settings -------------------------------------------------------------- */
 
-#define RD_PORT 6379			/* the port of a URL that gives none */
 #define RD_DB_MAX 1000000		/* largest db (the message below says it too) */
 #define RD_SET(field) offsetof(struct rd_settings, field)
 
-/* The keys under "backend." that this backend reads, into struct rd_settings. */
+/* The keys under "backend." of both backends, into struct rd_settings. */
+#define RD_COMMON_SETTINGS \
+	{ .name = "username", .type = CONF_STR, .off = RD_SET(username) }, \
+	{ .name = "password", .type = CONF_SECRET, .off = RD_SET(password) }, \
+	{ .name = "password_file", .type = CONF_SECRET_FILE, .off = RD_SET(password_file), \
+	  .pair = "password" }, \
+	{ .name = "db", .type = CONF_INT, .off = RD_SET(db), .min = 0, .max = RD_DB_MAX }, \
+	{ .name = "key_prefix", .type = CONF_SHORTSTR, .off = RD_SET(key_prefix), .max = 64, \
+	  .defstr = "dlock:" }, \
+	{ .name = "connect_timeout_ms", .type = CONF_INT, .off = RD_SET(connect_timeout_ms), \
+	  .min = 10, .max = 600000, .def = 2000 }, \
+	{ .name = "command_timeout_ms", .type = CONF_INT, .off = RD_SET(command_timeout_ms), \
+	  .min = 10, .max = 600000, .def = 2000 }, \
+	{ .name = "handoff_limit", .type = CONF_INT, .off = RD_SET(handoff_limit), \
+	  .min = 1, .max = 1000000, .def = 16 }, \
+	{ .name = "lease_cache_ms", .type = CONF_INT, .off = RD_SET(lease_cache_ms), \
+	  .min = 0, .max = 1000, .def = 0 }, \
+	{ .name = "min_replicas_ack", .type = CONF_INT, .off = RD_SET(min_replicas_ack), \
+	  .min = 0, .max = 100, .def = 0 }, \
+	{ .name = "replica_ack_timeout_ms", .type = CONF_INT, \
+	  .off = RD_SET(replica_ack_timeout_ms), .min = 1, .max = 60000, .def = 100 }, \
+	{ .name = "tls.enabled", .type = CONF_BOOL, .off = RD_SET(tls), .def = 0 }, \
+	{ .name = "tls.ca_file", .type = CONF_PATH, .off = RD_SET(tls_ca_file) }, \
+	{ .name = "tls.cert_file", .type = CONF_PATH, .off = RD_SET(tls_cert_file) }, \
+	{ .name = "tls.key_file", .type = CONF_PATH, .off = RD_SET(tls_key_file) }, \
+	{ .name = "tls.server_name", .type = CONF_STR, .off = RD_SET(tls_server_name) }
+
+/* The redis backend's keys. */
 static const struct conf_setting rd_settings_table[] = {
 	{ .name = "address", .type = CONF_SERVER, .off = RD_SET(address),
 	  .defstr = "127.0.0.1:6379" },
-	{ .name = "username", .type = CONF_STR, .off = RD_SET(username) },
-	{ .name = "password", .type = CONF_SECRET, .off = RD_SET(password) },
-	{ .name = "password_file", .type = CONF_SECRET_FILE, .off = RD_SET(password_file),
-	  .pair = "password" },
-	{ .name = "db", .type = CONF_INT, .off = RD_SET(db), .min = 0, .max = RD_DB_MAX },
-	{ .name = "key_prefix", .type = CONF_SHORTSTR, .off = RD_SET(key_prefix), .max = 64,
-	  .defstr = "dlock:" },
-	{ .name = "connect_timeout_ms", .type = CONF_INT, .off = RD_SET(connect_timeout_ms),
-	  .min = 10, .max = 600000, .def = 2000 },
-	{ .name = "command_timeout_ms", .type = CONF_INT, .off = RD_SET(command_timeout_ms),
-	  .min = 10, .max = 600000, .def = 2000 },
-	{ .name = "handoff_limit", .type = CONF_INT, .off = RD_SET(handoff_limit),
-	  .min = 1, .max = 1000000, .def = 16 },
-	{ .name = "lease_cache_ms", .type = CONF_INT, .off = RD_SET(lease_cache_ms),
-	  .min = 0, .max = 1000, .def = 0 },
-	{ .name = "min_replicas_ack", .type = CONF_INT, .off = RD_SET(min_replicas_ack),
-	  .min = 0, .max = 100, .def = 0 },
-	{ .name = "replica_ack_timeout_ms", .type = CONF_INT,
-	  .off = RD_SET(replica_ack_timeout_ms), .min = 1, .max = 60000, .def = 100 },
+	RD_COMMON_SETTINGS,
 	{ .name = "sentinels", .type = CONF_SERVERLIST, .off = RD_SET(sentinels),
 	  .count = RD_SET(nsentinels), .def = RD_SENTINEL_PORT, .optional = 1 },
 	{ .name = "master_name", .type = CONF_STR, .off = RD_SET(master_name) },
@@ -1520,11 +2078,17 @@ static const struct conf_setting rd_settings_table[] = {
 	{ .name = "sentinel_password", .type = CONF_SECRET, .off = RD_SET(sentinel_password) },
 	{ .name = "sentinel_password_file", .type = CONF_SECRET_FILE,
 	  .off = RD_SET(sentinel_password_file), .pair = "sentinel_password" },
-	{ .name = "tls.enabled", .type = CONF_BOOL, .off = RD_SET(tls), .def = 0 },
-	{ .name = "tls.ca_file", .type = CONF_PATH, .off = RD_SET(tls_ca_file) },
-	{ .name = "tls.cert_file", .type = CONF_PATH, .off = RD_SET(tls_cert_file) },
-	{ .name = "tls.key_file", .type = CONF_PATH, .off = RD_SET(tls_key_file) },
-	{ .name = "tls.server_name", .type = CONF_STR, .off = RD_SET(tls_server_name) },
+};
+
+/* The redlock backend's keys. */
+static const struct conf_setting rl_settings_table[] = {
+	{ .name = "nodes", .type = CONF_SERVERLIST, .off = RD_SET(nodes),
+	  .count = RD_SET(nnodes), .def = RD_PORT },
+	{ .name = "node_timeout_ms", .type = CONF_INT, .off = RD_SET(node_timeout_ms),
+	  .min = 0, .max = 600000, .def = 0 },
+	{ .name = "clock_drift_factor", .type = CONF_SHORTSTR,
+	  .off = RD_SET(clock_drift_factor), .max = 32, .defstr = "0.01" },
+	RD_COMMON_SETTINGS,
 };
 
 /* A renewal that gets no reply is dropped after command_timeout_ms and
@@ -1604,6 +2168,33 @@ rd_url_sentinels(const char *s, char **servers, char **name, long long *db)
 	return NULL;
 }
 
+/* What every redis and redlock URL gives: TLS on or off, the user and
+ * password (none when it has none, and never the file's password_file), the
+ * db. */
+static void
+url_set_common(backend_url_set *set, void *arg, bool tls, const char *user, const char *pw,
+    long long db)
+{
+	char *text = xasprintf("%lld", db);
+	set(arg, "tls.enabled", tls ? "true" : "false");
+	/* "default" without a password: no AUTH at all */
+	set(arg, "username", user != NULL && pw != NULL ? user : "");
+	set(arg, "password", pw != NULL ? pw : "");
+	set(arg, "password_file", "");
+	set(arg, "db", text);
+	free(text);
+}
+
+/* Free a URL's user and password, wiping the password. */
+static void
+userinfo_free(char *user, char *pw)
+{
+	if (pw != NULL)
+		explicit_bzero(pw, strlen(pw));
+	free(pw);
+	free(user);
+}
+
 /* -b redis://[user[:password]@]host[:port][/db], or rediss:// for TLS:
  * port 6379 and db 0 when left out; user and password may hold %XX
  * escapes. Or redis-sentinel://[user[:password]@]host[:port][,...]/NAME[/db]
@@ -1649,21 +2240,63 @@ rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 		}
 		set(arg, "sentinels", sentinel ? servers : "");
 		set(arg, "master_name", sentinel ? name : "");
-		set(arg, "tls.enabled", tls ? "true" : "false");
-		/* "default" without a password: no AUTH at all */
-		set(arg, "username", user != NULL && pw != NULL ? user : "");
-		set(arg, "password", pw != NULL ? pw : "");
-		set(arg, "password_file", "");
-		text = xasprintf("%lld", db);
-		set(arg, "db", text);
-		free(text);
+		url_set_common(set, arg, tls, user, pw, db);
 	}
-	if (pw != NULL)
-		explicit_bzero(pw, strlen(pw));
-	free(pw);
-	free(user);
+	userinfo_free(user, pw);
 	free(servers);
 	free(name);
+	return *why == NULL ? 0 : -1;
+}
+
+/* -b redlock://[user[:password]@]host[:port][,host[:port]...][/db], or
+ * redlocks:// for TLS: the nodes (port 6379 when left out), as for
+ * redis:// otherwise. 1 if url is not a redlock URL; else 0, or -1 with
+ * *why a sentence that never holds the password. */
+static int
+rl_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
+{
+	const char *s = NULL, *slash;
+	char *user = NULL, *pw = NULL, *list = NULL, *text;
+	bool tls = false;
+	struct addr a;
+	long long db = 0;
+	if (strncasecmp(url, "redlock://", 10) == 0)
+		s = url + 10;
+	else if (strncasecmp(url, "redlocks://", 11) == 0)
+		s = url + 11, tls = true;
+	if (s == NULL)
+		return 1;
+	*why = NULL;
+	if (conf_url_userinfo(s, &user, &pw, &s, why) == 0 && user != NULL && *user != '\0' &&
+	    strcmp(user, "default") != 0 && pw == NULL)
+		*why = "a user needs a password (redlock://user:password@host:port,...; a "
+		    "password alone goes after a colon: redlock://:password@host:port,...)";
+	if (*why == NULL && strpbrk(s, "?#") != NULL)
+		*why = "query parameters are not supported";
+	slash = s + strcspn(s, "/");
+	if (*why == NULL && (slash == s || *s == ','))
+		*why = "the nodes are missing (redlock://host:port,host:port,host:port)";
+	if (*why == NULL) {
+		char *item, *save = NULL;
+		list = xmemdup(s, (size_t)(slash - s));
+		text = xstrdup(list);
+		for (item = strtok_r(text, ",", &save); item != NULL && *why == NULL;
+		    item = strtok_r(NULL, ",", &save))
+			if (conf_server_parse(item, RD_PORT, &a, why) == 0)
+				*why = NULL;
+		free(text);
+	}
+	if (*why == NULL && *slash != '\0') {
+		text = xasprintf("h%s", slash);	/* the db, checked as for redis:// */
+		*why = rd_url_server(text, &a, &db);
+		free(text);
+	}
+	if (*why == NULL) {
+		set(arg, "nodes", list);
+		url_set_common(set, arg, tls, user, pw, db);
+	}
+	userinfo_free(user, pw);
+	free(list);
 	return *why == NULL ? 0 : -1;
 }
 
@@ -1700,14 +2333,29 @@ rd_check(struct conf *c, const void *settings, int deep)
 		    "'backend.replica_ack_timeout_ms' (%lld) must be below "
 		    "'backend.command_timeout_ms' (%lld): WAIT holds the connection that long",
 		    set->replica_ack_timeout_ms, set->command_timeout_ms);
+	if (set->clock_drift_factor != NULL) {
+		char *end;
+		double f = strtod(set->clock_drift_factor, &end);
+		if (end == set->clock_drift_factor || *end != '\0' || !(f >= 0 && f < 0.5))
+			(void)conf_setting_error(c, "backend.clock_drift_factor",
+			    "'backend.clock_drift_factor' must be a number from 0 to below 0.5 "
+			    "(the share of a lease the clocks may drift by; 0.01 by default), "
+			    "not '%s'", set->clock_drift_factor);
+	}
 	if ((set->tls_cert_file == NULL) != (set->tls_key_file == NULL))
 		(void)conf_setting_error(c, set->tls_cert_file != NULL ? "backend.tls.cert_file" :
 		    "backend.tls.key_file", "'backend.tls.cert_file' and 'backend.tls.key_file' "
 		    "go together (a client certificate and its key)");
 	if (!deep || c->nerrors > 0)
 		return;
-	if (set->nsentinels == 0)
+	if (set->nsentinels == 0 && set->nnodes == 0)
 		rd_check_name(c, "backend.address", set->address.host);
+	for (size_t i = 0; i < set->nnodes; i++) {
+		struct addr a;
+		const char *why;
+		if (conf_server_parse(set->nodes[i], RD_PORT, &a, &why) == 0)
+			rd_check_name(c, "backend.nodes", a.host);
+	}
 	for (size_t i = 0; i < set->nsentinels; i++) {
 		struct addr a;
 		const char *why;
@@ -1725,29 +2373,45 @@ rd_check(struct conf *c, const void *settings, int deep)
 	}
 }
 
+/* The operations of both backends: one policy, over one server or a quorum
+ * of them. */
+#define RD_OPS \
+	.local_leases = 0, \
+	.settings_size = sizeof(struct rd_settings), \
+	.min_lease_ms = rd_min_lease_ms, \
+	.min_lease_rule = "3 x backend.command_timeout_ms", \
+	.create = rd_create, \
+	.destroy = rd_destroy, \
+	.acquire = rd_acquire, \
+	.release = rd_release, \
+	.renew = rd_renew, \
+	.transfer = rd_transfer, \
+	.info = rd_info, \
+	.state = rd_state, \
+	.pending = rd_pending, \
+	.drain = rd_drain, \
+	.reload = rd_reload, \
+	.problem = rd_problem, \
+	.check = rd_check
+
 const struct backend_ops be_redis_ops = {
 	.name = "redis",
-	.local_leases = 0,
 	.settings = rd_settings_table,
 	.nsettings = sizeof(rd_settings_table) / sizeof(rd_settings_table[0]),
-	.settings_size = sizeof(struct rd_settings),
 	.parse_url = rd_parse_url,
 	.url_form = "redis://host:port",
-	.min_lease_ms = rd_min_lease_ms,
-	.min_lease_rule = "3 x backend.command_timeout_ms",
-	.create = rd_create,
-	.destroy = rd_destroy,
-	.acquire = rd_acquire,
-	.release = rd_release,
-	.renew = rd_renew,
-	.transfer = rd_transfer,
-	.info = rd_info,
-	.state = rd_state,
-	.pending = rd_pending,
-	.drain = rd_drain,
-	.reload = rd_reload,
-	.problem = rd_problem,
-	.check = rd_check,
+	RD_OPS,
+};
+
+/* Redlock: the same policy over several independent servers, a quorum
+ * deciding each operation (the top of this file). */
+const struct backend_ops be_redlock_ops = {
+	.name = "redlock",
+	.settings = rl_settings_table,
+	.nsettings = sizeof(rl_settings_table) / sizeof(rl_settings_table[0]),
+	.parse_url = rl_parse_url,
+	.url_form = "redlock://host:port,...",
+	RD_OPS,
 };
 
 #ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */
@@ -1778,7 +2442,9 @@ be_redis_answer(struct backend *be, int script, const struct be_lock *l, unsigne
 	op->sent_ms = clock_ms();
 	if (op->script == RS_RELEASE)
 		r->releases_inflight++;
-	on_reply(op, reply, reply == NULL ? "the connection to redis was lost" : NULL);
+	op->calls[0].answer = RA_PENDING;
+	op->pending = 1;
+	on_reply(&op->calls[0], reply, reply == NULL ? "the connection to redis was lost" : NULL);
 }
 
 void

@@ -80,23 +80,45 @@ const char *const rscript_text[RS_COUNT] = {
 	LUA_RELEASED(KEYS[2], ARGV[2], ARGV[3])
 	"return 1",
 
-	/* renew: KEYS lock; ARGV member, ttl. The lease lasts at least ttl from
-	 * now; a later end is kept. 1 | 0 (not ours any more) */
+	/* renew: KEYS lock; ARGV member, ttl, bring, limit. The lease lasts at
+	 * least ttl from now; a later end is kept. 1 | 0 (not ours any more) |
+	 * 2: it was not there, bring is '1' and the key's leases let it in (a
+	 * limit of 0: no limit): taken now (a node of a quorum that missed it) */
 	LUA_STRING
 	"if v == ARGV[1] then "
 	"  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then "
 	"    redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
 	"  return 1 end "
 	"if type(v) == 'string' then return 0 end "
+	"local x = string.sub(ARGV[1], 1, 2) == 'x0' "
+	"if not v and x then "
+	"  if ARGV[3] ~= '1' then return 0 end "
+	"  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+	"  return 2 end "
 	LUA_NOW
-	"local s = redis.call('ZSCORE', KEYS[1], ARGV[1]) "
-	"if not s or tonumber(s) <= now then return 0 end "
-	"local e = now + tonumber(ARGV[2]) "
-	"if tonumber(s) < e then "
-	"  redis.call('ZADD', KEYS[1], e, ARGV[1]) "
+	"local s = v and redis.call('ZSCORE', KEYS[1], ARGV[1]) "
+	"if s and tonumber(s) > now then "
+	"  local e = now + tonumber(ARGV[2]) "
+	"  if tonumber(s) < e then "
+	"    redis.call('ZADD', KEYS[1], e, ARGV[1]) "
 	LUA_KEEP
+	"  end "
+	"  return 1 end "
+	"if ARGV[3] ~= '1' then return 0 end "
+	"if v then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) end "
+	"local n = v and redis.call('ZCARD', KEYS[1]) or 0 "
+	"if n > 0 then "
+	"  local first = redis.call('ZRANGE', KEYS[1], 0, 0) "
+	"  local function kind(m) return string.sub(m, 1, string.find(m, ':', 1, true)) end "
+	"  if x or kind(first[1]) ~= kind(ARGV[1]) or "
+	"      (tonumber(ARGV[4]) > 0 and n >= tonumber(ARGV[4])) then return 0 end "
 	"end "
-	"return 1",
+	"if x then "
+	"  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+	"  return 2 end "
+	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
+	LUA_KEEP
+	"return 2",
 
 	/* transfer (exclusive leases): KEYS lock, fence, mark; ARGV to, from,
 	 * ttl, handoffs in a row before this one, handoff limit, channel, key,
@@ -115,6 +137,12 @@ const char *const rscript_text[RS_COUNT] = {
 	"end "
 	"redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3]) "
 	"return {1, fence(tonumber(ARGV[8]))}",
+
+	/* raise (a quorum's fence written back): KEYS fence; ARGV fence. The
+	 * counter becomes at least fence. 1 */
+	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
+	"if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end "
+	"return 1",
 };
 
 const char rscript_key[] = "<key>";

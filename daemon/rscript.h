@@ -24,7 +24,7 @@
 #include "token.h"
 
 /* The scripts, in the order of rscript_text. */
-enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_COUNT };
+enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_RAISE, RS_COUNT };
 
 #define RSCRIPT_ARGS 12			/* numkeys, keys and arguments of one call at most */
 #define RSCRIPT_MEMBER_MAX (TOKEN_LEN + 16) /* "<kind>:<token>" and its NUL */

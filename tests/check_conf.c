@@ -706,7 +706,7 @@ START_TEST(test_errors_all_reported)
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		"5:19: 'unix_socket_mode' must be an octal mode such as 0660, not '0999'",
 		"6:1: unknown key 'bogus'",
-		"8:9: 'backend.type' must be memory, redis or etcd, not 'zookeeper'",
+		"8:9: 'backend.type' must be memory, redis, redlock or etcd, not 'zookeeper'",
 		"10:19: 'locks.default_ttl_ms' must be a decimal integer, not '30s'",
 		"11:15: 'locks.max_ttl_ms' must be between 10 and 31536000000, not 5",
 		"13:16: 'limits.max_clients' must be between 1 and 1000000, not 0",
@@ -1103,8 +1103,8 @@ START_TEST(test_override_errors)
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		" duplicate listen address '127.0.0.1:7000'",
 		" unknown backend URL 'zk://127.0.0.1:2181' (expected memory, "
-		    "redis://host:port or etcd://host:port[,host:port...])",
-		" unknown backend URL '' (expected memory, redis://host:port or etcd://host:port[,host:port...])",
+		    "redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])",
+		" unknown backend URL '' (expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])",
 		NULL
 	};
 
@@ -1550,6 +1550,24 @@ START_TEST(test_shortest_lease_rule)
 }
 END_TEST
 
+/* -b url alone is refused with error (after "command line: "), which
+ * holds no password, and the backend stays memory. */
+static void
+expect_url_error(const char *url, const char *error)
+{
+	char line[300];
+	const char *const want[] = { line, NULL };
+	struct conf *c = conf_create();
+
+	snprintf(line, sizeof(line), " %s", error);
+	ck_assert_int_eq(conf_override_backend(c, url), -1);
+	ck_assert_int_eq(conf_finish(c), -1);
+	expect_errors(c, "command line", want);
+	ck_assert(!errors_contain(c, "hunter2"));
+	ck_assert_str_eq(c->backend_type, "memory");
+	conf_destroy(c);
+}
+
 START_TEST(test_redis_url_good)
 {
 	static const struct {
@@ -1660,29 +1678,24 @@ START_TEST(test_redis_url_bad)
 		{ "rediss://:hunter2@h:0", "bad redis URL 'rediss://:***@h:0': "
 		      "the port must be between 1 and 65535" },
 		{ "zk://h:2181", "unknown backend URL 'zk://h:2181' "
-		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
+		      "(expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
 		{ "http://:hunter2@h", "unknown backend URL 'http://:***@h' "
-		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
-		{ "hunter2@h", "unknown backend URL '***@h' (expected memory, redis://host:port or etcd://host:port[,host:port...])" },
-		{ "Memory", "unknown backend URL 'Memory' (expected memory, redis://host:port or etcd://host:port[,host:port...])" },
+		      "(expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
+		{ "hunter2@h", "unknown backend URL '***@h' (expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
+		{ "Memory", "unknown backend URL 'Memory' (expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
 		{ "redis:6379", "unknown backend URL 'redis:6379' "
-		      "(expected memory, redis://host:port or etcd://host:port[,host:port...])" },
-		{ "redis", "unknown backend URL 'redis' (expected memory, redis://host:port or etcd://host:port[,host:port...])" },
+		      "(expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
+		{ "redis", "unknown backend URL 'redis' (expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
 	};
 	char *redis = fixture("redis-defaults.yaml");
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char line[300];
 		const char *const want[] = { line, NULL };
-		struct conf *c = conf_create();
+		struct conf *c;
 
+		expect_url_error(bad[i].url, bad[i].error);
 		snprintf(line, sizeof(line), " %s", bad[i].error);
-		ck_assert_int_eq(conf_override_backend(c, bad[i].url), -1);
-		ck_assert_int_eq(conf_finish(c), -1);
-		expect_errors(c, "command line", want);
-		ck_assert(!errors_contain(c, "hunter2"));
-		ck_assert_str_eq(c->backend_type, "memory");
-		conf_destroy(c);
 
 		/* nothing was taken from it, not even to apply after a file */
 		c = conf_create();
@@ -1694,6 +1707,75 @@ START_TEST(test_redis_url_bad)
 		conf_destroy(c);
 	}
 	free(redis);
+}
+END_TEST
+
+START_TEST(test_redlock_url)
+{
+	static const struct {
+		const char *url;	/* the -b option */
+		const char *nodes[3];	/* backend.nodes, NULL after the last */
+		const char *password;	/* backend.password */
+		long long db, tls;	/* backend.db, backend.tls.enabled */
+	} ok[] = {
+		{ "redlock://a:7001,b:7002,c", { "a:7001", "b:7002", "c:6379" }, NULL, 0, 0 },
+		{ "redlock://:hunter2@[::1]:7001,h/3", { "[::1]:7001", "h:6379", NULL }, "hunter2",
+		  3, 0 },
+		{ "REDLOCKS://h", { "h:6379", NULL, NULL }, NULL, 0, 1 },
+	};
+	static const struct { const char *url, *error; } bad[] = {
+		{ "redlock://", "bad redlock URL 'redlock://': the nodes are missing "
+		      "(redlock://host:port,host:port,host:port)" },
+		{ "redlock://,h", "bad redlock URL 'redlock://,h': the nodes are missing "
+		      "(redlock://host:port,host:port,host:port)" },
+		{ "redlock://:hunter2@h,h:0", "bad redlock URL 'redlock://:***@h,h:0': "
+		      "the port must be between 1 and 65535" },
+		{ "redlock://h/x", "bad redlock URL 'redlock://h/x': "
+		      "the database is not a number (expected /0, /1, ...)" },
+		{ "redlock://h?x=1", "bad redlock URL 'redlock://h?x=1': "
+		      "query parameters are not supported" },
+	};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct conf *c = conf_of_url(ok[i].url, "redlock");
+		char *const *nodes = *(char **const *)conf_backend_value(c, "nodes");
+
+		for (size_t k = 0; k < 3 && ok[i].nodes[k] != NULL; k++)
+			ck_assert_str_eq(nodes[k], ok[i].nodes[k]);
+		if (ok[i].password == NULL)
+			ck_assert_ptr_null(be_str(c, "password"));
+		else
+			ck_assert_str_eq(be_str(c, "password"), ok[i].password);
+		ck_assert_int_eq(be_int(c, "db"), ok[i].db);
+		ck_assert_int_eq(be_int(c, "tls.enabled"), ok[i].tls);
+		ck_assert_int_eq(be_int(c, "node_timeout_ms"), 0);
+		ck_assert_str_eq(be_str(c, "clock_drift_factor"), "0.01");
+		conf_destroy(c);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_url_error(bad[i].url, bad[i].error);
+}
+END_TEST
+
+START_TEST(test_redlock_drift_factor)
+{
+	static const char *const bad[] = { "abc", "0.5", "-0.1", "0.01x", "nan" };
+	struct scratch s;
+
+	scratch_init(&s);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[200];
+		struct conf *c;
+
+		snprintf(text, sizeof(text), "backend:\n  type: redlock\n  nodes: [a, b, c]\n"
+		    "  clock_drift_factor: \"%s\"\n", bad[i]);
+		c = load_text(&s, text, 0, -1);
+		ck_assert_uint_eq(c->nerrors, 1);
+		ck_assert_msg(strstr(c->errors[0], ":4:23: 'backend.clock_drift_factor' must be "
+		    "a number from 0 to below 0.5") != NULL, "%s", c->errors[0]);
+		conf_destroy(c);
+	}
+	scratch_rm(&s);
 }
 END_TEST
 
@@ -2238,10 +2320,16 @@ START_TEST(test_backend_keys_declared_by_backends)
 	static const char *const redis_keys[] = { "address", "username", "password",
 		"password_file", "db", "key_prefix", "connect_timeout_ms", "command_timeout_ms",
 		"handoff_limit", "lease_cache_ms", "min_replicas_ack", "replica_ack_timeout_ms",
+		"tls.enabled", "tls.ca_file", "tls.cert_file", "tls.key_file", "tls.server_name",
 		"sentinels", "master_name", "sentinel_username", "sentinel_password",
-		"sentinel_password_file", "tls.enabled", "tls.ca_file", "tls.cert_file",
-		"tls.key_file", "tls.server_name" };
+		"sentinel_password_file" };
+	static const char *const redlock_keys[] = { "nodes", "node_timeout_ms",
+		"clock_drift_factor", "username", "password", "password_file", "db",
+		"key_prefix", "connect_timeout_ms", "command_timeout_ms", "handoff_limit",
+		"lease_cache_ms", "min_replicas_ack", "replica_ack_timeout_ms", "tls.enabled",
+		"tls.ca_file", "tls.cert_file", "tls.key_file", "tls.server_name" };
 	const struct backend_ops *redis = backend_find("redis"), *ops;
+	const struct backend_ops *redlock = backend_find("redlock");
 	char *conf_c = top_path("daemon/conf.c"), text[65536];
 	struct scratch s;
 	size_t n;
@@ -2252,6 +2340,10 @@ START_TEST(test_backend_keys_declared_by_backends)
 	ck_assert_uint_eq(redis->nsettings, sizeof(redis_keys) / sizeof(redis_keys[0]));
 	for (size_t i = 0; i < redis->nsettings; i++)
 		ck_assert_str_eq(redis->settings[i].name, redis_keys[i]);
+	ck_assert_ptr_nonnull(redlock);
+	ck_assert_uint_eq(redlock->nsettings, sizeof(redlock_keys) / sizeof(redlock_keys[0]));
+	for (size_t i = 0; i < redlock->nsettings; i++)
+		ck_assert_str_eq(redlock->settings[i].name, redlock_keys[i]);
 	ck_assert_uint_eq(backend_find("memory")->nsettings, 0);
 	ck_assert_ptr_null(backend_find("memory")->settings);
 
@@ -2621,6 +2713,8 @@ conf_suite(void)
 	tcase_add_test(tc, test_shortest_lease_rule);
 	tcase_add_test(tc, test_redis_url_good);
 	tcase_add_test(tc, test_redis_url_bad);
+	tcase_add_test(tc, test_redlock_url);
+	tcase_add_test(tc, test_redlock_drift_factor);
 	tcase_add_test(tc, test_redis_url_long_is_cut);
 	tcase_add_test(tc, test_redis_url_overrides_file);
 	tcase_add_test(tc, test_redis_url_overrides_password_file);
