@@ -37,8 +37,8 @@ faults aimed at moments when an acquire or a renewal is in flight:
                    its data, but only once the longest lease it may have held
                    has run out (the delayed restart: 1.3 x the TTL or more,
                    an EXTEND's lease being up to 1.25 x the TTL)
-  node_restart_loss_now  redlock, not in the default set: the same, started
-                   again at once (see ALL_FAULTS)
+  node_restart_loss_now  redlock: the same, started again at once (50 ms):
+                   the leases it forgot still stand on the two other nodes
   node_blackhole   redlock: the proxy on the second daemon's path to one node
                    black-holes it (the other two paths stay)
   majority_blackhole  redlock: the second daemon's paths to two of the three
@@ -132,14 +132,13 @@ ALL_FAULTS["redis-cache"] = ALL_FAULTS["redis"]
 ALL_FAULTS["sentinel"] = ["master_kill", "master_stop", "sentinel_kill"]
 # redlock: two daemons on three independent redis-servers (quorum 2), the
 # second through a proxy per node. No node fault excuses an overlap: one
-# node lost, stopped, restarted (with its data, or without it once the
-# longest lease it held has run out) or cut off leaves a majority that
-# still holds every lease. node_restart_loss_now (a node restarted empty at
-# once) is left out of this set (see README.md); --only picks it by name
-REDLOCK_NODE_FAULTS = ["node_kill", "node_stop", "node_restart_loss", "node_blackhole",
-                       "majority_blackhole", "majority_lost"]
+# node lost, stopped, restarted (with its data; without it once the longest
+# lease it held has run out, or at once: the nodes all answer in time here,
+# so every lease stands on all three and the two others still hold it) or
+# cut off leaves a majority that still holds every lease
+REDLOCK_NODE_FAULTS = ["node_kill", "node_stop", "node_restart_loss", "node_restart_loss_now",
+                       "node_blackhole", "majority_blackhole", "majority_lost"]
 ALL_FAULTS["redlock"] = ["client_kill", "daemon_stop", "daemon_kill"] + REDLOCK_NODE_FAULTS
-REDLOCK_EXTRA = ["node_restart_loss_now"]
 REDLOCK_NODES = 3
 # what each round of a fault aims at, and how long the fault lasts: "1.5ttl"
 # is 1.5 x the TTL, "0.3s" 0.3 s, "idle" sessions.idle_timeout_ms + 0.6 x the
@@ -199,9 +198,6 @@ SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemo
 # what --only may pick in SHORT mode besides SHORT (one round each)
 ONLY_SHORT = [("sentinel", f) for f in ALL_FAULTS["sentinel"]] + \
     [("redlock", f) for f in ALL_FAULTS["redlock"]]
-# what --only picks in either mode only when it names the scenario in full
-# (backend/fault): not in any default set
-ONLY_NAMED = [("redlock", f) for f in REDLOCK_EXTRA]
 # s for the sentinels to name a new master after the master is killed or
 # stopped (down-after + failover-timeout, with room)
 SENTINEL_FAILOVER_LIMIT = (fsentinel.DOWN_AFTER_MS + fsentinel.FAILOVER_TIMEOUT_MS) / 1000.0 + 10
@@ -742,7 +738,7 @@ class Scenario:
         if kind in ALL_FAULTS["sentinel"]:
             self.inject_sentinel(kind, how, dur)
             return
-        if kind in REDLOCK_NODE_FAULTS + REDLOCK_EXTRA:
+        if kind in REDLOCK_NODE_FAULTS:
             self.inject_redlock(kind, how, dur, spec)
             return
         if kind in ("client_kill", "client_stop"):
@@ -1235,9 +1231,6 @@ def plan(mode, only, rounds):
         todo = [(b, f, rounds) for b, f, _ in todo]
     if only:
         todo = [t for t in todo if any(o in "%s/%s" % (t[0], t[1]) for o in only)]
-        n = 1 if mode == "short" else None
-        todo += [(b, f, rounds or n or max(3, len(PLANS[f]))) for b, f in ONLY_NAMED
-                 if "%s/%s" % (b, f) in only]
     skipped = []
     if wrapped:
         keep = []
