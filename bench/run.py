@@ -618,7 +618,7 @@ def derive_redlock(run, r, cpu, before, after, ops, ops_total, pairs, daemons_de
             if v:
                 total[k] = total.get(k, 0) + v
     r["redis_calls"] = total
-    r["node_calls_per_op"] = [per_op(v, ops_total) for v in per_node]
+    r["node_commands_per_op"] = [per_op(v, ops_total) for v in per_node]
     r["backend_all_per_op"] = None if pairs else per_op(sum(per_node), ops_total)
     r["evalsha_per_op"] = None if pairs else per_op(evalsha, ops_total)
     r["redis_used_cpu_us_per_op_run"] = per_op(
