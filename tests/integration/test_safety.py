@@ -248,6 +248,7 @@ class TestChecker(unittest.TestCase):
         self.assertEqual([f["kind"] for f in res["failures"]], ["grant without quorum"])
         # a LOCK that failed otherwise than with -BACKEND
         h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5)
         h.ev(3.0, "w1", "lock_err", n=1, err="BACKEND the lock backend failed (redlock: ...)")
         h.ev(3.1, "w3", "lock_err", n=1, err="ERR something else")
         h.ev(3.2, "w2", "lock_err", n=1, err="ERR on d1, which kept its quorum")
