@@ -454,13 +454,21 @@ def _check_quorum_loss(holdings, events, workers, faults, params, res):
     the nodes while it lasts). On those daemons, from IN_FLIGHT s after it
     began until its end: a grant (a local handoff under a lease confirmed
     before the fault) never claims validity past the longest lease counted
-    from the fault's start; every LOCK error is -BACKEND. And when it lasts
-    past that lease (plus notice_bound), no holding of theirs goes on past
-    it: each is told of the loss, or unlocked, before."""
+    from the fault's start; every LOCK error is -BACKEND. And no holding of
+    theirs that began before goes on, while the fault lasts, past its lease
+    counted from the fault's start (the last renewal that reached a majority
+    was sent before it) plus notice_bound: the TTL, or the longest EXTEND
+    answered before the fault. Each is told of the loss, or unlocked,
+    before."""
     scale = params.get("notice_bound", 0.5) / 0.5
     ttl = params["ttl"] / 1000.0
     bound = params.get("notice_bound", 0.5)
     counts = res["counts"]
+    extends = collections.defaultdict(list)  # (worker, fence) -> [(sent, ms)]
+    for e in events:
+        if e["ev"] == "extend" and isinstance(e.get("ms"), int) and \
+                str(e.get("reply", "")).lstrip("-").isdigit():
+            extends[e["w"], e.get("fence")].append((e["t"], e["ms"]))
     for f in faults:
         lost = f.get("quorum_lost")
         if not lost:
@@ -489,21 +497,23 @@ def _check_quorum_loss(holdings, events, workers, faults, params, res):
                         "text": "worker %s's LOCK failed with %r at %.3f while its daemon "
                         "could not reach a majority of the nodes (%s %.3f-%.3f)"
                         % (e["w"], e.get("err"), e["t"], f["kind"], f["start"], f["end"])})
-        due = lease_end + bound
-        if f["end"] < due:
-            continue
         for h in holdings:
-            if h.daemon not in lost or h.grant >= due or h.end <= f["start"]:
+            if h.daemon not in lost or h.grant >= f["start"] or h.end <= f["start"]:
                 continue
             if h.end_how == "death":
+                continue
+            lease = max([ttl] + [ms / 1000.0 for t, ms in extends.get((h.w, h.fence), [])
+                                 if t < f["start"]])
+            due = f["start"] + lease + bound
+            if f["end"] < due:
                 continue
             counts["holders_without_quorum"] += 1
             if h.end > due:
                 res["failures"].append({
                     "kind": "not told", "holders": [h],
                     "text": "%s still believed it held the lock at %.3f: its daemon had "
-                    "no quorum since %.3f (%s), and no lease lasts more than %.0f ms"
-                    % (h.brief(), due, f["start"], f["kind"], LEASE_MAX * ttl * 1000)})
+                    "no quorum since %.3f (%s), and its lease lasts %.0f ms"
+                    % (h.brief(), due, f["start"], f["kind"], lease * 1000)})
 
 
 def excerpt(events, faults, holders, pad=0.3, limit=80):

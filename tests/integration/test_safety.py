@@ -217,8 +217,8 @@ class TestChecker(unittest.TestCase):
 
     def test_holder_without_quorum_must_be_told_before_the_longest_lease(self):
         # redlock: d0 cannot reach a majority from 2.0 to 5.0; no lease it
-        # had confirmed lasts past 2.0 + 1.25 x TTL (3.5), its holders
-        # hear by then + notice_bound (4.0)
+        # had confirmed lasts past 2.0 + TTL (3.2), its holders hear by then
+        # + notice_bound (3.7)
         lost = {"kind": "majority_lost", "target": "node1+node2", "start": 2.0, "end": 5.0,
                 "quorum_lost": ["d0"]}
         params = {"backend": "redlock"}
@@ -230,8 +230,13 @@ class TestChecker(unittest.TestCase):
         h.hold("w1", 10, 1.0, 1.01, 4.2, end_ev="told", how="push")
         res = h.check([lost], params=params)
         self.assertEqual([f["kind"] for f in res["failures"]], ["not told"])
-        # a fault shorter than the longest lease asks nothing of the holders
+        # a fault shorter than the lease asks nothing of the holders
         self.assertClean(h.check([dict(lost, end=3.0)], params=params))
+        # an EXTEND to 2000 ms answered before the fault: heard by 4.5
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 4.2, end_ev="told", how="push")
+        h.ev(1.5, "w1", "extend", ms=2000, sent=1.49, reply="1998", fence=10)
+        self.assertClean(h.check([lost], params=params))
 
     def test_grant_or_error_without_quorum(self):
         lost = {"kind": "majority_blackhole", "target": "d1/node0+node1", "start": 2.0,
