@@ -178,6 +178,9 @@ TAILQ_HEAD(rd_op_list, rd_op);
 struct rd_node {
 	struct rd *r;			/* the backend */
 	struct rnode *node;		/* its client */
+	const struct conf_node *set;	/* redlock: its settings, NULL: the backend's */
+	struct tls_client *tls;		/* its own TLS context (TLS files of its own),
+					 * NULL: the backend's, if TLS is on */
 	char addr[300];			/* "host:port", for messages */
 	bool was_up;			/* its connection was up once */
 	uint64_t ncalls;		/* calls sent to it */
@@ -274,7 +277,8 @@ struct rd_settings {
 	char *tls_key_file;		/* its key, or NULL */
 	char *tls_server_name;		/* the name the server's certificate must
 					 * carry, NULL: the host of address */
-	char **nodes;			/* redlock: its servers, "host:port" */
+	struct conf_node *nodes;	/* redlock: its servers, each with what it
+					 * sets itself (NULL, CONF_UNSET: as above) */
 	size_t nnodes;			/* how many (redis: 0) */
 	long long node_timeout_ms;	/* redlock: a node's answer later than this
 					 * counts as failed; 0: a tenth of the TTL */
@@ -1737,16 +1741,51 @@ static const struct rnode_hooks rd_hooks = {
 	.message = on_message,
 };
 
-/* A TLS context of the settings' files; NULL after logging why. */
+/* A TLS context of these files (NULL: the system's CAs, no client
+ * certificate); NULL after logging why, for what. */
+static struct tls_client *
+tls_of(const char *ca, const char *cert, const char *key, const char *what)
+{
+	char why[512];
+	struct tls_client *tls = tls_client_create(ca, cert, key, why, sizeof(why));
+	if (tls == NULL)
+		log_error("%s: TLS: %s", what, why);
+	return tls;
+}
+
+/* The TLS context of the backend's files; NULL after logging why. */
 static struct tls_client *
 rd_tls(const struct rd_settings *c)
 {
-	char why[512];
-	struct tls_client *tls = tls_client_create(c->tls_ca_file, c->tls_cert_file,
-	    c->tls_key_file, why, sizeof(why));
-	if (tls == NULL)
-		log_error("%s backend: TLS: %s", c->nnodes > 0 ? "redlock" : "redis", why);
-	return tls;
+	return tls_of(c->tls_ca_file, c->tls_cert_file, c->tls_key_file, c->nnodes > 0 ?
+	    "redlock backend" : "redis backend");
+}
+
+/* Whether redlock node n (its settings) connects with TLS. */
+static bool
+node_tls_on(const struct rd_settings *c, const struct conf_node *n)
+{
+	return n != NULL && n->tls != CONF_UNSET ? n->tls != 0 : c->tls != 0;
+}
+
+/* Whether node n has TLS files of its own: a context of its own. */
+static bool
+node_tls_own(const struct conf_node *n)
+{
+	return n != NULL && (n->tls_ca_file != NULL || n->tls_cert_file != NULL ||
+	    n->tls_key_file != NULL);
+}
+
+/* The TLS context of node n's files (its own, else the backend's); NULL
+ * after logging why. */
+static struct tls_client *
+node_tls(const struct rd_settings *c, const struct conf_node *n)
+{
+	char what[320];
+	snprintf(what, sizeof(what), "redlock node %s", n->server);
+	return tls_of(n->tls_ca_file != NULL ? n->tls_ca_file : c->tls_ca_file,
+	    n->tls_cert_file != NULL ? n->tls_cert_file : c->tls_cert_file,
+	    n->tls_key_file != NULL ? n->tls_key_file : c->tls_key_file, what);
 }
 
 /* Set up be->priv with the node made but not started (be->settings
@@ -1808,13 +1847,25 @@ rd_init(struct backend *be, struct tls_client *tls)
 	r->nodes = xcalloc(r->nnodes, sizeof(*r->nodes));
 	for (size_t i = 0; i < r->nnodes; i++) {
 		struct rd_node *nd = &r->nodes[i];
+		const struct conf_node *cn = r->redlock ? &c->nodes[i] : NULL;
 		struct addr a = c->address;
 		const char *why;
-		if (r->redlock && conf_server_parse(c->nodes[i], RD_PORT, &a, &why) < 0)
+		if (cn != NULL && conf_server_parse(cn->server, RD_PORT, &a, &why) < 0)
 			a = c->address;	/* conf checked it */
 		nc.host = a.host;
 		nc.port = a.port;
 		nd->r = r;
+		nd->set = cn;
+		if (cn != NULL) {
+			/* what the node sets itself, else the backend's */
+			nc.username = cn->username != NULL ? cn->username : c->username;
+			nc.password = cn->password != NULL ? cn->password : c->password;
+			nc.tls_name = cn->tls_server_name != NULL ? cn->tls_server_name :
+			    c->tls_server_name;
+			if (node_tls_on(c, cn) && node_tls_own(cn))
+				nd->tls = node_tls(c, cn);	/* checked by rd_create */
+			nc.tls = !node_tls_on(c, cn) ? NULL : nd->tls != NULL ? nd->tls : r->tls;
+		}
 		snprintf(nd->addr, sizeof(nd->addr), strchr(a.host, ':') != NULL ? "[%s]:%d" :
 		    "%s:%d", a.host, a.port);
 		nd->node = rnode_create(be->base, r->dns, &nc, &rd_hooks, nd);
@@ -1831,7 +1882,18 @@ rd_create(struct backend *be)
 {
 	const struct rd_settings *c = be->settings;
 	struct tls_client *tls = NULL;
-	if (c->tls && (tls = rd_tls(c)) == NULL)
+	bool shared = c->tls;
+	for (size_t i = 0; i < c->nnodes; i++) {
+		/* a node's own TLS files must load; without files of its own, a
+		 * node with TLS uses the backend's context */
+		struct tls_client *own = NULL;
+		if (node_tls_on(c, &c->nodes[i]) && node_tls_own(&c->nodes[i]) &&
+		    (own = node_tls(c, &c->nodes[i])) == NULL)
+			return -1;
+		tls_client_unref(own);
+		shared |= node_tls_on(c, &c->nodes[i]) && !node_tls_own(&c->nodes[i]);
+	}
+	if (shared && (tls = rd_tls(c)) == NULL)
 		return -1;
 	struct rd *r = rd_init(be, tls);
 	if (c->nsentinels > 0) {
@@ -1868,18 +1930,33 @@ static void
 rd_reload(struct backend *be)
 {
 	struct rd *r = be->priv;
-	struct tls_client *tls;
-	if (r->tls == NULL || (tls = rd_tls(r->set)) == NULL)
-		return;	/* rd_tls said why: the context in force stays */
-	for (size_t i = 0; i < r->nnodes; i++)
-		rnode_set_tls(r->nodes[i].node, tls);
-	for (size_t i = 0; i < r->nsentinels; i++)
-		if (r->sentinels[i].node != NULL)
-			rnode_set_tls(r->sentinels[i].node, tls);
-	tls_client_unref(r->tls);
-	r->tls = tls;
-	log_info("%s backend: TLS files read again, used from the next connect",
-	    be->ops->name);
+	struct tls_client *tls = NULL;
+	bool read = false;
+	/* a context that cannot be made again stays as it is (why is logged) */
+	for (size_t i = 0; i < r->nnodes; i++) {
+		struct rd_node *nd = &r->nodes[i];
+		if (nd->tls == NULL || (tls = node_tls(r->set, nd->set)) == NULL)
+			continue;
+		rnode_set_tls(nd->node, tls);
+		tls_client_unref(nd->tls);
+		nd->tls = tls;
+		read = true;
+	}
+	if (r->tls != NULL && (tls = rd_tls(r->set)) != NULL) {
+		for (size_t i = 0; i < r->nnodes; i++)
+			if (r->nodes[i].tls == NULL && (r->nodes[i].set == NULL ||
+			    node_tls_on(r->set, r->nodes[i].set)))
+				rnode_set_tls(r->nodes[i].node, tls);
+		for (size_t i = 0; i < r->nsentinels; i++)
+			if (r->sentinels[i].node != NULL)
+				rnode_set_tls(r->sentinels[i].node, tls);
+		tls_client_unref(r->tls);
+		r->tls = tls;
+		read = true;
+	}
+	if (read)
+		log_info("%s backend: TLS files read again, used from the next connect",
+		    be->ops->name);
 }
 
 /* Close the node (failing what is in flight), free every retry, then
@@ -1921,6 +1998,8 @@ rd_destroy(struct backend *be)
 	if (r->dns != NULL)
 		evdns_base_free(r->dns, 1);
 	tls_client_unref(r->tls);
+	for (size_t i = 0; i < r->nnodes; i++)
+		tls_client_unref(r->nodes[i].tls);
 	free(r->nodes);
 	free(r);
 	be->priv = NULL;
@@ -2020,7 +2099,9 @@ rd_state(struct backend *be)
 	return up == r->nnodes ? "connected" : up >= r->quorum ? "degraded" : "disconnected";
 }
 
-/* Releases in flight or kept for later: shutdown waits for them. */
+/* Releases in flight or kept for later: shutdown waits for them. Redlock
+ * does not wait for a node that is down: once the others released a lease,
+ * no quorum holds it, and on that node it ends at its TTL. */
 static size_t
 rd_pending(struct backend *be)
 {
@@ -2029,7 +2110,8 @@ rd_pending(struct backend *be)
 	size_t kept = 0;
 	for (size_t i = 0; i < r->nnodes; i++) {
 		rnode_stats(r->nodes[i].node, &st);
-		kept += st.kept;
+		if (!r->redlock || st.up)
+			kept += st.kept;
 	}
 	return r->releases_inflight + kept;
 }
@@ -2082,7 +2164,7 @@ static const struct conf_setting rd_settings_table[] = {
 
 /* The redlock backend's keys. */
 static const struct conf_setting rl_settings_table[] = {
-	{ .name = "nodes", .type = CONF_SERVERLIST, .off = RD_SET(nodes),
+	{ .name = "nodes", .type = CONF_NODELIST, .off = RD_SET(nodes),
 	  .count = RD_SET(nnodes), .def = RD_PORT },
 	{ .name = "node_timeout_ms", .type = CONF_INT, .off = RD_SET(node_timeout_ms),
 	  .min = 0, .max = 600000, .def = 0 },
@@ -2351,10 +2433,23 @@ rd_check(struct conf *c, const void *settings, int deep)
 	if (set->nsentinels == 0 && set->nnodes == 0)
 		rd_check_name(c, "backend.address", set->address.host);
 	for (size_t i = 0; i < set->nnodes; i++) {
+		const struct conf_node *n = &set->nodes[i];
+		struct tls_client *tls;
 		struct addr a;
 		const char *why;
-		if (conf_server_parse(set->nodes[i], RD_PORT, &a, &why) == 0)
+		char msg[512];
+		if (conf_server_parse(n->server, RD_PORT, &a, &why) == 0)
 			rd_check_name(c, "backend.nodes", a.host);
+		if (!node_tls_on(set, n) || !node_tls_own(n))
+			continue;
+		tls = tls_client_create(n->tls_ca_file != NULL ? n->tls_ca_file :
+		    set->tls_ca_file, n->tls_cert_file != NULL ? n->tls_cert_file :
+		    set->tls_cert_file, n->tls_key_file != NULL ? n->tls_key_file :
+		    set->tls_key_file, msg, sizeof(msg));
+		if (tls == NULL)
+			(void)conf_setting_error(c, "backend.nodes", "TLS of node %s: %s",
+			    n->server, msg);
+		tls_client_unref(tls);
 	}
 	for (size_t i = 0; i < set->nsentinels; i++) {
 		struct addr a;

@@ -142,6 +142,32 @@ static const struct conf_setting conf_table[] = {
 	{ .name = "log.file", .type = CONF_STR, .off = OFF(log_file), .reloadable = 1 },
 };
 
+#define NODE(field) offsetof(struct conf_node, field)
+
+/* The keys of a CONF_NODELIST item written as a mapping. */
+enum conf_node_key {
+	NK_ADDRESS, NK_USERNAME, NK_PASSWORD, NK_PASSWORD_FILE, NK_TLS, NK_TLS_CA_FILE,
+	NK_TLS_CERT_FILE, NK_TLS_KEY_FILE, NK_TLS_SERVER_NAME, NK_COUNT
+};
+
+/* Their rows, into struct conf_node. The address is parsed as the list's
+ * servers are, and password_file reads into password (conf_apply_node). */
+static const struct conf_setting conf_node_keys[NK_COUNT] = {
+	[NK_ADDRESS] = { .name = "address", .type = CONF_STR, .off = NODE(server) },
+	[NK_USERNAME] = { .name = "username", .type = CONF_STR, .off = NODE(username) },
+	[NK_PASSWORD] = { .name = "password", .type = CONF_SECRET, .off = NODE(password) },
+	[NK_PASSWORD_FILE] = { .name = "password_file", .type = CONF_SECRET_FILE,
+	  .off = NODE(password_file) },
+	[NK_TLS] = { .name = "tls.enabled", .type = CONF_BOOL, .off = NODE(tls) },
+	[NK_TLS_CA_FILE] = { .name = "tls.ca_file", .type = CONF_PATH, .off = NODE(tls_ca_file) },
+	[NK_TLS_CERT_FILE] = { .name = "tls.cert_file", .type = CONF_PATH,
+	  .off = NODE(tls_cert_file) },
+	[NK_TLS_KEY_FILE] = { .name = "tls.key_file", .type = CONF_PATH,
+	  .off = NODE(tls_key_file) },
+	[NK_TLS_SERVER_NAME] = { .name = "tls.server_name", .type = CONF_STR,
+	  .off = NODE(tls_server_name) },
+};
+
 /* A place in the file, from 1; or line CONF_CMDLINE, CONF_WHOLE_FILE. */
 struct conf_pos {
 	size_t line;		/* line */
@@ -155,9 +181,18 @@ enum conf_shape {
 	SH_STR,			/* a scalar tagged !!str */
 	SH_INT,			/* a scalar tagged !!int */
 	SH_EMPTY,		/* nothing, ~ or null, without quotes */
-	SH_MAPPING,		/* a mapping (not kept) */
+	SH_MAPPING,		/* a mapping (kept only as a list's item: see
+				 * fields) */
 	SH_LIST,		/* a sequence (see the entry's items) */
 	SH_BAD			/* an alias or a bad tag, already reported */
+};
+
+struct conf_entry;
+
+/* A list of entries. */
+struct conf_entries {
+	struct conf_entry *v;	/* the entries, in order */
+	size_t n;		/* how many */
 };
 
 /* One value, or one item of a list. */
@@ -166,22 +201,21 @@ struct conf_value {
 	char *text;		/* a scalar's text, NUL-terminated; wiped when freed */
 	size_t len;		/* its length (a NUL inside makes strlen() shorter) */
 	struct conf_pos pos;	/* where it starts */
+	struct conf_entries fields; /* a list's item that is a mapping: its
+				 * keys in order, dotted names from the item
+				 * ("tls", then "tls.enabled", ...), with their
+				 * values */
 };
 
-/* A key of the file (or a section, to find duplicates), or a setting given
- * on the command line. */
+/* A key of the file (or a section, to find duplicates), a setting given on
+ * the command line, or a key of a list item that is a mapping. */
 struct conf_entry {
 	char *name;		/* the dotted name */
 	struct conf_value v;	/* its value */
 	struct conf_value *items; /* SH_LIST: the items */
 	size_t nitems;		/* how many */
-	size_t keyline;		/* the line of its key (duplicates name it) */
-};
-
-/* A list of entries. */
-struct conf_entries {
-	struct conf_entry *v;	/* the entries, in order */
-	size_t n;		/* how many */
+	struct conf_pos key;	/* where its key is (duplicates name its line) */
+	bool dotted;		/* a list item's key that has a dot itself */
 };
 
 /* A row of any table, under its full name. */
@@ -316,12 +350,13 @@ conf_join(const char *(*choice)(size_t), char *buf, size_t size)
 	return buf;
 }
 
-/* Whether row s holds a list: char ** at .off, its count at .count. */
+/* Whether row s holds a list: an array at .off (char **, or struct
+ * conf_node * for a CONF_NODELIST), its count at .count. */
 static bool
 conf_is_list(const struct conf_setting *s)
 {
 	return s->type == CONF_ADDRLIST || s->type == CONF_TCPLIST ||
-	    s->type == CONF_SERVERLIST;
+	    s->type == CONF_SERVERLIST || s->type == CONF_NODELIST;
 }
 
 /* Whether row s holds a long long (CONF_UNSET while unset). */
@@ -343,18 +378,61 @@ conf_set_str(char **field, const char *s)
 	*field = s != NULL ? xstrdup(s) : NULL;
 }
 
+static void conf_node_clear(struct conf_node *);
+
+/* Free the value of row s in base, its strings wiped (they may be secrets):
+ * none is left, a list empty. */
+static void
+conf_value_free(const struct conf_setting *s, void *base)
+{
+	void *field = FIELD(base, s->off);
+	size_t *count = conf_is_list(s) ? FIELD(base, s->count) : NULL;
+
+	if (count == NULL) {
+		if (!conf_is_number(s) && s->type != CONF_SERVER)
+			conf_set_str(field, NULL);
+		return;
+	}
+	for (; *count > 0; --*count)
+		if (s->type == CONF_NODELIST)
+			conf_node_clear(&(*(struct conf_node **)field)[*count - 1]);
+		else
+			free((*(char ***)field)[*count - 1]);
+	free(*(void **)field);
+	*(void **)field = NULL;
+}
+
+/* Free what node nd holds, leaving none of its fields set. */
+static void
+conf_node_clear(struct conf_node *nd)
+{
+	for (size_t k = 0; k < NK_COUNT; k++)
+		conf_value_free(&conf_node_keys[k], nd);
+	nd->tls = CONF_UNSET;
+}
+
+static void conf_free_entry(struct conf_entry *);
+
+/* Free what v holds, its texts wiped (they may be secrets). */
+static void
+conf_free_value(struct conf_value *v)
+{
+	if (v->text != NULL)
+		explicit_bzero(v->text, v->len);
+	free(v->text);
+	for (size_t i = 0; i < v->fields.n; i++)
+		conf_free_entry(&v->fields.v[i]);
+	free(v->fields.v);
+}
+
 /* Free what e holds, its texts wiped (they may be secrets). */
 static void
 conf_free_entry(struct conf_entry *e)
 {
 	free(e->name);
-	for (size_t i = 0; i <= e->nitems; i++) {
-		struct conf_value *v = i < e->nitems ? &e->items[i] : &e->v;
-
-		if (v->text != NULL)
-			explicit_bzero(v->text, v->len);
-		free(v->text);
-	}
+	conf_free_value(&e->v);
+	for (size_t i = 0; i < e->nitems; i++)
+		conf_free_value(&e->items[i]);
 	free(e->items);
 }
 
@@ -440,14 +518,19 @@ conf_shape(struct conf_parser *ps, const yaml_event_t *ev)
 	return SH_BAD;
 }
 
+static size_t conf_walk_mapping(struct conf_parser *, const char *, size_t,
+    struct conf_value *);
+
 /* Read the node at event i into v (zeroed): a scalar's text; with items, a
- * list's items too (each a scalar, or a collection skipped). Returns the
- * index past the node; with v NULL, the node is only checked. */
+ * list's items too (each a scalar, a mapping with its fields, or a list
+ * skipped). Returns the index past the node; with v NULL, the node is only
+ * checked. */
 static size_t
 conf_read(struct conf_parser *ps, size_t i, struct conf_value *v, struct conf_entry *items)
 {
 	const yaml_event_t *ev = &ps->ev[i];
-	struct conf_value skip = { SH_BAD, NULL, 0, { 0, 0 } };
+	struct conf_value skip = { .shape = SH_BAD }, *item;
+	size_t next;
 
 	if (v == NULL)
 		v = &skip;
@@ -461,13 +544,13 @@ conf_read(struct conf_parser *ps, size_t i, struct conf_value *v, struct conf_en
 		return conf_end(ps, i);
 	for (i++; i < ps->nev && ps->ev[i].type != YAML_SEQUENCE_END_EVENT;) {
 		items->items = xreallocarray(items->items, items->nitems + 1, sizeof(*items->items));
-		memset(&items->items[items->nitems], 0, sizeof(*items->items));
-		i = conf_read(ps, i, &items->items[items->nitems++], NULL);
+		item = &items->items[items->nitems++];
+		memset(item, 0, sizeof(*item));
+		next = conf_read(ps, i, item, NULL);
+		i = item->shape == SH_MAPPING ? conf_walk_mapping(ps, "", i + 1, item) : next;
 	}
 	return i < ps->nev ? i + 1 : i;
 }
-
-static size_t conf_walk_mapping(struct conf_parser *, const char *, size_t);
 
 /* The node at event i, the value of the section name ("" for the top level):
  * a mapping to walk, or nothing. Returns the index past it. */
@@ -478,8 +561,8 @@ conf_walk_section(struct conf_parser *ps, const char *name, size_t i)
 	char what[CONF_QUOTE_MAX + 8];
 
 	if (ps->ev[i].type == YAML_MAPPING_START_EVENT)
-		return conf_shape(ps, &ps->ev[i]) == SH_MAPPING ? conf_walk_mapping(ps, name, i + 1) :
-		    conf_end(ps, i);
+		return conf_shape(ps, &ps->ev[i]) == SH_MAPPING ?
+		    conf_walk_mapping(ps, name, i + 1, NULL) : conf_end(ps, i);
 	i = conf_read(ps, i, &e.v, NULL);
 	conf_what(&e.v, what, sizeof(what));
 	if (e.v.shape != SH_EMPTY && e.v.shape != SH_BAD && *name != '\0')
@@ -497,16 +580,10 @@ static size_t
 conf_walk_key(struct conf_parser *ps, const char *prefix, const struct conf_value *k, size_t i)
 {
 	struct conf_priv *p = ps->p;
-	char what[CONF_QUOTE_MAX + 8], q[CONF_QUOTE_MAX + 4], *name;
+	char q[CONF_QUOTE_MAX + 4], *name;
 	struct conf_entry *e = NULL;
 	bool section, known, dotted;
 
-	if (k->text == NULL) {		/* a collection or an alias */
-		if (k->shape != SH_BAD)
-			conf_error(p, k->pos, "a key must be a scalar, not %s",
-			    conf_what(k, what, sizeof(what)));
-		return conf_read(ps, i, NULL, NULL);
-	}
 	name = *prefix != '\0' ? xasprintf("%s.%s", prefix, k->text) : xstrdup(k->text);
 	section = conf_find(p, name, true) != NULL;
 	known = section || conf_find(p, name, false) != NULL;
@@ -520,28 +597,59 @@ conf_walk_key(struct conf_parser *ps, const char *prefix, const struct conf_valu
 		    "unknown key '%s' (a dot does not nest keys: write a mapping)" :
 		    "unknown key '%s'", q);
 	else if (e != NULL)
-		conf_error(p, k->pos, "duplicate key '%s' (first at line %zu)", q, e->keyline);
+		conf_error(p, k->pos, "duplicate key '%s' (first at line %zu)", q, e->key.line);
 	else {
 		e = conf_push(&ps->file);
 		e->name = name;
-		e->keyline = k->pos.line;
+		e->key = k->pos;
 		return section ? conf_walk_section(ps, name, i) : conf_read(ps, i, &e->v, e);
 	}
 	free(name);
 	return conf_read(ps, i, NULL, NULL);
 }
 
-/* The keys and values of the mapping whose first key is event i, up to its
- * end; prefix is its dotted name ("" at the top). Returns the index past it. */
+/* The value at event i of key k of a mapping inside the list item item
+ * (prefix: its dotted name from the item, "" at the item's top): a field of
+ * item, followed by the fields of its keys if it is a mapping. Which keys
+ * are known is for the row that takes the list to say. Returns the index
+ * past the value. */
 static size_t
-conf_walk_mapping(struct conf_parser *ps, const char *prefix, size_t i)
+conf_walk_field(struct conf_parser *ps, const char *prefix, const struct conf_value *k,
+    size_t i, struct conf_value *item)
 {
+	struct conf_entry *f = conf_push(&item->fields);
+	const char *name;
+	size_t next;
+
+	f->name = *prefix != '\0' ? xasprintf("%s.%s", prefix, k->text) : xstrdup(k->text);
+	f->key = k->pos;
+	f->dotted = strchr(k->text, '.') != NULL;
+	name = f->name;
+	next = conf_read(ps, i, &f->v, NULL);
+	return f->v.shape == SH_MAPPING ? conf_walk_mapping(ps, name, i + 1, item) : next;
+}
+
+/* The keys and values of the mapping whose first key is event i, up to its
+ * end; prefix is its dotted name ("" at the top). They become the file's
+ * entries, or with item the fields of that list item. Returns the index past
+ * the mapping. */
+static size_t
+conf_walk_mapping(struct conf_parser *ps, const char *prefix, size_t i, struct conf_value *item)
+{
+	char what[CONF_QUOTE_MAX + 8];
+
 	while (i < ps->nev && ps->ev[i].type != YAML_MAPPING_END_EVENT) {
 		struct conf_entry k = { .name = NULL };
 
 		i = conf_read(ps, i, &k.v, NULL);
-		if (i < ps->nev)
-			i = conf_walk_key(ps, prefix, &k.v, i);
+		if (i < ps->nev && k.v.text == NULL) {		/* a collection or an alias */
+			if (k.v.shape != SH_BAD)
+				conf_error(ps->p, k.v.pos, "a key must be a scalar, not %s",
+				    conf_what(&k.v, what, sizeof(what)));
+			i = conf_read(ps, i, NULL, NULL);
+		} else if (i < ps->nev)
+			i = item != NULL ? conf_walk_field(ps, prefix, &k.v, i, item) :
+			    conf_walk_key(ps, prefix, &k.v, i);
 		conf_free_entry(&k);
 	}
 	return i < ps->nev ? i + 1 : i;
@@ -654,10 +762,10 @@ conf_resolve(const struct conf_priv *p, const char *text)
 }
 
 /* Read the password file named text (relative to the config file's
- * directory) into r->secret and its resolved name into field; v is where
- * the name was given. A file that cannot be used leaves r->secret as it was. */
+ * directory) into *secret and its resolved name into field; v is where the
+ * name was given. A file that cannot be used leaves *secret as it was. */
 static int
-conf_apply_secret_file(struct conf_priv *p, struct conf_row *r, const struct conf_value *v,
+conf_apply_secret_file(struct conf_priv *p, const struct conf_value *v, char **secret,
     char **field, const char *text)
 {
 	const char *why;
@@ -668,7 +776,7 @@ conf_apply_secret_file(struct conf_priv *p, struct conf_row *r, const struct con
 
 	conf_set_str(field, NULL);
 	if (*text == '\0') {
-		conf_set_str(&r->secret, NULL);
+		conf_set_str(secret, NULL);
 		return 0;
 	}
 	file = conf_resolve(p, text);
@@ -687,8 +795,8 @@ conf_apply_secret_file(struct conf_priv *p, struct conf_row *r, const struct con
 		conf_error(p, v->pos, err != 0 ? "cannot read password file '%s': %s" :
 		    "password file '%s' %s", conf_quote(file, strlen(file), q, sizeof(q)), why);
 	else {
-		conf_set_str(&r->secret, NULL);
-		r->secret = xmemdup(buf, n);
+		conf_set_str(secret, NULL);
+		*secret = xmemdup(buf, n);
 		*field = file;
 		file = NULL;
 	}
@@ -729,16 +837,16 @@ conf_split(const struct conf_value *v, struct conf_entry *l)
 		while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
 			e--;
 		l->items = xreallocarray(l->items, l->nitems + 1, sizeof(*l->items));
-		l->items[l->nitems++] = (struct conf_value){ SH_PLAIN, xmemdup(b, (size_t)(e - b)),
-		    (size_t)(e - b), v->pos };
+		l->items[l->nitems++] = (struct conf_value){ .shape = SH_PLAIN,
+		    .text = xmemdup(b, (size_t)(e - b)), .len = (size_t)(e - b), .pos = v->pos };
 	} while (next != NULL);
 }
 
 /* Parse text, an item of the list row s, into *a: for CONF_ADDRLIST an
  * address to listen on, kept as written (CONF_TCPLIST: a TCP one, port 1
- * and up); for CONF_SERVERLIST a server to
- * connect to (port s->def if left out and s->def is above 0), kept as
- * "host:port" or "[v6addr]:port". 0, or -1 with *why set. */
+ * and up); for CONF_SERVERLIST and CONF_NODELIST a server to connect to
+ * (port s->def if left out and s->def is above 0), kept as "host:port" or
+ * "[v6addr]:port". 0, or -1 with *why set. */
 static int
 conf_list_item(const struct conf_setting *s, const char *text, struct addr *a, const char **why)
 {
@@ -753,20 +861,27 @@ conf_list_item(const struct conf_setting *s, const char *text, struct addr *a, c
 	return 0;
 }
 
-/* Apply entry e to the list row s of base (CONF_ADDRLIST, CONF_SERVERLIST):
- * it replaces the list if each item is good and listed once. A
- * CONF_SERVERLIST also takes one scalar listing its items with commas. */
+static int conf_apply_node(struct conf_priv *, const char *, const struct conf_value *,
+    struct conf_node *, const struct conf_value **);
+
+/* Apply entry e to the list row s of base: it replaces the list if each
+ * item is good and listed once. A CONF_SERVERLIST or CONF_NODELIST also
+ * takes one scalar listing its servers with commas; a CONF_NODELIST's item
+ * may be a mapping (conf_apply_node), whose address is checked as a
+ * server written alone is. */
 static int
 conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct conf_setting *s,
     void *base)
 {
-	bool servers = s->type == CONF_SERVERLIST;
-	const char *noun = servers ? "server" : "address", *nouns = servers ? "servers" :
-	    "addresses", *why;
-	char ***field = FIELD(base, s->off), what[CONF_QUOTE_MAX + 8];
+	bool nodes = s->type == CONF_NODELIST, servers = nodes || s->type == CONF_SERVERLIST;
+	const char *noun = servers ? "server" : "address", *nouns = nodes ? "nodes" :
+	    servers ? "servers" : "addresses", *why;
+	char what[CONF_QUOTE_MAX + 8];
+	void *field = FIELD(base, s->off);
 	size_t *count = FIELD(base, s->count), n = 0;
 	struct conf_entry split = { .name = NULL };
 	const struct conf_entry *l = e;
+	struct conf_node *nd = NULL;
 	struct addr *a;
 	bool bad = false;
 
@@ -777,15 +892,27 @@ conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct co
 		return conf_error(p, e->v.pos, "'%s' must be a list of %s, not %s", e->name, nouns,
 		    conf_what(&e->v, what, sizeof(what)));
 	a = xcalloc(l->nitems + 1, sizeof(*a));
+	if (nodes)
+		nd = xcalloc(l->nitems + 1, sizeof(*nd));
+	for (size_t i = 0; nodes && i <= l->nitems; i++)
+		nd[i].tls = CONF_UNSET;
 	for (size_t i = 0; i < l->nitems; i++) {
-		const struct conf_value *v = &l->items[i];
+		const struct conf_value *item = &l->items[i], *v = item;
 		size_t j = 0;
 
-		conf_what(v, what, sizeof(what));
-		why = v->text != NULL && strlen(v->text) != v->len ?
+		if (nodes && item->shape == SH_MAPPING &&
+		    conf_apply_node(p, e->name, item, &nd[n], &v) < 0)
+			bad = true;	/* its address is still checked */
+		if (v != NULL)
+			conf_what(v, what, sizeof(what));
+		why = v != NULL && v->text != NULL && strlen(v->text) != v->len ?
 		    "it contains a NUL character" : NULL;
-		if (v->shape == SH_BAD)
+		if (v == NULL || v->shape == SH_BAD)
 			bad = true;
+		else if ((v->shape == SH_MAPPING || v->shape == SH_LIST || v->shape == SH_EMPTY) &&
+		    v != item)
+			bad = conf_error(p, v->pos, "'address' in a node of '%s' must be a server, "
+			    "not %s", e->name, what);
 		else if (v->shape == SH_MAPPING || v->shape == SH_LIST || v->shape == SH_EMPTY)
 			bad = conf_error(p, v->pos, "'%s' entries must be %s, not %s", e->name, nouns,
 			    what);
@@ -794,30 +921,43 @@ conf_apply_list(struct conf_priv *p, const struct conf_entry *e, const struct co
 		else {
 			while (j < n && !conf_addr_same(&a[j], &a[n]))
 				j++;
-			if (j < n)
-				bad = conf_error(p, v->pos, "duplicate %s %s '%s'", e->name, noun,
-				    conf_quote(a[n].text, strlen(a[n].text), what, sizeof(what)));
-			n += j == n;
+			if (j == n) {
+				n++;
+				continue;
+			}
+			bad = conf_error(p, v->pos, "duplicate %s %s '%s'", e->name, noun,
+			    conf_quote(a[n].text, strlen(a[n].text), what, sizeof(what)));
 		}
+		if (nodes)
+			conf_node_clear(&nd[n]);	/* the slot is for the next item */
 	}
 	conf_free_entry(&split);
 	if (!bad) {
-		while (*count > 0)
-			free((*field)[--*count]);
-		free(*field);
-		*field = xcalloc(n + 1, sizeof(**field));
+		conf_value_free(s, base);
+		if (!nodes)
+			*(char ***)field = xcalloc(n + 1, sizeof(char *));
+		else
+			*(struct conf_node **)field = nd;
 		for (; *count < n; (*count)++)
-			(*field)[*count] = xstrdup(a[*count].text);
+			if (nodes)
+				nd[*count].server = xstrdup(a[*count].text);
+			else
+				(*(char ***)field)[*count] = xstrdup(a[*count].text);
+		nd = NULL;
 	}
+	for (size_t i = 0; nd != NULL && i < n; i++)
+		conf_node_clear(&nd[i]);
+	free(nd);
 	free(a);
 	return bad ? -1 : 0;
 }
 
 /* Resolve a group given by name or number (in [s->min, s->max]; "" for
- * none) for setting e into the long long at field. 0, or -1 after reporting why. A
- * name is looked up now, once per load, not when it is used. */
+ * none), the value v of the setting subject names, into the long long at
+ * field. 0, or -1 after reporting why. A name is looked up now, once per
+ * load, not when it is used. */
 static int
-conf_apply_group(struct conf_priv *p, const struct conf_entry *e,
+conf_apply_group(struct conf_priv *p, const struct conf_value *v, const char *subject,
     const struct conf_setting *s, void *field, const char *text)
 {
 	char q[CONF_QUOTE_MAX + 4], buf[4096];
@@ -831,14 +971,14 @@ conf_apply_group(struct conf_priv *p, const struct conf_entry *e,
 	}
 	if (isdigit((unsigned char)*text)) {
 		if (num_parse(text, strlen(text), s->min, s->max, &n) != NUM_OK)
-			return conf_error(p, e->v.pos, "'%s' must be a group number from %lld to "
-			    "%lld, not %s", e->name, s->min, s->max, q);
+			return conf_error(p, v->pos, "%s must be a group number from %lld to "
+			    "%lld, not %s", subject, s->min, s->max, q);
 		*(long long *)field = n;
 		return 0;
 	}
 	int err = getgrnam_r(text, &gr, buf, sizeof(buf), &found);
 	if (found == NULL)
-		return conf_error(p, e->v.pos, "'%s': unknown group '%s'%s%s", e->name, q,
+		return conf_error(p, v->pos, "%s: unknown group '%s'%s%s", subject, q,
 		    err != 0 ? ": " : "", err != 0 ? strerror(err) : "");
 	*(long long *)field = (long long)gr.gr_gid;
 	return 0;
@@ -857,50 +997,51 @@ conf_bool(const char *text)
 	return -1;
 }
 
-/* Apply entry e to row r. 0, or -1 after reporting why. */
+/* Apply the value of entry e to row s (not a list) of base; subject names
+ * it in messages ("'log.level'", "'tls.enabled' in a node of
+ * 'backend.nodes'"), and a CONF_SECRET_FILE reads its secret into *secret.
+ * 0, or -1 after reporting why. */
 static int
-conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row *r)
+conf_apply_value(struct conf_priv *p, const struct conf_entry *e, const struct conf_setting *s,
+    void *base, char **secret, const char *subject)
 {
 	char what[CONF_QUOTE_MAX + 8], q[CONF_QUOTE_MAX + 4], names[128];
-	const struct conf_setting *s = r->s;
 	const char *want = s->type == CONF_INT ? "a decimal integer" : s->type == CONF_MODE ?
 	    "an octal mode such as 0660" : "a string", *text, *why, *name = NULL;
 	const struct conf_value *v = &e->v;
-	void *field = FIELD(p->tables[r->table], s->off);
+	void *field = FIELD(base, s->off);
 	struct addr a;
 	long long n;
 
 	if (v->shape == SH_BAD)
 		return -1;
-	if (conf_is_list(s))
-		return conf_apply_list(p, e, s, p->tables[r->table]);
 	conf_what(v, what, sizeof(what));
 	if (v->shape == SH_MAPPING || v->shape == SH_LIST)
-		return conf_error(p, v->pos, "'%s' must be %s, not %s", e->name, want, what);
+		return conf_error(p, v->pos, "%s must be %s, not %s", subject, want, what);
 	if (strlen(v->text) != v->len)
-		return conf_error(p, v->pos, "'%s' must not contain a NUL character", e->name);
+		return conf_error(p, v->pos, "%s must not contain a NUL character", subject);
 	text = v->shape == SH_EMPTY ? "" : v->text;
 	conf_quote(text, strlen(text), q, sizeof(q));
 	switch (s->type) {
 	case CONF_INT:
 	case CONF_MODE:
 		if (s->type == CONF_INT && (v->shape == SH_QUOTED || v->shape == SH_STR))
-			return conf_error(p, v->pos, "'%s' must be a decimal integer, not %s",
-			    e->name, v->shape == SH_STR ? "a string" : "a quoted string");
+			return conf_error(p, v->pos, "%s must be a decimal integer, not %s",
+			    subject, v->shape == SH_STR ? "a string" : "a quoted string");
 		switch (conf_number(s, text, &n)) {
 		case NUM_OK:
 			*(long long *)field = n;
 			return 0;
 		case NUM_RANGE:
 			return conf_error(p, v->pos, s->type == CONF_MODE ?
-			    "'%s' must be between %#llo and %#llo, not %s" :
-			    "'%s' must be between %lld and %lld, not %s", e->name, s->min, s->max, q);
+			    "%s must be between %#llo and %#llo, not %s" :
+			    "%s must be between %lld and %lld, not %s", subject, s->min, s->max, q);
 		default:
-			return conf_error(p, v->pos, "'%s' must be %s, not %s", e->name, want, what);
+			return conf_error(p, v->pos, "%s must be %s, not %s", subject, want, what);
 		}
 	case CONF_BOOL:
 		if ((n = conf_bool(text)) < 0)
-			return conf_error(p, v->pos, "'%s' must be true or false, not %s", e->name,
+			return conf_error(p, v->pos, "%s must be true or false, not %s", subject,
 			    what);
 		*(long long *)field = n;
 		return 0;
@@ -908,15 +1049,15 @@ conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row 
 		for (size_t i = 0; (name = s->choice(i)) != NULL && strcmp(name, text) != 0; i++)
 			;
 		if (name == NULL)
-			return conf_error(p, v->pos, "'%s' must be %s, not %s", e->name,
+			return conf_error(p, v->pos, "%s must be %s, not %s", subject,
 			    conf_join(s->choice, names, sizeof(names)), what);
 		break;
 	case CONF_SHORTSTR:
 		if (*text == '\0')
-			return conf_error(p, v->pos, "'%s' must not be empty", e->name);
+			return conf_error(p, v->pos, "%s must not be empty", subject);
 		if (strlen(text) > (size_t)s->max)
-			return conf_error(p, v->pos, "'%s' must be at most %lld bytes, not %zu",
-			    e->name, s->max, strlen(text));
+			return conf_error(p, v->pos, "%s must be at most %lld bytes, not %zu",
+			    subject, s->max, strlen(text));
 		break;
 	case CONF_SERVER:
 		if (conf_server_parse(text, ADDR_PORT_REQUIRED, &a, &why) < 0)
@@ -924,9 +1065,9 @@ conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row 
 		*(struct addr *)field = a;
 		return 0;
 	case CONF_SECRET_FILE:
-		return conf_apply_secret_file(p, r, v, field, text);
+		return conf_apply_secret_file(p, v, secret, field, text);
 	case CONF_GROUP:
-		return conf_apply_group(p, e, s, field, text);
+		return conf_apply_group(p, v, subject, s, field, text);
 	case CONF_PATH:
 		conf_set_str(field, NULL);
 		if (*text != '\0')
@@ -937,6 +1078,122 @@ conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row 
 	}
 	conf_set_str(field, *text != '\0' ? text : NULL);
 	return 0;
+}
+
+/* Apply entry e to row r. 0, or -1 after reporting why. */
+static int
+conf_apply_row(struct conf_priv *p, const struct conf_entry *e, struct conf_row *r)
+{
+	char subject[128];
+
+	if (e->v.shape == SH_BAD)
+		return -1;
+	if (conf_is_list(r->s))
+		return conf_apply_list(p, e, r->s, p->tables[r->table]);
+	snprintf(subject, sizeof(subject), "'%s'", e->name);
+	return conf_apply_value(p, e, r->s, p->tables[r->table], &r->secret, subject);
+}
+
+/* A secret and the file it may be read from (*file) must not both be set
+ * (what names them in the error, at at); else what the file held (*from)
+ * becomes the secret. 0 or -1. */
+static int
+conf_pair_secret(struct conf_priv *p, struct conf_pos at, const char *what, char **secret,
+    char *const *file, char **from)
+{
+	if (*secret != NULL && *file != NULL)
+		return conf_error(p, at, "%s cannot both be set", what);
+	if (*from != NULL) {
+		conf_set_str(secret, NULL);
+		*secret = *from;
+		*from = NULL;
+	}
+	return 0;
+}
+
+/* Whether name is a section of a node's keys ("tls"). */
+static bool
+conf_node_section(const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t k = 0; k < NK_COUNT; k++)
+		if (strncmp(conf_node_keys[k].name, name, n) == 0 &&
+		    conf_node_keys[k].name[n] == '.')
+			return true;
+	return false;
+}
+
+/*
+ * Apply the fields of v, an item of the CONF_NODELIST called list written as
+ * a mapping, to *nd (nothing set yet): each key known and given once, of its
+ * shape; not both password and password_file; tls.cert_file with
+ * tls.key_file. Every problem is reported. *address gets the value of its
+ * address for the caller to parse as a server, NULL if it has none (then
+ * reported). 0, or -1 if the node is refused.
+ */
+static int
+conf_apply_node(struct conf_priv *p, const char *list, const struct conf_value *v,
+    struct conf_node *nd, const struct conf_value **address)
+{
+	const struct conf_entry *given[NK_COUNT] = { NULL };
+	char q[CONF_QUOTE_MAX + 4], subject[2 * CONF_QUOTE_MAX + 32], what[CONF_QUOTE_MAX + 8];
+	char *secret = NULL;
+	int rc = 0;
+
+	for (size_t i = 0; i < v->fields.n; i++) {
+		const struct conf_entry *f = &v->fields.v[i], *first = NULL;
+		size_t k = 0, len = strlen(f->name);
+		bool section = !f->dotted && conf_node_section(f->name);
+
+		while (k < NK_COUNT && strcmp(conf_node_keys[k].name, f->name) != 0)
+			k++;
+		for (size_t j = 0; j < i && first == NULL; j++)
+			if (!v->fields.v[j].dotted && strcmp(v->fields.v[j].name, f->name) == 0)
+				first = &v->fields.v[j];
+		conf_quote(f->name, len, q, sizeof(q));
+		snprintf(subject, sizeof(subject), "'%s' in a node of '%s'", q, list);
+		if (f->dotted || (k == NK_COUNT && !section))
+			rc = conf_error(p, f->key, "unknown key %s%s", subject,
+			    f->dotted && (k < NK_COUNT || section) ?
+			    " (a dot does not nest keys: write a mapping)" : "");
+		else if (first != NULL)
+			rc = conf_error(p, f->key, "duplicate key %s (first at line %zu)", subject,
+			    first->key.line);
+		else if (section) {
+			if (f->v.shape != SH_MAPPING && f->v.shape != SH_EMPTY)
+				rc = f->v.shape == SH_BAD ? -1 : conf_error(p, f->v.pos,
+				    "%s must be a mapping, not %s", subject,
+				    conf_what(&f->v, what, sizeof(what)));
+			continue;	/* its keys follow */
+		} else {
+			given[k] = f;
+			if (k != NK_ADDRESS &&
+			    conf_apply_value(p, f, &conf_node_keys[k], nd, &secret, subject) < 0)
+				rc = -1;
+		}
+		/* the keys inside a value that is no section are not looked at */
+		while (i + 1 < v->fields.n && strncmp(v->fields.v[i + 1].name, f->name, len) == 0 &&
+		    v->fields.v[i + 1].name[len] == '.')
+			i++;
+	}
+	snprintf(subject, sizeof(subject), "'password' and 'password_file' in a node of '%s'",
+	    list);
+	if (rc == 0 && conf_pair_secret(p, given[NK_PASSWORD] != NULL ?
+	    given[NK_PASSWORD]->v.pos : v->pos, subject, &nd->password, &nd->password_file,
+	    &secret) < 0)
+		rc = -1;
+	conf_set_str(&secret, NULL);
+	if (rc == 0 && (nd->tls_cert_file == NULL) != (nd->tls_key_file == NULL))
+		rc = conf_error(p, given[nd->tls_cert_file != NULL ? NK_TLS_CERT_FILE :
+		    NK_TLS_KEY_FILE]->v.pos, "'%s' without '%s' in a node of '%s': a client "
+		    "certificate goes with its key", nd->tls_cert_file != NULL ? "tls.cert_file" :
+		    "tls.key_file", nd->tls_cert_file != NULL ? "tls.key_file" : "tls.cert_file",
+		    list);
+	*address = given[NK_ADDRESS] != NULL ? &given[NK_ADDRESS]->v : NULL;
+	if (*address == NULL)
+		rc = conf_error(p, v->pos, "a node of '%s' has no 'address'", list);
+	return rc;
 }
 
 /* Apply entry e through every row of its name (conf_table[]'s, or each
@@ -973,7 +1230,8 @@ conf_cmdline(struct conf_priv *p, struct conf_entry e)
 static struct conf_value
 conf_cmdline_value(const char *s)
 {
-	return (struct conf_value){ SH_PLAIN, xstrdup(s), strlen(s), AT_CMDLINE };
+	return (struct conf_value){ .shape = SH_PLAIN, .text = xstrdup(s), .len = strlen(s),
+	    .pos = AT_CMDLINE };
 }
 
 /* -l ADDR: one list of every -l so far, which replaces the file's. */
@@ -1169,16 +1427,7 @@ conf_destroy(struct conf *c)
 	if (c == NULL)
 		return;
 	for (size_t i = 0; i < p->nrows; i++) {
-		const struct conf_setting *s = p->rows[i].s;
-		void *base = p->tables[p->rows[i].table];
-		char ***list = FIELD(base, s->off);
-
-		if (conf_is_list(s)) {
-			for (size_t j = 0; j < *(size_t *)FIELD(base, s->count); j++)
-				free((*list)[j]);
-			free(*list);
-		} else if (!conf_is_number(s) && s->type != CONF_SERVER)
-			conf_set_str(FIELD(base, s->off), NULL);
+		conf_value_free(p->rows[i].s, p->tables[p->rows[i].table]);
 		conf_set_str(&p->rows[i].secret, NULL);
 		free(p->rows[i].name);
 	}
@@ -1277,7 +1526,8 @@ conf_default(struct conf_priv *p, const struct conf_row *r)
 	case CONF_ADDRLIST:
 	case CONF_TCPLIST:
 	case CONF_SERVERLIST:
-		if (s->defstr != NULL && *(char ***)field == NULL)
+	case CONF_NODELIST:
+		if (s->defstr != NULL && *(void **)field == NULL)
 			conf_default_list(p, r);
 		break;
 	default:
@@ -1304,12 +1554,13 @@ conf_check(struct conf_priv *p, struct conf_row *r)
 {
 	void *base = p->tables[r->table];
 	const struct conf_row *pair;
-	char **secret;
+	char what[256];
 
 	if (conf_is_list(r->s) && r->s->type != CONF_TCPLIST && !r->s->optional &&
 	    *(size_t *)FIELD(base, r->s->count) == 0)
 		conf_error(p, r->pos, "'%s' must have at least one %s", r->name,
-		    r->s->type == CONF_SERVERLIST ? "server" : "address");
+		    r->s->type == CONF_NODELIST ? "node" : r->s->type == CONF_SERVERLIST ?
+		    "server" : "address");
 	if (r->s->type != CONF_SECRET_FILE)
 		return;
 	for (pair = p->rows; pair < p->rows + p->nrows; pair++)
@@ -1317,15 +1568,9 @@ conf_check(struct conf_priv *p, struct conf_row *r)
 			break;
 	if (pair == p->rows + p->nrows)
 		log_fatal("%s: no setting %s", r->name, r->s->pair);
-	secret = FIELD(base, pair->s->off);
-	if (*secret != NULL && *(char **)FIELD(base, r->s->off) != NULL)
-		conf_error(p, conf_rule(p, pair->name, r->name), "'%s' and '%s' cannot both be set",
-		    pair->name, r->name);
-	else if (r->secret != NULL) {
-		conf_set_str(secret, NULL);
-		*secret = r->secret;
-		r->secret = NULL;
-	}
+	snprintf(what, sizeof(what), "'%s' and '%s'", pair->name, r->name);
+	(void)conf_pair_secret(p, conf_rule(p, pair->name, r->name), what,
+	    FIELD(base, pair->s->off), FIELD(base, r->s->off), &r->secret);
 }
 
 /* Whether the host of a TCP listener is on loopback by what it says, with
@@ -1514,9 +1759,11 @@ conf_value_text(const struct conf_setting *s, const void *base, char *buf, size_
 	case CONF_ADDRLIST:
 	case CONF_TCPLIST:
 	case CONF_SERVERLIST:
+	case CONF_NODELIST:	/* the servers only */
 		buf[0] = '\0';
 		for (size_t i = 0; i < *(const size_t *)FIELD(base, s->count) && len < size; i++)
 			len += (size_t)snprintf(buf + len, size - len, "%s%s", i > 0 ? ", " : "",
+			    s->type == CONF_NODELIST ? (*(struct conf_node *const *)field)[i].server :
 			    (*(char **const *)field)[i]);
 		return len > 0 ? buf : "(none)";
 	}
@@ -1549,6 +1796,17 @@ conf_value_same(const struct conf_setting *s, const void *a, const void *b)
 		for (size_t i = 0; i < n; i++)
 			if (strcmp((*(char **const *)fa)[i], (*(char **const *)fb)[i]) != 0)
 				return false;
+		return true;
+	case CONF_NODELIST:	/* every field of every node */
+		n = *(const size_t *)FIELD(a, s->count);
+		if (n != *(const size_t *)FIELD(b, s->count))
+			return false;
+		for (size_t i = 0; i < n; i++)
+			for (size_t k = 0; k < NK_COUNT; k++)
+				if (!conf_value_same(&conf_node_keys[k],
+				    &(*(struct conf_node *const *)fa)[i],
+				    &(*(struct conf_node *const *)fb)[i]))
+					return false;
 		return true;
 	case CONF_STR:
 	case CONF_SHORTSTR:

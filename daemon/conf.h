@@ -55,6 +55,30 @@ enum conf_type {
 				 * .def > 0: a YAML list, or one string of them
 				 * separated by commas (as a -b URL gives it).
 				 * Stored as CONF_ADDRLIST, each "host:port" */
+	CONF_NODELIST,		/* as CONF_SERVERLIST, but an item may also be a
+				 * mapping: the server at "address", and what
+				 * the node sets for itself: username, password
+				 * or password_file, tls (enabled, ca_file,
+				 * cert_file, key_file, server_name). Stored as
+				 * a struct conf_node * at off (the nodes in
+				 * order), their number (size_t) at .count */
+};
+
+/* A server of a CONF_NODELIST, with what it may set for itself. What it
+ * leaves out (NULL, CONF_UNSET) is the backend's setting of that name. */
+struct conf_node {
+	char *server;		/* "host:port" or "[v6addr]:port", as
+				 * CONF_SERVERLIST keeps it */
+	char *username;		/* AUTH user; NULL: the backend's */
+	char *password;		/* AUTH password (from password or password_file);
+				 * NULL: the backend's; wiped when freed */
+	char *password_file;	/* where password was read from, or NULL */
+	long long tls;		/* 1 or 0: TLS or not; CONF_UNSET: the backend's */
+	char *tls_ca_file;	/* resolved as CONF_PATH; NULL: the backend's */
+	char *tls_cert_file;	/* client certificate, resolved; NULL: the backend's */
+	char *tls_key_file;	/* its key, resolved; NULL: the backend's */
+	char *tls_server_name;	/* name the certificate must carry; NULL: the
+				 * backend's */
 };
 
 /* One row of a settings table. */
@@ -66,16 +90,16 @@ struct conf_setting {
 	long long max;		/* CONF_INT, CONF_MODE: largest value;
 				 * CONF_SHORTSTR: most bytes */
 	long long def;		/* CONF_INT, CONF_MODE: default;
-				 * CONF_SERVERLIST: port of a server without
-				 * one (0: a port is required) */
+				 * CONF_SERVERLIST, CONF_NODELIST: port of a
+				 * server without one (0: a port is required) */
 	const char *defstr;	/* other types: default as written, NULL for none */
 	const char *pair;	/* CONF_SECRET_FILE: name of the secret's row */
-	size_t count;		/* CONF_ADDRLIST, CONF_SERVERLIST: offsetof()
-				 * the count */
+	size_t count;		/* CONF_ADDRLIST, CONF_TCPLIST, CONF_SERVERLIST,
+				 * CONF_NODELIST: offsetof() the count */
 	const char *(*choice)(size_t i); /* CONF_ENUM: the i-th allowed name,
 				 * NULL past the last */
-	int optional;		/* CONF_SERVERLIST: may be empty (none: the
-				 * default) */
+	int optional;		/* CONF_SERVERLIST, CONF_NODELIST: may be empty
+				 * (none: the default) */
 	int reloadable;		/* may change on a reload (SIGHUP) without a
 				 * restart: conf_reload() moves it into the
 				 * config in force */

@@ -1738,10 +1738,13 @@ START_TEST(test_redlock_url)
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		struct conf *c = conf_of_url(ok[i].url, "redlock");
-		char *const *nodes = *(char **const *)conf_backend_value(c, "nodes");
+		const struct conf_node *nodes = *(struct conf_node *const *)conf_backend_value(c,
+		    "nodes");
 
-		for (size_t k = 0; k < 3 && ok[i].nodes[k] != NULL; k++)
-			ck_assert_str_eq(nodes[k], ok[i].nodes[k]);
+		for (size_t k = 0; k < 3 && ok[i].nodes[k] != NULL; k++) {
+			ck_assert_str_eq(nodes[k].server, ok[i].nodes[k]);
+			ck_assert_ptr_null(nodes[k].password);
+		}
 		if (ok[i].password == NULL)
 			ck_assert_ptr_null(be_str(c, "password"));
 		else
@@ -1913,16 +1916,28 @@ static const struct conf_setting ls_table[] = {
 	  .count = LS_SET(npeers), .defstr = "[::1]:7000, 127.0.0.1:7001" },
 };
 
-/* -b lists://SERVERS gives backend.endpoints as it is written: one string,
- * the servers separated by commas. */
+/* The parse_url of a backend only this suite knows: -b SCHEME://SERVERS
+ * gives its setting name as it is written, one string, the servers
+ * separated by commas (as the etcd and redlock URLs do). 1 if url is not
+ * of that scheme. */
+static int
+url_servers(const char *url, const char *scheme, const char *name, backend_url_set *set,
+    void *arg)
+{
+	size_t n = strlen(scheme);
+
+	if (strncmp(url, scheme, n) != 0)
+		return 1;
+	set(arg, name, url + n);
+	return 0;
+}
+
+/* -b lists://SERVERS gives backend.endpoints. */
 static int
 ls_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 {
 	(void)why;
-	if (strncmp(url, "lists://", 8) != 0)
-		return 1;
-	set(arg, "endpoints", url + 8);
-	return 0;
+	return url_servers(url, "lists://", "endpoints", set, arg);
 }
 
 /* Only conf sees it: it is never created. */
@@ -1952,8 +1967,9 @@ ls_setup(void)
 	conf_use_backends(ls_at);
 }
 
+/* Back to the registered backends. */
 static void
-ls_teardown(void)
+backends_teardown(void)
 {
 	conf_use_backends(NULL);
 }
@@ -2149,6 +2165,391 @@ START_TEST(test_serverlist_url)
 }
 END_TEST
 
+/* --- lists of nodes, through a backend only this suite knows --- */
+
+#define NL_PORT 6379		/* the port of a node written without one */
+
+/* The settings of the "nodelist" backend. */
+struct nl_settings {
+	struct conf_node *nodes;	/* backend.nodes: port NL_PORT if left out */
+	size_t nnodes;			/* how many */
+	struct conf_node *spares;	/* backend.spares: may be empty, each with
+					 * its port */
+	size_t nspares;			/* how many */
+};
+
+#define NL_SET(field) offsetof(struct nl_settings, field)
+
+static const struct conf_setting nl_table[] = {
+	{ .name = "nodes", .type = CONF_NODELIST, .off = NL_SET(nodes),
+	  .count = NL_SET(nnodes), .def = NL_PORT },
+	{ .name = "spares", .type = CONF_NODELIST, .off = NL_SET(spares),
+	  .count = NL_SET(nspares), .defstr = "localhost:7000", .optional = 1 },
+};
+
+/* -b nodelist://SERVERS gives backend.nodes. */
+static int
+nl_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
+{
+	(void)why;
+	return url_servers(url, "nodelist://", "nodes", set, arg);
+}
+
+/* Only conf sees it: it is never created. */
+static const struct backend_ops nl_ops = {
+	.name = "nodelist",
+	.settings = nl_table,
+	.nsettings = sizeof(nl_table) / sizeof(nl_table[0]),
+	.settings_size = sizeof(struct nl_settings),
+	.parse_url = nl_parse_url,
+	.url_form = "nodelist://host:port,...",
+};
+
+/* "nodelist" alone, so that no registered backend's row of the same name
+ * takes backend.nodes first. */
+static const struct backend_ops *
+nl_at(size_t i)
+{
+	return i == 0 ? &nl_ops : NULL;
+}
+
+static void
+nl_setup(void)
+{
+	conf_use_backends(nl_at);
+}
+
+/* The settings of the "nodelist" backend, which c must have chosen. */
+static const struct nl_settings *
+nl_settings(const struct conf *c)
+{
+	const struct nl_settings *set = c->backend_settings;
+
+	ck_assert_str_eq(c->backend_type, "nodelist");
+	ck_assert_ptr_nonnull(set);
+	ck_assert_ptr_eq(conf_backend_value(c, "nodes"), &set->nodes);
+	ck_assert_ptr_eq(conf_backend_value(c, "spares"), &set->spares);
+	return set;
+}
+
+/* What a node should hold; NULL (CONF_UNSET) for what it leaves to the
+ * backend. A relative file name is relative to the configuration's
+ * directory. */
+struct nl_want {
+	const char *server, *username, *password, *password_file;
+	long long tls;
+	const char *ca_file, *cert_file, *key_file, *server_name;
+};
+
+/* Assert that the file name got is want resolved from dir (NULL: none). */
+static void
+expect_file(const char *got, const char *dir, const char *want)
+{
+	char *path = NULL;
+
+	if (want != NULL && want[0] != '/')
+		ck_assert_int_ge(asprintf(&path, "%s/%s", dir, want), 0);
+	ck_assert_pstr_eq(got, path != NULL ? path : want);
+	free(path);
+}
+
+/* Assert that the n nodes got are the nwant of want, every field. */
+static void
+expect_nodes(const struct conf_node *got, size_t n, const struct nl_want *want, size_t nwant,
+    const char *dir)
+{
+	ck_assert_uint_eq(n, nwant);
+	ck_assert_ptr_nonnull(got);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_str_eq(got[i].server, want[i].server);
+		ck_assert_pstr_eq(got[i].username, want[i].username);
+		ck_assert_pstr_eq(got[i].password, want[i].password);
+		expect_file(got[i].password_file, dir, want[i].password_file);
+		ck_assert_int_eq(got[i].tls, want[i].tls);
+		expect_file(got[i].tls_ca_file, dir, want[i].ca_file);
+		expect_file(got[i].tls_cert_file, dir, want[i].cert_file);
+		expect_file(got[i].tls_key_file, dir, want[i].key_file);
+		ck_assert_pstr_eq(got[i].tls_server_name, want[i].server_name);
+	}
+}
+
+START_TEST(test_nodelist_good)
+{
+	static const struct nl_want nodes[] = {
+		{ .server = "10.0.0.5:6380", .tls = CONF_UNSET },
+		{ .server = "10.0.0.6:6380", .username = "dlock", .password = "node2 pass",
+		  .password_file = "secrets/node2.pass", .tls = 1, .ca_file = "ca.pem",
+		  .cert_file = "client.pem", .key_file = "/etc/dlockd/client.key",
+		  .server_name = "redis-2.example.net" },
+		{ .server = "[2001:db8::7]:6379", .tls = CONF_UNSET },
+		{ .server = "redis-4:6379", .password = "node4 secret", .tls = 0 },
+		{ .server = "10.0.0.8:7000", .tls = CONF_UNSET },
+	};
+	static const struct nl_want spares[] = { { .server = "localhost:7000", .tls = CONF_UNSET } };
+	char *dir = top_path("tests/conf");
+	struct conf *c = load_ok("nodes.yaml");
+	const struct nl_settings *set = nl_settings(c);
+
+	expect_nodes(set->nodes, set->nnodes, nodes, sizeof(nodes) / sizeof(nodes[0]), dir);
+	/* .defstr as if given */
+	expect_nodes(set->spares, set->nspares, spares, 1, dir);
+	conf_destroy(c);
+
+	/* with another backend chosen, its settings are not handed out */
+	c = conf_create();
+	ck_assert_int_eq(conf_finish(c), 0);
+	ck_assert_ptr_null(conf_backend_value(c, "nodes"));	/* not the chosen backend */
+	conf_destroy(c);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_nodelist_flow_and_scalar)
+{
+	static const struct nl_want nodes[] = {
+		{ .server = "a:1", .tls = CONF_UNSET },
+		{ .server = "b:6379", .username = "u", .tls = 1, .server_name = "b.example" },
+		{ .server = "c:3", .password = "pw", .password_file = "c.pass",
+		  .tls = CONF_UNSET },
+	};
+	static const struct nl_want scalar[] = {
+		{ .server = "h1:1", .tls = CONF_UNSET },
+		{ .server = "[::1]:6379", .tls = CONF_UNSET },
+	};
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	scratch_text(&s, "c.pass", "pw\r\n");
+	c = load_text(&s, "backend:\n  type: nodelist\n  nodes: [ a:1, { address: b, "
+	    "username: u, tls: { enabled: yes, server_name: b.example } },\n"
+	    "    { address: \"c:3\", password: \"\", password_file: c.pass } ]\n"
+	    "  spares: []\n", 0, 0);
+	expect_nodes(nl_settings(c)->nodes, nl_settings(c)->nnodes, nodes, 3, s.dir);
+	ck_assert_uint_eq(nl_settings(c)->nspares, 0);
+	conf_destroy(c);
+	/* one string of servers, as CONF_SERVERLIST takes it */
+	c = load_text(&s, "backend:\n  type: nodelist\n  nodes: \" h1:1 ,[::1]\"\n", 0, 0);
+	expect_nodes(nl_settings(c)->nodes, nl_settings(c)->nnodes, scalar, 2, s.dir);
+	conf_destroy(c);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_nodelist_bad)
+{
+	char *nofile = fixture("no-such.pass"), *unreadable;
+	const char *want[] = {
+		"4:7: a node of 'backend.nodes' has no 'address'",
+		"6:7: unknown key 'pasword' in a node of 'backend.nodes'",
+		"7:16: bad backend.nodes server 'h:0': the port must be between 1 and 65535",
+		"8:7: duplicate backend.nodes server '10.0.0.1:6379'",
+		"10:17: 'password' and 'password_file' in a node of 'backend.nodes' cannot both "
+		    "be set",
+		NULL,	/* the password file, below */
+		"16:18: 'tls.enabled' in a node of 'backend.nodes' must be true or false, "
+		    "not 'maybe'",
+		"18:25: 'tls.cert_file' without 'tls.key_file' in a node of 'backend.nodes': "
+		    "a client certificate goes with its key",
+		"20:24: 'tls.key_file' without 'tls.cert_file' in a node of 'backend.nodes': "
+		    "a client certificate goes with its key",
+		"21:16: 'address' in a node of 'backend.nodes' must be a server, not a list",
+		"23:17: 'username' in a node of 'backend.nodes' must be a string, not a list",
+		"24:12: 'tls' in a node of 'backend.nodes' must be a mapping, not 'yes'",
+		"25:7: 'backend.nodes' entries must be nodes, not a list",
+		"26:6: 'backend.nodes' entries must be nodes, not an empty value",
+		"28:7: duplicate key 'address' in a node of 'backend.nodes' (first at line 27)",
+		"29:7: unknown key 'tls.enabled' in a node of 'backend.nodes' "
+		    "(a dot does not nest keys: write a mapping)",
+		"30:14: unknown key 'tls.verify' in a node of 'backend.nodes'",
+		NULL
+	};
+
+	ck_assert_int_ge(asprintf(&unreadable, "13:22: cannot read password file '%s': "
+	    "No such file or directory", nofile), 0);
+	want[5] = unreadable;
+	expect_fixture("nodes-bad.yaml", want);
+	free(unreadable);
+	free(nofile);
+}
+END_TEST
+
+START_TEST(test_nodelist_shapes)
+{
+	static const char *const yaml[] = {
+		/* the whole value */
+		"backend:\n  nodes: { address: a:1 }\n",
+		/* anchors, aliases and tags inside a node */
+		"backend:\n  nodes:\n    - address: &a h:1\n    - address: *a\n"
+		    "    - { address: !!binary aGk= }\n    - !!map { address: h:4 }\n"
+		    "    - { username: !!str 5, address: \"h:5\", tls: !!seq [] }\n",
+		/* deeper mappings, keys that are no scalars, NUL characters */
+		"backend:\n  nodes:\n    - { address: \"h:1\", tls: { enabled: { x: 1 } } }\n"
+		    "    - { address: \"h:2\", [k]: v, x: { y: 1 } }\n"
+		    "    - { address: \"h:3\\0\", password: \"p\\0w\" }\n",
+	};
+	static const char *const want0[] = {
+		"2:10: 'backend.nodes' must be a list of nodes, not a mapping", NULL
+	};
+	static const char *const want1[] = {
+		"3:16: anchors are not supported (&a)",
+		"4:16: aliases are not supported (*a)",
+		"5:18: tag '!!binary' is not supported",
+		"7:49: 'tls' in a node of 'backend.nodes' must be a mapping, not a list",
+		NULL
+	};
+	static const char *const want2[] = {
+		"3:41: 'tls.enabled' in a node of 'backend.nodes' must be a string, not a mapping",
+		"4:25: a key must be a scalar, not a list",
+		"4:33: unknown key 'x' in a node of 'backend.nodes'",
+		"5:18: bad backend.nodes server 'h:3?': it contains a NUL character",
+		"5:37: 'password' in a node of 'backend.nodes' must not contain a NUL character",
+		NULL
+	};
+	const char *const *want[] = { want0, want1, want2 };
+	struct scratch s;
+
+	scratch_init(&s);
+	for (size_t i = 0; i < sizeof(yaml) / sizeof(yaml[0]); i++)
+		expect_text_errors(&s, yaml[i], -1, want[i]);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_nodelist_empty)
+{
+	static const char *const want[] = {
+		"3:10: 'backend.nodes' must have at least one node", NULL
+	};
+	static const char *const none[] = { NULL };
+	struct scratch s;
+
+	scratch_init(&s);
+	expect_text_errors(&s, "backend:\n  type: nodelist\n  nodes: []\n", 0, want);
+	expect_text_errors(&s, "backend:\n  type: nodelist\n  nodes: ~\n", 0, want);
+	expect_text_errors(&s, "backend:\n  type: nodelist\n  nodes: [a]\n  spares: []\n", 0,
+	    none);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_nodelist_url)
+{
+	static const struct nl_want nodes[] = {
+		{ .server = "h1:7001", .tls = CONF_UNSET },
+		{ .server = "[::1]:6379", .tls = CONF_UNSET },
+		{ .server = "h3:6379", .tls = CONF_UNSET },
+	};
+	char *path = fixture("nodes.yaml");
+	struct conf *c = conf_create();
+
+	/* the URL's nodes win over the file's, servers alone */
+	ck_assert_int_eq(conf_override_backend(c, "nodelist://h1:7001, [::1] ,h3"), 0);
+	ck_assert_int_eq(conf_load(c, path), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	expect_nodes(nl_settings(c)->nodes, nl_settings(c)->nnodes, nodes, 3, "");
+	conf_destroy(c);
+
+	c = conf_create();
+	ck_assert_int_eq(conf_override_backend(c, "nodelist://a:1,a:1"), -1);
+	expect_errors(c, "command line", (const char *const[]){
+	    " duplicate backend.nodes server 'a:1'", NULL });
+	conf_destroy(c);
+	free(path);
+}
+END_TEST
+
+/* The text of the file path; the caller frees it. */
+static char *
+read_text(const char *path)
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *fp = fopen(path, "r"), *out = open_memstream(&text, &size);
+	int ch;
+
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_ptr_nonnull(out);
+	while ((ch = getc(fp)) != EOF)
+		putc(ch, out);
+	fclose(fp);
+	fclose(out);
+	return text;
+}
+
+START_TEST(test_nodelist_reload)
+{
+	static const char *const base = "backend:\n  type: nodelist\n  nodes:\n"
+	    "    - a:1\n    - { address: b:2%s }\n";
+	static const char *const first = ", username: u, password: old-secret";
+	static const struct {
+		const char *keys;	/* the second node's keys besides */
+		bool same;		/* whether the lists are the same */
+	} next[] = {
+		{ ", password: old-secret, username: u", true },
+		{ ", username: u, password: new-secret", false },
+		{ ", username: u, password_file: pw.txt", false },
+		{ ", username: u, password: old-secret, tls: { enabled: true }", false },
+		{ ", username: u, password: old-secret, tls: { server_name: b.example }", false },
+		{ ", username: v, password: old-secret", false },
+	};
+	struct scratch s;
+	struct conf *live, *c;
+	const char *log;
+	char *yaml, *text;
+	const struct conf_node *nodes;
+
+	scratch_init(&s);
+	scratch_text(&s, "pw.txt", "file-secret\n");
+	log = scratch_text(&s, "log", "");
+	ck_assert_int_ge(asprintf(&yaml, base, first), 0);
+	live = load_text(&s, yaml, 0, 0);
+	free(yaml);
+	nodes = nl_settings(live)->nodes;
+	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
+		ck_assert_int_ge(asprintf(&yaml, base, next[i].keys), 0);
+		c = load_text(&s, yaml, 0, 0);
+		free(yaml);
+		ck_assert_int_eq(truncate(log, 0), 0);
+		ck_assert_int_eq(log_open(log), 0);
+		ck_assert_int_eq(conf_reload(live, c), 0);	/* never live */
+		log_close();
+		text = read_text(log);
+		ck_assert_msg((strstr(text, "backend.nodes changed: restart dlockd to apply; "
+		    "keeping a:1, b:2\n") == NULL) == next[i].same, "%zu: %s", i, text);
+		ck_assert_ptr_null(strstr(text, "secret"));
+		free(text);
+		ck_assert_ptr_eq(nl_settings(live)->nodes, nodes);
+		ck_assert_str_eq(nodes[1].password, "old-secret");
+		conf_destroy(c);
+	}
+	conf_destroy(live);
+	scratch_rm(&s);
+}
+END_TEST
+
+START_TEST(test_nodelist_no_password_shown)
+{
+	/* neither errors nor the printed value ever show a node's password */
+	static const char *const yaml =
+	    "backend:\n  type: nodelist\n  nodes:\n"
+	    "    - { address: \"h:0\", password: hunter2 }\n"
+	    "    - { address: h, password: hunter2, pasword: hunter2, password_file: x }\n"
+	    "    - { address: i, password: [hunter2], tls: { enabled: maybe } }\n"
+	    "    - { address: j, password: \"hunter2\\0\" }\n";
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	c = load_text(&s, yaml, -1, -1);
+	ck_assert_uint_ge(c->nerrors, 6);
+	for (size_t i = 0; i < c->nerrors; i++)
+		ck_assert_msg(strstr(c->errors[i], "hunter2") == NULL, "%s", c->errors[i]);
+	conf_destroy(c);
+	scratch_rm(&s);
+}
+END_TEST
+
 START_TEST(test_url_decode)
 {
 	static const struct {
@@ -2330,7 +2731,8 @@ START_TEST(test_backend_keys_declared_by_backends)
 		"tls.ca_file", "tls.cert_file", "tls.key_file", "tls.server_name" };
 	const struct backend_ops *redis = backend_find("redis"), *ops;
 	const struct backend_ops *redlock = backend_find("redlock");
-	char *conf_c = top_path("daemon/conf.c"), text[65536];
+	static char text[262144];
+	char *conf_c = top_path("daemon/conf.c");
 	struct scratch s;
 	size_t n;
 	FILE *fp;
@@ -2722,7 +3124,7 @@ conf_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("server lists");
-	tcase_add_checked_fixture(tc, ls_setup, ls_teardown);
+	tcase_add_checked_fixture(tc, ls_setup, backends_teardown);
 	tcase_add_test(tc, test_serverlist_good);
 	tcase_add_test(tc, test_serverlist_bad);
 	tcase_add_test(tc, test_serverlist_empty);
@@ -2730,6 +3132,18 @@ conf_suite(void)
 	tcase_add_test(tc, test_url_decode);
 	tcase_add_test(tc, test_url_userinfo);
 	tcase_add_test(tc, test_etcd_url_userinfo);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("nodes");
+	tcase_add_checked_fixture(tc, nl_setup, backends_teardown);
+	tcase_add_test(tc, test_nodelist_good);
+	tcase_add_test(tc, test_nodelist_flow_and_scalar);
+	tcase_add_test(tc, test_nodelist_bad);
+	tcase_add_test(tc, test_nodelist_shapes);
+	tcase_add_test(tc, test_nodelist_empty);
+	tcase_add_test(tc, test_nodelist_url);
+	tcase_add_test(tc, test_nodelist_reload);
+	tcase_add_test(tc, test_nodelist_no_password_shown);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reload");
