@@ -10,13 +10,14 @@ against them: every backend (memory, redis, etcd) on every workload, the
 redis backend set up otherwise (redis-cache: a lease cache; redis-tls: over
 TLS to a redis-server serving TLS, with certificates made by the openssl
 command; redis-ack1: waiting for a replica's acknowledgement, against a
-redis-server with one replica), and the baselines (direct, direct-poll,
-redis-server's PING, the hold-time limit). Before the runs, `dlockd -t`
-checks each of those configurations: one whose key the daemon does not know
-yet (backend.min_replicas_ack) is left out with a line saying so; one it
-refuses otherwise fails its runs.
-Around each run it reads Redis INFO commandstats and cpu, etcd's /metrics
-and each daemon's INFO; dlock-bench itself reads the CPU time of the daemons
+redis-server with one replica), the redlock backend on 3 and on 5
+redis-servers of its own (redlock-3, redlock-5), and the baselines (direct,
+direct-poll, redis-server's PING, the hold-time limit). Before the runs,
+`dlockd -t` checks each of those configurations: one whose key or backend
+the daemon does not know yet (backend.min_replicas_ack, redlock://) is left
+out with a line saying so; one it refuses otherwise fails its runs.
+Around each run it reads Redis INFO commandstats and cpu (of every node for
+redlock), etcd's /metrics and each daemon's INFO; dlock-bench itself reads the CPU time of the daemons
 and servers over its measuring window; the daemons' peak RSS (VmHWM) is read
 before they stop.
 
@@ -62,15 +63,21 @@ BACKENDS = ("memory", "redis", "etcd")
 CACHE_MS = 5                     # backend.lease_cache_ms of redis-cache
 ACK_REPLICAS = 1                 # backend.min_replicas_ack of redis-ack1
 REDIS_WORKLOADS = ("uncontended", "contended", "hot", "multi-daemon")
-# Systems that are the redis backend set up otherwise, each with:
-#   store      the redis-server it uses: "redis" (plain TCP), "redis-tls"
-#              (TLS only, certificates made for the run) or "redis-repl"
-#              (plain, with one replica)
+REDLOCK_NODES = 5                # redis-servers of the "redlock" store
+# Systems that are the redis backend set up otherwise, or the redlock
+# backend, each with:
+#   store      the redis-server(s) it uses: "redis" (plain TCP), "redis-tls"
+#              (TLS only, certificates made for the run), "redis-repl"
+#              (plain, with one replica) or "redlock" (REDLOCK_NODES
+#              independent redis-servers, of which it uses the first nodes)
+#   nodes      for the redlock store: how many nodes its daemons use
 #   settings   backend.* keys written to the daemon's configuration
 #   workloads  the ones it runs
-#   pending    the daemon may not know a key of settings yet: if `dlockd -t`
-#              says it is unknown, the system is left out (with a line
-#              saying why); any other refusal fails its runs
+#   pending    what the daemon may not know yet (a key of settings, the
+#              backend), and unknown, a regular expression matching what
+#              `dlockd -t` says then: if every line it prints matches, the
+#              system is left out (with a line saying why); any other
+#              refusal fails its runs
 VARIANTS = {
     # released leases cached: run where they help most and cost most
     "redis-cache": dict(store="redis", settings={"lease_cache_ms": CACHE_MS},
@@ -79,9 +86,18 @@ VARIANTS = {
                       pending=None),
     # a grant, renewal or handoff waits for a replica's acknowledgement
     "redis-ack1": dict(store="redis-repl", settings={"min_replicas_ack": ACK_REPLICAS},
-                       workloads=REDIS_WORKLOADS, pending="backend.min_replicas_ack"),
+                       workloads=REDIS_WORKLOADS, pending="backend.min_replicas_ack",
+                       unknown=r"unknown key 'backend\.min_replicas_ack'"),
+    # quorum locks over independent redis-servers (-b redlock://a,b,c)
+    "redlock-3": dict(store="redlock", nodes=3, settings={}, workloads=REDIS_WORKLOADS,
+                      pending="the redlock backend (-b redlock://)",
+                      unknown=r"unknown backend URL 'redlock://"),
+    "redlock-5": dict(store="redlock", nodes=5, settings={}, workloads=REDIS_WORKLOADS,
+                      pending="the redlock backend (-b redlock://)",
+                      unknown=r"unknown backend URL 'redlock://"),
 }
 REDIS_STORES = ("redis", "redis-tls", "redis-repl")
+REDLOCK_SYSTEMS = tuple(v for v in VARIANTS if VARIANTS[v]["store"] == "redlock")
 REPLICA_TIMEOUT = 20.0           # s for the replica to be in sync
 SETTLE_TIMEOUT = 5.0             # s for daemons to release what the run left
 IDLE = 10000                     # idle sessions of the idle10k run
@@ -99,15 +115,16 @@ class Run:
         self.system = system
         variant = VARIANTS.get(system)
         self.settings = variant["settings"] if variant else {}   # backend.* keys
+        self.nodes = variant.get("nodes", 0) if variant else 0     # redlock's nodes
         self.workload = workload    # uncontended|contended|hot|multi-daemon|ping|hold
         self.clients = clients
         self.hold_us = hold_us
         self.keys = keys
         self.daemons = daemons      # dlockd processes to start
-        self.backend = backend      # their backend: memory|redis|etcd
+        self.backend = backend      # their backend: memory|redis|etcd|redlock
         self.target = target        # "daemon", "redis" or None (hold)
         # the server the backend or the direct client talks to: one of
-        # REDIS_STORES, "etcd", or None
+        # REDIS_STORES, "redlock", "etcd", or None
         if variant:
             self.store = variant["store"]
         elif backend in ("redis", "etcd"):
@@ -150,6 +167,10 @@ class Run:
         """Whether its store is a redis-server."""
         return self.store in REDIS_STORES
 
+    def redlock(self):
+        """Whether its store is the redlock nodes."""
+        return self.store == "redlock"
+
 
 def plan():
     """Every run of the suite, workload by workload, so that the runs a goal
@@ -157,12 +178,16 @@ def plan():
     def variants(workload):
         return [v for v in VARIANTS if workload in VARIANTS[v]["workloads"]]
 
+    def backend(v):
+        return "redlock" if VARIANTS[v]["store"] == "redlock" else "redis"
+
     runs = []
     for c in UNCONTENDED_C:
         for b in BACKENDS:
             runs.append(Run(b, "uncontended", c, daemons=1, backend=b, target="daemon"))
         for v in variants("uncontended"):
-            runs.append(Run(v, "uncontended", c, daemons=1, backend="redis", target="daemon"))
+            runs.append(Run(v, "uncontended", c, daemons=1, backend=backend(v),
+                            target="daemon"))
         runs.append(Run("direct", "uncontended", c, target="redis"))
         runs.append(Run("ping-redis", "ping", c, target="redis"))
         if c in (1, GOAL_C):
@@ -173,17 +198,17 @@ def plan():
             for b in BACKENDS:
                 runs.append(Run(b, "contended", n, h, daemons=1, backend=b, target="daemon"))
             for v in variants("contended"):
-                runs.append(Run(v, "contended", n, h, daemons=1, backend="redis",
+                runs.append(Run(v, "contended", n, h, daemons=1, backend=backend(v),
                                 target="daemon"))
             runs.append(Run("direct-poll", "contended", n, h, target="redis"))
     for b in BACKENDS + tuple(variants("hot")):
         runs.append(Run(b, "hot", HOT["clients"], HOT["hold_us"], HOT["keys"], daemons=1,
-                        backend=b if b in BACKENDS else "redis", target="daemon"))
+                        backend=b if b in BACKENDS else backend(b), target="daemon"))
     runs.append(Run("direct-poll", "hot", HOT["clients"], HOT["hold_us"], HOT["keys"],
                     target="redis"))
     for b in ("redis", "etcd") + tuple(variants("multi-daemon")):
         runs.append(Run(b, "multi-daemon", MULTI["clients"], MULTI["hold_us"],
-                        daemons=MULTI["daemons"], backend="redis" if b in VARIANTS else b,
+                        daemons=MULTI["daemons"], backend=backend(b) if b in VARIANTS else b,
                         target="daemon"))
     for h in HOLD_LIMITS:
         runs.append(Run("hold", "hold", 1, h))
@@ -234,15 +259,54 @@ class BenchRedis(harness.RedisServer):
         return super().argv() + self.extra
 
 
+class RedlockNodes:
+    """The redlock store: REDLOCK_NODES independent redis-servers (no
+    replication between them), and a raw connection to each. A run with n
+    nodes uses the first n."""
+
+    def __init__(self, count=REDLOCK_NODES):
+        self.servers = [harness.RedisServer() for _ in range(count)]
+        self.conns = []
+
+    def start(self):
+        try:
+            for s in self.servers:
+                s.start()
+                self.conns.append(s.raw())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def url(self, n):
+        """The -b URL of a daemon on the first n nodes."""
+        return "redlock://" + ",".join(s.address() for s in self.servers[:n])
+
+    def pids(self, n):
+        return {"node%d" % i: s.pid for i, s in enumerate(self.servers[:n])}
+
+    def stop(self):
+        for c in self.conns:
+            c.close()
+        self.conns = []
+        for s in self.servers:
+            if s.proc is not None:
+                try:
+                    s.stop()
+                except AssertionError as e:
+                    print("bench: %s" % e, file=sys.stderr)
+
+
 class Servers:
     """The servers of the suite, each started once, on demand: "redis",
     "redis-tls" (TLS only, with a CA and a server certificate made by the
     openssl command in a directory of the run), "redis-repl" (a primary and
-    one replica, in sync before its first run) and "etcd". A server that
+    one replica, in sync before its first run), "redlock" (REDLOCK_NODES
+    independent redis-servers, RedlockNodes) and "etcd". A server that
     cannot start is remembered as the reason its runs are skipped."""
 
     def __init__(self):
-        self.procs = {}     # name -> its RedisServer or EtcdServer
+        self.procs = {}     # name -> its RedisServer, EtcdServer or RedlockNodes
         self.conns = {}     # name of a redis-server -> a raw connection to it
         self.replica = None     # the replica of redis-repl's primary
         self.certs = None       # redis-tls's certificates (harness.Certs)
@@ -265,6 +329,9 @@ class Servers:
     def _start(self, name):
         if name == "etcd":
             self.procs[name] = harness.EtcdServer().start()
+            return
+        if name == "redlock":
+            self.procs[name] = RedlockNodes().start()
             return
         if name == "redis":
             server = harness.RedisServer()
@@ -301,9 +368,12 @@ class Servers:
         if acks != 1:
             raise AssertionError("the primary's WAIT 1 5000 answered %r, not 1" % (acks,))
 
-    def pids(self, name):
+    def pids(self, name, nodes=0):
         """{label: pid} of the processes of server name whose CPU time a run
-        on it reads: its own (label redis or etcd), and a replica's."""
+        on it reads: its own (label redis or etcd), and a replica's; for
+        redlock, those of the first nodes nodes (labels node0, node1, ...)."""
+        if name == "redlock":
+            return self.procs[name].pids(nodes)
         out = {"etcd" if name == "etcd" else "redis": self.procs[name].pid}
         if name == "redis-repl":
             out["replica"] = self.replica.pid
@@ -327,6 +397,10 @@ def sample(run, servers, daemons):
         conn = servers.conns[run.store]
         s["redis_calls"] = harness.commandstats(conn)
         s["redis_cpu_us"] = redis_info_cpu_us(conn)
+    if run.redlock():
+        conns = servers.procs["redlock"].conns[:run.nodes]
+        s["node_calls"] = [harness.commandstats(c) for c in conns]
+        s["node_cpu_us"] = [redis_info_cpu_us(c) for c in conns]
     if run.store == "etcd":
         etcd = servers.procs["etcd"]
         m = etcd.metrics()
@@ -385,6 +459,15 @@ def store_settings(run, servers):
 def start_daemons(run, servers):
     ds = []
     for _ in range(run.daemons):
+        if run.redlock():
+            # the -b URL names every node; the settings go to the file
+            d = harness.Daemon(daemon_config(run, store_settings(run, servers)),
+                               backend="redis",
+                               backend_url=servers.procs["redlock"].url(run.nodes),
+                               unix=False)
+            ds.append(d)
+            d.start()
+            continue
         d = harness.Daemon(daemon_config(run, store_settings(run, servers)),
                            backend=run.backend,
                            redis=servers.procs.get(run.store) if run.redis() else None,
@@ -407,7 +490,7 @@ def tool_argv(run, index, window, warmup, daemons, servers):
     if run.target == "redis":
         a += ["--addr", servers.procs[run.store].address()]
     if run.store:
-        for label, pid in sorted(servers.pids(run.store).items()):
+        for label, pid in sorted(servers.pids(run.store, run.nodes).items()):
             a += ["--cpu", "%s=%d" % (label, pid)]
     return a
 
@@ -482,6 +565,8 @@ def derive(run, tool, before, after):
     server = "redis" if "redis" in cpu else "etcd" if "etcd" in cpu else None
     r["backend_server"] = server
     r["backend_cpu_us_per_op"] = per_op(cpu.get(server)) if server else None
+    if "node_calls" in after:
+        derive_redlock(run, r, cpu, before, after, ops, ops_total, pairs, daemons_delta)
     if "replica" in cpu:
         r["replica_cpu_us_per_op"] = per_op(cpu["replica"])
     if "redis_calls" in after:
@@ -507,6 +592,50 @@ def derive(run, tool, before, after):
         r["daemon_grants"] = daemons_delta("grants_total")
         r["daemon_handoffs_per_op"] = per_op(daemons_delta("handoffs_total"), ops_total)
     return r
+
+
+def derive_redlock(run, r, cpu, before, after, ops, ops_total, pairs, daemons_delta):
+    """The figures of a redlock run, summed over its nodes: their CPU in the
+    window (backend_cpu_us_per_op, and each node's), the commands they
+    executed over the run (INFO commandstats, scripts' commands included:
+    backend_all_per_op, and each node's), the EVALSHA calls (one per script
+    call: the round trips), and the calls the daemons sent to the nodes
+    (INFO backend_node<i>_calls_total; backend_commands_total as well)."""
+    def per_op(v, n):
+        return v / n if v is not None and n > 0 else None
+
+    n = run.nodes
+    node_cpu = [cpu.get("node%d" % i) for i in range(n)]
+    r["backend_server"] = "redis x%d" % n
+    r["backend_cpu_us_per_op"] = per_op(sum(node_cpu), ops) if None not in node_cpu else None
+    r["node_cpu_us_per_op"] = [per_op(v, ops) for v in node_cpu]
+    total, per_node, evalsha = {}, [], 0
+    for b, a in zip(before["node_calls"], after["node_calls"]):
+        calls = {k: a.get(k, 0) - b.get(k, 0) for k in a if k != "info"}
+        per_node.append(sum(calls.values()))
+        evalsha += calls.get("evalsha", 0)
+        for k, v in calls.items():
+            if v:
+                total[k] = total.get(k, 0) + v
+    r["redis_calls"] = total
+    r["node_commands_per_op"] = [per_op(v, ops_total) for v in per_node]
+    r["backend_all_per_op"] = None if pairs else per_op(sum(per_node), ops_total)
+    r["evalsha_per_op"] = None if pairs else per_op(evalsha, ops_total)
+    r["redis_used_cpu_us_per_op_run"] = per_op(
+        sum(a - b for a, b in zip(after["node_cpu_us"], before["node_cpu_us"])), ops_total)
+    # what the daemons sent: each node's calls if the daemon counts them,
+    # else its backend_commands_total
+    fields = ["backend_node%d_calls_total" % i for i in range(n)]
+    if all(f in after["daemons"][0] for f in fields):
+        sent = sum(daemons_delta(f) for f in fields)
+        r["backend_sent_counter"] = "backend_node<i>_calls_total"
+    else:
+        sent = daemons_delta("backend_commands_total")
+        r["backend_sent_counter"] = "backend_commands_total"
+    r["backend_sent_per_op"] = None if pairs else per_op(sent, ops_total)
+    r["backend_commands_per_op"] = per_op(daemons_delta("backend_commands_total"), ops_total)
+    r["node_failures"] = sum(daemons_delta("backend_node%d_failures_total" % i)
+                             for i in range(n))
 
 
 def measure(run, index, args, servers, daemons, rec):
@@ -582,8 +711,8 @@ def execute(run, index, args, servers, refused=None):
 def check_settings(systems):
     """`dlockd -t` on the configuration of each of systems (VARIANTS), with
     a -b URL of its kind. {system: (verdict, dlockd's output)} for those it
-    refuses: verdict "left out" when it only says that the system's pending
-    key is unknown, else "error"."""
+    refuses: verdict "left out" when all it says matches the system's
+    "unknown" pattern (its pending key or backend is unknown), else "error".    key is unknown, else "error"."""
     out = {}
     d = harness.new_dir("conf-check")
     for system in systems:
@@ -591,7 +720,10 @@ def check_settings(systems):
         conf = os.path.join(d, system + ".yaml")
         with open(conf, "w") as f:
             f.write("backend:\n" + yaml_map(v["settings"], 2) if v["settings"] else "")
-        url = "%s://127.0.0.1:6379" % ("rediss" if v["store"] == "redis-tls" else "redis")
+        if v["store"] == "redlock":
+            url = "redlock://" + ",".join("127.0.0.1:%d" % (6379 + i) for i in range(v["nodes"]))
+        else:
+            url = "%s://127.0.0.1:6379" % ("rediss" if v["store"] == "redis-tls" else "redis")
         try:
             p = subprocess.run([harness.DLOCKD, "-t", "-c", conf, "-b", url],
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -603,7 +735,7 @@ def check_settings(systems):
             continue
         text = p.stdout.decode(errors="replace").strip().replace(conf, system + ".yaml")
         lines = text.splitlines() or ["exit status %d" % p.returncode]
-        unknown = v["pending"] and all("unknown key '%s'" % v["pending"] in l for l in lines)
+        unknown = v.get("unknown") and all(re.search(v["unknown"], l) for l in lines)
         out[system] = ("left out" if unknown else "error", "; ".join(lines))
     return out
 
@@ -735,6 +867,11 @@ def goals(by_id):
     ratio("(the same, where waiters poll)", "64 clients, 1 key, hold 1 ms",
           ("redis/contended/n64-h1000", "backend_cpu_us_per_op"),
           ("direct-poll/contended/n64-h1000", "backend_cpu_us_per_op"), "≤ 0.2", "µs", cpu)
+    ratio("redlock-3 contended ≥ 0.8 × redis contended acquisitions/s",
+          "16 clients, 1 key, hold 0", ("redlock-3/contended/n16-h0", "rate"),
+          ("redis/contended/n16-h0", "rate"), "≥ 0.8", "/s", fmt_rate)
+    ratio("redlock-3 uncontended pairs/s ≥ 0.5 × redis", "C=%d" % c,
+          ("redlock-3/uncontended/c%d" % c, "rate"), (red, "rate"), "≥ 0.5", "/s", fmt_rate)
     idle = "memory/idle10k/c%d" % c
     ratio("p99 wait with {:,} idle sessions ≤ 2 × without".format(IDLE),
           "memory, uncontended, C=%d, one daemon" % c, (idle + "-idle", "wait_us.p99"),
@@ -830,6 +967,90 @@ def comparison_lines(rows, left_out):
     return lines
 
 
+def redlock_comparison(by_id):
+    """The redlock systems beside redis on the cases they share:
+    [{figure, case, redis, redlock-3, redlock-5}] (None where not
+    measured), or [] when no redlock system ran. Round trips: the EVALSHA
+    calls the nodes executed per acquisition (one per script call, summed
+    over the nodes), the calls the daemon sent, and every command the nodes
+    executed (INFO commandstats, scripts' commands included); node CPU:
+    summed over the nodes."""
+    if not any(r["system"] in REDLOCK_SYSTEMS for r in by_id.values()):
+        return []
+    cases = [("acquisitions/s", "uncontended, C=%d" % c, "uncontended/c%d" % c, "rate")
+             for c in UNCONTENDED_C]
+    cases += [("acquisitions/s", "contended, N=%d, hold %s" % (n, fmt_hold(h)),
+               "contended/n%d-h%d" % (n, h), "rate") for n in CONTENDED_N for h in CONTENDED_H]
+    cases += [("acquisitions/s", "hot, %d clients, %d keys" % (HOT["clients"], HOT["keys"]),
+               "hot/n%d" % HOT["clients"], "rate"),
+              ("acquisitions/s", "multi-daemon, 2×%d clients" % (MULTI["clients"] // 2),
+               "multi-daemon/n%d" % MULTI["clients"], "rate"),
+              ("round trip: wait p50", "uncontended, C=1", "uncontended/c1", "wait_us.p50")]
+    for label, suffix in (("uncontended, C=%d" % GOAL_C, "uncontended/c%d" % GOAL_C),
+                          ("contended, N=16, hold 0", "contended/n16-h0")):
+        cases += [("EVALSHA calls/acq (round trips, Σ nodes)", label, suffix, "evalsha_per_op"),
+                  ("calls sent/acq", label, suffix, "backend_sent_per_op"),
+                  ("commands executed/acq (Σ nodes)", label, suffix, "backend_all_per_op"),
+                  ("Redis CPU µs/acq (Σ nodes)", label, suffix, "backend_cpu_us_per_op"),
+                  ("dlockd CPU µs/acq", label, suffix, "daemon_cpu_us_per_op")]
+    rows = []
+    for what, case, suffix, field in cases:
+        row = {"figure": what, "case": case}
+        for sysname in ("redis",) + REDLOCK_SYSTEMS:
+            r = by_id.get("%s/%s" % (sysname, suffix))
+            v = figure(r, field) if ok(r) else None
+            if v is None and sysname == "redis" and field == "evalsha_per_op" and ok(r):
+                v = (r.get("redis_calls") or {}).get("evalsha", 0) / max(
+                    r["tool"]["ops_total"], 1)
+            row[sysname] = v
+        if all(row[x] is None for x in REDLOCK_SYSTEMS):
+            continue
+        rows.append(row)
+    return rows
+
+
+def redlock_lines(rows, left_out):
+    """The section of results.md on the redlock backend."""
+    def fmt(what, v):
+        if v is None:
+            return "–"
+        if what.startswith("acquisitions"):
+            return fmt_rate(v)
+        if "CPU" in what:
+            return fmt_num(v)
+        if "/acq" in what:
+            return fmt_num(v, 2)
+        return fmt_us(v)
+
+    def ratio(a, b):
+        return "%.2f" % (a / b) if a is not None and b else "–"
+
+    lines = ["## The redlock backend", "",
+             "redlock-3 and redlock-5: `-b redlock://` on 3 and on 5 independent redis-servers "
+             "of their own (a lock is granted once a majority of them granted it). Round "
+             "trips: EVALSHA calls the nodes executed per acquisition (one per script call), "
+             "summed over the nodes; calls sent: what the daemon counts it sent to the nodes "
+             "(INFO `backend_node<i>_calls_total`, summed; for redis `backend_commands_total`); "
+             "commands executed: every node's INFO commandstats, the commands scripts run "
+             "included, summed. Node CPU: summed over the nodes, in the measuring window. "
+             "Ratios: this run's redlock figure divided by redis's.", ""]
+    gone = sorted(s for s in left_out if s in REDLOCK_SYSTEMS)
+    if gone:
+        lines.append("Left out (see above): %s." % ", ".join(gone))
+        lines.append("")
+    lines.append("| figure | case | redis | redlock-3 | redlock-3 / redis | redlock-5 "
+                 "| redlock-5 / redis |")
+    lines.append("|---|---|--:|--:|--:|--:|--:|")
+    for r in rows:
+        w = r["figure"]
+        lines.append("| " + " | ".join([
+            w, r["case"], fmt(w, r["redis"]), fmt(w, r["redlock-3"]),
+            ratio(r["redlock-3"], r["redis"]), fmt(w, r["redlock-5"]),
+            ratio(r["redlock-5"], r["redis"])]) + " |")
+    lines.append("")
+    return lines
+
+
 DISTURBED_PCT = 50     # others' CPU, % of a core, that marks a run as disturbed
 
 
@@ -920,6 +1141,9 @@ def write_markdown(path, meta, recs, goal_rows, plots):
     rows = comparisons({r["id"]: r for r in recs})
     if rows:
         lines += comparison_lines(rows, meta.get("left_out", {}))
+    rows = redlock_comparison({r["id"]: r for r in recs})
+    if rows:
+        lines += redlock_lines(rows, meta.get("left_out", {}))
     idle = idle_summary({r["id"]: r for r in recs})
     if idle is not None:
         lines.append("## {:,} idle sessions".format(idle["idle_sessions"]))
@@ -993,7 +1217,9 @@ def write_json(path, doc):
 PLOT_SYSTEMS = [("memory", "memory"), ("redis", "redis"),
                 ("redis-cache", "redis, lease_cache_ms %d" % CACHE_MS),
                 ("redis-tls", "redis over TLS"),
-                ("redis-ack1", "redis, min_replicas_ack %d" % ACK_REPLICAS), ("etcd", "etcd"),
+                ("redis-ack1", "redis, min_replicas_ack %d" % ACK_REPLICAS),
+                ("redlock-3", "redlock, 3 nodes"), ("redlock-5", "redlock, 5 nodes"),
+                ("etcd", "etcd"),
                 ("direct", "direct / direct-poll"), ("ping-redis", "redis-server PING pairs"),
                 ("hold", "hold-time limit")]
 
@@ -1063,9 +1289,10 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
-# gnuplot's colours repeat after 8: two more for the 9th and 10th system
+# gnuplot's colours repeat after 8: more for the 9th to the 11th system
 set linetype 9 lc rgb "#8c564b"
 set linetype 10 lc rgb "#7f7f7f"
+set linetype 11 lc rgb "#17becf"
 set datafile missing "-"
 set logscale y
 set yrange [100:*]
@@ -1275,6 +1502,7 @@ def main(argv):
                   for g in goal_rows],
         "idle10k": idle_summary(by_id),
         "tls_and_ack": comparisons(by_id),
+        "redlock": redlock_comparison(by_id),
         "runs": recs})
     plots = write_plots(outdir, recs)
     write_markdown(os.path.join(outdir, "results.md"), meta, recs, goal_rows, plots)

@@ -22,6 +22,12 @@ key that overlap are two holders at once:
   persistence) in between: expected, checked like "paused";
 - otherwise a violation.
 
+When a fault takes a daemon's quorum away (redlock: a majority of the nodes
+killed, or cut off from that daemon; the fault's "quorum_lost" lists the
+daemons), that daemon grants nothing from shortly after it begins until it
+ends, its LOCKs fail with -BACKEND, and if it lasts longer than the longest
+lease its holders are told before their validity can have ended.
+
 Fences must strictly increase for a key in the order grants are received; a
 grant received late because its holder or its daemon was stopped while it was
 on its way may come out of order (not a repeat). The final counter must equal
@@ -217,8 +223,9 @@ def check(events, workers, faults, resource, params):
 
     _check_resource(events, workers, faults, resource, res)
     _check_validity(holdings, params, res)
-    if params.get("backend") in ("redis", "redis-cache", "etcd"):
+    if params.get("backend") in ("redis", "redis-cache", "etcd", "redlock"):
         _check_notice_after_resume(holdings, faults, params, res)
+    _check_quorum_loss(holdings, events, workers, faults, params, res)
     rec = params.get("recovery_from")
     if rec is not None:
         after = [h for h in holdings if h.grant > rec]
@@ -432,6 +439,81 @@ def _check_notice_after_resume(holdings, faults, params, res):
                     "text": "%s: its daemon was stopped %.3f-%.3f, past the TTL, but it was "
                     "told (or let go) only %.3f s after the daemon resumed"
                     % (h.brief(), f["start"], f["end"], late)})
+
+
+# the longest lease a worker's lock may have: an EXTEND sets up to 1.25 x
+# the TTL (worker.py)
+LEASE_MAX = 1.25
+# s after a fault began within which a grant may still come from replies
+# that arrived before it (a loaded machine delays its delivery)
+IN_FLIGHT = 0.25
+
+
+def _check_quorum_loss(holdings, events, workers, faults, params, res):
+    """Faults with "quorum_lost" (daemons that cannot reach a majority of
+    the nodes while it lasts). On those daemons, from IN_FLIGHT s after it
+    began until its end: a grant (a local handoff under a lease confirmed
+    before the fault) never claims validity past the longest lease counted
+    from the fault's start; every LOCK error is -BACKEND. And no holding of
+    theirs that began before goes on, while the fault lasts, past its lease
+    counted from the fault's start (the last renewal that reached a majority
+    was sent before it) plus notice_bound: the TTL, or the longest EXTEND
+    answered before the fault. Each is told of the loss, or unlocked,
+    before."""
+    scale = params.get("notice_bound", 0.5) / 0.5
+    ttl = params["ttl"] / 1000.0
+    bound = params.get("notice_bound", 0.5)
+    counts = res["counts"]
+    extends = collections.defaultdict(list)  # (worker, fence) -> [(sent, ms)]
+    for e in events:
+        if e["ev"] == "extend" and isinstance(e.get("ms"), int) and \
+                str(e.get("reply", "")).lstrip("-").isdigit():
+            extends[e["w"], e.get("fence")].append((e["t"], e["ms"]))
+    for f in faults:
+        lost = f.get("quorum_lost")
+        if not lost:
+            continue
+        quiet_from = f["start"] + IN_FLIGHT * scale
+        lease_end = f["start"] + LEASE_MAX * ttl
+        for h in holdings:
+            if h.daemon not in lost or not quiet_from < h.grant < f["end"]:
+                continue
+            counts["grants_without_quorum"] += 1
+            if h.validity is None or h.grant + h.validity / 1000.0 > lease_end + \
+                    IN_FLIGHT * scale:
+                res["failures"].append({
+                    "kind": "grant without quorum", "holders": [h],
+                    "text": "%s was granted at %.3f with %s ms of validity while its daemon "
+                    "could not reach a majority of the nodes (%s %.3f-%.3f): no lease "
+                    "confirmed before can last that long"
+                    % (h.brief(), h.grant, h.validity, f["kind"], f["start"], f["end"])})
+        for e in events:
+            if (e["ev"] == "lock_err" and quiet_from < e["t"] < f["end"] and
+                    workers.get(e["w"], {}).get("daemon") in lost):
+                counts["backend_errors_without_quorum"] += 1
+                if not str(e.get("err", "")).startswith("BACKEND"):
+                    res["failures"].append({
+                        "kind": "not -BACKEND",
+                        "text": "worker %s's LOCK failed with %r at %.3f while its daemon "
+                        "could not reach a majority of the nodes (%s %.3f-%.3f)"
+                        % (e["w"], e.get("err"), e["t"], f["kind"], f["start"], f["end"])})
+        for h in holdings:
+            if h.daemon not in lost or h.grant >= f["start"] or h.end <= f["start"]:
+                continue
+            if h.end_how == "death":
+                continue
+            lease = max([ttl] + [ms / 1000.0 for t, ms in extends.get((h.w, h.fence), [])
+                                 if t < f["start"]])
+            due = f["start"] + lease + bound
+            if f["end"] < due:
+                continue
+            counts["holders_without_quorum"] += 1
+            if h.end > due:
+                res["failures"].append({
+                    "kind": "not told", "holders": [h],
+                    "text": "%s still believed it held the lock at %.3f: its daemon had "
+                    "no quorum since %.3f (%s), and its lease lasts %.0f ms"
+                    % (h.brief(), due, f["start"], f["kind"], lease * 1000)})
 
 
 def excerpt(events, faults, holders, pad=0.3, limit=80):

@@ -28,13 +28,34 @@ faults aimed at moments when an acquire or a renewal is in flight:
                    until the sentinels demote it
   sentinel_kill    Sentinel: SIGKILL a sentinel, then the master: a
                    failover by the two sentinels left (both come back after)
+  node_kill        redlock: SIGKILL one of the three nodes and start it again
+                   on the same port and data (appendonly yes, appendfsync
+                   always)
+  node_stop        redlock: SIGSTOP one node (past the TTL, or less), then
+                   SIGCONT
+  node_restart_loss  redlock: SIGKILL one node and start it again without
+                   its data, but only once the longest lease it may have held
+                   has run out (the delayed restart: 1.3 x the TTL or more,
+                   an EXTEND's lease being up to 1.25 x the TTL)
+  node_restart_loss_now  redlock: the same, started again at once (50 ms):
+                   the leases it forgot still stand on the two other nodes
+  node_blackhole   redlock: the proxy on the second daemon's path to one node
+                   black-holes it (the other two paths stay)
+  majority_blackhole  redlock: the second daemon's paths to two of the three
+                   nodes black-holed: it loses its quorum, the first does not
+  majority_lost    redlock: SIGKILL two of the three nodes; holders must be
+                   told before their validity ends, LOCK answers -BACKEND;
+                   then both come back with their data
 
 Backends: memory (one daemon: client and daemon faults); redis (two daemons
 on one Redis, the second behind the proxy: every fault); etcd (two daemons on
 one etcd, the second behind the proxy, whose several keep-alive connections
 and watch stream all go through it: every fault but backend_restart_loss);
 sentinel (two daemons on Redis Sentinel: a master, a replica and three
-sentinels, tests/integration/sentinel.py; the master and sentinel faults).
+sentinels, tests/integration/sentinel.py; the master and sentinel faults);
+redlock (two daemons on three independent redis-servers, -b
+redlock://n0,n1,n2, quorum 2; the second daemon reaches each node through
+a proxy of its own; the client, daemon and node faults).
 "split" runs two independent memory daemons as if they were one lock
 service: the checker must report it (check.py explains what is checked).
 
@@ -49,8 +70,9 @@ that lease.
 
 SHORT (tests/integration/test_safety.py, part of make check) runs one round of
 a representative subset in about a minute; LONG (make check-faults) every
-backend x fault, several rounds each. The sentinel scenarios are in LONG only;
---only picks them in SHORT mode too (--only sentinel: one round of each). With DLOCKD_WRAPPER set (valgrind)
+backend x fault, several rounds each. The sentinel and redlock scenarios are
+in LONG only; --only picks them in SHORT mode too (--only sentinel, --only
+redlock: one round of each). With DLOCKD_WRAPPER set (valgrind)
 durations are scaled up and the faults whose timing would not survive are
 left out, which is printed. The run prints a table and the path of a JSON
 file with every result; the exit status is 0 only if every check passed
@@ -108,6 +130,16 @@ ALL_FAULTS["redis-cache"] = ALL_FAULTS["redis"]
 # Redis Sentinel: no fault excuses an overlap across a failover (check.py),
 # whether the lease reached the replica or not
 ALL_FAULTS["sentinel"] = ["master_kill", "master_stop", "sentinel_kill"]
+# redlock: two daemons on three independent redis-servers (quorum 2), the
+# second through a proxy per node. No node fault excuses an overlap: one
+# node lost, stopped, restarted (with its data; without it once the longest
+# lease it held has run out, or at once: the nodes all answer in time here,
+# so every lease stands on all three and the two others still hold it) or
+# cut off leaves a majority that still holds every lease
+REDLOCK_NODE_FAULTS = ["node_kill", "node_stop", "node_restart_loss", "node_restart_loss_now",
+                       "node_blackhole", "majority_blackhole", "majority_lost"]
+ALL_FAULTS["redlock"] = ["client_kill", "daemon_stop", "daemon_kill"] + REDLOCK_NODE_FAULTS
+REDLOCK_NODES = 3
 # what each round of a fault aims at, and how long the fault lasts: "1.5ttl"
 # is 1.5 x the TTL, "0.3s" 0.3 s, "idle" sessions.idle_timeout_ms + 0.6 x the
 # TTL; rounds go through the list in turn (SHORT runs the first). "renew" is
@@ -140,6 +172,22 @@ PLANS = {
     "master_kill": [("renew", None), ("lock", None), ("prewrite", None)],
     "master_stop": [("renew", "failover"), ("lock", "failover"), ("extend", "failover")],
     "sentinel_kill": [("renew", None), ("lock", None), ("prewrite", None)],
+    # redlock: a node down, stopped or cut off; "restart" is how long a
+    # restarted node stays down. A node restarted without its data stays
+    # down longer than any lease it may hold (an EXTEND sets up to 1.25 x
+    # the TTL): 1.3 x the TTL or more
+    "node_kill": [("lock", "0.3s"), ("renew", "1.2ttl"), ("renew", "0.3s")],
+    "node_stop": [("renew", "1.3ttl"), ("lock", "1.3ttl"), ("renew", "0.6ttl"),
+                  ("extend", "0.95ttl")],
+    "node_restart_loss": [("renew", "1.3ttl"), ("lock", "1.3ttl"), ("prewrite", "1.6ttl")],
+    "node_restart_loss_now": [("renew", "0.05s"), ("lock", "0.05s"), ("prewrite", "0.05s")],
+    "node_blackhole": [("renew", "1.5ttl"), ("lock", "1.5ttl"), ("renew", "0.5ttl"),
+                       ("extend", "0.95ttl")],
+    # past the longest lease (1.25 x the TTL) and the time a worker takes to
+    # hear (check.py: its holders must have been told), and less
+    "majority_blackhole": [("renew", "1.8ttl"), ("lock", "1.8ttl"), ("renew", "0.5ttl"),
+                           ("extend", "0.95ttl")],
+    "majority_lost": [("renew", "1.8ttl"), ("lock", "1.8ttl"), ("renew", "0.5ttl")],
     "none": [("none", "2s")],
 }
 SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
@@ -148,7 +196,8 @@ SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemo
          ("etcd", "daemon_stop"), ("etcd", "backend_stop"), ("etcd", "blackhole"),
          ("split", "none")]
 # what --only may pick in SHORT mode besides SHORT (one round each)
-ONLY_SHORT = [("sentinel", f) for f in ALL_FAULTS["sentinel"]]
+ONLY_SHORT = [("sentinel", f) for f in ALL_FAULTS["sentinel"]] + \
+    [("redlock", f) for f in ALL_FAULTS["redlock"]]
 # s for the sentinels to name a new master after the master is killed or
 # stopped (down-after + failover-timeout, with room)
 SENTINEL_FAILOVER_LIMIT = (fsentinel.DOWN_AFTER_MS + fsentinel.FAILOVER_TIMEOUT_MS) / 1000.0 + 10
@@ -392,6 +441,8 @@ class Scenario:
         self.store = None    # the backend's server: self.redis or self.etcd
         self.sentinels = None  # the SentinelSetup of the sentinel backend
         self.proxy = None
+        self.nodes = []      # redlock: the redis-servers (BackendRedis)
+        self.proxies = []    # redlock: the second daemon's proxy to each node
         self.notes = []      # what happened to the processes
         self.failures = []   # failed checks outside the logs
 
@@ -438,6 +489,8 @@ class Scenario:
                 backend_conf=dict(econf, endpoints=["127.0.0.1:%d" % self.proxy.port]),
                 directory=self.subdir("d1"))
             self.store = self.etcd
+        elif self.backend == "redlock":
+            self.start_redlock(conf, bconf)
         elif self.backend == "sentinel":
             self.sentinels = fsentinel.SentinelSetup(directory=self.subdir("sentinel"))
             self.sentinels.start()
@@ -452,6 +505,72 @@ class Scenario:
                                                  directory=self.subdir(n))
         for d in self.daemons.values():
             d.start()
+
+    def start_redlock(self, conf, bconf):
+        """Three independent redis-servers, a proxy to each, and two
+        daemons with -b redlock://...: d0 straight to the nodes, d1 through
+        the proxies. The nodes keep their data across a restart
+        (appendonly yes, appendfsync always) but in the node_restart_loss
+        scenarios."""
+        persist = self.fault not in ("node_restart_loss", "node_restart_loss_now")
+        for i in range(REDLOCK_NODES):
+            self.nodes.append(BackendRedis(persist, directory=self.subdir("node%d" % i)).start())
+        for n in self.nodes:
+            self.proxies.append(Proxy(n.port).start())
+        # the -b URL names the nodes; the timeouts go to the file
+        text = conf + "backend:\n" + "".join("  %s: %s\n" % (k, harness.yaml_value(v))
+                                             for k, v in bconf.items())
+        urls = {"d0": ["127.0.0.1:%d" % n.port for n in self.nodes],
+                "d1": ["127.0.0.1:%d" % p.port for p in self.proxies]}
+        for name in ("d0", "d1"):
+            self.daemons[name] = harness.Daemon(
+                text, unix=False, backend="redis",
+                backend_url="redlock://" + ",".join(urls[name]),
+                directory=self.subdir(name))
+
+    def nodes_up(self, d):
+        """backend_nodes_up of daemon d's INFO (None if it cannot say)."""
+        try:
+            v = d.info().get("backend_nodes_up")
+        except (OSError, AssertionError):
+            return None
+        return int(v) if v is not None and v.isdigit() else None
+
+    def wait_nodes_up(self):
+        """redlock, between rounds: until both daemons are connected to
+        every node again (bounded; a failed check if not)."""
+        limit = (2.0 * self.ttl / 1000.0 + 5.0) * self.scale
+        deadline = time.monotonic() + limit
+        for name, d in sorted(self.daemons.items()):
+            while True:
+                up = self.nodes_up(d)
+                if up == REDLOCK_NODES:
+                    break
+                if time.monotonic() > deadline:
+                    self.failures.append({
+                        "kind": "node not back",
+                        "text": "dlockd %s has %s of %d nodes up %.0f s after the fault; "
+                        "INFO backend_nodes_up stays below; log:\n%s"
+                        % (name, up, REDLOCK_NODES, limit, d.log())})
+                    return
+                time.sleep(0.05)
+
+    def say_node_stats(self):
+        """Print what each daemon counted of each node (INFO
+        backend_node<i>_*): whether the faults reached the daemons."""
+        for name, d in sorted(self.daemons.items()):
+            try:
+                info = d.info()
+            except (OSError, AssertionError):
+                continue
+            parts = []
+            for i in range(REDLOCK_NODES):
+                parts.append("node%d %s calls, %s failures, %s timeouts, %s reconnects" % (
+                    i, info.get("backend_node%d_calls_total" % i, "?"),
+                    info.get("backend_node%d_failures_total" % i, "?"),
+                    info.get("backend_node%d_timeouts_total" % i, "?"),
+                    info.get("backend_node%d_reconnects_total" % i, "?")))
+            say("    %s (since it last started): %s" % (name, "; ".join(parts)))
 
     def subdir(self, name):
         p = os.path.join(self.dir, name)
@@ -619,6 +738,9 @@ class Scenario:
         if kind in ALL_FAULTS["sentinel"]:
             self.inject_sentinel(kind, how, dur)
             return
+        if kind in REDLOCK_NODE_FAULTS:
+            self.inject_redlock(kind, how, dur, spec)
+            return
         if kind in ("client_kill", "client_stop"):
             ev, wid = self.aim(how)
             if wid is None:
@@ -693,6 +815,135 @@ class Scenario:
             self.record(kind, "backend", t0, t1, aim=aim, pid=pid, new_pid=self.store.pid,
                         planned=spec)
 
+    def inject_redlock(self, kind, how, dur, spec):
+        """A fault of the redlock backend's nodes: one killed (started
+        again with or without its data), stopped, or cut off from d1 by its
+        proxy; two of d1's paths cut off; or two nodes killed."""
+        n = len(self.nodes)
+        if kind in ("node_blackhole", "majority_blackhole"):
+            idx = sorted(self.rng.sample(range(n), 1 if kind == "node_blackhole" else 2))
+            ev, wid = self.aim(how, on_daemon="d1")
+            aim = "%s of %s" % (how, wid) if ev else "none"
+            t0 = None
+            try:
+                for i in idx:
+                    t = self.proxies[i].block()
+                    t0 = t if t0 is None else t0
+                time.sleep(dur)
+            finally:
+                t1 = None
+                for i in idx:
+                    t1 = self.proxies[i].heal()
+            lost = ["d1"] if len(idx) > n // 2 else []
+            self.record(kind, "d1/" + "+".join("node%d" % i for i in idx), t0, t1, aim=aim,
+                        nodes=idx, planned=spec, quorum_lost=lost)
+            return
+        ev, wid = self.aim(how)
+        aim = "%s of %s" % (how, wid) if ev else "none"
+        if kind == "majority_lost":
+            idx = sorted(self.rng.sample(range(n), n // 2 + 1 if n > 2 else n))
+            self.majority_lost(idx, dur, aim, spec)
+            return
+        i = self.rng.randrange(n)
+        node = self.nodes[i]
+        pid = node.pid
+        if kind == "node_stop":
+            t0 = time.monotonic()
+            node.pause()
+            try:
+                time.sleep(dur)
+            finally:
+                node.resume()
+            self.record(kind, "node%d" % i, t0, time.monotonic(), aim=aim, pid=pid,
+                        planned=spec)
+            return
+        # node_kill, node_restart_loss, node_restart_loss_now
+        t0, t1 = node.restart(dur)
+        self.record(kind, "node%d" % i, t0, t1, aim=aim, pid=pid, new_pid=node.pid,
+                    planned=spec, data=node.persist)
+
+    def majority_lost(self, idx, dur, aim, spec):
+        """SIGKILL the nodes idx (a majority); while they are down, LOCK on
+        each daemon must answer -BACKEND soon and INFO must show the quorum
+        gone; after dur they start again on their ports and data."""
+        t0 = time.monotonic()
+        pids = []
+        for i in idx:
+            pids.append(self.nodes[i].pid)
+            self.nodes[i].stop(signal.SIGKILL)
+        probes = self.probe_no_quorum(t0 + dur)
+        time.sleep(max(0.0, t0 + dur - time.monotonic()))
+        for i in idx:
+            self.nodes[i].fixed_port = True
+            self.nodes[i].start()
+        t1 = time.monotonic()
+        self.record("majority_lost", "+".join("node%d" % i for i in idx), t0, t1, aim=aim,
+                    pid=pids, planned=spec, quorum_lost=sorted(self.daemons), probes=probes)
+
+    def probe_no_quorum(self, until):
+        """While a majority of the nodes is down (until time.monotonic()
+        until): each daemon's INFO must come to show backend_connected:0
+        and one node up, and a LOCK of a key nobody uses must answer
+        -BACKEND (the quorum cannot be reached) without waiting for its
+        WAIT. Returns what was seen, for the record; what is wrong is a
+        failed check."""
+        out = []
+        key = "safety/%s/probe" % self.backend
+        limit = min(1.0 * self.scale, max(0.05, until - time.monotonic() - 0.05))
+        for name, d in sorted(self.daemons.items()):
+            seen = {"daemon": name}
+            deadline = time.monotonic() + limit
+            info = {}
+            while time.monotonic() < deadline:
+                try:
+                    info = d.info()
+                except (OSError, AssertionError):
+                    info = {}
+                if info.get("backend_connected") == "0":
+                    break
+                time.sleep(0.01)
+            seen["backend_connected"] = info.get("backend_connected")
+            seen["nodes_up"] = info.get("backend_nodes_up")
+            if info.get("backend_connected") != "0" or info.get("backend_nodes_up") not in (
+                    None, str(REDLOCK_NODES - (REDLOCK_NODES // 2 + 1))):
+                self.failures.append({
+                    "kind": "quorum not seen lost",
+                    "text": "dlockd %s: INFO says backend_connected:%s backend_nodes_up:%s "
+                    "%.1f s after %d of %d nodes were killed"
+                    % (name, info.get("backend_connected"), info.get("backend_nodes_up"),
+                       limit, REDLOCK_NODES // 2 + 1, REDLOCK_NODES)})
+            c = None
+            try:
+                c = d.raw()
+                t = time.monotonic()
+                wait = 2 * self.ttl
+                r = c.cmd("LOCK", key, "TTL", str(self.ttl), "WAIT", str(wait))
+                took = time.monotonic() - t
+                seen["lock"] = str(r)[:200]
+                seen["took"] = round(took, 3)
+                if not (isinstance(r, harness.Err) and r.startswith("BACKEND")):
+                    self.failures.append({
+                        "kind": "lock without quorum",
+                        "text": "dlockd %s answered LOCK with %r, not -BACKEND, while %d of "
+                        "%d nodes were down" % (name, r, REDLOCK_NODES // 2 + 1,
+                                                REDLOCK_NODES)})
+                    if isinstance(r, list):
+                        c.cmd("UNLOCK", key)
+                elif took > 1.0 * self.scale:
+                    self.failures.append({
+                        "kind": "slow -BACKEND",
+                        "text": "dlockd %s took %.3f s to answer LOCK with -BACKEND while %d "
+                        "of %d nodes were down (expected at once)"
+                        % (name, took, REDLOCK_NODES // 2 + 1, REDLOCK_NODES)})
+            except (OSError, AssertionError, harness.Closed) as e:
+                self.failures.append({"kind": "harness",
+                                      "text": "probe of dlockd %s: %s" % (name, e)})
+            finally:
+                if c is not None:
+                    c.close()
+            out.append(seen)
+        return out
+
     def inject_sentinel(self, kind, how, after):
         """A fault of the sentinel backend: the master SIGKILLed, or
         SIGSTOPped until the sentinels have promoted the replica (and after
@@ -754,6 +1005,8 @@ class Scenario:
             for rnd in range(self.rounds):
                 self.inject(rnd)
                 self.check_processes()
+                if self.backend == "redlock":
+                    self.wait_nodes_up()
                 if rnd + 1 < self.rounds:
                     time.sleep(self.ttl / 1000.0 + 0.3 * self.scale)
             recovery_from = self.faults[-1]["end"] if self.faults else None
@@ -762,6 +1015,8 @@ class Scenario:
             self.stop_workers()
             if self.backend == "redis-cache":
                 self.say_cache_hits()
+            if self.backend == "redlock":
+                self.say_node_stats()
             conn = self.resource.raw()
             try:
                 for k in self.keys:
@@ -886,7 +1141,9 @@ class Scenario:
                                       % (name, rc, d.log())})
         if self.proxy is not None:
             self.proxy.stop()
-        for r in (self.redis, self.resource):
+        for p in self.proxies:
+            p.stop()
+        for r in [self.redis, self.resource] + self.nodes:
             if r is not None:
                 try:
                     r.stop()
@@ -967,7 +1224,7 @@ def plan(mode, only, rounds):
         todo = [(b, f, 1) for b, f in SHORT + (ONLY_SHORT if only else [])]
     else:
         todo = [(b, f, rounds or max(3, len(PLANS[f])))
-                for b in ("memory", "redis", "redis-cache", "etcd", "sentinel")
+                for b in ("memory", "redis", "redis-cache", "etcd", "sentinel", "redlock")
                 for f in ALL_FAULTS[b]]
         todo.append(("split", "none", 1))
     if rounds and mode == "short":

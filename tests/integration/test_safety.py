@@ -215,6 +215,52 @@ class TestChecker(unittest.TestCase):
         # session locks on the memory backend are not lost by a stop
         self.assertClean(h.check([stop], params={"backend": "memory"}))
 
+    def test_holder_without_quorum_must_be_told_before_the_longest_lease(self):
+        # redlock: d0 cannot reach a majority from 2.0 to 5.0; no lease it
+        # had confirmed lasts past 2.0 + TTL (3.2), its holders hear by then
+        # + notice_bound (3.7)
+        lost = {"kind": "majority_lost", "target": "node1+node2", "start": 2.0, "end": 5.0,
+                "quorum_lost": ["d0"]}
+        params = {"backend": "redlock"}
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 3.2, end_ev="told", how="push")
+        h.hold("w2", 11, 3.0, 3.3, 4.5)                 # d1: quorum kept
+        self.assertClean(h.check([lost], params=params))
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 4.2, end_ev="told", how="push")
+        res = h.check([lost], params=params)
+        self.assertEqual([f["kind"] for f in res["failures"]], ["not told"])
+        # a fault shorter than the lease asks nothing of the holders
+        self.assertClean(h.check([dict(lost, end=3.0)], params=params))
+        # an EXTEND to 2000 ms answered before the fault: heard by 4.5
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 4.2, end_ev="told", how="push")
+        h.ev(1.5, "w1", "extend", ms=2000, sent=1.49, reply="1998", fence=10)
+        self.assertClean(h.check([lost], params=params))
+
+    def test_grant_or_error_without_quorum(self):
+        lost = {"kind": "majority_blackhole", "target": "d1/node0+node1", "start": 2.0,
+                "end": 5.0, "quorum_lost": ["d0"]}
+        params = {"backend": "redlock"}
+        # a local handoff under the lease confirmed before the fault: clean
+        h = History()
+        h.hold("w1", 10, 2.5, 2.6, 2.8)
+        h.events[1]["validity"] = 700
+        self.assertClean(h.check([lost], params=params))
+        # validity past 2.0 + 1.25 x TTL (+ 0.25 s in flight): granted without a quorum
+        h.events[1]["validity"] = 1190
+        res = h.check([lost], params=params)
+        self.assertEqual([f["kind"] for f in res["failures"]], ["grant without quorum"])
+        # a LOCK that failed otherwise than with -BACKEND
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5)
+        h.ev(3.0, "w1", "lock_err", n=1, err="BACKEND the lock backend failed (redlock: ...)")
+        h.ev(3.1, "w3", "lock_err", n=1, err="ERR something else")
+        h.ev(3.2, "w2", "lock_err", n=1, err="ERR on d1, which kept its quorum")
+        res = h.check([lost], params=params)
+        self.assertEqual([f["kind"] for f in res["failures"]], ["not -BACKEND"])
+        self.assertEqual(res["counts"]["backend_errors_without_quorum"], 2)
+
     def test_worker_killed_while_holding_ends_at_its_death(self):
         h = History()
         h.ev(1.0, "w1", "lock_sent", n=1)
