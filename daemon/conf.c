@@ -1558,7 +1558,9 @@ conf_check(struct conf_priv *p, struct conf_row *r)
 
 	if (conf_is_list(r->s) && r->s->type != CONF_TCPLIST && !r->s->optional &&
 	    *(size_t *)FIELD(base, r->s->count) == 0)
-		conf_error(p, r->pos, "'%s' must have at least one %s", r->name,
+		/* a backend's list left out: where the backend was chosen */
+		conf_error(p, strncmp(r->name, "backend.", 8) == 0 ? conf_rule(p, r->name,
+		    "backend.type") : r->pos, "'%s' must have at least one %s", r->name,
 		    r->s->type == CONF_NODELIST ? "node" : r->s->type == CONF_SERVERLIST ?
 		    "server" : "address");
 	if (r->s->type != CONF_SECRET_FILE)

@@ -1764,11 +1764,11 @@ START_TEST(test_redlock_drift_factor)
 {
 	static const char *const bad[] = { "abc", "0.5", "-0.1", "0.01x", "nan" };
 	struct scratch s;
+	struct conf *c;
 
 	scratch_init(&s);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char text[200];
-		struct conf *c;
 
 		snprintf(text, sizeof(text), "backend:\n  type: redlock\n  nodes: [a, b, c]\n"
 		    "  clock_drift_factor: \"%s\"\n", bad[i]);
@@ -1778,6 +1778,12 @@ START_TEST(test_redlock_drift_factor)
 		    "a number from 0 to below 0.5") != NULL, "%s", c->errors[0]);
 		conf_destroy(c);
 	}
+	/* the nodes left out: said where the backend was chosen */
+	c = load_text(&s, "backend:\n  type: redlock\n", 0, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_msg(strstr(c->errors[0], ":2:9: 'backend.nodes' must have at least one node") !=
+	    NULL, "%s", c->errors[0]);
+	conf_destroy(c);
 	scratch_rm(&s);
 }
 END_TEST

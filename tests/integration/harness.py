@@ -1903,6 +1903,43 @@ def run_dlock(args, env=None, timeout=10.0):
     return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
 
+def exclusion_across(daemons, key, rounds, timeout):
+    """Sessions on each of daemons (one per entry) lock and unlock key
+    rounds times each, holding it a moment; returns (errors, fences): what
+    went wrong (a grant while another session held the key, a LOCK or
+    UNLOCK answered otherwise) and the fences in the order of the critical
+    sections."""
+    errors = []
+    fences = []
+    inside = threading.Lock()
+
+    def worker(daemon):
+        c = daemon.raw()
+        try:
+            for _ in range(rounds):
+                g = c.cmd("LOCK", key, "WAIT", 20000)
+                if not isinstance(g, list):
+                    errors.append("LOCK on %s answered %r" % (daemon.addr(), g))
+                    return
+                if not inside.acquire(blocking=False):
+                    errors.append("granted on %s while another session holds the key"
+                                  % daemon.addr())
+                else:
+                    fences.append(g[1])
+                    time.sleep(0.001)  # hold the key a moment: overlaps show
+                    inside.release()
+                r = c.cmd("UNLOCK", key)
+                if r != 0:
+                    errors.append("UNLOCK answered %r" % (r,))
+        finally:
+            c.close()
+
+    calls = [in_thread(worker, d) for d in daemons]
+    for c in calls:
+        c.result(timeout)
+    return errors, fences
+
+
 def in_thread(fn, *args):
     """Run fn(*args) in a daemon thread; returns a handle whose result()
     waits (bounded) for the return value or re-raises the exception."""

@@ -18,9 +18,9 @@ import time
 
 import harness
 from harness import (NULL, SLOWDOWN, Err, Push, Raw, RedisMonitor, RedisServer,
-                     RedisTestCase, commandstats, count_commands, free_port,
-                     grant_through_outage, in_thread, process_tcp_ports, read_within,
-                     report, unique_key, wait_until)
+                     RedisTestCase, commandstats, count_commands, exclusion_across,
+                     free_port, grant_through_outage, in_thread, process_tcp_ports,
+                     read_within, report, unique_key, wait_until)
 
 TTL = 2000  # ms: the short lease of the tests that wait for leases to run out
 # backend keys of the daemons that must notice an unreachable Redis quickly
@@ -91,34 +91,7 @@ class TestRedisTwoDaemons(RedisCase):
 
     def test_mutual_exclusion_across_daemons(self):
         key = unique_key()
-        errors = []
-        fences = []  # in the order of the critical sections
-        inside = threading.Lock()
-
-        def worker(daemon, n):
-            c = daemon.raw()
-            try:
-                for _ in range(n):
-                    g = c.cmd("LOCK", key, "WAIT", 20000)
-                    if not isinstance(g, list):
-                        errors.append("LOCK on %s answered %r" % (daemon.addr(), g))
-                        return
-                    if not inside.acquire(blocking=False):
-                        errors.append("granted on %s while another session holds the key"
-                                      % daemon.addr())
-                    else:
-                        fences.append(g[1])
-                        time.sleep(0.001)  # hold the key a moment: overlaps show
-                        inside.release()
-                    r = c.cmd("UNLOCK", key)
-                    if r != 0:
-                        errors.append("UNLOCK answered %r" % (r,))
-            finally:
-                c.close()
-
-        calls = [in_thread(worker, d, 25) for d in (self.a, self.b, self.a, self.b)]
-        for c in calls:
-            c.result(60)
+        errors, fences = exclusion_across((self.a, self.b, self.a, self.b), key, 25, 60)
         self.assertEqual(errors, [])
         self.assertEqual(len(fences), 100)
         self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),

@@ -26,13 +26,13 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 import unittest
 
 from harness import (DLOCKD, NULL, SLOWDOWN, Err, Push, Raw, RedisTestCase, commandstats,
-                     grant_through_outage, in_thread, new_dir, read_within, reap,
-                     redlock_url, report, spawn, unique_key, wait_until)
+                     exclusion_across, grant_through_outage, in_thread, new_dir,
+                     read_within, reap, redlock_url, report, spawn, unique_key,
+                     wait_until)
 
 # backend keys of daemons that must notice a dead node quickly: TTLs from 900 ms
 FAST = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
@@ -195,34 +195,7 @@ class TestRedlockTwoDaemons(RedlockCase):
 
     def test_mutual_exclusion_across_daemons(self):
         key = unique_key()
-        errors = []
-        fences = []  # in the order of the critical sections
-        inside = threading.Lock()
-
-        def worker(daemon, n):
-            c = daemon.raw()
-            try:
-                for _ in range(n):
-                    g = c.cmd("LOCK", key, "WAIT", 20000)
-                    if not isinstance(g, list):
-                        errors.append("LOCK on %s answered %r" % (daemon.addr(), g))
-                        return
-                    if not inside.acquire(blocking=False):
-                        errors.append("granted on %s while another session holds the key"
-                                      % daemon.addr())
-                    else:
-                        fences.append(g[1])
-                        time.sleep(0.001)  # hold the key a moment: overlaps show
-                        inside.release()
-                    r = c.cmd("UNLOCK", key)
-                    if r != 0:
-                        errors.append("UNLOCK answered %r" % (r,))
-            finally:
-                c.close()
-
-        calls = [in_thread(worker, d, 15) for d in (self.a, self.b, self.a, self.b)]
-        for c in calls:
-            c.result(90)
+        errors, fences = exclusion_across((self.a, self.b, self.a, self.b), key, 15, 90)
         self.assertEqual(errors, [])
         self.assertEqual(len(fences), 60)
         self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
