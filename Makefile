@@ -44,7 +44,7 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' $(WARNINGS)
 LDFLAGS    ?=
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
-PKGS_DAEMON := libevent libevent_openssl openssl yaml-0.1 hiredis jansson
+PKGS_DAEMON := libevent libevent_openssl openssl yaml-0.1 hiredis jansson libnghttp2 libprotobuf-c
 # libsystemd (sd_notify, socket activation) when it is there, unless SYSTEMD=0:
 # without it the daemon never notifies a service manager nor takes its sockets
 SYSTEMD    ?= $(if $(shell pkg-config --exists libsystemd && echo y),1,0)
@@ -52,7 +52,7 @@ ifeq ($(SYSTEMD),1)
 PKGS_DAEMON += libsystemd
 CPPFLAGS_SYSTEMD := -DHAVE_LIBSYSTEMD
 endif
-CFLAGS_DAEMON = $(shell pkg-config --cflags $(PKGS_DAEMON)) $(CPPFLAGS_SYSTEMD)
+CFLAGS_DAEMON = $(shell pkg-config --cflags $(PKGS_DAEMON)) $(CPPFLAGS_SYSTEMD) -I$(BUILD)/gen
 LIBS_DAEMON   = $(shell pkg-config --libs $(PKGS_DAEMON))
 CFLAGS_CHECK  = $(shell pkg-config --cflags check)
 CFLAGS_BENCH  = $(shell pkg-config --cflags libevent)
@@ -61,7 +61,7 @@ LIBS_CHECK    = $(shell pkg-config --libs check)
 
 # Debian packages: what building needs, and what the tests need on top.
 DEB_BUILD := build-essential pkg-config libevent-dev libssl-dev libyaml-dev libhiredis-dev \
-              libjansson-dev libsystemd-dev
+              libjansson-dev libsystemd-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
 # dpkg-dev, debhelper, fakeroot and lintian build and check the Debian packages;
 # python3-yaml reads the Kubernetes example; openssl makes the TLS tests' certificates
 DEB_CHECK := check redis-server redis-sentinel redis-tools etcd-server etcd-client python3 python3-redis valgrind \
@@ -81,7 +81,10 @@ DEB_COMPAT := debootstrap check python3 python3-redis redis-tools etcd-server op
 PROTO_SRC   := $(wildcard proto/*.c)
 PROTO_OBJ   := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC  := $(wildcard daemon/*.c)
-DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ)
+# etcd's gRPC messages: C made by protoc-c from daemon/etcd.proto at build time
+GEN_SRC     := $(BUILD)/gen/etcd.pb-c.c
+GEN_H       := $(GEN_SRC:.c=.h)
+DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ) $(GEN_SRC:.c=.o)
 DAEMON_LIB  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 # the sources with test entry points (#ifdef DLOCKD_TEST_HOOKS): the tests link
 # objects of their own of them, so that the installed dlockd carries none
@@ -125,11 +128,18 @@ $(BUILD)/proto/%.o: proto/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -fPIC -c $< -o $@
 
-$(BUILD)/daemon/%.o: daemon/%.c
+$(GEN_SRC) $(GEN_H) &: daemon/etcd.proto
+	@mkdir -p $(@D)
+	protoc-c --c_out=$(@D) --proto_path=daemon $<
+
+$(GEN_SRC:.c=.o): $(GEN_SRC)
+	$(CC) $(ALL_CFLAGS) $(CFLAGS_DAEMON) -c $< -o $@
+
+$(BUILD)/daemon/%.o: daemon/%.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Iproto $(CFLAGS_DAEMON) -c $< -o $@
 
-$(BUILD)/hooks/daemon/%.o: daemon/%.c
+$(BUILD)/hooks/daemon/%.o: daemon/%.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -DDLOCKD_TEST_HOOKS -Iproto $(CFLAGS_DAEMON) -c $< -o $@
 
@@ -145,7 +155,7 @@ $(BUILD)/bench/%.o: bench/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Iproto $(CFLAGS_BENCH) -c $< -o $@
 
-$(BUILD)/tests/%.o: tests/%.c
+$(BUILD)/tests/%.o: tests/%.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto -Ibench $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
 
@@ -281,13 +291,14 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' -DDLOCKD_
                 -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 FUZZ_INC     := -Idaemon -Iclient -Iproto -Itests -Itests/fuzz $(CFLAGS_DAEMON) $(CFLAGS_CHECK)
 FUZZ_LIBOBJ  := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)) \
-                $(PROTO_SRC) client/dlock.c tests/fake_backend.c)
+                $(PROTO_SRC) client/dlock.c tests/fake_backend.c) \
+                $(FUZZ_DIR)/obj/$(GEN_SRC:.c=.o)
 FUZZ_REPLAY  := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
 # make check and make unit build and run the replays with the unit suites
 TEST_BIN     += $(FUZZ_REPLAY)
 unit: $(FUZZ_REPLAY)
 
-$(FUZZ_DIR)/obj/%.o: %.c
+$(FUZZ_DIR)/obj/%.o: %.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_INC) -c $< -o $@
 
@@ -298,7 +309,7 @@ $(FUZZ_REPLAY): $(BUILD)/tests/fuzz/replay-%: $(BUILD)/tests/fuzz/%.o \
                 $(BUILD)/tests/fuzz/replay.o $(TEST_HELP) $(BUILD)/libdlockd.a $(BUILD)/libdlock.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
 
-$(BUILD)/tests/fuzz/%.o: tests/fuzz/%.c
+$(BUILD)/tests/fuzz/%.o: tests/fuzz/%.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto -Itests $(CFLAGS_DAEMON) $(CFLAGS_CHECK) \
 	    -c $< -o $@

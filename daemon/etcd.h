@@ -1,21 +1,32 @@
 /*
- * etcd — a client of etcd v3's JSON gateway (grpc-gateway, HTTP/1.1) on
- * libevent's evhttp: unary calls (/v3/kv/txn, /v3/lease/grant, ...) over a
- * small pool of keep-alive connections, and one watch stream whose chunked
- * response is split into JSON messages as they arrive.
+ * etcd — a client of etcd v3's gRPC API: HTTP/2 (nghttp2) over one TCP or
+ * TLS connection per endpoint, on the daemon's libevent loop, no threads.
+ * Messages are protobuf-c's, generated from daemon/etcd.proto (etcd's field
+ * numbers). Every call is a stream of its own on the connection, so calls
+ * never wait behind each other; the owner orders what must be ordered.
  *
- * Endpoints are tried in order: a call that cannot reach the current one
- * (refused, reset, no answer within the request timeout) moves the client
- * to the next, and the client counts as down until a call succeeds again.
- * It never retries a call by itself: its owner decides what is safe to send
- * again. Names are resolved once, by etcd_create (start-up may block); the
- * event loop never blocks. With a user name, the client authenticates
- * (/v3/auth/authenticate) before its first call on each endpoint and again
- * when etcd says the token is no longer valid.
+ * Unary calls (KV Range/Txn/DeleteRange, Lease Grant/Revoke, Maintenance
+ * Status) and a keepalive (one LeaseKeepAlive request on a stream of its
+ * own, half-closed, one response read) end with one callback. The watch is
+ * one bidirectional Watch stream for the client: a create request, then its
+ * messages one by one to the owner.
+ *
+ * Endpoints are tried in order: a connection that fails (refused, reset,
+ * TLS refused, no answer within the request timeout to a call or to a
+ * PING) moves the client to the next, and the client counts as down until
+ * a call succeeds again. Each change of an endpoint's state is logged once,
+ * with the reason (etcd_why_down gives it for -BACKEND replies). It never
+ * retries a call by itself: its owner decides what is safe to send again.
+ * Names are resolved once, by etcd_create (start-up may block); the event
+ * loop never blocks. With a user name, the client authenticates
+ * (Auth/Authenticate) on each connection before its first call, sends the
+ * token as the "token" metadata of every call, and authenticates again
+ * when etcd says the token is no longer valid (gRPC UNAUTHENTICATED,
+ * "invalid auth token"): the calls refused for that are sent once more with
+ * the new token, the only resend the client does.
  *
  * A call's callback runs exactly once, always from the event loop, never
- * from inside etcd_call. JSON is jansson's; keys and values in etcd's JSON
- * are base64 (etcd_b64_*).
+ * from inside etcd_call.
  */
 #ifndef DLOCKD_ETCD_H
 #define DLOCKD_ETCD_H
@@ -24,24 +35,43 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "etcd.pb-c.h"
 
 struct event_base;
 struct etcd;
+struct tls_client;
+
+/* The methods the client calls. */
+enum etcd_method {
+	ETCD_RANGE,		/* /etcdserverpb.KV/Range: Etcd__RangeRequest */
+	ETCD_TXN,		/* /etcdserverpb.KV/Txn: Etcd__TxnRequest */
+	ETCD_DELETE_RANGE,	/* /etcdserverpb.KV/DeleteRange */
+	ETCD_LEASE_GRANT,	/* /etcdserverpb.Lease/LeaseGrant */
+	ETCD_LEASE_REVOKE,	/* /etcdserverpb.Lease/LeaseRevoke */
+	ETCD_LEASE_KEEPALIVE,	/* /etcdserverpb.Lease/LeaseKeepAlive, one message */
+	ETCD_STATUS		/* /etcdserverpb.Maintenance/Status */
+};
 
 /* How a call ended. */
 enum etcd_status {
-	ETCD_OK,	/* etcd answered: body is its response */
-	ETCD_FAILED,	/* etcd answered with an error: code, why */
+	ETCD_OK,	/* etcd answered: msg is its response */
+	ETCD_FAILED,	/* etcd answered with a gRPC status other than OK: code, why */
 	ETCD_DOWN	/* no answer: not reachable, timed out, or shut down */
 };
 
 /* The outcome of a call; valid during the callback only. */
 struct etcd_result {
 	enum etcd_status status;
-	json_t *body;		/* ETCD_OK: the response object (borrowed) */
+	/* ETCD_OK: the response, of the method's response type
+	 * (Etcd__TxnResponse for ETCD_TXN, ...), owned by the client */
+	const ProtobufCMessage *msg;
 	int code;		/* ETCD_FAILED: the gRPC status code */
-	const char *why;	/* ETCD_FAILED, ETCD_DOWN: a sentence */
+	const char *why;	/* ETCD_FAILED: grpc-message ("etcdserver: requested
+				 * lease not found"); ETCD_DOWN: a short reason
+				 * ("connection refused", "timed out", "TLS: certificate
+				 * not verified: ...", "authentication failed: ...") */
 };
 
 typedef void etcd_cb(void *arg, const struct etcd_result *r);
@@ -50,9 +80,10 @@ typedef void etcd_cb(void *arg, const struct etcd_result *r);
 struct etcd_hooks {
 	/* the client came up (a call succeeded after none had) or went down */
 	void (*state)(void *arg, bool up);
-	/* one message of the watch stream (its "result" object), or NULL when
-	 * the stream ended or failed: start it again with etcd_watch() */
-	void (*watch)(void *arg, json_t *result);
+	/* one message of the watch stream (owned by the client, valid during
+	 * the hook), or NULL when the stream ended or failed: start it again
+	 * with etcd_watch() */
+	void (*watch)(void *arg, const Etcd__WatchResponse *msg);
 	void *arg;
 };
 
@@ -63,6 +94,10 @@ struct etcd_options {
 	uint64_t request_timeout_ms;	/* a call without an answer by then fails */
 	const char *username;		/* NULL: no authentication */
 	const char *password;
+	struct tls_client *tls;		/* NULL: plain TCP; else TLS (ALPN h2) with
+					 * this context (a reference is taken) */
+	const char *tls_server_name;	/* the name the certificates must carry;
+					 * NULL: each endpoint's host */
 };
 
 /* A new client (no connection is made yet); NULL after logging why (a name
@@ -72,17 +107,13 @@ struct etcd *etcd_create(struct event_base *base, const struct etcd_options *o,
 /* Free the client: calls in flight are dropped without their callbacks. */
 void etcd_destroy(struct etcd *c);
 
-/* POST body (taken over; freed by the client) to path ("/v3/kv/txn"), on
- * the connection with the fewest calls in flight. */
-void etcd_call(struct etcd *c, const char *path, json_t *body, etcd_cb *cb, void *arg);
-/* The same on the connection lane picks: calls of one lane reach etcd one
- * after the other, in the order they were made (the owner gives one lane
- * to everything about one lock key). */
-void etcd_call_lane(struct etcd *c, unsigned lane, const char *path, json_t *body,
+/* Call method m with request req (of m's request type; packed at once: the
+ * caller keeps req and may free it on return). */
+void etcd_call(struct etcd *c, enum etcd_method m, const ProtobufCMessage *req,
     etcd_cb *cb, void *arg);
-/* (Re)start the watch stream with create_request (taken over): the stream
- * running is cancelled first, without a NULL message. */
-void etcd_watch(struct etcd *c, json_t *create_request);
+/* (Re)start the watch stream with create request req (packed at once): the
+ * stream running is cancelled first, without a NULL message. */
+void etcd_watch(struct etcd *c, const Etcd__WatchCreateRequest *req);
 /* Stop the watch stream, if any, without a NULL message. */
 void etcd_watch_stop(struct etcd *c);
 /* Whether a watch stream is running. */
@@ -90,6 +121,9 @@ bool etcd_watching(const struct etcd *c);
 
 /* Whether the last call that ended got an answer. */
 bool etcd_up(const struct etcd *c);
+/* Why the client is down, for -BACKEND replies: a short reason
+ * ("127.0.0.1:2379: connection refused"), or NULL when up. */
+const char *etcd_why_down(const struct etcd *c);
 /* The endpoint calls go to now. */
 const char *etcd_endpoint(const struct etcd *c);
 /* Counters for INFO. */
@@ -99,18 +133,9 @@ struct etcd_stats {
 	uint64_t switches;	/* moves to another endpoint */
 	uint64_t messages;	/* watch messages received */
 	uint64_t watches;	/* watch streams started */
+	uint64_t connects;	/* connections made (HTTP/2 set up) */
+	uint64_t streams;	/* streams open now */
 };
 void etcd_stats(const struct etcd *c, struct etcd_stats *out);
-
-/* base64 of the n bytes at s, NUL-terminated; the caller frees it. */
-char *etcd_b64_encode(const void *s, size_t n);
-/* Decode base64 text into a new buffer (NUL-terminated, *n bytes before the
- * NUL) the caller frees; NULL if text is not base64. */
-char *etcd_b64_decode(const char *text, size_t *n);
-
-/* An integer field of a JSON object as etcd writes them (int64 as a string,
- * or a number; absent: 0, as proto3 leaves out zero values). -1 when it is
- * there but not an integer. */
-int64_t etcd_int(const json_t *obj, const char *name);
 
 #endif
