@@ -1,5 +1,5 @@
 /*
- * be_etcd — leases in an etcd v3 cluster, through its JSON gateway (etcd.c).
+ * be_etcd — leases in an etcd v3 cluster, through its gRPC API (etcd.c).
  *
  * The recipe is etcd's concurrency.Mutex, extended to shared locks and
  * semaphores. A lock key K is the range of etcd keys "<prefix><K escaped>/"
@@ -74,6 +74,7 @@
 #include "hashtab.h"
 #include "later.h"
 #include "log.h"
+#include "tls.h"
 #include "xmalloc.h"
 
 #define ET_BACKOFF_MIN_MS 100	/* first pause after a keepalive or grant failed */
@@ -94,6 +95,13 @@ struct et_settings {
 	char *username;			/* NULL: no authentication */
 	char *password;			/* its password */
 	char *password_file;		/* where password was read from, or NULL */
+	long long tls;			/* 1: connect with TLS */
+	char *tls_ca_file;		/* CAs that sign etcd's certificates; NULL: the
+					 * system's */
+	char *tls_cert_file;		/* client certificate, or NULL */
+	char *tls_key_file;		/* its key, or NULL */
+	char *tls_server_name;		/* the name etcd's certificates must carry,
+					 * NULL: each endpoint's host */
 };
 
 enum et_state {
@@ -135,7 +143,6 @@ struct et_key {
 	char *path;			/* "<prefix><escaped key>/" */
 	size_t pathlen;
 	int64_t last_delete;		/* revision of the last delete seen in its range */
-	unsigned lane;			/* the gateway connection of its requests */
 	struct et_entry_list entries;	/* its etcd keys */
 	unsigned refs;			/* operations in flight that use it */
 };
@@ -168,6 +175,7 @@ struct et_op {
 	struct be_reply rep;		/* answered: the answer */
 	char why[160];			/* its sentence */
 	bool in_flight;			/* a request of it is out */
+	bool granting;			/* own_lease: a grant, not a keepalive, is out */
 	TAILQ_ENTRY(et_op) entry;	/* on r->ops, r->waiting or r->deferred */
 	struct later_item done;		/* answered: on r->done until it is given */
 };
@@ -267,7 +275,6 @@ key_get(struct et *r, const char *name, size_t len)
 		k->pathlen = pathlen;
 		TAILQ_INIT(&k->entries);
 		hashtab_insert(r->keys, &k->node, k->path, k->pathlen);
-		k->lane = (unsigned)(k->node.hash >> 32);
 	}
 	k->refs++;
 	return k;
@@ -333,64 +340,140 @@ kind_of(enum lock_mode mode, unsigned limit, char out[ET_KIND_MAX])
 	}
 }
 
-/* ---- JSON of requests ----------------------------------------------------- */
+/* ---- requests ------------------------------------------------------------- */
 
-/* A JSON string of the base64 of the len bytes at s. */
-static json_t *
-jb64(const void *s, size_t len)
+/* Requests are built on the caller's stack: etcd_call packs them at once. */
+
+/* The len bytes at p as a protobuf bytes field (not copied). */
+static ProtobufCBinaryData
+bin(const void *p, size_t len)
 {
-	char *t = etcd_b64_encode(s, len);
-	json_t *j = json_string(t);
-	free(t);
-	return j;
+	return (ProtobufCBinaryData){ .len = len, .data = (uint8_t *)(uintptr_t)p };
 }
 
-/* A JSON string of the decimal n (etcd's int64). */
-static json_t *
-jint(int64_t n)
-{
-	char buf[24];
-	snprintf(buf, sizeof(buf), "%lld", (long long)n);
-	return json_string(buf);
-}
-
-/* request_put of e's key with kind mode/limit on lease. */
-static json_t *
-req_put(const char *ekey, enum lock_mode mode, unsigned limit, int64_t lease)
-{
+/* A put of an etcd key, as one operation of a Txn. */
+struct req_put {
+	Etcd__RequestOp op;
+	Etcd__PutRequest put;
 	char kind[ET_KIND_MAX];
-	kind_of(mode, limit, kind);
-	return json_pack("{s:{s:o, s:o, s:o}}", "request_put", "key", jb64(ekey, strlen(ekey)),
-	    "value", jb64(kind, strlen(kind)), "lease", jint(lease));
+};
+
+/* p: the put of ekey with kind mode/limit on lease. */
+static Etcd__RequestOp *
+req_put(struct req_put *p, const char *ekey, enum lock_mode mode, unsigned limit,
+    int64_t lease)
+{
+	etcd__request_op__init(&p->op);
+	etcd__put_request__init(&p->put);
+	kind_of(mode, limit, p->kind);
+	p->put.key = bin(ekey, strlen(ekey));
+	p->put.value = bin(p->kind, strlen(p->kind));
+	p->put.lease = lease;
+	p->op.request_case = ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
+	p->op.request_put = &p->put;
+	return &p->op;
 }
 
-/* request_range of k's whole range, by create revision. */
-static json_t *
-req_range(const struct et_key *k)
+/* A read of a lock key's whole range, as one operation of a Txn. */
+struct req_range {
+	Etcd__RequestOp op;
+	Etcd__RangeRequest range;
+	char *end;		/* the range's end, freed by req_range_done */
+};
+
+/* p: the read of k's whole range, by create revision. */
+static Etcd__RequestOp *
+req_range(struct req_range *p, const struct et_key *k)
 {
-	char *end = xmemdup(k->path, k->pathlen);
-	json_t *j;
-	end[k->pathlen - 1]++;	/* '/' + 1: the end of the prefix range */
-	j = json_pack("{s:{s:o, s:o, s:s, s:s}}", "request_range", "key",
-	    jb64(k->path, k->pathlen), "range_end", jb64(end, k->pathlen),
-	    "sort_order", "ASCEND", "sort_target", "CREATE");
-	free(end);
-	return j;
+	etcd__request_op__init(&p->op);
+	etcd__range_request__init(&p->range);
+	p->end = xmemdup(k->path, k->pathlen);
+	p->end[k->pathlen - 1]++;	/* '/' + 1: the end of the prefix range */
+	p->range.key = bin(k->path, k->pathlen);
+	p->range.range_end = bin(p->end, k->pathlen);
+	p->range.sort_order = ETCD__RANGE_REQUEST__SORT_ORDER__ASCEND;
+	p->range.sort_target = ETCD__RANGE_REQUEST__SORT_TARGET__CREATE;
+	p->op.request_case = ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
+	p->op.request_range = &p->range;
+	return &p->op;
 }
 
-/* compare: ekey's create revision is rev. */
-static json_t *
-cmp_created(const char *ekey, int64_t rev)
+static void
+req_range_done(struct req_range *p)
 {
-	return json_pack("{s:o, s:s, s:s, s:o}", "key", jb64(ekey, strlen(ekey)),
-	    "target", "CREATE", "result", "EQUAL", "create_revision", jint(rev));
+	free(p->end);
 }
 
-/* The i-th response of a Txn's answer, of kind name ("response_range"). */
-static json_t *
-txn_response(const json_t *body, size_t i, const char *name)
+/* A delete of one etcd key, as one operation of a Txn. */
+struct req_delete {
+	Etcd__RequestOp op;
+	Etcd__DeleteRangeRequest del;
+};
+
+static Etcd__RequestOp *
+req_delete(struct req_delete *p, const char *ekey)
 {
-	return json_object_get(json_array_get(json_object_get(body, "responses"), i), name);
+	etcd__request_op__init(&p->op);
+	etcd__delete_range_request__init(&p->del);
+	p->del.key = bin(ekey, strlen(ekey));
+	p->op.request_case = ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+	p->op.request_delete_range = &p->del;
+	return &p->op;
+}
+
+/* c: a compare of key's (len bytes, through range_end when not NULL)
+ * create revision with rev. */
+static Etcd__Compare *
+cmp_created(Etcd__Compare *c, const char *key, size_t len, const char *range_end,
+    size_t endlen, int64_t rev)
+{
+	etcd__compare__init(c);
+	c->key = bin(key, len);
+	if (range_end != NULL)
+		c->range_end = bin(range_end, endlen);
+	c->target = ETCD__COMPARE__COMPARE_TARGET__CREATE;
+	c->result = ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+	c->target_union_case = ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
+	c->create_revision = rev;
+	return c;
+}
+
+/* Send a Txn for op: compares (ncmp of them), then ops (nops). */
+static void op_call(struct et_op *op, enum etcd_method m, const ProtobufCMessage *req,
+    etcd_cb *cb);
+
+static void
+op_txn(struct et_op *op, Etcd__Compare **cmp, size_t ncmp, Etcd__RequestOp **ops, size_t nops,
+    etcd_cb *cb)
+{
+	Etcd__TxnRequest txn;
+	etcd__txn_request__init(&txn);
+	txn.compare = cmp;
+	txn.n_compare = ncmp;
+	txn.success = ops;
+	txn.n_success = nops;
+	op_call(op, ETCD_TXN, &txn.base, cb);
+}
+
+/* A Txn's answer (ETCD_OK) and what it says. */
+static const Etcd__TxnResponse *
+txn_of(const struct etcd_result *res)
+{
+	return (const Etcd__TxnResponse *)(const void *)res->msg;
+}
+
+static int64_t
+txn_revision(const Etcd__TxnResponse *t)
+{
+	return t->header != NULL ? t->header->revision : 0;
+}
+
+/* The i-th response of a Txn's answer if it is a range's, else NULL. */
+static const Etcd__RangeResponse *
+txn_range(const Etcd__TxnResponse *t, size_t i)
+{
+	return i < t->n_responses && t->responses[i]->response_case ==
+	    ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE ? t->responses[i]->response_range : NULL;
 }
 
 /* ---- completing operations ------------------------------------------------ */
@@ -456,16 +539,16 @@ wake_later(struct et *r, struct et_key *k)
 	op_answer(op, BE_OK, 0, 0, NULL);
 }
 
-/* Send op's request: path with body; its answer goes to cb. */
+/* Send op's request req of method m; its answer goes to cb. */
 static void
-op_call(struct et_op *op, const char *path, json_t *body, etcd_cb *cb)
+op_call(struct et_op *op, enum etcd_method m, const ProtobufCMessage *req, etcd_cb *cb)
 {
 	struct et *r = op->r;
 	op->sent = clock_ms();
 	op->in_flight = true;
 	TAILQ_INSERT_TAIL(&r->ops, op, entry);
-	/* the requests about one key go out in order, on one connection */
-	etcd_call_lane(r->cli, op->k->lane, path, body, cb, op);
+	/* the requests about one key reach etcd one after the other */
+	etcd_call_lane(r->cli, op->k->node.hash, m, req, cb, op);
 }
 
 /* An answer to op's request arrived: it is not in flight any more. */
@@ -499,10 +582,9 @@ static void on_delete(void *arg, const struct etcd_result *res);
 static void
 delete_send(struct et_op *op)
 {
-	json_t *ops = json_array();
-	json_array_append_new(ops, json_pack("{s:{s:o}}", "request_delete_range", "key",
-	    jb64(op->ekey, strlen(op->ekey))));
-	op_call(op, "/v3/kv/txn", json_pack("{s:o}", "success", ops), on_delete);
+	struct req_delete d;
+	Etcd__RequestOp *ops[] = { req_delete(&d, op->ekey) };
+	op_txn(op, NULL, 0, ops, 1, on_delete);
 }
 
 /* Delete etcd key ekey (and revoke lease, if not 0) until etcd confirms it,
@@ -558,9 +640,12 @@ on_deferred(evutil_socket_t fd, short what, void *arg)
 static void
 revoke(struct et *r, int64_t lease)
 {
-	if (lease != 0)
-		etcd_call(r->cli, "/v3/lease/revoke", json_pack("{s:o}", "ID", jint(lease)),
-		    NULL, NULL);
+	if (lease != 0) {
+		Etcd__LeaseRevokeRequest req;
+		etcd__lease_revoke_request__init(&req);
+		req.id = lease;
+		etcd_call(r->cli, ETCD_LEASE_REVOKE, &req.base, NULL, NULL);
+	}
 }
 
 /* The answer to a delete: a release is told whether its key was there; a
@@ -570,12 +655,14 @@ on_delete(void *arg, const struct etcd_result *res)
 {
 	struct et_op *op = arg;
 	struct et *r = op->r;
-	json_t *dr = res->status == ETCD_OK ?
-	    txn_response(res->body, 0, "response_delete_range") : NULL;
+	const Etcd__TxnResponse *t = res->status == ETCD_OK ? txn_of(res) : NULL;
+	bool deleted = t != NULL && t->n_responses > 0 && t->responses[0]->response_case ==
+	    ETCD__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE &&
+	    t->responses[0]->response_delete_range->deleted > 0;
 	op_landed(op);
 	if (res->status == ETCD_OK) {
 		revoke(r, op->revoke);
-		if (op->kind == EK_RELEASE && etcd_int(dr, "deleted") > 0)
+		if (op->kind == EK_RELEASE && deleted)
 			op_answer(op, BE_OK, 0, 0, NULL);
 		else if (op->kind == EK_RELEASE)
 			op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key was gone");
@@ -662,6 +749,16 @@ lease_lost(struct et *r, const char *why)
 static void on_grant(void *arg, const struct etcd_result *res);
 static void on_keepalive(void *arg, const struct etcd_result *res);
 
+/* Keep lease alive, telling cb (if not NULL). */
+static void
+keepalive(struct et *r, int64_t lease, etcd_cb *cb, void *arg)
+{
+	Etcd__LeaseKeepAliveRequest req;
+	etcd__lease_keep_alive_request__init(&req);
+	req.id = lease;
+	etcd_call(r->cli, ETCD_LEASE_KEEPALIVE, &req.base, cb, arg);
+}
+
 /* Time for a keepalive, or for a grant when there is no lease. */
 static void
 on_lease_timer(evutil_socket_t fd, short what, void *arg)
@@ -674,17 +771,17 @@ on_lease_timer(evutil_socket_t fd, short what, void *arg)
 		lease_lost(r, "it could not be kept alive in time");
 	if (r->lease == 0) {
 		if (!r->granting) {
-			uint64_t ttl_s = ((uint64_t)r->set->lease_ttl_ms + 999) / 1000;
+			Etcd__LeaseGrantRequest req;
+			etcd__lease_grant_request__init(&req);
+			req.ttl = (int64_t)(((uint64_t)r->set->lease_ttl_ms + 999) / 1000);
 			r->granting = true;
 			r->grant_sent = now;
-			etcd_call(r->cli, "/v3/lease/grant", json_pack("{s:o}", "TTL",
-			    jint((int64_t)ttl_s)), on_grant, r);
+			etcd_call(r->cli, ETCD_LEASE_GRANT, &req.base, on_grant, r);
 		}
 	} else if (!r->keeping) {
 		r->keeping = true;
 		r->keep_sent = now;
-		etcd_call(r->cli, "/v3/lease/keepalive", json_pack("{s:o}", "ID", jint(r->lease)),
-		    on_keepalive, r);
+		keepalive(r, r->lease, on_keepalive, r);
 	}
 	/* keep the own leases of waiting DETACH keys alive too */
 	struct hashtab_iter it;
@@ -694,8 +791,7 @@ on_lease_timer(evutil_socket_t fd, short what, void *arg)
 		struct et_entry *e;
 		TAILQ_FOREACH(e, &((struct et_key *)(void *)n)->entries, entry)
 			if (e->own && e->state == E_WAITING)
-				etcd_call(r->cli, "/v3/lease/keepalive", json_pack("{s:o}", "ID",
-				    jint(e->lease)), NULL, NULL);
+				keepalive(r, e->lease, NULL, NULL);
 	}
 	flush_waiting(r);
 	if (!ready(r)) {
@@ -754,8 +850,9 @@ static void
 on_grant(void *arg, const struct etcd_result *res)
 {
 	struct et *r = arg;
-	int64_t id = res->status == ETCD_OK ? etcd_int(res->body, "ID") : 0;
-	int64_t ttl = res->status == ETCD_OK ? etcd_int(res->body, "TTL") : 0;
+	const Etcd__LeaseGrantResponse *g = res->status == ETCD_OK ?
+	    (const Etcd__LeaseGrantResponse *)(const void *)res->msg : NULL;
+	int64_t id = g != NULL ? g->id : 0, ttl = g != NULL ? g->ttl : 0;
 	r->granting = false;
 	if (id > 0 && ttl > 0) {
 		r->lease = id;
@@ -767,6 +864,7 @@ on_grant(void *arg, const struct etcd_result *res)
 		lease_schedule(r, r->lease_ttl_ms / 3);
 	} else if (res->status != ETCD_DOWN) {
 		log_warn("etcd did not grant a lease: %s", res->why != NULL ? res->why :
+		    g != NULL && g->error != NULL && *g->error != '\0' ? g->error :
 		    "no ID or TTL in its answer");
 	}
 	flush_waiting(r);
@@ -778,13 +876,15 @@ static void
 on_keepalive(void *arg, const struct etcd_result *res)
 {
 	struct et *r = arg;
+	const Etcd__LeaseKeepAliveResponse *ka;
 	int64_t ttl;
 	r->keeping = false;
 	if (res->status != ETCD_OK || r->lease == 0)
 		return;	/* the timer tries again; lease_until stays */
-	if (etcd_int(res->body, "ID") != r->lease)
+	ka = (const Etcd__LeaseKeepAliveResponse *)(const void *)res->msg;
+	if (ka->id != r->lease)
 		return;	/* an answer about a lease given up since */
-	ttl = etcd_int(res->body, "TTL");
+	ttl = ka->ttl;
 	if (ttl <= 0) {
 		lease_lost(r, "etcd says it has expired");
 		return;
@@ -822,13 +922,19 @@ watch_start(struct et *r)
 	const char *p = r->set->key_prefix;
 	size_t endlen;
 	char *end = prefix_end(p, strlen(p), &endlen);
-	json_t *req = json_pack("{s:o, s:o, s:[s], s:b}", "key", jb64(p, strlen(p)),
-	    "range_end", jb64(end, endlen), "filters", "NOPUT", "prev_kv", 1);
-	free(end);
+	Etcd__WatchCreateRequest__FilterType noput = ETCD__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
+	Etcd__WatchCreateRequest req;
+	etcd__watch_create_request__init(&req);
+	req.key = bin(p, strlen(p));
+	req.range_end = bin(end, endlen);
+	req.filters = &noput;
+	req.n_filters = 1;
+	req.prev_kv = 1;
 	if (r->watch_rev > 0)
-		json_object_set_new(req, "start_revision", jint(r->watch_rev + 1));
+		req.start_revision = r->watch_rev + 1;
 	r->watch_ready = false;
-	etcd_watch(r->cli, req);
+	etcd_watch(r->cli, &req);
+	free(end);
 }
 
 
@@ -893,11 +999,9 @@ watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev, int64_t cr
 
 /* One message of the watch stream, or NULL: the stream ended. */
 static void
-on_watch(void *arg, json_t *res)
+on_watch(void *arg, const Etcd__WatchResponse *res)
 {
 	struct et *r = arg;
-	json_t *events, *ev;
-	size_t i;
 	int64_t head;
 
 	if (res == NULL) {
@@ -913,19 +1017,20 @@ on_watch(void *arg, json_t *res)
 		return;
 	}
 	backoff_reset(&r->watch_backoff);
-	head = etcd_int(json_object_get(res, "header"), "revision");
-	if (json_is_true(json_object_get(res, "canceled")) ||
-	    etcd_int(res, "compact_revision") > 0) {
+	head = res->header != NULL ? res->header->revision : 0;
+	if (res->canceled || res->compact_revision > 0) {
 		/* the revision to resume from is compacted: read state anew */
-		log_warn("etcd watch from revision %lld cancelled (compacted to %lld): "
+		log_warn("etcd watch from revision %lld cancelled (compacted to %lld%s%s): "
 		    "waiting locks look again", (long long)r->watch_rev + 1,
-		    (long long)etcd_int(res, "compact_revision"));
+		    (long long)res->compact_revision, res->cancel_reason != NULL &&
+		    *res->cancel_reason != '\0' ? "; " : "",
+		    res->cancel_reason != NULL ? res->cancel_reason : "");
 		r->watch_rev = 0;
 		r->rewake = true;
 		watch_start(r);
 		return;
 	}
-	if (json_is_true(json_object_get(res, "created"))) {
+	if (res->created) {
 		if (r->watch_rev == 0)
 			r->watch_rev = head;
 		r->watch_ready = true;
@@ -936,25 +1041,20 @@ on_watch(void *arg, json_t *res)
 		flush_waiting(r);
 		return;
 	}
-	events = json_object_get(res, "events");
-	json_array_foreach(events, i, ev) {
-		json_t *kv = json_object_get(ev, "kv");
-		int64_t rev = etcd_int(kv, "mod_revision");
-		size_t len;
-		char *key;
+	for (size_t i = 0; i < res->n_events; i++) {
+		const Etcd__Event *ev = res->events[i];
+		int64_t rev;
+		if (ev->kv == NULL)
+			continue;
+		rev = ev->kv->mod_revision;
 		if (rev > r->watch_rev)
 			r->watch_rev = rev;
-		if (!json_is_string(json_object_get(ev, "type")) ||
-		    strcmp(json_string_value(json_object_get(ev, "type")), "DELETE") != 0)
+		if (ev->type != ETCD__EVENT__EVENT_TYPE__DELETE || ev->kv->key.len == 0)
 			continue;
-		key = etcd_b64_decode(json_string_value(json_object_get(kv, "key")) != NULL ?
-		    json_string_value(json_object_get(kv, "key")) : "", &len);
-		if (key != NULL)
-			watch_delete(r, key, len, rev, etcd_int(json_object_get(ev, "prev_kv"),
-			    "create_revision"));
-		free(key);
+		watch_delete(r, (const char *)ev->kv->key.data, ev->kv->key.len, rev,
+		    ev->prev_kv != NULL ? ev->prev_kv->create_revision : 0);
 	}
-	if (json_array_size(events) == 0 && head > r->watch_rev)
+	if (res->n_events == 0 && head > r->watch_rev)
 		r->watch_rev = head;	/* progress: nothing before head is missing */
 }
 
@@ -1000,32 +1100,28 @@ on_state(void *arg, bool up)
  * 0, or -1 if ekey is not in kvs.
  */
 static int
-decide(const json_t *kvs, const char *ekey, enum lock_mode mode, unsigned limit,
-    int64_t *created, bool *holds, int64_t *wait_rev)
+decide(Etcd__KeyValue *const *kvs, size_t n, const char *ekey, enum lock_mode mode,
+    unsigned limit, int64_t *created, bool *holds, int64_t *wait_rev)
 {
-	char *mine = etcd_b64_encode(ekey, strlen(ekey));
+	size_t mine = strlen(ekey);
 	int64_t prev = 0, last_excl = 0;
 	unsigned before = 0;
-	size_t i;
-	json_t *kv;
 	int rc = -1;
 
-	json_array_foreach(kvs, i, kv) {
-		const char *key = json_string_value(json_object_get(kv, "key"));
-		const char *val = json_string_value(json_object_get(kv, "value"));
-		int64_t c = etcd_int(kv, "create_revision");
-		if (key != NULL && strcmp(key, mine) == 0) {
+	for (size_t i = 0; i < n; i++) {
+		const Etcd__KeyValue *kv = kvs[i];
+		int64_t c = kv->create_revision;
+		if (kv->key.len == mine && memcmp(kv->key.data, ekey, mine) == 0) {
 			*created = c;
 			rc = 0;
 			break;
 		}
 		before++;
 		prev = c;
-		/* "czA=" is base64 of "s0": any other kind excludes readers */
-		if (val == NULL || strcmp(val, "czA=") != 0)
+		/* any kind but "s0" excludes readers */
+		if (kv->value.len != 2 || memcmp(kv->value.data, "s0", 2) != 0)
 			last_excl = c;
 	}
-	free(mine);
 	switch (mode) {
 	case LOCK_EXCLUSIVE:
 		*holds = before == 0;
@@ -1070,14 +1166,16 @@ on_try_delete(void *arg, const struct etcd_result *res)
 /* Entry e (E_NEW or E_WAITING) was put at revision rev with created as its
  * create revision: it holds (answer BE_OK with fence rev) or waits (BE_BUSY). */
 static void
-entry_placed(struct et_op *op, struct et_entry *e, const json_t *kvs, int64_t rev)
+entry_placed(struct et_op *op, struct et_entry *e, const Etcd__RangeResponse *range,
+    int64_t rev)
 {
 	struct et *r = op->r;
 	int64_t created = 0, wait_rev = 0;
 	bool holds = false;
 	uint64_t valid;
 
-	if (decide(kvs, e->ekey, op->mode, op->limit, &created, &holds, &wait_rev) < 0) {
+	if (range == NULL || decide(range->kvs, range->n_kvs, e->ekey, op->mode, op->limit,
+	    &created, &holds, &wait_rev) < 0) {
 		entry_drop(r, e, NULL, NULL);
 		op_answer(op, BE_ERROR, 0, 0, "the etcd key was not there after its put");
 		return;
@@ -1100,12 +1198,13 @@ entry_placed(struct et_op *op, struct et_entry *e, const json_t *kvs, int64_t re
 	e->limit = op->limit;
 	if (!holds && op->try_once) {
 		/* a try leaves nothing behind: its key goes before the answer */
+		struct req_delete d;
+		Etcd__RequestOp *ops[1];
 		free(op->ekey);
 		op->ekey = xstrdup(e->ekey);
 		entry_free(r, e);
-		op_call(op, "/v3/kv/txn", json_pack("{s:[{s:{s:o}}]}", "success",
-		    "request_delete_range", "key", jb64(op->ekey, strlen(op->ekey))),
-		    on_try_delete);
+		ops[0] = req_delete(&d, op->ekey);
+		op_txn(op, NULL, 0, ops, 1, on_try_delete);
 		return;
 	}
 	if (!holds) {
@@ -1167,7 +1266,7 @@ on_acquire_txn(void *arg, const struct etcd_result *res)
 		txn_failed(op, e, res);
 		return;
 	}
-	if (!json_is_true(json_object_get(res->body, "succeeded"))) {
+	if (!txn_of(res)->succeeded) {
 		/* an exclusive try found the range taken: nothing was put */
 		if (e != NULL && e->state == E_NEW)
 			entry_free(op->r, e);
@@ -1180,8 +1279,7 @@ on_acquire_txn(void *arg, const struct etcd_result *res)
 		op_answer(op, BE_ERROR, 0, 0, "released while being acquired");
 		return;
 	}
-	entry_placed(op, e, json_object_get(txn_response(res->body, 1, "response_range"), "kvs"),
-	    etcd_int(json_object_get(res->body, "header"), "revision"));
+	entry_placed(op, e, txn_range(txn_of(res), 1), txn_revision(txn_of(res)));
 }
 
 /* Send an acquire's Txn. */
@@ -1190,25 +1288,21 @@ acquire_txn(struct et_op *op)
 {
 	struct et *r = op->r;
 	struct et_entry *e = entry_find(op->k, op->token);
-	json_t *ops;
+	struct req_put put;
+	struct req_range range;
+	Etcd__Compare cmp, *cmps[1];
+	Etcd__RequestOp *ops[2];
 	assert(e != NULL);
 	free(op->ekey);
 	op->ekey = xstrdup(e->ekey);
 	op->put_lease = op->detach ? op->lease : r->lease;
-	ops = json_pack("[o, o]", req_put(e->ekey, op->mode, op->limit, op->put_lease),
-	    req_range(op->k));
-	if (op->try_once && op->mode == LOCK_EXCLUSIVE && e->state == E_NEW) {
-		/* an exclusive try puts its key only into an empty range */
-		json_t *range = req_range(op->k), *rr = json_object_get(range, "request_range");
-		json_t *cmp = json_pack("{s:O, s:O, s:s, s:s, s:o}", "key",
-		    json_object_get(rr, "key"), "range_end", json_object_get(rr, "range_end"),
-		    "target", "CREATE", "result", "EQUAL", "create_revision", jint(0));
-		json_decref(range);
-		op_call(op, "/v3/kv/txn", json_pack("{s:[o], s:o}", "compare", cmp, "success", ops),
-		    on_acquire_txn);
-		return;
-	}
-	op_call(op, "/v3/kv/txn", json_pack("{s:o}", "success", ops), on_acquire_txn);
+	ops[0] = req_put(&put, e->ekey, op->mode, op->limit, op->put_lease);
+	ops[1] = req_range(&range, op->k);
+	/* an exclusive try puts its key only into an empty range */
+	cmps[0] = cmp_created(&cmp, op->k->path, op->k->pathlen, range.end, op->k->pathlen, 0);
+	op_txn(op, cmps, op->try_once && op->mode == LOCK_EXCLUSIVE && e->state == E_NEW ? 1 : 0,
+	    ops, 2, on_acquire_txn);
+	req_range_done(&range);
 }
 
 static void transfer_txn(struct et_op *op);
@@ -1221,8 +1315,16 @@ on_own_lease(void *arg, const struct etcd_result *res)
 {
 	struct et_op *op = arg;
 	struct et_entry *e = entry_find(op->k, op->kind == EK_TRANSFER ? op->from : op->token);
-	int64_t id = res->status == ETCD_OK ? etcd_int(res->body, "ID") : 0;
-	int64_t ttl = res->status == ETCD_OK ? etcd_int(res->body, "TTL") : 0;
+	int64_t id = 0, ttl = 0;
+	if (res->status == ETCD_OK && op->granting) {
+		const Etcd__LeaseGrantResponse *g = (const void *)res->msg;
+		id = g->id;
+		ttl = g->ttl;
+	} else if (res->status == ETCD_OK) {
+		const Etcd__LeaseKeepAliveResponse *ka = (const void *)res->msg;
+		id = ka->id;
+		ttl = ka->ttl;
+	}
 	op_landed(op);
 	if (res->status != ETCD_OK) {
 		txn_failed(op, op->kind == EK_ACQUIRE ? e : NULL, res);
@@ -1269,13 +1371,18 @@ on_own_lease(void *arg, const struct etcd_result *res)
 static void
 own_lease(struct et_op *op, int64_t lease)
 {
-	uint64_t ttl_s = (op->ttl_ms + 999) / 1000;
-	if (lease != 0)
-		op_call(op, "/v3/lease/keepalive", json_pack("{s:o}", "ID", jint(lease)),
-		    on_own_lease);
-	else
-		op_call(op, "/v3/lease/grant", json_pack("{s:o}", "TTL", jint((int64_t)ttl_s)),
-		    on_own_lease);
+	op->granting = lease == 0;
+	if (lease != 0) {
+		Etcd__LeaseKeepAliveRequest req;
+		etcd__lease_keep_alive_request__init(&req);
+		req.id = lease;
+		op_call(op, ETCD_LEASE_KEEPALIVE, &req.base, on_own_lease);
+	} else {
+		Etcd__LeaseGrantRequest req;
+		etcd__lease_grant_request__init(&req);
+		req.ttl = (int64_t)((op->ttl_ms + 999) / 1000);
+		op_call(op, ETCD_LEASE_GRANT, &req.base, on_own_lease);
+	}
 }
 
 /* Send an acquire or transfer that was ready (or became ready). */
@@ -1369,7 +1476,7 @@ on_renew_own_txn(void *arg, const struct etcd_result *res)
 	if (res->status != ETCD_OK) {
 		revoke(r, op->lease);
 		op_answer(op, BE_ERROR, 0, 0, res->why);
-	} else if (!json_is_true(json_object_get(res->body, "succeeded")) || e == NULL) {
+	} else if (!txn_of(res)->succeeded || e == NULL) {
 		revoke(r, op->lease);
 		if (e != NULL)
 			e->gone = true;
@@ -1393,9 +1500,11 @@ renew_own_txn(struct et_op *op)
 		op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
 		return;
 	}
-	op_call(op, "/v3/kv/txn", json_pack("{s:[o], s:[o]}", "compare",
-	    cmp_created(e->ekey, e->create_rev), "success",
-	    req_put(e->ekey, e->mode, e->limit, op->lease)), on_renew_own_txn);
+	struct req_put put;
+	Etcd__Compare cmp, *cmps[] = { cmp_created(&cmp, e->ekey, strlen(e->ekey), NULL, 0,
+	    e->create_rev) };
+	Etcd__RequestOp *ops[] = { req_put(&put, e->ekey, e->mode, e->limit, op->lease) };
+	op_txn(op, cmps, 1, ops, 1, on_renew_own_txn);
 }
 
 /*
@@ -1450,8 +1559,8 @@ on_transfer_txn(void *arg, const struct etcd_result *res)
 		txn_failed(op, to, res);
 		return;
 	}
-	rev = etcd_int(json_object_get(res->body, "header"), "revision");
-	if (!json_is_true(json_object_get(res->body, "succeeded"))) {
+	rev = txn_revision(txn_of(res));
+	if (!txn_of(res)->succeeded) {
 		/* from's key is gone: nothing was changed */
 		if (from != NULL)
 			entry_free(r, from);
@@ -1476,8 +1585,7 @@ on_transfer_txn(void *arg, const struct etcd_result *res)
 			revoke(r, from->lease);
 		entry_free(r, from);
 	}
-	entry_placed(op, to, json_object_get(txn_response(res->body, 2, "response_range"),
-	    "kvs"), rev);
+	entry_placed(op, to, txn_range(txn_of(res), 2), rev);
 }
 
 /* Send a transfer's Txn: from's key is deleted and to's put in one Txn,
@@ -1502,11 +1610,17 @@ transfer_txn(struct et_op *op)
 	op->put_lease = lease;
 	free(op->ekey);
 	op->ekey = xstrdup(to->ekey);
-	op_call(op, "/v3/kv/txn", json_pack("{s:[o], s:[o, o, o]}", "compare",
-	    cmp_created(from->ekey, from->create_rev), "success",
-	    json_pack("{s:{s:o}}", "request_delete_range", "key",
-	    jb64(from->ekey, strlen(from->ekey))),
-	    req_put(to->ekey, op->mode, op->limit, lease), req_range(op->k)), on_transfer_txn);
+	{
+		struct req_delete d;
+		struct req_put put;
+		struct req_range range;
+		Etcd__Compare cmp, *cmps[] = { cmp_created(&cmp, from->ekey, strlen(from->ekey),
+		    NULL, 0, from->create_rev) };
+		Etcd__RequestOp *ops[] = { req_delete(&d, from->ekey),
+		    req_put(&put, to->ekey, op->mode, op->limit, lease), req_range(&range, op->k) };
+		op_txn(op, cmps, 1, ops, 3, on_transfer_txn);
+		req_range_done(&range);
+	}
 }
 
 static void
@@ -1603,7 +1717,8 @@ et_info(struct backend *be, struct evbuffer *out)
 	    "backend_inflight:%zu\r\nbackend_keys_held:%zu\r\nbackend_keys_waiting:%zu\r\n"
 	    "backend_deferred_releases:%zu\r\nbackend_renewals_total:%llu\r\n"
 	    "backend_lost_total:%llu\r\nbackend_wakeups_total:%llu\r\n"
-	    "backend_watch_messages_total:%llu\r\n",
+	    "backend_watch_messages_total:%llu\r\nbackend_tls:%d\r\n"
+	    "backend_streams:%llu\r\n",
 	    etcd_endpoint(r->cli), etcd_up(r->cli),
 	    (unsigned long long)(r->nups > 0 ? r->nups - 1 : 0),
 	    (unsigned long long)st.switches, (long long)r->lease,
@@ -1612,7 +1727,8 @@ et_info(struct backend *be, struct evbuffer *out)
 	    r->watch_ready, (long long)r->watch_rev, (unsigned long long)st.calls,
 	    (unsigned long long)st.failures, inflight, held, waiting, deferred,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nlost,
-	    (unsigned long long)r->nwakeups, (unsigned long long)st.messages);
+	    (unsigned long long)r->nwakeups, (unsigned long long)st.messages, r->set->tls != 0,
+	    (unsigned long long)st.streams);
 }
 
 static const char *
@@ -1620,6 +1736,24 @@ et_state(struct backend *be)
 {
 	struct et *r = be->priv;
 	return etcd_up(r->cli) && lease_ok(r, clock_ms()) ? "connected" : "disconnected";
+}
+
+/* Why LOCK answers -BACKEND now, in a few words: the endpoint and why it is
+ * down, or the lease or watch not there yet. */
+static const char *
+et_problem(struct backend *be, char *buf, size_t len)
+{
+	struct et *r = be->priv;
+	const char *down = etcd_why_down(r->cli);
+	if (down != NULL)
+		snprintf(buf, len, "etcd %s", down);
+	else if (!lease_ok(r, clock_ms()))
+		snprintf(buf, len, "no etcd lease yet");
+	else if (!r->watch_ready)
+		snprintf(buf, len, "the etcd watch is not started yet");
+	else
+		return NULL;
+	return buf;
 }
 
 /* Releases in flight or kept for later: shutdown waits for them. */
@@ -1651,14 +1785,28 @@ et_create(struct backend *be)
 		.password = set->password,
 	};
 	struct etcd_hooks h = { .state = on_state, .watch = on_watch, .arg = r };
+	struct tls_client *tls = NULL;
 
-	json_set_alloc_funcs(xmalloc, free);
+	if (set->tls) {
+		char why[512];
+		if ((tls = tls_client_create(set->tls_ca_file, set->tls_cert_file,
+		    set->tls_key_file, why, sizeof(why))) == NULL) {
+			log_error("etcd backend: TLS: %s", why);
+			free(r);
+			return -1;
+		}
+		o.tls = tls;
+		o.tls_server_name = set->tls_server_name;
+	}
+
 	r->be = be;
 	r->set = set;
 	TAILQ_INIT(&r->ops);
 	TAILQ_INIT(&r->waiting);
 	TAILQ_INIT(&r->deferred);
-	if ((r->cli = etcd_create(be->base, &o, &h)) == NULL) {
+	r->cli = etcd_create(be->base, &o, &h);
+	tls_client_unref(tls);	/* the client holds its own reference */
+	if (r->cli == NULL) {
 		free(r);
 		return -1;
 	}
@@ -1680,9 +1828,9 @@ et_create(struct backend *be)
 		log_warn("etcd backend: lease_ttl_ms %lld is less than three request timeouts "
 		    "(%lld ms): a keepalive that gets no answer may cost the lease",
 		    set->lease_ttl_ms, 3 * set->request_timeout_ms);
-	log_info("etcd backend: %s%s, key prefix '%s', lease TTL %lld ms",
+	log_info("etcd backend: %s%s%s, key prefix '%s', lease TTL %lld ms",
 	    set->endpoints[0], set->nendpoints > 1 ? " (and others in order)" : "",
-	    set->key_prefix, set->lease_ttl_ms);
+	    set->tls ? " over TLS" : "", set->key_prefix, set->lease_ttl_ms);
 	return 0;
 }
 
@@ -1753,23 +1901,46 @@ static const struct conf_setting et_settings_table[] = {
 	{ .name = "password", .type = CONF_SECRET, .off = ET_SET(password) },
 	{ .name = "password_file", .type = CONF_SECRET_FILE, .off = ET_SET(password_file),
 	  .pair = "password" },
+	{ .name = "tls.enabled", .type = CONF_BOOL, .off = ET_SET(tls), .def = 0 },
+	{ .name = "tls.ca_file", .type = CONF_PATH, .off = ET_SET(tls_ca_file) },
+	{ .name = "tls.cert_file", .type = CONF_PATH, .off = ET_SET(tls_cert_file) },
+	{ .name = "tls.key_file", .type = CONF_PATH, .off = ET_SET(tls_key_file) },
+	{ .name = "tls.server_name", .type = CONF_STR, .off = ET_SET(tls_server_name) },
 };
 
-/* -b etcd://[user[:password]@]host[:port][,host[:port]...]: port 2379 when
- * left out; user and password may hold %XX escapes. The URL gives the
- * endpoints and the credentials (none when it has none). 1 if url is not an
- * etcd URL; else 0, or -1 with *why a sentence that never holds the
- * password. */
+/* dlockd -t and start-up: the TLS files go together and load. */
+static void
+et_check(struct conf *c, const void *settings, int deep)
+{
+	const struct et_settings *set = settings;
+	if ((set->tls_cert_file == NULL) != (set->tls_key_file == NULL))
+		(void)conf_setting_error(c, set->tls_cert_file != NULL ? "backend.tls.cert_file" :
+		    "backend.tls.key_file", "'backend.tls.cert_file' and 'backend.tls.key_file' "
+		    "go together (a client certificate and its key)");
+	if (deep && c->nerrors == 0 && set->tls) {
+		char why[512];
+		struct tls_client *tls = tls_client_create(set->tls_ca_file, set->tls_cert_file,
+		    set->tls_key_file, why, sizeof(why));
+		if (tls == NULL)
+			(void)conf_setting_error(c, set->tls_cert_file != NULL ?
+			    "backend.tls.cert_file" : "backend.tls.ca_file", "TLS: %s", why);
+		tls_client_unref(tls);
+	}
+}
+
+/* -b etcd://[user[:password]@]host[:port][,host[:port]...], or etcds://
+ * for TLS (verified against the system's CAs unless backend.tls says
+ * otherwise): port 2379 when left out; user and password may hold %XX
+ * escapes. The URL gives the endpoints, the credentials (none when it has
+ * none) and whether TLS is on. 1 if url is not an etcd URL; else 0, or -1
+ * with *why a sentence that never holds the password. */
 static int
 et_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 {
-	const char *info = url + strlen("etcd://"), *s;
+	bool tls = strncasecmp(url, "etcds://", 8) == 0;
+	const char *info = url + (tls ? strlen("etcds://") : strlen("etcd://")), *s;
 	char *user = NULL, *pw = NULL;
-	if (strncasecmp(url, "etcds://", 8) == 0 || strncasecmp(url, "https://", 8) == 0) {
-		*why = "TLS is not supported";
-		return -1;
-	}
-	if (strncasecmp(url, "etcd://", 7) != 0)
+	if (!tls && strncasecmp(url, "etcd://", 7) != 0)
 		return 1;
 	*why = NULL;
 	if (conf_url_userinfo(info, &user, &pw, &s, why) < 0) {
@@ -1789,6 +1960,7 @@ et_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 		set(arg, "username", user != NULL ? user : "");
 		set(arg, "password", pw != NULL ? pw : "");
 		set(arg, "password_file", "");
+		set(arg, "tls.enabled", tls ? "true" : "false");
 	}
 	if (pw != NULL)
 		explicit_bzero(pw, strlen(pw));
@@ -1804,7 +1976,7 @@ const struct backend_ops be_etcd_ops = {
 	.nsettings = sizeof(et_settings_table) / sizeof(et_settings_table[0]),
 	.settings_size = sizeof(struct et_settings),
 	.parse_url = et_parse_url,
-	.url_form = "etcd://host:port[,host:port...]",
+	.url_form = "etcd[s]://host:port[,host:port...]",
 	.create = et_create,
 	.destroy = et_destroy,
 	.acquire = et_acquire,
@@ -1815,15 +1987,17 @@ const struct backend_ops be_etcd_ops = {
 	.info = et_info,
 	.state = et_state,
 	.pending = et_pending,
+	.problem = et_problem,
+	.check = et_check,
 };
 
 #ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */
 /* ---- for the fuzz harness (be_etcd_internal.h) ----------------------------- */
 
 int
-be_etcd_decide(const json_t *kvs, const char *ekey, enum lock_mode mode, unsigned limit,
-    int64_t *created, bool *holds, int64_t *wait_rev)
+be_etcd_decide(Etcd__KeyValue *const *kvs, size_t n, const char *ekey, enum lock_mode mode,
+    unsigned limit, int64_t *created, bool *holds, int64_t *wait_rev)
 {
-	return decide(kvs, ekey, mode, limit, created, holds, wait_rev);
+	return decide(kvs, n, ekey, mode, limit, created, holds, wait_rev);
 }
 #endif

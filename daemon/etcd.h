@@ -111,6 +111,12 @@ void etcd_destroy(struct etcd *c);
  * caller keeps req and may free it on return). */
 void etcd_call(struct etcd *c, enum etcd_method m, const ProtobufCMessage *req,
     etcd_cb *cb, void *arg);
+/* The same, once every call made before with the same lane (not 0) has
+ * ended: calls of one lane reach etcd one after the other, in the order
+ * they were made (the owner gives one lane to everything about one lock
+ * key), while calls of other lanes go out at once. */
+void etcd_call_lane(struct etcd *c, uint64_t lane, enum etcd_method m,
+    const ProtobufCMessage *req, etcd_cb *cb, void *arg);
 /* (Re)start the watch stream with create request req (packed at once): the
  * stream running is cancelled first, without a NULL message. */
 void etcd_watch(struct etcd *c, const Etcd__WatchCreateRequest *req);
