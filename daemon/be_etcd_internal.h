@@ -8,20 +8,20 @@
 #define DLOCKD_BE_ETCD_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "backend.h"
+#include "etcd.pb-c.h"
 
 /*
- * Where the etcd key ekey stands in kvs (a range response's "kvs": the
- * keys of a lock by create revision, base64 as etcd writes them) for a
- * lease of mode and limit: whether it holds, and if not the create revision
- * of the key whose delete it waits for (-1: any before it). *created gets
- * ekey's create revision. 0, or -1 if ekey is not in kvs.
+ * Where the etcd key ekey (NUL-terminated) stands among the n keys kvs (a
+ * range response's: the keys of a lock by create revision) for a lease of
+ * mode and limit: whether it holds, and if not the create revision of the
+ * key whose delete it waits for (-1: any before it). *created gets ekey's
+ * create revision. 0, or -1 if ekey is not among them.
  */
-int be_etcd_decide(const json_t *kvs, const char *ekey, enum lock_mode mode, unsigned limit,
-    int64_t *created, bool *holds, int64_t *wait_rev);
+int be_etcd_decide(Etcd__KeyValue *const *kvs, size_t n, const char *ekey, enum lock_mode mode,
+    unsigned limit, int64_t *created, bool *holds, int64_t *wait_rev);
 
 #endif
