@@ -446,8 +446,10 @@ call_fail_later(struct etcd_call *k, enum etcd_status st, int code, const char *
 	k->fstatus = st;
 	k->fcode = code;
 	snprintf(k->fwhy, sizeof(k->fwhy), "%s", why);
-	if (st == ETCD_DOWN && k->kind < K_AUTH)
+	if (st == ETCD_DOWN && k->kind < K_AUTH) {
 		c->stats.failures++;
+		state_set(c, false);
+	}
 	later_add(c->failing, &k->fail, on_fail);
 }
 
@@ -482,11 +484,11 @@ on_call_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	c_enter(c);
 	if (conn != NULL) {
-		if (k->sid > 0 && !conn->failed) {
-			(void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, k->sid,
-			    NGHTTP2_CANCEL);
-			conn_flush(conn);
-		}
+		/* the stream is cancelled, the call fails, and so does the
+		 * connection that did not answer it */
+		call_detach(k, true);
+		conn_flush(conn);
+		call_fail_later(k, ETCD_DOWN, 0, "timed out");
 		conn_fail(conn, "timed out");
 	}
 	c_leave(c);
@@ -729,6 +731,28 @@ unary_read(struct etcd_conn *conn, struct etcd_call *k, bool end)
 	}
 }
 
+/* etcd ended the watch stream k (its status, if any, came): tell the
+ * owner, and close the stream on our side too. */
+static void
+watch_ended(struct etcd_conn *conn, struct etcd_call *k)
+{
+	struct etcd *c = conn->c;
+	if (k->grpc_status > 0)
+		log_warn("etcd %s: watch stream ended: %s", conn->ep->text,
+		    k->grpc_message != NULL ? k->grpc_message : "error");
+	if (k->grpc_status == GRPC_UNAUTHENTICATED && k->token_gen == conn->token_gen &&
+	    conn->token != NULL) {
+		free(conn->token);
+		conn->token = NULL;
+	}
+	call_detach(k, true);
+	if (c->watch == k) {
+		c->watch = NULL;
+		watch_lost(c);
+	}
+	call_free(k);
+}
+
 static int
 on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user_data)
 {
@@ -750,10 +774,20 @@ on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user_data)
 	case NGHTTP2_DATA:
 		if ((k = stream_call(conn, frame->hd.stream_id)) == NULL)
 			break;
-		if (k->kind == K_WATCH)
-			watch_read(conn, k);
-		else
+		if (k->kind != K_WATCH) {
 			unary_read(conn, k, (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
+			break;
+		}
+		watch_read(conn, k);
+		/* the stream may be gone (the hook, garbage): look again */
+		if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+		    (k = stream_call(conn, frame->hd.stream_id)) != NULL)
+			watch_ended(conn, k);
+		break;
+	case NGHTTP2_HEADERS:
+		if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+		    (k = stream_call(conn, frame->hd.stream_id)) != NULL && k->kind == K_WATCH)
+			watch_ended(conn, k);
 		break;
 	case NGHTTP2_GOAWAY:
 		if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
@@ -839,15 +873,7 @@ on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t error_code, void *use
 	if ((k = stream_call(conn, sid)) == NULL)
 		return 0;
 	if (k->kind == K_WATCH) {
-		if (k->grpc_status > 0)
-			log_warn("etcd %s: watch stream ended: %s", conn->ep->text,
-			    k->grpc_message != NULL ? k->grpc_message : "error");
-		if (k->grpc_status == GRPC_UNAUTHENTICATED && k->token_gen == conn->token_gen &&
-		    conn->token != NULL) {
-			free(conn->token);
-			conn->token = NULL;
-		}
-		call_down(k, "ended");
+		watch_ended(conn, k);
 		return 0;
 	}
 	if (k->grpc_status < 0 && error_code != NGHTTP2_NO_ERROR) {
