@@ -717,9 +717,10 @@ unary_read(struct etcd_conn *conn, struct etcd_call *k, bool end)
 		    .why = why };
 		log_warn("etcd %s: %s: %s", conn->ep->text, methods[k->kind].path, why);
 		call_detach(k, true);
-		state_set(conn->c, true);
 		if (k->kind == K_AUTH)
 			auth_done(conn, k, &r);
+		else
+			state_set(conn->c, true);
 		call_end(k, &r);
 		return;
 	}
@@ -844,12 +845,12 @@ call_answered(struct etcd_conn *conn, struct etcd_call *k)
 	} else {
 		r.msg = k->msg;
 	}
-	state_set(c, true);
 	if (k->kind == K_AUTH) {
 		auth_done(conn, k, &r);
 		call_end(k, &r);
 		return;
 	}
+	state_set(c, true);
 	if (r.status == ETCD_FAILED && r.code == GRPC_UNAUTHENTICATED && c->username != NULL &&
 	    !k->resent && strstr(r.why, "invalid auth token") != NULL) {
 		call_resend(conn, k);
@@ -928,6 +929,7 @@ auth_done(struct etcd_conn *conn, struct etcd_call *k, const struct etcd_result 
 		conn->token = xstrdup(resp->token);
 		conn->token_gen++;
 		ep_up(c, conn->ep);
+		state_set(c, true);
 		conn_pump(conn);
 		return;
 	}
