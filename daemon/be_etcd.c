@@ -82,6 +82,8 @@
 				 * quarter lease) */
 #define ET_DELETE_RETRY_MS 1000	/* deletes that failed are sent again then */
 #define ET_KIND_MAX 16		/* "x0", "s0", "n<limit>" and a NUL */
+#define ET_SEQ_BITS 16		/* a fence is the grant's revision << this, plus
+				 * the local handoffs since (fewer than 2^this) */
 #define ET_WATCH_RETRY_MIN_MS 100	/* first pause before starting a lost watch again */
 #define ET_WATCH_RETRY_MAX_MS 2000	/* longest such pause before jitter */
 
@@ -131,6 +133,8 @@ struct et_entry {
 	bool claimable;			/* in a wakeup: not asked for again yet */
 	bool gone;			/* E_HELD: its key or lease is gone */
 	bool leaving;			/* E_HELD: a handoff deletes its key */
+	int64_t grant_rev;		/* E_HELD: the revision it was found holding at */
+	unsigned seq;			/* E_HELD: local handoffs of its key since */
 	TAILQ_ENTRY(et_entry) entry;	/* on k->entries */
 };
 TAILQ_HEAD(et_entry_list, et_entry);
@@ -209,6 +213,7 @@ struct et {
 	uint64_t nlost;			/* daemon leases lost */
 	uint64_t nwakeups;		/* waiting keys woken by a delete */
 	uint64_t nups;			/* times etcd came back */
+	uint64_t nlocal;		/* handoffs done without a Txn */
 	bool destroying;		/* et_destroy runs */
 };
 
@@ -1227,7 +1232,9 @@ entry_placed(struct et_op *op, struct et_entry *e, const Etcd__RangeResponse *ra
 	}
 	e->state = E_HELD;
 	e->gone = false;
-	op_answer(op, BE_OK, (uint64_t)rev, valid, NULL);
+	e->grant_rev = rev;
+	e->seq = 0;
+	op_answer(op, BE_OK, (uint64_t)rev << ET_SEQ_BITS, valid, NULL);
 }
 
 /* A Txn of op failed (st ETCD_FAILED or ETCD_DOWN, why): e was changed or
@@ -1623,6 +1630,63 @@ transfer_txn(struct et_op *op)
 	}
 }
 
+/* Whether from's key can go to an exclusive session lock without a Txn:
+ * it holds, exclusive, on the daemon's lease, with fences left. */
+static bool
+local_handoff_ok(const struct et_op *op, const struct et_entry *from)
+{
+	return from != NULL && !op->detach && op->mode == LOCK_EXCLUSIVE &&
+	    from->state == E_HELD && from->mode == LOCK_EXCLUSIVE && !from->gone &&
+	    !from->leaving && !from->own && from->lease == op->r->lease &&
+	    from->seq + 1 < (1u << ET_SEQ_BITS);
+}
+
+/* The answer to a local handoff's read of the range: when from's key is
+ * the only one there, no other daemon waits, and to takes from's key over
+ * (fence: from's grant revision, shifted, plus one more handoff). Else, or
+ * without an answer, the handoff is a Txn after all. */
+static void
+on_local_range(void *arg, const struct etcd_result *res)
+{
+	struct et_op *op = arg;
+	struct et *r = op->r;
+	struct et_entry *from = entry_find(op->k, op->from);
+	const Etcd__RangeResponse *rr = res->status == ETCD_OK ?
+	    (const Etcd__RangeResponse *)(const void *)res->msg : NULL;
+	uint64_t valid;
+	op_landed(op);
+	if (rr == NULL || rr->count != 1 || rr->n_kvs != 1 || !local_handoff_ok(op, from) ||
+	    rr->kvs[0]->key.len != strlen(from->ekey) ||
+	    memcmp(rr->kvs[0]->key.data, from->ekey, rr->kvs[0]->key.len) != 0 ||
+	    rr->kvs[0]->create_revision != from->create_rev) {
+		transfer_txn(op);
+		return;
+	}
+	valid = op_valid(op);
+	if (valid == 0) {
+		transfer_txn(op);	/* it fails there, as a Txn would */
+		return;
+	}
+	memcpy(from->token, op->token, TOKEN_LEN + 1);
+	from->seq++;
+	r->nlocal++;
+	op_answer(op, BE_OK, (uint64_t)from->grant_rev << ET_SEQ_BITS | from->seq, valid, NULL);
+}
+
+/* Hand from's key over locally if the range holds nothing else: one read,
+ * no write, and no other daemon is passed (one whose key came after the
+ * read came after this daemon's waiter too). */
+static void
+local_handoff(struct et_op *op)
+{
+	struct req_range range;
+	(void)req_range(&range, op->k);
+	range.range.keys_only = 1;
+	range.range.limit = 2;
+	op_call(op, ETCD_RANGE, &range.range.base, on_local_range);
+	req_range_done(&range);
+}
+
 static void
 et_transfer(struct backend *be, const struct be_lock *from, const struct be_lock *to,
     be_cb *cb, void *arg)
@@ -1637,6 +1701,10 @@ et_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	op->detach = to->detached;
 	if (!etcd_up(r->cli) || (!op->detach && !lease_ok(r, op->t_call))) {
 		op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
+		return;
+	}
+	if (local_handoff_ok(op, entry_find(op->k, op->from))) {
+		local_handoff(op);
 		return;
 	}
 	op_send(op);
@@ -1718,7 +1786,7 @@ et_info(struct backend *be, struct evbuffer *out)
 	    "backend_deferred_releases:%zu\r\nbackend_renewals_total:%llu\r\n"
 	    "backend_lost_total:%llu\r\nbackend_wakeups_total:%llu\r\n"
 	    "backend_watch_messages_total:%llu\r\nbackend_tls:%d\r\n"
-	    "backend_streams:%llu\r\n",
+	    "backend_streams:%llu\r\nbackend_local_handoffs_total:%llu\r\n",
 	    etcd_endpoint(r->cli), etcd_up(r->cli),
 	    (unsigned long long)(r->nups > 0 ? r->nups - 1 : 0),
 	    (unsigned long long)st.switches, (long long)r->lease,
@@ -1728,7 +1796,7 @@ et_info(struct backend *be, struct evbuffer *out)
 	    (unsigned long long)st.failures, inflight, held, waiting, deferred,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nlost,
 	    (unsigned long long)r->nwakeups, (unsigned long long)st.messages, r->set->tls != 0,
-	    (unsigned long long)st.streams);
+	    (unsigned long long)st.streams, (unsigned long long)r->nlocal);
 }
 
 static const char *

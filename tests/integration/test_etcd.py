@@ -244,16 +244,17 @@ class TestEtcdDaemons(EtcdCase):
         for i in range(20):
             c, other = ((ca, cb), (cb, ca))[i % 2]
             g = self.assertGranted(c.cmd("LOCK", key, "WAIT", 0))
-            # the fence is the create revision of the holder's etcd key
+            # the fence is the create revision of the holder's etcd key,
+            # shifted left by 16 bits (room for local handoffs)
             keys = self.etcd_keys(self.etcd, key)
             self.assertEqual(len(keys), 1, keys)
-            self.assertEqual(g[1], keys[0][1], "fence %d, etcd key %s" % (g[1], keys))
+            self.assertEqual(g[1], keys[0][1] << 16, "fence %d, etcd key %s" % (g[1], keys))
             self.assertIs(other.cmd("LOCK", key, "WAIT", 0), NULL)
             self.assertEqual(c.cmd("VALIDATE", key, g[1]), 1)
             self.assertEqual(c.cmd("UNLOCK", key), 0)
             fences.append(g[1])
         self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])), fences)
-        self.assertLessEqual(fences[-1], self.etcd.revision())
+        self.assertLessEqual(fences[-1] >> 16, self.etcd.revision())
         self.assertGreater(fences[0], 0)
         # each daemon reports the last fence it issued
         self.assertEqual(self.status(self.a, key)["fence"], fences[-2])
@@ -296,6 +297,82 @@ class TestEtcdDaemons(EtcdCase):
         fences = [g0[1]] + [f for _, f in order]
         self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])), fences)
         self.wait_etcd_keys(self.etcd, key, 0, "(all released)")
+
+    def test_order_when_the_holder_daemon_has_waiters(self):
+        # the holder on A, waiters arriving in turn on A and B: a daemon's
+        # queue has one place in etcd, its head's, so the daemons take
+        # turns (PROTOCOL.md 8.3, Order across daemons): B0 A0 B1 A1 B2 A2
+        key = unique_key()
+        holder = self.conn(self.a)
+        self.assertGranted(holder.cmd("LOCK", key))
+        waiters = []
+        for i in range(3):
+            for name, d in (("A", self.a), ("B", self.b)):
+                # A's holder counts as the head of A's queue
+                w = self.queue(d, key, "WAIT", 20000, waiters=i + 1)
+                waiters.append(("%s%d" % (name, i), w))
+        order = []
+
+        def take(name, w):
+            g = read_within(w, 20)
+            if not isinstance(g, list):
+                raise AssertionError("waiter %s got %r" % (name, g))
+            order.append((name, g[1]))
+            if w.cmd("UNLOCK", key) != 0:
+                raise AssertionError("waiter %s: UNLOCK did not release" % name)
+
+        calls = [in_thread(take, name, w) for name, w in waiters]
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        for c in calls:
+            c.result(30)
+        self.assertEqual([n for n, _ in order], ["B0", "A0", "B1", "A1", "B2", "A2"],
+                         "grants: %s" % order)
+        fences = [f for _, f in order]
+        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])), fences)
+        self.wait_etcd_keys(self.etcd, key, 0, "(all released)")
+
+    def test_local_handoffs_without_a_txn(self):
+        # waiters on the holder's daemon alone: each handoff is a read of
+        # the range (nobody else waits), not a Txn; the etcd key stays, and
+        # fences count the handoffs in their low 16 bits
+        key = unique_key()
+        holder = self.conn(self.a)
+        g0 = self.assertGranted(holder.cmd("LOCK", key))
+        keys = self.wait_etcd_keys(self.etcd, key, 1, "(the holder)")
+        waiters = [self.queue(self.a, key, "WAIT", 20000, waiters=i + 1) for i in range(3)]
+        local0 = int(self.info(self.a)["backend_local_handoffs_total"])
+        m0 = self.etcd.metrics()
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        fences = [g0[1]]
+        for w in waiters:
+            g = read_within(w, 10)
+            self.assertIsInstance(g, list, g)
+            fences.append(g[1])
+            # one etcd key all along, the first holder's
+            self.assertEqual(self.etcd_keys(self.etcd, key), keys)
+            self.assertEqual(w.cmd("UNLOCK", key), 0)
+        m1 = self.etcd.metrics()
+        self.assertEqual(fences, [g0[1] + i for i in range(4)], fences)
+        self.assertEqual(int(self.info(self.a)["backend_local_handoffs_total"]) - local0, 3)
+        # one Txn: the last release's delete
+        self.assertEqual(self.etcd.requests("Txn", m1) - self.etcd.requests("Txn", m0), 1)
+        self.wait_etcd_keys(self.etcd, key, 0, "(released)")
+        # a waiter of another daemon is not passed: B's key waits, so the
+        # handoff to A's next waiter is a Txn, and B goes first
+        g1 = self.assertGranted(holder.cmd("LOCK", key))
+        wb = self.queue(self.b, key, "WAIT", 20000, waiters=1)
+        self.wait_etcd_keys(self.etcd, key, 2, "(B's waiter)")
+        wa = self.queue(self.a, key, "WAIT", 20000, waiters=1)
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        gb = read_within(wb, 10)
+        self.assertIsInstance(gb, list, gb)
+        self.assertGreater(gb[1], g1[1])
+        self.assertIsNone(read_within(wa, 0.2), "A's waiter passed B's")
+        self.assertEqual(wb.cmd("UNLOCK", key), 0)
+        ga = read_within(wa, 10)
+        self.assertIsInstance(ga, list, ga)
+        self.assertGreater(ga[1], gb[1])
+        self.assertEqual(wa.cmd("UNLOCK", key), 0)
 
     def test_wake_across_daemons_without_polling(self):
         # a waiter on B behind a holder on A: for seconds of waiting nobody
@@ -467,7 +544,7 @@ class TestEtcdDaemons(EtcdCase):
         name, rev, lease, value = keys[0]
         self.assertTrue(name.startswith(lock_prefix(key)), name)
         self.assertRegex(name[len(lock_prefix(key)):], rb"\A[^/]+\Z")
-        self.assertEqual(rev, g[1])
+        self.assertEqual(rev << 16, g[1])
         self.assertEqual(lease, lease_a, "not on the daemon's lease")
         self.assertEqual(value, b"x0", "the value of an exclusive lock's key")
         self.assertEqual(c.cmd("UNLOCK", key), 0)
@@ -500,10 +577,10 @@ class TestEtcdDaemons(EtcdCase):
         p1, p2 = self.conn(self.a), self.conn(self.b)
         g1 = self.assertGranted(p1.cmd("LOCK", key, "LIMIT", 3))
         g2 = self.assertGranted(p2.cmd("LOCK", key, "LIMIT", 3))
-        self.assertEqual([(k[1], k[3]) for k in self.etcd_keys(self.etcd, key)],
+        self.assertEqual([(k[1] << 16, k[3]) for k in self.etcd_keys(self.etcd, key)],
                          [(g1[1], b"n3"), (g2[1], b"n3")])
         self.assertEqual(p1.cmd("UNLOCK", key), 0)
-        self.assertEqual([k[1] for k in self.etcd_keys(self.etcd, key)], [g2[1]])
+        self.assertEqual([k[1] << 16 for k in self.etcd_keys(self.etcd, key)], [g2[1]])
         self.assertEqual(p2.cmd("UNLOCK", key), 0)
         self.assertEqual(self.etcd_keys(self.etcd, key), [])
 
@@ -581,7 +658,7 @@ class TestEtcdProcesses(EtcdCase):
         cycle(a2)
         self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
                         "fences across restarts: %s" % fences)
-        self.assertLess(fences[-1], 10 ** 6, "fences are etcd revisions")
+        self.assertLess(fences[-1] >> 16, 10 ** 6, "fences are etcd revisions, shifted")
 
     def test_killed_daemon_locks_taken_after_lease(self):
         e = self.start_etcd()
@@ -728,7 +805,7 @@ class TestEtcdProcesses(EtcdCase):
             keys = self.etcd_keys(e, k)
             self.assertEqual(len(keys), 1, "etcd keys of %s: %s" % (k, keys))
             # the fence is the revision at which B found its key holding
-            self.assertLessEqual(keys[0][1], g[1])
+            self.assertLessEqual(keys[0][1], g[1] >> 16)
             self.assertNotEqual(keys[0][2], old_lease, "granted on the dead lease")
             self.assertGreater(e.lease_ttl(keys[0][2])[0], 0, "granted on a dead lease")
         self.assertEqual(e.lease_ttl(old_lease)[0], -1, "the lost lease lives in etcd")
@@ -836,7 +913,7 @@ class TestEtcdProcesses(EtcdCase):
                 if other is not d:
                     self.assertIs(self.conn(other).cmd("LOCK", key, "WAIT", 0), NULL)
             keys = self.wait_etcd_keys(e, key, 1, "(the holder's alone)", timeout=1)
-            self.assertEqual(keys[0][1], g[1])
+            self.assertEqual(keys[0][1] << 16, g[1])
             self.assertEqual(c.cmd("UNLOCK", key), 0)
 
     def test_compaction_while_waiting(self):
@@ -903,7 +980,7 @@ class TestEtcdProcesses(EtcdCase):
         ca = self.conn(a)
         g = self.assertGranted(ca.cmd("LOCK", key))
         self.assertIs(self.conn(b).cmd("LOCK", key, "WAIT", 0), NULL)
-        self.assertEqual([x[1] for x in self.etcd_keys(e, key)], [g[1]])
+        self.assertEqual([x[1] << 16 for x in self.etcd_keys(e, key)], [g[1]])
         reply = self.conn(bad).cmd("LOCK", unique_key(), "WAIT", 0)
         self.assertErr(reply, "BACKEND")
         # the refused daemon tries again with a backoff, not in a loop
@@ -932,8 +1009,8 @@ class TestEtcdProcesses(EtcdCase):
         ga = self.assertGranted(self.conn(a).cmd("LOCK", key))
         # another prefix is another name space: the same key is free there
         gb = self.assertGranted(self.conn(b).cmd("LOCK", key, "WAIT", 0))
-        self.assertEqual([x[1] for x in self.etcd_keys(e, key)], [ga[1]])
-        self.assertEqual([x[1] for x in self.etcd_keys(e, key, "other/")], [gb[1]])
+        self.assertEqual([x[1] << 16 for x in self.etcd_keys(e, key)], [ga[1]])
+        self.assertEqual([x[1] << 16 for x in self.etcd_keys(e, key, "other/")], [gb[1]])
         names = [k[0] for k in e.keys(b"")]
         self.assertTrue(all(n.startswith((b"dlock/", b"other/")) for n in names), names)
 

@@ -857,16 +857,19 @@ class TestLocksEtcd(TestLocks):
     (backend.lease_ttl_ms, LEASE_MS here), kept alive every third of it: the
     validity a LOCK reports, and STATUS's ttl_ms, are what is left of that
     lease, whatever the lock's TTL. A DETACH lock has a lease of its own, of
-    its TTL. Fences are etcd revisions: small integers, not clocks."""
+    its TTL. Fences are etcd revisions shifted left by 16 bits (the low bits
+    count local handoffs): not clocks."""
     BACKEND = "etcd"
     LEASE_MS = 6000
     BACKEND_CONF = {"lease_ttl_ms": LEASE_MS}
     TTL_MIN = 10
 
     def check_first_fence(self, fence):
-        """A fence is the revision at which the key's holder was written."""
-        self.assertGreater(fence, 0)
-        self.assertLessEqual(fence, self.etcd.revision(), "a fence past etcd's revision")
+        """A fence is the revision at which the key's holder was written,
+        shifted left by 16 bits."""
+        self.assertGreater(fence >> 16, 0)
+        self.assertEqual(fence & 0xffff, 0, "a first grant counts no local handoff")
+        self.assertLessEqual(fence >> 16, self.etcd.revision(), "a fence past etcd's revision")
 
     def check_lease_left(self, left, floor=2 / 3):
         """left is what is left of the daemon's lease: kept alive every
