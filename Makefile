@@ -56,7 +56,7 @@ CFLAGS_DAEMON = $(shell pkg-config --cflags $(PKGS_DAEMON)) $(CPPFLAGS_SYSTEMD) 
 LIBS_DAEMON   = $(shell pkg-config --libs $(PKGS_DAEMON))
 CFLAGS_CHECK  = $(shell pkg-config --cflags check)
 CFLAGS_BENCH  = $(shell pkg-config --cflags libevent)
-LIBS_BENCH    = $(shell pkg-config --libs libevent) -lm
+LIBS_BENCH    = $(LIBS_DAEMON) -lm
 LIBS_CHECK    = $(shell pkg-config --libs check)
 
 # Debian packages: what building needs, and what the tests need on top.
@@ -95,9 +95,12 @@ TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_O
 CLIENT_OBJ  := $(BUILD)/client/dlock.o $(PROTO_OBJ)
 CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(PROTO_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o
-# the benchmark's load generator: its own sources and the parsers of proto/
+# the benchmark's load generator: its own sources, the parsers of proto/, and
+# for its direct-etcd mode the daemon's etcd client (daemon/etcd.c) with what it
+# needs, taken by the linker from an archive of the daemon's modules
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/addr.o $(BUILD)/proto/num.o
+BENCH_LIB   := $(BUILD)/bench/libdaemon.a
 BENCH_BIN   := $(BUILD)/dlock-bench
 TEST_SRC    := $(wildcard tests/check_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -155,6 +158,11 @@ $(BUILD)/bench/%.o: bench/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Iproto $(CFLAGS_BENCH) -c $< -o $@
 
+# the direct-etcd mode's requests are made with the daemon's client and messages
+$(BUILD)/bench/etcd_direct.o: bench/etcd_direct.c | $(GEN_H)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Iproto -Idaemon $(CFLAGS_DAEMON) -c $< -o $@
+
 $(BUILD)/tests/%.o: tests/%.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto -Ibench $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
@@ -179,8 +187,13 @@ $(BUILD)/libdlock.pc: client/libdlock.pc.in Makefile $(BUILD)/dirs.stamp
 $(BUILD)/dlock: $(CLI_OBJ) $(BUILD)/libdlock.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-$(BENCH_BIN): $(BENCH_OBJ)
+$(BENCH_BIN): $(BENCH_OBJ) $(BENCH_LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_BENCH)
+
+$(BENCH_LIB): $(DAEMON_LIB)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
 
 # The daemon's modules but main, as an archive, with the test entry points:
 # a test links what it uses.

@@ -15,6 +15,13 @@
  *                compare-and-delete script
  *   direct       the same, for uncontended workloads only (a busy reply is
  *                an error)
+ *   direct-etcd  dlockd's etcd recipe straight to etcd over gRPC, for
+ *                uncontended workloads only: each client has a lease of its
+ *                own (granted at start, kept alive); acquire is one Txn (put
+ *                the key on the lease, read its range by create revision:
+ *                it must come first), release one Txn (delete it). Every
+ *                client's calls share one connection, through the daemon's
+ *                etcd client (etcd_direct.c), as a daemon's do
  *   ping         PING after PING (any RESP server): the request/reply ceiling
  *   hold         no server: each client sleeps the hold time in a loop (the
  *                hold-time limit of one key)
@@ -25,8 +32,9 @@
  *   hot          each acquisition draws one of --keys keys from a Zipf
  *                distribution of exponent --zipf (key 0 the hottest)
  *
- * Everything is in this file but the histogram (hist.c) and the reply reader
- * (reply.c); addresses and integers are parsed by proto/.
+ * Everything is in this file but the histogram (hist.c), the reply reader
+ * (reply.c) and the direct-etcd mode's requests (etcd_direct.c); addresses
+ * and integers are parsed by proto/.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -52,6 +60,7 @@
 #include <event2/event.h>
 
 #include "addr.h"
+#include "etcd_direct.h"
 #include "hist.h"
 #include "num.h"
 #include "reply.h"
@@ -65,6 +74,11 @@
 #define RETRY_MS	10		/* pause after an error reply before trying again */
 #define NS_PER_MS	1000000ull
 #define NS_PER_US	1000ull
+#define ETCD_TIMEOUT_MS	2000		/* direct-etcd: a call fails without an
+					 * answer by then (the daemon's default
+					 * backend.request_timeout_ms) */
+#define REVOKE_MS	2000		/* direct-etcd: the most the leases'
+					 * revokes are waited for at the end */
 
 /* Compare-and-delete: the unlock of the direct modes. */
 #define UNLOCK_SCRIPT \
@@ -75,6 +89,7 @@
 	X(MODE_DLOCK, "dlock") \
 	X(MODE_DIRECT_POLL, "direct-poll") \
 	X(MODE_DIRECT, "direct") \
+	X(MODE_DIRECT_ETCD, "direct-etcd") \
 	X(MODE_PING, "ping") \
 	X(MODE_HOLD, "hold")
 
@@ -109,7 +124,9 @@ struct opts {
 	uint64_t warmup_ms;		/* before the window */
 	uint64_t window_ms;		/* the measuring window */
 	uint64_t poll_ms;		/* direct-poll: the retry interval */
-	uint64_t ttl_ms;		/* lease asked for; 0: dlockd's default */
+	uint64_t ttl_ms;		/* lease asked for; 0: dlockd's default;
+					 * direct-etcd: the leases' TTL, rounded
+					 * up to seconds */
 	uint64_t seed;			/* of the clients' random keys */
 	char prefix[128];		/* of every key */
 	const char *label;		/* copied into the JSON, or NULL */
@@ -123,7 +140,8 @@ struct opts {
 enum phase { PH_WARMUP, PH_MEASURE, PH_DONE };
 
 enum cstate {
-	CS_SETUP,		/* SCRIPT LOAD sent (direct modes) */
+	CS_SETUP,		/* SCRIPT LOAD sent (direct modes); direct-etcd:
+				 * LeaseGrant sent, or waiting to send it again */
 	CS_LOCKING,		/* LOCK or SET sent */
 	CS_POLLING,		/* direct-poll: busy, waiting to ask again */
 	CS_HOLDING,		/* granted, holding */
@@ -157,6 +175,16 @@ struct client {
 	uint64_t rng;			/* xorshift64* state */
 	uint64_t ops_window;		/* acquisitions (pings) in the window */
 	uint64_t ops_total;		/* since the start */
+	/* direct-etcd */
+	char ekey[ED_KEY_SIZE];		/* the etcd key of the acquisition */
+	size_t ekeylen, epathlen;	/* its length, that of its range part */
+	int64_t lease;			/* the client's lease, 0 none yet */
+	bool abandon;			/* the release under way ends an acquisition
+					 * that failed: pause after it */
+	struct ed_call call;		/* the acquire or release out */
+	struct ed_call lcall;		/* the LeaseGrant or LeaseRevoke out */
+	struct ed_call kcall;		/* the LeaseKeepAlive out */
+	struct event *keepalive;	/* the next LeaseKeepAlive */
 };
 
 /* One run. */
@@ -178,6 +206,9 @@ struct bench {
 	uint64_t attempts;		/* lock requests sent in the window */
 	uint64_t errors;		/* error replies and broken connections */
 	uint64_t lost;			/* direct unlocks that found the lease gone */
+	struct ed *ed;			/* direct-etcd: the etcd client they share */
+	uint64_t leases;		/* direct-etcd: leases granted */
+	int revoking;			/* direct-etcd: revokes out at the end */
 	int waiting_at_end;		/* clients still waiting for a grant at t1 */
 	uint64_t longest_waiting_ns;	/* the longest wait among them so far */
 	char first_error[256];		/* the first of them */
@@ -488,6 +519,9 @@ next_key(struct client *c)
 	return 0;
 }
 
+static void on_ed_acquire(void *arg, enum ed_outcome out, int64_t value, const char *why);
+static void on_ed_release(void *arg, enum ed_outcome out, int64_t value, const char *why);
+
 /* Send the lock request for the current key (again, when polling). */
 static void
 send_lock(struct client *c)
@@ -495,6 +529,15 @@ send_lock(struct client *c)
 	struct bench *b = c->b;
 	const struct opts *o = b->o;
 
+	if (o->mode == MODE_DIRECT_ETCD) {
+		if (b->phase == PH_MEASURE)
+			b->attempts++;
+		c->st = CS_LOCKING;
+		c->call.fn = on_ed_acquire;
+		c->call.arg = c;
+		ed_acquire(b->ed, c->ekey, c->ekeylen, c->epathlen, c->lease, &c->call);
+		return;
+	}
 	if (o->mode == MODE_DLOCK) {
 		put_array(c, o->ttl_ms ? 4 : 2);
 		put_str(c, "LOCK");
@@ -528,6 +571,8 @@ send_ping(struct client *c)
 	client_flush(c);
 }
 
+static void client_pause(struct client *c);
+
 /* Begin the next acquisition (or ping, or hold). */
 static void
 client_start(struct client *c)
@@ -547,6 +592,8 @@ client_start(struct client *c)
 	}
 	case MODE_DIRECT:
 	case MODE_DIRECT_POLL:
+	case MODE_DIRECT_ETCD:
+		/* 32 hex digits, as long as dlockd's tokens */
 		snprintf(c->token, sizeof(c->token), "%08x%08x%016llx", (unsigned)getpid(),
 		    (unsigned)c->id, (unsigned long long)c->seq);
 		break;
@@ -554,8 +601,23 @@ client_start(struct client *c)
 	case MODE_COUNT:
 		break;
 	}
+	if (o->mode == MODE_DIRECT_ETCD && c->lease == 0) {
+		client_pause(c);	/* the lease is being granted anew */
+		return;
+	}
 	c->seq++;
 	c->key = next_key(c);
+	if (o->mode == MODE_DIRECT_ETCD) {
+		char key[200];
+		size_t plen = strlen(o->prefix);
+		if (plen + 20 > sizeof(key))
+			die("key prefix too long");
+		memcpy(key, o->prefix, plen);
+		plen += fmt_dec(key + plen, (unsigned long long)c->key);
+		c->ekeylen = ed_key(c->ekey, key, plen, c->token, &c->epathlen);
+		if (c->ekeylen == 0)
+			die("key prefix too long");
+	}
 	c->asked_ns = now_ns();
 	send_lock(c);
 }
@@ -578,6 +640,13 @@ send_unlock(struct client *c)
 {
 	const struct opts *o = c->b->o;
 
+	if (o->mode == MODE_DIRECT_ETCD) {
+		c->st = CS_UNLOCKING;
+		c->call.fn = on_ed_release;
+		c->call.arg = c;
+		ed_release(c->b->ed, c->ekey, c->ekeylen, &c->call);
+		return;
+	}
 	if (o->mode == MODE_DLOCK) {
 		put_array(c, 2);
 		put_str(c, "UNLOCK");
@@ -618,6 +687,173 @@ client_pause(struct client *c)
 
 	c->st = CS_PAUSED;
 	evtimer_add(c->timer, &tv);
+}
+
+/* ---- direct-etcd: the outcomes of the calls ---- */
+
+/* The answer to an acquire's Txn. */
+static void
+on_ed_acquire(void *arg, enum ed_outcome out, int64_t value, const char *why)
+{
+	struct client *c = arg;
+	struct bench *b = c->b;
+
+	if (b->phase == PH_DONE)
+		return;		/* the run is over: the client stops */
+	if (out == ED_OK) {
+		client_granted(c);
+		return;
+	}
+	if (out == ED_BEHIND)
+		note_error(b, "acquire Txn: %lld keys before the client's own (direct-etcd "
+		    "expects no contention)", (long long)value);
+	else
+		note_error(b, "acquire Txn: %s", why != NULL ? why : "failed");
+	/* whatever was put goes, then the client starts again a little later */
+	c->abandon = true;
+	send_unlock(c);
+}
+
+/* The answer to a release's Txn. */
+static void
+on_ed_release(void *arg, enum ed_outcome out, int64_t value, const char *why)
+{
+	struct client *c = arg;
+	struct bench *b = c->b;
+	(void)value;
+
+	if (b->phase == PH_DONE)
+		return;
+	if (out == ED_FAILED) {
+		/* the key may still be there, ahead of the next one: delete it
+		 * again a little later */
+		struct timeval tv = tv_ns(RETRY_MS * NS_PER_MS);
+		note_error(b, "release Txn: %s", why != NULL ? why : "failed");
+		c->abandon = true;
+		c->st = CS_HOLDING;
+		evtimer_add(c->timer, &tv);
+		return;
+	}
+	if (out == ED_GONE && !c->abandon)
+		b->lost++;
+	if (c->abandon) {
+		c->abandon = false;
+		client_pause(c);
+		return;
+	}
+	client_start(c);
+}
+
+static void ed_send_grant(struct client *c);
+static void on_ed_keepalive(void *arg, enum ed_outcome out, int64_t value, const char *why);
+
+/* Time to keep the client's lease alive. */
+static void
+on_keepalive_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+	(void)fd;
+	(void)what;
+
+	if (c->b->phase == PH_DONE)
+		return;
+	if (c->lease == 0) {
+		ed_send_grant(c);
+		return;
+	}
+	c->kcall.fn = on_ed_keepalive;
+	c->kcall.arg = c;
+	ed_keepalive(c->b->ed, c->lease, &c->kcall);
+}
+
+/* The next keepalive of the client's lease in ms. */
+static void
+ed_keepalive_in(struct client *c, uint64_t ms)
+{
+	struct timeval tv = tv_ns(ms * NS_PER_MS);
+	evtimer_add(c->keepalive, &tv);
+}
+
+/* The lease TTL asked for, in seconds. */
+static int64_t
+ed_ttl_s(const struct opts *o)
+{
+	return (int64_t)((o->ttl_ms + 999) / 1000);
+}
+
+/* The answer to a LeaseKeepAlive: the next one a third of the TTL later; a
+ * lease etcd has forgotten is granted anew. */
+static void
+on_ed_keepalive(void *arg, enum ed_outcome out, int64_t value, const char *why)
+{
+	struct client *c = arg;
+	struct bench *b = c->b;
+	(void)value;
+
+	if (b->phase == PH_DONE)
+		return;
+	if (out == ED_OK) {
+		ed_keepalive_in(c, (uint64_t)ed_ttl_s(b->o) * 1000 / 3);
+		return;
+	}
+	note_error(b, "LeaseKeepAlive: %s", why != NULL ? why : "failed");
+	if (out == ED_GONE) {
+		c->lease = 0;	/* acquires fail until the new lease is there */
+		ed_send_grant(c);
+	} else {
+		ed_keepalive_in(c, RETRY_MS * 10);
+	}
+}
+
+/* The answer to the client's LeaseGrant: its acquisitions begin (once). */
+static void
+on_ed_grant(void *arg, enum ed_outcome out, int64_t value, const char *why)
+{
+	struct client *c = arg;
+	struct bench *b = c->b;
+
+	if (b->phase == PH_DONE)
+		return;
+	if (out != ED_OK) {
+		struct timeval tv = tv_ns(RETRY_MS * NS_PER_MS);
+		if (b->leases == 0)
+			die("LeaseGrant to etcd at %s failed: %s", b->o->addrs[0].text,
+			    why != NULL ? why : "no answer");
+		note_error(b, "LeaseGrant: %s", why != NULL ? why : "failed");
+		if (c->st == CS_SETUP)
+			evtimer_add(c->timer, &tv);	/* on_timer asks again */
+		else
+			ed_keepalive_in(c, RETRY_MS);	/* the keepalive finds no lease */
+		return;
+	}
+	b->leases++;
+	c->lease = value;
+	ed_keepalive_in(c, (uint64_t)ed_ttl_s(b->o) * 1000 / 3);
+	if (c->st == CS_SETUP)
+		client_start(c);
+}
+
+/* Ask etcd for the client's lease. */
+static void
+ed_send_grant(struct client *c)
+{
+	c->lcall.fn = on_ed_grant;
+	c->lcall.arg = c;
+	ed_grant(c->b->ed, ed_ttl_s(c->b->o), &c->lcall);
+}
+
+/* The answer to a LeaseRevoke at the end: the last one ends the loop. */
+static void
+on_ed_revoke(void *arg, enum ed_outcome out, int64_t value, const char *why)
+{
+	struct client *c = arg;
+	(void)out;
+	(void)value;
+	(void)why;
+
+	c->lease = 0;
+	if (--c->b->revoking == 0)
+		event_base_loopbreak(c->b->base);
 }
 
 static void
@@ -793,6 +1029,8 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 
+	if (c->b->phase == PH_DONE)
+		return;		/* the run is over (direct-etcd revokes its leases) */
 	switch (c->st) {
 	case CS_HOLDING:
 		if (c->b->o->mode == MODE_HOLD) {
@@ -809,6 +1047,9 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 		client_start(c);
 		return;
 	case CS_SETUP:
+		if (c->b->o->mode == MODE_DIRECT_ETCD)
+			ed_send_grant(c);	/* the grant failed: ask again */
+		return;
 	case CS_LOCKING:
 	case CS_UNLOCKING:
 	case CS_PINGING:
@@ -937,6 +1178,11 @@ bench_setup(struct bench *b)
 
 	b->cl = zalloc((size_t)o->clients, sizeof(*b->cl));
 	b->alive = o->clients;
+	if (o->mode == MODE_DIRECT_ETCD) {
+		b->ed = ed_create(b->base, o->addrs[0].text, ETCD_TIMEOUT_MS);
+		if (b->ed == NULL)
+			die("cannot make a client of etcd at %s", o->addrs[0].text);
+	}
 	for (int i = 0; i < o->clients; i++) {
 		struct client *c = &b->cl[i];
 		c->b = b;
@@ -948,6 +1194,13 @@ bench_setup(struct bench *b)
 		c->timer = evtimer_new(b->base, on_timer, c);
 		if (o->mode == MODE_HOLD)
 			continue;
+		if (o->mode == MODE_DIRECT_ETCD) {
+			/* no socket of its own: its calls go through b->ed */
+			c->keepalive = evtimer_new(b->base, on_keepalive_timer, c);
+			if (c->timer == NULL || c->keepalive == NULL)
+				die("cannot create the events of client %d", i);
+			continue;
+		}
 		c->addr_ix = i % o->naddrs;
 		c->fd = connect_to(&o->addrs[c->addr_ix]);
 		c->rd = event_new(b->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
@@ -965,10 +1218,39 @@ bench_setup(struct bench *b)
 			put_str(c, UNLOCK_SCRIPT);
 			c->st = CS_SETUP;
 			client_flush(c);
+		} else if (o->mode == MODE_DIRECT_ETCD) {
+			c->st = CS_SETUP;
+			ed_send_grant(c);
 		} else {
 			client_start(c);
 		}
 	}
+}
+
+/* direct-etcd, after the report: revoke the clients' leases (their keys go
+ * with them), waiting at most REVOKE_MS for etcd's answers, and free the
+ * etcd client. */
+static void
+ed_finish(struct bench *b)
+{
+	struct timeval tv = tv_ns(REVOKE_MS * NS_PER_MS);
+
+	for (int i = 0; i < b->o->clients; i++) {
+		struct client *c = &b->cl[i];
+		evtimer_del(c->keepalive);
+		if (c->lease == 0)
+			continue;
+		c->lcall.fn = on_ed_revoke;
+		c->lcall.arg = c;
+		ed_revoke(b->ed, c->lease, &c->lcall);
+		b->revoking++;
+	}
+	if (b->revoking > 0) {
+		event_base_loopexit(b->base, &tv);
+		event_base_dispatch(b->base);
+	}
+	ed_destroy(b->ed);
+	b->ed = NULL;
 }
 
 /* The Zipf distribution of the hot workload, as cumulative probabilities. */
@@ -1148,10 +1430,13 @@ usage(FILE *f)
 	    "Lock and unlock in a loop from many connections on one event loop, and print\n"
 	    "one JSON object with acquisitions/s, wait times, fairness and CPU.\n"
 	    "\n"
-	    "  -m, --mode MODE        dlock (default), direct-poll, direct, ping or hold\n"
+	    "  -m, --mode MODE        dlock (default), direct-poll, direct, direct-etcd, ping\n"
+	    "                         or hold\n"
 	    "  -w, --workload W       uncontended (default), contended or hot\n"
 	    "  -a, --addr ADDR        server, host:port or unix:/path (default 127.0.0.1:7480);\n"
 	    "                         repeat it and the clients go round-robin over them\n"
+	    "                         (direct-etcd: one, etcd's host:port, default\n"
+	    "                         127.0.0.1:2379)\n"
 	    "  -c, --clients N        connections, one client each (default 1; hot: 64)\n"
 	    "  -k, --keys N           keys of the hot workload (default 1000)\n"
 	    "  -z, --zipf S           Zipf exponent of the hot workload (default 1.1)\n"
@@ -1159,8 +1444,9 @@ usage(FILE *f)
 	    "  -d, --duration MS      the measuring window (default 2000)\n"
 	    "  -W, --warmup MS        the warm-up before it (default 500)\n"
 	    "  -p, --poll-ms MS       direct-poll: retry interval while busy (default 50)\n"
-	    "  -t, --ttl MS           lease: PX of the direct modes (default 30000); dlock\n"
-	    "                         sends LOCK key TTL MS only when given\n"
+	    "  -t, --ttl MS           lease: PX of the direct modes (default 30000), the\n"
+	    "                         leases' TTL of direct-etcd (rounded up to seconds);\n"
+	    "                         dlock sends LOCK key TTL MS only when given\n"
 	    "  -P, --prefix TEXT      prefix of every key (default bench/<pid>/)\n"
 	    "  -s, --seed N           seed of the hot workload's key choice (default 1)\n"
 	    "  -C, --cpu NAME=PID     report the CPU time process PID used in the window,\n"
@@ -1172,7 +1458,9 @@ usage(FILE *f)
 	    "Modes: dlock sends LOCK key / UNLOCK key to dlockd; direct-poll is a client-side\n"
 	    "Redis lock (SET key token NX PX ttl, retried every --poll-ms while busy, unlock by\n"
 	    "EVALSHA of a compare-and-delete script); direct is the same without contention;\n"
-	    "ping sends PING after PING; hold needs no server: each client sleeps the hold\n"
+	    "direct-etcd is dlockd's etcd recipe sent to etcd over gRPC, without contention\n"
+	    "(a lease per client; one Txn puts the key on it and reads the key's range, one\n"
+	    "Txn deletes it; all clients share one HTTP/2 connection); ping sends PING after PING; hold needs no server: each client sleeps the hold\n"
 	    "time in a loop. Workloads: uncontended (client i locks key i), contended (one\n"
 	    "key), hot (--keys keys drawn from a Zipf distribution).\n"
 	    "\n"
@@ -1364,6 +1652,12 @@ parse_args(int argc, char **argv, struct opts *o)
 	o->hold_ns = (uint64_t)(hold_us >= 0 ? hold_us : o->wl == WL_HOT ? 100 : 0) * NS_PER_US;
 	if (o->mode == MODE_DIRECT && o->wl != WL_UNCONTENDED)
 		bad_arg("--mode direct is for the uncontended workload (use direct-poll)");
+	if (o->mode == MODE_DIRECT_ETCD && o->wl != WL_UNCONTENDED)
+		bad_arg("--mode direct-etcd is for the uncontended workload");
+	if (o->mode == MODE_DIRECT_ETCD && o->naddrs > 1)
+		bad_arg("--mode direct-etcd takes one --addr");
+	if (o->mode == MODE_DIRECT_ETCD && o->naddrs == 1 && o->addrs[0].kind == ADDR_UNIX)
+		bad_arg("--mode direct-etcd needs etcd's host:port");
 	if (o->mode == MODE_HOLD && o->hold_ns == 0)
 		bad_arg("--mode hold needs --hold-us greater than 0");
 	if (o->mode == MODE_PING && (o->wl != WL_UNCONTENDED || hold_us > 0))
@@ -1371,7 +1665,8 @@ parse_args(int argc, char **argv, struct opts *o)
 	if (o->mode == MODE_DLOCK && !ttl_given)
 		o->ttl_ms = 0;
 	if (o->naddrs == 0) {
-		if (addr_parse("127.0.0.1:7480", ADDR_PORT_REQUIRED, &o->addrs[0], &why) < 0)
+		const char *def = o->mode == MODE_DIRECT_ETCD ? "127.0.0.1:2379" : "127.0.0.1:7480";
+		if (addr_parse(def, ADDR_PORT_REQUIRED, &o->addrs[0], &why) < 0)
 			die("the default address: %s", why);
 		o->naddrs = 1;
 	}
@@ -1421,6 +1716,8 @@ main(int argc, char **argv)
 		on_phase(-1, 0, &b);
 	}
 	bench_report(&b);
+	if (b.ed != NULL)
+		ed_finish(&b);
 
 	for (int i = 0; i < o.clients; i++) {
 		struct client *c = &b.cl[i];
@@ -1430,6 +1727,8 @@ main(int argc, char **argv)
 			event_free(c->rd);
 		if (c->wr)
 			event_free(c->wr);
+		if (c->keepalive)
+			event_free(c->keepalive);
 		event_free(c->timer);
 	}
 	free(b.cl);

@@ -12,7 +12,7 @@ TLS to a redis-server serving TLS, with certificates made by the openssl
 command; redis-ack1: waiting for a replica's acknowledgement, against a
 redis-server with one replica), the redlock backend on 3 and on 5
 redis-servers of its own (redlock-3, redlock-5), and the baselines (direct,
-direct-poll, redis-server's PING, the hold-time limit). Before the runs,
+direct-poll, direct-etcd, redis-server's PING, the hold-time limit). Before the runs,
 `dlockd -t` checks each of those configurations: one whose key or backend
 the daemon does not know yet (backend.min_replicas_ack, redlock://) is left
 out with a line saying so; one it refuses otherwise fails its runs.
@@ -53,6 +53,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import harness  # noqa: E402  (after the path is set)
 
 UNCONTENDED_C = (1, 16, 50, 64)
+DIRECT_ETCD_C = (16, 50)         # the etcd goals' connections: direct-etcd runs there
 CONTENDED_N = (2, 16, 64)
 CONTENDED_H = (0, 1000)          # µs
 HOT = dict(clients=64, keys=1000, zipf=1.1, hold_us=100)
@@ -110,8 +111,8 @@ class Run:
 
     def __init__(self, system, workload, clients, hold_us=0, keys=None, daemons=0,
                  backend=None, target=None):
-        # memory|redis|etcd|direct|direct-poll|ping-redis|ping-dlockd|hold, or
-        # one of VARIANTS
+        # memory|redis|etcd|direct|direct-poll|direct-etcd|ping-redis|
+        # ping-dlockd|hold, or one of VARIANTS
         self.system = system
         variant = VARIANTS.get(system)
         self.settings = variant["settings"] if variant else {}   # backend.* keys
@@ -122,13 +123,15 @@ class Run:
         self.keys = keys
         self.daemons = daemons      # dlockd processes to start
         self.backend = backend      # their backend: memory|redis|etcd|redlock
-        self.target = target        # "daemon", "redis" or None (hold)
+        self.target = target        # "daemon", "redis", "etcd" or None (hold)
         # the server the backend or the direct client talks to: one of
         # REDIS_STORES, "redlock", "etcd", or None
         if variant:
             self.store = variant["store"]
         elif backend in ("redis", "etcd"):
             self.store = backend
+        elif target == "etcd":
+            self.store = "etcd"
         else:
             self.store = "redis" if target == "redis" else None
         self.id = self._id()
@@ -145,8 +148,9 @@ class Run:
         return "%s/%s/%s" % (self.system, self.workload, case)
 
     def mode(self):
-        return {"direct": "direct", "direct-poll": "direct-poll", "ping-redis": "ping",
-                "ping-dlockd": "ping", "hold": "hold"}.get(self.system, "dlock")
+        return {"direct": "direct", "direct-poll": "direct-poll", "direct-etcd": "direct-etcd",
+                "ping-redis": "ping", "ping-dlockd": "ping",
+                "hold": "hold"}.get(self.system, "dlock")
 
     def tool_workload(self):
         return "contended" if self.workload == "multi-daemon" else (
@@ -185,6 +189,9 @@ def plan():
     for c in UNCONTENDED_C:
         for b in BACKENDS:
             runs.append(Run(b, "uncontended", c, daemons=1, backend=b, target="daemon"))
+            if b == "etcd" and c in DIRECT_ETCD_C:
+                # the same recipe straight to etcd, right after the etcd run
+                runs.append(Run("direct-etcd", "uncontended", c, target="etcd"))
         for v in variants("uncontended"):
             runs.append(Run(v, "uncontended", c, daemons=1, backend=backend(v),
                             target="daemon"))
@@ -489,6 +496,8 @@ def tool_argv(run, index, window, warmup, daemons, servers):
         a += ["--addr", d.addr(), "--cpu", "dlockd%d=%d" % (i, d.pid)]
     if run.target == "redis":
         a += ["--addr", servers.procs[run.store].address()]
+    elif run.target == "etcd":
+        a += ["--addr", servers.procs["etcd"].endpoint()]
     if run.store:
         for label, pid in sorted(servers.pids(run.store, run.nodes).items()):
             a += ["--cpu", "%s=%d" % (label, pid)]
@@ -584,7 +593,11 @@ def derive(run, tool, before, after):
         if pairs:
             r["backend_all_per_op"] = None
     if "etcd_msgs" in after:
-        sent = daemons_delta("backend_requests_total")
+        if run.daemons:
+            sent = daemons_delta("backend_requests_total")
+        else:
+            # direct-etcd: its Txns (the leases' calls are not the recipe's)
+            sent = after["etcd_txns"] - before["etcd_txns"]
         r["backend_sent_per_op"] = per_op(sent, ops_total)
         r["backend_all_per_op"] = per_op(after["etcd_msgs"] - before["etcd_msgs"], ops_total)
         r["etcd_txn_per_op"] = per_op(after["etcd_txns"] - before["etcd_txns"], ops_total)
@@ -837,6 +850,17 @@ def goals(by_id):
         rows.append((goal, on, "%s / %s %s" % (fmt(va), fmt(vb), unit), "%.2f" % r, target,
                      "yes" if met else "**no**"))
 
+    def at_most(goal, on, run_id, path, bound, unit, fmt):
+        """run_id's figure at path against an absolute bound (≤)."""
+        rec = by_id.get(run_id)
+        v = figure(rec, path) if ok(rec) else None
+        target = "≤ %g %s" % (bound, unit)
+        if v is None:
+            rows.append((goal, on, "not measured", "–", target, "–"))
+            return
+        rows.append((goal, on, "%s %s" % (fmt(v), unit), "–", target,
+                     "yes" if v <= bound else "**no**"))
+
     def cpu(v):
         return "%.1f" % v
 
@@ -872,6 +896,7 @@ def goals(by_id):
           ("redis/contended/n16-h0", "rate"), "≥ 0.8", "/s", fmt_rate)
     ratio("redlock-3 uncontended pairs/s ≥ 0.5 × redis", "C=%d" % c,
           ("redlock-3/uncontended/c%d" % c, "rate"), (red, "rate"), "≥ 0.5", "/s", fmt_rate)
+    etcd_goals(by_id, rows, ratio, at_most, cpu)
     idle = "memory/idle10k/c%d" % c
     ratio("p99 wait with {:,} idle sessions ≤ 2 × without".format(IDLE),
           "memory, uncontended, C=%d, one daemon" % c, (idle + "-idle", "wait_us.p99"),
@@ -892,6 +917,35 @@ def goals(by_id):
                      "%.3f" % worst["jain_clients"], "≥ 0.99",
                      "yes" if worst["jain_clients"] >= 0.99 else "**no**"))
     return rows
+
+
+def etcd_goals(by_id, rows, ratio, at_most, cpu):
+    """The etcd backend's goals, against direct-etcd (the same recipe sent
+    to etcd by the tool, no daemon) and the hold-time limit."""
+    for c in DIRECT_ETCD_C:
+        ratio("etcd uncontended pairs/s ≥ 0.8 × direct-etcd", "C=%d" % c,
+              ("etcd/uncontended/c%d" % c, "rate"), ("direct-etcd/uncontended/c%d" % c, "rate"),
+              "≥ 0.8", "/s", fmt_rate)
+    c = GOAL_C
+    ratio("etcd CPU per uncontended pair ≤ 1.2 × direct-etcd's", "C=%d" % c,
+          ("etcd/uncontended/c%d" % c, "backend_cpu_us_per_op"),
+          ("direct-etcd/uncontended/c%d" % c, "backend_cpu_us_per_op"), "≤ 1.2", "µs", cpu)
+    recs = [by_id.get("etcd/uncontended/c%d" % n) for n in UNCONTENDED_C if n > 1]
+    recs = [r for r in recs if ok(r) and r.get("jain_clients") is not None]
+    goal = "etcd uncontended: Jain over clients ≥ 0.99"
+    if not recs:
+        rows.append((goal, "every uncontended run, C > 1", "not measured", "–", "≥ 0.99", "–"))
+    else:
+        worst = min(recs, key=lambda r: r["jain_clients"])
+        rows.append((goal, "the lowest of %d uncontended runs, C > 1 (C=%d)"
+                     % (len(recs), worst["clients"]),
+                     "Jain %.4f" % worst["jain_clients"], "%.3f" % worst["jain_clients"],
+                     "≥ 0.99", "yes" if worst["jain_clients"] >= 0.99 else "**no**"))
+    at_most("dlockd CPU per etcd acquisition ≤ 50 µs", "etcd, uncontended, C=%d" % c,
+            "etcd/uncontended/c%d" % c, "daemon_cpu_us_per_op", 50, "µs", cpu)
+    ratio("etcd contended ≥ 0.6 × the hold-time limit", "16 clients, 1 key, hold 1 ms",
+          ("etcd/contended/n16-h1000", "rate"), ("hold/hold/h1000", "rate"), "≥ 0.6", "/s",
+          fmt_rate)
 
 
 COMPARED = ("redis-tls", "redis-ack1")   # set beside redis and direct
@@ -1219,7 +1273,7 @@ PLOT_SYSTEMS = [("memory", "memory"), ("redis", "redis"),
                 ("redis-tls", "redis over TLS"),
                 ("redis-ack1", "redis, min_replicas_ack %d" % ACK_REPLICAS),
                 ("redlock-3", "redlock, 3 nodes"), ("redlock-5", "redlock, 5 nodes"),
-                ("etcd", "etcd"),
+                ("etcd", "etcd"), ("direct-etcd", "direct-etcd"),
                 ("direct", "direct / direct-poll"), ("ping-redis", "redis-server PING pairs"),
                 ("hold", "hold-time limit")]
 
@@ -1256,7 +1310,7 @@ def plot_cases(recs):
     return out
 
 
-WAIT_SYSTEMS = ("memory", "redis", "etcd", "direct")  # the curves of each wait panel
+WAIT_SYSTEMS = ("memory", "redis", "etcd", "direct-etcd", "direct")  # each wait panel's curves
 WAIT_PANELS = [("uncontended, C=%d" % GOAL_C, "uncontended/c%d" % GOAL_C),
                ("contended, N=16, hold 0", "contended/n16-h0"),
                ("contended, N=64, hold 1 ms", "contended/n64-h1000"),
@@ -1289,10 +1343,11 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
-# gnuplot's colours repeat after 8: more for the 9th to the 11th system
+# gnuplot's colours repeat after 8: more for the 9th to the 12th system
 set linetype 9 lc rgb "#8c564b"
 set linetype 10 lc rgb "#7f7f7f"
 set linetype 11 lc rgb "#17becf"
+set linetype 12 lc rgb "#bcbd22"
 set datafile missing "-"
 set logscale y
 set yrange [100:*]
