@@ -15,7 +15,8 @@ FROM debian:12 AS build
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
        build-essential debhelper dpkg-dev fakeroot pkg-config \
-       libevent-dev libyaml-dev libhiredis-dev libjansson-dev libsystemd-dev \
+       libevent-dev libssl-dev libyaml-dev libhiredis-dev libsystemd-dev \
+       libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src/dlockd
 COPY . .

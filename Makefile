@@ -44,7 +44,7 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' $(WARNINGS)
 LDFLAGS    ?=
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
-PKGS_DAEMON := libevent libevent_openssl openssl yaml-0.1 hiredis jansson libnghttp2 libprotobuf-c
+PKGS_DAEMON := libevent libevent_openssl openssl yaml-0.1 hiredis libnghttp2 libprotobuf-c
 # libsystemd (sd_notify, socket activation) when it is there, unless SYSTEMD=0:
 # without it the daemon never notifies a service manager nor takes its sockets
 SYSTEMD    ?= $(if $(shell pkg-config --exists libsystemd && echo y),1,0)
@@ -61,7 +61,7 @@ LIBS_CHECK    = $(shell pkg-config --libs check)
 
 # Debian packages: what building needs, and what the tests need on top.
 DEB_BUILD := build-essential pkg-config libevent-dev libssl-dev libyaml-dev libhiredis-dev \
-              libjansson-dev libsystemd-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
+              libsystemd-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
 # dpkg-dev, debhelper, fakeroot and lintian build and check the Debian packages;
 # python3-yaml reads the Kubernetes example; openssl makes the TLS tests' certificates
 DEB_CHECK := check redis-server redis-sentinel redis-tools etcd-server etcd-client python3 python3-redis valgrind \
