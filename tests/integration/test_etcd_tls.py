@@ -43,8 +43,9 @@ def down_lines(daemon, endpoint):
 
 def up_lines(daemon, endpoint):
     """The lines of daemon's log that say endpoint came up."""
-    pat = re.compile(r"etcd %s\b(?!.*\bdown\b).*\bup\b" % re.escape(endpoint))
-    return [l for l in daemon.log(1000000).splitlines() if pat.search(l)]
+    up = re.compile(r"etcd %s\b.*\bup\b" % re.escape(endpoint))
+    down = re.compile(r"etcd %s down: " % re.escape(endpoint))
+    return [l for l in daemon.log(1000000).splitlines() if up.search(l) and not down.search(l)]
 
 
 class EtcdTLSCase(EtcdTestCase):
