@@ -1,23 +1,29 @@
 /*
- * etcd — a client of etcd v3's JSON gateway on evhttp; see etcd.h.
+ * etcd — a client of etcd v3's gRPC API over HTTP/2 (nghttp2); see etcd.h.
  *
- * Each endpoint has ETCD_POOL keep-alive connections for unary calls (evhttp
- * sends one request at a time per connection, so a few connections keep
- * calls from queueing behind a slow one) and one for the watch stream, made
- * when first used. A call goes to the least busy connection of the current
- * endpoint. Every call is on c->calls until its callback has run; evhttp
- * owns the HTTP request, this file the struct etcd_call around it.
+ * The client keeps one connection (struct etcd_conn: a bufferevent, plain
+ * or OpenSSL, and an nghttp2 client session fed with mem_recv and drained
+ * with mem_send) to the endpoint calls go to, made when first needed. Every
+ * call and the watch are streams of it (struct etcd_call). A call is on its
+ * connection's held list until the connection is set up (and, with a user
+ * name, has a token), then on its sent list until its stream ends. A call
+ * that ends without an answer is told from the loop through c->failing
+ * (later.h), in order. A connection that fails takes every call on it with
+ * it and moves the client to the next endpoint; it is freed from the loop
+ * (c->graveyard), never from inside nghttp2.
  *
- * Authentication: with a user name, calls wait on c->held until the
- * endpoint has a token; one /v3/auth/authenticate call is made at a time.
+ * Every entry from the loop (bufferevent, timer, later item) and every API
+ * function goes through c_enter/c_leave: etcd_destroy called from inside a
+ * callback only marks the client dead, and the last c_leave frees it.
  */
 #include "etcd.h"
 #include "etcd_internal.h"
 
 #include <assert.h>
-#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,55 +32,122 @@
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
-#include <event2/http.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 
 #include "addr.h"
 #include "clock.h"
 #include "later.h"
 #include "log.h"
+#include "tls.h"
 #include "xmalloc.h"
 
-#define ETCD_POOL 4			/* unary connections per endpoint */
-#define ETCD_WATCH_TIMEOUT_S 3600	/* an idle watch stream is made again then */
-#define ETCD_MESSAGE_MAX (16 << 20)	/* bytes of one watch message at most */
-#define ETCD_CODE_UNAUTHENTICATED 16	/* gRPC: the token is not (or no longer) valid */
+#define ETCD_MESSAGE_MAX (16u << 20)	/* bytes of one response message at most */
+#define ETCD_WINDOW (1 << 24)		/* our HTTP/2 receive windows */
+#define ETCD_PING_MIN_MS 6000		/* etcd takes a PING every 5 s at most
+					 * without data sent (grpc keepalive policy) */
+#define GRPC_INVALID_ARGUMENT 3
+#define GRPC_RESOURCE_EXHAUSTED 8
+#define GRPC_INTERNAL 13
+#define GRPC_UNAUTHENTICATED 16
+#define WHY_MAX 200			/* bytes of a reason */
+
+/* What a stream is: one of enum etcd_method, or these. */
+enum { K_AUTH = ETCD_STATUS + 1, K_WATCH, K_COUNT };
+
+/* The gRPC method of each kind of stream: path, messages. */
+static const struct method {
+	const char *path;
+	const ProtobufCMessageDescriptor *req;
+	const ProtobufCMessageDescriptor *resp;
+} methods[K_COUNT] = {
+	[ETCD_RANGE] = { "/etcdserverpb.KV/Range", &etcd__range_request__descriptor,
+	    &etcd__range_response__descriptor },
+	[ETCD_TXN] = { "/etcdserverpb.KV/Txn", &etcd__txn_request__descriptor,
+	    &etcd__txn_response__descriptor },
+	[ETCD_DELETE_RANGE] = { "/etcdserverpb.KV/DeleteRange",
+	    &etcd__delete_range_request__descriptor, &etcd__delete_range_response__descriptor },
+	[ETCD_LEASE_GRANT] = { "/etcdserverpb.Lease/LeaseGrant",
+	    &etcd__lease_grant_request__descriptor, &etcd__lease_grant_response__descriptor },
+	[ETCD_LEASE_REVOKE] = { "/etcdserverpb.Lease/LeaseRevoke",
+	    &etcd__lease_revoke_request__descriptor, &etcd__lease_revoke_response__descriptor },
+	[ETCD_LEASE_KEEPALIVE] = { "/etcdserverpb.Lease/LeaseKeepAlive",
+	    &etcd__lease_keep_alive_request__descriptor,
+	    &etcd__lease_keep_alive_response__descriptor },
+	[ETCD_STATUS] = { "/etcdserverpb.Maintenance/Status", &etcd__status_request__descriptor,
+	    &etcd__status_response__descriptor },
+	[K_AUTH] = { "/etcdserverpb.Auth/Authenticate", &etcd__authenticate_request__descriptor,
+	    &etcd__authenticate_response__descriptor },
+	[K_WATCH] = { "/etcdserverpb.Watch/Watch", &etcd__watch_request__descriptor,
+	    &etcd__watch_response__descriptor },
+};
 
 struct etcd;
+struct etcd_conn;
 
-/* An endpoint and its connections. */
+/* An endpoint. */
 struct etcd_ep {
 	char *text;				/* "host:port" as configured */
-	char ip[64];				/* its address, resolved at start */
-	int port;				/* its port */
-	struct evhttp_connection *pool[ETCD_POOL]; /* unary calls, made on use */
-	unsigned busy[ETCD_POOL];		/* calls in flight on each */
-	struct evhttp_connection *wconn;	/* the watch stream's, made on use */
-	char *token;				/* auth token, NULL for none yet */
-	uint64_t token_gen;			/* counts the tokens it was given */
+	char host[128];				/* its host, for TLS */
+	struct sockaddr_storage sa;		/* its address, resolved at start */
+	socklen_t salen;
+	enum { EP_UNKNOWN, EP_UP, EP_DOWN } state; /* as last logged */
+	char why[WHY_MAX];			/* EP_DOWN: the reason logged */
 };
 
-/* A call, from etcd_call until its callback has run. */
+/* A call, the authentication of a connection, or the watch stream. */
 struct etcd_call {
 	struct etcd *c;			/* the client */
-	char *path;			/* where it is posted */
-	char *body;			/* the JSON text */
-	etcd_cb *cb;			/* whom to tell */
+	int kind;			/* enum etcd_method, K_AUTH or K_WATCH */
+	uint8_t *frame;			/* the request, gRPC-framed */
+	size_t len;			/* its bytes */
+	size_t off;			/* bytes given to nghttp2 */
+	etcd_cb *cb;			/* whom to tell (a call) */
 	void *arg;
-	struct etcd_ep *ep;		/* sent to this endpoint (NULL: not sent) */
-	int slot;			/* on this connection of ep's pool */
-	struct evhttp_request *req;	/* in flight, owned by evhttp */
-	bool auth;			/* the /v3/auth/authenticate call */
-	bool sending;			/* inside evhttp_make_request */
-	int lane;			/* the connection it must go on, -1: any */
-	uint64_t token_gen;		/* sent with ep's token of this generation,
-					 * 0: with none */
-	enum etcd_status failed;	/* on c->failing: how it ends */
-	const char *why;		/* and why */
-	TAILQ_ENTRY(etcd_call) entry;	/* on c->calls or c->held */
-	struct later_item fail;		/* on c->failing until it is told */
+	struct etcd_conn *conn;		/* on its held or sent list; NULL: failing */
+	int32_t sid;			/* its stream, 0 before it is sent */
+	uint64_t token_gen;		/* sent with the token of this generation, 0: none */
+	bool resent;			/* sent again after an expired token */
+	struct event *timer;		/* the request timeout (not for the watch) */
+	struct evbuffer *in;		/* DATA not read yet */
+	ProtobufCMessage *msg;		/* the response message */
+	int http_status;		/* :status, 0 before it came */
+	int grpc_status;		/* grpc-status, -1 before it came */
+	char *grpc_message;		/* grpc-message, decoded */
+	enum etcd_status fstatus;	/* failing: how it ends */
+	int fcode;			/* and its code */
+	char fwhy[WHY_MAX];		/* and why */
+	TAILQ_ENTRY(etcd_call) entry;	/* on conn->held or conn->sent */
+	struct later_item fail;		/* on c->failing until told */
 };
 TAILQ_HEAD(etcd_call_list, etcd_call);
+
+/* A connection to an endpoint. */
+struct etcd_conn {
+	struct etcd *c;			/* the client */
+	struct etcd_ep *ep;		/* where it goes */
+	struct bufferevent *bev;	/* the bytes */
+	nghttp2_session *h2;		/* the HTTP/2 session */
+	bool ready;			/* connected (TLS: h2 agreed): streams may go */
+	bool h2up;			/* etcd's SETTINGS came */
+	bool failed;			/* given up: on c->graveyard */
+	bool draining;			/* etcd said GOAWAY: no new streams */
+	bool in_h2;			/* inside nghttp2_session_mem_recv */
+	char *token;			/* auth token, NULL: none (yet) */
+	uint64_t token_gen;		/* counts the tokens it was given */
+	struct etcd_call *auth;		/* the authenticate call in flight, or NULL */
+	struct event *timer;		/* connect timeout, then the PING check */
+	bool ping_out;			/* a PING waits for an answer */
+	uint64_t last_read;		/* clock_ms() of the last bytes read */
+	unsigned nstreams;		/* streams opened and not closed */
+	struct etcd_call_list held;	/* waiting for the connection or a token */
+	struct etcd_call_list sent;	/* streams in flight */
+	TAILQ_ENTRY(etcd_conn) entry;	/* on c->conns or c->graveyard */
+};
+TAILQ_HEAD(etcd_conn_list, etcd_conn);
 
 struct etcd {
 	struct event_base *base;	/* the loop */
@@ -82,634 +155,1268 @@ struct etcd {
 	struct etcd_ep *eps;		/* endpoints, in order */
 	size_t neps;			/* how many */
 	size_t cur;			/* the one calls go to */
-	struct timeval timeout;		/* request timeout */
+	uint64_t timeout_ms;		/* request timeout */
+	uint64_t ping_ms;		/* an idle watch's connection is PINGed then */
 	char *username;			/* NULL: no authentication */
 	char *password;
+	struct tls_client *tls;		/* NULL: plain TCP */
+	char *tls_name;			/* name to verify, NULL: each host */
+	struct etcd_conn *conn;		/* where new streams go, NULL: none yet */
+	struct etcd_conn_list conns;	/* live connections (conn and draining ones) */
+	struct etcd_conn_list graveyard;/* failed, freed from the loop */
+	struct later *failing;		/* calls and news told from the loop */
 	bool up;			/* the last call that ended was answered */
-	bool authing;			/* an authenticate call is in flight */
-	struct etcd_ep *auth_ep;	/* the endpoint it went to */
-	struct etcd_call_list calls;	/* sent, waiting for their answer */
-	struct etcd_call_list held;	/* waiting for a token */
-	struct later *failing;		/* failed before sending: told from the loop */
-	bool destroying;		/* etcd_destroy runs: tell nobody */
-	struct evhttp_request *wreq;	/* the watch stream, NULL if none */
-	struct etcd_ep *wep;		/* its endpoint */
-	struct evbuffer *wbuf;		/* its bytes not yet parsed */
-	json_t *wnext;			/* create request of the stream to start */
-	bool wlost;			/* the stream failed: tell the owner */
-	struct event *ev_watch;		/* starts wnext, tells wlost */
+	bool told_up;			/* what the state hook was told last */
+	struct later_item state_item;	/* tells the state hook from the loop */
+	char why_down[WHY_MAX + 160];	/* "<endpoint>: <reason>" */
+	struct etcd_call *watch;	/* the watch stream, NULL if none */
+	uint64_t wgen;			/* counts watch starts and stops */
+	bool wlost;			/* the stream ended: tell the owner NULL */
+	struct later_item wlost_item;	/* tells it from the loop */
+	int depth;			/* API calls and loop callbacks running */
+	int in_api;			/* etcd_call/etcd_watch running */
+	bool dead;			/* etcd_destroy was called */
 	struct etcd_stats stats;	/* counters */
 };
 
-static void call_send(struct etcd *c, struct etcd_call *k);
-static void watch_cancel(struct etcd *c);
+static void conn_fail(struct etcd_conn *conn, const char *why);
+static void conn_pump(struct etcd_conn *conn);
+static void conn_flush(struct etcd_conn *conn);
+static void call_start(struct etcd *c, struct etcd_call *k);
+static void really_destroy(struct etcd *c);
 
-/* ---- base64 and JSON -------------------------------------------------------- */
+/* ---- gRPC messages -------------------------------------------------------- */
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *
-etcd_b64_encode(const void *s, size_t n)
+int
+etcd_grpc_next(struct evbuffer *buf, const ProtobufCMessageDescriptor *desc, size_t max,
+    ProtobufCMessage **msg, char *why, size_t whysize)
 {
-	const unsigned char *p = s;
-	char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
-	for (size_t i = 0; i < n; i += 3) {
-		unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
-		    (i + 2 < n ? p[i + 2] : 0);
-		*o++ = b64[v >> 18 & 63];
-		*o++ = b64[v >> 12 & 63];
-		*o++ = i + 1 < n ? b64[v >> 6 & 63] : '=';
-		*o++ = i + 2 < n ? b64[v & 63] : '=';
+	unsigned char pre[5];
+	size_t have = evbuffer_get_length(buf);
+	uint32_t len;
+	const uint8_t *p;
+
+	*msg = NULL;
+	if (have < 5)
+		return 0;
+	evbuffer_copyout(buf, pre, 5);
+	if (pre[0] != 0) {
+		snprintf(why, whysize, pre[0] == 1 ? "a compressed message" :
+		    "a message with flags 0x%02x", pre[0]);
+		return -1;
 	}
-	*o = '\0';
-	return out;
+	len = (uint32_t)pre[1] << 24 | (uint32_t)pre[2] << 16 | (uint32_t)pre[3] << 8 | pre[4];
+	if (len > max) {
+		snprintf(why, whysize, "a message of %lu bytes (over %zu)", (unsigned long)len, max);
+		return -1;
+	}
+	if (have - 5 < len)
+		return 0;
+	p = evbuffer_pullup(buf, (ev_ssize_t)(5 + (size_t)len));
+	*msg = protobuf_c_message_unpack(desc, NULL, len, p + 5);
+	if (*msg == NULL) {
+		snprintf(why, whysize, "a message that is not a %s", desc->short_name);
+		return -1;
+	}
+	evbuffer_drain(buf, 5 + (size_t)len);
+	return 1;
 }
 
-char *
-etcd_b64_decode(const char *text, size_t *n)
+int
+etcd_grpc_status(const char *value, size_t len)
 {
-	size_t len = strlen(text), j = 0;
-	unsigned v = 0, bits = 0;
-	char *out = xmalloc(len / 4 * 3 + 3);
-	if (len % 4 != 0)
-		goto bad;
+	int v = 0;
+	if (len == 0 || len > 2)
+		return -1;
 	for (size_t i = 0; i < len; i++) {
-		const char *at = text[i] != '\0' ? strchr(b64, text[i]) : NULL;
-		if (text[i] == '=') {
-			/* padding: only at the end, at most two */
-			if (i + 2 < len || (i + 1 < len && text[i + 1] != '='))
-				goto bad;
-			continue;
-		}
-		if (at == NULL)
-			goto bad;
-		v = v << 6 | (unsigned)(at - b64);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[j++] = (char)(v >> bits & 0xff);
+		if (value[i] < '0' || value[i] > '9')
+			return -1;
+		v = v * 10 + (value[i] - '0');
+	}
+	return v <= 16 ? v : -1;
+}
+
+static int
+hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+void
+etcd_grpc_message(const char *value, size_t len, char *out, size_t outsize)
+{
+	size_t j = 0;
+	if (outsize == 0)
+		return;
+	for (size_t i = 0; i < len && j + 1 < outsize; i++) {
+		int hi, lo;
+		if (value[i] == '%' && i + 2 < len && (hi = hexval(value[i + 1])) >= 0 &&
+		    (lo = hexval(value[i + 2])) >= 0) {
+			out[j++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else {
+			out[j++] = value[i];
 		}
 	}
 	out[j] = '\0';
-	*n = j;
-	return out;
-bad:
-	free(out);
-	return NULL;
 }
 
-int64_t
-etcd_int(const json_t *obj, const char *name)
+/* The gRPC status a response without grpc-status stands for (gRPC's
+ * mapping of HTTP statuses). */
+static int
+grpc_of_http(int status)
 {
-	json_t *v = json_object_get(obj, name);
-	const char *s;
-	char *end;
-	long long n;
-	if (v == NULL)
-		return 0;
-	if (json_is_integer(v))
-		return json_integer_value(v);
-	if (!json_is_string(v))
-		return -1;
-	s = json_string_value(v);
-	if (*s == '\0' || (!isdigit((unsigned char)*s) && *s != '-'))
-		return -1;
-	errno = 0;
-	n = strtoll(s, &end, 10);
-	return *end != '\0' || errno != 0 ? -1 : n;
-}
-
-/* The first JSON object in the len bytes at p (more may follow: a gRPC
- * trailer, the next watch message); *used gets its length. NULL with *used
- * 0 when the object is not complete yet, NULL with *used 1 when the bytes
- * are not JSON. */
-static json_t *
-json_first(const char *p, size_t len, size_t *used)
-{
-	json_error_t err;
-	json_t *j = json_loadb(p, len, JSON_DISABLE_EOF_CHECK, &err);
-	if (j != NULL && json_is_object(j)) {
-		*used = (size_t)err.position;
-		return j;
+	switch (status) {
+	case 400: return GRPC_INTERNAL;
+	case 401: return GRPC_UNAUTHENTICATED;
+	case 403: return 7;	/* PERMISSION_DENIED */
+	case 404: return 12;	/* UNIMPLEMENTED */
+	case 429: case 502: case 503: case 504: return 14;	/* UNAVAILABLE */
+	default: return 2;	/* UNKNOWN */
 	}
-	json_decref(j);
-	*used = j == NULL && json_error_code(&err) == json_error_premature_end_of_input ? 0 : 1;
-	return NULL;
 }
 
-/* ---- calls ---------------------------------------------------------------- */
+/* ---- entering and leaving -------------------------------------------------- */
+
+static void
+c_enter(struct etcd *c)
+{
+	c->depth++;
+}
+
+static void
+conn_free(struct etcd_conn *conn);
+
+/* Leave what c_enter began: free the client if it was destroyed meanwhile
+ * and nothing of it runs any more, else the connections given up. true
+ * when c is gone. */
+static bool
+c_leave(struct etcd *c)
+{
+	struct etcd_conn *conn;
+	if (--c->depth > 0)
+		return c->dead;
+	if (c->dead) {
+		really_destroy(c);
+		return true;
+	}
+	while ((conn = TAILQ_FIRST(&c->graveyard)) != NULL) {
+		TAILQ_REMOVE(&c->graveyard, conn, entry);
+		conn_free(conn);
+	}
+	return false;
+}
+
+/* ---- state ------------------------------------------------------------------ */
+
+/* Tell the state hook what it has not been told. */
+static void
+state_tell(struct etcd *c)
+{
+	if (c->dead || c->told_up == c->up)
+		return;
+	c->told_up = c->up;
+	if (c->hooks.state != NULL)
+		c->hooks.state(c->hooks.arg, c->up);
+}
+
+static void
+on_state_item(struct later_item *it)
+{
+	struct etcd *c = (struct etcd *)(void *)((char *)it - offsetof(struct etcd, state_item));
+	c_enter(c);
+	state_tell(c);
+	c_leave(c);
+}
+
+/* The client is up or down: tell the owner (from the loop when inside an
+ * API call). */
+static void
+state_set(struct etcd *c, bool up)
+{
+	if (c->up == up)
+		return;
+	c->up = up;
+	if (c->in_api > 0) {
+		if (!c->state_item.queued)
+			later_add(c->failing, &c->state_item, on_state_item);
+	} else {
+		state_tell(c);
+	}
+}
+
+/* ep's connection is set up (and authenticated): log it if it was not. */
+static void
+ep_up(struct etcd *c, struct etcd_ep *ep)
+{
+	if (ep->state == EP_UP)
+		return;
+	ep->state = EP_UP;
+	ep->why[0] = '\0';
+	log_info("etcd %s up (HTTP/2%s)", ep->text, c->tls != NULL ? " over TLS" : "");
+}
+
+/* ep failed for why: log it unless it was down for the same reason. */
+static void
+ep_down(struct etcd *c, struct etcd_ep *ep, const char *why)
+{
+	snprintf(c->why_down, sizeof(c->why_down), "%s: %s", ep->text, why);
+	if (ep->state == EP_DOWN && strcmp(ep->why, why) == 0)
+		return;
+	ep->state = EP_DOWN;
+	snprintf(ep->why, sizeof(ep->why), "%s", why);
+	log_warn("etcd %s down: %s", ep->text, why);
+}
+
+/* ---- calls ------------------------------------------------------------------ */
 
 static void
 call_free(struct etcd_call *k)
 {
-	free(k->path);
-	free(k->body);
+	if (k->timer != NULL)
+		event_free(k->timer);
+	free(k->frame);
+	if (k->in != NULL)
+		evbuffer_free(k->in);
+	if (k->msg != NULL)
+		protobuf_c_message_free_unpacked(k->msg, NULL);
+	free(k->grpc_message);
 	free(k);
 }
 
-/* Run k's callback with r and free k (k is on no list any more). */
+/* Take k off its connection: off its list, its stream no longer k's (and
+ * cancelled when rst and still open). */
+static void
+call_detach(struct etcd_call *k, bool rst)
+{
+	struct etcd_conn *conn = k->conn;
+	if (conn == NULL)
+		return;
+	if (k->sid > 0) {
+		TAILQ_REMOVE(&conn->sent, k, entry);
+		if (!conn->failed) {
+			(void)nghttp2_session_set_stream_user_data(conn->h2, k->sid, NULL);
+			if (rst)
+				(void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, k->sid,
+				    NGHTTP2_CANCEL);
+		}
+	} else {
+		TAILQ_REMOVE(&conn->held, k, entry);
+	}
+	if (conn->auth == k)
+		conn->auth = NULL;
+	k->conn = NULL;
+	if (k->timer != NULL)
+		evtimer_del(k->timer);
+}
+
+/* Tell k's owner r and free k (k is on no list). */
 static void
 call_end(struct etcd_call *k, const struct etcd_result *r)
 {
-	if (k->cb != NULL)
+	struct etcd *c = k->c;
+	if (!c->dead && k->cb != NULL)
 		k->cb(k->arg, r);
 	call_free(k);
 }
 
-/* Complete, from the loop, a call that failed before it was sent (free it
- * untold when the client is being destroyed). */
 static void
 on_fail(struct later_item *it)
 {
 	struct etcd_call *k = (struct etcd_call *)(void *)((char *)it -
 	    offsetof(struct etcd_call, fail));
-	struct etcd_result r = { .status = k->failed, .why = k->why };
-
-	if (k->c->destroying)
-		call_free(k);
-	else
-		call_end(k, &r);
+	struct etcd *c = k->c;
+	struct etcd_result r = { .status = k->fstatus, .code = k->fcode, .why = k->fwhy };
+	c_enter(c);
+	call_end(k, &r);
+	c_leave(c);
 }
 
-/* Fail k from the loop (it is on no list). */
+/* End k (detached) from the loop with st, code and why. */
 static void
-call_fail_later(struct etcd *c, struct etcd_call *k, enum etcd_status st, const char *why)
+call_fail_later(struct etcd_call *k, enum etcd_status st, int code, const char *why)
 {
-	k->failed = st;
-	k->why = why;
+	struct etcd *c = k->c;
+	k->fstatus = st;
+	k->fcode = code;
+	snprintf(k->fwhy, sizeof(k->fwhy), "%s", why);
+	if (st == ETCD_DOWN && k->kind < K_AUTH) {
+		c->stats.failures++;
+		state_set(c, false);
+	}
 	later_add(c->failing, &k->fail, on_fail);
 }
 
-/* The connection of ep for lane (-1: the one with the fewest calls in
- * flight), made if need be. */
-static int
-ep_slot(struct etcd *c, struct etcd_ep *ep, int lane)
-{
-	int best = 0;
-	for (int i = 1; i < ETCD_POOL; i++)
-		if (ep->busy[i] < ep->busy[best])
-			best = i;
-	if (lane >= 0)
-		best = lane % ETCD_POOL;
-	if (ep->pool[best] == NULL) {
-		ep->pool[best] = evhttp_connection_base_new(c->base, NULL, ep->ip,
-		    (unsigned short)ep->port);
-		if (ep->pool[best] == NULL)
-			log_fatal("out of memory (an etcd connection)");
-		evhttp_connection_set_timeout_tv(ep->pool[best], &c->timeout);
-		evhttp_connection_set_retries(ep->pool[best], 0);
-	}
-	return best;
-}
+static void auth_done(struct etcd_conn *conn, struct etcd_call *k, const struct etcd_result *r);
+static void watch_lost(struct etcd *c);
 
-/* A call could not reach ep: calls go to the next endpoint from now on,
- * and the client is down until one is answered. ep's token goes unless the
- * call carried an older one (gen: the generation it carried, 0 none): a
- * late failure of a call sent before the last authentication says nothing
- * of the token that came since. */
+/* k's stream is no more, for why: end it (ETCD_DOWN), or, the watch, tell
+ * its owner NULL. */
 static void
-ep_failed(struct etcd *c, struct etcd_ep *ep, uint64_t gen, const char *why)
+call_down(struct etcd_call *k, const char *why)
 {
-	c->stats.failures++;
-	if (ep == &c->eps[c->cur]) {
-		if (c->up || c->neps > 1)
-			log_warn("etcd at %s: %s%s%s", ep->text, why, c->neps > 1 ? "; trying " : "",
-			    c->neps > 1 ? c->eps[(c->cur + 1) % c->neps].text : "");
-		if (c->neps > 1) {
-			c->cur = (c->cur + 1) % c->neps;
-			c->stats.switches++;
+	struct etcd *c = k->c;
+	call_detach(k, false);
+	if (k->kind == K_WATCH) {
+		if (c->watch == k) {
+			c->watch = NULL;
+			watch_lost(c);
 		}
-		if (gen == 0 || gen == ep->token_gen) {
-			free(ep->token);
-			ep->token = NULL;
-		}
-		if (c->wreq != NULL && c->wep == ep) {
-			/* the stream is on the endpoint given up: end it */
-			watch_cancel(c);
-			c->wlost = true;
-			event_active(c->ev_watch, EV_TIMEOUT, 0);
-		}
-	}
-	if (c->up) {
-		c->up = false;
-		if (c->hooks.state != NULL)
-			c->hooks.state(c->hooks.arg, false);
-	}
-}
-
-/* etcd answered a call: the client is up. */
-static void
-ep_answered(struct etcd *c)
-{
-	if (!c->up) {
-		c->up = true;
-		log_info("etcd at %s answers", c->eps[c->cur].text);
-		if (c->hooks.state != NULL)
-			c->hooks.state(c->hooks.arg, true);
-	}
-}
-
-static void auth_start(struct etcd *c);
-
-void
-etcd_result_of(int code, const char *p, size_t len, json_t **body, struct etcd_result *r,
-    char *why, size_t whysize)
-{
-	size_t used;
-	json_t *j = len > 0 ? json_first(p, len, &used) : NULL;
-	json_t *err = j != NULL ? json_object_get(j, "error") : NULL;
-
-	*body = j;
-	if (code == HTTP_OK && j != NULL && err == NULL) {
-		json_t *res = json_object_get(j, "result");	/* a stream's one message */
-		r->status = ETCD_OK;
-		r->body = json_is_object(res) ? res : j;
+		call_free(k);
 		return;
 	}
-	r->status = ETCD_FAILED;
-	r->code = j != NULL ? (int)etcd_int(j, "code") : -1;
-	if (json_is_object(err))	/* a stream's error: {"error": {...}} */
-		r->code = (int)etcd_int(err, "grpc_code"), err = json_object_get(err, "message");
-	if (json_is_string(err) && json_string_value(err)[0] != '\0')
-		snprintf(why, whysize, "%s", json_string_value(err));
-	else
-		snprintf(why, whysize, "HTTP status %d", code);
-	r->why = why;
+	call_fail_later(k, ETCD_DOWN, 0, why);
 }
 
-/* An answered call's outcome from its HTTP status and body. */
 static void
-call_result(struct evhttp_request *req, json_t **body, struct etcd_result *r, char *why,
-    size_t whysize)
-{
-	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	size_t len = evbuffer_get_length(in);
-
-	etcd_result_of(evhttp_request_get_response_code(req),
-	    len > 0 ? (const char *)evbuffer_pullup(in, -1) : NULL, len, body, r, why, whysize);
-}
-
-/* evhttp's answer to a unary call (req NULL: the connection failed). */
-static void
-on_http(struct evhttp_request *req, void *arg)
+on_call_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct etcd_call *k = arg;
 	struct etcd *c = k->c;
-	struct etcd_ep *ep = k->ep;
-	struct etcd_result r = { .status = ETCD_DOWN, .why = "no answer from etcd" };
-	json_t *body = NULL;
-	char why[256];
-
-	TAILQ_REMOVE(&c->calls, k, entry);
-	ep->busy[k->slot]--;
-	k->req = NULL;
-	if (k->sending) {
-		/* the connection failed at once, inside evhttp_make_request: tell
-		 * from the loop, never from inside etcd_call */
-		ep_failed(c, ep, k->token_gen, "cannot connect");
-		call_fail_later(c, k, ETCD_DOWN, "cannot connect to etcd");
-		return;
+	struct etcd_conn *conn = k->conn;
+	(void)fd;
+	(void)what;
+	c_enter(c);
+	if (conn != NULL) {
+		/* the stream is cancelled, the call fails, and so does the
+		 * connection that did not answer it */
+		call_detach(k, true);
+		conn_flush(conn);
+		call_fail_later(k, ETCD_DOWN, 0, "timed out");
+		conn_fail(conn, "timed out");
 	}
-	if (req == NULL || evhttp_request_get_response_code(req) == 0) {
-		ep_failed(c, ep, k->token_gen, "no answer (refused, reset or timed out)");
-	} else {
-		call_result(req, &body, &r, why, sizeof(why));
-		ep_answered(c);
-		if (r.status == ETCD_FAILED && r.code == ETCD_CODE_UNAUTHENTICATED && !k->auth &&
-		    ep->token != NULL && k->token_gen == ep->token_gen) {
-			/* expired: the next call authenticates. Not when the call
-			 * carried an older token: the one since is still good */
-			free(ep->token);
-			ep->token = NULL;
-		}
-	}
-	call_end(k, &r);
-	json_decref(body);
+	c_leave(c);
 }
 
-/* Send k to the current endpoint (k is on no list). */
-static void
-call_send(struct etcd *c, struct etcd_call *k)
-{
-	struct etcd_ep *ep = &c->eps[c->cur];
-	struct evhttp_request *req;
-	struct evkeyvalq *h;
-	int rc;
-
-	if (c->username != NULL && ep->token == NULL && !k->auth) {
-		TAILQ_INSERT_TAIL(&c->held, k, entry);
-		auth_start(c);
-		return;
-	}
-	k->slot = ep_slot(c, ep, k->lane);
-	if ((req = evhttp_request_new(on_http, k)) == NULL)
-		log_fatal("out of memory (an etcd request)");
-	h = evhttp_request_get_output_headers(req);
-	evhttp_add_header(h, "Host", ep->text);
-	evhttp_add_header(h, "Content-Type", "application/json");
-	k->token_gen = 0;
-	if (ep->token != NULL && !k->auth) {
-		evhttp_add_header(h, "Authorization", ep->token);
-		k->token_gen = ep->token_gen;
-	}
-	evbuffer_add(evhttp_request_get_output_buffer(req), k->body, strlen(k->body));
-	k->ep = ep;
-	k->req = req;
-	k->sending = true;
-	ep->busy[k->slot]++;
-	c->stats.calls++;
-	TAILQ_INSERT_TAIL(&c->calls, k, entry);
-	rc = evhttp_make_request(ep->pool[k->slot], req, EVHTTP_REQ_POST, k->path);
-	k->sending = false;
-	if (rc != 0 && k->req != NULL) {
-		/* refused without a callback: evhttp freed req */
-		TAILQ_REMOVE(&c->calls, k, entry);
-		ep->busy[k->slot]--;
-		k->req = NULL;
-		call_fail_later(c, k, ETCD_DOWN, "cannot send to etcd");
-	}
-}
-
-void
-etcd_call(struct etcd *c, const char *path, json_t *body, etcd_cb *cb, void *arg)
-{
-	etcd_call_lane(c, (unsigned)-1, path, body, cb, arg);
-}
-
-void
-etcd_call_lane(struct etcd *c, unsigned lane, const char *path, json_t *body,
-    etcd_cb *cb, void *arg)
+/* A new call of kind with the packed request req, framed. */
+static struct etcd_call *
+call_new(struct etcd *c, int kind, const ProtobufCMessage *req, etcd_cb *cb, void *arg)
 {
 	struct etcd_call *k = xcalloc(1, sizeof(*k));
+	size_t n = protobuf_c_message_get_packed_size(req);
+
+	assert(req->descriptor == methods[kind].req);
+	if (n > UINT32_MAX)
+		log_fatal("etcd: a request of %zu bytes", n);
 	k->c = c;
-	k->lane = lane == (unsigned)-1 ? -1 : (int)(lane % ETCD_POOL);
-	k->path = xstrdup(path);
-	k->body = json_dumps(body, JSON_COMPACT);
+	k->kind = kind;
 	k->cb = cb;
 	k->arg = arg;
-	json_decref(body);
-	if (k->body == NULL)
-		log_fatal("out of memory (an etcd request body)");
-	call_send(c, k);
-}
-
-/* ---- authentication ------------------------------------------------------- */
-
-/* The answer to /v3/auth/authenticate: send the held calls with the token,
- * or fail them. */
-static void
-on_auth(void *arg, const struct etcd_result *r)
-{
-	struct etcd *c = arg;
-	struct etcd_ep *ep = c->auth_ep;
-	const char *token = r->status == ETCD_OK ?
-	    json_string_value(json_object_get(r->body, "token")) : NULL;
-	struct etcd_call_list held;
-	struct etcd_call *k;
-
-	c->authing = false;
-	TAILQ_INIT(&held);
-	TAILQ_CONCAT(&held, &c->held, entry);
-	if (token != NULL) {
-		free(ep->token);
-		ep->token = xstrdup(token);
-		ep->token_gen++;
-		if (c->wnext != NULL)
-			event_active(c->ev_watch, EV_TIMEOUT, 0);	/* it waited for it */
-	} else if (r->status == ETCD_FAILED) {
-		log_error("etcd at %s refused user '%s': %s", ep->text, c->username,
-		    r->why != NULL ? r->why : "error");
+	k->grpc_status = -1;
+	k->len = 5 + n;
+	k->frame = xmalloc(k->len);
+	k->frame[0] = 0;
+	k->frame[1] = (uint8_t)(n >> 24);
+	k->frame[2] = (uint8_t)(n >> 16);
+	k->frame[3] = (uint8_t)(n >> 8);
+	k->frame[4] = (uint8_t)n;
+	(void)protobuf_c_message_pack(req, k->frame + 5);
+	k->in = evbuffer_new();
+	if (k->in == NULL)
+		log_fatal("out of memory (an etcd call)");
+	if (kind != K_WATCH) {
+		k->timer = evtimer_new(c->base, on_call_timeout, k);
+		if (k->timer == NULL)
+			log_fatal("out of memory (an etcd call)");
 	}
-	while ((k = TAILQ_FIRST(&held)) != NULL) {
-		TAILQ_REMOVE(&held, k, entry);
-		if (token != NULL) {
-			call_send(c, k);
-		} else {
-			struct etcd_result f = { .status = r->status == ETCD_OK ? ETCD_FAILED :
-			    r->status, .code = r->code, .why = "etcd authentication failed" };
-			call_end(k, &f);
-		}
-	}
+	return k;
 }
 
-/* Authenticate with the current endpoint, unless that is under way. */
+/* Arm k's request timeout (again). */
 static void
-auth_start(struct etcd *c)
+call_arm(struct etcd_call *k)
 {
-	struct etcd_call *k;
-	if (c->authing)
-		return;
-	c->authing = true;
-	c->auth_ep = &c->eps[c->cur];
-	k = xcalloc(1, sizeof(*k));
-	k->c = c;
-	k->path = xstrdup("/v3/auth/authenticate");
-	json_t *req = json_pack("{s:s, s:s}", "name", c->username, "password",
-	    c->password != NULL ? c->password : "");
-	k->body = json_dumps(req, JSON_COMPACT);
-	json_decref(req);
-	k->cb = on_auth;
-	k->arg = c;
-	k->auth = true;
-	k->lane = -1;
-	call_send(c, k);
+	struct timeval tv = clock_tv(k->c->timeout_ms);
+	if (k->timer != NULL)
+		evtimer_add(k->timer, &tv);
 }
 
-/* ---- the watch stream ----------------------------------------------------- */
+/* ---- the watch's end ------------------------------------------------------ */
 
-/* The stream failed or ended: forget it and tell the owner from the loop. */
+static void
+on_wlost_item(struct later_item *it)
+{
+	struct etcd *c = (struct etcd *)(void *)((char *)it - offsetof(struct etcd, wlost_item));
+	c_enter(c);
+	if (!c->dead && c->wlost && c->watch == NULL) {
+		c->wlost = false;
+		if (c->hooks.watch != NULL)
+			c->hooks.watch(c->hooks.arg, NULL);
+	}
+	c_leave(c);
+}
+
+/* The watch stream ended (c->watch is NULL already): tell its owner NULL
+ * from the loop. */
 static void
 watch_lost(struct etcd *c)
 {
-	c->wreq = NULL;
-	c->wep = NULL;
-	evbuffer_drain(c->wbuf, evbuffer_get_length(c->wbuf));
+	c->wgen++;
 	c->wlost = true;
-	event_active(c->ev_watch, EV_TIMEOUT, 0);
+	if (!c->wlost_item.queued)
+		later_add(c->failing, &c->wlost_item, on_wlost_item);
 }
 
-int
-etcd_stream_next(struct evbuffer *buf, json_t **msg, char *why, size_t whysize)
+/* Cancel the watch stream, if any, saying nothing. */
+static void
+watch_cancel(struct etcd *c)
 {
-	json_error_t err;
-	size_t len, n;
-	const char *p, *nl;
+	struct etcd_call *k = c->watch;
+	c->wgen++;
+	c->wlost = false;
+	later_cancel(c->failing, &c->wlost_item);
+	if (k == NULL)
+		return;
+	c->watch = NULL;
+	call_detach(k, true);
+	call_free(k);
+}
 
-	*msg = NULL;
-	while ((len = evbuffer_get_length(buf)) > 0) {
-		p = (const char *)evbuffer_pullup(buf, -1);
-		if ((nl = memchr(p, '\n', len)) == NULL) {
-			if (len <= ETCD_MESSAGE_MAX)
-				return 0;	/* more to come */
-			snprintf(why, whysize, "a message over %d bytes", ETCD_MESSAGE_MAX);
-			return -1;
-		}
-		n = (size_t)(nl - p);
-		for (; n > 0 && isspace((unsigned char)p[n - 1]); n--)
-			;
-		if (n > 0 && (*msg = json_loadb(p, n, 0, &err)) == NULL) {
-			snprintf(why, whysize, "not JSON");
-			return -1;
-		}
-		evbuffer_drain(buf, (size_t)(nl - p) + 1);
-		if (*msg != NULL)
-			return 1;
-		/* a blank line */
+/* ---- nghttp2 callbacks ------------------------------------------------------ */
+
+/* The call of stream sid of conn, NULL when none (given up, or conn failed). */
+static struct etcd_call *
+stream_call(struct etcd_conn *conn, int32_t sid)
+{
+	if (conn->failed || conn->c->dead)
+		return NULL;
+	return nghttp2_session_get_stream_user_data(conn->h2, sid);
+}
+
+static ssize_t
+on_data_read(nghttp2_session *h2, int32_t sid, uint8_t *buf, size_t length,
+    uint32_t *flags, nghttp2_data_source *source, void *user_data)
+{
+	struct etcd_call *k = stream_call(user_data, sid);
+	size_t n;
+	(void)h2;
+	(void)source;
+	if (k == NULL)
+		return NGHTTP2_ERR_DEFERRED;
+	n = k->len - k->off;
+	if (n > length)
+		n = length;
+	memcpy(buf, k->frame + k->off, n);
+	k->off += n;
+	if (k->off == k->len) {
+		if (k->kind != K_WATCH)
+			*flags |= NGHTTP2_DATA_FLAG_EOF;
+		else if (n == 0)
+			return NGHTTP2_ERR_DEFERRED;	/* the stream stays open */
+	}
+	return (ssize_t)n;
+}
+
+static int
+on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
+    size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
+{
+	struct etcd_call *k;
+	(void)h2;
+	(void)flags;
+	if (frame->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	if ((k = stream_call(user_data, frame->hd.stream_id)) == NULL)
+		return 0;
+	if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
+		int s = 0;
+		for (size_t i = 0; i < valuelen && i < 3; i++)
+			s = s * 10 + (value[i] - '0');
+		k->http_status = s;
+	} else if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0) {
+		k->grpc_status = etcd_grpc_status((const char *)value, valuelen);
+		if (k->grpc_status < 0)
+			k->grpc_status = 2;	/* UNKNOWN */
+	} else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0) {
+		free(k->grpc_message);
+		k->grpc_message = xmalloc(valuelen + 1);
+		etcd_grpc_message((const char *)value, valuelen, k->grpc_message, valuelen + 1);
 	}
 	return 0;
 }
 
-/* Bytes of the stream arrived: pass on each whole message. The gateway ends
- * each message with a newline (JSON text holds none of its own), so a
- * message is complete when its newline has come, wherever the chunks were
- * cut. */
-static void
-on_watch_chunk(struct evhttp_request *req, void *arg)
+static int
+on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t sid, const uint8_t *data,
+    size_t len, void *user_data)
 {
-	struct etcd *c = arg;
-	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	json_t *msg, *res;
-	char why[64];
+	struct etcd_call *k = stream_call(user_data, sid);
+	(void)h2;
+	(void)flags;
+	if (k != NULL)
+		evbuffer_add(k->in, data, len);
+	return 0;
+}
+
+/* The code a stream that cannot be read is failed with. */
+static int
+unreadable_code(struct evbuffer *in)
+{
+	unsigned char pre[5];
+	if (evbuffer_copyout(in, pre, 5) == 5 && pre[0] == 0 &&
+	    ((uint32_t)pre[1] << 24 | (uint32_t)pre[2] << 16 | (uint32_t)pre[3] << 8 | pre[4]) >
+	    ETCD_MESSAGE_MAX)
+		return GRPC_RESOURCE_EXHAUSTED;
+	return GRPC_INTERNAL;
+}
+
+/* Tell the owner the watch messages that came whole. */
+static void
+watch_read(struct etcd_conn *conn, struct etcd_call *k)
+{
+	struct etcd *c = conn->c;
+	uint64_t gen = c->wgen;
+	ProtobufCMessage *msg;
+	char why[128];
 	int rc;
 
-	if (c->wreq != req || c->wnext != NULL) {
-		evbuffer_drain(in, evbuffer_get_length(in));
-		return;
-	}
-	evbuffer_add_buffer(c->wbuf, in);
-	while ((rc = etcd_stream_next(c->wbuf, &msg, why, sizeof(why))) == 1) {
+	while ((rc = etcd_grpc_next(k->in, methods[K_WATCH].resp, ETCD_MESSAGE_MAX, &msg, why,
+	    sizeof(why))) == 1) {
 		c->stats.messages++;
-		res = json_object_get(msg, "result");
-		if (!json_is_object(res)) {
-			json_t *e = json_object_get(msg, "error");
-			log_warn("etcd watch stream from %s failed: %s", c->wep->text,
-			    json_is_object(e) && json_is_string(json_object_get(e, "message")) ?
-			    json_string_value(json_object_get(e, "message")) : "error");
-			json_decref(msg);
-			goto bad;
-		}
-		ep_answered(c);
-		if (c->hooks.watch != NULL)
-			c->hooks.watch(c->hooks.arg, res);
-		json_decref(msg);
-		if (c->wreq != req || c->wnext != NULL)
-			return;	/* the hook stopped or restarted the stream */
+		state_set(c, true);
+		if (!c->dead && c->wgen == gen && c->hooks.watch != NULL)
+			c->hooks.watch(c->hooks.arg, (const Etcd__WatchResponse *)msg);
+		protobuf_c_message_free_unpacked(msg, NULL);
+		if (c->dead || c->wgen != gen)
+			return;	/* stopped or started again: k is gone */
 	}
-	if (rc == 0)
+	if (rc < 0) {
+		log_warn("etcd %s: watch stream: %s", conn->ep->text, why);
+		c->watch = NULL;
+		call_detach(k, true);
+		call_free(k);
+		watch_lost(c);
+	}
+}
+
+/* A unary call is answered with a message: take it (a keepalive ends
+ * with the first one). */
+static void call_answered(struct etcd_conn *conn, struct etcd_call *k);
+
+static void
+unary_read(struct etcd_conn *conn, struct etcd_call *k, bool end)
+{
+	ProtobufCMessage *msg;
+	char why[128];
+	int rc;
+
+	while ((rc = etcd_grpc_next(k->in, methods[k->kind].resp, ETCD_MESSAGE_MAX, &msg, why,
+	    sizeof(why))) == 1) {
+		if (k->msg == NULL)
+			k->msg = msg;
+		else
+			protobuf_c_message_free_unpacked(msg, NULL);	/* one only */
+	}
+	if (rc < 0) {
+		struct etcd_result r = { .status = ETCD_FAILED, .code = unreadable_code(k->in),
+		    .why = why };
+		log_warn("etcd %s: %s: %s", conn->ep->text, methods[k->kind].path, why);
+		call_detach(k, true);
+		if (k->kind == K_AUTH)
+			auth_done(conn, k, &r);
+		else
+			state_set(conn->c, true);
+		call_end(k, &r);
 		return;
-	log_warn("etcd watch stream from %s: %s; starting it again", c->wep->text, why);
-bad:
-	evhttp_cancel_request(req);
-	watch_lost(c);
+	}
+	if (k->kind == ETCD_LEASE_KEEPALIVE && k->msg != NULL) {
+		k->grpc_status = 0;
+		if (!end)
+			call_detach(k, true);
+		call_answered(conn, k);
+	}
 }
 
-/* The stream's response ended (req NULL: its connection failed). */
+/* etcd ended the watch stream k (its status, if any, came): tell the
+ * owner, and close the stream on our side too. */
 static void
-on_watch_done(struct evhttp_request *req, void *arg)
+watch_ended(struct etcd_conn *conn, struct etcd_call *k)
 {
-	struct etcd *c = arg;
-	if (req != NULL && c->wreq != req)
+	struct etcd *c = conn->c;
+	if (k->grpc_status > 0)
+		log_warn("etcd %s: watch stream ended: %s", conn->ep->text,
+		    k->grpc_message != NULL ? k->grpc_message : "error");
+	if (k->grpc_status == GRPC_UNAUTHENTICATED && k->token_gen == conn->token_gen &&
+	    conn->token != NULL) {
+		free(conn->token);
+		conn->token = NULL;
+	}
+	call_detach(k, true);
+	if (c->watch == k) {
+		c->watch = NULL;
+		watch_lost(c);
+	}
+	call_free(k);
+}
+
+static int
+on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user_data)
+{
+	struct etcd_conn *conn = user_data;
+	struct etcd *c = conn->c;
+	struct etcd_call *k;
+	(void)h2;
+	if (conn->failed || c->dead)
+		return 0;
+	switch (frame->hd.type) {
+	case NGHTTP2_SETTINGS:
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && !conn->h2up) {
+			conn->h2up = true;
+			c->stats.connects++;
+			if (c->username == NULL)
+				ep_up(c, conn->ep);
+		}
+		break;
+	case NGHTTP2_DATA:
+		if ((k = stream_call(conn, frame->hd.stream_id)) == NULL)
+			break;
+		if (k->kind != K_WATCH) {
+			unary_read(conn, k, (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
+			break;
+		}
+		watch_read(conn, k);
+		/* the stream may be gone (the hook, garbage): look again */
+		if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+		    (k = stream_call(conn, frame->hd.stream_id)) != NULL)
+			watch_ended(conn, k);
+		break;
+	case NGHTTP2_HEADERS:
+		if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+		    (k = stream_call(conn, frame->hd.stream_id)) != NULL && k->kind == K_WATCH)
+			watch_ended(conn, k);
+		break;
+	case NGHTTP2_GOAWAY:
+		if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
+			char why[WHY_MAX];
+			snprintf(why, sizeof(why), "closed by etcd (%s)",
+			    nghttp2_http2_strerror(frame->goaway.error_code));
+			conn_fail(conn, why);
+		} else {
+			/* the streams it took go on; new ones go to a new connection */
+			conn->draining = true;
+			if (c->conn == conn)
+				c->conn = NULL;
+		}
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static void call_resend(struct etcd_conn *conn, struct etcd_call *k);
+
+/* k's stream ended with its status: end the call. */
+static void
+call_answered(struct etcd_conn *conn, struct etcd_call *k)
+{
+	struct etcd *c = conn->c;
+	struct etcd_result r = { .status = ETCD_OK };
+	char why[WHY_MAX];
+
+	call_detach(k, false);
+	if (k->grpc_status < 0 && k->http_status != 200) {
+		r.status = ETCD_FAILED;
+		r.code = grpc_of_http(k->http_status);
+		snprintf(why, sizeof(why), "HTTP status %d", k->http_status);
+		r.why = why;
+	} else if (k->grpc_status < 0) {
+		r.status = ETCD_FAILED;
+		r.code = GRPC_INTERNAL;
+		r.why = "no gRPC status in the response";
+	} else if (k->grpc_status != 0) {
+		r.status = ETCD_FAILED;
+		r.code = k->grpc_status;
+		if (k->grpc_message != NULL && k->grpc_message[0] != '\0') {
+			r.why = k->grpc_message;
+		} else {
+			snprintf(why, sizeof(why), "gRPC status %d", k->grpc_status);
+			r.why = why;
+		}
+	} else if (k->msg == NULL) {
+		r.status = ETCD_FAILED;
+		r.code = GRPC_INTERNAL;
+		r.why = "no message in the response";
+	} else {
+		r.msg = k->msg;
+	}
+	if (k->kind == K_AUTH) {
+		auth_done(conn, k, &r);
+		call_end(k, &r);
 		return;
-	if (req == NULL || evhttp_request_get_response_code(req) == 0)
-		log_warn("etcd watch stream from %s lost", c->wep != NULL ? c->wep->text : "?");
-	else if (evhttp_request_get_response_code(req) != HTTP_OK)
-		log_warn("etcd watch stream from %s refused: HTTP status %d",
-		    c->wep != NULL ? c->wep->text : "?", evhttp_request_get_response_code(req));
-	watch_lost(c);
+	}
+	state_set(c, true);
+	if (r.status == ETCD_FAILED && r.code == GRPC_UNAUTHENTICATED && c->username != NULL &&
+	    !k->resent && strstr(r.why, "invalid auth token") != NULL) {
+		call_resend(conn, k);
+		return;
+	}
+	call_end(k, &r);
 }
 
-/* Cancel the stream running, if any. */
-static void
-watch_cancel(struct etcd *c)
+static int
+on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t error_code, void *user_data)
 {
-	if (c->wreq != NULL)
-		evhttp_cancel_request(c->wreq);
-	c->wreq = NULL;
-	c->wep = NULL;
-	evbuffer_drain(c->wbuf, evbuffer_get_length(c->wbuf));
+	struct etcd_conn *conn = user_data;
+	struct etcd *c = conn->c;
+	struct etcd_call *k;
+	(void)h2;
+
+	if (conn->nstreams > 0) {
+		conn->nstreams--;
+		c->stats.streams--;
+	}
+	if ((k = stream_call(conn, sid)) == NULL)
+		return 0;
+	if (k->kind == K_WATCH) {
+		watch_ended(conn, k);
+		return 0;
+	}
+	if (k->grpc_status < 0 && error_code != NGHTTP2_NO_ERROR) {
+		char why[WHY_MAX];
+		snprintf(why, sizeof(why), "stream reset by etcd (%s)",
+		    nghttp2_http2_strerror(error_code));
+		if (k->kind == K_AUTH) {
+			conn_fail(conn, why);
+			return 0;
+		}
+		call_down(k, why);
+		return 0;
+	}
+	call_answered(conn, k);
+	return 0;
 }
 
-/* From the loop: start the stream asked for, or tell the owner the last
- * one ended. */
+/* ---- authentication --------------------------------------------------------- */
+
+/* Authenticate on conn, unless that is under way. */
 static void
-on_watch_event(evutil_socket_t fd, short what, void *arg)
+auth_start(struct etcd_conn *conn)
 {
-	struct etcd *c = arg;
-	struct etcd_ep *ep = &c->eps[c->cur];
-	struct evhttp_request *req;
-	struct evkeyvalq *h;
-	json_t *create = c->wnext;
-	char *text;
+	struct etcd *c = conn->c;
+	Etcd__AuthenticateRequest req = ETCD__AUTHENTICATE_REQUEST__INIT;
+	struct etcd_call *k;
+
+	if (conn->auth != NULL)
+		return;
+	req.name = c->username;
+	req.password = c->password != NULL ? c->password : (char *)"";
+	k = call_new(c, K_AUTH, &req.base, NULL, NULL);
+	call_arm(k);
+	conn->auth = k;
+	k->conn = conn;
+	TAILQ_INSERT_HEAD(&conn->held, k, entry);
+}
+
+/* The answer to conn's authenticate call k (detached): keep the token and
+ * send the calls held, or fail them. */
+static void
+auth_done(struct etcd_conn *conn, struct etcd_call *k, const struct etcd_result *r)
+{
+	struct etcd *c = conn->c;
+	const Etcd__AuthenticateResponse *resp = (const Etcd__AuthenticateResponse *)r->msg;
+	struct etcd_call *h, *next;
+	char why[WHY_MAX];
+
+	(void)k;
+	if (r->status == ETCD_OK && resp->token != NULL && resp->token[0] != '\0') {
+		free(conn->token);
+		conn->token = xstrdup(resp->token);
+		conn->token_gen++;
+		ep_up(c, conn->ep);
+		state_set(c, true);
+		conn_pump(conn);
+		return;
+	}
+	snprintf(why, sizeof(why), "authentication failed: %s", r->status == ETCD_OK ?
+	    "no token in the answer" : r->why);
+	ep_down(c, conn->ep, why);
+	state_set(c, false);
+	for (h = TAILQ_FIRST(&conn->held); h != NULL; h = next) {
+		next = TAILQ_NEXT(h, entry);
+		call_detach(h, false);
+		if (h->kind == K_WATCH) {
+			call_down(h, why);
+			continue;
+		}
+		call_fail_later(h, ETCD_FAILED, r->status == ETCD_OK ? GRPC_INTERNAL : r->code, why);
+	}
+}
+
+/* k was refused for a token etcd no longer takes: send it once more with a
+ * new one (authenticating again unless it carried an older token). */
+static void
+call_resend(struct etcd_conn *conn, struct etcd_call *k)
+{
+	struct etcd *c = conn->c;
+	if (k->token_gen == conn->token_gen && conn->token != NULL) {
+		free(conn->token);
+		conn->token = NULL;
+	}
+	k->resent = true;
+	k->sid = 0;
+	k->off = 0;
+	k->http_status = 0;
+	k->grpc_status = -1;
+	free(k->grpc_message);
+	k->grpc_message = NULL;
+	if (k->msg != NULL)
+		protobuf_c_message_free_unpacked(k->msg, NULL);
+	k->msg = NULL;
+	evbuffer_drain(k->in, evbuffer_get_length(k->in));
+	call_arm(k);
+	call_start(c, k);
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+/* Submit k's stream on conn (k is on conn->held). */
+static void
+call_submit(struct etcd_conn *conn, struct etcd_call *k)
+{
+	struct etcd *c = conn->c;
+	const char *scheme = c->tls != NULL ? "https" : "http";
+	const char *path = methods[k->kind].path;
+#define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), \
+	NGHTTP2_NV_FLAG_NO_COPY_NAME }
+	nghttp2_nv nva[] = {
+		NV(":method", "POST"),
+		NV(":scheme", scheme),
+		NV(":path", path),
+		NV(":authority", conn->ep->text),
+		NV("content-type", "application/grpc"),
+		NV("te", "trailers"),
+		NV("token", conn->token != NULL ? conn->token : ""),
+	};
+#undef NV
+	size_t nnv = sizeof(nva) / sizeof(nva[0]);
+	nghttp2_data_provider prd = { .source.ptr = NULL, .read_callback = on_data_read };
+	int32_t sid;
+
+	k->token_gen = 0;
+	if (conn->token != NULL && k->kind != K_AUTH)
+		k->token_gen = conn->token_gen;
+	else
+		nnv--;
+	sid = nghttp2_submit_request(conn->h2, NULL, nva, nnv, &prd, k);
+	if (sid < 0) {
+		char why[WHY_MAX];
+		snprintf(why, sizeof(why), "HTTP/2: %s", nghttp2_strerror(sid));
+		conn_fail(conn, why);
+		return;
+	}
+	TAILQ_REMOVE(&conn->held, k, entry);
+	TAILQ_INSERT_TAIL(&conn->sent, k, entry);
+	k->sid = sid;
+	conn->nstreams++;
+	c->stats.streams++;
+	if (k->kind < K_AUTH)
+		c->stats.calls++;
+}
+
+static void conn_ping_arm(struct etcd_conn *conn);
+
+/* Send what conn holds when it can go: the authenticate call first. */
+static void
+conn_pump(struct etcd_conn *conn)
+{
+	struct etcd *c = conn->c;
+	struct etcd_call *k, *next;
+
+	if (!conn->ready || conn->failed)
+		return;
+	if (c->username != NULL && conn->token == NULL)
+		auth_start(conn);
+	for (k = TAILQ_FIRST(&conn->held); k != NULL && !conn->failed; k = next) {
+		next = TAILQ_NEXT(k, entry);
+		if (k->kind != K_AUTH && c->username != NULL && conn->token == NULL)
+			continue;
+		call_submit(conn, k);
+		if (k->kind == K_WATCH)
+			conn_ping_arm(conn);
+	}
+	conn_flush(conn);
+}
+
+/* Write what nghttp2 has to send into the bufferevent. */
+static void
+conn_flush(struct etcd_conn *conn)
+{
+	const uint8_t *data;
+	ssize_t n;
+
+	if (conn->in_h2 || conn->failed)
+		return;
+	while ((n = nghttp2_session_mem_send(conn->h2, &data)) > 0)
+		bufferevent_write(conn->bev, data, (size_t)n);
+	if (n < 0) {
+		char why[WHY_MAX];
+		snprintf(why, sizeof(why), "HTTP/2: %s", nghttp2_strerror((int)n));
+		conn_fail(conn, why);
+		return;
+	}
+	if (conn->draining && conn->nstreams == 0 && TAILQ_EMPTY(&conn->held) &&
+	    TAILQ_EMPTY(&conn->sent)) {
+		/* etcd said GOAWAY and every stream has ended: close it quietly */
+		conn->failed = true;
+		TAILQ_REMOVE(&conn->c->conns, conn, entry);
+		TAILQ_INSERT_TAIL(&conn->c->graveyard, conn, entry);
+	}
+}
+
+/* Give conn up for why: its calls end ETCD_DOWN (from the loop), its watch
+ * stream NULL; the client moves to the next endpoint. */
+static void
+conn_fail(struct etcd_conn *conn, const char *why)
+{
+	struct etcd *c = conn->c;
+	struct etcd_call *k;
+	bool busy;
+
+	if (conn->failed)
+		return;
+	conn->failed = true;
+	busy = !TAILQ_EMPTY(&conn->held) || !TAILQ_EMPTY(&conn->sent);
+	TAILQ_REMOVE(&c->conns, conn, entry);
+	TAILQ_INSERT_TAIL(&c->graveyard, conn, entry);
+	if (conn->bev != NULL)
+		bufferevent_disable(conn->bev, EV_READ | EV_WRITE);
+	evtimer_del(conn->timer);
+	if (c->conn == conn) {
+		size_t at = (size_t)(conn->ep - c->eps);
+		c->conn = NULL;
+		ep_down(c, conn->ep, why);
+		if (c->neps > 1 && at == c->cur) {
+			c->cur = (c->cur + 1) % c->neps;
+			c->stats.switches++;
+		}
+		if (busy || !conn->h2up)
+			state_set(c, false);
+	}
+	while ((k = TAILQ_FIRST(&conn->held)) != NULL)
+		call_down(k, why);
+	while ((k = TAILQ_FIRST(&conn->sent)) != NULL)
+		call_down(k, why);
+}
+
+/* Why conn's bufferevent failed, from its event what. */
+static const char *
+conn_failure(struct etcd_conn *conn, short what, char *buf, size_t len)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+	char tls[WHY_MAX - 8];
+
+	if (conn->c->tls != NULL && tls_bev_failure(conn->bev, tls, sizeof(tls)) != NULL) {
+		snprintf(buf, len, "TLS: %s", tls);
+		return buf;
+	}
+	if ((what & BEV_EVENT_ERROR) && err != 0) {
+		switch (err) {
+		case ECONNREFUSED: return "connection refused";
+		case ECONNRESET: return "connection reset";
+		case ETIMEDOUT: return "timed out";
+		default:
+			snprintf(buf, len, "%s", evutil_socket_error_to_string(err));
+			if (buf[0] >= 'A' && buf[0] <= 'Z')
+				buf[0] = (char)(buf[0] - 'A' + 'a');
+			return buf;
+		}
+	}
+	if (!conn->ready && conn->c->tls != NULL)
+		return "TLS: connection closed during the TLS handshake";
+	return "closed by etcd";
+}
+
+/* Check the connection of an idle watch with a PING now and then. */
+static void
+on_conn_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd_conn *conn = arg;
+	struct etcd *c = conn->c;
+	uint64_t now = clock_ms(), idle;
+	struct timeval tv;
 	(void)fd;
 	(void)what;
 
-	if (create == NULL) {
-		if (c->wlost && c->wreq == NULL) {
-			c->wlost = false;
-			if (c->hooks.watch != NULL)
-				c->hooks.watch(c->hooks.arg, NULL);
+	c_enter(c);
+	if (!conn->ready || conn->ping_out) {
+		conn_fail(conn, "timed out");
+		c_leave(c);
+		return;
+	}
+	if (c->watch == NULL || c->watch->conn != conn) {
+		c_leave(c);
+		return;	/* armed again by the next watch */
+	}
+	idle = now - conn->last_read;
+	if (idle >= c->ping_ms) {
+		(void)nghttp2_submit_ping(conn->h2, NGHTTP2_FLAG_NONE, NULL);
+		conn->ping_out = true;
+		tv = clock_tv(c->timeout_ms);
+		conn_flush(conn);
+	} else {
+		tv = clock_tv(c->ping_ms - idle);
+	}
+	if (!conn->failed)
+		evtimer_add(conn->timer, &tv);
+	c_leave(c);
+}
+
+/* Start checking conn for its watch stream. */
+static void
+conn_ping_arm(struct etcd_conn *conn)
+{
+	struct timeval tv = clock_tv(conn->c->ping_ms);
+	if (!conn->ping_out)
+		evtimer_add(conn->timer, &tv);
+}
+
+static void
+on_read(struct bufferevent *bev, void *arg)
+{
+	struct etcd_conn *conn = arg;
+	struct etcd *c = conn->c;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_iovec v[8];
+	int n;
+
+	c_enter(c);
+	conn->last_read = clock_ms();
+	conn->ping_out = false;
+	while (!conn->failed && !c->dead && evbuffer_get_length(in) > 0) {
+		n = evbuffer_peek(in, -1, NULL, v, 8);
+		if (n > 8)
+			n = 8;
+		size_t used = 0;
+		for (int i = 0; i < n && !conn->failed && !c->dead; i++) {
+			ssize_t rv;
+			conn->in_h2 = true;
+			rv = nghttp2_session_mem_recv(conn->h2, v[i].iov_base, v[i].iov_len);
+			conn->in_h2 = false;
+			if (rv < 0) {
+				char why[WHY_MAX];
+				snprintf(why, sizeof(why), "HTTP/2: %s", nghttp2_strerror((int)rv));
+				conn_fail(conn, why);
+				break;
+			}
+			used += (size_t)rv;
 		}
+		evbuffer_drain(in, used);
+	}
+	if (!c->dead && !conn->failed)
+		conn_flush(conn);
+	if (!c->dead && !conn->failed && !nghttp2_session_want_read(conn->h2) &&
+	    !nghttp2_session_want_write(conn->h2))
+		conn_fail(conn, "closed by etcd");
+	c_leave(c);
+}
+
+static void
+on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct etcd_conn *conn = arg;
+	struct etcd *c = conn->c;
+	char buf[WHY_MAX];
+
+	c_enter(c);
+	if (what & BEV_EVENT_CONNECTED) {
+		if (c->tls != NULL) {
+			const unsigned char *alpn = NULL;
+			unsigned alen = 0;
+			SSL_get0_alpn_selected(bufferevent_openssl_get_ssl(bev), &alpn, &alen);
+			if (alen != 2 || memcmp(alpn, "h2", 2) != 0) {
+				conn_fail(conn, "TLS: server did not agree to HTTP/2");
+				c_leave(c);
+				return;
+			}
+		}
+		conn->ready = true;
+		conn->last_read = clock_ms();
+		evtimer_del(conn->timer);
+		conn_pump(conn);
+	} else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		conn_fail(conn, conn_failure(conn, what, buf, sizeof(buf)));
+	}
+	c_leave(c);
+}
+
+static void
+conn_free(struct etcd_conn *conn)
+{
+	struct etcd *c = conn->c;
+	struct etcd_call *k;
+	while ((k = TAILQ_FIRST(&conn->held)) != NULL) {
+		call_detach(k, false);
+		call_free(k);
+	}
+	while ((k = TAILQ_FIRST(&conn->sent)) != NULL) {
+		call_detach(k, false);
+		call_free(k);
+	}
+	c->stats.streams -= conn->nstreams;
+	if (conn->h2 != NULL)
+		nghttp2_session_del(conn->h2);
+	if (conn->bev != NULL)
+		bufferevent_free(conn->bev);
+	event_free(conn->timer);
+	if (conn->token != NULL)
+		explicit_bzero(conn->token, strlen(conn->token));
+	free(conn->token);
+	free(conn);
+}
+
+/* A new connection to the current endpoint as c->conn, connecting; NULL
+ * when it failed at once (after conn_fail). */
+static struct etcd_conn *
+conn_new(struct etcd *c)
+{
+	static nghttp2_session_callbacks *cbs;
+	struct etcd_conn *conn = xcalloc(1, sizeof(*conn));
+	struct etcd_ep *ep = &c->eps[c->cur];
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, ETCD_WINDOW },
+	};
+	struct timeval tv = clock_tv(c->timeout_ms);
+	char why[WHY_MAX];
+	int one = 1;
+
+	if (cbs == NULL) {
+		if (nghttp2_session_callbacks_new(&cbs) != 0)
+			log_fatal("out of memory (nghttp2)");
+		nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+		nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+		nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+		nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+	}
+	conn->c = c;
+	conn->ep = ep;
+	TAILQ_INIT(&conn->held);
+	TAILQ_INIT(&conn->sent);
+	TAILQ_INSERT_TAIL(&c->conns, conn, entry);
+	c->conn = conn;
+	conn->timer = evtimer_new(c->base, on_conn_timer, conn);
+	if (conn->timer == NULL || nghttp2_session_client_new(&conn->h2, cbs, conn) != 0)
+		log_fatal("out of memory (an etcd connection)");
+	if (nghttp2_submit_settings(conn->h2, NGHTTP2_FLAG_NONE, iv, 2) != 0 ||
+	    nghttp2_session_set_local_window_size(conn->h2, NGHTTP2_FLAG_NONE, 0,
+	    ETCD_WINDOW) != 0)
+		log_fatal("out of memory (an etcd connection)");
+	if (c->tls != NULL) {
+		SSL *ssl = tls_client_new_ssl(c->tls, c->tls_name != NULL ? c->tls_name : ep->host);
+		static const unsigned char h2[] = { 2, 'h', '2' };
+		SSL_set_alpn_protos(ssl, h2, sizeof(h2));
+		conn->bev = bufferevent_openssl_socket_new(c->base, -1, ssl,
+		    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+		if (conn->bev != NULL)
+			bufferevent_openssl_set_allow_dirty_shutdown(conn->bev, 1);
+		else
+			SSL_free(ssl);
+	} else {
+		conn->bev = bufferevent_socket_new(c->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	}
+	if (conn->bev == NULL) {
+		conn_fail(conn, "cannot make a connection");
+		return NULL;
+	}
+	bufferevent_setcb(conn->bev, on_read, NULL, on_event, conn);
+	bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
+	if (bufferevent_socket_connect(conn->bev, (struct sockaddr *)&ep->sa, (int)ep->salen) < 0) {
+		int err = EVUTIL_SOCKET_ERROR();
+		snprintf(why, sizeof(why), "cannot connect: %s",
+		    err == 0 ? "error" : evutil_socket_error_to_string(err));
+		conn_fail(conn, why);
+		return NULL;
+	}
+	if (bufferevent_getfd(conn->bev) >= 0)
+		(void)setsockopt(bufferevent_getfd(conn->bev), IPPROTO_TCP, TCP_NODELAY, &one,
+		    sizeof(one));
+	evtimer_add(conn->timer, &tv);
+	conn_flush(conn);
+	return conn;
+}
+
+/* Send k (on no list) on the current connection, made if need be; fail it
+ * from the loop if that cannot be. */
+static void
+call_start(struct etcd *c, struct etcd_call *k)
+{
+	struct etcd_conn *conn = c->conn;
+	if (conn == NULL && (conn = conn_new(c)) == NULL) {
+		const char *why = strchr(c->why_down, ' ');
+		why = why != NULL ? why + 1 : "cannot connect";
+		if (k->kind == K_WATCH) {
+			if (c->watch == k) {
+				c->watch = NULL;
+				watch_lost(c);
+			}
+			call_free(k);
+			return;
+		}
+		call_fail_later(k, ETCD_DOWN, 0, why);
 		return;
 	}
-	if (c->username != NULL && ep->token == NULL) {
-		auth_start(c);	/* the stream starts when the token comes */
-		return;
-	}
-	c->wnext = NULL;
-	c->wlost = false;
-	watch_cancel(c);
-	json_t *msg = json_pack("{s:o}", "create_request", create);
-	text = json_dumps(msg, JSON_COMPACT);
-	json_decref(msg);
-	if (ep->wconn == NULL) {
-		ep->wconn = evhttp_connection_base_new(c->base, NULL, ep->ip,
-		    (unsigned short)ep->port);
-		if (ep->wconn == NULL)
-			log_fatal("out of memory (an etcd connection)");
-		evhttp_connection_set_timeout(ep->wconn, ETCD_WATCH_TIMEOUT_S);
-		evhttp_connection_set_retries(ep->wconn, 0);
-	}
-	if (text == NULL || (req = evhttp_request_new(on_watch_done, c)) == NULL)
-		log_fatal("out of memory (an etcd watch)");
-	evhttp_request_set_chunked_cb(req, on_watch_chunk);
-	h = evhttp_request_get_output_headers(req);
-	evhttp_add_header(h, "Host", ep->text);
-	evhttp_add_header(h, "Content-Type", "application/json");
-	if (ep->token != NULL)
-		evhttp_add_header(h, "Authorization", ep->token);
-	evbuffer_add(evhttp_request_get_output_buffer(req), text, strlen(text));
-	free(text);
-	c->wreq = req;
-	c->wep = ep;
-	c->stats.watches++;
-	if (evhttp_make_request(ep->wconn, req, EVHTTP_REQ_POST, "/v3/watch") != 0)
-		watch_lost(c);
+	k->conn = conn;
+	TAILQ_INSERT_TAIL(&conn->held, k, entry);
+	conn_pump(conn);
+}
+
+/* ---- the API ------------------------------------------------------------------ */
+
+void
+etcd_call(struct etcd *c, enum etcd_method m, const ProtobufCMessage *req, etcd_cb *cb,
+    void *arg)
+{
+	struct etcd_call *k;
+	assert((int)m >= 0 && (int)m < K_AUTH);
+	c_enter(c);
+	c->in_api++;
+	k = call_new(c, (int)m, req, cb, arg);
+	call_arm(k);
+	call_start(c, k);
+	c->in_api--;
+	c_leave(c);
 }
 
 void
-etcd_watch(struct etcd *c, json_t *create_request)
+etcd_watch(struct etcd *c, const Etcd__WatchCreateRequest *req)
 {
-	json_decref(c->wnext);
-	c->wnext = create_request;
-	event_active(c->ev_watch, EV_TIMEOUT, 0);
+	Etcd__WatchRequest wr = ETCD__WATCH_REQUEST__INIT;
+	struct etcd_call *k;
+
+	c_enter(c);
+	c->in_api++;
+	watch_cancel(c);
+	wr.request_union_case = ETCD__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+	wr.create_request = (Etcd__WatchCreateRequest *)req;
+	k = call_new(c, K_WATCH, &wr.base, NULL, NULL);
+	c->watch = k;
+	c->stats.watches++;
+	call_start(c, k);
+	c->in_api--;
+	c_leave(c);
 }
 
 void
 etcd_watch_stop(struct etcd *c)
 {
-	json_decref(c->wnext);
-	c->wnext = NULL;
-	c->wlost = false;
+	c_enter(c);
 	watch_cancel(c);
+	if (c->conn != NULL)
+		conn_flush(c->conn);
+	c_leave(c);
 }
 
 bool
 etcd_watching(const struct etcd *c)
 {
-	return c->wreq != NULL || c->wnext != NULL;
+	return c->watch != NULL;
 }
-
-/* ---- the client ----------------------------------------------------------- */
 
 struct etcd *
 etcd_create(struct event_base *base, const struct etcd_options *o,
@@ -719,18 +1426,25 @@ etcd_create(struct event_base *base, const struct etcd_options *o,
 	c->base = base;
 	c->hooks = *hooks;
 	c->neps = o->nendpoints;
-	c->eps = xcalloc(c->neps, sizeof(*c->eps));
-	c->timeout = clock_tv(o->request_timeout_ms);
+	c->eps = xcalloc(c->neps > 0 ? c->neps : 1, sizeof(*c->eps));
+	c->timeout_ms = o->request_timeout_ms > 0 ? o->request_timeout_ms : 1;
+	c->ping_ms = o->ping_ms > 0 ? o->ping_ms : c->timeout_ms > ETCD_PING_MIN_MS ?
+	    c->timeout_ms : ETCD_PING_MIN_MS;
 	c->username = o->username != NULL ? xstrdup(o->username) : NULL;
 	c->password = o->password != NULL ? xstrdup(o->password) : NULL;
-	TAILQ_INIT(&c->calls);
-	TAILQ_INIT(&c->held);
+	c->tls_name = o->tls_server_name != NULL ? xstrdup(o->tls_server_name) : NULL;
+	c->tls = o->tls;
+	if (c->tls != NULL)
+		tls_client_ref(c->tls);
+	TAILQ_INIT(&c->conns);
+	TAILQ_INIT(&c->graveyard);
 	c->failing = later_create(base);
 	for (size_t i = 0; i < c->neps; i++) {
 		struct etcd_ep *ep = &c->eps[i];
 		struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
 		struct addr a;
-		const char *why;
+		char port[16];
+		const char *why = NULL;
 		int rc;
 
 		ep->text = xstrdup(o->endpoints[i]);
@@ -741,59 +1455,54 @@ etcd_create(struct event_base *base, const struct etcd_options *o,
 			etcd_destroy(c);
 			return NULL;
 		}
+		snprintf(ep->host, sizeof(ep->host), "%s", a.host);
+		snprintf(port, sizeof(port), "%d", a.port);
 		/* start-up may block: resolve each name once, here */
-		if ((rc = getaddrinfo(a.host, NULL, &hints, &ai)) != 0) {
+		if ((rc = getaddrinfo(a.host, port, &hints, &ai)) != 0) {
 			log_error("etcd endpoint '%s': cannot resolve %s: %s", ep->text, a.host,
 			    gai_strerror(rc));
 			c->neps = i + 1;
 			etcd_destroy(c);
 			return NULL;
 		}
-		getnameinfo(ai->ai_addr, ai->ai_addrlen, ep->ip, sizeof(ep->ip), NULL, 0,
-		    NI_NUMERICHOST);
+		memcpy(&ep->sa, ai->ai_addr, ai->ai_addrlen);
+		ep->salen = ai->ai_addrlen;
 		freeaddrinfo(ai);
-		ep->port = a.port;
 	}
-	c->wbuf = evbuffer_new();
-	c->ev_watch = event_new(base, -1, 0, on_watch_event, c);
-	if (c->wbuf == NULL || c->ev_watch == NULL)
-		log_fatal("out of memory (the etcd client)");
+	if (c->neps == 0) {
+		log_error("etcd: no endpoint");
+		etcd_destroy(c);
+		return NULL;
+	}
+	snprintf(c->why_down, sizeof(c->why_down), "%s: not connected yet", c->eps[0].text);
 	return c;
 }
 
-void
-etcd_destroy(struct etcd *c)
+/* Free c and everything of it, telling nobody. */
+static void
+really_destroy(struct etcd *c)
 {
-	struct etcd_call *k;
-	if (c == NULL)
-		return;
-	etcd_watch_stop(c);
-	/* freeing a connection frees its requests without their callbacks */
-	for (size_t i = 0; i < c->neps; i++) {
-		for (int j = 0; j < ETCD_POOL; j++)
-			if (c->eps[i].pool[j] != NULL)
-				evhttp_connection_free(c->eps[i].pool[j]);
-		if (c->eps[i].wconn != NULL)
-			evhttp_connection_free(c->eps[i].wconn);
+	struct etcd_conn *conn;
+	c->dead = true;
+	c->depth = 1;	/* what runs from here must not free c again */
+	watch_cancel(c);
+	while ((conn = TAILQ_FIRST(&c->conns)) != NULL) {
+		TAILQ_REMOVE(&c->conns, conn, entry);
+		conn_free(conn);
+	}
+	while ((conn = TAILQ_FIRST(&c->graveyard)) != NULL) {
+		TAILQ_REMOVE(&c->graveyard, conn, entry);
+		conn_free(conn);
+	}
+	if (c->failing != NULL) {
+		later_run(c->failing);	/* frees the failed calls, untold */
+		later_destroy(c->failing);
+	}
+	for (size_t i = 0; i < c->neps; i++)
 		free(c->eps[i].text);
-		free(c->eps[i].token);
-	}
-	while ((k = TAILQ_FIRST(&c->calls)) != NULL) {
-		TAILQ_REMOVE(&c->calls, k, entry);
-		call_free(k);
-	}
-	while ((k = TAILQ_FIRST(&c->held)) != NULL) {
-		TAILQ_REMOVE(&c->held, k, entry);
-		call_free(k);
-	}
-	c->destroying = true;
-	later_run(c->failing);	/* frees them untold */
-	later_destroy(c->failing);
-	if (c->wbuf != NULL)
-		evbuffer_free(c->wbuf);
-	if (c->ev_watch != NULL)
-		event_free(c->ev_watch);
 	free(c->eps);
+	tls_client_unref(c->tls);
+	free(c->tls_name);
 	free(c->username);
 	if (c->password != NULL)
 		explicit_bzero(c->password, strlen(c->password));
@@ -801,10 +1510,27 @@ etcd_destroy(struct etcd *c)
 	free(c);
 }
 
+void
+etcd_destroy(struct etcd *c)
+{
+	if (c == NULL)
+		return;
+	c->dead = true;
+	if (c->depth > 0)
+		return;	/* inside a callback: the last c_leave frees it */
+	really_destroy(c);
+}
+
 bool
 etcd_up(const struct etcd *c)
 {
 	return c->up;
+}
+
+const char *
+etcd_why_down(const struct etcd *c)
+{
+	return c->up ? NULL : c->why_down;
 }
 
 const char *

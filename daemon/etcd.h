@@ -98,6 +98,12 @@ struct etcd_options {
 					 * this context (a reference is taken) */
 	const char *tls_server_name;	/* the name the certificates must carry;
 					 * NULL: each endpoint's host */
+	uint64_t ping_ms;		/* a connection with a watch stream and no
+					 * byte from etcd for this long is checked
+					 * with a PING (an answer due within the
+					 * request timeout); 0: the request timeout,
+					 * but 6 s at least (etcd refuses PINGs more
+					 * often than every 5 s on a quiet stream) */
 };
 
 /* A new client (no connection is made yet); NULL after logging why (a name
