@@ -19,7 +19,7 @@ import re
 import time
 import unittest
 
-from harness import (NULL, SLOWDOWN, Err, EtcdTestCase, Raw, exclusion_across,
+from harness import (NULL, SLOWDOWN, Err, EtcdServer, EtcdTestCase, Raw, exclusion_across,
                      free_port, new_dir, read_within, shared_certs, unique_key, wait_until)
 from test_daemon import run_dlockd
 
@@ -181,6 +181,9 @@ class TestEtcdUnreachable(EtcdTLSCase):
     def test_refused_then_up(self):
         port = free_port()
         endpoint = "127.0.0.1:%d" % port
+        # the etcd of that port, started later, is stopped after the daemon
+        e = EtcdServer(port=port)
+        self.addCleanup(e.stop_checked)
         d = self.start_daemon(None, "backend:\n  request_timeout_ms: 500\n",
                               backend_url="etcd://%s" % endpoint, start=False)
         d.start(wait_backend=False)
@@ -189,15 +192,17 @@ class TestEtcdUnreachable(EtcdTLSCase):
                          % re.escape(endpoint))
         # etcd started on that port: the daemon comes up, says so once,
         # and LOCK works
-        e = self.start_etcd(port=port)
+        e.start()
         c = self.conn(d)
 
         def works():
-            r = c.cmd("LOCK", unique_key("up"), "WAIT", 0)
+            k = unique_key("up")
+            r = c.cmd("LOCK", k, "WAIT", 0)
             if isinstance(r, Err):
                 self.assertErr(r, "BACKEND")
                 return False
             self.assertGranted(r)
+            self.assertEqual(c.cmd("UNLOCK", k), 0)
             return True
         wait_until(works, RECONNECT_BOUND, 0.05, "LOCK to work once etcd listens")
         self.assertEqual(d.info().get("backend_connected"), "1")
