@@ -40,6 +40,7 @@
 
 #include "addr.h"
 #include "clock.h"
+#include "hashtab.h"
 #include "later.h"
 #include "log.h"
 #include "tls.h"
@@ -87,6 +88,7 @@ static const struct method {
 
 struct etcd;
 struct etcd_conn;
+struct etcd_lane;
 
 /* An endpoint. */
 struct etcd_ep {
@@ -120,10 +122,20 @@ struct etcd_call {
 	enum etcd_status fstatus;	/* failing: how it ends */
 	int fcode;			/* and its code */
 	char fwhy[WHY_MAX];		/* and why */
-	TAILQ_ENTRY(etcd_call) entry;	/* on conn->held or conn->sent */
+	struct etcd_lane *lane;		/* etcd_call_lane: its lane, else NULL */
+	TAILQ_ENTRY(etcd_call) entry;	/* on conn->held or conn->sent, or
+					 * waiting on lane->queue */
 	struct later_item fail;		/* on c->failing until told */
 };
 TAILQ_HEAD(etcd_call_list, etcd_call);
+
+/* A lane with calls: they go out one after the other. */
+struct etcd_lane {
+	struct hashtab_node node;	/* in c->lanes, keyed by id */
+	uint64_t id;			/* the owner's lane */
+	unsigned n;			/* its calls not ended: one out, the rest queued */
+	struct etcd_call_list queue;	/* not started yet, in order */
+};
 
 /* A connection to an endpoint. */
 struct etcd_conn {
@@ -169,6 +181,7 @@ struct etcd {
 	bool told_up;			/* what the state hook was told last */
 	struct later_item state_item;	/* tells the state hook from the loop */
 	char why_down[WHY_MAX + 160];	/* "<endpoint>: <reason>" */
+	struct hashtab *lanes;		/* struct etcd_lane by id */
 	struct etcd_call *watch;	/* the watch stream, NULL if none */
 	uint64_t wgen;			/* counts watch starts and stops */
 	bool wlost;			/* the stream ended: tell the owner NULL */
@@ -376,9 +389,13 @@ ep_down(struct etcd *c, struct etcd_ep *ep, const char *why)
 
 /* ---- calls ------------------------------------------------------------------ */
 
+static void call_arm(struct etcd_call *k);
+static void lane_leave(struct etcd_call *k);
+
 static void
 call_free(struct etcd_call *k)
 {
+	lane_leave(k);
 	if (k->timer != NULL)
 		event_free(k->timer);
 	free(k->frame);
@@ -1366,6 +1383,52 @@ call_start(struct etcd *c, struct etcd_call *k)
 	conn_pump(conn);
 }
 
+/* ---- lanes -------------------------------------------------------------------- */
+
+/* k, of a lane, ends: the next call of its lane goes out (not when the
+ * client is being destroyed), and a lane without calls goes. */
+static void
+lane_leave(struct etcd_call *k)
+{
+	struct etcd_lane *l = k->lane;
+	struct etcd *c = k->c;
+	struct etcd_call *next;
+	if (l == NULL)
+		return;
+	k->lane = NULL;
+	l->n--;
+	if (!c->dead && (next = TAILQ_FIRST(&l->queue)) != NULL) {
+		TAILQ_REMOVE(&l->queue, next, entry);
+		call_arm(next);
+		call_start(c, next);
+	}
+	if (l->n == 0) {
+		hashtab_remove(c->lanes, &l->node);
+		free(l);
+	}
+}
+
+/* Free every lane and the calls still queued on them, untold. */
+static void
+lanes_free(struct etcd *c)
+{
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+	hashtab_iter_init(&it, c->lanes);
+	while ((n = hashtab_next(&it)) != NULL) {
+		struct etcd_lane *l = (struct etcd_lane *)(void *)n;
+		struct etcd_call *k;
+		while ((k = TAILQ_FIRST(&l->queue)) != NULL) {
+			TAILQ_REMOVE(&l->queue, k, entry);
+			k->lane = NULL;
+			call_free(k);
+		}
+		hashtab_remove(c->lanes, n);
+		free(l);
+	}
+	hashtab_destroy(c->lanes);
+}
+
 /* ---- the API ------------------------------------------------------------------ */
 
 void
@@ -1379,6 +1442,41 @@ etcd_call(struct etcd *c, enum etcd_method m, const ProtobufCMessage *req, etcd_
 	k = call_new(c, (int)m, req, cb, arg);
 	call_arm(k);
 	call_start(c, k);
+	c->in_api--;
+	c_leave(c);
+}
+
+void
+etcd_call_lane(struct etcd *c, uint64_t lane, enum etcd_method m, const ProtobufCMessage *req,
+    etcd_cb *cb, void *arg)
+{
+	struct hashtab_node *n;
+	struct etcd_lane *l;
+	struct etcd_call *k;
+	if (lane == 0) {
+		etcd_call(c, m, req, cb, arg);
+		return;
+	}
+	assert((int)m >= 0 && (int)m < K_AUTH);
+	c_enter(c);
+	c->in_api++;
+	k = call_new(c, (int)m, req, cb, arg);
+	if ((n = hashtab_find(c->lanes, &lane, sizeof(lane))) != NULL) {
+		l = (struct etcd_lane *)(void *)n;
+	} else {
+		l = xcalloc(1, sizeof(*l));
+		l->id = lane;
+		TAILQ_INIT(&l->queue);
+		hashtab_insert(c->lanes, &l->node, &l->id, sizeof(l->id));
+	}
+	k->lane = l;
+	if (l->n++ > 0) {
+		/* after the calls before it: its timeout starts when it goes out */
+		TAILQ_INSERT_TAIL(&l->queue, k, entry);
+	} else {
+		call_arm(k);
+		call_start(c, k);
+	}
 	c->in_api--;
 	c_leave(c);
 }
@@ -1425,6 +1523,7 @@ etcd_create(struct event_base *base, const struct etcd_options *o,
 	struct etcd *c = xcalloc(1, sizeof(*c));
 	c->base = base;
 	c->hooks = *hooks;
+	c->lanes = hashtab_create(64);
 	c->neps = o->nendpoints;
 	c->eps = xcalloc(c->neps > 0 ? c->neps : 1, sizeof(*c->eps));
 	c->timeout_ms = o->request_timeout_ms > 0 ? o->request_timeout_ms : 1;
@@ -1498,6 +1597,7 @@ really_destroy(struct etcd *c)
 		later_run(c->failing);	/* frees the failed calls, untold */
 		later_destroy(c->failing);
 	}
+	lanes_free(c);
 	for (size_t i = 0; i < c->neps; i++)
 		free(c->eps[i].text);
 	free(c->eps);

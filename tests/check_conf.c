@@ -1103,8 +1103,8 @@ START_TEST(test_override_errors)
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		" duplicate listen address '127.0.0.1:7000'",
 		" unknown backend URL 'zk://127.0.0.1:2181' (expected memory, "
-		    "redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])",
-		" unknown backend URL '' (expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])",
+		    "redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])",
+		" unknown backend URL '' (expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])",
 		NULL
 	};
 
@@ -1678,14 +1678,14 @@ START_TEST(test_redis_url_bad)
 		{ "rediss://:hunter2@h:0", "bad redis URL 'rediss://:***@h:0': "
 		      "the port must be between 1 and 65535" },
 		{ "zk://h:2181", "unknown backend URL 'zk://h:2181' "
-		      "(expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
+		      "(expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
 		{ "http://:hunter2@h", "unknown backend URL 'http://:***@h' "
-		      "(expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
-		{ "hunter2@h", "unknown backend URL '***@h' (expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
-		{ "Memory", "unknown backend URL 'Memory' (expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
+		      "(expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
+		{ "hunter2@h", "unknown backend URL '***@h' (expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
+		{ "Memory", "unknown backend URL 'Memory' (expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
 		{ "redis:6379", "unknown backend URL 'redis:6379' "
-		      "(expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
-		{ "redis", "unknown backend URL 'redis' (expected memory, redis://host:port, redlock://host:port,... or etcd://host:port[,host:port...])" },
+		      "(expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
+		{ "redis", "unknown backend URL 'redis' (expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
 	};
 	char *redis = fixture("redis-defaults.yaml");
 
@@ -2675,12 +2675,14 @@ END_TEST
 /* -b etcd://: the user and password, and what is wrong with them. */
 START_TEST(test_etcd_url_userinfo)
 {
-	static const struct { const char *url, *user, *password; } ok[] = {
-		{ "etcd://h:1", NULL, NULL },
-		{ "etcd://root:s3cret@h:1", "root", "s3cret" },
-		{ "etcd://ro%6Ft:s3%40cret@h:1", "root", "s3@cret" },
-		{ "etcd://root:p@ss@h:1", "root", "p@ss" },
-		{ "etcd://root@h:1", "root", NULL },
+	static const struct { const char *url, *user, *password; int tls; } ok[] = {
+		{ "etcd://h:1", NULL, NULL, 0 },
+		{ "etcd://root:s3cret@h:1", "root", "s3cret", 0 },
+		{ "etcd://ro%6Ft:s3%40cret@h:1", "root", "s3@cret", 0 },
+		{ "etcd://root:p@ss@h:1", "root", "p@ss", 0 },
+		{ "etcd://root@h:1", "root", NULL, 0 },
+		{ "etcds://h:1,g", NULL, NULL, 1 },
+		{ "ETCDS://root:pw@h:1", "root", "pw", 1 },
 	};
 	static const struct { const char *url, *error; } bad[] = {
 		{ "etcd://@h:1", "the user name is empty" },
@@ -2692,6 +2694,7 @@ START_TEST(test_etcd_url_userinfo)
 		{ "etcd://root:hunter2%00@h:1", "the password contains a NUL byte" },
 		{ "etcd://root:hunter2@", "the host is missing" },
 		{ "etcd://root:hunter2@h:1/v3", "a path or query is not supported" },
+		{ "etcds://", "the host is missing" },
 	};
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
@@ -2705,6 +2708,7 @@ START_TEST(test_etcd_url_userinfo)
 			ck_assert_ptr_null(be_str(c, "password"));
 		else
 			ck_assert_str_eq(be_str(c, "password"), ok[i].password);
+		ck_assert_int_eq(be_int(c, "tls.enabled"), ok[i].tls);
 		conf_destroy(c);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -2717,6 +2721,31 @@ START_TEST(test_etcd_url_userinfo)
 		ck_assert(!errors_contain(c, "hunter2"));
 		conf_destroy(c);
 	}
+}
+END_TEST
+
+START_TEST(test_etcd_tls_settings)
+{
+	struct scratch s;
+	struct conf *c;
+
+	scratch_init(&s);
+	c = load_text(&s, "backend:\n  type: etcd\n  tls:\n    enabled: true\n"
+	    "    ca_file: ca.pem\n    cert_file: client.pem\n    key_file: client.key\n"
+	    "    server_name: etcd.example.org\n", 0, 0);
+	ck_assert_uint_eq(c->nerrors, 0);
+	ck_assert_int_eq(be_int(c, "tls.enabled"), 1);
+	ck_assert_str_eq(be_str(c, "tls.server_name"), "etcd.example.org");
+	ck_assert_ptr_nonnull(strstr(be_str(c, "tls.cert_file"), "client.pem"));
+	conf_destroy(c);
+	/* a client certificate without its key: said where */
+	c = load_text(&s, "backend:\n  type: etcd\n  tls:\n    enabled: true\n"
+	    "    cert_file: client.pem\n", 0, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_msg(strstr(c->errors[0], ":5:16: 'backend.tls.cert_file' and "
+	    "'backend.tls.key_file' go together") != NULL, "%s", c->errors[0]);
+	conf_destroy(c);
+	scratch_rm(&s);
 }
 END_TEST
 
@@ -3138,6 +3167,7 @@ conf_suite(void)
 	tcase_add_test(tc, test_url_decode);
 	tcase_add_test(tc, test_url_userinfo);
 	tcase_add_test(tc, test_etcd_url_userinfo);
+	tcase_add_test(tc, test_etcd_tls_settings);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("nodes");

@@ -122,7 +122,8 @@ class TestEtcdConfig(unittest.TestCase):
                     "etcd://127.0.0.1:2379,127.0.0.1:22379",
                     "etcd://127.0.0.1:1,localhost,127.0.0.1:65535",
                     "etcd://root:s3cret@127.0.0.1:2379",
-                    "etcd://root:s3cret@127.0.0.1:2379,127.0.0.1:2380"):
+                    "etcd://root:s3cret@127.0.0.1:2379,127.0.0.1:2380",
+                    "etcds://127.0.0.1:2379"):
             self.check_ok(["-c", empty, "-b", url], url)
 
     def test_url_forms_rejected(self):
@@ -133,7 +134,7 @@ class TestEtcdConfig(unittest.TestCase):
                     "etcd://127.0.0.1:2379,,127.0.0.1:2380", "etcd://h:1,h:1",
                     "etcd://root:hunter2@", "etcd://root:hunter2@127.0.0.1:x",
                     "etcd://r%zz:hunter2@127.0.0.1", "etcd://127.0.0.1:2379/v3",
-                    "etcds://127.0.0.1:2379"):
+                    "etcds://", "etcds://127.0.0.1:2379/v3"):
             rc, out, err = run_dlockd(["-t", "-c", empty, "-b", url])
             self.assertEqual(rc, 1, "%s accepted: %s%s" % (url, out, err))
             self.assertNotIn("configuration OK", out + err, url)
@@ -149,7 +150,7 @@ class TestEtcdConfig(unittest.TestCase):
         empty = self.write("empty.yaml", "")
         rc, out, err = run_dlockd(["-t", "-c", empty, "-b", "etcdx://127.0.0.1:2379"])
         self.assertEqual(rc, 1, out + err)
-        self.assertRegex(err, r"unknown backend URL .*\(expected [^)]*etcd://", err)
+        self.assertRegex(err, r"unknown backend URL .*\(expected [^)]*etcd\[s\]://", err)
 
     def test_yaml_endpoints_forms(self):
         for endpoints in ('[127.0.0.1:2379]', '["127.0.0.1:2379", "localhost:2380"]',
