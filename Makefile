@@ -6,7 +6,8 @@
 #   make bench      install missing packages, build, run the benchmark suite (under 5 min)
 #                   into bench/results/<date>/ (see bench/README.md)
 #   make check-compat  the redis backend's integration tests against Redis 8 and Valkey 8
-#                   of Debian 13, in a chroot made once in $(BUILD)/compat (root, network)
+#                   of Debian 13, in a chroot made once in $(BUILD)/compat (root, network),
+#                   and the etcd backend's against Debian 13's etcd 3.5, gateway off
 #   make install    PREFIX=/usr DESTDIR=... installs everything (the systemd units
 #                   too when SYSTEMDUNITDIR is given, e.g. /lib/systemd/system)
 #
@@ -75,7 +76,7 @@ DEB_NODE   := $(if $(shell command -v node 2>/dev/null),,nodejs) \
 DEB_BENCH := redis-server etcd-server python3 python3-redis gnuplot-nox openssl
 # what make check-compat needs on top of building: debootstrap makes the chroot
 # of the servers, the integration tests' runner wants the rest (etcd too)
-DEB_COMPAT := debootstrap check python3 python3-redis redis-tools etcd-server openssl
+DEB_COMPAT := debootstrap check python3 python3-redis redis-tools etcd-server etcd-client openssl
 
 # proto/ holds the sources both ends link: addresses, integers, the clock.
 PROTO_SRC   := $(wildcard proto/*.c)
@@ -247,10 +248,13 @@ integration: all $(BENCH_BIN)
 # against redis-server 8 and valkey-server 8 of Debian 13, run from a chroot
 # that tests/compat/setup.sh makes once in $(BUILD)/compat with debootstrap
 # (root, Debian's mirror); COMPAT_SERVERS and COMPAT_TESTS choose others
-# (tests/compat/run.sh).
+# (tests/compat/run.sh). Then the etcd backend's (-k test_etcd -k TestLocksEtcd)
+# against etcd 3.5 of Debian 13 with its JSON gateway off, fetched once into
+# $(BUILD)/compat/etcd (tests/compat/etcd35.sh; COMPAT_ETCD_TESTS chooses others).
 check-compat: deps-compat
 	$(MAKE) all $(BUILD)/tests/check_client $(BENCH_BIN)
-	BUILD=$(BUILD) sh tests/compat/run.sh
+	BUILD=$(BUILD) sh tests/compat/run.sh; s=$$?; \
+	BUILD=$(BUILD) sh tests/compat/etcd35.sh || s=1; exit $$s
 
 # The benchmark suite: its own servers and daemons on loopback, a few minutes.
 # BENCH_ARGS passes options to bench/run.py (e.g. BENCH_ARGS="--only memory").
