@@ -2,8 +2,12 @@
  * check_etcd — unit tests of the etcd gRPC client (daemon/etcd.c): the
  * reading of gRPC messages and statuses; unary calls, their errors,
  * endpoints that do not answer, failover and timeouts; many calls on one
- * connection; the keepalive; the watch stream cut into messages whatever
- * the DATA frames; authentication; a client destroyed with work in flight.
+ * connection; lanes (etcd_call_lane: one call of a lane out at a time, in
+ * order, other lanes side by side); the keepalive; the watch stream cut
+ * into messages whatever the DATA frames; authentication; a client
+ * destroyed with work in flight; and the etcd backend (be_etcd.c) on a
+ * fake, for late answers about a lease or key it has given up since and
+ * for its destruction with operations in flight.
  *
  * No etcd: each test talks to fake gRPC servers of its own
  * (tests/fake_grpc.c: nghttp2 server sessions on 127.0.0.1, port 0) running
@@ -29,7 +33,9 @@
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
 
+#include "backend.h"
 #include "clock.h"
+#include "conf.h"
 #include "etcd.h"
 #include "etcd_internal.h"
 #include "fake_grpc.h"
@@ -171,6 +177,10 @@ struct outcome {
 	int seq;			/* the last run was the seq-th callback of the test */
 	bool destroy;			/* the callback destroys cli */
 	enum etcd_method m;		/* the method called */
+	struct outcome *then;		/* the callback makes a Range of then_key on
+					 * then_lane into this one (once) */
+	uint64_t then_lane;
+	const char *then_key;
 };
 
 static bool in_call;			/* etcd_call is running */
@@ -236,6 +246,8 @@ on_watch(void *arg, const Etcd__WatchResponse *m)
 	}
 }
 
+static void call_lane(uint64_t lane, const char *key, struct outcome *o);
+
 static void
 on_result(void *arg, const struct etcd_result *r)
 {
@@ -272,6 +284,11 @@ on_result(void *arg, const struct etcd_result *r)
 		ck_assert_ptr_null(r->msg);
 		ck_assert_ptr_nonnull(r->why);
 	}
+	if (o->then != NULL) {
+		struct outcome *t = o->then;
+		o->then = NULL;
+		call_lane(o->then_lane, o->then_key, t);
+	}
 	if (o->destroy) {
 		etcd_destroy(cli);
 		cli = NULL;
@@ -291,6 +308,20 @@ call_range(const char *key, struct outcome *o)
 	in_call = true;
 	etcd_call(cli, ETCD_RANGE, &rq.base, on_result, o);
 	in_call = false;
+}
+
+/* The same on lane (etcd_call_lane). */
+static void
+call_lane(uint64_t lane, const char *key, struct outcome *o)
+{
+	Etcd__RangeRequest rq = ETCD__RANGE_REQUEST__INIT;
+	bool was = in_call;
+	rq.key.data = (uint8_t *)(uintptr_t)key;
+	rq.key.len = strlen(key);
+	o->m = ETCD_RANGE;
+	in_call = true;
+	etcd_call_lane(cli, lane, ETCD_RANGE, &rq.base, on_result, o);
+	in_call = was;
 }
 
 /* A call of m with an empty request of its kind. */
@@ -1025,9 +1056,10 @@ START_TEST(test_callbacks_from_the_loop)
 END_TEST
 
 /* Make calls o[0, n) with no file descriptor left, so that each fails
- * inside etcd_call, before it is sent. */
+ * inside etcd_call (or etcd_call_lane on lane, if not 0), before it is
+ * sent (a lane's first; the others wait for it). */
 static void
-calls_without_fds(struct outcome *o, int n)
+calls_without_fds_lane(struct outcome *o, int n, uint64_t lane)
 {
 	struct rlimit old, low;
 	int fds[64], nfds = 0, fd;
@@ -1039,11 +1071,21 @@ calls_without_fds(struct outcome *o, int n)
 	while (nfds < 64 && (fd = dup(0)) >= 0)
 		fds[nfds++] = fd;
 	ck_assert_int_eq(errno, EMFILE);
-	for (int i = 0; i < n; i++)
-		call_range("/l/a", &o[i]);
+	for (int i = 0; i < n; i++) {
+		if (lane == 0)
+			call_range("/l/a", &o[i]);
+		else
+			call_lane(lane, "/l/a", &o[i]);
+	}
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
+static void
+calls_without_fds(struct outcome *o, int n)
+{
+	calls_without_fds_lane(o, n, 0);
 }
 
 /* A call whose connection cannot even be started (no file descriptor left
@@ -1081,6 +1123,320 @@ START_TEST(test_failed_at_once_in_order)
 		ck_assert_int_eq(o[i].status, ETCD_DOWN);
 		ck_assert(!o[i].inside);
 	}
+}
+END_TEST
+
+/* ---- lanes ---------------------------------------------------------------- */
+
+/* Assert that req is a Range of key. */
+static void
+assert_range_key(const struct fake_grpc_req *req, const char *key)
+{
+	Etcd__RangeRequest *rq = (Etcd__RangeRequest *)fake_grpc_req_msg(req,
+	    &etcd__range_request__descriptor);
+	ck_assert_ptr_nonnull(rq);
+	ck_assert_msg(rq->key.len == strlen(key) && memcmp(rq->key.data, key, rq->key.len) == 0,
+	    "a Range of %.*s, expected %s", (int)rq->key.len, (const char *)rq->key.data, key);
+	protobuf_c_message_free_unpacked(&rq->base, NULL);
+}
+
+/* The n-th Range the fake received (from 1), once it has all come. */
+static struct fake_grpc_req *
+nth_range(int n)
+{
+	struct fake_grpc_req *req;
+	RUN_UNTIL(fake_grpc_count(fk, FG_RANGE) >= n &&
+	    (req = fake_grpc_last(fk, FG_RANGE)) != NULL && req->ended);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), n);
+	return req;
+}
+
+/* Calls of one lane reach etcd one after the other, in the order they were
+ * made: the next is sent once the one before is answered, never earlier. */
+START_TEST(test_lane_one_at_a_time)
+{
+	static const char *keys[] = { "/l/1", "/l/2", "/l/3" };
+	struct outcome o[3] = { { 0 } };
+	struct fake_grpc_req *req;
+
+	cli = client_of_fake();
+	for (int i = 0; i < 3; i++)
+		call_lane(5, keys[i], &o[i]);
+	for (int i = 0; i < 3; i++) {
+		req = nth_range(i + 1);
+		settle(SETTLE_MS);
+		ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), i + 1);	/* the next waits */
+		ck_assert_int_eq(fake_grpc_npending(fk, FG_RANGE), 1);
+		assert_range_key(req, keys[i]);
+		ck_assert_int_eq(nresults, i);
+		reply_range(req, 10 + i);
+		RUN_UNTIL(o[i].times > 0);
+	}
+	settle(SETTLE_MS);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(o[i].times, 1);
+		ck_assert_int_eq(o[i].seq, i + 1);
+		ck_assert_int_eq(o[i].status, ETCD_OK);
+		ck_assert_int_eq(o[i].rev, 10 + i);
+		ck_assert(!o[i].inside);
+	}
+	ck_assert_int_eq(fake_grpc_count(fk, NULL), 3);
+	ck_assert_int_eq(fake_grpc_accepted(fk), 1);
+}
+END_TEST
+
+/* Calls of other lanes, of lane 0 and etcd_call go out at once, side by
+ * side on one connection; only the second call of each lane waits, for
+ * the first of its own lane alone. */
+START_TEST(test_lanes_multiplexed)
+{
+	struct outcome o[7] = { { 0 } };
+	struct fake_grpc_req *reqs[5];
+	static const char *first[] = { "/l/a1", "/l/b1", "/l/c", "/l/d", "/l/e" };
+
+	cli = client_of_fake();
+	call_lane(1, "/l/a1", &o[0]);
+	call_lane(2, "/l/b1", &o[1]);
+	call_range("/l/c", &o[2]);
+	call_lane(0, "/l/d", &o[3]);
+	call_lane(0, "/l/e", &o[4]);
+	call_lane(1, "/l/a2", &o[5]);
+	call_lane(2, "/l/b2", &o[6]);
+	RUN_UNTIL(fake_grpc_count(fk, FG_RANGE) == 5 && fake_grpc_nth(fk, 4)->ended);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), 5);
+	ck_assert_int_eq(fake_grpc_npending(fk, FG_RANGE), 5);
+	for (int i = 0; i < 5; i++) {
+		reqs[i] = fake_grpc_nth(fk, i);
+		assert_range_key(reqs[i], first[i]);
+		ck_assert_int_eq(reqs[i]->conn_no, 1);
+	}
+
+	/* lane 0 and lane 2 answered: b2 goes, a2 still waits for a1 */
+	for (int i = 4; i >= 1; i--)
+		reply_range(reqs[i], 20 + i);
+	RUN_UNTIL(o[1].times > 0 && o[2].times > 0 && o[3].times > 0 && o[4].times > 0);
+	assert_range_key(nth_range(6), "/l/b2");
+	settle(SETTLE_MS);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), 6);
+	ck_assert_int_eq(o[0].times + o[5].times + o[6].times, 0);
+
+	reply_range(reqs[0], 30);
+	RUN_UNTIL(o[0].times > 0);
+	assert_range_key(nth_range(7), "/l/a2");
+	reply_range(fake_grpc_nth(fk, 5), 31);
+	reply_range(fake_grpc_nth(fk, 6), 32);
+	RUN_UNTIL(o[5].times > 0 && o[6].times > 0);
+	settle(SETTLE_MS);
+	for (int i = 0; i < 7; i++) {
+		ck_assert_int_eq(o[i].times, 1);
+		ck_assert_int_eq(o[i].status, ETCD_OK);
+	}
+	ck_assert_int_eq(o[6].rev, 31);
+	ck_assert_int_eq(o[5].rev, 32);
+	ck_assert_int_eq(fake_grpc_accepted(fk), 1);
+}
+END_TEST
+
+/* The next call of a lane is sent when the one before it ends however it
+ * ends: refused by etcd (ETCD_FAILED), timed out, its connection lost; its
+ * own request timeout starts when it is sent. */
+START_TEST(test_lane_after_failures)
+{
+	const char *eps[] = { fake_grpc_endpoint(fk) };
+	struct outcome o[4] = { { 0 } };
+	struct fake_grpc_req *req;
+	uint64_t t0, took;
+
+	cli = client(eps, 1, 200, NULL, NULL);
+	call_lane(3, "/l/1", &o[0]);
+	call_lane(3, "/l/2", &o[1]);
+	call_lane(3, "/l/3", &o[2]);
+	call_lane(3, "/l/4", &o[3]);
+
+	req = nth_range(1);
+	assert_range_key(req, "/l/1");
+	t0 = clock_ms();	/* before the next is sent */
+	fake_grpc_fail(req, 9, "refused", true);
+	RUN_UNTIL(o[0].times > 0);
+	ck_assert_int_eq(o[0].status, ETCD_FAILED);
+	ck_assert_int_eq(o[0].code, 9);
+
+	req = nth_range(2);	/* left unanswered: it times out */
+	assert_range_key(req, "/l/2");
+	ck_assert_int_eq(o[1].times, 0);
+	RUN_UNTIL(o[1].times > 0);
+	took = clock_ms() - t0;
+	ck_assert_int_eq(o[1].status, ETCD_DOWN);
+	ck_assert_str_eq(o[1].why, "timed out");
+	ck_assert_msg(took >= 150, "timed out after %llu ms", (unsigned long long)took);
+
+	req = nth_range(3);	/* on a new connection */
+	assert_range_key(req, "/l/3");
+	ck_assert_int_eq(req->conn_no, 2);
+	fake_grpc_drop(fk);
+	RUN_UNTIL(o[2].times > 0);
+	ck_assert_int_eq(o[2].status, ETCD_DOWN);
+
+	req = nth_range(4);
+	assert_range_key(req, "/l/4");
+	ck_assert_int_eq(req->conn_no, 3);
+	settle(100);		/* more than 200 ms since it was made */
+	reply_range(req, 40);
+	RUN_UNTIL(o[3].times > 0);
+	ck_assert_int_eq(o[3].status, ETCD_OK);
+	ck_assert_int_eq(o[3].rev, 40);
+	settle(SETTLE_MS);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(o[i].times, 1);
+		ck_assert_int_eq(o[i].seq, i + 1);
+	}
+}
+END_TEST
+
+/* Lane calls to an endpoint nothing listens on fail one after the other,
+ * each once, in order, from the loop. */
+START_TEST(test_lane_unreachable_in_order)
+{
+	char ep[32];
+	const char *eps[] = { ep };
+	struct outcome o[3] = { { 0 } };
+
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", dead_port());
+	cli = client(eps, 1, TIMEOUT_MS, NULL, NULL);
+	for (int i = 0; i < 3; i++)
+		call_lane(9, "/l/a", &o[i]);
+	RUN_UNTIL(o[2].times > 0);
+	settle(SETTLE_MS);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(o[i].times, 1);
+		ck_assert_int_eq(o[i].seq, i + 1);
+		ck_assert_int_eq(o[i].status, ETCD_DOWN);
+		ck_assert(!o[i].inside);
+	}
+}
+END_TEST
+
+/* A lane's first call fails before it is sent (no file descriptor for
+ * its connection): it is told from the loop, and then the next of its lane
+ * goes out and is answered. */
+START_TEST(test_lane_after_a_call_failed_at_once)
+{
+	struct outcome o[2] = { { 0 } };
+
+	route_range(fk, 3, 0);
+	cli = client_of_fake();
+	calls_without_fds_lane(o, 2, 6);
+	ck_assert_int_eq(o[0].times + o[1].times, 0);
+	RUN_UNTIL(o[1].times > 0);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(o[0].times, 1);
+	ck_assert_int_eq(o[0].status, ETCD_DOWN);
+	ck_assert_int_eq(o[1].times, 1);
+	ck_assert_int_eq(o[1].status, ETCD_OK);
+	ck_assert_int_eq(o[1].seq, 2);
+	ck_assert(!o[0].inside && !o[1].inside);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), 1);
+}
+END_TEST
+
+/* A call of a lane made by the callback of the call before it in that lane
+ * goes after the calls already queued there; made when none is queued, it
+ * is sent once that callback returns. */
+START_TEST(test_lane_call_from_the_callback_keeps_order)
+{
+	static const char *keys[] = { "/l/A", "/l/B", "/l/C", "/l/D", "/l/E" };
+	struct outcome o[5] = { { 0 } }, other = { 0 };
+	struct fake_grpc_req *req;
+
+	cli = client_of_fake();
+	call_lane(7, "/l/A", &o[0]);
+	call_lane(7, "/l/B", &o[1]);
+	o[0].then = &o[2];		/* A's callback: C, after B */
+	o[0].then_lane = 7;
+	o[0].then_key = "/l/C";
+	o[1].then = &o[3];		/* B's: D, after C */
+	o[1].then_lane = 7;
+	o[1].then_key = "/l/D";
+	o[3].then = &o[4];		/* D's, with nothing queued: E */
+	o[3].then_lane = 7;
+	o[3].then_key = "/l/E";
+	for (int i = 0; i < 5; i++) {
+		req = nth_range(i + 1);
+		settle(SETTLE_MS);
+		ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), i + 1);
+		ck_assert_int_eq(fake_grpc_npending(fk, FG_RANGE), 1);
+		assert_range_key(req, keys[i]);
+		reply_range(req, 50 + i);
+		RUN_UNTIL(o[i].times > 0);
+	}
+	settle(SETTLE_MS);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), 5);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(o[i].times, 1);
+		ck_assert_int_eq(o[i].seq, i + 1);
+		ck_assert_int_eq(o[i].rev, 50 + i);
+		ck_assert(!o[i].inside);
+	}
+
+	/* a call of another lane from a callback goes at once */
+	o[0] = (struct outcome){ .then = &other, .then_lane = 8, .then_key = "/l/X" };
+	memset(&o[1], 0, sizeof(o[1]));
+	call_lane(7, "/l/A", &o[0]);
+	call_lane(7, "/l/B", &o[1]);
+	req = nth_range(6);
+	reply_range(req, 60);
+	RUN_UNTIL(fake_grpc_count(fk, FG_RANGE) == 8 && fake_grpc_nth(fk, 7)->ended);
+	ck_assert_int_eq(fake_grpc_npending(fk, FG_RANGE), 2);
+	reply_range(fake_grpc_nth(fk, 6), 61);
+	reply_range(fake_grpc_nth(fk, 7), 62);
+	RUN_UNTIL(o[1].times > 0 && other.times > 0);
+	ck_assert_int_eq(other.status, ETCD_OK);
+}
+END_TEST
+
+/* etcd_destroy with lane calls sent and others queued behind them, from
+ * the test or from the callback of a lane's first call: the queued ones
+ * are never sent nor told, and are freed. */
+START_TEST(test_destroy_with_lane_calls_queued)
+{
+	struct outcome o[6] = { { 0 } }, p[3] = { { 0 } }, q[3] = { { 0 } };
+
+	cli = client_of_fake();
+	for (int i = 0; i < 6; i++)
+		call_lane(i < 3 ? 1 : 2, "/l/a", &o[i]);
+	RUN_UNTIL(fake_grpc_count(fk, FG_RANGE) == 2);
+	etcd_destroy(cli);
+	cli = NULL;
+	settle(SETTLE_MS);
+	for (int i = 0; i < 6; i++)
+		ck_assert_msg(o[i].times == 0, "call %d: callback after etcd_destroy", i);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), 2);
+
+	/* before the loop ran */
+	cli = client_of_fake();
+	for (int i = 0; i < 3; i++)
+		call_lane(4, "/l/b", &p[i]);
+	etcd_destroy(cli);
+	cli = NULL;
+	settle(SETTLE_MS);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(p[i].times, 0);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), 2);
+
+	/* from the callback of the first */
+	cli = client_of_fake();
+	q[0].destroy = true;
+	for (int i = 0; i < 3; i++)
+		call_lane(5, "/l/c", &q[i]);
+	reply_range(nth_range(3), 1);
+	RUN_UNTIL(q[0].times > 0);
+	ck_assert_ptr_null(cli);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(q[0].times, 1);
+	ck_assert_int_eq(q[1].times, 0);
+	ck_assert_int_eq(q[2].times, 0);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), 3);
 }
 END_TEST
 
@@ -1565,6 +1921,42 @@ START_TEST(test_auth_token_expired)
 }
 END_TEST
 
+/* A lane call refused for an expired token is sent again with the new one
+ * before the next call of its lane goes out, with the new token too. */
+START_TEST(test_auth_lane_call_resent_first)
+{
+	const char *eps[] = { fake_grpc_endpoint(fk) };
+	struct outcome o[2] = { { 0 } };
+	struct fake_grpc_req *req;
+
+	route_auth("T1");
+	cli = client(eps, 1, TIMEOUT_MS, "alice", "s3cret");
+	call_lane(4, "/l/1", &o[0]);
+	call_lane(4, "/l/2", &o[1]);
+	req = nth_range(1);
+	ck_assert_str_eq(req->token, "T1");
+	route_auth("T2");
+	fake_grpc_fail(req, 16, INVALID_TOKEN, true);
+	req = nth_range(2);
+	assert_range_key(req, "/l/1");
+	ck_assert_str_eq(req->token, "T2");
+	settle(SETTLE_MS);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_RANGE), 2);
+	ck_assert_int_eq(o[0].times, 0);
+	reply_range(req, 5);
+	RUN_UNTIL(o[0].times > 0);
+	ck_assert_int_eq(o[0].status, ETCD_OK);
+	req = nth_range(3);
+	assert_range_key(req, "/l/2");
+	ck_assert_str_eq(req->token, "T2");
+	reply_range(req, 6);
+	RUN_UNTIL(o[1].times > 0);
+	ck_assert_int_eq(o[1].status, ETCD_OK);
+	ck_assert_int_eq(o[1].seq, 2);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_AUTH), 2);
+}
+END_TEST
+
 /* etcd refusing the user (code 3, as etcd answers a wrong password) fails
  * the calls that waited for the token with ETCD_FAILED and the reason;
  * none of them is sent; the client is down for that reason. */
@@ -1608,6 +2000,403 @@ START_TEST(test_auth_watch)
 	ck_assert_int_eq(fake_grpc_count(fk, FG_AUTH), 1);
 	watch_send(req, 5, NULL);
 	RUN_UNTIL(nmsgs == 1);
+}
+END_TEST
+
+/* ---- the etcd backend on a fake ------------------------------------------ */
+
+#define TOKEN_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define TOKEN_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define LEASE_NOT_FOUND "etcdserver: requested lease not found"
+#define GRPC_NOT_FOUND 5
+
+static int nexpires;			/* the backend's up.expire calls */
+
+static void
+be_wakeup(void *arg, const char *key, size_t keylen)
+{
+	(void)arg;
+	(void)key;
+	(void)keylen;
+}
+
+static void
+be_expire(void *arg, const char *key, size_t keylen)
+{
+	(void)arg;
+	(void)key;
+	(void)keylen;
+	nexpires++;
+}
+
+/* The answer to a backend operation, as its callback saw it. */
+struct be_outcome {
+	int times;			/* callback runs */
+	enum be_status status;
+	uint64_t fence;
+};
+
+static void
+on_be(void *arg, const struct be_reply *r)
+{
+	struct be_outcome *o = arg;
+	o->times++;
+	o->status = r->status;
+	o->fence = r->fence;
+}
+
+/* Route fk's LeaseGrant and LeaseKeepAlive to lease id, TTL 10 s. */
+static void
+route_lease(int64_t id)
+{
+	Etcd__LeaseGrantResponse g = ETCD__LEASE_GRANT_RESPONSE__INIT;
+	Etcd__LeaseKeepAliveResponse ka = ETCD__LEASE_KEEP_ALIVE_RESPONSE__INIT;
+	g.header = header(9);
+	g.id = id;
+	g.ttl = 10;
+	ka.header = header(9);
+	ka.id = id;
+	ka.ttl = 10;
+	fake_grpc_route(fk, FG_LEASE_GRANT, &g.base);
+	fake_grpc_route(fk, FG_LEASE_KEEPALIVE, &ka.base);
+}
+
+/* The etcd backend (default settings) on fk, whose routes answer its lease
+ * grant: once its watch stream is created (at revision 10) and it counts as
+ * connected. The caller destroys both. */
+static struct backend *
+backend_of_fake(struct conf **conf)
+{
+	char url[64];
+	struct conf *c = conf_create();
+	struct backend *be;
+	struct fake_grpc_req *req;
+	Etcd__WatchResponse w;
+	Etcd__Event ev, *evp[1];
+	Etcd__KeyValue kv;
+
+	snprintf(url, sizeof(url), "etcd://%s", fake_grpc_endpoint(fk));
+	ck_assert_int_eq(conf_override_backend(c, url), 0);
+	ck_assert_int_eq(conf_finish(c), 0);
+	be = backend_create("etcd", base, c->backend_settings);
+	ck_assert_ptr_nonnull(be);
+	be->up.wakeup = be_wakeup;
+	be->up.expire = be_expire;
+	be->up.arg = NULL;
+	nexpires = 0;
+	req = watch_req();
+	watch_msg(&w, &ev, evp, &kv, 10, NULL);
+	fake_grpc_send_msg(req, &w.base);
+	RUN_UNTIL(strcmp(be->ops->state(be), "connected") == 0);
+	*conf = c;
+	return be;
+}
+
+/* The backend's INFO field name ("backend_lost_total"), a number. */
+static long long
+be_info(struct backend *be, const char *name)
+{
+	struct evbuffer *b = evbuffer_new();
+	char pat[64];
+	const char *t, *p;
+	long long v;
+
+	be->ops->info(be, b);
+	evbuffer_add(b, "", 1);
+	t = (const char *)evbuffer_pullup(b, -1);
+	snprintf(pat, sizeof(pat), "%s:", name);
+	p = strstr(t, pat);
+	ck_assert_msg(p != NULL && (p == t || p[-1] == '\n'), "no %s in %s", name, t);
+	v = strtoll(p + strlen(pat), NULL, 10);
+	evbuffer_free(b);
+	return v;
+}
+
+/* Acquire an exclusive lease of key for token on be. */
+static void
+be_acquire(struct backend *be, const char *key, const char *token, struct be_outcome *o)
+{
+	struct be_lock l = { .key = key, .keylen = strlen(key), .mode = LOCK_EXCLUSIVE,
+	    .token = token, .ttl_ms = 10000 };
+	be->ops->acquire(be, &l, on_be, o);
+}
+
+/* The lease the put of Txn request req names, and its key into key. */
+static int64_t
+txn_put_lease(const struct fake_grpc_req *req, char *key, size_t size)
+{
+	Etcd__TxnRequest *t = (Etcd__TxnRequest *)fake_grpc_req_msg(req,
+	    &etcd__txn_request__descriptor);
+	int64_t lease;
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_ge(t->n_success, 1);
+	ck_assert_int_eq(t->success[0]->request_case, ETCD__REQUEST_OP__REQUEST_REQUEST_PUT);
+	lease = t->success[0]->request_put->lease;
+	snprintf(key, size, "%.*s", (int)t->success[0]->request_put->key.len,
+	    (const char *)t->success[0]->request_put->key.data);
+	protobuf_c_message_free_unpacked(&t->base, NULL);
+	return lease;
+}
+
+/* The n-th Txn the fake received (from 1), once it has all come. */
+static struct fake_grpc_req *
+nth_txn(int n)
+{
+	struct fake_grpc_req *req = NULL;
+	RUN_UNTIL(fake_grpc_count(fk, FG_TXN) >= n);
+	for (int i = 0, seen = 0; (req = fake_grpc_nth(fk, i)) != NULL; i++)
+		if (strcmp(req->path, FG_TXN) == 0 && ++seen == n)
+			break;
+	ck_assert_ptr_nonnull(req);
+	RUN_UNTIL(req->ended);
+	return req;
+}
+
+/* Two acquires' Txns put on lease 7, both kept pending (other keys: other
+ * lanes, so both are out at once). The first fails with "lease not found":
+ * lease 7 is lost and lease 8 granted. The second, answered the same after
+ * that, is about lease 7 too: lease 8 stays (lease 7 was declared lost,
+ * and its revoke made every Txn on it fail the same way). */
+START_TEST(test_backend_late_lease_not_found_keeps_new_lease)
+{
+	struct be_outcome a = { 0 }, b = { 0 };
+	Etcd__LeaseRevokeResponse rv = ETCD__LEASE_REVOKE_RESPONSE__INIT;
+	struct fake_grpc_req *ra, *rb;
+	struct conf *conf;
+	struct backend *be;
+	char key[128];
+
+	route_lease(7);
+	fake_grpc_route(fk, FG_LEASE_REVOKE, &rv.base);
+	be = backend_of_fake(&conf);
+	ck_assert_int_eq(be_info(be, "backend_lease_id"), 7);
+	be_acquire(be, "a", TOKEN_A, &a);
+	be_acquire(be, "b", TOKEN_B, &b);
+	ra = nth_txn(1);
+	rb = nth_txn(2);
+	ck_assert_int_eq(txn_put_lease(ra, key, sizeof(key)), 7);
+	ck_assert_str_eq(key, "dlock/a/" TOKEN_A);
+	ck_assert_int_eq(txn_put_lease(rb, key, sizeof(key)), 7);
+	ck_assert_str_eq(key, "dlock/b/" TOKEN_B);
+
+	route_lease(8);
+	fake_grpc_fail(ra, GRPC_NOT_FOUND, LEASE_NOT_FOUND, true);
+	RUN_UNTIL(be_info(be, "backend_lease_id") == 8);
+	ck_assert_int_eq(be_info(be, "backend_lost_total"), 1);
+	RUN_UNTIL(a.times > 0);
+	ck_assert_int_eq(a.status, BE_ERROR);
+
+	fake_grpc_fail(rb, GRPC_NOT_FOUND, LEASE_NOT_FOUND, true);
+	RUN_UNTIL(b.times > 0);
+	ck_assert_int_eq(b.status, BE_ERROR);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(be_info(be, "backend_lost_total"), 1);
+	ck_assert_int_eq(be_info(be, "backend_lease_id"), 8);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_LEASE_GRANT), 2);
+	ck_assert_int_eq(nexpires, 1);
+	ck_assert_int_eq(a.times, 1);
+	ck_assert_int_eq(b.times, 1);
+	backend_destroy(be);
+	conf_destroy(conf);
+}
+END_TEST
+
+/* The same with both acquires on one key (one lane): the second Txn, put
+ * on lease 7, goes out only once the first was answered, after lease 7 was
+ * declared lost; its "lease not found" keeps lease 8. */
+START_TEST(test_backend_late_lease_not_found_on_one_lane)
+{
+	struct be_outcome a = { 0 }, b = { 0 };
+	Etcd__LeaseRevokeResponse rv = ETCD__LEASE_REVOKE_RESPONSE__INIT;
+	struct fake_grpc_req *ra, *rb;
+	struct conf *conf;
+	struct backend *be;
+	char key[128];
+
+	route_lease(7);
+	fake_grpc_route(fk, FG_LEASE_REVOKE, &rv.base);
+	be = backend_of_fake(&conf);
+	be_acquire(be, "a", TOKEN_A, &a);
+	be_acquire(be, "a", TOKEN_B, &b);
+	ra = nth_txn(1);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_TXN), 1);	/* B waits for A */
+	ck_assert_int_eq(txn_put_lease(ra, key, sizeof(key)), 7);
+	ck_assert_str_eq(key, "dlock/a/" TOKEN_A);
+
+	route_lease(8);
+	fake_grpc_fail(ra, GRPC_NOT_FOUND, LEASE_NOT_FOUND, true);
+	RUN_UNTIL(be_info(be, "backend_lease_id") == 8);
+	ck_assert_int_eq(be_info(be, "backend_lost_total"), 1);
+
+	rb = nth_txn(2);	/* on one lane: sent now */
+	ck_assert_int_eq(txn_put_lease(rb, key, sizeof(key)), 7);
+	ck_assert_str_eq(key, "dlock/a/" TOKEN_B);
+	fake_grpc_fail(rb, GRPC_NOT_FOUND, LEASE_NOT_FOUND, true);
+	RUN_UNTIL(a.times > 0 && b.times > 0);
+	ck_assert_int_eq(a.status, BE_ERROR);
+	ck_assert_int_eq(b.status, BE_ERROR);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(be_info(be, "backend_lost_total"), 1);
+	ck_assert_int_eq(be_info(be, "backend_lease_id"), 8);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_LEASE_GRANT), 2);
+	backend_destroy(be);
+	conf_destroy(conf);
+}
+END_TEST
+
+/* A watch message with one DELETE of key at rev, whose previous value was
+ * created at created, sent on req. */
+static void
+watch_send_delete(struct fake_grpc_req *req, const char *key, int64_t rev, int64_t created)
+{
+	Etcd__WatchResponse w;
+	Etcd__Event ev, *evp[1];
+	Etcd__KeyValue kv, prev;
+	watch_msg(&w, &ev, evp, &kv, rev, key);
+	etcd__key_value__init(&prev);
+	prev.key = kv.key;
+	prev.create_revision = created;
+	prev.mod_revision = created;
+	prev.value.data = (uint8_t *)(uintptr_t)"x0";
+	prev.value.len = 2;
+	ev.prev_kv = &prev;
+	fake_grpc_send_msg(req, &w.base);
+	deliver();
+}
+
+/* A lock's etcd key holds at revision 20. The watch stream then reports a
+ * delete of a key of the same name created at 12 (an older one: a waiter's
+ * that went with a lost lease and was put again, replayed late by a stream
+ * started again from an older revision): the lock is not lost. A delete of
+ * the key created at 20 is someone else's: it is. */
+START_TEST(test_backend_late_delete_of_older_key_keeps_lock)
+{
+	static const char ekey[] = "dlock/w/" TOKEN_A;
+	Etcd__TxnResponse t = ETCD__TXN_RESPONSE__INIT;
+	Etcd__ResponseOp op[2], *ops[2] = { &op[0], &op[1] };
+	Etcd__PutResponse put = ETCD__PUT_RESPONSE__INIT;
+	Etcd__RangeResponse range = ETCD__RANGE_RESPONSE__INIT;
+	Etcd__KeyValue kv, *kvs[1] = { &kv };
+	struct be_outcome a = { 0 };
+	struct fake_grpc_req *watch;
+	struct conf *conf;
+	struct backend *be;
+
+	etcd__response_op__init(&op[0]);
+	etcd__response_op__init(&op[1]);
+	etcd__key_value__init(&kv);
+	kv.key.data = (uint8_t *)(uintptr_t)ekey;
+	kv.key.len = strlen(ekey);
+	kv.create_revision = 20;
+	kv.mod_revision = 20;
+	kv.value.data = (uint8_t *)(uintptr_t)"x0";
+	kv.value.len = 2;
+	kv.lease = 7;
+	range.header = header(20);
+	range.kvs = kvs;
+	range.n_kvs = 1;
+	range.count = 1;
+	put.header = header(20);
+	op[0].response_case = ETCD__RESPONSE_OP__RESPONSE_RESPONSE_PUT;
+	op[0].response_put = &put;
+	op[1].response_case = ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE;
+	op[1].response_range = &range;
+	t.header = header(20);
+	t.succeeded = true;
+	t.responses = ops;
+	t.n_responses = 2;
+	route_lease(7);
+	fake_grpc_route(fk, FG_TXN, &t.base);
+	be = backend_of_fake(&conf);
+	watch = fake_grpc_last(fk, FG_WATCH);
+	be_acquire(be, "w", TOKEN_A, &a);
+	RUN_UNTIL(a.times > 0);
+	ck_assert_int_eq(a.status, BE_OK);
+	ck_assert_uint_eq(a.fence, 20);
+	ck_assert_int_eq(be_info(be, "backend_keys_held"), 1);
+
+	watch_send_delete(watch, ekey, 15, 12);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(nexpires, 0);
+	ck_assert_int_eq(be_info(be, "backend_keys_held"), 1);
+
+	watch_send_delete(watch, ekey, 25, 20);
+	RUN_UNTIL(nexpires == 1);
+	backend_destroy(be);
+	conf_destroy(conf);
+}
+END_TEST
+
+/* backend_destroy with operations in flight (acquires' Txns sent, one
+ * queued behind another of its key, a release's delete sent) tells each
+ * once, BE_ERROR, before it returns, and nothing afterwards. */
+START_TEST(test_backend_destroy_with_work_in_flight)
+{
+	struct be_outcome o[4] = { { 0 } };
+	struct be_lock rel = { .key = "c", .keylen = 1, .mode = LOCK_EXCLUSIVE,
+	    .token = TOKEN_B, .ttl_ms = 10000 };
+	struct conf *conf;
+	struct backend *be;
+
+	route_lease(7);
+	be = backend_of_fake(&conf);
+	be_acquire(be, "a", TOKEN_A, &o[0]);
+	be_acquire(be, "a", TOKEN_B, &o[1]);	/* waits for the first */
+	be_acquire(be, "b", TOKEN_A, &o[2]);
+	be->ops->release(be, &rel, on_be, &o[3]);
+	RUN_UNTIL(fake_grpc_npending(fk, FG_TXN) == 3);
+	settle(SETTLE_MS);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_TXN), 3);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(o[i].times, 0);
+	backend_destroy(be);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_msg(o[i].times == 1, "operation %d: told %d times", i, o[i].times);
+		ck_assert_int_eq(o[i].status, BE_ERROR);
+	}
+	settle(SETTLE_MS);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(o[i].times, 1);
+	ck_assert_int_eq(fake_grpc_count(fk, FG_TXN), 3);
+	conf_destroy(conf);
+}
+END_TEST
+
+/* backend_destroy right after it was created and asked for an acquire and
+ * a release, before the loop ran: each is told once, BE_ERROR, before it
+ * returns, and nothing runs afterwards. */
+START_TEST(test_backend_destroy_before_the_loop)
+{
+	char url[64];
+	struct be_outcome o[2] = { { 0 } };
+	struct be_lock rel = { .key = "c", .keylen = 1, .mode = LOCK_EXCLUSIVE,
+	    .token = TOKEN_B, .ttl_ms = 10000 };
+	struct conf *conf = conf_create();
+	struct backend *be;
+
+	route_lease(7);
+	snprintf(url, sizeof(url), "etcd://%s", fake_grpc_endpoint(fk));
+	ck_assert_int_eq(conf_override_backend(conf, url), 0);
+	ck_assert_int_eq(conf_finish(conf), 0);
+	be = backend_create("etcd", base, conf->backend_settings);
+	ck_assert_ptr_nonnull(be);
+	be->up.wakeup = be_wakeup;
+	be->up.expire = be_expire;
+	nexpires = 0;
+	be_acquire(be, "a", TOKEN_A, &o[0]);
+	be->ops->release(be, &rel, on_be, &o[1]);
+	ck_assert_int_eq(o[0].times + o[1].times, 0);
+	backend_destroy(be);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(o[i].times, 1);
+		ck_assert_int_eq(o[i].status, BE_ERROR);
+	}
+	settle(SETTLE_MS);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(o[i].times, 1);
+	ck_assert_int_eq(nexpires, 0);
+	conf_destroy(conf);
 }
 END_TEST
 
@@ -1784,6 +2573,17 @@ etcd_suite(void)
 	tcase_add_test(tc, test_failed_at_once_in_order);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("lanes");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_lane_one_at_a_time);
+	tcase_add_test(tc, test_lanes_multiplexed);
+	tcase_add_test(tc, test_lane_after_failures);
+	tcase_add_test(tc, test_lane_unreachable_in_order);
+	tcase_add_test(tc, test_lane_after_a_call_failed_at_once);
+	tcase_add_test(tc, test_lane_call_from_the_callback_keeps_order);
+	tcase_add_test(tc, test_destroy_with_lane_calls_queued);
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("watch");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_watch_messages);
@@ -1805,6 +2605,16 @@ etcd_suite(void)
 	tcase_add_test(tc, test_auth_token_expired);
 	tcase_add_test(tc, test_auth_refused);
 	tcase_add_test(tc, test_auth_watch);
+	tcase_add_test(tc, test_auth_lane_call_resent_first);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("backend");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_backend_late_lease_not_found_keeps_new_lease);
+	tcase_add_test(tc, test_backend_late_lease_not_found_on_one_lane);
+	tcase_add_test(tc, test_backend_late_delete_of_older_key_keeps_lock);
+	tcase_add_test(tc, test_backend_destroy_with_work_in_flight);
+	tcase_add_test(tc, test_backend_destroy_before_the_loop);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("destroy");
