@@ -1833,8 +1833,11 @@ et_pending(struct backend *be)
 	size_t n = 0;
 	TAILQ_FOREACH(op, &r->ops, entry)
 		n += op->kind == EK_RELEASE || op->kind == EK_DELETE;
-	TAILQ_FOREACH(op, &r->deferred, entry)
-		n++;
+	/* the deletes kept for later wait for etcd: not while it is down (the
+	 * daemon's lease takes the keys with it) */
+	if (etcd_up(r->cli))
+		TAILQ_FOREACH(op, &r->deferred, entry)
+			n++;
 	return n;
 }
 
@@ -1987,11 +1990,18 @@ et_check(struct conf *c, const void *settings, int deep)
 		    "go together (a client certificate and its key)");
 	if (deep && c->nerrors == 0 && set->tls) {
 		char why[512];
-		struct tls_client *tls = tls_client_create(set->tls_ca_file, set->tls_cert_file,
-		    set->tls_key_file, why, sizeof(why));
+		/* the CAs alone first, so that each file is named where it is set */
+		struct tls_client *tls = tls_client_create(set->tls_ca_file, NULL, NULL, why,
+		    sizeof(why));
+		if (tls == NULL) {
+			(void)conf_setting_error(c, "backend.tls.ca_file", "TLS: %s", why);
+			return;
+		}
+		tls_client_unref(tls);
+		tls = tls_client_create(set->tls_ca_file, set->tls_cert_file, set->tls_key_file, why,
+		    sizeof(why));
 		if (tls == NULL)
-			(void)conf_setting_error(c, set->tls_cert_file != NULL ?
-			    "backend.tls.cert_file" : "backend.tls.ca_file", "TLS: %s", why);
+			(void)conf_setting_error(c, "backend.tls.cert_file", "TLS: %s", why);
 		tls_client_unref(tls);
 	}
 }

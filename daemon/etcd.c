@@ -375,12 +375,14 @@ ep_up(struct etcd *c, struct etcd_ep *ep)
 	log_info("etcd %s up (HTTP/2%s)", ep->text, c->tls != NULL ? " over TLS" : "");
 }
 
-/* ep failed for why: log it unless it was down for the same reason. */
+/* ep failed for why: log it unless it was down already (a connection
+ * closed by etcd, then refused, is one change: the -BACKEND reply gives the
+ * latest reason). */
 static void
 ep_down(struct etcd *c, struct etcd_ep *ep, const char *why)
 {
 	snprintf(c->why_down, sizeof(c->why_down), "%s: %s", ep->text, why);
-	if (ep->state == EP_DOWN && strcmp(ep->why, why) == 0)
+	if (ep->state == EP_DOWN)
 		return;
 	ep->state = EP_DOWN;
 	snprintf(ep->why, sizeof(ep->why), "%s", why);
