@@ -77,7 +77,7 @@ class Smoke:
         key = unique_key("smoke")
         ca, cb = self.conn(a), self.conn(b)
         g = self.assertGranted(ca.cmd("LOCK", key))
-        self.assertEqual([k[1] for k in e.keys("dlock/")], [g[1]])
+        self.assertEqual([k[1] << 16 for k in e.keys("dlock/")], [g[1]])
         self.assertIs(cb.cmd("LOCK", key, "WAIT", 0), NULL)
         cb.send(Raw.encode("LOCK", key, "WAIT", 20000))
         self.wait_status(b, key, waiters=1)
