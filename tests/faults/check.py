@@ -223,7 +223,7 @@ def check(events, workers, faults, resource, params):
 
     _check_resource(events, workers, faults, resource, res)
     _check_validity(holdings, params, res)
-    if params.get("backend") in ("redis", "redis-cache", "etcd", "redlock"):
+    if params.get("backend") in ("redis", "redis-cache", "etcd", "etcd-tls", "redlock"):
         _check_notice_after_resume(holdings, faults, params, res)
     _check_quorum_loss(holdings, events, workers, faults, params, res)
     rec = params.get("recovery_from")
@@ -401,7 +401,7 @@ def _check_validity(holdings, params, res):
     took, so all there is to check from its side is that something was
     left."""
     margin = params["margin_ms"]
-    if params.get("backend") == "etcd":
+    if params.get("backend") in ("etcd", "etcd-tls"):
         margin = 0
     for h in holdings:
         if h.validity is None:

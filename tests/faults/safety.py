@@ -127,6 +127,10 @@ ALL_FAULTS = {
              "backend_restart", "blackhole"],
 }
 ALL_FAULTS["redis-cache"] = ALL_FAULTS["redis"]
+# etcd-tls: the etcd topology with etcd serving TLS and asking for client
+# certificates (--client-cert-auth), the second daemon's TLS through the proxy
+ALL_FAULTS["etcd-tls"] = ALL_FAULTS["etcd"]
+ETCD_BACKENDS = ("etcd", "etcd-tls")
 # Redis Sentinel: no fault excuses an overlap across a failover (check.py),
 # whether the lease reached the replica or not
 ALL_FAULTS["sentinel"] = ["master_kill", "master_stop", "sentinel_kill"]
@@ -415,7 +419,7 @@ class Scenario:
             self.ttl, self.margin_pct = 2000, 10
         else:
             self.ttl, self.margin_pct = 1200, 20
-        if backend == "etcd":
+        if backend in ETCD_BACKENDS:
             # the TTL is the daemons' etcd lease (backend.lease_ttl_ms): at
             # least 2 s, and whole seconds, which is all etcd counts
             self.ttl = 2000
@@ -424,7 +428,7 @@ class Scenario:
             # master before only their margin is left, others are lost
             self.ttl = 4000
         self.ttl = int(self.ttl * scale)
-        if backend == "etcd":
+        if backend in ETCD_BACKENDS:
             self.ttl = (self.ttl + 999) // 1000 * 1000
         self.margin_ms = self.ttl * self.margin_pct // 100
         self.idle_ms = self.ttl * 2 if fault == "client_stop" else 0
@@ -476,10 +480,14 @@ class Scenario:
                                                 backend_conf=bconf,
                                                 directory=self.subdir("d1"))
             self.store = self.redis
-        elif self.backend == "etcd":
+        elif self.backend in ETCD_BACKENDS:
             econf = {k: int(v * self.scale) for k, v in ETCD_CONF.items()}
             econf["lease_ttl_ms"] = self.ttl
-            self.etcd = BackendEtcd(directory=self.subdir("etcd")).start()
+            certs = harness.shared_certs() if self.backend == "etcd-tls" else None
+            if certs is not None:
+                econf["tls"] = {"enabled": True, "ca_file": certs.ca,
+                                "cert_file": certs.client_cert, "key_file": certs.client_key}
+            self.etcd = BackendEtcd(directory=self.subdir("etcd"), tls=certs).start()
             self.proxy = Proxy(self.etcd.port).start()
             self.daemons["d0"] = harness.Daemon(conf, unix=False, backend="etcd",
                                                 etcd=self.etcd, backend_conf=econf,
@@ -665,7 +673,7 @@ class Scenario:
             if e is None:
                 return None, None
             due = None
-            if self.backend == "etcd":
+            if self.backend in ETCD_BACKENDS:
                 due = self.keepalive_due(self.workers[e["w"]]["daemon"])
             if due is None:
                 due = self.renewal_due(e)
@@ -1224,7 +1232,8 @@ def plan(mode, only, rounds):
         todo = [(b, f, 1) for b, f in SHORT + (ONLY_SHORT if only else [])]
     else:
         todo = [(b, f, rounds or max(3, len(PLANS[f])))
-                for b in ("memory", "redis", "redis-cache", "etcd", "sentinel", "redlock")
+                for b in ("memory", "redis", "redis-cache", "etcd", "etcd-tls", "sentinel",
+                          "redlock")
                 for f in ALL_FAULTS[b]]
         todo.append(("split", "none", 1))
     if rounds and mode == "short":

@@ -1473,6 +1473,8 @@ def yaml_value(v):
         return str(v)
     if isinstance(v, (list, tuple)):
         return "[%s]" % ", ".join(yaml_value(x) for x in v)
+    if isinstance(v, dict):
+        return "{%s}" % ", ".join("%s: %s" % (k, yaml_value(x)) for k, x in v.items())
     return yaml_str(str(v))
 
 
