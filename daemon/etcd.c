@@ -43,6 +43,7 @@
 #include "hashtab.h"
 #include "later.h"
 #include "log.h"
+#include "num.h"
 #include "tls.h"
 #include "xmalloc.h"
 
@@ -249,17 +250,6 @@ etcd_grpc_status(const char *value, size_t len)
 	return v <= 16 ? v : -1;
 }
 
-static int
-hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
 
 void
 etcd_grpc_message(const char *value, size_t len, char *out, size_t outsize)
@@ -269,8 +259,8 @@ etcd_grpc_message(const char *value, size_t len, char *out, size_t outsize)
 		return;
 	for (size_t i = 0; i < len && j + 1 < outsize; i++) {
 		int hi, lo;
-		if (value[i] == '%' && i + 2 < len && (hi = hexval(value[i + 1])) >= 0 &&
-		    (lo = hexval(value[i + 2])) >= 0) {
+		if (value[i] == '%' && i + 2 < len && (hi = num_hex_digit(value[i + 1])) >= 0 &&
+		    (lo = num_hex_digit(value[i + 2])) >= 0) {
 			out[j++] = (char)(hi << 4 | lo);
 			i += 2;
 		} else {
@@ -1369,15 +1359,7 @@ call_start(struct etcd *c, struct etcd_call *k)
 	if (conn == NULL && (conn = conn_new(c)) == NULL) {
 		const char *why = strchr(c->why_down, ' ');
 		why = why != NULL ? why + 1 : "cannot connect";
-		if (k->kind == K_WATCH) {
-			if (c->watch == k) {
-				c->watch = NULL;
-				watch_lost(c);
-			}
-			call_free(k);
-			return;
-		}
-		call_fail_later(k, ETCD_DOWN, 0, why);
+		call_down(k, why);
 		return;
 	}
 	k->conn = conn;

@@ -79,6 +79,26 @@ class EtcdCase(EtcdTestCase):
         self.wait_status(daemon, key, waiters=waiters)
         return w
 
+    def grant_order(self, key, holder, waiters):
+        """Release holder's key with waiters ([(name, connection)]) queued:
+        [(name, fence)] in the order they were granted, each releasing the
+        key as soon as it has it."""
+        order = []
+
+        def take(name, w):
+            g = read_within(w, 20)
+            if not isinstance(g, list):
+                raise AssertionError("waiter %s got %r" % (name, g))
+            order.append((name, g[1]))
+            if w.cmd("UNLOCK", key) != 0:
+                raise AssertionError("waiter %s: UNLOCK did not release" % name)
+
+        calls = [in_thread(take, name, w) for name, w in waiters]
+        self.assertEqual(holder.cmd("UNLOCK", key), 0)
+        for c in calls:
+            c.result(30)
+        return order
+
     def etcd_keys(self, etcd, key, prefix=PREFIX):
         """The etcd keys of key's lockers: (name, create_revision, lease,
         value), oldest first."""
@@ -278,20 +298,7 @@ class TestEtcdDaemons(EtcdCase):
         # only the head of each daemon's queue has a key in etcd
         keys = self.etcd_keys(self.etcd, key)
         self.assertEqual(len(keys), 3, keys)
-        order = []
-
-        def take(name, w):
-            g = read_within(w, 20)
-            if not isinstance(g, list):
-                raise AssertionError("waiter %s got %r" % (name, g))
-            order.append((name, g[1]))
-            if w.cmd("UNLOCK", key) != 0:
-                raise AssertionError("waiter %s: UNLOCK did not release" % name)
-
-        calls = [in_thread(take, name, w) for name, w in waiters]
-        self.assertEqual(holder.cmd("UNLOCK", key), 0)
-        for c in calls:
-            c.result(30)
+        order = self.grant_order(key, holder, waiters)
         self.assertEqual([n for n, _ in order], [n for n, _ in waiters],
                          "grants out of request order: %s" % order)
         fences = [g0[1]] + [f for _, f in order]
@@ -311,20 +318,7 @@ class TestEtcdDaemons(EtcdCase):
                 # A's holder counts as the head of A's queue
                 w = self.queue(d, key, "WAIT", 20000, waiters=i + 1)
                 waiters.append(("%s%d" % (name, i), w))
-        order = []
-
-        def take(name, w):
-            g = read_within(w, 20)
-            if not isinstance(g, list):
-                raise AssertionError("waiter %s got %r" % (name, g))
-            order.append((name, g[1]))
-            if w.cmd("UNLOCK", key) != 0:
-                raise AssertionError("waiter %s: UNLOCK did not release" % name)
-
-        calls = [in_thread(take, name, w) for name, w in waiters]
-        self.assertEqual(holder.cmd("UNLOCK", key), 0)
-        for c in calls:
-            c.result(30)
+        order = self.grant_order(key, holder, waiters)
         self.assertEqual([n for n, _ in order], ["B0", "A0", "B1", "A1", "B2", "A2"],
                          "grants: %s" % order)
         fences = [f for _, f in order]
