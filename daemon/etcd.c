@@ -15,6 +15,16 @@
  * Every entry from the loop (bufferevent, timer, later item) and every API
  * function goes through c_enter/c_leave: etcd_destroy called from inside a
  * callback only marks the client dead, and the last c_leave frees it.
+ *
+ * Calls made with a lane (etcd_call_lane) wait on their lane (struct
+ * etcd_lane, in c->lanes) until the call before them of the same lane has
+ * ended, so that etcd applies them in the order they were made.
+ *
+ * Why nghttp2 and not gRPC's C core: the core brings its own threads, timers
+ * and completion queues, a second event loop beside libevent's to poll and
+ * hand results across; nghttp2 is an HTTP/2 state machine driven by the
+ * caller's bytes and callbacks, which fits the daemon's single loop, and
+ * gRPC over HTTP/2 adds only a five-byte message prefix and two trailers.
  */
 #include "etcd.h"
 #include "etcd_internal.h"
