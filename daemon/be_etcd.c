@@ -127,6 +127,9 @@ struct et_entry {
 	bool own;			/* lease is its own (DETACH), not the daemon's */
 	uint64_t own_until;		/* own: the lease is valid until then */
 	uint64_t own_ttl_ms;		/* own: its TTL as granted */
+	char *wait_key;			/* E_WAITING: the etcd key whose delete wakes it,
+					 * NULL: any key before it */
+	size_t wait_keylen;
 	int64_t wait_rev;		/* E_WAITING: woken by the delete of the key with
 					 * this create revision; -1: of any before it */
 	bool busy;			/* an acquire of it is in flight */
@@ -330,6 +333,7 @@ entry_free(struct et *r, struct et_entry *e)
 	struct et_key *k = e->k;
 	TAILQ_REMOVE(&k->entries, e, entry);
 	free(e->ekey);
+	free(e->wait_key);
 	free(e);
 	key_put(r, k);
 }
@@ -919,8 +923,8 @@ prefix_end(const char *s, size_t len, size_t *endlen)
 	return e;
 }
 
-/* (Re)start the watch of every key under the prefix: deletes only, with
- * the previous value (for its create revision), from where it stopped. */
+/* (Re)start the watch of every key under the prefix: deletes only, from
+ * where it stopped. */
 static void
 watch_start(struct et *r)
 {
@@ -934,7 +938,6 @@ watch_start(struct et *r)
 	req.range_end = bin(end, endlen);
 	req.filters = &noput;
 	req.n_filters = 1;
-	req.prev_kv = 1;
 	if (r->watch_rev > 0)
 		req.start_revision = r->watch_rev + 1;
 	r->watch_ready = false;
@@ -962,9 +965,11 @@ wake_all(struct et *r)
 }
 
 /* A delete in the range of a lock key of ours, at revision rev, of the
- * etcd key ekey (len bytes) created at created. */
+ * etcd key ekey (len bytes). The watch does not ask for the previous value
+ * (prev_kv costs etcd a read per event): keys are told apart by name and by
+ * revision, a delete at rev being of a key created before rev. */
 static void
-watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev, int64_t created)
+watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev)
 {
 	const char *slash = memrchr(ekey, '/', len);
 	struct et_key *k = slash != NULL ? key_find_path(r, ekey, (size_t)(slash - ekey) + 1) : NULL;
@@ -975,17 +980,21 @@ watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev, int64_t cr
 	if (rev > k->last_delete)
 		k->last_delete = rev;
 	TAILQ_FOREACH(e, &k->entries, entry) {
-		if (e->state == E_WAITING && (e->wait_rev == created ||
-		    (e->wait_rev < 0 && created < e->create_rev)))
+		bool own = strlen(e->ekey) == len && memcmp(e->ekey, ekey, len) == 0;
+		/* the key it waits for (a later one of the same name, put
+		 * after it, ranks after this entry: waking is right), or, for a
+		 * semaphore, any other (some after it: spurious, it asks again) */
+		if (e->state == E_WAITING && (e->wait_key != NULL ?
+		    e->wait_keylen == len && memcmp(e->wait_key, ekey, len) == 0 &&
+		    rev > e->wait_rev : !own))
 			wake = true;
-		if (e->state == E_HELD && !e->gone && !e->leaving && strlen(e->ekey) == len &&
-		    memcmp(e->ekey, ekey, len) == 0 &&
-		    (created > 0 ? created == e->create_rev : rev > e->create_rev)) {
+		if (e->state == E_HELD && !e->gone && !e->leaving && own && rev > e->create_rev) {
 			/* not by us: ours are forgotten before their delete. A
 			 * delete of an older key of the same name (a waiter's,
 			 * gone with a lost lease and put again since) may come
 			 * after the answer that put this one: a stream started
-			 * again from an older revision replays it late */
+			 * again from an older revision replays it late, at a
+			 * revision before this key's create revision */
 			e->gone = true;
 			expire = true;
 		}
@@ -1056,8 +1065,7 @@ on_watch(void *arg, const Etcd__WatchResponse *res)
 			r->watch_rev = rev;
 		if (ev->type != ETCD__EVENT__EVENT_TYPE__DELETE || ev->kv->key.len == 0)
 			continue;
-		watch_delete(r, (const char *)ev->kv->key.data, ev->kv->key.len, rev,
-		    ev->prev_kv != NULL ? ev->prev_kv->create_revision : 0);
+		watch_delete(r, (const char *)ev->kv->key.data, ev->kv->key.len, rev);
 	}
 	if (res->n_events == 0 && head > r->watch_rev)
 		r->watch_rev = head;	/* progress: nothing before head is missing */
@@ -1101,14 +1109,15 @@ on_state(void *arg, bool up)
 /*
  * Where the etcd key ekey stands in kvs (a range's keys by create
  * revision) for a lease of mode/limit: whether it holds, and if not the
- * create revision of the key whose delete it waits for (-1: any before it).
- * 0, or -1 if ekey is not in kvs.
+ * create revision of the key whose delete it waits for (-1: any before it)
+ * and, in *wait_at, its place in kvs (n: any before it). 0, or -1 if ekey
+ * is not in kvs.
  */
 static int
 decide(Etcd__KeyValue *const *kvs, size_t n, const char *ekey, enum lock_mode mode,
-    unsigned limit, int64_t *created, bool *holds, int64_t *wait_rev)
+    unsigned limit, int64_t *created, bool *holds, int64_t *wait_rev, size_t *wait_at)
 {
-	size_t mine = strlen(ekey);
+	size_t mine = strlen(ekey), prev_at = n, excl_at = n;
 	int64_t prev = 0, last_excl = 0;
 	unsigned before = 0;
 	int rc = -1;
@@ -1123,22 +1132,28 @@ decide(Etcd__KeyValue *const *kvs, size_t n, const char *ekey, enum lock_mode mo
 		}
 		before++;
 		prev = c;
+		prev_at = i;
 		/* any kind but "s0" excludes readers */
-		if (kv->value.len != 2 || memcmp(kv->value.data, "s0", 2) != 0)
+		if (kv->value.len != 2 || memcmp(kv->value.data, "s0", 2) != 0) {
 			last_excl = c;
+			excl_at = i;
+		}
 	}
 	switch (mode) {
 	case LOCK_EXCLUSIVE:
 		*holds = before == 0;
 		*wait_rev = prev;
+		*wait_at = prev_at;
 		break;
 	case LOCK_SHARED:
 		*holds = last_excl == 0;
 		*wait_rev = last_excl;
+		*wait_at = excl_at;
 		break;
 	case LOCK_SEMAPHORE:
 		*holds = before < limit;
 		*wait_rev = -1;
+		*wait_at = n;
 		break;
 	}
 	return rc;
@@ -1176,11 +1191,12 @@ entry_placed(struct et_op *op, struct et_entry *e, const Etcd__RangeResponse *ra
 {
 	struct et *r = op->r;
 	int64_t created = 0, wait_rev = 0;
+	size_t wait_at = 0;
 	bool holds = false;
 	uint64_t valid;
 
 	if (range == NULL || decide(range->kvs, range->n_kvs, e->ekey, op->mode, op->limit,
-	    &created, &holds, &wait_rev) < 0) {
+	    &created, &holds, &wait_rev, &wait_at) < 0) {
 		entry_drop(r, e, NULL, NULL);
 		op_answer(op, BE_ERROR, 0, 0, "the etcd key was not there after its put");
 		return;
@@ -1216,6 +1232,13 @@ entry_placed(struct et_op *op, struct et_entry *e, const Etcd__RangeResponse *ra
 		struct et_key *k = e->k;
 		e->state = E_WAITING;
 		e->wait_rev = wait_rev;
+		free(e->wait_key);
+		e->wait_key = NULL;
+		e->wait_keylen = 0;
+		if (wait_at < range->n_kvs) {
+			e->wait_keylen = range->kvs[wait_at]->key.len;
+			e->wait_key = xmemdup(range->kvs[wait_at]->key.data, e->wait_keylen);
+		}
 		/* the answer goes first, so that the lock table waits for the
 		 * wakeup before it comes */
 		op_answer(op, BE_BUSY, 0, 0, NULL);
@@ -1938,6 +1961,7 @@ et_destroy(struct backend *be)
 		while ((e = TAILQ_FIRST(&k->entries)) != NULL) {
 			TAILQ_REMOVE(&k->entries, e, entry);
 			free(e->ekey);
+			free(e->wait_key);
 			free(e);
 		}
 		free(k->name);
@@ -2076,6 +2100,7 @@ int
 be_etcd_decide(Etcd__KeyValue *const *kvs, size_t n, const char *ekey, enum lock_mode mode,
     unsigned limit, int64_t *created, bool *holds, int64_t *wait_rev)
 {
-	return decide(kvs, n, ekey, mode, limit, created, holds, wait_rev);
+	size_t wait_at;
+	return decide(kvs, n, ekey, mode, limit, created, holds, wait_rev, &wait_at);
 }
 #endif

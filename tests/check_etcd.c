@@ -2310,6 +2310,20 @@ START_TEST(test_backend_late_delete_of_older_key_keeps_lock)
 	fake_grpc_route(fk, FG_TXN, &t.base);
 	be = backend_of_fake(&conf);
 	watch = fake_grpc_last(fk, FG_WATCH);
+	{
+		/* the prefix watch: deletes only, without previous values (etcd
+		 * would read each one) */
+		Etcd__WatchRequest *wr = (Etcd__WatchRequest *)fake_grpc_req_msg(watch,
+		    &etcd__watch_request__descriptor);
+		ck_assert_ptr_nonnull(wr);
+		ck_assert_int_eq(wr->request_union_case,
+		    ETCD__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST);
+		ck_assert(!wr->create_request->prev_kv);
+		ck_assert_uint_eq(wr->create_request->n_filters, 1);
+		ck_assert_int_eq(wr->create_request->filters[0],
+		    ETCD__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT);
+		protobuf_c_message_free_unpacked(&wr->base, NULL);
+	}
 	be_acquire(be, "w", TOKEN_A, &a);
 	RUN_UNTIL(a.times > 0);
 	ck_assert_int_eq(a.status, BE_OK);
