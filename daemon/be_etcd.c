@@ -14,8 +14,8 @@
  * its place) and read the range. When the key does not hold yet, the
  * acquire answers BE_BUSY and the key stays in etcd, waiting for the delete
  * of the one key before it that stands in its way (any key before it, for a
- * semaphore); one prefix watch stream per daemon (deletes only, with their
- * previous values) reports the deletes, and the lock table's queue is woken
+ * semaphore, matched by name and revision); one prefix watch stream per
+ * daemon (deletes only) reports the deletes, and the lock table's queue is woken
  * and asks again, taking over the waiting key even when its first waiter
  * has left (the key keeps the daemon's place; see claim below).
  *
@@ -32,19 +32,23 @@
  * key is on a lease of its own with the lock's TTL (etcd counts whole
  * seconds: rounded up), kept alive while the key waits and not after.
  *
- * Fences are etcd revisions: the revision of the Txn that found the key
- * holding (for a key that held at once, its create revision). Every grant's
- * Txn comes after the release or handoff that let it hold, so fences
- * strictly increase per key across daemons and restarts.
+ * Fences are etcd revisions shifted left by ET_SEQ_BITS, plus the local
+ * handoffs since: the revision of the Txn that found the key holding (for
+ * a key that held at once, its create revision). Every grant's Txn comes
+ * after the release or handoff that let it hold, so fences strictly
+ * increase per key across daemons and restarts.
  *
- * Handoff: a local handoff of an exclusive lease is one Txn, guarded by
- * the holder's create revision, that deletes the holder's key and puts the
- * next local waiter's at the end of the range: it holds at once when no
- * other daemon's key waits, else the first of those holds (the delete is
- * what it waits for) and the local waiter waits its turn (BE_BUSY). The key
- * is never free in between, and daemons are served strictly in revision
- * order: no run of local handoffs can pass a waiting daemon, so etcd needs
- * no handoff limit.
+ * Handoff of an exclusive session lease to an exclusive session waiter:
+ * first a read of the range; when the holder's key is alone there, no other
+ * daemon waits, and the waiter takes the key over in place (a local
+ * handoff: fence + 1, nothing written). Otherwise, and for the other kinds,
+ * one Txn, guarded by the holder's create revision, deletes the holder's
+ * key and puts the next local waiter's at the end of the range: it holds at
+ * once when no other daemon's key waits, else the first of those holds (the
+ * delete is what it waits for) and the local waiter waits its turn
+ * (BE_BUSY). The key is never free in between, and no run of local handoffs
+ * can pass a waiting daemon (a key put after the read came after the local
+ * waiter, queued before it), so etcd needs no handoff limit.
  *
  * It owns its etcd keys, leases and the watch stream; it never blocks the
  * loop (names are resolved at start), never completes an operation from
