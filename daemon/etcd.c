@@ -502,7 +502,12 @@ on_call_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	c_enter(c);
-	if (conn != NULL) {
+	if (conn != NULL && k->sid == 0) {
+		/* still held (the connection is being set up, or waits for a
+		 * token, each with a timer of its own): the call alone fails */
+		call_detach(k, false);
+		call_fail_later(k, ETCD_DOWN, 0, "timed out");
+	} else if (conn != NULL) {
 		/* the stream is cancelled, the call fails, and so does the
 		 * connection that did not answer it */
 		call_detach(k, true);
@@ -1017,6 +1022,8 @@ call_submit(struct etcd_conn *conn, struct etcd_call *k)
 	nghttp2_data_provider prd = { .source.ptr = NULL, .read_callback = on_data_read };
 	int32_t sid;
 
+	/* the request timeout counts from here, not from while it was held */
+	call_arm(k);
 	k->token_gen = 0;
 	if (conn->token != NULL && k->kind != K_AUTH)
 		k->token_gen = conn->token_gen;
