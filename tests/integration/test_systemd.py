@@ -74,16 +74,17 @@ class NotifySocket:
 
 
 def spawn_dlockd(args, env, pass_fds=(), log=None):
-    """Start dlockd (under WRAPPER, if any) through sh, so that LISTEN_PID
+    """Start dlockd (under WRAPPER, if any) through bash, so that LISTEN_PID
     and WATCHDOG_PID can be its own pid ($$ of the shell that execs it); env
     values may use $$. A descriptor in pass_fds is moved to 3 (socket
-    activation)."""
+    activation): bash, as dash takes descriptors 0 to 9 only, and the test
+    process may have more open."""
     assigns = " ".join("%s=%s" % (k, v) for k, v in env.items())
     moves = "".join("exec 3<&%d %d<&-; " % (fd, fd) for fd in pass_fds if fd != 3)
     script = '%s%s exec "$@"' % (moves, assigns)
     out = open(log, "ab") if log else subprocess.DEVNULL
     try:
-        return spawn(["sh", "-c", script, "sh"] + WRAPPER + [DLOCKD] + list(args),
+        return spawn(["bash", "-c", script, "bash"] + WRAPPER + [DLOCKD] + list(args),
                      stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=pass_fds)
     finally:
         if log:
