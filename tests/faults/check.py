@@ -22,6 +22,12 @@ key that overlap are two holders at once:
   persistence) in between: expected, checked like "paused";
 - otherwise a violation.
 
+No fault of a backend's servers excuses an overlap: a master that fails
+over (Sentinel, Redis Cluster; the promoted replica may lack the last
+writes, whose holders must then be told before the key goes to another),
+a Redis Cluster slot moved to another master, a redlock node lost or cut
+off.
+
 When a fault takes a daemon's quorum away (redlock: a majority of the nodes
 killed, or cut off from that daemon; the fault's "quorum_lost" lists the
 daemons), that daemon grants nothing from shortly after it begins until it
@@ -223,7 +229,8 @@ def check(events, workers, faults, resource, params):
 
     _check_resource(events, workers, faults, resource, res)
     _check_validity(holdings, params, res)
-    if params.get("backend") in ("redis", "redis-cache", "etcd", "etcd-tls", "redlock"):
+    if params.get("backend") in ("redis", "redis-cache", "etcd", "etcd-tls", "redlock",
+                                 "cluster"):
         _check_notice_after_resume(holdings, faults, params, res)
     _check_quorum_loss(holdings, events, workers, faults, params, res)
     rec = params.get("recovery_from")

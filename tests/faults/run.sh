@@ -31,7 +31,8 @@ if [ ! -x "$BUILD/dlockd" ]; then
 	echo "faults: $BUILD/dlockd is missing (make all)"
 	exit 1
 fi
-for p in "$PYTHON" redis-server "${REDIS_SENTINEL_BIN:-redis-sentinel}" "${ETCD_BIN:-etcd}"; do
+for p in "$PYTHON" redis-server redis-cli "${REDIS_SENTINEL_BIN:-redis-sentinel}" \
+    "${ETCD_BIN:-etcd}"; do
 	if ! command -v "$p" >/dev/null 2>&1; then
 		echo "faults: $p is missing (make deps-check)"
 		exit 1

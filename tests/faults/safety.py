@@ -46,6 +46,17 @@ faults aimed at moments when an acquire or a renewal is in flight:
   majority_lost    redlock: SIGKILL two of the three nodes; holders must be
                    told before their validity ends, LOCK answers -BACKEND;
                    then both come back with their data
+  master_kill      Redis Cluster too: SIGKILL the master of a key of the
+                   lock set; its replica takes over; the old master is
+                   started again (with its nodes.conf) and rejoins as a
+                   replica
+  master_stop      Redis Cluster too: SIGSTOP that master until its replica
+                   has taken over, and 0.3 s more; it runs again as a stale
+                   master until the cluster demotes it
+  reshard          Redis Cluster: move the slots of keys of the lock set to
+                   another master (CLUSTER SETSLOT IMPORTING / MIGRATING,
+                   MIGRATE, SETSLOT NODE), in one go or a key at a time,
+                   while the workers lock
 
 Backends: memory (one daemon: client and daemon faults); redis (two daemons
 on one Redis, the second behind the proxy: every fault); etcd (two daemons on
@@ -55,7 +66,10 @@ sentinel (two daemons on Redis Sentinel: a master, a replica and three
 sentinels, tests/integration/sentinel.py; the master and sentinel faults);
 redlock (two daemons on three independent redis-servers, -b
 redlock://n0,n1,n2, quorum 2; the second daemon reaches each node through
-a proxy of its own; the client, daemon and node faults).
+a proxy of its own; the client, daemon and node faults); cluster (two
+daemons on a Redis Cluster of 3 masters with a replica each, -b
+redis-cluster://..., straight to the nodes, the lock set's three keys one
+on each master; the client, daemon, master and reshard faults).
 "split" runs two independent memory daemons as if they were one lock
 service: the checker must report it (check.py explains what is checked).
 
@@ -70,9 +84,9 @@ that lease.
 
 SHORT (tests/integration/test_safety.py, part of make check) runs one round of
 a representative subset in about a minute; LONG (make check-faults) every
-backend x fault, several rounds each. The sentinel and redlock scenarios are
-in LONG only; --only picks them in SHORT mode too (--only sentinel, --only
-redlock: one round of each). With DLOCKD_WRAPPER set (valgrind)
+backend x fault, several rounds each. The sentinel, redlock and cluster
+scenarios are in LONG only; --only picks them in SHORT mode too (--only
+sentinel, --only redlock, --only cluster: one round of each). With DLOCKD_WRAPPER set (valgrind)
 durations are scaled up and the faults whose timing would not survive are
 left out, which is printed. The run prints a table and the path of a JSON
 file with every result; the exit status is 0 only if every check passed
@@ -91,6 +105,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -144,6 +159,22 @@ REDLOCK_NODE_FAULTS = ["node_kill", "node_stop", "node_restart_loss", "node_rest
                        "node_blackhole", "majority_blackhole", "majority_lost"]
 ALL_FAULTS["redlock"] = ["client_kill", "daemon_stop", "daemon_kill"] + REDLOCK_NODE_FAULTS
 REDLOCK_NODES = 3
+# Redis Cluster: two daemons on 3 masters with a replica each (-b
+# redis-cluster://the masters), the lock set's keys one on each master. As
+# with Sentinel, no fault of the cluster's excuses an overlap: across a
+# failover (the master killed, or stopped past the node timeout) a lock is
+# either still held on the promoted replica or its holder is told before
+# another holder is granted the key; a slot moved to another master
+# (reshard) takes its leases and fence counters with it
+CLUSTER_NODE_FAULTS = ["master_kill", "master_stop", "reshard"]
+ALL_FAULTS["cluster"] = ["client_kill", "daemon_kill", "daemon_stop"] + CLUSTER_NODE_FAULTS
+CLUSTER_MASTERS = 3
+CLUSTER_NODE_TIMEOUT_MS = 1000
+# s for a replica to take over a killed or stopped master's slots (the
+# node timeout, the failure report, the election), with room
+CLUSTER_FAILOVER_LIMIT = 15.0
+# slots moved in each round of the reshard fault
+RESHARD_MOVES = 3
 # what each round of a fault aims at, and how long the fault lasts: "1.5ttl"
 # is 1.5 x the TTL, "0.3s" 0.3 s, "idle" sessions.idle_timeout_ms + 0.6 x the
 # TTL; rounds go through the list in turn (SHORT runs the first). "renew" is
@@ -176,6 +207,12 @@ PLANS = {
     "master_kill": [("renew", None), ("lock", None), ("prewrite", None)],
     "master_stop": [("renew", "failover"), ("lock", "failover"), ("extend", "failover")],
     "sentinel_kill": [("renew", None), ("lock", None), ("prewrite", None)],
+    # cluster: RESHARD_MOVES slots of the lock set moved to another master,
+    # the first at the moment aimed at: "whole" with every key in one
+    # MIGRATE; "steps" one key at a time with pauses in between (the
+    # lock's keys split between the two masters: TRYAGAIN, ASK)
+    "reshard": [("lock", "steps"), ("renew", "whole"), ("renew", "steps"),
+                ("prewrite", "whole")],
     # redlock: a node down, stopped or cut off; "restart" is how long a
     # restarted node stays down. A node restarted without its data stays
     # down longer than any lease it may hold (an EXTEND sets up to 1.25 x
@@ -194,6 +231,23 @@ PLANS = {
     "majority_lost": [("renew", "1.8ttl"), ("lock", "1.8ttl"), ("renew", "0.5ttl")],
     "none": [("none", "2s")],
 }
+# the cluster's own plans where they differ. master_kill "unsynced": the
+# replicas of the lock set's masters are cut off (their links closed, and
+# kept from connecting again) and the master is killed right after a grant
+# to a holder that means to hold past the failover ("grant"): that lease,
+# and its fence, never reached the replica that takes over (asynchronous
+# replication), so its holder must be told before the key goes to another
+CLUSTER_PLANS = {
+    "master_kill": [("renew", None), ("grant", "unsynced"), ("lock", None),
+                    ("prewrite", None), ("grant", "unsynced")],
+}
+
+
+def plans_of(backend, fault):
+    """What the rounds of a scenario aim at (PLANS)."""
+    if backend == "cluster" and fault in CLUSTER_PLANS:
+        return CLUSTER_PLANS[fault]
+    return PLANS[fault]
 SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
          ("redis", "daemon_stop"), ("redis", "blackhole"), ("redis", "backend_stop"),
          ("redis", "backend_restart"), ("redis", "backend_restart_loss"),
@@ -201,7 +255,8 @@ SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemo
          ("split", "none")]
 # what --only may pick in SHORT mode besides SHORT (one round each)
 ONLY_SHORT = [("sentinel", f) for f in ALL_FAULTS["sentinel"]] + \
-    [("redlock", f) for f in ALL_FAULTS["redlock"]]
+    [("redlock", f) for f in ALL_FAULTS["redlock"]] + \
+    [("cluster", f) for f in ALL_FAULTS["cluster"]]
 # s for the sentinels to name a new master after the master is killed or
 # stopped (down-after + failover-timeout, with room)
 SENTINEL_FAILOVER_LIMIT = (fsentinel.DOWN_AFTER_MS + fsentinel.FAILOVER_TIMEOUT_MS) / 1000.0 + 10
@@ -280,6 +335,99 @@ class BackendEtcd(Restart, harness.EtcdServer):
 
     def argv(self):
         return super().argv() + ["--heartbeat-interval", "20", "--election-timeout", "200"]
+
+
+class FaultCluster(harness.RedisCluster):
+    """The cluster topology's Redis Cluster: harness.RedisCluster whose key
+    moves take a key that expired between CLUSTER GETKEYSINSLOT and MIGRATE
+    (a lease runs out at any moment: MIGRATE answers NOKEY) in their stride,
+    and that moves a slot one key at a time when asked."""
+
+    def migrate_keys(self, slot, src, dest, limit=None, pause=None):
+        """MIGRATE the keys of slot from src to dest, at most limit of them,
+        100 per MIGRATE, or one per MIGRATE with pause() s in between when
+        pause is given; returns how many moved (or had expired)."""
+        moved = 0
+        while limit is None or moved < limit:
+            n = 1 if pause is not None else 100
+            if limit is not None:
+                n = min(n, limit - moved)
+            keys = src.cmd("CLUSTER", "GETKEYSINSLOT", slot, n, timeout=5.0)
+            if not isinstance(keys, list):
+                raise AssertionError("CLUSTER GETKEYSINSLOT on port %d answered %r"
+                                     % (src.port, keys))
+            if not keys:
+                break
+            r = src.cmd("MIGRATE", "127.0.0.1", dest.port, "", 0, 5000,
+                        *(self._migrate_auth() + ["KEYS"] + keys), timeout=5.0)
+            if r not in ("OK", "NOKEY"):
+                raise AssertionError("MIGRATE of %r from port %d to %d answered %r"
+                                     % (keys, src.port, dest.port, r))
+            moved += len(keys)
+            if pause is not None:
+                time.sleep(pause())
+        return moved
+
+    def replicas_of(self, server):
+        """The servers that are replicas of server, as CLUSTER NODES on
+        server says."""
+        view = server.nodes_view() or {}
+        return [self.server(node_id=nid) for nid, (_, flags, master) in view.items()
+                if master == server.node_id and "slave" in flags and
+                self.server(node_id=nid) is not None]
+
+    def cut_replicas(self, server):
+        """Close the links of server's replicas to it, and keep them from
+        connecting again (a masterauth that the master, with no password,
+        refuses): what server writes from now on stays on it alone, until
+        heal(). Returns the replicas."""
+        reps = self.replicas_of(server)
+        for r in reps:
+            self._expect_ok(r, "CONFIG", "SET", "masterauth", "dlockd-safety-cut")
+            n = r.cmd("CLIENT", "KILL", "TYPE", "master")
+            if not isinstance(n, int):
+                raise AssertionError("CLIENT KILL TYPE master on port %d answered %r"
+                                     % (r.port, n))
+        return reps
+
+    def heal(self, replicas):
+        """Let replicas cut_replicas() cut off connect to their master
+        again (those still running)."""
+        for r in replicas:
+            if r.running():
+                self._expect_ok(r, "CONFIG", "SET", "masterauth", "")
+
+    def replicas_linked(self, server):
+        """How many replicas server has connected now (INFO replication's
+        connected_slaves), None if it does not say."""
+        r = server.cmd("INFO", "replication", timeout=1.0)
+        if not isinstance(r, bytes):
+            return None
+        v = harness.parse_info(r).get("connected_slaves")
+        return int(v) if v is not None and v.isdigit() else None
+
+    def owners(self, slots):
+        """slot -> the ClusterNode that owns it, for each of slots, from one
+        node's slot map (quick; master_of() asks every master). The slots
+        each of them owns are noted for wait_promoted(), from the same
+        map: a fault on one of them can then come at once."""
+        m = self.slot_map()
+        out = {s: self.server(node_id=m[s]) for s in slots}
+        for srv in set(out.values()):
+            self._killed_slots[srv.node_id] = [i for i, nid in enumerate(m)
+                                               if nid == srv.node_id]
+        return out
+
+    def failovers(self):
+        """How many failovers the nodes' logs tell of (elections won)."""
+        n = 0
+        for srv in self.servers:
+            try:
+                with open(srv.logfile, errors="replace") as f:
+                    n += sum(1 for line in f if "Failover election won" in line)
+            except OSError:
+                pass
+        return n
 
 
 class Proxy:
@@ -427,12 +575,17 @@ class Scenario:
             # a failover takes 2 to 4 s: some locks are renewed on the new
             # master before only their margin is left, others are lost
             self.ttl = 4000
+        if backend == "cluster" and fault in ("master_kill", "master_stop"):
+            # as with Sentinel: a failover takes 2 to 3 s (the node
+            # timeout, then the election)
+            self.ttl = 4000
         self.ttl = int(self.ttl * scale)
         if backend in ETCD_BACKENDS:
             self.ttl = (self.ttl + 999) // 1000 * 1000
         self.margin_ms = self.ttl * self.margin_pct // 100
         self.idle_ms = self.ttl * 2 if fault == "client_stop" else 0
-        # two keys, so that more locks are granted in a given time
+        # two keys, so that more locks are granted in a given time (the
+        # cluster: one on each master, chosen once it runs)
         self.keys = ["safety/%s/%s/%d" % (backend, fault, i) for i in range(2)]
         self.faults = []     # dicts: kind, target, start, end, aim, ...
         self.workers = {}    # id -> {"proc", "daemon", "kind", "key", "log", "pid"}
@@ -447,6 +600,8 @@ class Scenario:
         self.proxy = None
         self.nodes = []      # redlock: the redis-servers (BackendRedis)
         self.proxies = []    # redlock: the second daemon's proxy to each node
+        self.cluster = None  # cluster: the FaultCluster
+        self.last_killed = None  # cluster: the master the last fault hit
         self.notes = []      # what happened to the processes
         self.failures = []   # failed checks outside the logs
 
@@ -499,6 +654,8 @@ class Scenario:
             self.store = self.etcd
         elif self.backend == "redlock":
             self.start_redlock(conf, bconf)
+        elif self.backend == "cluster":
+            self.start_cluster(conf, bconf)
         elif self.backend == "sentinel":
             self.sentinels = fsentinel.SentinelSetup(directory=self.subdir("sentinel"))
             self.sentinels.start()
@@ -535,6 +692,106 @@ class Scenario:
                 text, unix=False, backend="redis",
                 backend_url="redlock://" + ",".join(urls[name]),
                 directory=self.subdir(name))
+
+    def start_cluster(self, conf, bconf):
+        """A Redis Cluster of CLUSTER_MASTERS masters with a replica each,
+        the lock set's keys one on each master (checked), and two daemons
+        with -b redis-cluster://the masters, both straight to the nodes
+        (the timeouts go to the file)."""
+        self.cluster = FaultCluster(masters=CLUSTER_MASTERS, replicas=1,
+                                    node_timeout_ms=int(CLUSTER_NODE_TIMEOUT_MS * self.scale),
+                                    directory=self.subdir("cluster")).start()
+        self.keys = self.cluster_keys()
+        owners = {}
+        for k in self.keys:
+            owners[k] = self.cluster.master_of(self.cluster.lock_slot(k))
+        ports = sorted({m.port for m in owners.values()})
+        if len(ports) != CLUSTER_MASTERS:
+            raise AssertionError("the lock set's keys %s are on %d master(s) (%s), not %d"
+                                 % (self.keys, len(ports), ports, CLUSTER_MASTERS))
+        say("    keys: %s" % ", ".join("%s (slot %d, master %d)"
+                                       % (k, self.cluster.lock_slot(k), owners[k].port)
+                                       for k in self.keys))
+        text = conf + "backend:\n" + "".join("  %s: %s\n" % (k, harness.yaml_value(v))
+                                             for k, v in bconf.items())
+        for name in ("d0", "d1"):
+            self.daemons[name] = harness.Daemon(text, unix=False, backend="redis-cluster",
+                                                redis=self.cluster,
+                                                backend_url=self.cluster.url(),
+                                                directory=self.subdir(name))
+
+    def cluster_keys(self):
+        """One lock key per master: the first of safety/cluster/<fault>/<i>
+        whose slot each master owns."""
+        owner = self.cluster.slot_map()
+        masters = {m.node_id for m in self.cluster.masters()}
+        keys = {}
+        i = 0
+        while len(keys) < len(masters):
+            k = "safety/%s/%s/%d" % (self.backend, self.fault, i)
+            nid = owner[self.cluster.lock_slot(k)]
+            if nid in masters and nid not in keys:
+                keys[nid] = k
+            i += 1
+        return sorted(keys.values(), key=lambda k: int(k.rsplit("/", 1)[1]))
+
+    def cluster_up(self, d):
+        """backend_cluster_slots_up of daemon d's INFO (None if it cannot
+        say)."""
+        try:
+            v = d.info().get("backend_cluster_slots_up")
+        except (OSError, AssertionError):
+            return None
+        return int(v) if v is not None and v.isdigit() else None
+
+    def wait_cluster_up(self):
+        """cluster, between rounds: until the cluster is ok again (every
+        node up, the old master a replica) and both daemons have a master
+        connected for every slot (bounded; a failed check if not)."""
+        limit = (2.0 * self.ttl / 1000.0 + 10.0) * self.scale
+        deadline = time.monotonic() + limit
+        try:
+            self.cluster.wait_ok(limit)
+        except AssertionError as e:
+            self.failures.append({"kind": "cluster not back", "text": str(e)})
+            return
+        for name, d in sorted(self.daemons.items()):
+            while True:
+                up = self.cluster_up(d)
+                if up == harness.CLUSTER_SLOTS:
+                    break
+                if time.monotonic() > deadline:
+                    self.failures.append({
+                        "kind": "cluster not back",
+                        "text": "dlockd %s has %s of %d slots up %.0f s after the fault; "
+                        "INFO backend_cluster_slots_up stays below; log:\n%s"
+                        % (name, up, harness.CLUSTER_SLOTS, limit, d.log())})
+                    return
+                time.sleep(0.05)
+
+    def say_cluster_stats(self):
+        """Print what each daemon counted of the cluster (INFO
+        backend_cluster_*): whether the faults reached the daemons."""
+        for name, d in sorted(self.daemons.items()):
+            try:
+                info = d.info()
+            except (OSError, AssertionError):
+                continue
+            say("    %s (since it last started): %s masters, %s map reads, %s MOVED, %s ASK, "
+                "%s TRYAGAIN/CLUSTERDOWN" % (
+                    name, info.get("backend_cluster_masters", "?"),
+                    info.get("backend_cluster_refreshes_total", "?"),
+                    info.get("backend_cluster_moved_total", "?"),
+                    info.get("backend_cluster_ask_total", "?"),
+                    info.get("backend_cluster_tryagain_total", "?")))
+        # a node that stalls past the node timeout (a loaded machine) is
+        # failed over too: the checker's rules are the same, but say so
+        injected = sum(1 for f in self.faults if f["kind"] in ("master_kill", "master_stop"))
+        seen = self.cluster.failovers()
+        if seen > injected:
+            self.notes.append("%d failover(s) in the cluster, %d of them injected: a node "
+                              "stalled past the node timeout (%d ms)"
+                              % (seen, injected, self.cluster.node_timeout_ms))
 
     def nodes_up(self, d):
         """backend_nodes_up of daemon d's INFO (None if it cannot say)."""
@@ -591,6 +848,12 @@ class Scenario:
             return [("d0", k) for k in ("py2", "raw2", "raw3", "raw3push", "raw3push")]
         if self.backend == "split":
             return [("d0", "py2"), ("d0", "raw3push"), ("d1", "raw2"), ("d1", "raw3push")]
+        if self.backend == "cluster":
+            # three workers on each of the three keys (worker i takes key
+            # i mod 3), on both daemons
+            return [("d0", "py2"), ("d0", "raw3push"), ("d0", "raw2"),
+                    ("d1", "raw3push"), ("d1", "py2"), ("d1", "raw3"),
+                    ("d1", "raw3push"), ("d0", "raw3push"), ("d1", "raw2")]
         return [("d0", "py2"), ("d0", "raw3push"), ("d0", "raw2"),
                 ("d1", "raw3push"), ("d1", "py2"), ("d1", "raw3")]
 
@@ -600,7 +863,8 @@ class Scenario:
         return {
             "id": wid, "kind": kind, "daemon": daemon,
             "daemon_port": self.daemons[daemon].port,
-            "resource_port": self.resource.port, "key": self.keys[self.wseq % 2],
+            "resource_port": self.resource.port,
+            "key": self.keys[self.wseq % len(self.keys)],
             "ttl": ttl,
             "wait": ttl, "log": os.path.join(self.dir, "%s.log" % wid),
             "seed": self.rng.randrange(1 << 30),
@@ -657,6 +921,14 @@ class Scenario:
         limit = 3.0 * self.scale + ttl_s
         if how == "lock":
             e = self.tail.wait(lambda e: e["ev"] == "lock_sent" and mine(e), limit)
+            return (e, e["w"]) if e else (None, None)
+        if how == "grant":
+            # a grant whose holder means to hold past a failover (or, failing
+            # that, any grant)
+            e = self.tail.wait(lambda e: e["ev"] == "grant" and mine(e) and
+                               e.get("plan", 0) > 0.6 * self.ttl, limit)
+            if e is None:
+                e = self.tail.wait(lambda e: e["ev"] == "grant" and mine(e), limit)
             return (e, e["w"]) if e else (None, None)
         if how in ("prewrite", "extend"):
             name = "prepare" if how == "prewrite" else "extend_sent"
@@ -737,8 +1009,11 @@ class Scenario:
 
     def inject(self, rnd):
         kind = self.fault
-        plans = PLANS[kind]
+        plans = plans_of(self.backend, kind)
         how, spec = plans[rnd % len(plans)]
+        if self.backend == "cluster" and kind in CLUSTER_NODE_FAULTS:
+            self.inject_cluster(kind, how, spec)
+            return
         dur = self.duration(spec) if spec else None
         if kind == "none":
             time.sleep(dur)
@@ -952,6 +1227,115 @@ class Scenario:
             out.append(seen)
         return out
 
+    def key_owners(self):
+        """cluster: lock key -> the master that owns its slot now (and the
+        slots of each, for wait_promoted)."""
+        slots = {k: self.cluster.lock_slot(k) for k in self.keys}
+        owner = self.cluster.owners(set(slots.values()))
+        return {k: owner[s] for k, s in slots.items()}
+
+    def aimed_key(self, wid):
+        """The key of the worker a fault was aimed at, or one at random."""
+        if wid is not None:
+            return self.workers[wid]["key"]
+        return self.rng.choice(self.keys)
+
+    def inject_cluster(self, kind, how, spec):
+        """A fault of the cluster's masters: the master of the aimed
+        worker's key SIGKILLed (its replica promoted; it is started again
+        and rejoins as a replica), with its replica cut off before when
+        spec is "unsynced" (CLUSTER_PLANS), or SIGSTOPped until its replica
+        has taken over and 0.3 s more (then it runs again, a stale master
+        until the cluster tells it); or RESHARD_MOVES slots of the lock set
+        moved to another master. Then back to a cluster that is ok and
+        daemons with every slot's master up, for the next round."""
+        if kind == "reshard":
+            for i in range(RESHARD_MOVES):
+                self.reshard(how if i == 0 else "lock", spec)
+            self.wait_cluster_up()
+            return
+        owners = self.key_owners()
+        cut = None
+        cut_off = []
+        if spec == "unsynced":
+            cut = time.monotonic()
+            for m in set(owners.values()):
+                cut_off += self.cluster.cut_replicas(m)
+        try:
+            self.fail_master(kind, how, spec, owners, cut)
+        finally:
+            self.cluster.heal(cut_off)
+        if kind == "master_kill":
+            self.cluster.restart(self.last_killed)  # with its nodes.conf: a replica
+        self.wait_cluster_up()
+
+    def fail_master(self, kind, how, spec, owners, cut):
+        """master_kill, master_stop: the fault itself, aimed, until a
+        replica has taken over (see inject_cluster)."""
+        ev, wid = self.aim(how)
+        aim = "%s of %s" % (how, wid) if ev else "none"
+        key = self.aimed_key(wid if ev else None)
+        m = owners[key]
+        pid = m.pid
+        limit = CLUSTER_FAILOVER_LIMIT * self.scale
+        if kind == "master_stop":
+            t0 = time.monotonic()
+            m.pause()
+            try:
+                new = self.cluster.wait_promoted(m, limit)
+                failover = time.monotonic() - t0
+                time.sleep(self.duration("failover"))
+            finally:
+                m.resume()
+            t1 = time.monotonic()
+        else:
+            linked = None
+            if cut is not None:
+                linked = self.cluster.replicas_linked(m)
+            t0 = time.monotonic()
+            m.kill()
+            new = self.cluster.wait_promoted(m, limit)
+            t1 = time.monotonic()
+            failover = t1 - t0
+        extra = {}
+        if cut is not None:
+            # whether the replica had connected again by the kill (the
+            # lease granted then reached it after all)
+            extra = {"cut_at": cut, "replica_back": linked}
+        self.record(kind, "master@%d" % m.port, t0, t1, aim=aim, pid=pid, key=key,
+                    new_master=new.port, failover=round(failover, 3),
+                    planned="failover" if kind == "master_stop" else spec, **extra)
+        self.last_killed = m
+
+    def reshard(self, how, mode):
+        """Move the slot of a lock key (the aimed worker's) from its master
+        to another one: in one go (mode "whole": SETSLOT IMPORTING and
+        MIGRATING, every key in one MIGRATE, SETSLOT NODE), or a key at a
+        time, 20 to 120 ms apart (mode "steps")."""
+        owners = self.key_owners()
+        masters = self.cluster.masters()
+        ev, wid = self.aim(how)
+        aim = "%s of %s" % (how, wid) if ev else "none"
+        key = self.aimed_key(wid if ev else None)
+        src = owners[key]
+        slot = self.cluster.lock_slot(key)
+        dest = self.rng.choice([m for m in masters if m is not src])
+        t0 = time.monotonic()
+        if mode == "whole":
+            self.cluster.migrate_slot(slot, dest)
+            keys = None
+        else:
+            self.cluster.begin_migration(slot, dest)
+            keys = self.cluster.migrate_keys(slot, src, dest,
+                                             pause=lambda: self.rng.uniform(0.02, 0.12))
+            self.cluster.finish_migration(slot, src, dest)
+        t1 = time.monotonic()
+        self.record("reshard", "slot%d:%d>%d" % (slot, src.port, dest.port), t0, t1, aim=aim,
+                    key=key, slot=slot, src=src.port, dest=dest.port, mode=mode,
+                    moved=keys, planned=mode)
+        # the workers lock on for a while before the next move
+        time.sleep(self.rng.uniform(0.2, 0.6) * self.scale)
+
     def inject_sentinel(self, kind, how, after):
         """A fault of the sentinel backend: the master SIGKILLed, or
         SIGSTOPped until the sentinels have promoted the replica (and after
@@ -1025,6 +1409,8 @@ class Scenario:
                 self.say_cache_hits()
             if self.backend == "redlock":
                 self.say_node_stats()
+            if self.backend == "cluster":
+                self.say_cluster_stats()
             conn = self.resource.raw()
             try:
                 for k in self.keys:
@@ -1032,7 +1418,11 @@ class Scenario:
             finally:
                 conn.close()
         except Exception as e:
-            self.failures.append({"kind": "harness", "text": "%s: %s" % (type(e).__name__, e)})
+            where = traceback.extract_tb(e.__traceback__)[-3:]
+            self.failures.append({"kind": "harness", "text": "%s: %s (at %s)" % (
+                type(e).__name__, e, ", ".join("%s:%d %s" % (os.path.basename(f.filename),
+                                                             f.lineno, f.name)
+                                               for f in where))})
             recovery_from = None
         finally:
             self.teardown()
@@ -1157,6 +1547,12 @@ class Scenario:
                     r.stop()
                 except AssertionError as e:
                     self.failures.append({"kind": "redis exit", "text": str(e)})
+        if self.cluster is not None:
+            for srv, rc in self.cluster.stop():
+                if rc not in (0, None):
+                    self.failures.append({"kind": "redis exit",
+                                          "text": "cluster node on port %d exited with %s; "
+                                          "log:\n%s" % (srv.port, rc, srv.log())})
         if self.sentinels is not None:
             for p, rc in self.sentinels.stop():
                 if rc != 0:
@@ -1231,9 +1627,9 @@ def plan(mode, only, rounds):
     if mode == "short":
         todo = [(b, f, 1) for b, f in SHORT + (ONLY_SHORT if only else [])]
     else:
-        todo = [(b, f, rounds or max(3, len(PLANS[f])))
+        todo = [(b, f, rounds or max(3, len(plans_of(b, f))))
                 for b in ("memory", "redis", "redis-cache", "etcd", "etcd-tls", "sentinel",
-                          "redlock")
+                          "redlock", "cluster")
                 for f in ALL_FAULTS[b]]
         todo.append(("split", "none", 1))
     if rounds and mode == "short":
@@ -1378,7 +1774,7 @@ def main(argv=None):
     g.add_argument("--long", dest="mode", action="store_const", const="long")
     ap.add_argument("--only", action="append", default=[],
                     help="run the scenarios whose name (backend/fault) contains this "
-                    "(in SHORT mode the sentinel ones too)")
+                    "(in SHORT mode the sentinel, redlock and cluster ones too)")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--out", help="directory for the logs and results.json")
