@@ -844,8 +844,9 @@ static struct rd_op *release_new(struct rd *r, const struct be_lock *l, const ch
 static void
 keep_on(struct rd *r, const struct rd_op *op, size_t i)
 {
-	struct rd_node *nd = !r->cluster ? &r->nodes[i] : op->node != NULL ? op->node :
-	    r->slots[op->slot];
+	/* cluster: the slot's master as the map says now (a MOVED moved it) */
+	struct rd_node *nd = !r->cluster ? &r->nodes[i] : r->slots[op->slot] != NULL ?
+	    r->slots[op->slot] : op->node;
 	if (nd == NULL)
 		return;	/* cluster: no master known; the lease ends at its TTL */
 	rnode_keep(nd->node, RS_RELEASE, op->args.argc, op->args.argv,
@@ -2727,11 +2728,12 @@ rd_pending(struct backend *be)
 	{ .name = "db", .type = CONF_INT, .off = RD_SET(db), .min = 0, .max = RD_DB_MAX }
 
 /* The keys under "backend." of the three backends, into struct rd_settings. */
-#define RD_COMMON_SETTINGS \
+#define RD_AUTH_SETTINGS \
 	{ .name = "username", .type = CONF_STR, .off = RD_SET(username) }, \
 	{ .name = "password", .type = CONF_SECRET, .off = RD_SET(password) }, \
 	{ .name = "password_file", .type = CONF_SECRET_FILE, .off = RD_SET(password_file), \
-	  .pair = "password" }, \
+	  .pair = "password" }
+#define RD_COMMON_SETTINGS \
 	{ .name = "key_prefix", .type = CONF_SHORTSTR, .off = RD_SET(key_prefix), .max = 64, \
 	  .defstr = "dlock:" }, \
 	{ .name = "connect_timeout_ms", .type = CONF_INT, .off = RD_SET(connect_timeout_ms), \
@@ -2756,6 +2758,7 @@ rd_pending(struct backend *be)
 static const struct conf_setting rd_settings_table[] = {
 	{ .name = "address", .type = CONF_SERVER, .off = RD_SET(address),
 	  .defstr = "127.0.0.1:6379" },
+	RD_AUTH_SETTINGS,
 	RD_DB_SETTING,
 	RD_COMMON_SETTINGS,
 	{ .name = "sentinels", .type = CONF_SERVERLIST, .off = RD_SET(sentinels),
@@ -2775,6 +2778,7 @@ static const struct conf_setting rl_settings_table[] = {
 	  .min = 0, .max = 600000, .def = 0 },
 	{ .name = "clock_drift_factor", .type = CONF_SHORTSTR,
 	  .off = RD_SET(clock_drift_factor), .max = 32, .defstr = "0.01" },
+	RD_AUTH_SETTINGS,
 	RD_DB_SETTING,
 	RD_COMMON_SETTINGS,
 };
@@ -2785,6 +2789,7 @@ static const struct conf_setting rc_settings_table[] = {
 	  .count = RD_SET(nseeds), .def = RD_PORT },
 	{ .name = "refresh_ms", .type = CONF_INT, .off = RD_SET(refresh_ms),
 	  .min = 100, .max = 3600000, .def = 5000 },
+	RD_AUTH_SETTINGS,
 	RD_COMMON_SETTINGS,
 };
 
