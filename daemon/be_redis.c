@@ -204,6 +204,7 @@ struct rd_node {
 	int port;
 	size_t nslots;			/* slots it owns in the map (0: not a master) */
 	const char **chans;		/* the shard channels of its slots (two each) */
+	bool listed;			/* INFO: its lines are written */
 };
 
 /* A sentinel (Sentinel mode). */
@@ -2207,19 +2208,17 @@ cluster_info(struct rd *r, struct evbuffer *out)
 	/* masters in the order of their first slot */
 	for (size_t s = 0; s < RC_SLOTS; s++) {
 		struct rd_node *nd = r->slots[s];
-		bool seen = false;
-		if (nd == NULL || (s > 0 && r->slots[s - 1] == nd))
+		if (nd == NULL || (s > 0 && r->slots[s - 1] == nd) || nd->listed)
 			continue;
-		for (size_t t = 0; t < s && !seen; t++)
-			seen = r->slots[t] == nd;
-		if (seen)
-			continue;
+		nd->listed = true;
 		evbuffer_add_printf(out, "backend_master%zu_address:%s\r\n"
 		    "backend_master%zu_slots:%zu\r\nbackend_master%zu_connected:%d\r\n"
 		    "backend_master%zu_calls_total:%llu\r\n", m, nd->addr, m, nd->nslots, m,
 		    rnode_up(nd->node), m, (unsigned long long)nd->ncalls);
 		m++;
 	}
+	for (size_t i = 0; i < r->ncl; i++)
+		r->cl[i]->listed = false;
 }
 
 /* The cluster's nodes from the seeds, the channels of every slot, the
