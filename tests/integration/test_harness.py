@@ -1,6 +1,7 @@
-"""The harness's own fixtures: the test certificates (harness.make_certs)
-and redis-server over TLS and with ACL users (harness.RedisServer's tls=,
-auth_clients= and users=), checked with redis-py and the raw client alone,
+"""The harness's own fixtures: the test certificates (harness.make_certs),
+redis-server over TLS and with ACL users (harness.RedisServer's tls=,
+auth_clients= and users=) and Redis Cluster (harness.RedisCluster: slots,
+resharding, failover), checked with redis-py and the raw client alone,
 without a dlockd."""
 
 import os
@@ -10,7 +11,8 @@ import unittest
 
 import redis
 
-from harness import IO_TIMEOUT, Closed, Raw, RedisServer, shared_certs
+from harness import (CLUSTER_SLOTS, IO_TIMEOUT, Closed, Raw, RedisCluster, RedisServer,
+                     hangup, lock_keys, shared_certs)
 
 
 def tls_redis(port, ca, client_cert=None):
@@ -102,6 +104,81 @@ class TestRedisUsers(unittest.TestCase):
         self.assertTrue(r.client(username="bob", password="pw").ping())
         with self.assertRaises(redis.exceptions.AuthenticationError):
             r.client().ping()
+
+
+class TestRedisCluster(unittest.TestCase):
+
+    def cluster(self, **kw):
+        c = RedisCluster(**kw)
+        self.addCleanup(c.stop_checked)
+        return c.start()
+
+    def client(self, c, server, **kw):
+        r = c.client(server, **kw)
+        self.addCleanup(hangup, r)
+        return r
+
+    def test_slots_migration_failover(self):
+        c = self.cluster()
+        self.assertEqual(len(c.servers), 6)
+        masters = c.masters()
+        self.assertEqual(len(masters), 3)
+        self.assertEqual(c.seeds(), ",".join(m.address() for m in masters))
+        self.assertEqual(c.url(), "redis-cluster://" + c.seeds())
+        self.assertEqual(sorted(len(c.slots_of(m)) > 0 for m in masters), [True] * 3)
+        self.assertEqual(sum(len(c.slots_of(m)) for m in masters), CLUSTER_SLOTS)
+        r = self.client(c, masters[0])
+        for key in ("a", "{user1000}.following", "foo{}{bar}", "{}x", "a{b}}c", "{{x}}",
+                    b"\xff\x00{\x01}", "dlock:l:{it%7D%25{}"):
+            self.assertEqual(c.slot(key), r.execute_command("CLUSTER", "KEYSLOT", key), key)
+        for lock in ("plain", "a}b", "50%", "{x}", "}{%"):
+            slots = {r.execute_command("CLUSTER", "KEYSLOT", k)
+                     for k in lock_keys(lock).values()}
+            self.assertEqual(slots, {c.lock_slot(lock)}, lock)
+        self.assertEqual(lock_keys("a}%{")["lease"], b"dlock:l:{a%7D%25{}")
+
+        # a slot and its key move to another master
+        lock = "moved"
+        slot = c.lock_slot(lock)
+        src = c.master_of(slot)
+        key = lock_keys(lock)["fence"]
+        self.assertTrue(self.client(c, src).set(key, "7"))
+        dest = next(m for m in masters if m is not src)
+        self.assertIs(c.migrate_slot(slot, dest), src)
+        self.assertIs(c.master_of(slot), dest)
+        self.assertEqual(self.client(c, dest).get(key), b"7")
+        self.assertEqual(src.cmd("CLUSTER", "COUNTKEYSINSLOT", slot), 0)
+        with self.assertRaisesRegex(redis.exceptions.ResponseError, "^MOVED %d " % slot):
+            self.client(c, src).get(key)
+        c.wait_ok(10)
+
+        # its master killed, the replica takes over (with the key)
+        c.kill(dest)
+        new = c.wait_promoted(dest, 15)
+        self.assertIsNot(new, dest)
+        self.assertEqual(new.role(), "master")
+        self.assertIs(c.master_of(slot), new)
+        self.assertEqual(self.client(c, new).get(key), b"7")
+        c.restart(dest)
+        c.wait_ok(20)
+        self.assertEqual(dest.role(), "slave")
+        self.assertEqual(len(c.masters()), 3)
+
+    def test_tls_password_users(self):
+        c = self.cluster(tls=shared_certs(), password="pw",
+                         users=["dl on >secret ~dlock:* &dlock:* +get +set"])
+        self.assertTrue(c.url().startswith("rediss-cluster://:pw@127.0.0.1:"))
+        m = c.masters()
+        self.assertEqual(len(m), 3)
+        lock = "tls"
+        owner = c.master_of(c.lock_slot(lock))
+        dl = self.client(c, owner, username="dl", password="secret")
+        self.assertTrue(dl.set(lock_keys(lock)["lease"], "1"))
+        with self.assertRaises(redis.exceptions.NoPermissionError):
+            dl.set("other", "1")
+        with self.assertRaises(redis.exceptions.ConnectionError):
+            redis.Redis(host="127.0.0.1", port=owner.port, socket_timeout=2,
+                        single_connection_client=True).ping()
 
 
 if __name__ == "__main__":
