@@ -17,7 +17,7 @@ def documented_info():
     table = table[:table.index("\n### ", 1)]
     out = {}
     section = None
-    for m in re.finditer(r"^\| *(\w*) *\| *(?:\(([\w-]+)\) )?`(\w+)`", table, re.M):
+    for m in re.finditer(r"^\| *(\w*) *\| *(?:\(([\w-]+)\) )?`([\w<>]+)`", table, re.M):
         section = m.group(1) or section
         out.setdefault(section, {}).setdefault(m.group(2), set()).add(m.group(3))
     return out
@@ -40,7 +40,9 @@ class InfoDocumented:
                 section = line[2:]
                 got[section] = set()
             elif ":" in line:
-                got[section].add(line.split(":", 1)[0])
+                # one row per master or node: backend_master<i>_slots
+                got[section].add(re.sub(r"^(backend_(?:master|node))\d+_", r"\1<i>_",
+                                        line.split(":", 1)[0]))
         kinds = self.DOCUMENTED_AS or (self.BACKEND,)
         want = {name: fields.get(None, set()).union(*(fields.get(k, set()) for k in kinds))
                 for name, fields in documented_info().items()}
