@@ -375,6 +375,7 @@ struct rd {
 	uint64_t nmoved;		/* MOVED replies */
 	uint64_t nask;			/* ASK replies */
 	uint64_t ntryagain;		/* TRYAGAIN and CLUSTERDOWN replies */
+	char map_error[200];		/* why the map was not read, as logged last */
 };
 
 /* ---- completing operations ---------------------------------------------- */
@@ -2113,12 +2114,25 @@ on_slots(void *arg, const redisReply *rep, const char *why)
 		return;
 	if (rep != NULL && rcluster_parse_slots(rep, nd->host, &ranges, &n, &why) == 0) {
 		r->nrefreshes++;
+		r->map_error[0] = '\0';
 		cluster_apply(r, ranges, n);
 		free(ranges);
 	} else {
-		log_warn("redis-cluster node %s: no slot map: %s", nd->addr, why != NULL ? why :
-		    "no reply");
-		r->refresh_again = true;	/* from the next node */
+		char msg[sizeof(r->map_error)];
+		bool perm = rep != NULL && rep->type == REDIS_REPLY_ERROR &&
+		    (strncmp(rep->str, "NOPERM", 6) == 0 || strstr(rep->str, "permission") != NULL);
+		snprintf(msg, sizeof(msg), "%s", rep != NULL && rep->type == REDIS_REPLY_ERROR ?
+		    rep->str : why != NULL ? why : "no reply");
+		if (strcmp(msg, r->map_error) != 0) {
+			/* once per reason, not at every attempt */
+			snprintf(r->map_error, sizeof(r->map_error), "%s", msg);
+			if (perm)
+				log_warn("redis-cluster node %s: no slot map: %s; the redis-cluster "
+				    "user needs at least the ACL '%s'", nd->addr, msg, r->acl);
+			else
+				log_warn("redis-cluster node %s: no slot map: %s", nd->addr, msg);
+		}
+		/* the timer asks the next node */
 	}
 	if (r->refresh_again) {
 		r->refresh_again = false;
