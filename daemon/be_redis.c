@@ -205,6 +205,7 @@ struct rd_node {
 	size_t nslots;			/* slots it owns in the map (0: not a master) */
 	const char **chans;		/* the shard channels of its slots (two each) */
 	bool listed;			/* INFO: its lines are written */
+	bool asking_logged;		/* that it refused ASKING was logged */
 };
 
 /* A sentinel (Sentinel mode). */
@@ -476,7 +477,7 @@ op_tell(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
 	 * nodes that answer late (on_late) */
 	if (st == BE_ERROR) {
 		op->r->nerrors++;
-		if (op->r->redlock && why != NULL) {
+		if ((op->r->redlock || op->r->cluster) && why != NULL) {
 			snprintf(op->r->failure, sizeof(op->r->failure), "%s", why);
 			op->r->failure_at = clock_ms();
 		}
@@ -1916,6 +1917,20 @@ cluster_slots_up(const struct rd *r)
 	return r->map_loaded ? up : 0;
 }
 
+/* The answer to ASKING: a refusal (a user without +asking) is logged once
+ * per node, with the ACL the user needs. */
+static void
+on_asking(void *arg, const redisReply *rep, const char *why)
+{
+	struct rd_node *nd = arg;
+	(void)why;
+	if (rep == NULL || rep->type != REDIS_REPLY_ERROR || nd->asking_logged)
+		return;
+	nd->asking_logged = true;
+	log_warn("redis-cluster node %s answered ASKING with an error: %s; the redis-cluster "
+	    "user needs at least the ACL '%s'", nd->addr, rep->str, nd->r->acl);
+}
+
 /* Send op (again) to nd, behind ASKING when asking; nd NULL: to its slot's
  * master. With no master known or up, op fails from the loop (a release is
  * kept on that master for when it is back). */
@@ -1929,7 +1944,7 @@ cluster_send(struct rd *r, struct rd_op *op, struct rd_node *nd, bool asking)
 		nd = r->slots[op->slot];
 	op->node = nd;
 	if (nd == NULL || !rnode_up(nd->node) || (asking && rnode_command(nd->node, 1, ask,
-	    asklen, NULL, NULL) < 0) || (op->script == RS_RELEASE ? rnode_eval :
+	    asklen, on_asking, nd) < 0) || (op->script == RS_RELEASE ? rnode_eval :
 	    rnode_eval_acked)(nd->node, op->script, op->args.argc, op->args.argv,
 	    op->args.argvlen, on_reply, c) < 0) {
 		if (op->script == RS_RELEASE && !r->destroying)
@@ -2185,9 +2200,14 @@ static const char *
 cluster_problem(const struct rd *r, char *buf, size_t len)
 {
 	size_t up = cluster_slots_up(r), n;
-	uint64_t since;
-	if (r->map_loaded && up == RC_SLOTS)
-		return NULL;
+	uint64_t since, now = clock_ms();
+	if (r->map_loaded && up == RC_SLOTS) {
+		/* every master is up: why an operation failed lately */
+		if (r->failure_at == 0 || now - r->failure_at > RD_FAILURE_SHOWN_MS)
+			return NULL;
+		snprintf(buf, len, "redis-cluster: %s", r->failure);
+		return buf;
+	}
 	if (!r->map_loaded)
 		n = (size_t)snprintf(buf, len, "redis-cluster: no slot map yet");
 	else
@@ -2803,6 +2823,7 @@ static const struct conf_setting rc_settings_table[] = {
 	{ .name = "refresh_ms", .type = CONF_INT, .off = RD_SET(refresh_ms),
 	  .min = 100, .max = 3600000, .def = 5000 },
 	RD_AUTH_SETTINGS,
+	RD_DB_SETTING,		/* 0 only: said by rd_check */
 	RD_COMMON_SETTINGS,
 };
 
@@ -3083,6 +3104,9 @@ rd_check(struct conf *c, const void *settings, int deep)
 			    "(the share of a lease the clocks may drift by; 0.01 by default), "
 			    "not '%s'", set->clock_drift_factor);
 	}
+	if (set->nseeds > 0 && set->db != 0)
+		(void)conf_setting_error(c, "backend.db", "'backend.db' of a redis-cluster backend "
+		    "must be 0: a cluster has no other database");
 	if (set->nseeds > 0 && strpbrk(set->key_prefix, "{}") != NULL)
 		(void)conf_setting_error(c, "backend.key_prefix", "'backend.key_prefix' of a "
 		    "redis-cluster backend must not hold '{' or '}': the keys of a lock share "

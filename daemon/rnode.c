@@ -441,9 +441,9 @@ on_policy(struct rnode *n, const redisReply *rep)
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
 	    rep->element[1]->type != REDIS_REPLY_STRING) {
 		if (strcmp(n->policy, "unknown") != 0)
-			log_info("%s: cannot read maxmemory-policy (%s); make sure it is "
-			    "noeviction", n->conf.what, rep->type == REDIS_REPLY_ERROR ? rep->str :
-			    "unexpected reply");
+			log_info("%s %s: cannot read maxmemory-policy (%s); make sure it is "
+			    "noeviction", n->conf.what, n->address, rep->type == REDIS_REPLY_ERROR ?
+			    rep->str : "unexpected reply");
 		snprintf(n->policy, sizeof(n->policy), "unknown");
 		return;
 	}

@@ -1798,17 +1798,22 @@ START_TEST(test_redis_cluster_conf)
 			ck_assert_str_eq(be_str(c, "password"), ok[i].password);
 		ck_assert_int_eq(be_int(c, "tls.enabled"), ok[i].tls);
 		ck_assert_int_eq(be_int(c, "refresh_ms"), 5000);
-		ck_assert_ptr_null(conf_backend_value(c, "db"));
+		ck_assert_int_eq(be_int(c, "db"), 0);
 		conf_destroy(c);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		expect_url_error(bad[i].url, bad[i].error);
 
-	/* YAML: nodes and refresh_ms; a prefix with a brace; no nodes */
+	/* YAML: nodes and refresh_ms; a db; a prefix with a brace; no nodes */
 	scratch_init(&sc);
 	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a, \"b:7002\"]\n"
 	    "  refresh_ms: 1000\n", 0, 0);
 	ck_assert_int_eq(be_int(c, "refresh_ms"), 1000);
+	conf_destroy(c);
+	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n  db: 1\n", 0, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_msg(strstr(c->errors[0], ":4:7: 'backend.db' of a redis-cluster backend "
+	    "must be 0") != NULL, "%s", c->errors[0]);
 	conf_destroy(c);
 	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n"
 	    "  key_prefix: \"app{1}:\"\n", 0, -1);
