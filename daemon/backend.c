@@ -19,6 +19,7 @@
 	X(be_memory_ops) \
 	X(be_redis_ops) \
 	X(be_redlock_ops) \
+	X(be_redis_cluster_ops) \
 	X(be_etcd_ops)
 
 #define BACKEND_DECLARE(ops) extern const struct backend_ops ops;

@@ -95,6 +95,7 @@
 #include "later.h"
 #include "log.h"
 #include "num.h"
+#include "rcluster.h"
 #include "rnode.h"
 #include "rscript.h"
 #include "tls.h"
@@ -111,6 +112,11 @@
 #define RD_YIELD_RETRY_MS 100		/* after a yield, this daemon's queue retries then */
 #define RD_YIELD_QUIET_MS 80		/* and ignores release messages for the key this
 					 * long: its own must not wake it first */
+#define RD_REDIRECTS_MAX 16		/* cluster: MOVED, ASK, TRYAGAIN followed per call */
+#define RD_AGAIN_MIN_MS 10		/* cluster: first wait before a TRYAGAIN's resend */
+#define RD_AGAIN_MAX_MS 200		/* cluster: longest */
+#define RD_REFRESH_FAST_MS 200		/* cluster: map asked again this often while a
+					 * slot has no master reachable */
 
 struct rd;
 struct rd_op;
@@ -171,7 +177,12 @@ struct rd_op {
 	char *buf;			/* the key and every argument: the rest of
 					 * op's allocation */
 	struct later_item failing;	/* failed before sending: told from the loop */
-	TAILQ_ENTRY(rd_op) settle;	/* an acquire on r->settling */
+	TAILQ_ENTRY(rd_op) settle;	/* an acquire on r->settling, or (cluster) an
+					 * op on r->again */
+	unsigned slot;			/* cluster: the slot of the key */
+	struct rd_node *node;		/* cluster: the master it was sent to last */
+	unsigned redirects;		/* cluster: redirections followed */
+	struct event *ev_again;		/* cluster: sends it again (TRYAGAIN...) */
 };
 TAILQ_HEAD(rd_op_list, rd_op);
 
@@ -188,6 +199,11 @@ struct rd_node {
 	uint64_t nfailures;		/* calls it failed (error, no reply, late) */
 	uint64_t ntimeouts;		/* calls it answered after the node timeout */
 	bool late_logged;		/* that it answers late was logged */
+	/* cluster: */
+	char host[256];			/* where it is */
+	int port;
+	size_t nslots;			/* slots it owns in the map (0: not a master) */
+	const char **chans;		/* the shard channels of its slots (two each) */
 };
 
 /* A sentinel (Sentinel mode). */
@@ -284,6 +300,9 @@ struct rd_settings {
 	long long node_timeout_ms;	/* redlock: a node's answer later than this
 					 * counts as failed; 0: a tenth of the TTL */
 	char *clock_drift_factor;	/* redlock: drift = TTL x this + 2 ms */
+	char **seeds;			/* redis-cluster: nodes to read the map from */
+	size_t nseeds;			/* how many (0: not a cluster) */
+	long long refresh_ms;		/* redis-cluster: the map is read this often */
 };
 
 static uint64_t rd_min_lease_ms(const void *settings);
@@ -335,9 +354,53 @@ struct rd {
 	uint64_t settle_until;		/* no new lease before then (clock_ms()) */
 	bool draining;			/* shutting down: cache nothing */
 	bool destroying;		/* rd_destroy runs: keep nothing for later */
+	/* redis-cluster: */
+	bool cluster;			/* the redis-cluster backend */
+	struct rd_node **cl;		/* every node known: seeds, masters, past masters */
+	size_t ncl;			/* how many */
+	struct rd_node **slots;		/* RC_SLOTS: each slot's master, NULL: none known */
+	struct rd_node **next;		/* RC_SLOTS: the map being read */
+	struct rd_node **listened;	/* RC_SLOTS: the last map read, whose masters
+					 * listen to the slots' channels */
+	char **chan;			/* 2 x RC_SLOTS: each slot's released and wanted
+					 * shard channel (one allocation) */
+	bool map_loaded;		/* a slot map was read */
+	bool refreshing;		/* CLUSTER SLOTS asked */
+	bool refresh_again;		/* ... and ask again once it answers */
+	size_t refresh_next;		/* the node to ask next */
+	struct event *ev_refresh;	/* asks for the map periodically */
+	struct rd_op_list again;	/* ops waiting to be sent again */
+	uint64_t nrefreshes;		/* maps read */
+	uint64_t nmoved;		/* MOVED replies */
+	uint64_t nask;			/* ASK replies */
+	uint64_t ntryagain;		/* TRYAGAIN and CLUSTERDOWN replies */
 };
 
 /* ---- completing operations ---------------------------------------------- */
+
+static const char *cluster_problem(const struct rd *r, char *buf, size_t len);
+
+/* The node of op's call i: node i, or (cluster) the master op was sent to. */
+static struct rd_node *
+call_node(struct rd *r, const struct rd_op *op, size_t i)
+{
+	return r->cluster ? op->node : &r->nodes[i];
+}
+
+/* The servers of the backend: redis's one, redlock's, or every node of a
+ * cluster known so far. */
+static size_t
+nodes_count(const struct rd *r)
+{
+	return r->cluster ? r->ncl : r->nnodes;
+}
+
+/* Server i of them. */
+static struct rd_node *
+node_at(const struct rd *r, size_t i)
+{
+	return r->cluster ? r->cl[i] : &r->nodes[i];
+}
 
 /* The nodes whose command connection is up. */
 static size_t
@@ -383,6 +446,8 @@ op_free(struct rd_op *op)
 {
 	if (op->ev_late != NULL)
 		event_free(op->ev_late);
+	if (op->ev_again != NULL)
+		event_free(op->ev_again);
 	free(op);	/* its calls, key and arguments are in the same block */
 }
 
@@ -470,6 +535,8 @@ rd_problem(struct backend *be, char *buf, size_t len)
 	const char *p;
 	if (r->redlock)
 		return redlock_problem(r, buf, len);
+	if (r->cluster)
+		return cluster_problem(r, buf, len);
 	p = rnode_problem(r->node, &since);
 	if (p == NULL)
 		return NULL;
@@ -764,6 +831,10 @@ reply_fence(const redisReply *rep)
 
 static void send_op(struct rd *r, struct rd_op *op);
 static void on_reply(void *arg, const redisReply *rep, const char *why);
+static void cluster_send(struct rd *r, struct rd_op *op, struct rd_node *nd, bool asking);
+static void cluster_refresh(struct rd *r);
+static void cluster_arm(struct rd *r);
+static bool cluster_redirected(struct rd *r, struct rd_op *op, const redisReply *rep);
 static struct rd_op *release_new(struct rd *r, const struct be_lock *l, const char *member,
     be_cb *cb, void *arg);
 
@@ -773,7 +844,11 @@ static struct rd_op *release_new(struct rd *r, const struct be_lock *l, const ch
 static void
 keep_on(struct rd *r, const struct rd_op *op, size_t i)
 {
-	rnode_keep(r->nodes[i].node, RS_RELEASE, op->args.argc, op->args.argv,
+	struct rd_node *nd = !r->cluster ? &r->nodes[i] : op->node != NULL ? op->node :
+	    r->slots[op->slot];
+	if (nd == NULL)
+		return;	/* cluster: no master known; the lease ends at its TTL */
+	rnode_keep(nd->node, RS_RELEASE, op->args.argc, op->args.argv,
 	    op->args.argvlen, clock_ms() + op->ttl_ms);
 }
 
@@ -904,12 +979,12 @@ quorum_granted(struct rd *r, struct rd_op *op, uint64_t fence)
 	for (size_t i = 0; i < r->nnodes; i++) {
 		struct rd_call *c = &op->calls[i];
 		if (c->answer != RA_OK || c->fence >= fence ||
-		    rnode_eval(r->nodes[i].node, RS_RAISE, 3, op->raise_argv, op->raise_argvlen,
-		    on_reply, c) < 0)
+		    rnode_eval(call_node(r, op, i)->node, RS_RAISE, 3, op->raise_argv,
+		    op->raise_argvlen, on_reply, c) < 0)
 			continue;
 		c->raising = true;
 		op->pending++;
-		r->nodes[i].ncalls++;
+		call_node(r, op, i)->ncalls++;
 		r->ncommands++;
 	}
 	late_arm(r, op);
@@ -923,7 +998,7 @@ static void
 confirm_on(struct rd *r, const struct rd_op *op, size_t i)
 {
 	/* numkeys, the lock's key, the member: as in the renewal */
-	rnode_keep(r->nodes[i].node, RS_CONFIRM, 3, op->args.argv, op->args.argvlen,
+	rnode_keep(call_node(r, op, i)->node, RS_CONFIRM, 3, op->args.argv, op->args.argvlen,
 	    clock_ms() + op->ttl_ms);
 }
 
@@ -1121,6 +1196,7 @@ on_reply(void *arg, const redisReply *rep, const char *why)
 	struct rd_op *op = c->op;
 	struct rd *r = op->r;
 	size_t i = (size_t)(c - op->calls);
+	struct rd_node *nd;
 	enum rd_answer a;
 	op->pending--;
 	if (c->raising) {
@@ -1128,7 +1204,7 @@ on_reply(void *arg, const redisReply *rep, const char *why)
 		if (rep != NULL && rep->type == REDIS_REPLY_INTEGER)
 			op->raise_need -= op->raise_need > 0;
 		else
-			r->nodes[i].nfailures++;
+			call_node(r, op, i)->nfailures++;
 		if (!op->decided)
 			raise_check(r, op);
 		op_done(op);
@@ -1136,17 +1212,25 @@ on_reply(void *arg, const redisReply *rep, const char *why)
 	}
 	if (op->script == RS_RELEASE)
 		r->releases_inflight--;
-	if (r->nodes[i].late_logged && !op->late && rep != NULL) {
-		log_info("redlock node %s answers in time again", r->nodes[i].addr);
-		r->nodes[i].late_logged = false;
+	if (r->cluster && rep != NULL && rep->type == REDIS_REPLY_ERROR &&
+	    cluster_redirected(r, op, rep)) {
+		op_done(op);
+		return;
+	}
+	nd = call_node(r, op, i);
+	if (nd->late_logged && !op->late && rep != NULL) {
+		log_info("redlock node %s answers in time again", nd->addr);
+		nd->late_logged = false;
 	}
 	a = answer_of(op, c, rep, &why);
 	if (a == RA_FAILED) {
-		r->nodes[i].nfailures++;
+		nd->nfailures++;
+		if (op->why[0] == '\0' && r->cluster && rep != NULL && rep->type == REDIS_REPLY_ERROR)
+			snprintf(op->why, sizeof(op->why), "%.60s: %.130s", nd->addr, rep->str);
 		if (op->why[0] == '\0')
-			snprintf(op->why, sizeof(op->why), "%.60s%s%.130s", r->redlock ?
-			    r->nodes[i].addr : "", r->redlock ? ": " : "", why != NULL ? why :
-			    "no reply from redis");
+			snprintf(op->why, sizeof(op->why), "%.60s%s%.130s", r->redlock ||
+			    r->cluster ? nd->addr : "", r->redlock || r->cluster ? ": " : "",
+			    why != NULL ? why : "no reply from redis");
 		/* a release: unknown whether it ran, or it did not (LOADING,
 		 * BUSY, READONLY...): sent again later (a second is harmless) */
 		if (op->script == RS_RELEASE && r->be->priv != NULL && !r->destroying)
@@ -1197,6 +1281,10 @@ static void
 send_op(struct rd *r, struct rd_op *op)
 {
 	op->sent_ms = clock_ms();
+	if (r->cluster) {
+		cluster_send(r, op, NULL, false);
+		return;
+	}
 	if (nodes_up(r) < r->quorum) {
 		if (op->script == RS_RELEASE && !r->destroying) {
 			for (size_t i = 0; i < r->nnodes; i++)
@@ -1232,6 +1320,14 @@ send_op(struct rd *r, struct rd_op *op)
 
 /* ---- building calls ------------------------------------------------------ */
 
+/* The channel a release of l's key is published on: prefix + "released",
+ * or (cluster) the shard channel of its slot. */
+static const char *
+released_channel(const struct rd *r, const struct be_lock *l)
+{
+	return r->cluster ? r->chan[2 * rcluster_lock_slot(l->key, l->keylen)] : r->channel;
+}
+
 /*
  * A new call of script with nkeys keys named after l's key (each key kind a
  * letter: 'l' lock, 'f' fence, 'w' mark), then ARGV: member (the lease the
@@ -1249,7 +1345,7 @@ op_new(struct rd *r, enum rscript script, const struct be_lock *l, const char *m
 	for (size_t i = 0; args[i] != NULL && nargs < RSCRIPT_ARGS; i++)
 		all[nargs++] = args[i];
 	all[nargs] = NULL;
-	need = rscript_size(strlen(r->set->key_prefix), l->keylen, keykinds, all);
+	need = rscript_size(strlen(r->set->key_prefix), l->keylen, r->cluster, keykinds, all);
 	struct rd_op *op = xmalloc(sizeof(*op) + r->nnodes * sizeof(struct rd_call) +
 	    l->keylen + need);
 	memset(op, 0, sizeof(*op) + r->nnodes * sizeof(struct rd_call));
@@ -1266,7 +1362,9 @@ op_new(struct rd *r, enum rscript script, const struct be_lock *l, const char *m
 	op->keylen = l->keylen;
 	op->ttl_ms = l->ttl_ms;
 	op->member = rscript_build(&op->args, op->buf + l->keylen, r->set->key_prefix, op->key,
-	    op->keylen, keykinds, all);
+	    op->keylen, r->cluster, keykinds, all);
+	if (r->cluster)
+		op->slot = rcluster_lock_slot(op->key, op->keylen);
 	return op;
 }
 
@@ -1275,7 +1373,7 @@ static struct rd_op *
 release_new(struct rd *r, const struct be_lock *l, const char *member, be_cb *cb, void *arg)
 {
 	/* the message is the key itself */
-	const char *args[] = { r->channel, rscript_key, NULL };
+	const char *args[] = { released_channel(r, l), rscript_key, NULL };
 	return op_new(r, RS_RELEASE, l, member, "lw", args, cb, arg);
 }
 
@@ -1303,8 +1401,8 @@ deleg_release(struct rd *r, struct rd_deleg *d)
 	    .ttl_ms = d->lease_end > now ? d->lease_end - now : 1 };
 	struct rd_op *op = release_new(r, &l, d->member, NULL, NULL);
 	deleg_drop(r, d);
-	if (nodes_up(r) >= r->quorum)
-		send_op(r, op);
+	if (r->cluster || nodes_up(r) >= r->quorum)
+		send_op(r, op);	/* cluster: kept on the slot's master if it is down */
 	else if (!r->destroying)
 		keep_release(r, op);	/* sent when the connection is back */
 	else
@@ -1417,7 +1515,8 @@ rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	snprintf(limit, sizeof(limit), "%u", l->limit);
 	snprintf(mark, sizeof(mark), "%d", RD_MARK_MS);
 	snprintf(fences, sizeof(fences), "%u", n);
-	const char *args[] = { ttl, kind, limit, mark, fences, r->wanted, rscript_key, NULL };
+	const char *args[] = { ttl, kind, limit, mark, fences, r->cluster ?
+	    r->chan[2 * rcluster_lock_slot(l->key, l->keylen) + 1] : r->wanted, rscript_key, NULL };
 	struct rd_op *op = op_new(r, RS_ACQUIRE, l, member, "lfw", args, cb, arg);
 	op->fences = n;
 	if (now < r->settle_until) {
@@ -1494,7 +1593,8 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	snprintf(run, sizeof(run), "%u", from->handoffs);
 	snprintf(limit, sizeof(limit), "%lld", r->set->handoff_limit);
 	snprintf(fences, sizeof(fences), "%u", n);
-	const char *args[] = { fm, ttl, run, limit, r->channel, rscript_key, fences, NULL };
+	const char *args[] = { fm, ttl, run, limit, released_channel(r, to), rscript_key, fences,
+	    NULL };
 	struct rd_op *op = op_new(r, RS_TRANSFER, to, tm, "lfw", args, cb, arg);
 	op->fences = n;
 	op->from = op->args.argv[5];	/* numkeys, 3 keys, to, from */
@@ -1542,6 +1642,10 @@ on_down(void *arg, const char *why)
 	deleg_distrust(r);
 	if (r->nsentinels > 0)
 		sentinels_ask(r);	/* the master may have moved */
+	if (r->cluster && nd->nslots > 0) {
+		cluster_refresh(r);	/* a replica may take its slots */
+		cluster_arm(r);
+	}
 }
 
 /* The connection to Redis is up (again): Redis may have restarted without
@@ -1571,6 +1675,8 @@ on_up(void *arg)
 		r->settle_until = clock_ms() + RD_SETTLE_MS;
 	nd->was_up = true;
 	r->be->up.expire(r->be->up.arg, NULL, 0);
+	if (r->cluster)
+		cluster_refresh(r);
 }
 
 /* ---- Sentinel ------------------------------------------------------------ */
@@ -1733,6 +1839,437 @@ sentinels_start(struct rd *r)
 	evtimer_add(r->ev_ask, &tv);
 }
 
+/* ---- Redis Cluster --------------------------------------------------------- */
+
+/*
+ * The redis-cluster backend runs the policy of one server per key: each
+ * operation is one call, to the master of its key's slot (every key of a
+ * lock carries one hash tag, rcluster.h), as the slot map says. The map is
+ * read with CLUSTER SLOTS from a node that is up: at start, every
+ * backend.refresh_ms, after a MOVED, when a master's connection goes, and
+ * every RD_REFRESH_FAST_MS while a slot has no master reachable. A MOVED
+ * reply moves the slot in the map at once and sends the call again there;
+ * an ASK sends it again once, behind ASKING, to the node it names; TRYAGAIN
+ * and CLUSTERDOWN send it again after a growing wait, while the command
+ * timeout allows. Release messages are SPUBLISHed on a shard channel per
+ * slot (rcluster_slot_tag), and each master's subscriber connection
+ * listens to the channels of its slots. A slot that changes master
+ * (failover, resharding) is a new server for its keys: as after a
+ * reconnect, every holding is renewed at once and new leases wait
+ * RD_SETTLE_MS.
+ */
+
+static const struct rnode_hooks rd_hooks;
+
+/* The node at host:port, made (and started) if it is new. */
+static struct rd_node *
+cluster_node(struct rd *r, const char *host, int port)
+{
+	const struct rd_settings *c = r->set;
+	struct rd_node *nd;
+	for (size_t i = 0; i < r->ncl; i++)
+		if (r->cl[i]->port == port && strcmp(r->cl[i]->host, host) == 0)
+			return r->cl[i];
+	struct rnode_conf nc = {
+		.what = "redis-cluster node",
+		.host = host,
+		.port = port,
+		.username = c->username,
+		.password = c->password,
+		.tls = r->tls,
+		.tls_name = c->tls_server_name,
+		.connect_timeout_ms = (uint64_t)c->connect_timeout_ms,
+		.command_timeout_ms = (uint64_t)c->command_timeout_ms,
+		.scripts = rscript_text_cluster(),
+		.nscripts = RS_COUNT,
+		.sharded = true,
+		.channel_group = 2,
+		.check_policy = true,
+		.min_replicas_ack = c->min_replicas_ack,
+		.replica_ack_timeout_ms = c->replica_ack_timeout_ms,
+		.acl = r->acl,
+	};
+	nd = xcalloc(1, sizeof(*nd));
+	nd->r = r;
+	snprintf(nd->host, sizeof(nd->host), "%s", host);
+	nd->port = port;
+	snprintf(nd->addr, sizeof(nd->addr), strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d",
+	    host, port);
+	nd->node = rnode_create(r->be->base, r->dns, &nc, &rd_hooks, nd);
+	r->cl = xreallocarray(r->cl, r->ncl + 1, sizeof(*r->cl));
+	r->cl[r->ncl++] = nd;
+	rnode_start(nd->node);
+	return nd;
+}
+
+/* The slots whose master is known and connected. */
+static size_t
+cluster_slots_up(const struct rd *r)
+{
+	size_t up = 0;
+	for (size_t i = 0; i < r->ncl; i++)
+		if (rnode_up(r->cl[i]->node))
+			up += r->cl[i]->nslots;
+	return r->map_loaded ? up : 0;
+}
+
+/* Send op (again) to nd, behind ASKING when asking; nd NULL: to its slot's
+ * master. With no master known or up, op fails from the loop (a release is
+ * kept on that master for when it is back). */
+static void
+cluster_send(struct rd *r, struct rd_op *op, struct rd_node *nd, bool asking)
+{
+	static const char *const ask[] = { "ASKING" };
+	static const size_t asklen[] = { 6 };
+	struct rd_call *c = &op->calls[0];
+	if (nd == NULL)
+		nd = r->slots[op->slot];
+	op->node = nd;
+	if (nd == NULL || !rnode_up(nd->node) || (asking && rnode_command(nd->node, 1, ask,
+	    asklen, NULL, NULL) < 0) || (op->script == RS_RELEASE ? rnode_eval :
+	    rnode_eval_acked)(nd->node, op->script, op->args.argc, op->args.argv,
+	    op->args.argvlen, on_reply, c) < 0) {
+		if (op->script == RS_RELEASE && !r->destroying)
+			keep_on(r, op, 0);
+		if (nd == NULL)
+			snprintf(op->why, sizeof(op->why), "redis-cluster: no master known for "
+			    "slot %u", op->slot);
+		op_fail_later(op, BE_ERROR);
+		return;
+	}
+	c->answer = RA_PENDING;
+	op->pending++;
+	nd->ncalls++;
+	r->ncommands++;
+	if (op->script == RS_RELEASE)
+		r->releases_inflight++;
+}
+
+/* The wait before op is sent again has passed: to its slot's master. */
+static void
+on_again(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd_op *op = arg;
+	struct rd *r = op->r;
+	(void)fd;
+	(void)what;
+	TAILQ_REMOVE(&r->again, op, settle);
+	cluster_send(r, op, NULL, false);
+}
+
+/* Send op again in a while (RD_AGAIN_MIN_MS, doubling up to
+ * RD_AGAIN_MAX_MS), unless that would end after the command timeout:
+ * whether it will be. */
+static bool
+cluster_again(struct rd *r, struct rd_op *op)
+{
+	unsigned shift = op->redirects < 6 ? op->redirects : 6;
+	uint64_t wait = (uint64_t)RD_AGAIN_MIN_MS << shift, now = clock_ms();
+	if (wait > RD_AGAIN_MAX_MS)
+		wait = RD_AGAIN_MAX_MS;
+	if (now + wait > op->sent_ms + (uint64_t)r->set->command_timeout_ms)
+		return false;
+	if (op->ev_again == NULL)
+		op->ev_again = evtimer_new(r->be->base, on_again, op);
+	struct timeval tv = clock_tv(wait);
+	evtimer_add(op->ev_again, &tv);
+	TAILQ_INSERT_TAIL(&r->again, op, settle);
+	return true;
+}
+
+/* An error reply to op's call: a redirection is followed (MOVED: the map
+ * says so from now on; ASK: this call only; TRYAGAIN, CLUSTERDOWN: again
+ * later), and true returned; else false (an error of the call, or too many
+ * redirections, or no time left). */
+static bool
+cluster_redirected(struct rd *r, struct rd_op *op, const redisReply *rep)
+{
+	char host[256];
+	unsigned slot;
+	int port;
+	struct rd_node *to;
+	enum rc_redirect k = rcluster_redirect(rep->str, op->node != NULL ? op->node->host :
+	    "", &slot, host, sizeof(host), &port);
+	if (k == RC_NONE || op->redirects >= RD_REDIRECTS_MAX || r->destroying)
+		return false;
+	op->redirects++;
+	switch (k) {
+	case RC_MOVED:
+		r->nmoved++;
+		to = cluster_node(r, host, port);
+		r->slots[slot] = to;	/* until the map read now says more */
+		cluster_refresh(r);
+		if (rnode_up(to->node)) {
+			cluster_send(r, op, to, false);
+			return true;
+		}
+		return cluster_again(r, op);
+	case RC_ASK:
+		r->nask++;
+		to = cluster_node(r, host, port);
+		if (rnode_up(to->node)) {
+			cluster_send(r, op, to, true);
+			return true;
+		}
+		return cluster_again(r, op);	/* asks its slot's master again */
+	default:
+		r->ntryagain++;
+		return cluster_again(r, op);
+	}
+}
+
+/* The map changed: node nd's shard channels are those of its slots in
+ * r->next; its subscriber connection listens to them from now on. */
+static void
+cluster_listen(struct rd *r, struct rd_node *nd, size_t nslots)
+{
+	const char **chans = nslots > 0 ? xcalloc(2 * nslots, sizeof(*chans)) : NULL;
+	size_t n = 0;
+	for (size_t s = 0; s < RC_SLOTS && n < 2 * nslots; s++)
+		if (r->next[s] == nd) {
+			chans[n++] = r->chan[2 * s];
+			chans[n++] = r->chan[2 * s + 1];
+		}
+	rnode_set_channels(nd->node, chans, n);
+	free(nd->chans);
+	nd->chans = chans;
+}
+
+/* Arm the map's next reading: soon while a slot has no master reachable. */
+static void
+cluster_arm(struct rd *r)
+{
+	uint64_t ms = cluster_slots_up(r) < RC_SLOTS ? RD_REFRESH_FAST_MS :
+	    (uint64_t)r->set->refresh_ms;
+	struct timeval tv = clock_tv(ms);
+	evtimer_add(r->ev_refresh, &tv);
+}
+
+/* Take the map of ranges (read from a node at host): the slots' masters,
+ * and each master's channels. A slot that has a new master: every holding
+ * is renewed at once, and new leases wait RD_SETTLE_MS (on_up). */
+static void
+cluster_apply(struct rd *r, const struct rc_range *ranges, size_t n)
+{
+	bool moved = false;
+	size_t masters = 0;
+	memset(r->next, 0, RC_SLOTS * sizeof(*r->next));
+	for (size_t i = 0; i < n; i++) {
+		struct rd_node *nd = cluster_node(r, ranges[i].host, ranges[i].port);
+		for (unsigned s = ranges[i].first; s <= ranges[i].last; s++)
+			r->next[s] = nd;
+	}
+	for (size_t i = 0; i < r->ncl; i++) {
+		struct rd_node *nd = r->cl[i];
+		size_t count = 0;
+		bool changed = false;
+		for (size_t s = 0; s < RC_SLOTS; s++) {
+			count += r->next[s] == nd;
+			changed |= (r->next[s] == nd) != (r->listened[s] == nd);
+		}
+		if (changed || count != nd->nslots)
+			cluster_listen(r, nd, count);
+		masters += count > 0;
+		nd->nslots = count;
+	}
+	for (size_t s = 0; s < RC_SLOTS && !moved; s++)
+		moved = r->listened[s] != r->next[s];
+	memcpy(r->slots, r->next, RC_SLOTS * sizeof(*r->slots));
+	memcpy(r->listened, r->next, RC_SLOTS * sizeof(*r->listened));
+	if (moved) {
+		char list[1024];
+		size_t len = 0, covered = 0;
+		for (size_t i = 0; i < r->ncl; i++) {
+			covered += r->cl[i]->nslots;
+			if (r->cl[i]->nslots > 0 && len < sizeof(list))
+				len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s (%zu)",
+				    len > 0 ? ", " : "", r->cl[i]->addr, r->cl[i]->nslots);
+		}
+		log_info("redis-cluster: %zu master%s: %s; %zu of %d slots covered", masters,
+		    masters == 1 ? "" : "s", list, covered, RC_SLOTS);
+		if (r->map_loaded) {
+			/* keys that moved are in a new server now */
+			r->settle_until = clock_ms() + RD_SETTLE_MS;
+			deleg_distrust(r);
+			r->be->up.expire(r->be->up.arg, NULL, 0);
+			r->be->up.wakeup(r->be->up.arg, NULL, 0);
+		}
+	}
+	r->map_loaded = true;
+}
+
+/* A node's answer to CLUSTER SLOTS. */
+static void
+on_slots(void *arg, const redisReply *rep, const char *why)
+{
+	struct rd_node *nd = arg;
+	struct rd *r = nd->r;
+	struct rc_range *ranges;
+	size_t n;
+	r->refreshing = false;
+	if (r->destroying)
+		return;
+	if (rep != NULL && rcluster_parse_slots(rep, nd->host, &ranges, &n, &why) == 0) {
+		r->nrefreshes++;
+		cluster_apply(r, ranges, n);
+		free(ranges);
+	} else {
+		log_warn("redis-cluster node %s: no slot map: %s", nd->addr, why != NULL ? why :
+		    "no reply");
+		r->refresh_again = true;	/* from the next node */
+	}
+	if (r->refresh_again) {
+		r->refresh_again = false;
+		cluster_refresh(r);
+	}
+	cluster_arm(r);
+}
+
+/* Ask a node that is up for the map (masters first, in turn), unless one
+ * was asked already (then again once it answered). None up: the timer
+ * asks again. */
+static void
+cluster_refresh(struct rd *r)
+{
+	static const char *const argv[] = { "CLUSTER", "SLOTS" };
+	static const size_t argvlen[] = { 7, 5 };
+	if (r->destroying)
+		return;
+	if (r->refreshing) {
+		r->refresh_again = true;
+		return;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t k = 0; k < r->ncl; k++) {
+			size_t i = (r->refresh_next + k) % r->ncl;
+			struct rd_node *nd = r->cl[i];
+			if ((pass == 0 && nd->nslots == 0) || !rnode_up(nd->node) ||
+			    rnode_command(nd->node, 2, argv, argvlen, on_slots, nd) < 0)
+				continue;
+			r->refresh_next = i + 1;
+			r->refreshing = true;
+			return;
+		}
+}
+
+/* Every refresh_ms (or RD_REFRESH_FAST_MS): read the map again. */
+static void
+on_refresh(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd *r = arg;
+	(void)fd;
+	(void)what;
+	cluster_refresh(r);
+	cluster_arm(r);
+}
+
+/* Why the cluster fails now: no map yet, or slots with no master
+ * reachable (the first such master and why); else NULL. */
+static const char *
+cluster_problem(const struct rd *r, char *buf, size_t len)
+{
+	size_t up = cluster_slots_up(r), n;
+	uint64_t since;
+	if (r->map_loaded && up == RC_SLOTS)
+		return NULL;
+	if (!r->map_loaded)
+		n = (size_t)snprintf(buf, len, "redis-cluster: no slot map yet");
+	else
+		n = (size_t)snprintf(buf, len, "redis-cluster: %zu of %d slots have no master "
+		    "reachable", RC_SLOTS - up, RC_SLOTS);
+	for (size_t i = 0; i < r->ncl && n < len; i++) {
+		const struct rd_node *nd = r->cl[i];
+		const char *p;
+		if (rnode_up(nd->node) || (r->map_loaded && nd->nslots == 0))
+			continue;
+		p = rnode_problem(nd->node, &since);
+		n += (size_t)snprintf(buf + n, len - n, "; %s: %s", nd->addr,
+		    p != NULL ? p : "not connected yet");
+		break;
+	}
+	return buf;
+}
+
+/* The cluster's INFO lines: the map, the redirections, each master. */
+static void
+cluster_info(struct rd *r, struct evbuffer *out)
+{
+	size_t m = 0, masters = 0;
+	for (size_t i = 0; i < r->ncl; i++)
+		masters += r->cl[i]->nslots > 0;
+	evbuffer_add_printf(out, "backend_cluster_masters:%zu\r\nbackend_cluster_slots_up:%zu\r\n"
+	    "backend_cluster_refreshes_total:%llu\r\nbackend_cluster_moved_total:%llu\r\n"
+	    "backend_cluster_ask_total:%llu\r\nbackend_cluster_tryagain_total:%llu\r\n",
+	    masters, cluster_slots_up(r), (unsigned long long)r->nrefreshes,
+	    (unsigned long long)r->nmoved, (unsigned long long)r->nask,
+	    (unsigned long long)r->ntryagain);
+	/* masters in the order of their first slot */
+	for (size_t s = 0; s < RC_SLOTS; s++) {
+		struct rd_node *nd = r->slots[s];
+		bool seen = false;
+		if (nd == NULL || (s > 0 && r->slots[s - 1] == nd))
+			continue;
+		for (size_t t = 0; t < s && !seen; t++)
+			seen = r->slots[t] == nd;
+		if (seen)
+			continue;
+		evbuffer_add_printf(out, "backend_master%zu_address:%s\r\n"
+		    "backend_master%zu_slots:%zu\r\nbackend_master%zu_connected:%d\r\n"
+		    "backend_master%zu_calls_total:%llu\r\n", m, nd->addr, m, nd->nslots, m,
+		    rnode_up(nd->node), m, (unsigned long long)nd->ncalls);
+		m++;
+	}
+}
+
+/* The cluster's nodes from the seeds, the channels of every slot, the
+ * map's timer (be->priv is r). */
+static void
+cluster_init(struct rd *r)
+{
+	const struct rd_settings *c = r->set;
+	size_t plen = strlen(c->key_prefix), each = plen + 16 + RC_TAG_MAX;
+	char *buf;
+	r->cluster = true;
+	r->slots = xcalloc(RC_SLOTS, sizeof(*r->slots));
+	r->next = xcalloc(RC_SLOTS, sizeof(*r->next));
+	r->listened = xcalloc(RC_SLOTS, sizeof(*r->listened));
+	r->chan = xcalloc(2 * RC_SLOTS, sizeof(*r->chan));
+	buf = xmalloc(2 * RC_SLOTS * each);
+	for (size_t s = 0; s < RC_SLOTS; s++) {
+		const char *tag = rcluster_slot_tag((unsigned)s);
+		r->chan[2 * s] = buf + 2 * s * each;
+		r->chan[2 * s + 1] = buf + (2 * s + 1) * each;
+		snprintf(r->chan[2 * s], each, "%sreleased{%s}", c->key_prefix, tag);
+		snprintf(r->chan[2 * s + 1], each, "%swanted{%s}", c->key_prefix, tag);
+	}
+	TAILQ_INIT(&r->again);
+	r->ev_refresh = evtimer_new(r->be->base, on_refresh, r);
+}
+
+/* Free what cluster_init and the map made (the nodes are destroyed). */
+static void
+cluster_free(struct rd *r)
+{
+	struct rd_op *op;
+	while ((op = TAILQ_FIRST(&r->again)) != NULL) {
+		TAILQ_REMOVE(&r->again, op, settle);
+		op_complete(op, BE_ERROR, 0, "the backend is shutting down");
+	}
+	for (size_t i = 0; i < r->ncl; i++) {
+		free(r->cl[i]->chans);
+		free(r->cl[i]);
+	}
+	free(r->cl);
+	free(r->slots);
+	free(r->next);
+	free(r->listened);
+	if (r->chan != NULL)
+		free(r->chan[0]);
+	free(r->chan);
+	if (r->ev_refresh != NULL)
+		event_free(r->ev_refresh);
+}
+
 /* The subscriptions are up (again): every queue may have missed a
  * message. */
 static void
@@ -1749,7 +2286,9 @@ static void
 on_message(void *arg, const char *channel, size_t channellen, const char *key, size_t keylen)
 {
 	struct rd *r = ((struct rd_node *)arg)->r;
-	if (channellen == r->wantedlen && memcmp(channel, r->wanted, r->wantedlen) == 0) {
+	/* cluster: prefix + "wanted{" + the slot's tag + "}" */
+	if ((channellen == r->wantedlen || (r->cluster && channellen > r->wantedlen &&
+	    channel[r->wantedlen] == '{')) && memcmp(channel, r->wanted, r->wantedlen) == 0) {
 		cache_wanted(r, key, keylen);
 		return;
 	}
@@ -1836,8 +2375,8 @@ rd_init(struct backend *be, struct tls_client *tls)
 	    c->key_prefix);
 	r->channels[0] = r->channel;
 	r->channels[1] = r->wanted;
-	snprintf(r->acl, sizeof(r->acl), "~%s* &%s* %s", c->key_prefix, c->key_prefix,
-	    RSCRIPT_ACL);
+	snprintf(r->acl, sizeof(r->acl), "~%s* &%s* %s%s%s", c->key_prefix, c->key_prefix,
+	    RSCRIPT_ACL, c->nseeds > 0 ? " " : "", c->nseeds > 0 ? RSCRIPT_ACL_CLUSTER : "");
 
 	r->later = later_create(be->base);
 	TAILQ_INIT(&r->settling);
@@ -1870,6 +2409,13 @@ rd_init(struct backend *be, struct tls_client *tls)
 	r->redlock = c->nnodes > 0;
 	r->nnodes = r->redlock ? c->nnodes : 1;
 	r->quorum = r->nnodes / 2 + 1;
+	be->priv = r;
+	if (c->nseeds > 0) {
+		/* one call per operation, to its slot's master (rd_create makes
+		 * the seeds' nodes, the map the masters') */
+		cluster_init(r);
+		return r;
+	}
 	r->drift = r->redlock ? strtod(c->clock_drift_factor, NULL) : 0;
 	r->nodes = xcalloc(r->nnodes, sizeof(*r->nodes));
 	for (size_t i = 0; i < r->nnodes; i++) {
@@ -1923,6 +2469,25 @@ rd_create(struct backend *be)
 	if (shared && (tls = rd_tls(c)) == NULL)
 		return -1;
 	struct rd *r = rd_init(be, tls);
+	if (r->cluster) {
+		char list[1024];
+		size_t n = 0;
+		for (size_t i = 0; i < c->nseeds; i++) {
+			struct addr a;
+			const char *why;
+			if (conf_server_parse(c->seeds[i], RD_PORT, &a, &why) < 0)
+				continue;	/* conf checked it */
+			struct rd_node *nd = cluster_node(r, a.host, a.port);
+			if (n < sizeof(list))
+				n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s",
+				    i > 0 ? ", " : "", nd->addr);
+		}
+		cluster_arm(r);
+		log_info("redis-cluster backend: seed%s %s, key prefix '%s'%s%s%s",
+		    c->nseeds == 1 ? "" : "s", list, c->key_prefix, c->tls ? ", TLS" : "",
+		    c->username != NULL ? ", user " : "", c->username != NULL ? c->username : "");
+		return 0;
+	}
 	if (c->nsentinels > 0) {
 		/* the master's node starts once a sentinel says where it is */
 		sentinels_start(r);
@@ -1970,10 +2535,11 @@ rd_reload(struct backend *be)
 		read = true;
 	}
 	if (r->tls != NULL && (tls = rd_tls(r->set)) != NULL) {
-		for (size_t i = 0; i < r->nnodes; i++)
-			if (r->nodes[i].tls == NULL && (r->nodes[i].set == NULL ||
-			    node_tls_on(r->set, r->nodes[i].set)))
-				rnode_set_tls(r->nodes[i].node, tls);
+		for (size_t i = 0; i < nodes_count(r); i++) {
+			struct rd_node *nd = node_at(r, i);
+			if (nd->tls == NULL && (nd->set == NULL || node_tls_on(r->set, nd->set)))
+				rnode_set_tls(nd->node, tls);
+		}
 		for (size_t i = 0; i < r->nsentinels; i++)
 			if (r->sentinels[i].node != NULL)
 				rnode_set_tls(r->sentinels[i].node, tls);
@@ -2001,9 +2567,11 @@ rd_destroy(struct backend *be)
 	free(r->sentinels);
 	if (r->ev_ask != NULL)
 		event_free(r->ev_ask);
-	for (size_t i = 0; i < r->nnodes; i++)
-		rnode_destroy(r->nodes[i].node);
+	for (size_t i = 0; i < nodes_count(r); i++)
+		rnode_destroy(node_at(r, i)->node);
 	r->node = NULL;
+	if (r->cluster)
+		cluster_free(r);
 	while ((op = TAILQ_FIRST(&r->settling)) != NULL) {
 		TAILQ_REMOVE(&r->settling, op, settle);
 		op_complete(op, BE_ERROR, 0, "the backend is shutting down");
@@ -2025,7 +2593,7 @@ rd_destroy(struct backend *be)
 	if (r->dns != NULL)
 		evdns_base_free(r->dns, 1);
 	tls_client_unref(r->tls);
-	for (size_t i = 0; i < r->nnodes; i++)
+	for (size_t i = 0; i < r->nnodes && !r->cluster; i++)
 		tls_client_unref(r->nodes[i].tls);
 	free(r->nodes);
 	free(r);
@@ -2068,9 +2636,9 @@ rd_info(struct backend *be, struct evbuffer *out)
 	TAILQ_FOREACH(d, &r->cached, centry)
 		cached++;
 	/* the nodes' counts, summed; connected: a quorum is */
-	for (size_t i = 0; i < r->nnodes; i++) {
-		rnode_stats(r->nodes[i].node, &st);
-		subscribed += st.subscribed;
+	for (size_t i = 0; i < nodes_count(r); i++) {
+		rnode_stats(node_at(r, i)->node, &st);
+		subscribed += st.subscribed || (r->cluster && node_at(r, i)->nslots == 0);
 		all.reconnects += st.reconnects;
 		all.unacked += st.unacked;
 		all.inflight += st.inflight;
@@ -2081,7 +2649,8 @@ rd_info(struct backend *be, struct evbuffer *out)
 			all.policy = i == 0 ? st.policy : "mixed";
 		if (n < sizeof(address))
 			n += (size_t)snprintf(address + n, sizeof(address) - n, "%s%s",
-			    i > 0 ? "," : "", r->redlock ? r->nodes[i].addr : st.address);
+			    i > 0 ? "," : "", r->redlock || r->cluster ? node_at(r, i)->addr :
+			    st.address);
 	}
 	if (r->nsentinels > 0) {
 		size_t up = 0;
@@ -2103,8 +2672,9 @@ rd_info(struct backend *be, struct evbuffer *out)
 	    "backend_lease_cache_ms:%lld\r\nbackend_cached_leases:%zu\r\n"
 	    "backend_cache_hits_total:%llu\r\nbackend_min_replicas_ack:%lld\r\n"
 	    "backend_unacknowledged_total:%llu\r\n",
-	    address, r->set->db, nodes_up(r) >= r->quorum,
-	    subscribed >= r->quorum, (unsigned long long)all.reconnects,
+	    address, r->set->db, r->cluster ? cluster_slots_up(r) == RC_SLOTS :
+	    nodes_up(r) >= r->quorum, r->cluster ? subscribed == r->ncl : subscribed >= r->quorum,
+	    (unsigned long long)all.reconnects,
 	    all.scripts_loaded, (unsigned long long)r->ncommands, all.inflight, all.kept,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nnotowner,
 	    (unsigned long long)r->nerrors, (unsigned long long)r->nmessages,
@@ -2114,6 +2684,8 @@ rd_info(struct backend *be, struct evbuffer *out)
 	    r->set->min_replicas_ack, (unsigned long long)all.unacked);
 	if (r->redlock)
 		redlock_info(r, out);
+	if (r->cluster)
+		cluster_info(r, out);
 }
 
 /* "connected" while every node is up; redlock: "degraded" while a quorum
@@ -2122,7 +2694,9 @@ static const char *
 rd_state(struct backend *be)
 {
 	struct rd *r = be->priv;
-	size_t up = nodes_up(r);
+	size_t up = r->cluster ? cluster_slots_up(r) : nodes_up(r);
+	if (r->cluster)
+		return up == RC_SLOTS ? "connected" : up > 0 ? "degraded" : "disconnected";
 	return up == r->nnodes ? "connected" : up >= r->quorum ? "degraded" : "disconnected";
 }
 
@@ -2135,9 +2709,9 @@ rd_pending(struct backend *be)
 	struct rd *r = be->priv;
 	struct rnode_stats st;
 	size_t kept = 0;
-	for (size_t i = 0; i < r->nnodes; i++) {
-		rnode_stats(r->nodes[i].node, &st);
-		if (!r->redlock || st.up)
+	for (size_t i = 0; i < nodes_count(r); i++) {
+		rnode_stats(node_at(r, i)->node, &st);
+		if ((!r->redlock && !r->cluster) || st.up)
 			kept += st.kept;
 	}
 	return r->releases_inflight + kept;
@@ -2148,13 +2722,16 @@ rd_pending(struct backend *be)
 #define RD_DB_MAX 1000000		/* largest db (the message below says it too) */
 #define RD_SET(field) offsetof(struct rd_settings, field)
 
-/* The keys under "backend." of both backends, into struct rd_settings. */
+/* The database of redis and redlock (a cluster has only 0). */
+#define RD_DB_SETTING \
+	{ .name = "db", .type = CONF_INT, .off = RD_SET(db), .min = 0, .max = RD_DB_MAX }
+
+/* The keys under "backend." of the three backends, into struct rd_settings. */
 #define RD_COMMON_SETTINGS \
 	{ .name = "username", .type = CONF_STR, .off = RD_SET(username) }, \
 	{ .name = "password", .type = CONF_SECRET, .off = RD_SET(password) }, \
 	{ .name = "password_file", .type = CONF_SECRET_FILE, .off = RD_SET(password_file), \
 	  .pair = "password" }, \
-	{ .name = "db", .type = CONF_INT, .off = RD_SET(db), .min = 0, .max = RD_DB_MAX }, \
 	{ .name = "key_prefix", .type = CONF_SHORTSTR, .off = RD_SET(key_prefix), .max = 64, \
 	  .defstr = "dlock:" }, \
 	{ .name = "connect_timeout_ms", .type = CONF_INT, .off = RD_SET(connect_timeout_ms), \
@@ -2179,6 +2756,7 @@ rd_pending(struct backend *be)
 static const struct conf_setting rd_settings_table[] = {
 	{ .name = "address", .type = CONF_SERVER, .off = RD_SET(address),
 	  .defstr = "127.0.0.1:6379" },
+	RD_DB_SETTING,
 	RD_COMMON_SETTINGS,
 	{ .name = "sentinels", .type = CONF_SERVERLIST, .off = RD_SET(sentinels),
 	  .count = RD_SET(nsentinels), .def = RD_SENTINEL_PORT, .optional = 1 },
@@ -2197,6 +2775,16 @@ static const struct conf_setting rl_settings_table[] = {
 	  .min = 0, .max = 600000, .def = 0 },
 	{ .name = "clock_drift_factor", .type = CONF_SHORTSTR,
 	  .off = RD_SET(clock_drift_factor), .max = 32, .defstr = "0.01" },
+	RD_DB_SETTING,
+	RD_COMMON_SETTINGS,
+};
+
+/* The redis-cluster backend's keys. */
+static const struct conf_setting rc_settings_table[] = {
+	{ .name = "nodes", .type = CONF_SERVERLIST, .off = RD_SET(seeds),
+	  .count = RD_SET(nseeds), .def = RD_PORT },
+	{ .name = "refresh_ms", .type = CONF_INT, .off = RD_SET(refresh_ms),
+	  .min = 100, .max = 3600000, .def = 5000 },
 	RD_COMMON_SETTINGS,
 };
 
@@ -2277,21 +2865,23 @@ rd_url_sentinels(const char *s, char **servers, char **name, long long *db)
 	return NULL;
 }
 
-/* What every redis and redlock URL gives: TLS on or off, the user and
- * password (none when it has none, and never the file's password_file), the
- * db. */
+/* What every redis, redlock and redis-cluster URL gives: TLS on or off,
+ * the user and password (none when it has none, and never the file's
+ * password_file), the db (none when db < 0: a cluster's). */
 static void
 url_set_common(backend_url_set *set, void *arg, bool tls, const char *user, const char *pw,
     long long db)
 {
-	char *text = xasprintf("%lld", db);
 	set(arg, "tls.enabled", tls ? "true" : "false");
 	/* "default" without a password: no AUTH at all */
 	set(arg, "username", user != NULL && pw != NULL ? user : "");
 	set(arg, "password", pw != NULL ? pw : "");
 	set(arg, "password_file", "");
-	set(arg, "db", text);
-	free(text);
+	if (db >= 0) {
+		char *text = xasprintf("%lld", db);
+		set(arg, "db", text);
+		free(text);
+	}
 }
 
 /* Free a URL's user and password, wiping the password. */
@@ -2357,34 +2947,42 @@ rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 	return *why == NULL ? 0 : -1;
 }
 
-/* -b redlock://[user[:password]@]host[:port][,host[:port]...][/db], or
- * redlocks:// for TLS: the nodes (port 6379 when left out), as for
- * redis:// otherwise. 1 if url is not a redlock URL; else 0, or -1 with
- * *why a sentence that never holds the password. */
+/* -b redlock://[user[:password]@]host[:port][,host[:port]...][/db] or
+ * redlocks:// for TLS: the nodes (port 6379 when left out); or
+ * redis-cluster://[user[:password]@]host[:port][,host[:port]...] or
+ * rediss-cluster:// for TLS: the seed nodes, no db. As for redis://
+ * otherwise. 1 if url is neither; else 0, or -1 with *why a sentence that
+ * never holds the password. */
 static int
-rl_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
+nodes_parse_url(const char *url, bool cluster, backend_url_set *set, void *arg,
+    const char **why)
 {
+	const char *plain = cluster ? "redis-cluster://" : "redlock://";
+	const char *tlss = cluster ? "rediss-cluster://" : "redlocks://";
 	const char *s = NULL, *slash;
 	char *user = NULL, *pw = NULL, *list = NULL, *text;
 	bool tls = false;
 	struct addr a;
 	long long db = 0;
-	if (strncasecmp(url, "redlock://", 10) == 0)
-		s = url + 10;
-	else if (strncasecmp(url, "redlocks://", 11) == 0)
-		s = url + 11, tls = true;
+	if (strncasecmp(url, plain, strlen(plain)) == 0)
+		s = url + strlen(plain);
+	else if (strncasecmp(url, tlss, strlen(tlss)) == 0)
+		s = url + strlen(tlss), tls = true;
 	if (s == NULL)
 		return 1;
 	*why = NULL;
 	if (conf_url_userinfo(s, &user, &pw, &s, why) == 0 && user != NULL && *user != '\0' &&
 	    strcmp(user, "default") != 0 && pw == NULL)
-		*why = "a user needs a password (redlock://user:password@host:port,...; a "
+		*why = cluster ? "a user needs a password (redis-cluster://user:password@host:port,"
+		    "...; a password alone goes after a colon: redis-cluster://:password@host:port"
+		    ",...)" : "a user needs a password (redlock://user:password@host:port,...; a "
 		    "password alone goes after a colon: redlock://:password@host:port,...)";
 	if (*why == NULL && strpbrk(s, "?#") != NULL)
 		*why = "query parameters are not supported";
 	slash = s + strcspn(s, "/");
 	if (*why == NULL && (slash == s || *s == ','))
-		*why = "the nodes are missing (redlock://host:port,host:port,host:port)";
+		*why = cluster ? "the nodes are missing (redis-cluster://host:port,host:port,...)" :
+		    "the nodes are missing (redlock://host:port,host:port,host:port)";
 	if (*why == NULL) {
 		char *item, *save = NULL;
 		list = xmemdup(s, (size_t)(slash - s));
@@ -2395,18 +2993,34 @@ rl_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 				*why = NULL;
 		free(text);
 	}
-	if (*why == NULL && *slash != '\0') {
+	if (*why == NULL && *slash != '\0' && cluster && slash[1] != '\0')
+		*why = "a cluster has no databases but 0 (redis-cluster://host:port,... without /db)";
+	else if (*why == NULL && *slash != '\0' && !cluster) {
 		text = xasprintf("h%s", slash);	/* the db, checked as for redis:// */
 		*why = rd_url_server(text, &a, &db);
 		free(text);
 	}
 	if (*why == NULL) {
 		set(arg, "nodes", list);
-		url_set_common(set, arg, tls, user, pw, db);
+		url_set_common(set, arg, tls, user, pw, cluster ? -1 : db);
 	}
 	userinfo_free(user, pw);
 	free(list);
 	return *why == NULL ? 0 : -1;
+}
+
+/* -b redlock://... (nodes_parse_url). */
+static int
+rl_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
+{
+	return nodes_parse_url(url, false, set, arg, why);
+}
+
+/* -b redis-cluster://... (nodes_parse_url). */
+static int
+rc_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
+{
+	return nodes_parse_url(url, true, set, arg, why);
 }
 
 /* Whether the name of server (a "host:port") resolves, as the daemon will
@@ -2451,14 +3065,24 @@ rd_check(struct conf *c, const void *settings, int deep)
 			    "(the share of a lease the clocks may drift by; 0.01 by default), "
 			    "not '%s'", set->clock_drift_factor);
 	}
+	if (set->nseeds > 0 && strpbrk(set->key_prefix, "{}") != NULL)
+		(void)conf_setting_error(c, "backend.key_prefix", "'backend.key_prefix' of a "
+		    "redis-cluster backend must not hold '{' or '}': the keys of a lock share "
+		    "the hash tag that dlockd puts after it");
 	if ((set->tls_cert_file == NULL) != (set->tls_key_file == NULL))
 		(void)conf_setting_error(c, set->tls_cert_file != NULL ? "backend.tls.cert_file" :
 		    "backend.tls.key_file", "'backend.tls.cert_file' and 'backend.tls.key_file' "
 		    "go together (a client certificate and its key)");
 	if (!deep || c->nerrors > 0)
 		return;
-	if (set->nsentinels == 0 && set->nnodes == 0)
+	if (set->nsentinels == 0 && set->nnodes == 0 && set->nseeds == 0)
 		rd_check_name(c, "backend.address", set->address.host);
+	for (size_t i = 0; i < set->nseeds; i++) {
+		struct addr a;
+		const char *why;
+		if (conf_server_parse(set->seeds[i], RD_PORT, &a, &why) == 0)
+			rd_check_name(c, "backend.nodes", a.host);
+	}
 	for (size_t i = 0; i < set->nnodes; i++) {
 		const struct conf_node *n = &set->nodes[i];
 		struct tls_client *tls;
@@ -2533,6 +3157,17 @@ const struct backend_ops be_redlock_ops = {
 	.nsettings = sizeof(rl_settings_table) / sizeof(rl_settings_table[0]),
 	.parse_url = rl_parse_url,
 	.url_form = "redlock://host:port,...",
+	RD_OPS,
+};
+
+/* Redis Cluster: the policy of one server per key, on its slot's master
+ * (the cluster's section above). */
+const struct backend_ops be_redis_cluster_ops = {
+	.name = "redis-cluster",
+	.settings = rc_settings_table,
+	.nsettings = sizeof(rc_settings_table) / sizeof(rc_settings_table[0]),
+	.parse_url = rc_parse_url,
+	.url_form = "redis-cluster://host:port,...",
 	RD_OPS,
 };
 

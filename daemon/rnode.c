@@ -666,10 +666,11 @@ on_unsolicited(struct rn_conn *c, const redisReply *rep)
 	    rep->element[0]->type != REDIS_REPLY_STRING)
 		return;
 	const char *kind = rep->element[0]->str;
-	if (strcmp(kind, "subscribe") == 0) {
+	if (strcmp(kind, n->conf.sharded ? "ssubscribe" : "subscribe") == 0) {
 		if (c->subs_left > 0 && --c->subs_left == 0 && c->state == RN_CONNECTING)
 			conn_ready(c);
-	} else if (strcmp(kind, "message") == 0 && rep->element[1]->type == REDIS_REPLY_STRING &&
+	} else if (strcmp(kind, n->conf.sharded ? "smessage" : "message") == 0 &&
+	    rep->element[1]->type == REDIS_REPLY_STRING &&
 	    rep->element[2]->type == REDIS_REPLY_STRING && c->state == RN_READY) {
 		if (n->hooks.message != NULL)
 			n->hooks.message(n->arg, rep->element[1]->str, rep->element[1]->len,
@@ -780,16 +781,20 @@ conn_handshake(struct rn_conn *c)
 	}
 	if (c->sub) {
 		const char *ping[] = { "PING", NULL };
-		const char *w[RN_ARGS_MAX + 1] = { "SUBSCRIBE" };
-		assert(n->conf.nchannels < RN_ARGS_MAX);
-		for (size_t i = 0; i < n->conf.nchannels; i++)
-			w[i + 1] = ch[i];
-		w[n->conf.nchannels + 1] = NULL;
+		size_t group = n->conf.channel_group > 0 ? n->conf.channel_group : n->conf.nchannels;
 		conn_words(c, RK_HELLO, ping);
-		size_t lens[RN_ARGS_MAX];
-		for (size_t i = 0; i <= n->conf.nchannels; i++)
-			lens[i] = strlen(w[i]);
-		conn_write(c, NULL, NULL, 0, (int)n->conf.nchannels + 1, w, lens);
+		/* SUBSCRIBE (SSUBSCRIBE) with the channels, group by group */
+		for (size_t at = 0; at < n->conf.nchannels; at += group) {
+			const char *w[RN_ARGS_MAX];
+			size_t lens[RN_ARGS_MAX], k = 0;
+			w[k] = n->conf.sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
+			lens[k] = strlen(w[k]);
+			for (k = 1; k <= group && at + k - 1 < n->conf.nchannels; k++) {
+				w[k] = ch[at + k - 1];
+				lens[k] = strlen(w[k]);
+			}
+			conn_write(c, NULL, NULL, 0, (int)k, w, lens);
+		}
 		c->subs_left = n->conf.nchannels;
 		return;
 	}
@@ -1022,6 +1027,21 @@ rnode_set_address(struct rnode *n, const char *host, int port)
 }
 
 void
+rnode_set_channels(struct rnode *n, const char *const *channels, size_t nchannels)
+{
+	assert((n->conf.channel_group > 0 ? n->conf.channel_group : nchannels) < RN_ARGS_MAX);
+	n->conf.channels = channels;
+	n->conf.nchannels = nchannels;
+	if (!n->started)
+		return;
+	conn_down(&n->sub, "the channels changed");
+	evtimer_del(n->sub.ev_reconnect);
+	backoff_reset(&n->sub.backoff);
+	if (nchannels > 0)
+		conn_start(&n->sub);
+}
+
+void
 rnode_drop(struct rnode *n, const char *why)
 {
 	conn_down(&n->cmd, why);
@@ -1079,7 +1099,8 @@ rnode_create(struct event_base *base, struct evdns_base *dns, const struct rnode
     const struct rnode_hooks *hooks, void *arg)
 {
 	struct rnode *n = xcalloc(1, sizeof(*n));
-	assert(conf->nscripts <= RN_SCRIPTS_MAX && conf->nchannels < RN_ARGS_MAX);
+	assert(conf->nscripts <= RN_SCRIPTS_MAX && (conf->channel_group > 0 ?
+	    conf->channel_group : conf->nchannels) < RN_ARGS_MAX);
 	n->base = base;
 	n->dns = dns;
 	n->conf = *conf;

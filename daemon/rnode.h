@@ -57,6 +57,10 @@ struct rnode_conf {
 	const char *const *channels;	/* channels a subscriber connection listens
 					 * to (kept by the caller) */
 	size_t nchannels;		/* how many; 0: no subscriber connection */
+	bool sharded;			/* shard channels (SSUBSCRIBE, Redis 7): message
+					 * hook for "smessage" */
+	size_t channel_group;		/* channels per SUBSCRIBE command (a shard
+					 * channel's command: one slot's); 0: all in one */
 	bool check_policy;		/* read maxmemory-policy at each connect, warn
 					 * unless it is noeviction */
 	bool require_master;		/* ROLE must say master, else the connection
@@ -153,6 +157,10 @@ void rnode_keep(struct rnode *n, size_t script, int argc, const char *const *arg
 void rnode_set_address(struct rnode *n, const char *host, int port);
 /* Connect with tls (a reference taken) from the next connect on. */
 void rnode_set_tls(struct rnode *n, struct tls_client *tls);
+/* Listen to channels (kept by the caller) from now on: the subscriber
+ * connection is made again (none with none); subscribed tells when it
+ * listens. */
+void rnode_set_channels(struct rnode *n, const char *const *channels, size_t nchannels);
 /* Drop the command connection now and make it again (backoff applies). */
 void rnode_drop(struct rnode *n, const char *why);
 

@@ -6,7 +6,11 @@
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "rcluster.h"
+#include "xmalloc.h"
 
 
 #define LUA_NOW "local t = redis.call('TIME') " \
@@ -170,6 +174,33 @@ const char *const rscript_text[RS_COUNT] = {
 
 const char rscript_key[] = "<key>";
 
+const char *const *
+rscript_text_cluster(void)
+{
+	/* the same scripts, publishing on shard channels (SPUBLISH, whose
+	 * channel is in the slot of the script's keys) */
+	static const char *texts[RS_COUNT];
+	if (texts[0] != NULL)
+		return texts;
+	for (size_t i = 0; i < RS_COUNT; i++) {
+		const char *from = rscript_text[i], *at;
+		size_t n = 0, len = strlen(from);
+		for (at = from; (at = strstr(at, "'PUBLISH'")) != NULL; at++)
+			n++;
+		char *t = xmalloc(len + n + 1), *q = t;
+		while ((at = strstr(from, "'PUBLISH'")) != NULL) {
+			memcpy(q, from, (size_t)(at - from));
+			q += at - from;
+			memcpy(q, "'SPUBLISH'", 10);
+			q += 10;
+			from = at + 9;
+		}
+		memcpy(q, from, strlen(from) + 1);
+		texts[i] = t;
+	}
+	return texts;
+}
+
 int
 rscript_kind(const struct be_lock *l, char *out, size_t outlen)
 {
@@ -190,9 +221,11 @@ rscript_member(const struct be_lock *l, char out[RSCRIPT_MEMBER_MAX])
 }
 
 size_t
-rscript_size(size_t prefixlen, size_t keylen, const char *keykinds, const char *const *args)
+rscript_size(size_t prefixlen, size_t keylen, bool tagged, const char *keykinds,
+    const char *const *args)
 {
-	size_t need = strlen(keykinds) * (prefixlen + 2 + keylen + 1);
+	size_t name = tagged ? RCLUSTER_ESCAPED_MAX(keylen) + 2 : keylen;
+	size_t need = strlen(keykinds) * (prefixlen + 2 + name + 1);
 	for (size_t i = 0; args[i] != NULL; i++)
 		if (args[i] != rscript_key)
 			need += strlen(args[i]) + 1;
@@ -201,7 +234,7 @@ rscript_size(size_t prefixlen, size_t keylen, const char *keykinds, const char *
 
 const char *
 rscript_build(struct rscript_args *a, char *buf, const char *prefix, const char *key,
-    size_t keylen, const char *keykinds, const char *const *args)
+    size_t keylen, bool tagged, const char *keykinds, const char *const *args)
 {
 	static const char *const numkeys[] = { "0", "1", "2", "3" };
 	size_t plen = strlen(prefix), nkeys = strlen(keykinds), nargs = 0;
@@ -218,6 +251,15 @@ rscript_build(struct rscript_args *a, char *buf, const char *prefix, const char 
 		memcpy(p, prefix, plen);
 		p[plen] = keykinds[i];
 		p[plen + 1] = ':';
+		if (tagged) {
+			/* "{" the key escaped "}": one hash tag for all its keys */
+			size_t n = rcluster_escape(p + plen + 3, key, keylen);
+			p[plen + 2] = '{';
+			p[plen + 3 + n] = '}';
+			a->argvlen[a->argc++] = plen + 4 + n;
+			p += plen + 4 + n + 1;
+			continue;
+		}
 		memcpy(p + plen + 2, key, keylen);
 		a->argvlen[a->argc++] = plen + 2 + keylen;
 		p += plen + 2 + keylen + 1;

@@ -18,6 +18,7 @@
 #ifndef DLOCKD_RSCRIPT_H
 #define DLOCKD_RSCRIPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "backend.h"
@@ -40,6 +41,12 @@ enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_CONFIRM, RS_RAI
 /* Each script's text; what each takes and answers is said above it in
  * rscript.c. */
 extern const char *const rscript_text[RS_COUNT];
+/* The same scripts for a Redis Cluster: they publish with SPUBLISH, on a
+ * shard channel of their keys' slot. RS_COUNT of them (static storage). */
+const char *const *rscript_text_cluster(void);
+/* What a cluster's user needs on top of RSCRIPT_ACL: the map, redirected
+ * calls, the shard channels. */
+#define RSCRIPT_ACL_CLUSTER "+cluster|slots +asking +ssubscribe +spublish"
 
 /* An argument of rscript_build that stands for the lock's key itself
  * (binary-safe): compared by address. */
@@ -59,16 +66,18 @@ int rscript_kind(const struct be_lock *l, char *out, size_t outlen);
 void rscript_member(const struct be_lock *l, char out[RSCRIPT_MEMBER_MAX]);
 
 /* Bytes rscript_build needs in its buffer for these keys and arguments. */
-size_t rscript_size(size_t prefixlen, size_t keylen, const char *keykinds,
+size_t rscript_size(size_t prefixlen, size_t keylen, bool tagged, const char *keykinds,
     const char *const *args);
 /*
  * Build into *a a call with one key per letter of keykinds, each named
- * prefix + letter + ":" + key ('l' lock, 'f' fence, 'w' mark), then the
+ * prefix + letter + ":" + key ('l' lock, 'f' fence, 'w' mark; tagged, for a
+ * cluster: prefix + letter + ":{" + the key escaped + "}", rcluster.h), then the
  * arguments args (NULL-terminated; rscript_key for key itself), copied
  * into buf (rscript_size bytes). key must outlive a. The copy of args[0]
  * (the member, by convention) is returned.
  */
 const char *rscript_build(struct rscript_args *a, char *buf, const char *prefix,
-    const char *key, size_t keylen, const char *keykinds, const char *const *args);
+    const char *key, size_t keylen, bool tagged, const char *keykinds,
+    const char *const *args);
 
 #endif
