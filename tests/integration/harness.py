@@ -1020,6 +1020,20 @@ def lock_keys(lock_key, prefix="dlock:"):
             "mark": p + b"w:{" + e + b"}"}
 
 
+_TAG_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def slot_tag(slot):
+    """The tag of the redis-cluster backend's shard channels of slot (its
+    "released{T}" and "wanted{T}"): the first string over 0-9a-z, shortest
+    first, whose CRC16 mod 16384 is slot."""
+    for n in itertools.count(1):
+        for t in itertools.product(_TAG_ALPHABET, repeat=n):
+            t = "".join(t)
+            if crc16(t) % CLUSTER_SLOTS == slot:
+                return t
+
+
 def _text(v):
     return v.decode() if isinstance(v, bytes) else v
 
@@ -1309,6 +1323,10 @@ class RedisCluster:
             return self.server(node_id=ids.pop())
         return wait_until(owner, 5.0, 0.02, "the masters to agree on the owner of slot %d"
                           % slot)
+
+    def master_of_lock(self, lock_key, prefix="dlock:"):
+        """The server that owns the Redis keys of lock lock_key now."""
+        return self.master_of(self.lock_slot(lock_key, prefix))
 
     def key_of_slot(self, slot, prefix="k"):
         """A lock key (str) whose lock_slot is slot."""

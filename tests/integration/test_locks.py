@@ -3,8 +3,9 @@ DETACH, EXTEND, STATUS, VALIDATE, LOCKS, INFO, and release on disconnect.
 
 TestLocks runs on the memory backend; TestLocksRedis runs the same tests on
 the redis backend, against a redis-server of its own, TestLocksRedlock on the
-redlock backend, against three redis-servers of its own, and TestLocksEtcd on
-the etcd backend, against an etcd of its own. Where the backends
+redlock backend, against three redis-servers of its own, TestLocksRedisCluster
+on the redis-cluster backend, against a Redis Cluster of its own, and
+TestLocksEtcd on the etcd backend, against an etcd of its own. Where the backends
 legitimately differ (where fences start, the validity of a lease and
 STATUS ttl_ms, STATUS's backend state, INFO's backend fields) the checks ask
 self.BACKEND, or are check_* methods that a backend's class overrides.
@@ -19,7 +20,8 @@ import time
 import redis
 
 from harness import (PYTHON, SLOWDOWN, DaemonTestCase, Err, Raw, TOKEN_RE, hangup,
-                     in_thread, pairs, read_line, reap, spawn, unique_key, wait_until)
+                     in_thread, lock_keys, pairs, read_line, reap, spawn, unique_key,
+                     wait_until)
 
 
 class TestLocks(DaemonTestCase):
@@ -32,8 +34,9 @@ class TestLocks(DaemonTestCase):
 
     def leases_in_redis(self):
         """Whether leases live in Redis and count down there: the redis
-        backend and the redlock backend (on each of its nodes)."""
-        return self.BACKEND in ("redis", "redlock")
+        backend, the redlock backend (on each of its nodes) and the
+        redis-cluster backend (on the master of the lock's slot)."""
+        return self.BACKEND in ("redis", "redlock", "redis-cluster")
 
     def drift_ms(self, ttl):
         """What the backend takes off a lease of ttl for clock drift:
@@ -847,6 +850,62 @@ class TestLocksRedlock(TestLocks):
         for i, node in enumerate(self.nodes):
             wait_until(lambda: self.lease_left(node, key) == -2, 2,
                        what="the lease of %s gone from node %d" % (key, i))
+
+
+class TestLocksRedisCluster(TestLocks):
+    """Every test of TestLocks on the redis-cluster backend (a cluster of
+    three masters with a replica each for the class, started before the
+    daemon and stopped after it). As on redis, the TTL floor is three
+    command timeouts (300 ms here) and fences are max(counter + 1, Redis's
+    clock in us); a lock's keys (lease dlock:l:{K}, fence dlock:f:{K}) are
+    on the master of the lock's slot."""
+    BACKEND = "redis-cluster"
+    BACKEND_CONF = {"command_timeout_ms": 100}
+    TTL_MIN = 300
+
+    def check_backend_info(self, info):
+        for name in ("backend_connected", "backend_renewals_total", "backend_lost_total",
+                     "backend_cluster_masters", "backend_cluster_slots_up",
+                     "backend_cluster_refreshes_total", "backend_cluster_moved_total",
+                     "backend_cluster_ask_total", "backend_cluster_tryagain_total"):
+            self.assertIn(name, info)
+            self.assertRegex(info[name], r"^\d+$", name)
+        self.assertEqual(info["backend_connected"], "1")
+        self.assertEqual(info["backend_cluster_masters"], "3")
+        self.assertEqual(info["backend_cluster_slots_up"], "16384")
+        addresses = {m.address() for m in self.cluster.masters()}
+        self.assertEqual({info["backend_master%d_address" % i] for i in range(3)}, addresses)
+        for i in range(3):
+            self.assertEqual(info["backend_master%d_connected" % i], "1")
+            self.assertRegex(info["backend_master%d_calls_total" % i], r"^\d+$")
+        self.assertEqual(sum(int(info["backend_master%d_slots" % i]) for i in range(3)), 16384)
+
+    def test_lease_on_the_slot_master(self):
+        # a session lock's lease and fence are on the master of the lock's
+        # slot, the lease counting down from its TTL and renewed there;
+        # UNLOCK removes the lease
+        key = unique_key()
+        keys = lock_keys(key)
+        master = self.cluster.master_of_lock(key)
+        ttl = 900
+        r = self.client()
+        token, fence, left = self.lock(r, key, "TTL", ttl)
+        self.check_validity(left, ttl)
+        pttl = master.cmd("PTTL", keys["lease"])
+        self.assertLessEqual(pttl, ttl)
+        self.assertGreater(pttl, 0, "no lease of %s on port %d" % (key, master.port))
+        self.assertGreaterEqual(int(master.cmd("GET", keys["fence"])), fence)
+        for m in self.cluster.masters():
+            if m is not master:
+                self.assertEqual(m.cmd("CLUSTER", "COUNTKEYSINSLOT",
+                                       self.cluster.lock_slot(key)), 0)
+        time.sleep(1.5 * ttl / 1000)
+        self.assertEqual(self.client().execute_command("VALIDATE", key, fence), 1)
+        self.assertGreater(master.cmd("PTTL", keys["lease"]), ttl // 3 - 100 * SLOWDOWN,
+                           "the lease not renewed")
+        self.assertEqual(r.execute_command("UNLOCK", key), 0)
+        wait_until(lambda: master.cmd("EXISTS", keys["lease"]) == 0, 2,
+                   what="the lease of %s gone" % key)
 
 
 class TestLocksEtcd(TestLocks):
