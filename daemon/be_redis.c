@@ -204,6 +204,8 @@ struct rd_node {
 	int port;
 	size_t nslots;			/* slots it owns in the map (0: not a master) */
 	const char **chans;		/* the shard channels of its slots (two each) */
+	bool listed;			/* INFO: its lines are written */
+	bool asking_logged;		/* that it refused ASKING was logged */
 };
 
 /* A sentinel (Sentinel mode). */
@@ -374,6 +376,7 @@ struct rd {
 	uint64_t nmoved;		/* MOVED replies */
 	uint64_t nask;			/* ASK replies */
 	uint64_t ntryagain;		/* TRYAGAIN and CLUSTERDOWN replies */
+	char map_error[200];		/* why the map was not read, as logged last */
 };
 
 /* ---- completing operations ---------------------------------------------- */
@@ -474,7 +477,7 @@ op_tell(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
 	 * nodes that answer late (on_late) */
 	if (st == BE_ERROR) {
 		op->r->nerrors++;
-		if (op->r->redlock && why != NULL) {
+		if ((op->r->redlock || op->r->cluster) && why != NULL) {
 			snprintf(op->r->failure, sizeof(op->r->failure), "%s", why);
 			op->r->failure_at = clock_ms();
 		}
@@ -844,8 +847,9 @@ static struct rd_op *release_new(struct rd *r, const struct be_lock *l, const ch
 static void
 keep_on(struct rd *r, const struct rd_op *op, size_t i)
 {
-	struct rd_node *nd = !r->cluster ? &r->nodes[i] : op->node != NULL ? op->node :
-	    r->slots[op->slot];
+	/* cluster: the slot's master as the map says now (a MOVED moved it) */
+	struct rd_node *nd = !r->cluster ? &r->nodes[i] : r->slots[op->slot] != NULL ?
+	    r->slots[op->slot] : op->node;
 	if (nd == NULL)
 		return;	/* cluster: no master known; the lease ends at its TTL */
 	rnode_keep(nd->node, RS_RELEASE, op->args.argc, op->args.argv,
@@ -1913,6 +1917,20 @@ cluster_slots_up(const struct rd *r)
 	return r->map_loaded ? up : 0;
 }
 
+/* The answer to ASKING: a refusal (a user without +asking) is logged once
+ * per node, with the ACL the user needs. */
+static void
+on_asking(void *arg, const redisReply *rep, const char *why)
+{
+	struct rd_node *nd = arg;
+	(void)why;
+	if (rep == NULL || rep->type != REDIS_REPLY_ERROR || nd->asking_logged)
+		return;
+	nd->asking_logged = true;
+	log_warn("redis-cluster node %s answered ASKING with an error: %s; the redis-cluster "
+	    "user needs at least the ACL '%s'", nd->addr, rep->str, nd->r->acl);
+}
+
 /* Send op (again) to nd, behind ASKING when asking; nd NULL: to its slot's
  * master. With no master known or up, op fails from the loop (a release is
  * kept on that master for when it is back). */
@@ -1926,7 +1944,7 @@ cluster_send(struct rd *r, struct rd_op *op, struct rd_node *nd, bool asking)
 		nd = r->slots[op->slot];
 	op->node = nd;
 	if (nd == NULL || !rnode_up(nd->node) || (asking && rnode_command(nd->node, 1, ask,
-	    asklen, NULL, NULL) < 0) || (op->script == RS_RELEASE ? rnode_eval :
+	    asklen, on_asking, nd) < 0) || (op->script == RS_RELEASE ? rnode_eval :
 	    rnode_eval_acked)(nd->node, op->script, op->args.argc, op->args.argv,
 	    op->args.argvlen, on_reply, c) < 0) {
 		if (op->script == RS_RELEASE && !r->destroying)
@@ -2111,12 +2129,25 @@ on_slots(void *arg, const redisReply *rep, const char *why)
 		return;
 	if (rep != NULL && rcluster_parse_slots(rep, nd->host, &ranges, &n, &why) == 0) {
 		r->nrefreshes++;
+		r->map_error[0] = '\0';
 		cluster_apply(r, ranges, n);
 		free(ranges);
 	} else {
-		log_warn("redis-cluster node %s: no slot map: %s", nd->addr, why != NULL ? why :
-		    "no reply");
-		r->refresh_again = true;	/* from the next node */
+		char msg[sizeof(r->map_error)];
+		bool perm = rep != NULL && rep->type == REDIS_REPLY_ERROR &&
+		    (strncmp(rep->str, "NOPERM", 6) == 0 || strstr(rep->str, "permission") != NULL);
+		snprintf(msg, sizeof(msg), "%s", rep != NULL && rep->type == REDIS_REPLY_ERROR ?
+		    rep->str : why != NULL ? why : "no reply");
+		if (strcmp(msg, r->map_error) != 0) {
+			/* once per reason, not at every attempt */
+			snprintf(r->map_error, sizeof(r->map_error), "%s", msg);
+			if (perm)
+				log_warn("redis-cluster node %s: no slot map: %s; the redis-cluster "
+				    "user needs at least the ACL '%s'", nd->addr, msg, r->acl);
+			else
+				log_warn("redis-cluster node %s: no slot map: %s", nd->addr, msg);
+		}
+		/* the timer asks the next node */
 	}
 	if (r->refresh_again) {
 		r->refresh_again = false;
@@ -2169,9 +2200,14 @@ static const char *
 cluster_problem(const struct rd *r, char *buf, size_t len)
 {
 	size_t up = cluster_slots_up(r), n;
-	uint64_t since;
-	if (r->map_loaded && up == RC_SLOTS)
-		return NULL;
+	uint64_t since, now = clock_ms();
+	if (r->map_loaded && up == RC_SLOTS) {
+		/* every master is up: why an operation failed lately */
+		if (r->failure_at == 0 || now - r->failure_at > RD_FAILURE_SHOWN_MS)
+			return NULL;
+		snprintf(buf, len, "redis-cluster: %s", r->failure);
+		return buf;
+	}
 	if (!r->map_loaded)
 		n = (size_t)snprintf(buf, len, "redis-cluster: no slot map yet");
 	else
@@ -2206,19 +2242,17 @@ cluster_info(struct rd *r, struct evbuffer *out)
 	/* masters in the order of their first slot */
 	for (size_t s = 0; s < RC_SLOTS; s++) {
 		struct rd_node *nd = r->slots[s];
-		bool seen = false;
-		if (nd == NULL || (s > 0 && r->slots[s - 1] == nd))
+		if (nd == NULL || (s > 0 && r->slots[s - 1] == nd) || nd->listed)
 			continue;
-		for (size_t t = 0; t < s && !seen; t++)
-			seen = r->slots[t] == nd;
-		if (seen)
-			continue;
+		nd->listed = true;
 		evbuffer_add_printf(out, "backend_master%zu_address:%s\r\n"
 		    "backend_master%zu_slots:%zu\r\nbackend_master%zu_connected:%d\r\n"
 		    "backend_master%zu_calls_total:%llu\r\n", m, nd->addr, m, nd->nslots, m,
 		    rnode_up(nd->node), m, (unsigned long long)nd->ncalls);
 		m++;
 	}
+	for (size_t i = 0; i < r->ncl; i++)
+		r->cl[i]->listed = false;
 }
 
 /* The cluster's nodes from the seeds, the channels of every slot, the
@@ -2727,11 +2761,12 @@ rd_pending(struct backend *be)
 	{ .name = "db", .type = CONF_INT, .off = RD_SET(db), .min = 0, .max = RD_DB_MAX }
 
 /* The keys under "backend." of the three backends, into struct rd_settings. */
-#define RD_COMMON_SETTINGS \
+#define RD_AUTH_SETTINGS \
 	{ .name = "username", .type = CONF_STR, .off = RD_SET(username) }, \
 	{ .name = "password", .type = CONF_SECRET, .off = RD_SET(password) }, \
 	{ .name = "password_file", .type = CONF_SECRET_FILE, .off = RD_SET(password_file), \
-	  .pair = "password" }, \
+	  .pair = "password" }
+#define RD_COMMON_SETTINGS \
 	{ .name = "key_prefix", .type = CONF_SHORTSTR, .off = RD_SET(key_prefix), .max = 64, \
 	  .defstr = "dlock:" }, \
 	{ .name = "connect_timeout_ms", .type = CONF_INT, .off = RD_SET(connect_timeout_ms), \
@@ -2756,6 +2791,7 @@ rd_pending(struct backend *be)
 static const struct conf_setting rd_settings_table[] = {
 	{ .name = "address", .type = CONF_SERVER, .off = RD_SET(address),
 	  .defstr = "127.0.0.1:6379" },
+	RD_AUTH_SETTINGS,
 	RD_DB_SETTING,
 	RD_COMMON_SETTINGS,
 	{ .name = "sentinels", .type = CONF_SERVERLIST, .off = RD_SET(sentinels),
@@ -2775,6 +2811,7 @@ static const struct conf_setting rl_settings_table[] = {
 	  .min = 0, .max = 600000, .def = 0 },
 	{ .name = "clock_drift_factor", .type = CONF_SHORTSTR,
 	  .off = RD_SET(clock_drift_factor), .max = 32, .defstr = "0.01" },
+	RD_AUTH_SETTINGS,
 	RD_DB_SETTING,
 	RD_COMMON_SETTINGS,
 };
@@ -2785,6 +2822,8 @@ static const struct conf_setting rc_settings_table[] = {
 	  .count = RD_SET(nseeds), .def = RD_PORT },
 	{ .name = "refresh_ms", .type = CONF_INT, .off = RD_SET(refresh_ms),
 	  .min = 100, .max = 3600000, .def = 5000 },
+	RD_AUTH_SETTINGS,
+	RD_DB_SETTING,		/* 0 only: said by rd_check */
 	RD_COMMON_SETTINGS,
 };
 
@@ -3065,6 +3104,9 @@ rd_check(struct conf *c, const void *settings, int deep)
 			    "(the share of a lease the clocks may drift by; 0.01 by default), "
 			    "not '%s'", set->clock_drift_factor);
 	}
+	if (set->nseeds > 0 && set->db != 0)
+		(void)conf_setting_error(c, "backend.db", "'backend.db' of a redis-cluster backend "
+		    "must be 0: a cluster has no other database");
 	if (set->nseeds > 0 && strpbrk(set->key_prefix, "{}") != NULL)
 		(void)conf_setting_error(c, "backend.key_prefix", "'backend.key_prefix' of a "
 		    "redis-cluster backend must not hold '{' or '}': the keys of a lock share "

@@ -380,6 +380,10 @@ note_error(struct rnode *n, const char *err)
 {
 	if (strncmp(n->last_error, err, sizeof(n->last_error) - 1) == 0)
 		return;
+	/* a cluster's redirections are its client's to follow, not errors */
+	if (n->conf.sharded && (strncmp(err, "MOVED ", 6) == 0 || strncmp(err, "ASK ", 4) == 0 ||
+	    strncmp(err, "TRYAGAIN", 8) == 0))
+		return;
 	/* Redis 7.0: "... can't run this command ..." for a script's call;
 	 * 7.2 and later, Valkey: "... has no permissions to run the 'zadd'
 	 * command ..."; NOPERM for a command of ours */
@@ -437,9 +441,9 @@ on_policy(struct rnode *n, const redisReply *rep)
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
 	    rep->element[1]->type != REDIS_REPLY_STRING) {
 		if (strcmp(n->policy, "unknown") != 0)
-			log_info("%s: cannot read maxmemory-policy (%s); make sure it is "
-			    "noeviction", n->conf.what, rep->type == REDIS_REPLY_ERROR ? rep->str :
-			    "unexpected reply");
+			log_info("%s %s: cannot read maxmemory-policy (%s); make sure it is "
+			    "noeviction", n->conf.what, n->address, rep->type == REDIS_REPLY_ERROR ?
+			    rep->str : "unexpected reply");
 		snprintf(n->policy, sizeof(n->policy), "unknown");
 		return;
 	}

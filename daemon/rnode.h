@@ -57,8 +57,10 @@ struct rnode_conf {
 	const char *const *channels;	/* channels a subscriber connection listens
 					 * to (kept by the caller) */
 	size_t nchannels;		/* how many; 0: no subscriber connection */
-	bool sharded;			/* shard channels (SSUBSCRIBE, Redis 7): message
-					 * hook for "smessage" */
+	bool sharded;			/* a node of a cluster: shard channels
+					 * (SSUBSCRIBE, "smessage"), and MOVED, ASK and
+					 * TRYAGAIN replies are not logged (the owner
+					 * follows them) */
 	size_t channel_group;		/* channels per SUBSCRIBE command (a shard
 					 * channel's command: one slot's); 0: all in one */
 	bool check_policy;		/* read maxmemory-policy at each connect, warn

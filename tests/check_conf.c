@@ -706,7 +706,7 @@ START_TEST(test_errors_all_reported)
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		"5:19: 'unix_socket_mode' must be an octal mode such as 0660, not '0999'",
 		"6:1: unknown key 'bogus'",
-		"8:9: 'backend.type' must be memory, redis, redlock or etcd, not 'zookeeper'",
+		"8:9: 'backend.type' must be memory, redis, redlock, redis-cluster or etcd, not 'zookeeper'",
 		"10:19: 'locks.default_ttl_ms' must be a decimal integer, not '30s'",
 		"11:15: 'locks.max_ttl_ms' must be between 10 and 31536000000, not 5",
 		"13:16: 'limits.max_clients' must be between 1 and 1000000, not 0",
@@ -1103,8 +1103,8 @@ START_TEST(test_override_errors)
 		    "(expected host:port, [v6addr]:port or unix:/path)",
 		" duplicate listen address '127.0.0.1:7000'",
 		" unknown backend URL 'zk://127.0.0.1:2181' (expected memory, "
-		    "redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])",
-		" unknown backend URL '' (expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])",
+		    "redis://host:port, redlock://host:port,..., redis-cluster://host:port,... or etcd[s]://host:port[,host:port...])",
+		" unknown backend URL '' (expected memory, redis://host:port, redlock://host:port,..., redis-cluster://host:port,... or etcd[s]://host:port[,host:port...])",
 		NULL
 	};
 
@@ -1678,14 +1678,14 @@ START_TEST(test_redis_url_bad)
 		{ "rediss://:hunter2@h:0", "bad redis URL 'rediss://:***@h:0': "
 		      "the port must be between 1 and 65535" },
 		{ "zk://h:2181", "unknown backend URL 'zk://h:2181' "
-		      "(expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
+		      "(expected memory, redis://host:port, redlock://host:port,..., redis-cluster://host:port,... or etcd[s]://host:port[,host:port...])" },
 		{ "http://:hunter2@h", "unknown backend URL 'http://:***@h' "
-		      "(expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
-		{ "hunter2@h", "unknown backend URL '***@h' (expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
-		{ "Memory", "unknown backend URL 'Memory' (expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
+		      "(expected memory, redis://host:port, redlock://host:port,..., redis-cluster://host:port,... or etcd[s]://host:port[,host:port...])" },
+		{ "hunter2@h", "unknown backend URL '***@h' (expected memory, redis://host:port, redlock://host:port,..., redis-cluster://host:port,... or etcd[s]://host:port[,host:port...])" },
+		{ "Memory", "unknown backend URL 'Memory' (expected memory, redis://host:port, redlock://host:port,..., redis-cluster://host:port,... or etcd[s]://host:port[,host:port...])" },
 		{ "redis:6379", "unknown backend URL 'redis:6379' "
-		      "(expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
-		{ "redis", "unknown backend URL 'redis' (expected memory, redis://host:port, redlock://host:port,... or etcd[s]://host:port[,host:port...])" },
+		      "(expected memory, redis://host:port, redlock://host:port,..., redis-cluster://host:port,... or etcd[s]://host:port[,host:port...])" },
+		{ "redis", "unknown backend URL 'redis' (expected memory, redis://host:port, redlock://host:port,..., redis-cluster://host:port,... or etcd[s]://host:port[,host:port...])" },
 	};
 	char *redis = fixture("redis-defaults.yaml");
 
@@ -1757,6 +1757,76 @@ START_TEST(test_redlock_url)
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		expect_url_error(bad[i].url, bad[i].error);
+}
+END_TEST
+
+START_TEST(test_redis_cluster_conf)
+{
+	static const struct {
+		const char *url;	/* the -b option */
+		const char *nodes[3];	/* backend.nodes, NULL after the last */
+		const char *password;	/* backend.password */
+		long long tls;		/* backend.tls.enabled */
+	} ok[] = {
+		{ "redis-cluster://a:7001,b:7002,c", { "a:7001", "b:7002", "c:6379" }, NULL, 0 },
+		{ "redis-cluster://:hunter2@[::1]:7001", { "[::1]:7001", NULL, NULL }, "hunter2", 0 },
+		{ "REDISS-CLUSTER://h", { "h:6379", NULL, NULL }, NULL, 1 },
+	};
+	static const struct { const char *url, *error; } bad[] = {
+		{ "redis-cluster://", "bad redis-cluster URL 'redis-cluster://': the nodes are "
+		      "missing (redis-cluster://host:port,host:port,...)" },
+		{ "redis-cluster://h/1", "bad redis-cluster URL 'redis-cluster://h/1': a cluster "
+		      "has no databases but 0 (redis-cluster://host:port,... without /db)" },
+		{ "redis-cluster://u@h", "bad redis-cluster URL 'redis-cluster://***@h': a user "
+		      "needs a password (redis-cluster://user:password@host:port,...; a password "
+		      "alone goes after a colon: redis-cluster://:password@host:port,...)" },
+		{ "redis-cluster://:hunter2@h:0", "bad redis-cluster URL "
+		      "'redis-cluster://:***@h:0': the port must be between 1 and 65535" },
+	};
+	struct scratch sc;
+	struct conf *c;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		char *const *nodes;
+		c = conf_of_url(ok[i].url, "redis-cluster");
+		nodes = *(char *const *const *)conf_backend_value(c, "nodes");
+		for (size_t k = 0; k < 3 && ok[i].nodes[k] != NULL; k++)
+			ck_assert_str_eq(nodes[k], ok[i].nodes[k]);
+		if (ok[i].password == NULL)
+			ck_assert_ptr_null(be_str(c, "password"));
+		else
+			ck_assert_str_eq(be_str(c, "password"), ok[i].password);
+		ck_assert_int_eq(be_int(c, "tls.enabled"), ok[i].tls);
+		ck_assert_int_eq(be_int(c, "refresh_ms"), 5000);
+		ck_assert_int_eq(be_int(c, "db"), 0);
+		conf_destroy(c);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_url_error(bad[i].url, bad[i].error);
+
+	/* YAML: nodes and refresh_ms; a db; a prefix with a brace; no nodes */
+	scratch_init(&sc);
+	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a, \"b:7002\"]\n"
+	    "  refresh_ms: 1000\n", 0, 0);
+	ck_assert_int_eq(be_int(c, "refresh_ms"), 1000);
+	conf_destroy(c);
+	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n  db: 1\n", 0, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_msg(strstr(c->errors[0], ":4:7: 'backend.db' of a redis-cluster backend "
+	    "must be 0") != NULL, "%s", c->errors[0]);
+	conf_destroy(c);
+	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n"
+	    "  key_prefix: \"app{1}:\"\n", 0, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_msg(strstr(c->errors[0], ":4:15: 'backend.key_prefix' of a redis-cluster "
+	    "backend must not hold '{' or '}'") != NULL, "%s", c->errors[0]);
+	conf_destroy(c);
+	c = load_text(&sc, "backend:\n  type: redis-cluster\n", 0, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_msg(strstr(c->errors[0], ":2:9: 'backend.nodes' must have at least one") !=
+	    NULL, "%s", c->errors[0]);
+	conf_destroy(c);
+	scratch_rm(&sc);
 }
 END_TEST
 
@@ -3152,6 +3222,7 @@ conf_suite(void)
 	tcase_add_test(tc, test_redis_url_bad);
 	tcase_add_test(tc, test_redlock_url);
 	tcase_add_test(tc, test_redlock_drift_factor);
+	tcase_add_test(tc, test_redis_cluster_conf);
 	tcase_add_test(tc, test_redis_url_long_is_cut);
 	tcase_add_test(tc, test_redis_url_overrides_file);
 	tcase_add_test(tc, test_redis_url_overrides_password_file);

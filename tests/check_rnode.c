@@ -147,10 +147,12 @@ fc_command(struct fconn *fc, const redisReply *rep)
 		snprintf(buf, sizeof(buf), "$40\r\n%s\r\n", sha);
 		fk->flushed = false;
 		fc_reply(fc, buf);
-	} else if (strcasecmp(cmd, "SUBSCRIBE") == 0) {
+	} else if (strcasecmp(cmd, "SUBSCRIBE") == 0 || strcasecmp(cmd, "SSUBSCRIBE") == 0) {
+		bool shard = strcasecmp(cmd, "SSUBSCRIBE") == 0;
 		fc->subscriber = true;
 		for (size_t i = 1; i < rep->elements; i++) {
-			snprintf(buf, sizeof(buf), "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:%zu\r\n",
+			snprintf(buf, sizeof(buf), "*3\r\n$%d\r\n%s\r\n$%zu\r\n%s\r\n:%zu\r\n",
+			    shard ? 10 : 9, shard ? "ssubscribe" : "subscribe",
 			    rep->element[i]->len, rep->element[i]->str, i);
 			fc_reply(fc, buf);
 		}
@@ -272,16 +274,24 @@ fake_open(void)
 	return n;
 }
 
+/* Publish msg on channel to every subscriber connection: as a "message",
+ * or as an "smessage" of a shard channel (kind). */
+static void
+fake_publish_as(const char *kind, const char *channel, const char *msg)
+{
+	char buf[256];
+	snprintf(buf, sizeof(buf), "*3\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+	    strlen(kind), kind, strlen(channel), channel, strlen(msg), msg);
+	for (int i = 0; i < fk->nconns; i++)
+		if (fk->conns[i].bev != NULL && fk->conns[i].subscriber)
+			fc_reply(&fk->conns[i], buf);
+}
+
 /* Publish msg on channel to every subscriber connection. */
 static void
 fake_publish(const char *channel, const char *msg)
 {
-	char buf[256];
-	snprintf(buf, sizeof(buf), "*3\r\n$7\r\nmessage\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
-	    strlen(channel), channel, strlen(msg), msg);
-	for (int i = 0; i < fk->nconns; i++)
-		if (fk->conns[i].bev != NULL && fk->conns[i].subscriber)
-			fc_reply(&fk->conns[i], buf);
+	fake_publish_as("message", channel, msg);
 }
 
 static void
@@ -694,6 +704,56 @@ START_TEST(test_messages)
 }
 END_TEST
 
+/* A node of a cluster: shard channels, SSUBSCRIBE one slot's pair at a
+ * time; "smessage" is a message, "message" is not; new channels make the
+ * subscriber connection again; no channels: none. */
+START_TEST(test_shard_channels)
+{
+	static const char *const shard[] = { "c:released{0}", "c:wanted{0}",
+		"c:released{1}", "c:wanted{1}" };
+	static const char *const fewer[] = { "c:released{2}", "c:wanted{2}" };
+	struct rnode_conf c = {
+		.what = "redis-cluster node",
+		.host = "127.0.0.1",
+		.port = fk->port,
+		.connect_timeout_ms = 1000,
+		.command_timeout_ms = 1000,
+		.scripts = scripts,
+		.nscripts = 2,
+		.channels = shard,
+		.nchannels = 4,
+		.sharded = true,
+		.channel_group = 2,
+	};
+	struct rnode *n = rnode_create(base, dns, &c, &hooks, NULL);
+	struct rnode_stats st;
+	rnode_start(n);
+	RUN_UNTIL(event_at("subscribed") >= 0);
+	ck_assert_int_eq(seen_count("SSUBSCRIBE c:released{0} c:wanted{0}"), 1);
+	ck_assert_int_eq(seen_count("SSUBSCRIBE c:released{1} c:wanted{1}"), 1);
+	ck_assert_int_eq(seen_count("SUBSCRIBE"), 0);
+	fake_publish_as("message", "c:released{0}", "ignored");
+	fake_publish_as("smessage", "c:released{1}", "key1");
+	RUN_UNTIL(event_at("message c:released{1}=key1") >= 0);
+	ck_assert_int_lt(event_at("message c:released{0}=ignored"), 0);
+
+	nevents = 0;
+	rnode_set_channels(n, fewer, 2);
+	RUN_UNTIL(event_at("subscribed") >= 0);
+	ck_assert_int_eq(seen_count("SSUBSCRIBE c:released{2} c:wanted{2}"), 1);
+	rnode_stats(n, &st);
+	ck_assert(st.subscribed);
+	ck_assert_uint_eq(st.reconnects, 1);
+
+	rnode_set_channels(n, NULL, 0);
+	settle(50);
+	rnode_stats(n, &st);
+	ck_assert(!st.subscribed);
+	ck_assert(st.up);
+	rnode_destroy(n);
+}
+END_TEST
+
 START_TEST(test_readonly_reconnects)
 {
 	struct rnode *n = node_new("127.0.0.1", NULL, NULL, 0, false, 1000);
@@ -868,6 +928,7 @@ rnode_suite(void)
 	tcase_add_test(tc, test_replies_in_pieces);
 	tcase_add_test(tc, test_kept_calls);
 	tcase_add_test(tc, test_messages);
+	tcase_add_test(tc, test_shard_channels);
 	tcase_add_test(tc, test_acknowledged_calls);
 	suite_add_tcase(s, tc);
 

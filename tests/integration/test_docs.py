@@ -17,14 +17,17 @@ def documented_info():
     table = table[:table.index("\n### ", 1)]
     out = {}
     section = None
-    for m in re.finditer(r"^\| *(\w*) *\| *(?:\((\w+)\) )?`(\w+)`", table, re.M):
+    for m in re.finditer(r"^\| *(\w*) *\| *(?:\(([\w-]+)\) )?`([\w<>]+)`", table, re.M):
         section = m.group(1) or section
         out.setdefault(section, {}).setdefault(m.group(2), set()).add(m.group(3))
     return out
 
 
 class InfoDocumented:
-    """INFO's sections and fields with this class's BACKEND are the documented ones."""
+    """INFO's sections and fields with this class's BACKEND are the documented ones
+    (those of DOCUMENTED_AS, the rows marked with these backends, when set)."""
+
+    DOCUMENTED_AS = ()
 
     def test_info_matches_protocol_md(self):
         text = self.raw().cmd("INFO")
@@ -37,8 +40,11 @@ class InfoDocumented:
                 section = line[2:]
                 got[section] = set()
             elif ":" in line:
-                got[section].add(line.split(":", 1)[0])
-        want = {name: fields.get(None, set()) | fields.get(self.BACKEND, set())
+                # one row per master or node: backend_master<i>_slots
+                got[section].add(re.sub(r"^(backend_(?:master|node))\d+_", r"\1<i>_",
+                                        line.split(":", 1)[0]))
+        kinds = self.DOCUMENTED_AS or (self.BACKEND,)
+        want = {name: fields.get(None, set()).union(*(fields.get(k, set()) for k in kinds))
                 for name, fields in documented_info().items()}
         self.assertEqual(list(got), list(want), "INFO's sections")
         for name in want:
@@ -58,3 +64,9 @@ class TestInfoRedis(InfoDocumented, DaemonTestCase):
 
 class TestInfoEtcd(InfoDocumented, DaemonTestCase):
     BACKEND = "etcd"
+
+
+class TestInfoRedisCluster(InfoDocumented, DaemonTestCase):
+    """The redis fields (summed over the masters) and the cluster's own."""
+    BACKEND = "redis-cluster"
+    DOCUMENTED_AS = ("redis", "redis-cluster")
