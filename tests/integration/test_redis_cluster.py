@@ -616,9 +616,14 @@ class TestClusterTLSAndACL(ClusterCase):
         report("with the redis backend's ACL alone: %s" % line.strip())
         for cmd in CLUSTER_COMMANDS.split():
             self.assertIn(cmd, line)
+        self.assertIn("NOPERM", line)
         reply = self.conn(d).cmd("LOCK", unique_key("acl"), "WAIT", 0)
         self.assertIsInstance(reply, Err, reply)
         self.assertEqual(reply.code, "BACKEND")
+        # one line per reason, not one per attempt
+        time.sleep(1.0)
+        lines = [x for x in d.log(200000).splitlines() if "no slot map" in x]
+        self.assertLessEqual(len(lines), len(c.seed_list()), "\n".join(lines[:10]))
 
 
 def check_config(text):
