@@ -11,13 +11,16 @@ redis backend set up otherwise (redis-cache: a lease cache; redis-tls: over
 TLS to a redis-server serving TLS, with certificates made by the openssl
 command; redis-ack1: waiting for a replica's acknowledgement, against a
 redis-server with one replica), the redlock backend on 3 and on 5
-redis-servers of its own (redlock-3, redlock-5), and the baselines (direct,
-direct-poll, direct-etcd, redis-server's PING, the hold-time limit). Before the runs,
-`dlockd -t` checks each of those configurations: one whose key or backend
-the daemon does not know yet (backend.min_replicas_ack, redlock://) is left
-out with a line saying so; one it refuses otherwise fails its runs.
+redis-servers of its own (redlock-3, redlock-5), the redis-cluster backend on
+a Redis Cluster of 3 masters with a replica each (redis-cluster), and the
+baselines (direct, direct-poll, direct-etcd, redis-server's PING, the
+hold-time limit). Before the runs, `dlockd -t` checks each of those
+configurations: one whose key or backend the daemon does not know yet
+(backend.min_replicas_ack, redlock://, redis-cluster://) is left out with a
+line saying so; one it refuses otherwise fails its runs.
 Around each run it reads Redis INFO commandstats and cpu (of every node for
-redlock), etcd's /metrics and each daemon's INFO; dlock-bench itself reads the CPU time of the daemons
+redlock, of every master for redis-cluster), etcd's /metrics and each
+daemon's INFO; dlock-bench itself reads the CPU time of the daemons
 and servers over its measuring window; the daemons' peak RSS (VmHWM) is read
 before they stop.
 
@@ -65,12 +68,19 @@ CACHE_MS = 5                     # backend.lease_cache_ms of redis-cache
 ACK_REPLICAS = 1                 # backend.min_replicas_ack of redis-ack1
 REDIS_WORKLOADS = ("uncontended", "contended", "hot", "multi-daemon")
 REDLOCK_NODES = 5                # redis-servers of the "redlock" store
+CLUSTER_MASTERS = 3              # the "redis-cluster" store: masters,
+CLUSTER_REPLICAS = 1             # replicas of each master (as in production),
+CLUSTER_NODE_TIMEOUT_MS = 15000  # and cluster-node-timeout (Redis's default: a
+                                 # loaded machine does not fail a master over)
+CLUSTER_SHARE = (0.2, 0.5)       # goal: each master's share of the hot
+                                 # workload's EVALSHA calls
 # Systems that are the redis backend set up otherwise, or the redlock
 # backend, each with:
 #   store      the redis-server(s) it uses: "redis" (plain TCP), "redis-tls"
 #              (TLS only, certificates made for the run), "redis-repl"
-#              (plain, with one replica) or "redlock" (REDLOCK_NODES
+#              (plain, with one replica), "redlock" (REDLOCK_NODES
 #              independent redis-servers, of which it uses the first nodes)
+#              or "redis-cluster" (a Redis Cluster, ClusterStore)
 #   nodes      for the redlock store: how many nodes its daemons use
 #   settings   backend.* keys written to the daemon's configuration
 #   workloads  the ones it runs
@@ -96,11 +106,18 @@ VARIANTS = {
     "redlock-5": dict(store="redlock", nodes=5, settings={}, workloads=REDIS_WORKLOADS,
                       pending="the redlock backend (-b redlock://)",
                       unknown=r"unknown backend URL 'redlock://"),
+    # one server per key: each lock's keys on its slot's master
+    # (-b redis-cluster://seeds)
+    "redis-cluster": dict(store="redis-cluster", settings={}, workloads=REDIS_WORKLOADS,
+                          pending="the redis-cluster backend (-b redis-cluster://)",
+                          unknown=r"unknown backend URL 'redis-cluster://"),
 }
 REDIS_STORES = ("redis", "redis-tls", "redis-repl")
 REDLOCK_SYSTEMS = tuple(v for v in VARIANTS if VARIANTS[v]["store"] == "redlock")
+CLUSTER_SYSTEMS = tuple(v for v in VARIANTS if VARIANTS[v]["store"] == "redis-cluster")
 REPLICA_TIMEOUT = 20.0           # s for the replica to be in sync
 SETTLE_TIMEOUT = 5.0             # s for daemons to release what the run left
+SUBSCRIBE_TIMEOUT = 10.0         # s for a redis-cluster daemon's shard subscriptions
 IDLE = 10000                     # idle sessions of the idle10k run
 
 
@@ -122,10 +139,10 @@ class Run:
         self.hold_us = hold_us
         self.keys = keys
         self.daemons = daemons      # dlockd processes to start
-        self.backend = backend      # their backend: memory|redis|etcd|redlock
+        self.backend = backend      # their backend: memory|redis|etcd|redlock|redis-cluster
         self.target = target        # "daemon", "redis", "etcd" or None (hold)
         # the server the backend or the direct client talks to: one of
-        # REDIS_STORES, "redlock", "etcd", or None
+        # REDIS_STORES, "redlock", "redis-cluster", "etcd", or None
         if variant:
             self.store = variant["store"]
         elif backend in ("redis", "etcd"):
@@ -175,6 +192,10 @@ class Run:
         """Whether its store is the redlock nodes."""
         return self.store == "redlock"
 
+    def cluster(self):
+        """Whether its store is the Redis Cluster."""
+        return self.store == "redis-cluster"
+
 
 def plan():
     """Every run of the suite, workload by workload, so that the runs a goal
@@ -183,7 +204,8 @@ def plan():
         return [v for v in VARIANTS if workload in VARIANTS[v]["workloads"]]
 
     def backend(v):
-        return "redlock" if VARIANTS[v]["store"] == "redlock" else "redis"
+        return {"redlock": "redlock", "redis-cluster": "redis-cluster"}.get(
+            VARIANTS[v]["store"], "redis")
 
     runs = []
     for c in UNCONTENDED_C:
@@ -304,16 +326,114 @@ class RedlockNodes:
                     print("bench: %s" % e, file=sys.stderr)
 
 
+class ClusterStore:
+    """The redis-cluster store: a harness.RedisCluster of CLUSTER_MASTERS
+    masters with CLUSTER_REPLICAS replicas each, and a raw connection to
+    each master. Masters are numbered in slot order (master 0 owns slot 0),
+    as the daemon's INFO numbers them (backend_master<i>_...); replica j of
+    master i is "replica<k>" with k = i * CLUSTER_REPLICAS + j."""
+
+    def __init__(self):
+        self.cluster = harness.RedisCluster(masters=CLUSTER_MASTERS, replicas=CLUSTER_REPLICAS,
+                                            node_timeout_ms=CLUSTER_NODE_TIMEOUT_MS)
+        self.masters = []   # ClusterNodes, in slot order
+        self.replicas = []  # ClusterNodes, by master
+        self.slot_master = []   # slot -> index into masters
+        self.conns = []     # a raw connection to each master
+
+    def start(self):
+        try:
+            self.cluster.start()
+            self.layout()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def layout(self):
+        """Read who owns which slot and who replicates whom; connect to the
+        masters anew."""
+        for c in self.conns:
+            c.close()
+        self.conns = []
+        owners = self.cluster.slot_map()
+        first = {}
+        for slot, nid in enumerate(owners):
+            first.setdefault(nid, slot)
+        ids = sorted(first, key=first.get)
+        self.masters = [self.cluster.server(node_id=nid) for nid in ids]
+        index = {nid: i for i, nid in enumerate(ids)}
+        self.slot_master = [index.get(nid) for nid in owners]
+        if None in self.masters:
+            raise AssertionError("the cluster names a master the bench did not start")
+        # each replica's own ROLE names its master (the masters' views of
+        # their replicas may lag behind the gossip)
+        of = {}
+        for s in self.cluster.running():
+            r = s.cmd("ROLE")
+            if isinstance(r, list) and len(r) > 2 and r[0] == b"slave":
+                of.setdefault(int(r[2]), []).append(s)
+        self.replicas = []
+        for m in self.masters:
+            self.replicas += sorted(of.get(m.port, []), key=lambda s: s.port)
+        for m in self.masters:
+            self.conns.append(m.raw())
+
+    def roles(self):
+        """What ROLE says on each master's connection ("master" while no
+        failover happened)."""
+        out = []
+        for c in self.conns:
+            r = c.cmd("ROLE")
+            out.append(r[0].decode() if isinstance(r, list) and isinstance(r[0], bytes)
+                       else str(r))
+        return out
+
+    def check(self):
+        """Before a run: the layout again if a master is one no longer."""
+        if any(r != "master" for r in self.roles()):
+            self.layout()
+
+    def pids(self):
+        """{label: pid}: master0, ..., replica0, ..."""
+        out = {"master%d" % i: m.pid for i, m in enumerate(self.masters)}
+        out.update({"replica%d" % i: r.pid for i, r in enumerate(self.replicas)})
+        return out
+
+    def pick_shares(self, prefix, keys, zipf):
+        """Each master's share of the hot workload's key picks: the Zipf
+        weights of the keys prefix + n (n < keys) summed by their slot's
+        master. What the key names allow; acquisitions follow it where
+        contention does not hold them back."""
+        w = [1.0 / (i + 1) ** zipf for i in range(keys)]
+        total = sum(w)
+        out = [0.0] * len(self.masters)
+        for i in range(keys):
+            out[self.slot_master[self.cluster.lock_slot(prefix + str(i))]] += w[i] / total
+        return out
+
+    def stop(self):
+        for c in self.conns:
+            c.close()
+        self.conns = []
+        for s, rc in self.cluster.stop():
+            if rc not in (0, None):
+                print("bench: redis-server (cluster node) on port %d exited with %s"
+                      % (s.port, rc), file=sys.stderr)
+
+
 class Servers:
     """The servers of the suite, each started once, on demand: "redis",
     "redis-tls" (TLS only, with a CA and a server certificate made by the
     openssl command in a directory of the run), "redis-repl" (a primary and
     one replica, in sync before its first run), "redlock" (REDLOCK_NODES
-    independent redis-servers, RedlockNodes) and "etcd". A server that
+    independent redis-servers, RedlockNodes), "redis-cluster" (a Redis
+    Cluster, ClusterStore) and "etcd". A server that
     cannot start is remembered as the reason its runs are skipped."""
 
     def __init__(self):
-        self.procs = {}     # name -> its RedisServer, EtcdServer or RedlockNodes
+        self.procs = {}     # name -> its RedisServer, EtcdServer, RedlockNodes or
+                            # ClusterStore
         self.conns = {}     # name of a redis-server -> a raw connection to it
         self.replica = None     # the replica of redis-repl's primary
         self.certs = None       # redis-tls's certificates (harness.Certs)
@@ -339,6 +459,9 @@ class Servers:
             return
         if name == "redlock":
             self.procs[name] = RedlockNodes().start()
+            return
+        if name == "redis-cluster":
+            self.procs[name] = ClusterStore().start()
             return
         if name == "redis":
             server = harness.RedisServer()
@@ -378,9 +501,13 @@ class Servers:
     def pids(self, name, nodes=0):
         """{label: pid} of the processes of server name whose CPU time a run
         on it reads: its own (label redis or etcd), and a replica's; for
-        redlock, those of the first nodes nodes (labels node0, node1, ...)."""
+        redlock, those of the first nodes nodes (labels node0, node1, ...);
+        for redis-cluster, those of its masters and replicas (master0, ...,
+        replica0, ...)."""
         if name == "redlock":
             return self.procs[name].pids(nodes)
+        if name == "redis-cluster":
+            return self.procs[name].pids()
         out = {"etcd" if name == "etcd" else "redis": self.procs[name].pid}
         if name == "redis-repl":
             out["replica"] = self.replica.pid
@@ -408,6 +535,11 @@ def sample(run, servers, daemons):
         conns = servers.procs["redlock"].conns[:run.nodes]
         s["node_calls"] = [harness.commandstats(c) for c in conns]
         s["node_cpu_us"] = [redis_info_cpu_us(c) for c in conns]
+    if run.cluster():
+        store = servers.procs["redis-cluster"]
+        s["master_calls"] = [harness.commandstats(c) for c in store.conns]
+        s["master_cpu_us"] = [redis_info_cpu_us(c) for c in store.conns]
+        s["master_roles"] = store.roles()
     if run.store == "etcd":
         etcd = servers.procs["etcd"]
         m = etcd.metrics()
@@ -475,6 +607,19 @@ def start_daemons(run, servers):
             ds.append(d)
             d.start()
             continue
+        if run.cluster():
+            # -b redis-cluster://seeds (the masters at the cluster's start)
+            d = harness.Daemon(daemon_config(run, store_settings(run, servers)),
+                               backend="redis-cluster",
+                               redis=servers.procs["redis-cluster"].cluster, unix=False)
+            ds.append(d)
+            d.start()
+            # connected comes first; then an SSUBSCRIBE per slot, which are
+            # not the run's commands
+            harness.wait_until(lambda: d.info().get("backend_subscribed", "1") == "1",
+                               SUBSCRIBE_TIMEOUT, 0.01, "dlockd's INFO to show "
+                               "backend_subscribed:1")
+            continue
         d = harness.Daemon(daemon_config(run, store_settings(run, servers)),
                            backend=run.backend,
                            redis=servers.procs.get(run.store) if run.redis() else None,
@@ -484,10 +629,15 @@ def start_daemons(run, servers):
     return ds
 
 
+def key_prefix(index):
+    """The prefix of the keys of the index-th run."""
+    return "bench/%d/%d/" % (os.getpid(), index)
+
+
 def tool_argv(run, index, window, warmup, daemons, servers):
     a = [BENCH, "--mode", run.mode(), "--workload", run.tool_workload(),
          "--clients", str(run.clients), "--duration", str(window), "--warmup", str(warmup),
-         "--prefix", "bench/%d/%d/" % (os.getpid(), index), "--hist", "--label", run.id]
+         "--prefix", key_prefix(index), "--hist", "--label", run.id]
     if run.mode() != "ping":
         a += ["--hold-us", str(run.hold_us)]
     if run.keys:
@@ -576,6 +726,8 @@ def derive(run, tool, before, after):
     r["backend_cpu_us_per_op"] = per_op(cpu.get(server)) if server else None
     if "node_calls" in after:
         derive_redlock(run, r, cpu, before, after, ops, ops_total, pairs, daemons_delta)
+    if "master_calls" in after:
+        derive_cluster(r, cpu, before, after, ops, ops_total, pairs, daemons_delta)
     if "replica" in cpu:
         r["replica_cpu_us_per_op"] = per_op(cpu["replica"])
     if "redis_calls" in after:
@@ -651,6 +803,64 @@ def derive_redlock(run, r, cpu, before, after, ops, ops_total, pairs, daemons_de
                              for i in range(n))
 
 
+RUNNER_COMMANDS = ("info", "role")   # what the runner itself sends to a master
+
+
+def derive_cluster(r, cpu, before, after, ops, ops_total, pairs, daemons_delta):
+    """The figures of a redis-cluster run, summed over the masters: their
+    CPU in the window (backend_cpu_us_per_op, and each master's; the
+    replicas' summed apart), the commands they executed over the run (INFO
+    commandstats, scripts' commands included, the runner's INFO and ROLE
+    left out: backend_all_per_op, and each master's), the EVALSHA calls
+    (one per script call: the round trips), each master's share of them,
+    and the calls the daemons sent (INFO backend_master<i>_calls_total;
+    backend_commands_total as well)."""
+    def per_op(v, n):
+        return v / n if v is not None and n > 0 else None
+
+    n = len(after["master_calls"])
+    master_cpu = [cpu.get("master%d" % i) for i in range(n)]
+    replica_cpu = [v for k, v in sorted(cpu.items()) if k.startswith("replica")]
+    r["backend_server"] = "redis-cluster x%d" % n
+    r["backend_cpu_us_per_op"] = per_op(sum(master_cpu), ops) if None not in master_cpu \
+        else None
+    r["master_cpu_us_per_op"] = [per_op(v, ops) for v in master_cpu]
+    r["replica_cpu_us_per_op"] = per_op(sum(replica_cpu), ops) \
+        if replica_cpu and None not in replica_cpu else None
+    total, per_master, evalsha = {}, [], []
+    for b, a in zip(before["master_calls"], after["master_calls"]):
+        calls = {k: a.get(k, 0) - b.get(k, 0) for k in a if k not in RUNNER_COMMANDS}
+        per_master.append(sum(calls.values()))
+        evalsha.append(calls.get("evalsha", 0))
+        for k, v in calls.items():
+            if v:
+                total[k] = total.get(k, 0) + v
+    r["redis_calls"] = total
+    r["master_commands"] = per_master
+    r["master_evalsha"] = evalsha
+    r["master_evalsha_share"] = [v / sum(evalsha) for v in evalsha] if sum(evalsha) else None
+    r["master_commands_per_op"] = [per_op(v, ops_total) for v in per_master]
+    r["backend_all_per_op"] = None if pairs else per_op(sum(per_master), ops_total)
+    r["evalsha_per_op"] = None if pairs else per_op(sum(evalsha), ops_total)
+    r["redis_used_cpu_us_per_op_run"] = per_op(
+        sum(a - b for a, b in zip(after["master_cpu_us"], before["master_cpu_us"])), ops_total)
+    fields = ["backend_master%d_calls_total" % i for i in range(n)]
+    if all(f in after["daemons"][0] for f in fields):
+        r["master_sent"] = [daemons_delta(f) for f in fields]
+        sent = sum(r["master_sent"])
+        r["backend_sent_counter"] = "backend_master<i>_calls_total"
+    else:
+        sent = daemons_delta("backend_commands_total")
+        r["backend_sent_counter"] = "backend_commands_total"
+    r["backend_sent_per_op"] = None if pairs else per_op(sent, ops_total)
+    r["backend_commands_per_op"] = per_op(daemons_delta("backend_commands_total"), ops_total)
+    r["cluster_redirects"] = sum(daemons_delta("backend_cluster_%s_total" % k)
+                                 for k in ("moved", "ask", "tryagain"))
+    if after["master_roles"] != ["master"] * n:
+        r["error"] = ("a master of the cluster is one no longer after the run (ROLE: %s): "
+                      "a failover" % ", ".join(after["master_roles"]))
+
+
 def measure(run, index, args, servers, daemons, rec):
     """Run dlock-bench once against the daemons; its figures go into rec."""
     before = sample(run, servers, daemons)
@@ -665,6 +875,12 @@ def measure(run, index, args, servers, daemons, rec):
     rec["tool"] = {k: v for k, v in tool.items() if k != "hist"}
     rec["wait_hist"] = coarse_hist(tool.get("hist", []))
     rec.update(derive(run, tool, before, after))
+    if run.cluster():
+        store = servers.procs["redis-cluster"]
+        rec["master_slots"] = [store.slot_master.count(i) for i in range(len(store.masters))]
+        if run.workload == "hot":
+            rec["master_pick_share"] = store.pick_shares(key_prefix(index), run.keys,
+                                                         HOT["zipf"])
 
 
 def measure_idle(run, index, args, servers, daemon, rec):
@@ -700,6 +916,8 @@ def execute(run, index, args, servers, refused=None):
             return recs
     daemons = []
     try:
+        if run.cluster():
+            servers.procs["redis-cluster"].check()
         daemons = start_daemons(run, servers)
         if run.workload == "idle10k":
             rec["id"] = run.id + "-base"
@@ -735,6 +953,9 @@ def check_settings(systems):
             f.write("backend:\n" + yaml_map(v["settings"], 2) if v["settings"] else "")
         if v["store"] == "redlock":
             url = "redlock://" + ",".join("127.0.0.1:%d" % (6379 + i) for i in range(v["nodes"]))
+        elif v["store"] == "redis-cluster":
+            url = "redis-cluster://" + ",".join("127.0.0.1:%d" % (7000 + i)
+                                                for i in range(CLUSTER_MASTERS))
         else:
             url = "%s://127.0.0.1:6379" % ("rediss" if v["store"] == "redis-tls" else "redis")
         try:
@@ -896,6 +1117,7 @@ def goals(by_id):
           ("redis/contended/n16-h0", "rate"), "≥ 0.8", "/s", fmt_rate)
     ratio("redlock-3 uncontended pairs/s ≥ 0.5 × redis", "C=%d" % c,
           ("redlock-3/uncontended/c%d" % c, "rate"), (red, "rate"), "≥ 0.5", "/s", fmt_rate)
+    cluster_goals(by_id, rows, ratio)
     etcd_goals(by_id, rows, ratio, at_most, cpu)
     idle = "memory/idle10k/c%d" % c
     ratio("p99 wait with {:,} idle sessions ≤ 2 × without".format(IDLE),
@@ -917,6 +1139,34 @@ def goals(by_id):
                      "%.3f" % worst["jain_clients"], "≥ 0.99",
                      "yes" if worst["jain_clients"] >= 0.99 else "**no**"))
     return rows
+
+
+def cluster_goals(by_id, rows, ratio):
+    """The redis-cluster backend's goals: as fast as the redis backend
+    uncontended, and the hot workload's calls spread over every master."""
+    c = GOAL_C
+    ratio("redis-cluster uncontended pairs/s ≥ 0.9 × redis", "C=%d" % c,
+          ("redis-cluster/uncontended/c%d" % c, "rate"), ("redis/uncontended/c%d" % c, "rate"),
+          "≥ 0.9", "/s", fmt_rate)
+    lo, hi = CLUSTER_SHARE
+    goal = ("redis-cluster hot: each master's share of the EVALSHA calls within %g–%g"
+            % (lo, hi))
+    on = "hot, %d clients, %d keys, hold %s (%d masters)" % (
+        HOT["clients"], HOT["keys"], fmt_hold(HOT["hold_us"]), CLUSTER_MASTERS)
+    target = "%g – %g" % (lo, hi)
+    rec = by_id.get("redis-cluster/hot/n%d" % HOT["clients"])
+    share = rec.get("master_evalsha_share") if ok(rec) else None
+    if not share:
+        rows.append((goal, on, "not measured", "–", target, "–"))
+        return
+    picks = rec.get("master_pick_share")
+    text = " / ".join("%.0f %%" % (100 * v) for v in share) + " of {:,}".format(
+        sum(rec["master_evalsha"]))
+    if picks:
+        text += " (key picks: %s)" % " / ".join("%.0f %%" % (100 * v) for v in picks)
+    met = len(share) == CLUSTER_MASTERS and lo <= min(share) and max(share) <= hi
+    rows.append((goal, on, text, "%.2f–%.2f" % (min(share), max(share)), target,
+                 "yes" if met else "**no**"))
 
 
 def etcd_goals(by_id, rows, ratio, at_most, cpu):
@@ -1105,6 +1355,154 @@ def redlock_lines(rows, left_out):
     return lines
 
 
+CLUSTER_MASTER_CASES = [("uncontended, C=%d" % GOAL_C, "uncontended/c%d" % GOAL_C),
+                        ("hot, %d clients, %d keys" % (HOT["clients"], HOT["keys"]),
+                         "hot/n%d" % HOT["clients"])]
+
+
+def cluster_comparison(by_id):
+    """The redis-cluster system beside redis on the cases they share:
+    {"rows": [{figure, case, redis, redis-cluster}], "masters": [{case,
+    master, slots, evalsha, share, pick_share, sent, commands_per_op,
+    cpu_us_per_op}]} (None where not measured), or None when it did not
+    run. Round trips: the EVALSHA calls the masters executed per
+    acquisition (one per script call, summed over the masters); CPU: summed
+    over the masters, the replicas' apart; machine CPU: the busy time of
+    every core in the window per acquisition."""
+    if not any(r["system"] in CLUSTER_SYSTEMS for r in by_id.values()):
+        return None
+    cases = [("acquisitions/s", "uncontended, C=%d" % c, "uncontended/c%d" % c, "rate")
+             for c in UNCONTENDED_C]
+    cases += [("acquisitions/s", "contended, N=%d, hold %s" % (n, fmt_hold(h)),
+               "contended/n%d-h%d" % (n, h), "rate") for n in CONTENDED_N for h in CONTENDED_H]
+    cases += [("acquisitions/s", "hot, %d clients, %d keys" % (HOT["clients"], HOT["keys"]),
+               "hot/n%d" % HOT["clients"], "rate"),
+              ("acquisitions/s", "multi-daemon, 2×%d clients" % (MULTI["clients"] // 2),
+               "multi-daemon/n%d" % MULTI["clients"], "rate"),
+              ("round trip: wait p50", "uncontended, C=1", "uncontended/c1", "wait_us.p50")]
+    for label, suffix in ([("uncontended, C=%d" % c, "uncontended/c%d" % c) for c in (16, GOAL_C)]
+                          + [("contended, N=16, hold 0", "contended/n16-h0"),
+                             ("hot, %d clients, %d keys" % (HOT["clients"], HOT["keys"]),
+                              "hot/n%d" % HOT["clients"])]):
+        cases += [("wait p99", label, suffix, "wait_us.p99"),
+                  ("EVALSHA calls/acq (round trips, Σ masters)", label, suffix,
+                   "evalsha_per_op"),
+                  ("calls sent/acq", label, suffix, "backend_sent_per_op"),
+                  ("commands executed/acq (Σ masters)", label, suffix, "backend_all_per_op"),
+                  ("Redis CPU µs/acq (Σ masters)", label, suffix, "backend_cpu_us_per_op"),
+                  ("replicas' CPU µs/acq (Σ)", label, suffix, "replica_cpu_us_per_op"),
+                  ("dlockd CPU µs/acq", label, suffix, "daemon_cpu_us_per_op"),
+                  ("machine CPU µs/acq (every process)", label, suffix, "machine")]
+    rows = []
+    for what, case, suffix, field in cases:
+        row = {"figure": what, "case": case}
+        for sysname in ("redis",) + CLUSTER_SYSTEMS:
+            r = by_id.get("%s/%s" % (sysname, suffix))
+            v = figure(r, field) if ok(r) else None
+            if field == "machine" and ok(r):
+                # the machine's busy time in the window (every core, the
+                # tool and other work included) per acquisition: what
+                # bounds the rate once the cores are full
+                t = r["tool"]
+                v = t["machine_busy_us"] / t["ops"] if t.get("machine_busy_us") is not None \
+                    and t["ops"] else None
+            if v is None and sysname == "redis" and field == "evalsha_per_op" and ok(r):
+                v = (r.get("redis_calls") or {}).get("evalsha", 0) / max(
+                    r["tool"]["ops_total"], 1)
+            row[sysname] = v
+        if all(row[x] is None for x in CLUSTER_SYSTEMS):
+            continue
+        rows.append(row)
+    masters = []
+    for case, suffix in CLUSTER_MASTER_CASES:
+        for sysname in CLUSTER_SYSTEMS:
+            r = by_id.get("%s/%s" % (sysname, suffix))
+            if not ok(r) or not r.get("master_evalsha"):
+                continue
+            for i, calls in enumerate(r["master_evalsha"]):
+                def nth(field):
+                    v = r.get(field)
+                    return v[i] if v and i < len(v) else None
+                masters.append({"case": case, "master": i, "slots": nth("master_slots"),
+                                "evalsha": calls, "share": nth("master_evalsha_share"),
+                                "pick_share": nth("master_pick_share"),
+                                "sent": nth("master_sent"),
+                                "commands_per_op": nth("master_commands_per_op"),
+                                "cpu_us_per_op": nth("master_cpu_us_per_op")})
+    return {"rows": rows, "masters": masters}
+
+
+def cluster_lines(doc, left_out):
+    """The section of results.md on the redis-cluster backend."""
+    def fmt(what, v):
+        if v is None:
+            return "–"
+        if what.startswith("acquisitions"):
+            return fmt_rate(v)
+        if "CPU" in what:
+            return fmt_num(v)
+        if "/acq" in what:
+            return fmt_num(v, 2)
+        return fmt_us(v)
+
+    def ratio(a, b):
+        return "%.2f" % (a / b) if a is not None and b else "–"
+
+    def pct(v):
+        return "–" if v is None else "%.1f %%" % (100 * v)
+
+    lines = ["## The redis-cluster backend", "",
+             "redis-cluster: `-b redis-cluster://` (the seeds: the %d masters) on a Redis "
+             "Cluster of %d masters with %d replica%s each, all on this machine "
+             "(cluster-node-timeout %d ms). Each lock's keys carry one hash tag, so each "
+             "operation is one call to its slot's master. Round trips: EVALSHA calls the "
+             "masters executed per acquisition, summed; calls sent: what the daemon counts "
+             "it sent (INFO `backend_master<i>_calls_total`, summed; for redis "
+             "`backend_commands_total`); commands executed: every master's INFO "
+             "commandstats, the commands scripts run included, the runner's INFO and ROLE "
+             "left out, summed. Redis CPU: summed over the masters, in the measuring "
+             "window; the replicas' apart. Machine CPU: the busy time of every core in the "
+             "window (the tool's, the servers' and other work's included) per acquisition; "
+             "once the cores are full it is what bounds the rate, and every server of the "
+             "cluster runs on them here. Ratios: this run's redis-cluster figure divided "
+             "by redis's." % (CLUSTER_MASTERS, CLUSTER_MASTERS, CLUSTER_REPLICAS,
+                              "" if CLUSTER_REPLICAS == 1 else "s", CLUSTER_NODE_TIMEOUT_MS),
+             ""]
+    gone = sorted(s for s in left_out if s in CLUSTER_SYSTEMS)
+    if gone:
+        lines.append("Left out (see above): %s." % ", ".join(gone))
+        lines.append("")
+    lines.append("| figure | case | redis | redis-cluster | redis-cluster / redis |")
+    lines.append("|---|---|--:|--:|--:|")
+    for r in doc["rows"]:
+        w = r["figure"]
+        lines.append("| " + " | ".join([
+            w, r["case"], fmt(w, r["redis"]), fmt(w, r["redis-cluster"]),
+            ratio(r["redis-cluster"], r["redis"])]) + " |")
+    lines.append("")
+    if doc["masters"]:
+        lines.append("Each master (numbered in slot order, as the daemon's INFO numbers them): "
+                     "the EVALSHA calls it executed over the run and its share of them; for "
+                     "the hot workload also its share of the key picks, the Zipf weights of "
+                     "the keys whose slot it owns (what the run's key names allow: the "
+                     "hottest key alone is %.0f %% of the picks); the calls the daemon sent "
+                     "it; the commands it executed per acquisition (of all masters' "
+                     "acquisitions) and its CPU per acquisition."
+                     % (100 / sum(1.0 / (i + 1) ** HOT["zipf"] for i in range(HOT["keys"]))))
+        lines.append("")
+        lines.append("| case | master | slots | EVALSHA calls | share | key picks | calls sent "
+                     "| commands/acq | Redis CPU µs/acq |")
+        lines.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for m in doc["masters"]:
+            lines.append("| " + " | ".join([
+                m["case"], str(m["master"]), "–" if m["slots"] is None else str(m["slots"]),
+                "{:,}".format(m["evalsha"]), pct(m["share"]), pct(m["pick_share"]),
+                "–" if m["sent"] is None else "{:,}".format(m["sent"]),
+                fmt_num(m["commands_per_op"], 2), fmt_num(m["cpu_us_per_op"])]) + " |")
+        lines.append("")
+    return lines
+
+
 DISTURBED_PCT = 50     # others' CPU, % of a core, that marks a run as disturbed
 
 
@@ -1198,6 +1596,9 @@ def write_markdown(path, meta, recs, goal_rows, plots):
     rows = redlock_comparison({r["id"]: r for r in recs})
     if rows:
         lines += redlock_lines(rows, meta.get("left_out", {}))
+    doc = cluster_comparison({r["id"]: r for r in recs})
+    if doc:
+        lines += cluster_lines(doc, meta.get("left_out", {}))
     idle = idle_summary({r["id"]: r for r in recs})
     if idle is not None:
         lines.append("## {:,} idle sessions".format(idle["idle_sessions"]))
@@ -1275,7 +1676,8 @@ PLOT_SYSTEMS = [("memory", "memory"), ("redis", "redis"),
                 ("redlock-3", "redlock, 3 nodes"), ("redlock-5", "redlock, 5 nodes"),
                 ("etcd", "etcd"), ("direct-etcd", "direct-etcd"),
                 ("direct", "direct / direct-poll"), ("ping-redis", "redis-server PING pairs"),
-                ("hold", "hold-time limit")]
+                ("hold", "hold-time limit"),
+                ("redis-cluster", "redis-cluster, %d masters" % CLUSTER_MASTERS)]
 
 
 def plot_cases(recs):
@@ -1343,11 +1745,12 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
-# gnuplot's colours repeat after 8: more for the 9th to the 12th system
+# gnuplot's colours repeat after 8: more for the 9th to the 13th system
 set linetype 9 lc rgb "#8c564b"
 set linetype 10 lc rgb "#7f7f7f"
 set linetype 11 lc rgb "#17becf"
 set linetype 12 lc rgb "#bcbd22"
+set linetype 13 lc rgb "#393b79"
 set datafile missing "-"
 set logscale y
 set yrange [100:*]
@@ -1558,6 +1961,7 @@ def main(argv):
         "idle10k": idle_summary(by_id),
         "tls_and_ack": comparisons(by_id),
         "redlock": redlock_comparison(by_id),
+        "redis_cluster": cluster_comparison(by_id),
         "runs": recs})
     plots = write_plots(outdir, recs)
     write_markdown(os.path.join(outdir, "results.md"), meta, recs, goal_rows, plots)

@@ -302,7 +302,8 @@ struct rd_settings {
 	long long node_timeout_ms;	/* redlock: a node's answer later than this
 					 * counts as failed; 0: a tenth of the TTL */
 	char *clock_drift_factor;	/* redlock: drift = TTL x this + 2 ms */
-	char **seeds;			/* redis-cluster: nodes to read the map from */
+	struct conf_node *seeds;	/* redis-cluster: nodes to read the map from
+					 * (their addresses: nothing of their own) */
 	size_t nseeds;			/* how many (0: not a cluster) */
 	long long refresh_ms;		/* redis-cluster: the map is read this often */
 };
@@ -2509,7 +2510,7 @@ rd_create(struct backend *be)
 		for (size_t i = 0; i < c->nseeds; i++) {
 			struct addr a;
 			const char *why;
-			if (conf_server_parse(c->seeds[i], RD_PORT, &a, &why) < 0)
+			if (conf_server_parse(c->seeds[i].server, RD_PORT, &a, &why) < 0)
 				continue;	/* conf checked it */
 			struct rd_node *nd = cluster_node(r, a.host, a.port);
 			if (n < sizeof(list))
@@ -2818,7 +2819,8 @@ static const struct conf_setting rl_settings_table[] = {
 
 /* The redis-cluster backend's keys. */
 static const struct conf_setting rc_settings_table[] = {
-	{ .name = "nodes", .type = CONF_SERVERLIST, .off = RD_SET(seeds),
+	/* the same type as redlock's nodes: one key, one type */
+	{ .name = "nodes", .type = CONF_NODELIST, .off = RD_SET(seeds),
 	  .count = RD_SET(nseeds), .def = RD_PORT },
 	{ .name = "refresh_ms", .type = CONF_INT, .off = RD_SET(refresh_ms),
 	  .min = 100, .max = 3600000, .def = 5000 },
@@ -3104,6 +3106,17 @@ rd_check(struct conf *c, const void *settings, int deep)
 			    "(the share of a lease the clocks may drift by; 0.01 by default), "
 			    "not '%s'", set->clock_drift_factor);
 	}
+	for (size_t i = 0; i < set->nseeds; i++) {
+		const struct conf_node *n = &set->seeds[i];
+		if (n->username != NULL || n->password != NULL || n->tls != CONF_UNSET ||
+		    n->tls_ca_file != NULL || n->tls_cert_file != NULL || n->tls_key_file != NULL ||
+		    n->tls_server_name != NULL) {
+			(void)conf_setting_error(c, "backend.nodes", "the nodes of a redis-cluster "
+			    "backend are addresses only: every node of a cluster takes the "
+			    "backend's user, password and tls (node %s sets its own)", n->server);
+			break;
+		}
+	}
 	if (set->nseeds > 0 && set->db != 0)
 		(void)conf_setting_error(c, "backend.db", "'backend.db' of a redis-cluster backend "
 		    "must be 0: a cluster has no other database");
@@ -3122,7 +3135,7 @@ rd_check(struct conf *c, const void *settings, int deep)
 	for (size_t i = 0; i < set->nseeds; i++) {
 		struct addr a;
 		const char *why;
-		if (conf_server_parse(set->seeds[i], RD_PORT, &a, &why) == 0)
+		if (conf_server_parse(set->seeds[i].server, RD_PORT, &a, &why) == 0)
 			rd_check_name(c, "backend.nodes", a.host);
 	}
 	for (size_t i = 0; i < set->nnodes; i++) {

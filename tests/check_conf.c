@@ -1760,6 +1760,17 @@ START_TEST(test_redlock_url)
 }
 END_TEST
 
+/* Load text (its backend section, as a file) and expect conf_finish to
+ * fail with one error holding want. */
+static void
+expect_one_error(struct scratch *sc, const char *text, const char *want)
+{
+	struct conf *c = load_text(sc, text, 0, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_msg(strstr(c->errors[0], want) != NULL, "%s", c->errors[0]);
+	conf_destroy(c);
+}
+
 START_TEST(test_redis_cluster_conf)
 {
 	static const struct {
@@ -1787,11 +1798,11 @@ START_TEST(test_redis_cluster_conf)
 	struct conf *c;
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		char *const *nodes;
+		const struct conf_node *nodes;
 		c = conf_of_url(ok[i].url, "redis-cluster");
-		nodes = *(char *const *const *)conf_backend_value(c, "nodes");
+		nodes = *(struct conf_node *const *)conf_backend_value(c, "nodes");
 		for (size_t k = 0; k < 3 && ok[i].nodes[k] != NULL; k++)
-			ck_assert_str_eq(nodes[k], ok[i].nodes[k]);
+			ck_assert_str_eq(nodes[k].server, ok[i].nodes[k]);
 		if (ok[i].password == NULL)
 			ck_assert_ptr_null(be_str(c, "password"));
 		else
@@ -1810,23 +1821,34 @@ START_TEST(test_redis_cluster_conf)
 	    "  refresh_ms: 1000\n", 0, 0);
 	ck_assert_int_eq(be_int(c, "refresh_ms"), 1000);
 	conf_destroy(c);
-	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n  db: 1\n", 0, -1);
-	ck_assert_uint_eq(c->nerrors, 1);
-	ck_assert_msg(strstr(c->errors[0], ":4:7: 'backend.db' of a redis-cluster backend "
-	    "must be 0") != NULL, "%s", c->errors[0]);
-	conf_destroy(c);
-	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n"
-	    "  key_prefix: \"app{1}:\"\n", 0, -1);
-	ck_assert_uint_eq(c->nerrors, 1);
-	ck_assert_msg(strstr(c->errors[0], ":4:15: 'backend.key_prefix' of a redis-cluster "
-	    "backend must not hold '{' or '}'") != NULL, "%s", c->errors[0]);
-	conf_destroy(c);
-	c = load_text(&sc, "backend:\n  type: redis-cluster\n", 0, -1);
-	ck_assert_uint_eq(c->nerrors, 1);
-	ck_assert_msg(strstr(c->errors[0], ":2:9: 'backend.nodes' must have at least one") !=
-	    NULL, "%s", c->errors[0]);
-	conf_destroy(c);
+	expect_one_error(&sc, "backend:\n  type: redis-cluster\n  nodes:\n    - a\n"
+	    "    - { address: b, password: x }\n",
+	    "the nodes of a redis-cluster backend are addresses only");
+	expect_one_error(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n  db: 1\n",
+	    ":4:7: 'backend.db' of a redis-cluster backend must be 0");
+	expect_one_error(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n"
+	    "  key_prefix: \"app{1}:\"\n",
+	    ":4:15: 'backend.key_prefix' of a redis-cluster "
+	    "backend must not hold '{' or '}'");
+	expect_one_error(&sc, "backend:\n  type: redis-cluster\n",
+	    ":2:9: 'backend.nodes' must have at least one");
 	scratch_rm(&sc);
+}
+END_TEST
+
+/* A key two backends declare has one type in both: conf reads a key once
+ * for every backend that declares it, whichever is chosen. */
+START_TEST(test_backend_keys_one_type)
+{
+	const struct backend_ops *a, *b;
+	for (size_t i = 0; (a = backend_at(i)) != NULL; i++)
+		for (size_t j = i + 1; (b = backend_at(j)) != NULL; j++)
+			for (size_t x = 0; x < a->nsettings; x++)
+				for (size_t y = 0; y < b->nsettings; y++)
+					if (strcmp(a->settings[x].name, b->settings[y].name) == 0)
+						ck_assert_msg(a->settings[x].type ==
+						    b->settings[y].type, "backend.%s: %s and %s "
+						    "differ", a->settings[x].name, a->name, b->name);
 }
 END_TEST
 
@@ -3223,6 +3245,7 @@ conf_suite(void)
 	tcase_add_test(tc, test_redlock_url);
 	tcase_add_test(tc, test_redlock_drift_factor);
 	tcase_add_test(tc, test_redis_cluster_conf);
+	tcase_add_test(tc, test_backend_keys_one_type);
 	tcase_add_test(tc, test_redis_url_long_is_cut);
 	tcase_add_test(tc, test_redis_url_overrides_file);
 	tcase_add_test(tc, test_redis_url_overrides_password_file);
