@@ -1760,6 +1760,17 @@ START_TEST(test_redlock_url)
 }
 END_TEST
 
+/* Load text (its backend section, as a file) and expect conf_finish to
+ * fail with one error holding want. */
+static void
+expect_one_error(struct scratch *sc, const char *text, const char *want)
+{
+	struct conf *c = load_text(sc, text, 0, -1);
+	ck_assert_uint_eq(c->nerrors, 1);
+	ck_assert_msg(strstr(c->errors[0], want) != NULL, "%s", c->errors[0]);
+	conf_destroy(c);
+}
+
 START_TEST(test_redis_cluster_conf)
 {
 	static const struct {
@@ -1810,28 +1821,17 @@ START_TEST(test_redis_cluster_conf)
 	    "  refresh_ms: 1000\n", 0, 0);
 	ck_assert_int_eq(be_int(c, "refresh_ms"), 1000);
 	conf_destroy(c);
-	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes:\n    - a\n"
-	    "    - { address: b, password: x }\n", 0, -1);
-	ck_assert_uint_eq(c->nerrors, 1);
-	ck_assert_msg(strstr(c->errors[0], "the nodes of a redis-cluster backend are addresses "
-	    "only") != NULL, "%s", c->errors[0]);
-	conf_destroy(c);
-	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n  db: 1\n", 0, -1);
-	ck_assert_uint_eq(c->nerrors, 1);
-	ck_assert_msg(strstr(c->errors[0], ":4:7: 'backend.db' of a redis-cluster backend "
-	    "must be 0") != NULL, "%s", c->errors[0]);
-	conf_destroy(c);
-	c = load_text(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n"
-	    "  key_prefix: \"app{1}:\"\n", 0, -1);
-	ck_assert_uint_eq(c->nerrors, 1);
-	ck_assert_msg(strstr(c->errors[0], ":4:15: 'backend.key_prefix' of a redis-cluster "
-	    "backend must not hold '{' or '}'") != NULL, "%s", c->errors[0]);
-	conf_destroy(c);
-	c = load_text(&sc, "backend:\n  type: redis-cluster\n", 0, -1);
-	ck_assert_uint_eq(c->nerrors, 1);
-	ck_assert_msg(strstr(c->errors[0], ":2:9: 'backend.nodes' must have at least one") !=
-	    NULL, "%s", c->errors[0]);
-	conf_destroy(c);
+	expect_one_error(&sc, "backend:\n  type: redis-cluster\n  nodes:\n    - a\n"
+	    "    - { address: b, password: x }\n",
+	    "the nodes of a redis-cluster backend are addresses only");
+	expect_one_error(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n  db: 1\n",
+	    ":4:7: 'backend.db' of a redis-cluster backend must be 0");
+	expect_one_error(&sc, "backend:\n  type: redis-cluster\n  nodes: [a]\n"
+	    "  key_prefix: \"app{1}:\"\n",
+	    ":4:15: 'backend.key_prefix' of a redis-cluster "
+	    "backend must not hold '{' or '}'");
+	expect_one_error(&sc, "backend:\n  type: redis-cluster\n",
+	    ":2:9: 'backend.nodes' must have at least one");
 	scratch_rm(&sc);
 }
 END_TEST

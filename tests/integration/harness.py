@@ -2040,6 +2040,12 @@ def redlock_url(servers, db=None, password=None):
     return u
 
 
+# the backends whose store a Daemon may be given in more than one way: the
+# argument that gives it, and the backend_conf key that replaces it
+_STORES = {"etcd": ("etcd=", "endpoints"), "redlock": ("redis=[...]", "nodes"),
+           "redis-cluster": ("redis=", "nodes")}
+
+
 class Daemon:
     """One dlockd process.
 
@@ -2107,58 +2113,30 @@ class Daemon:
         self.backend_url = backend_url
         self.etcd = etcd
         self.env = env
-        if backend == "etcd":
-            if (etcd is None and backend_url is None and backend_conf is None
-                    and not BACKEND_SECTION_RE.search(config)):
-                raise ValueError("an etcd-backed Daemon needs etcd=, backend_url=, "
-                                 "backend_conf= or a backend section in config")
-            if backend_conf is not None:
-                if BACKEND_SECTION_RE.search(config):
-                    raise ValueError("config has a backend section and backend_conf is given")
-                if backend_url is not None:
-                    raise ValueError("backend_conf and backend_url are exclusive")
-                if etcd is None and "endpoints" not in backend_conf:
-                    raise ValueError("backend_conf without endpoints needs etcd=")
-        elif backend == "redis":
+        if backend == "redlock" and isinstance(redis, RedisServer):
+            raise ValueError("a redlock-backed Daemon takes redis= as a list of RedisServers")
+        if backend == "redis-cluster" and redis is not None and \
+                not isinstance(redis, RedisCluster):
+            raise ValueError("a redis-cluster-backed Daemon takes redis= as a RedisCluster")
+        if backend == "redis":
             if redis is None and backend_url is None:
                 raise ValueError("a redis-backed Daemon needs redis= or backend_url=")
-            if backend_conf is not None:
-                if BACKEND_SECTION_RE.search(config):
-                    raise ValueError("config has a backend section and backend_conf is given")
-                if backend_url is not None:
-                    raise ValueError("backend_conf and backend_url are exclusive")
-        elif backend == "redlock":
-            if isinstance(redis, RedisServer):
-                raise ValueError("a redlock-backed Daemon takes redis= as a list of "
-                                 "RedisServers")
-            if (not self.nodes and backend_url is None and backend_conf is None
+        elif backend in _STORES:
+            arg, key = _STORES[backend]
+            store = {"etcd": etcd, "redlock": self.nodes, "redis-cluster": redis}[backend]
+            if (not store and backend_url is None and backend_conf is None
                     and not BACKEND_SECTION_RE.search(config)):
-                raise ValueError("a redlock-backed Daemon needs redis=[...], backend_url=, "
-                                 "backend_conf= or a backend section in config")
-            if backend_conf is not None:
-                if BACKEND_SECTION_RE.search(config):
-                    raise ValueError("config has a backend section and backend_conf is given")
-                if backend_url is not None:
-                    raise ValueError("backend_conf and backend_url are exclusive")
-                if not self.nodes and "nodes" not in backend_conf:
-                    raise ValueError("backend_conf without nodes needs redis=[...]")
-        elif backend == "redis-cluster":
-            if redis is not None and not isinstance(redis, RedisCluster):
-                raise ValueError("a redis-cluster-backed Daemon takes redis= as a "
-                                 "RedisCluster")
-            if (redis is None and backend_url is None and backend_conf is None
-                    and not BACKEND_SECTION_RE.search(config)):
-                raise ValueError("a redis-cluster-backed Daemon needs redis=, backend_url=, "
-                                 "backend_conf= or a backend section in config")
-            if backend_conf is not None:
-                if BACKEND_SECTION_RE.search(config):
-                    raise ValueError("config has a backend section and backend_conf is given")
-                if backend_url is not None:
-                    raise ValueError("backend_conf and backend_url are exclusive")
-                if redis is None and "nodes" not in backend_conf:
-                    raise ValueError("backend_conf without nodes needs redis=")
+                raise ValueError("a %s-backed Daemon needs %s, backend_url=, backend_conf= or "
+                                 "a backend section in config" % (backend, arg))
+            if backend_conf is not None and not store and key not in backend_conf:
+                raise ValueError("backend_conf without %s needs %s" % (key, arg))
         elif backend != "memory":
             raise ValueError("unknown backend %r" % backend)
+        if backend != "memory" and backend_conf is not None:
+            if BACKEND_SECTION_RE.search(config):
+                raise ValueError("config has a backend section and backend_conf is given")
+            if backend_url is not None:
+                raise ValueError("backend_conf and backend_url are exclusive")
 
     def config_text(self):
         """The configuration file's text."""

@@ -83,15 +83,19 @@ class TestLocks(DaemonTestCase):
         self.assertLessEqual(ttl_ms, ttl)
         self.assertGreater(ttl_ms, ttl - 5000, "a lease set a moment ago")
 
+    def assertNumbers(self, info, names):
+        """INFO has each of the fields names, a whole number."""
+        for name in names:
+            self.assertIn(name, info)
+            self.assertRegex(info[name], r"^\d+$", name)
+
     def check_backend_info(self, info):
         """INFO's backend fields (those the backend has on top of the
         common ones)."""
         if self.BACKEND == "redis":
-            for name in ("backend_connected", "backend_reconnects_total",
-                         "backend_scripts_loaded", "backend_renewals_total",
-                         "backend_lost_total"):
-                self.assertIn(name, info)
-                self.assertRegex(info[name], r"^\d+$", name)
+            self.assertNumbers(info, ("backend_connected", "backend_reconnects_total",
+                                      "backend_scripts_loaded", "backend_renewals_total",
+                                      "backend_lost_total"))
             self.assertEqual(info["backend_connected"], "1")
 
     def backend_state(self):
@@ -802,10 +806,9 @@ class TestLocksRedlock(TestLocks):
 
     def check_backend_info(self, info):
         n = len(self.nodes)
-        for name in ("backend_connected", "backend_nodes", "backend_quorum",
-                     "backend_nodes_up", "backend_renewals_total", "backend_lost_total"):
-            self.assertIn(name, info)
-            self.assertRegex(info[name], r"^\d+$", name)
+        self.assertNumbers(info, ("backend_connected", "backend_nodes", "backend_quorum",
+                                  "backend_nodes_up", "backend_renewals_total",
+                                  "backend_lost_total"))
         self.assertEqual(info["backend_connected"], "1")
         self.assertEqual(int(info["backend_nodes"]), n)
         self.assertEqual(int(info["backend_quorum"]), n // 2 + 1)
@@ -864,12 +867,11 @@ class TestLocksRedisCluster(TestLocks):
     TTL_MIN = 300
 
     def check_backend_info(self, info):
-        for name in ("backend_connected", "backend_renewals_total", "backend_lost_total",
-                     "backend_cluster_masters", "backend_cluster_slots_up",
-                     "backend_cluster_refreshes_total", "backend_cluster_moved_total",
-                     "backend_cluster_ask_total", "backend_cluster_tryagain_total"):
-            self.assertIn(name, info)
-            self.assertRegex(info[name], r"^\d+$", name)
+        self.assertNumbers(info, ("backend_connected", "backend_renewals_total",
+                                  "backend_lost_total", "backend_cluster_masters",
+                                  "backend_cluster_slots_up", "backend_cluster_refreshes_total",
+                                  "backend_cluster_moved_total", "backend_cluster_ask_total",
+                                  "backend_cluster_tryagain_total"))
         self.assertEqual(info["backend_connected"], "1")
         self.assertEqual(info["backend_cluster_masters"], "3")
         self.assertEqual(info["backend_cluster_slots_up"], "16384")
@@ -962,12 +964,11 @@ class TestLocksEtcd(TestLocks):
             super().check_fresh_ttl(ttl_ms, ttl, bound)
 
     def check_backend_info(self, info):
-        for name in ("backend_connected", "backend_reconnects_total", "backend_lease_id",
-                     "backend_lease_ttl_ms", "backend_lease_valid_ms",
-                     "backend_watch_revision", "backend_requests_total",
-                     "backend_renewals_total", "backend_lost_total"):
-            self.assertIn(name, info)
-            self.assertRegex(info[name], r"^\d+$", name)
+        self.assertNumbers(info, ("backend_connected", "backend_reconnects_total",
+                                  "backend_lease_id", "backend_lease_ttl_ms",
+                                  "backend_lease_valid_ms", "backend_watch_revision",
+                                  "backend_requests_total", "backend_renewals_total",
+                                  "backend_lost_total"))
         self.assertEqual(info["backend_connected"], "1")
         self.assertEqual(info["backend_endpoint"], self.etcd.endpoint())
         self.assertEqual(int(info["backend_lease_ttl_ms"]), self.LEASE_MS)
