@@ -209,10 +209,13 @@ PLANS = {
     "sentinel_kill": [("renew", None), ("lock", None), ("prewrite", None)],
     # cluster: RESHARD_MOVES slots of the lock set moved to another master,
     # the first at the moment aimed at: "whole" with every key in one
-    # MIGRATE; "steps" one key at a time with pauses in between (the
-    # lock's keys split between the two masters: TRYAGAIN, ASK)
-    "reshard": [("lock", "steps"), ("renew", "whole"), ("renew", "steps"),
-                ("prewrite", "whole")],
+    # MIGRATE; "steps" one key at a time, 20 to 120 ms apart (the lock's
+    # keys split between the two masters: ASK, TRYAGAIN, retried within
+    # the command timeout); "slow" 250 to 500 ms apart (longer than the
+    # command timeout: acquires, handoffs and releases of the key fail
+    # meanwhile, renewals go on)
+    "reshard": [("lock", "steps"), ("renew", "whole"), ("renew", "slow"),
+                ("prewrite", "steps")],
     # redlock: a node down, stopped or cut off; "restart" is how long a
     # restarted node stays down. A node restarted without its data stays
     # down longer than any lease it may hold (an EXTEND sets up to 1.25 x
@@ -1311,7 +1314,8 @@ class Scenario:
         """Move the slot of a lock key (the aimed worker's) from its master
         to another one: in one go (mode "whole": SETSLOT IMPORTING and
         MIGRATING, every key in one MIGRATE, SETSLOT NODE), or a key at a
-        time, 20 to 120 ms apart (mode "steps")."""
+        time, 20 to 120 ms apart (mode "steps") or 250 to 500 ms apart
+        (mode "slow")."""
         owners = self.key_owners()
         masters = self.cluster.masters()
         ev, wid = self.aim(how)
@@ -1326,8 +1330,9 @@ class Scenario:
             keys = None
         else:
             self.cluster.begin_migration(slot, dest)
-            keys = self.cluster.migrate_keys(slot, src, dest,
-                                             pause=lambda: self.rng.uniform(0.02, 0.12))
+            lo, hi = (0.02, 0.12) if mode == "steps" else (0.25, 0.5)
+            keys = self.cluster.migrate_keys(
+                slot, src, dest, pause=lambda: self.rng.uniform(lo, hi) * self.scale)
             self.cluster.finish_migration(slot, src, dest)
         t1 = time.monotonic()
         self.record("reshard", "slot%d:%d>%d" % (slot, src.port, dest.port), t0, t1, aim=aim,
