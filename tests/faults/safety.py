@@ -86,11 +86,11 @@ SHORT (tests/integration/test_safety.py, part of make check) runs one round of
 a representative subset in about a minute; LONG (make check-faults) every
 backend x fault, several rounds each. The sentinel, redlock and cluster
 scenarios are in LONG only; --only picks them in SHORT mode too (--only
-sentinel, --only redlock, --only cluster: one round of each). With DLOCKD_WRAPPER set (valgrind)
-durations are scaled up and the faults whose timing would not survive are
-left out, which is printed. The run prints a table and the path of a JSON
-file with every result; the exit status is 0 only if every check passed
-(and the split run was caught).
+sentinel, --only redlock, --only cluster: one round of each). With
+DLOCKD_WRAPPER set (valgrind) durations are scaled up and the faults whose
+timing would not survive are left out, which is printed. The run prints a
+table and the path of a JSON file with every result; the exit status is 0
+only if every check passed (and the split run was caught).
 
 Environment: DLOCKD_BIN (default build/dlockd), DLOCKD_TEST_TMP (scratch
 directory; every process started is recorded in its pids/ directory, see
@@ -251,6 +251,8 @@ def plans_of(backend, fault):
     if backend == "cluster" and fault in CLUSTER_PLANS:
         return CLUSTER_PLANS[fault]
     return PLANS[fault]
+
+
 SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
          ("redis", "daemon_stop"), ("redis", "blackhole"), ("redis", "backend_stop"),
          ("redis", "backend_restart"), ("redis", "backend_restart_loss"),
@@ -343,8 +345,10 @@ class BackendEtcd(Restart, harness.EtcdServer):
 class FaultCluster(harness.RedisCluster):
     """The cluster topology's Redis Cluster: harness.RedisCluster whose key
     moves take a key that expired between CLUSTER GETKEYSINSLOT and MIGRATE
-    (a lease runs out at any moment: MIGRATE answers NOKEY) in their stride,
-    and that moves a slot one key at a time when asked."""
+    (a lease runs out at any moment: MIGRATE answers NOKEY) in their stride
+    and move a slot one key at a time when asked; that cuts a master's
+    replicas off (writes that never reach the replica that takes over);
+    and that counts the failovers its nodes' logs tell of."""
 
     def migrate_keys(self, slot, src, dest, limit=None, pause=None):
         """MIGRATE the keys of slot from src to dest, at most limit of them,
