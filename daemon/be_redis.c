@@ -117,6 +117,11 @@
 #define RD_AGAIN_MAX_MS 200		/* cluster: longest */
 #define RD_REFRESH_FAST_MS 200		/* cluster: map asked again this often while a
 					 * slot has no master reachable */
+#define RD_PROMOTED_SETTLE_MS (RD_SETTLE_MS + 2 * RD_REFRESH_FAST_MS) /* cluster: new
+					 * leases wait this long once a replica took
+					 * slots over: every daemon reads the map
+					 * (RD_REFRESH_FAST_MS apart at most) and
+					 * renews before any takes a key there */
 
 struct rd;
 struct rd_op;
@@ -1860,8 +1865,10 @@ sentinels_start(struct rd *r)
  * slot (rcluster_slot_tag), and each master's subscriber connection
  * listens to the channels of its slots. A slot that changes master
  * (failover, resharding) is a new server for its keys: as after a
- * reconnect, every holding is renewed at once and new leases wait
- * RD_SETTLE_MS.
+ * reconnect, every holding is renewed at once; after a failover (a master
+ * that owned no slot owns some) new leases wait RD_PROMOTED_SETTLE_MS, so
+ * that every daemon, reading the map on its own schedule, has renewed
+ * first.
  */
 
 static const struct rnode_hooks rd_hooks;
@@ -2066,11 +2073,12 @@ cluster_arm(struct rd *r)
 
 /* Take the map of ranges (read from a node at host): the slots' masters,
  * and each master's channels. A slot that has a new master: every holding
- * is renewed at once, and new leases wait RD_SETTLE_MS (on_up). */
+ * is renewed at once, and after a failover new leases wait
+ * RD_PROMOTED_SETTLE_MS. */
 static void
 cluster_apply(struct rd *r, const struct rc_range *ranges, size_t n)
 {
-	bool moved = false;
+	bool moved = false, promoted = false;
 	size_t masters = 0;
 	memset(r->next, 0, RC_SLOTS * sizeof(*r->next));
 	for (size_t i = 0; i < n; i++) {
@@ -2089,6 +2097,7 @@ cluster_apply(struct rd *r, const struct rc_range *ranges, size_t n)
 		if (changed || count != nd->nslots)
 			cluster_listen(r, nd, count);
 		masters += count > 0;
+		promoted |= count > 0 && nd->nslots == 0;	/* a replica promoted, or new */
 		nd->nslots = count;
 	}
 	for (size_t s = 0; s < RC_SLOTS && !moved; s++)
@@ -2107,8 +2116,11 @@ cluster_apply(struct rd *r, const struct rc_range *ranges, size_t n)
 		log_info("redis-cluster: %zu master%s: %s; %zu of %d slots covered", masters,
 		    masters == 1 ? "" : "s", list, covered, RC_SLOTS);
 		if (r->map_loaded) {
-			/* keys that moved are in a new server now */
-			r->settle_until = clock_ms() + RD_SETTLE_MS;
+			/* keys that moved are in a new server now: resharding moved
+			 * their leases (MIGRATE), a failover may have lost some; the
+			 * holders hear of it before another daemon takes a key */
+			if (promoted)
+				r->settle_until = clock_ms() + RD_PROMOTED_SETTLE_MS;
 			deleg_distrust(r);
 			r->be->up.expire(r->be->up.arg, NULL, 0);
 			r->be->up.wakeup(r->be->up.arg, NULL, 0);

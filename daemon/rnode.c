@@ -409,6 +409,9 @@ note_success(struct rnode *n)
 
 /* Why a connection closed when the server gave no reason. */
 #define RN_CLOSED_READY "closed by the server"
+/* Why the subscriber connection is made again when its channels change:
+ * not a problem, not logged as one. */
+#define RN_NEW_CHANNELS "the channels changed"
 #define RN_CLOSED_HANDSHAKE "closed during the handshake"
 
 /* A problem of connection c: logged when it is not the one logged last,
@@ -423,6 +426,8 @@ note_problem(struct rn_conn *c, const char *why)
 	struct rnode *n = c->n;
 	bool generic = strcmp(why, RN_CLOSED_HANDSHAKE) == 0;
 	bool again = c->last_generic;
+	if (strcmp(why, RN_NEW_CHANNELS) == 0)
+		return;
 	c->last_generic = generic;
 	if (strncmp(why, c->logged, sizeof(c->logged) - 1) == 0 ||
 	    (generic && (c->logged[0] != '\0' || !again)))
@@ -1038,7 +1043,7 @@ rnode_set_channels(struct rnode *n, const char *const *channels, size_t nchannel
 	n->conf.nchannels = nchannels;
 	if (!n->started)
 		return;
-	conn_down(&n->sub, "the channels changed");
+	conn_down(&n->sub, RN_NEW_CHANNELS);
 	evtimer_del(n->sub.ev_reconnect);
 	backoff_reset(&n->sub.backoff);
 	if (nchannels > 0)
