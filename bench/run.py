@@ -1313,21 +1313,28 @@ def redlock_comparison(by_id):
     return rows
 
 
+def section_fmt(what, v):
+    """A cell of the redlock and redis-cluster sections: a rate, a CPU
+    figure, a count per acquisition or a time, by what its row measures."""
+    if v is None:
+        return "–"
+    if what.startswith("acquisitions"):
+        return fmt_rate(v)
+    if "CPU" in what:
+        return fmt_num(v)
+    if "/acq" in what:
+        return fmt_num(v, 2)
+    return fmt_us(v)
+
+
+def section_ratio(a, b):
+    """a / b for a table, "–" when either is missing."""
+    return "%.2f" % (a / b) if a is not None and b else "–"
+
+
 def redlock_lines(rows, left_out):
     """The section of results.md on the redlock backend."""
-    def fmt(what, v):
-        if v is None:
-            return "–"
-        if what.startswith("acquisitions"):
-            return fmt_rate(v)
-        if "CPU" in what:
-            return fmt_num(v)
-        if "/acq" in what:
-            return fmt_num(v, 2)
-        return fmt_us(v)
-
-    def ratio(a, b):
-        return "%.2f" % (a / b) if a is not None and b else "–"
+    fmt, ratio = section_fmt, section_ratio
 
     lines = ["## The redlock backend", "",
              "redlock-3 and redlock-5: `-b redlock://` on 3 and on 5 independent redis-servers "
@@ -1434,19 +1441,7 @@ def cluster_comparison(by_id):
 
 def cluster_lines(doc, left_out):
     """The section of results.md on the redis-cluster backend."""
-    def fmt(what, v):
-        if v is None:
-            return "–"
-        if what.startswith("acquisitions"):
-            return fmt_rate(v)
-        if "CPU" in what:
-            return fmt_num(v)
-        if "/acq" in what:
-            return fmt_num(v, 2)
-        return fmt_us(v)
-
-    def ratio(a, b):
-        return "%.2f" % (a / b) if a is not None and b else "–"
+    fmt, ratio = section_fmt, section_ratio
 
     def pct(v):
         return "–" if v is None else "%.1f %%" % (100 * v)
