@@ -95,8 +95,11 @@ class TestEtcdTLS(EtcdTLSCase):
         certs = shared_certs()
         e = self.start_etcd(tls=certs)
         self.assertTrue(e.url().startswith("etcds://"))
-        a = self.start_daemon(e, e.backend_config(**FAST))
-        b = self.start_daemon(e, e.backend_config(**FAST))
+        # no endpoint may go down here: under valgrind a reply can take
+        # longer than FAST's timeout, which this test does not need
+        steady = {"request_timeout_ms": int(FAST["request_timeout_ms"] * SLOWDOWN)}
+        a = self.start_daemon(e, e.backend_config(**steady))
+        b = self.start_daemon(e, e.backend_config(**steady))
         for d in (a, b):
             info = d.info()
             self.assertEqual(info.get("backend"), "etcd")
