@@ -152,7 +152,12 @@ class TestRedisCluster(unittest.TestCase):
             self.client(c, src).get(key)
         c.wait_ok(10)
 
-        # its master killed, the replica takes over (with the key)
+        # its master killed, the replica takes over (with the key): first the
+        # replica has it (replication is asynchronous; a write of this
+        # client in the same slot, acknowledged, comes after the import)
+        rd = self.client(c, dest)
+        self.assertTrue(rd.set(lock_keys(lock)["mark"], "1"))
+        self.assertGreaterEqual(rd.execute_command("WAIT", 1, 10000), 1)
         c.kill(dest)
         new = c.wait_promoted(dest, 15)
         self.assertIsNot(new, dest)
