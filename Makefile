@@ -244,9 +244,10 @@ unit: all $(TEST_BIN)
 integration: all $(BENCH_BIN)
 	BUILD=$(BUILD) sh tests/integration/run.sh
 
-# The redis backend's integration tests (-k test_redis -k TestLocksRedis)
-# against redis-server 8 and valkey-server 8 of Debian 13, run from a chroot
-# that tests/compat/setup.sh makes once in $(BUILD)/compat with debootstrap
+# The redis, redis-cluster and redlock backends' integration tests (-k
+# test_redis -k TestLocksRedis -k test_redlock -k TestLocksRedlock) against
+# redis-server 8 and valkey-server 8 of Debian 13, run from a chroot that
+# tests/compat/setup.sh makes once in $(BUILD)/compat with debootstrap
 # (root, Debian's mirror); COMPAT_SERVERS and COMPAT_TESTS choose others
 # (tests/compat/run.sh). Then the etcd backend's (-k test_etcd -k TestLocksEtcd)
 # against etcd 3.5 of Debian 13 with its JSON gateway off, fetched once into

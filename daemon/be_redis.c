@@ -1321,6 +1321,10 @@ send_op(struct rd *r, struct rd_op *op)
 		if (op->script == RS_RELEASE)
 			r->releases_inflight++;
 	}
+	/* a node takes a call exactly when it is up, and nothing ran between
+	 * nodes_up and the loop: a quorum's calls are out, so their answers
+	 * (or the node timeout) decide op */
+	assert(op->pending >= r->quorum);
 	if (r->nnodes > 1) {
 		if (op->ev_late == NULL)
 			op->ev_late = evtimer_new(r->be->base, on_late, op);

@@ -10,9 +10,10 @@
 #    loud) and reuses it afterwards;
 # 2. for each server of $COMPAT_SERVERS (default "redis-server
 #    valkey-server"), tests/integration/run.sh -k PATTERN for each word of
-#    $COMPAT_TESTS (default "test_redis TestLocksRedis": test_redis,
-#    test_redis_prod with TLS and ACL users, the lock suite on the redis
-#    backend),
+#    $COMPAT_TESTS (default "test_redis TestLocksRedis test_redlock
+#    TestLocksRedlock": test_redis, test_redis_prod with TLS and ACL users,
+#    test_redis_cluster, the redlock suites, the lock suite on the redis,
+#    redis-cluster and redlock backends),
 #    with REDIS_SERVER_BIN=tests/compat/chroot-server, which starts that
 #    server inside the chroot (same pid, same network).
 #
@@ -95,7 +96,7 @@ if ! { mkdir -p "$root$tmp" && mount --bind "$tmp" "$root$tmp" &&
 fi
 
 patterns=""
-for p in ${COMPAT_TESTS:-test_redis TestLocksRedis}; do
+for p in ${COMPAT_TESTS:-test_redis TestLocksRedis test_redlock TestLocksRedlock}; do
 	patterns="$patterns -k $p"
 done
 summary=""

@@ -2678,19 +2678,31 @@ class Raw:
                 return True
 
 
-def redis_cli(*args, timeout=10.0, input=None):
-    """Run redis-cli; returns (status, stdout, stderr) as str."""
-    p = spawn([REDIS_CLI] + [str(a) for a in args], stdin=subprocess.PIPE,
-              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def run_to_end(argv, timeout=10.0, input=None, env=None):
+    """Run a program to its end: (status, stdout, stderr) as str. It is
+    killed, and the test fails, when it has not ended within timeout s."""
+    argv = [str(a) for a in argv]
+    p = spawn(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        out, err = p.communicate(input.encode() if input else None, timeout)
+        out, err = p.communicate(None if input is None else input.encode(), timeout)
     except subprocess.TimeoutExpired:
         p.kill()
         p.communicate()
         forget(p)
-        raise AssertionError("redis-cli %s did not finish within %.0f s" % (args, timeout))
+        raise AssertionError("%s did not finish within %.0f s" % (" ".join(argv), timeout))
     forget(p)
     return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def redis_cli(*args, timeout=10.0, input=None):
+    """Run redis-cli; returns (status, stdout, stderr) as str."""
+    return run_to_end([REDIS_CLI] + list(args), timeout, input)
+
+
+def run_dlockd(args, timeout=10.0):
+    """Run dlockd to its end (-t, --version, ...): (status, stdout, stderr)."""
+    return run_to_end([DLOCKD] + list(args), timeout)
 
 
 def run_dlock(args, env=None, timeout=10.0):
@@ -2699,17 +2711,7 @@ def run_dlock(args, env=None, timeout=10.0):
         raise AssertionError("dlock binary missing: %s" % DLOCK)
     e = dict(os.environ)
     e.update(env or {})
-    p = spawn([DLOCK] + [str(a) for a in args], stdin=subprocess.DEVNULL,
-              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
-    try:
-        out, err = p.communicate(None, timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        forget(p)
-        raise AssertionError("dlock %s did not finish within %.0f s" % (args, timeout))
-    forget(p)
-    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    return run_to_end([DLOCK] + list(args), timeout, env=e)
 
 
 def exclusion_across(daemons, key, rounds, timeout):
@@ -2946,6 +2948,76 @@ class RedisTestCase(unittest.TestCase):
         self.assertEqual(len(reply), 3, reply)
         self.assertRegex(reply[0], TOKEN_RE)
         return reply
+
+    def queue(self, daemon, key, *opts, waiters):
+        """A new connection on daemon that sends LOCK key *opts and is then
+        queued as the waiters-th waiter of key on that daemon."""
+        w = self.conn(daemon)
+        w.send(Raw.encode("LOCK", key, *opts))
+        self.wait_status(daemon, key, waiters=waiters)
+        return w
+
+    def wake_latencies(self, a, b, key, rounds, attempts):
+        """rounds times, a session on a holds key and one on b waits for it;
+        attempts() counts the calls each backend server ran (a list), so
+        that a's UNLOCK comes once b's daemon has tried on every one (each
+        count grew). Returns the seconds from each UNLOCK's answer to the
+        grant on b."""
+        took = []
+        for _ in range(rounds):
+            holder = self.conn(a)
+            self.assertGranted(holder.cmd("LOCK", key))
+            before = attempts()
+            w = self.queue(b, key, "WAIT", 5000, waiters=1)
+            wait_until(lambda: all(n > n0 for n, n0 in zip(attempts(), before)), 3, 0.002,
+                       "the waiter's attempt on every backend server")
+            self.assertEqual(holder.cmd("UNLOCK", key), 0)
+            t0 = time.monotonic()
+            g = read_within(w, 5)
+            took.append(time.monotonic() - t0)
+            self.assertIsNotNone(g, "the waiter on %s was not granted" % b.addr())
+            self.assertGranted(g)
+            self.assertEqual(w.cmd("UNLOCK", key), 0)
+            holder.close()
+            w.close()
+        return took
+
+    def shared_and_semaphore_across(self, daemons):
+        """Shared locks and a semaphore across daemons (two or more): a
+        session on each of the first two holds a key shared, no daemon
+        grants it exclusive, and an exclusive waiter on the last is granted
+        once both let go, with a greater fence; then two permits of a
+        semaphore of two, and a third waiter on the last daemon granted
+        when one permit is given back."""
+        key = unique_key()
+        sa, sb = self.conn(daemons[0]), self.conn(daemons[1])
+        ga = self.assertGranted(sa.cmd("LOCK", key, "SHARED", "WAIT", 0))
+        gb = self.assertGranted(sb.cmd("LOCK", key, "SHARED", "WAIT", 0))
+        self.assertLess(ga[1], gb[1])
+        for d in daemons:
+            self.assertIs(self.conn(d).cmd("LOCK", key, "WAIT", 0), NULL,
+                          "exclusive granted on %s while the key is held shared" % d.addr())
+        x = self.queue(daemons[-1], key, "WAIT", 20000, waiters=1)
+        self.assertEqual(sa.cmd("UNLOCK", key), 0)
+        self.assertIsNone(read_within(x, 0.3), "exclusive granted while one holds it shared")
+        self.assertEqual(sb.cmd("UNLOCK", key), 0)
+        gx = self.assertGranted(read_within(x, 5), "the exclusive waiter was not granted")
+        self.assertGreater(gx[1], gb[1])
+        self.assertEqual(x.cmd("UNLOCK", key), 0)
+        sem = unique_key("sem")
+        p1, p2 = self.conn(daemons[0]), self.conn(daemons[1])
+        g1 = self.assertGranted(p1.cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0))
+        g2 = self.assertGranted(p2.cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0))
+        self.assertLess(g1[1], g2[1])
+        for d in daemons:
+            self.assertIs(self.conn(d).cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0), NULL,
+                          "a third permit of two on %s" % d.addr())
+        p3 = self.queue(daemons[-1], sem, "LIMIT", 2, "WAIT", 20000, waiters=1)
+        self.assertEqual(p2.cmd("UNLOCK", sem), 0)
+        g3 = self.assertGranted(read_within(p3, 5), "the third permit was not granted")
+        self.assertGreater(g3[1], g2[1])
+        self.assertEqual(p1.cmd("UNLOCK", sem), 0)
+        self.assertEqual(p3.cmd("UNLOCK", sem), 0)
 
 
 class EtcdTestCase(RedisTestCase):

@@ -8,12 +8,11 @@ import os
 import random
 import socket
 import stat
-import subprocess
 import threading
 import time
 
-from harness import (DLOCKD, Daemon, DaemonTestCase, Err, Raw, RedisServer, WRAPPER,
-                     free_port, new_dir, pairs, reap, spawn, unique_key, wait_until)
+from harness import (Daemon, DaemonTestCase, Err, Raw, RedisServer, WRAPPER, free_port,
+                     new_dir, run_dlockd, unique_key, wait_until)
 
 # how long a closed connection may take to be seen closed: the timeouts
 # below are short, but the daemon may run under valgrind
@@ -215,13 +214,8 @@ class TestProtectedMode(DaemonTestCase):
         path = os.path.join(d, "c.yaml")
         with open(path, "w") as f:
             f.write(config)
-        p = spawn([DLOCKD, "-c", path] + args, stdin=subprocess.DEVNULL,
-                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            out, err = p.communicate(timeout=10)
-        finally:
-            reap(p)
-        return p.returncode, err.decode(), path
+        rc, _, err = run_dlockd(["-c", path] + args)
+        return rc, err, path
 
     def test_refused_beyond_loopback_without_password(self):
         port = free_port()

@@ -13,22 +13,8 @@ import unittest
 import redis
 
 from harness import (DLOCKD, WRAPPER, Closed, Daemon, DaemonTestCase, Err, Raw, free_port,
-                     new_dir, pairs, parse_info, port_pings, reap, redis_cli,
-                     spawn, unique_key, unix_accepts, wait_until)
-
-
-def run_dlockd(args, timeout=5.0):
-    """Run dlockd to completion (-t, --version, ...): (status, out, err)."""
-    p = spawn([DLOCKD] + list(args), stdin=subprocess.DEVNULL,
-              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-        reap(p)
-    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+                     new_dir, pairs, parse_info, port_pings, redis_cli, run_dlockd,
+                     unique_key, unix_accepts, wait_until)
 
 
 class TestCommandLine(unittest.TestCase):

@@ -71,14 +71,6 @@ def lease_conf(ms=LEASE, **kw):
 
 class EtcdCase(EtcdTestCase):
 
-    def queue(self, daemon, key, *opts, waiters):
-        """A new connection on daemon that sends LOCK key *opts and is then
-        queued as the waiters-th waiter of key on that daemon."""
-        w = self.conn(daemon)
-        w.send(Raw.encode("LOCK", key, *opts))
-        self.wait_status(daemon, key, waiters=waiters)
-        return w
-
     def grant_order(self, key, holder, waiters):
         """Release holder's key with waiters ([(name, connection)]) queued:
         [(name, fence)] in the order they were granted, each releasing the
@@ -421,33 +413,7 @@ class TestEtcdDaemons(EtcdCase):
                         % (1000 * max(took)))
 
     def test_shared_and_semaphore_across_daemons(self):
-        key = unique_key()
-        sa, sb = self.conn(self.a), self.conn(self.b)
-        ga = self.assertGranted(sa.cmd("LOCK", key, "SHARED", "WAIT", 0))
-        gb = self.assertGranted(sb.cmd("LOCK", key, "SHARED", "WAIT", 0))
-        self.assertLess(ga[1], gb[1])
-        self.assertIs(self.conn(self.c).cmd("LOCK", key, "WAIT", 0), NULL)
-        x = self.queue(self.c, key, "WAIT", 20000, waiters=1)
-        self.assertEqual(sa.cmd("UNLOCK", key), 0)
-        self.assertIsNone(read_within(x, 0.3), "exclusive granted while B holds shared")
-        self.assertEqual(sb.cmd("UNLOCK", key), 0)
-        gx = self.assertGranted(read_within(x, 5))
-        self.assertGreater(gx[1], gb[1])
-        self.assertEqual(x.cmd("UNLOCK", key), 0)
-        sem = unique_key()
-        p1, p2 = self.conn(self.a), self.conn(self.b)
-        g1 = self.assertGranted(p1.cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0))
-        g2 = self.assertGranted(p2.cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0))
-        self.assertLess(g1[1], g2[1])
-        for d in (self.a, self.b, self.c):
-            self.assertIs(self.conn(d).cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0), NULL,
-                          "a third permit of two on %s" % d.addr())
-        p3 = self.queue(self.c, sem, "LIMIT", 2, "WAIT", 20000, waiters=1)
-        self.assertEqual(p2.cmd("UNLOCK", sem), 0)
-        g3 = self.assertGranted(read_within(p3, 5))
-        self.assertGreater(g3[1], g2[1])
-        self.assertEqual(p1.cmd("UNLOCK", sem), 0)
-        self.assertEqual(p3.cmd("UNLOCK", sem), 0)
+        self.shared_and_semaphore_across((self.a, self.b, self.c))
 
     def test_try_leaves_nothing_behind(self):
         # LOCK ... WAIT 0 on B while A holds the key is answered null; once

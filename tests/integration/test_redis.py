@@ -19,8 +19,8 @@ import time
 import harness
 from harness import (NULL, SLOWDOWN, Err, Push, Raw, RedisMonitor, RedisServer,
                      RedisTestCase, commandstats, count_commands, exclusion_across,
-                     free_port, grant_through_outage, in_thread, process_tcp_ports,
-                     read_within, report, unique_key, wait_until)
+                     free_port, grant_through_outage, in_thread, read_within, report,
+                     unique_key, wait_until)
 
 TTL = 2000  # ms: the short lease of the tests that wait for leases to run out
 # backend keys of the daemons that must notice an unreachable Redis quickly
@@ -81,14 +81,6 @@ class TestRedisTwoDaemons(RedisCase):
             self.assertTrue(d.running(), "a shared dlockd died:\n%s" % d.log())
         self.assertTrue(self.redis.running(), "the redis-server died:\n%s" % self.redis.log())
 
-    def queue(self, daemon, key, *opts, waiters):
-        """A new connection on daemon that sends LOCK key *opts and is then
-        queued as the waiters-th waiter of key on that daemon."""
-        w = self.conn(daemon)
-        w.send(Raw.encode("LOCK", key, *opts))
-        self.wait_status(daemon, key, waiters=waiters)
-        return w
-
     def test_mutual_exclusion_across_daemons(self):
         key = unique_key()
         errors, fences = exclusion_across((self.a, self.b, self.a, self.b), key, 25, 60)
@@ -136,23 +128,8 @@ class TestRedisTwoDaemons(RedisCase):
                    "the waiter's attempt in Redis")
 
     def test_wake_across_daemons_is_prompt(self):
-        key = unique_key()
         rc = self.redis_conn(self.redis)
-        took = []
-        for _ in range(5):
-            holder = self.conn(self.a)
-            self.assertGranted(holder.cmd("LOCK", key))
-            before = script_calls(rc)
-            w = self.queue(self.b, key, "WAIT", 5000, waiters=1)
-            self.wait_attempt(rc, before)
-            self.assertEqual(holder.cmd("UNLOCK", key), 0)
-            t0 = time.monotonic()
-            g = w.read()
-            took.append(time.monotonic() - t0)
-            self.assertGranted(g)
-            self.assertEqual(w.cmd("UNLOCK", key), 0)
-            holder.close()
-            w.close()
+        took = self.wake_latencies(self.a, self.b, unique_key(), 5, lambda: [script_calls(rc)])
         report("release on A -> grant on B: %s ms"
                % ", ".join("%.1f" % (1000 * t) for t in took))
         self.assertLess(max(took), WAKE_BOUND,

@@ -25,13 +25,12 @@ Run alone: BUILD=build sh tests/integration/run.sh -k test_redlock
 import os
 import re
 import signal
-import subprocess
 import time
 import unittest
 
-from harness import (DLOCKD, NULL, SLOWDOWN, Err, Push, Raw, RedisTestCase, commandstats,
+from harness import (NULL, SLOWDOWN, Err, Push, Raw, RedisTestCase, commandstats,
                      exclusion_across, grant_through_outage, in_thread, new_dir,
-                     read_within, reap, redlock_url, report, spawn, unique_key,
+                     read_within, redlock_url, report, run_dlockd, unique_key,
                      wait_until)
 
 # backend keys of daemons that must notice a dead node quickly: TTLs from 900 ms
@@ -64,20 +63,6 @@ def script_calls(conn):
     """EVALSHA + EVAL calls so far on a redis-server (a Raw connection)."""
     st = commandstats(conn)
     return st.get("evalsha", 0) + st.get("eval", 0)
-
-
-def run_dlockd(args, timeout=10.0):
-    """Run dlockd to completion (-t): (status, out, err)."""
-    p = spawn([DLOCKD] + list(args), stdin=subprocess.DEVNULL,
-              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-        reap(p)
-    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
 
 class RedlockCase(RedisTestCase):
@@ -174,22 +159,6 @@ class TestRedlockTwoDaemons(RedlockCase):
         for i, n in enumerate(self.nodes):
             self.assertTrue(n.running(), "node %d died:\n%s" % (i, n.log()))
 
-    def queue(self, daemon, key, *opts, waiters):
-        """A new connection on daemon that sends LOCK key *opts and is then
-        queued as the waiters-th waiter of key on that daemon."""
-        w = self.conn(daemon)
-        w.send(Raw.encode("LOCK", key, *opts))
-        self.wait_status(daemon, key, waiters=waiters)
-        return w
-
-    def wait_attempts(self, before):
-        """Wait until every node has run a script since before (a list of
-        script_calls per node): a waiter's try has reached them all."""
-        for i, n in enumerate(self.nodes):
-            c = self.redis_conn(n)
-            wait_until(lambda: script_calls(c) > before[i], 3, 0.002,
-                       "the waiter's attempt on node %d" % i)
-
     def all_script_calls(self):
         return [script_calls(self.redis_conn(n)) for n in self.nodes]
 
@@ -235,23 +204,7 @@ class TestRedlockTwoDaemons(RedlockCase):
         self.assertGreater(gb[1], fence)
 
     def test_wake_across_daemons_is_prompt(self):
-        key = unique_key()
-        took = []
-        for _ in range(5):
-            holder = self.conn(self.a)
-            self.assertGranted(holder.cmd("LOCK", key))
-            before = self.all_script_calls()
-            w = self.queue(self.b, key, "WAIT", 5000, waiters=1)
-            self.wait_attempts(before)
-            self.assertEqual(holder.cmd("UNLOCK", key), 0)
-            t0 = time.monotonic()
-            g = read_within(w, 5)
-            took.append(time.monotonic() - t0)
-            self.assertIsNotNone(g, "the waiter on B was not granted")
-            self.assertGranted(g)
-            self.assertEqual(w.cmd("UNLOCK", key), 0)
-            holder.close()
-            w.close()
+        took = self.wake_latencies(self.a, self.b, unique_key(), 5, self.all_script_calls)
         report("release on A -> grant on B (3 nodes): %s ms"
                % ", ".join("%.1f" % (1000 * t) for t in took))
         self.assertLess(max(took), WAKE_BOUND,
@@ -259,37 +212,7 @@ class TestRedlockTwoDaemons(RedlockCase):
                         % (1000 * max(took)))
 
     def test_shared_and_semaphore_across_daemons(self):
-        key = unique_key()
-        sa, sb = self.conn(self.a), self.conn(self.b)
-        ga = self.assertGranted(sa.cmd("LOCK", key, "SHARED", "WAIT", 0))
-        gb = self.assertGranted(sb.cmd("LOCK", key, "SHARED", "WAIT", 0))
-        self.assertLess(ga[1], gb[1])
-        self.assertIs(self.conn(self.a).cmd("LOCK", key, "WAIT", 0), NULL)
-        self.assertIs(self.conn(self.b).cmd("LOCK", key, "WAIT", 0), NULL)
-        x = self.queue(self.a, key, "WAIT", 20000, waiters=1)
-        self.assertEqual(sa.cmd("UNLOCK", key), 0)
-        self.assertIsNone(read_within(x, 0.3), "exclusive granted while B holds shared")
-        self.assertEqual(sb.cmd("UNLOCK", key), 0)
-        gx = read_within(x, 5)
-        self.assertIsNotNone(gx, "the exclusive waiter was not granted")
-        self.assertGreater(self.assertGranted(gx)[1], gb[1])
-        self.assertEqual(x.cmd("UNLOCK", key), 0)
-        # a semaphore of two permits across the daemons
-        sem = unique_key("sem")
-        p1, p2 = self.conn(self.a), self.conn(self.b)
-        g1 = self.assertGranted(p1.cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0))
-        g2 = self.assertGranted(p2.cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0))
-        self.assertLess(g1[1], g2[1])
-        for d in (self.a, self.b):
-            self.assertIs(self.conn(d).cmd("LOCK", sem, "LIMIT", 2, "WAIT", 0), NULL,
-                          "a third permit of two on %s" % d.addr())
-        p3 = self.queue(self.a, sem, "LIMIT", 2, "WAIT", 20000, waiters=1)
-        self.assertEqual(p2.cmd("UNLOCK", sem), 0)
-        g3 = read_within(p3, 5)
-        self.assertIsNotNone(g3, "the third permit was not granted")
-        self.assertGreater(self.assertGranted(g3)[1], g2[1])
-        self.assertEqual(p1.cmd("UNLOCK", sem), 0)
-        self.assertEqual(p3.cmd("UNLOCK", sem), 0)
+        self.shared_and_semaphore_across((self.a, self.b))
 
     def test_info_and_status(self):
         c = self.conn(self.a)

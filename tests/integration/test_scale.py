@@ -14,7 +14,6 @@ with sanitizers or run under valgrind has an allocator of theirs: its
 figures are reported, not checked."""
 
 import threading
-import time
 import unittest
 
 from harness import (WRAPPER, Daemon, Err, Raw, close_hard, open_sessions, parse_info, raise_nofile,
