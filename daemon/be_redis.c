@@ -2452,6 +2452,7 @@ rd_init(struct backend *be, struct tls_client *tls)
 		.channels = r->channels,
 		.nchannels = 2,
 		.check_policy = true,
+		.check_persistence = c->nnodes > 0,
 		.require_master = c->nsentinels > 0,
 		.min_replicas_ack = c->min_replicas_ack,
 		.replica_ack_timeout_ms = c->replica_ack_timeout_ms,
@@ -2668,10 +2669,11 @@ redlock_info(struct rd *r, struct evbuffer *out)
 		    "backend_node%zu_calls_total:%llu\r\n"
 		    "backend_node%zu_failures_total:%llu\r\n"
 		    "backend_node%zu_timeouts_total:%llu\r\n"
-		    "backend_node%zu_reconnects_total:%llu\r\n", i, nd->addr, i, st.up, i,
+		    "backend_node%zu_reconnects_total:%llu\r\n"
+		    "backend_node%zu_persistence:%s\r\n", i, nd->addr, i, st.up, i,
 		    st.subscribed, i, (unsigned long long)nd->ncalls, i,
 		    (unsigned long long)nd->nfailures, i, (unsigned long long)nd->ntimeouts, i,
-		    (unsigned long long)st.reconnects);
+		    (unsigned long long)st.reconnects, i, st.persistence);
 	}
 }
 

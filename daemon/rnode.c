@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 
@@ -59,6 +60,7 @@ enum rn_kind {
 	RK_SELECT,			/* handshake: SELECT */
 	RK_LOAD,			/* handshake: SCRIPT LOAD of script */
 	RK_POLICY,			/* handshake: CONFIG GET maxmemory-policy */
+	RK_PERSIST,			/* handshake: CONFIG GET append* */
 	RK_ROLE,			/* handshake: ROLE, which must say master */
 	RK_HELLO,			/* handshake: the PING whose reply ends it */
 	RK_WAIT,			/* the WAIT behind an acknowledged call */
@@ -141,6 +143,8 @@ struct rnode {
 	uint64_t down_since;		/* since when (clock_ms()), 0: never up */
 	char last_error[200];		/* the error reply logged last, "" when fine */
 	char policy[32];		/* maxmemory-policy as last read */
+	char persist[32];		/* what a restart keeps, as last read
+					 * (persistence_of) */
 	uint64_t ncalls;		/* calls sent */
 	uint64_t nunacked;		/* calls that too few replicas acknowledged */
 	uint64_t nerrors;		/* error replies */
@@ -460,6 +464,51 @@ on_policy(struct rnode *n, const redisReply *rep)
 	snprintf(n->policy, sizeof(n->policy), "%s", p);
 }
 
+/* The value of name in a CONFIG GET reply (name, value, name, value...),
+ * or NULL. */
+static const char *
+config_value(const redisReply *rep, const char *name)
+{
+	if (rep->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	for (size_t i = 0; i + 1 < rep->elements; i += 2)
+		if (rep->element[i]->type == REDIS_REPLY_STRING &&
+		    rep->element[i + 1]->type == REDIS_REPLY_STRING &&
+		    strcasecmp(rep->element[i]->str, name) == 0)
+			return rep->element[i + 1]->str;
+	return NULL;
+}
+
+/* The reply to CONFIG GET append*: what a restart of the server keeps,
+ * "aof-always" (every write it acknowledged), "aof-everysec", "aof-no" or
+ * "no-aof" (what the last snapshot held, if any). A node of a quorum that
+ * forgets leases lets a second holder in (PROTOCOL.md 8.4): anything but
+ * aof-always is logged when the value is new. */
+static void
+on_persistence(struct rnode *n, const redisReply *rep)
+{
+	const char *ao = config_value(rep, "appendonly"), *fs = config_value(rep, "appendfsync");
+	char now[sizeof(n->persist)];
+	if (ao == NULL || fs == NULL) {
+		if (strcmp(n->persist, "unknown") != 0)
+			log_info("%s %s: cannot read appendonly and appendfsync (%s); make sure "
+			    "a restart keeps its leases (PROTOCOL.md 8.4)", n->conf.what, n->address,
+			    rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+		snprintf(n->persist, sizeof(n->persist), "unknown");
+		return;
+	}
+	if (strcasecmp(ao, "yes") == 0)
+		snprintf(now, sizeof(now), "aof-%.20s", fs);
+	else
+		snprintf(now, sizeof(now), "no-aof");
+	if (strcmp(now, n->persist) != 0 && strcmp(now, "aof-always") != 0)
+		log_warn("%s %s: appendonly %s, appendfsync %s: a restart loses leases and fence "
+		    "counters it acknowledged; after one, keep it stopped for the longest TTL in "
+		    "use (PROTOCOL.md 8.4), or set appendonly yes and appendfsync always",
+		    n->conf.what, n->address, ao, fs);
+	snprintf(n->persist, sizeof(n->persist), "%s", now);
+}
+
 /* The connection is up: say so. */
 static void
 conn_ready(struct rn_conn *c)
@@ -516,6 +565,9 @@ on_handshake(struct rn_conn *c, const struct rn_call *call, const redisReply *re
 		break;
 	case RK_POLICY:
 		on_policy(n, rep);
+		break;
+	case RK_PERSIST:
+		on_persistence(n, rep);
 		break;
 	case RK_ROLE:
 		if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
@@ -820,6 +872,10 @@ conn_handshake(struct rn_conn *c)
 	if (n->conf.check_policy) {
 		const char *w[] = { "CONFIG", "GET", "maxmemory-policy", NULL };
 		conn_words(c, RK_POLICY, w);
+	}
+	if (n->conf.check_persistence) {
+		const char *w[] = { "CONFIG", "GET", "append*", NULL };
+		conn_words(c, RK_PERSIST, w);
 	}
 	if (n->conf.require_master) {
 		const char *w[] = { "ROLE", NULL };
@@ -1206,6 +1262,7 @@ rnode_stats(const struct rnode *n, struct rnode_stats *st)
 	for (size_t i = 0; i < n->conf.nscripts; i++)
 		st->scripts_loaded += n->sha[i][0] != '\0';
 	st->policy = n->policy[0] != '\0' ? n->policy : "unknown";
+	st->persistence = n->persist[0] != '\0' ? n->persist : "unknown";
 	st->address = n->address;
 }
 

@@ -65,6 +65,9 @@ struct rnode_conf {
 					 * channel's command: one slot's); 0: all in one */
 	bool check_policy;		/* read maxmemory-policy at each connect, warn
 					 * unless it is noeviction */
+	bool check_persistence;		/* read appendonly and appendfsync at each
+					 * connect, warn unless a restart keeps
+					 * every write (yes, always) */
 	bool require_master;		/* ROLE must say master, else the connection
 					 * is dropped (a replica, or a stale master) */
 	long long min_replicas_ack;	/* rnode_eval_acked: replicas that must
@@ -107,6 +110,9 @@ struct rnode_stats {
 	size_t kept;			/* kept calls not answered yet */
 	size_t scripts_loaded;		/* scripts known to the server by their SHA1 */
 	const char *policy;		/* maxmemory-policy as last read, "unknown" */
+	const char *persistence;	/* check_persistence: "aof-always",
+					 * "aof-everysec", "aof-no", "no-aof" as
+					 * last read, or "unknown" */
 	const char *address;		/* the address last connected to, or the name */
 };
 

@@ -230,7 +230,7 @@ def check(events, workers, faults, resource, params):
     _check_resource(events, workers, faults, resource, res)
     _check_validity(holdings, params, res)
     if params.get("backend") in ("redis", "redis-cache", "etcd", "etcd-tls", "redlock",
-                                 "cluster"):
+                                 "redlock-cache", "cluster"):
         _check_notice_after_resume(holdings, faults, params, res)
     _check_quorum_loss(holdings, events, workers, faults, params, res)
     rec = params.get("recovery_from")

@@ -66,7 +66,8 @@ sentinel (two daemons on Redis Sentinel: a master, a replica and three
 sentinels, tests/integration/sentinel.py; the master and sentinel faults);
 redlock (two daemons on three independent redis-servers, -b
 redlock://n0,n1,n2, quorum 2; the second daemon reaches each node through
-a proxy of its own; the client, daemon and node faults); cluster (two
+a proxy of its own; the client, daemon and node faults); redlock-cache
+(the same with backend.lease_cache_ms, as redis-cache); cluster (two
 daemons on a Redis Cluster of 3 masters with a replica each, -b
 redis-cluster://..., straight to the nodes, the lock set's three keys one
 on each master; the client, daemon, master and reshard faults).
@@ -158,6 +159,11 @@ ALL_FAULTS["sentinel"] = ["master_kill", "master_stop", "sentinel_kill"]
 REDLOCK_NODE_FAULTS = ["node_kill", "node_stop", "node_restart_loss", "node_restart_loss_now",
                        "node_blackhole", "majority_blackhole", "majority_lost"]
 ALL_FAULTS["redlock"] = ["client_kill", "daemon_stop", "daemon_kill"] + REDLOCK_NODE_FAULTS
+# redlock-cache: the redlock topology with released leases cached
+# (CACHE_CONF), as redis-cache is to redis
+ALL_FAULTS["redlock-cache"] = ALL_FAULTS["redlock"]
+REDLOCK_BACKENDS = ("redlock", "redlock-cache")
+CACHE_BACKENDS = ("redis-cache", "redlock-cache")
 REDLOCK_NODES = 3
 # Redis Cluster: two daemons on 3 masters with a replica each (-b
 # redis-cluster://the masters), the lock set's keys one on each master. As
@@ -260,7 +266,7 @@ SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemo
          ("split", "none")]
 # what --only may pick in SHORT mode besides SHORT (one round each)
 ONLY_SHORT = [("sentinel", f) for f in ALL_FAULTS["sentinel"]] + \
-    [("redlock", f) for f in ALL_FAULTS["redlock"]] + \
+    [(b, f) for b in REDLOCK_BACKENDS for f in ALL_FAULTS[b]] + \
     [("cluster", f) for f in ALL_FAULTS["cluster"]]
 # s for the sentinels to name a new master after the master is killed or
 # stopped (down-after + failover-timeout, with room)
@@ -628,7 +634,7 @@ class Scenario:
         bconf = dict(BACKEND_CONF)
         if self.scale > 1:
             bconf = {k: int(v * self.scale) for k, v in bconf.items()}
-        if self.backend == "redis-cache":
+        if self.backend in CACHE_BACKENDS:
             bconf.update(CACHE_CONF)
         if self.backend in ("redis", "redis-cache"):
             persist = self.fault != "backend_restart_loss"
@@ -659,7 +665,7 @@ class Scenario:
                 backend_conf=dict(econf, endpoints=["127.0.0.1:%d" % self.proxy.port]),
                 directory=self.subdir("d1"))
             self.store = self.etcd
-        elif self.backend == "redlock":
+        elif self.backend in REDLOCK_BACKENDS:
             self.start_redlock(conf, bconf)
         elif self.backend == "cluster":
             self.start_cluster(conf, bconf)
@@ -1406,7 +1412,7 @@ class Scenario:
             for rnd in range(self.rounds):
                 self.inject(rnd)
                 self.check_processes()
-                if self.backend == "redlock":
+                if self.backend in REDLOCK_BACKENDS:
                     self.wait_nodes_up()
                 if rnd + 1 < self.rounds:
                     time.sleep(self.ttl / 1000.0 + 0.3 * self.scale)
@@ -1414,9 +1420,9 @@ class Scenario:
             self.recover(recovery_from)
             run_end = time.monotonic()
             self.stop_workers()
-            if self.backend == "redis-cache":
+            if self.backend in CACHE_BACKENDS:
                 self.say_cache_hits()
-            if self.backend == "redlock":
+            if self.backend in REDLOCK_BACKENDS:
                 self.say_node_stats()
             if self.backend == "cluster":
                 self.say_cluster_stats()
@@ -1638,7 +1644,7 @@ def plan(mode, only, rounds):
     else:
         todo = [(b, f, rounds or max(3, len(plans_of(b, f))))
                 for b in ("memory", "redis", "redis-cache", "etcd", "etcd-tls", "sentinel",
-                          "redlock", "cluster")
+                          "redlock", "redlock-cache", "cluster")
                 for f in ALL_FAULTS[b]]
         todo.append(("split", "none", 1))
     if rounds and mode == "short":

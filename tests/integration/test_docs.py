@@ -70,3 +70,9 @@ class TestInfoRedisCluster(InfoDocumented, DaemonTestCase):
     """The redis fields (summed over the masters) and the cluster's own."""
     BACKEND = "redis-cluster"
     DOCUMENTED_AS = ("redis", "redis-cluster")
+
+
+class TestInfoRedlock(InfoDocumented, DaemonTestCase):
+    """The redis fields (summed over the nodes) and redlock's own."""
+    BACKEND = "redlock"
+    DOCUMENTED_AS = ("redis", "redlock")

@@ -759,6 +759,50 @@ class TestRedlockSettings(RedlockCase):
         self.assertEqual(self.info(bad)["backend_connected"], "0")
 
 
+    def test_persistence_read_and_warned(self):
+        # appendonly and appendfsync are read at each connection to a node:
+        # INFO shows what a restart of each keeps, and a node that would
+        # forget acknowledged leases is logged (PROTOCOL.md 8.4)
+        nodes = self.start_nodes(3)
+        for n, (ao, fs) in zip(nodes, [("yes", "always"), ("no", "always"),
+                                       ("yes", "everysec")]):
+            rc = self.redis_conn(n)
+            self.assertEqual(rc.cmd("CONFIG", "SET", "appendfsync", fs), "OK")
+            self.assertEqual(rc.cmd("CONFIG", "SET", "appendonly", ao), "OK")
+        a = self.start_redlock_daemon(nodes)
+        info = self.wait_nodes(a, nodes, {0, 1, 2})
+        self.assertEqual([info["backend_node%d_persistence" % i] for i in range(3)],
+                         ["aof-always", "no-aof", "aof-everysec"])
+        warned = "appendonly %s, appendfsync %s: a restart loses leases"
+        log = a.log(20000)
+        self.assertIn("redlock node 127.0.0.1:%d: " % nodes[1].port + warned % ("no", "always"),
+                      log)
+        self.assertIn("redlock node 127.0.0.1:%d: " % nodes[2].port
+                      + warned % ("yes", "everysec"), log)
+        self.assertNotIn("redlock node 127.0.0.1:%d: appendonly" % nodes[0].port, log)
+        # node 1 made safe, and its connections dropped: read again, no new line
+        rc = self.redis_conn(nodes[1])
+        self.assertEqual(rc.cmd("CONFIG", "SET", "appendonly", "yes"), "OK")
+        rc.cmd("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        wait_until(lambda: self.info(a)["backend_node1_persistence"] == "aof-always", 10, 0.02,
+                   "node 1's persistence read again after the reconnect")
+        self.assertEqual(a.log(20000).count("redlock node 127.0.0.1:%d: appendonly"
+                                            % nodes[1].port), 1)
+        # a user that may not run CONFIG: unknown, said once, and locks work
+        users = ["locker on >pw ~dlock:* &dlock:* +@all -config"]
+        plain = self.start_nodes(3, users=users)
+        b = self.start_redlock_daemon(plain, backend_conf={"username": "locker",
+                                                           "password": "pw"})
+        info = self.wait_nodes(b, plain, {0, 1, 2})
+        self.assertEqual({info["backend_node%d_persistence" % i] for i in range(3)},
+                         {"unknown"})
+        wait_until(lambda: "cannot read appendonly and appendfsync" in b.log(20000), 5, 0.02,
+                   "the line saying the settings cannot be read")
+        self.assertGranted(self.conn(b).cmd("LOCK", unique_key(), "WAIT", 0))
+        for n in nodes:  # no AOF to write out at the stop
+            self.assertEqual(self.redis_conn(n).cmd("CONFIG", "SET", "appendonly", "no"), "OK")
+
+
 class TestRedlockConfig(unittest.TestCase):
     """-b redlock://... and the backend section, checked with dlockd -t
     (which connects to nothing)."""
