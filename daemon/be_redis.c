@@ -307,6 +307,9 @@ struct rd_settings {
 	long long node_timeout_ms;	/* redlock: a node's answer later than this
 					 * counts as failed; 0: a tenth of the TTL */
 	char *clock_drift_factor;	/* redlock: drift = TTL x this + 2 ms */
+	long long restart_keepout_ms;	/* redlock: a node counts in no quorum
+					 * until its server has run this long (a
+					 * restart may have lost its leases); 0: off */
 	struct conf_node *seeds;	/* redis-cluster: nodes to read the map from
 					 * (their addresses: nothing of their own) */
 	size_t nseeds;			/* how many (0: not a cluster) */
@@ -421,6 +424,32 @@ nodes_up(const struct rd *r)
 	return up;
 }
 
+/* Redlock with backend.restart_keepout_ms: how much longer node i counts
+ * in no quorum, at now: its server started less than the keep-out ago (a
+ * restart may have lost leases it held: PROTOCOL.md 8.4), or when it
+ * started is not known (UINT64_MAX); 0: it counts. */
+static uint64_t
+kept_out_ms(const struct rd *r, size_t i, uint64_t now)
+{
+	uint64_t up, keepout = (uint64_t)r->set->restart_keepout_ms;
+	if (!r->redlock || keepout == 0)
+		return 0;
+	if (!rnode_uptime(r->nodes[i].node, now, &up))
+		return UINT64_MAX;
+	return up < keepout ? keepout - up : 0;
+}
+
+/* Nodes up that count in a quorum (up, and not kept out). */
+static size_t
+nodes_counting(const struct rd *r)
+{
+	size_t n = 0;
+	uint64_t now = clock_ms();
+	for (size_t i = 0; i < r->nnodes; i++)
+		n += rnode_up(r->nodes[i].node) && kept_out_ms(r, i, now) == 0;
+	return n;
+}
+
 /*
  * How long a lease of ttl_ms that a call set lasts for sure, counted from
  * the call's send time. One Redis starts the lease when it runs the call,
@@ -503,14 +532,14 @@ op_complete(struct rd_op *op, enum be_status st, uint64_t fence, const char *why
 #define RD_FAILURE_SHOWN_MS 2000		/* redlock: an operation's failure is
 					 * the backend's problem this long */
 
-/* Redlock: why it fails now (fewer nodes up than a quorum; with a quorum
- * up, why an operation failed within RD_FAILURE_SHOWN_MS), in buf; else
- * NULL. */
+/* Redlock: why it fails now (fewer nodes up, and counting, than a quorum;
+ * with a quorum, why an operation failed within RD_FAILURE_SHOWN_MS), in
+ * buf; else NULL. */
 static const char *
 redlock_problem(const struct rd *r, char *buf, size_t len)
 {
-	size_t up = nodes_up(r), n;
-	uint64_t since, now = clock_ms();
+	size_t up = nodes_counting(r), n;
+	uint64_t since, out, now = clock_ms();
 	if (up >= r->quorum) {
 		if (r->failure_at == 0 || now - r->failure_at > RD_FAILURE_SHOWN_MS)
 			return NULL;
@@ -522,8 +551,16 @@ redlock_problem(const struct rd *r, char *buf, size_t len)
 	for (size_t i = 0; i < r->nnodes && n < len; i++) {
 		const struct rd_node *nd = &r->nodes[i];
 		const char *p;
-		if (rnode_up(nd->node))
+		if (rnode_up(nd->node)) {
+			if ((out = kept_out_ms(r, i, now)) == UINT64_MAX)
+				n += (size_t)snprintf(buf + n, len - n, "; %s: kept out (its uptime "
+				    "cannot be read)", nd->addr);
+			else if (out > 0)
+				n += (size_t)snprintf(buf + n, len - n, "; %s: restarted, kept out "
+				    "for %llu ms more (backend.restart_keepout_ms)", nd->addr,
+				    (unsigned long long)out);
 			continue;
+		}
 		p = rnode_problem(nd->node, &since);
 		n += (size_t)snprintf(buf + n, len - n, "; %s: %s", nd->addr,
 		    p != NULL ? p : "not connected yet");
@@ -1053,11 +1090,15 @@ static void
 op_decide(struct rd *r, struct rd_op *op)
 {
 	size_t n[RA_FAILED + 1] = { 0 }, q = r->quorum, minority = r->nnodes - r->quorum;
-	uint64_t fence = 0;
+	uint64_t fence = 0, now = clock_ms();
 	for (size_t i = 0; i < r->nnodes; i++) {
 		const struct rd_call *c = &op->calls[i];
 		enum rd_answer a = c->answer;
 		if (a == RA_NONE || (a == RA_PENDING && op->late))
+			a = RA_FAILED;
+		/* a node kept out after a restart holds what it took (a lease op
+		 * does not keep is given back), but counts in no quorum */
+		if (a == RA_OK && kept_out_ms(r, i, now) > 0)
 			a = RA_FAILED;
 		n[a]++;
 		if (a == RA_OK && c->fence > fence)
@@ -1295,7 +1336,7 @@ send_op(struct rd *r, struct rd_op *op)
 		cluster_send(r, op, NULL, false);
 		return;
 	}
-	if (nodes_up(r) < r->quorum) {
+	if ((op->script == RS_RELEASE ? nodes_up(r) : nodes_counting(r)) < r->quorum) {
 		if (op->script == RS_RELEASE && !r->destroying) {
 			for (size_t i = 0; i < r->nnodes; i++)
 				keep_on(r, op, i);
@@ -1322,8 +1363,8 @@ send_op(struct rd *r, struct rd_op *op)
 			r->releases_inflight++;
 	}
 	/* a node takes a call exactly when it is up, and nothing ran between
-	 * nodes_up and the loop: a quorum's calls are out, so their answers
-	 * (or the node timeout) decide op */
+	 * the count above and the loop: a quorum's calls are out, so their
+	 * answers (or the node timeout) decide op */
 	assert(op->pending >= r->quorum);
 	if (r->nnodes > 1) {
 		if (op->ev_late == NULL)
@@ -1662,10 +1703,6 @@ on_down(void *arg, const char *why)
 	}
 }
 
-/* The connection to Redis is up (again): Redis may have restarted without
- * its data, or be a new master after a failover, so every holding is
- * renewed at once, and a lease that did not survive is reported lost now,
- * not at its next renewal. */
 /* settle_until has come: send the acquires held back. */
 static void
 on_settle(evutil_socket_t fd, short what, void *arg)
@@ -1680,11 +1717,23 @@ on_settle(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* The connection to Redis is up (again): Redis may have restarted without
+ * its data, or be a new master after a failover, so every holding is
+ * renewed at once, and a lease that did not survive is reported lost now,
+ * not at its next renewal. A redlock node kept out after a restart is
+ * logged. */
 static void
 on_up(void *arg)
 {
 	struct rd_node *nd = arg;
 	struct rd *r = nd->r;
+	uint64_t out = r->redlock ? kept_out_ms(r, (size_t)(nd - r->nodes), clock_ms()) : 0;
+	if (out == UINT64_MAX)
+		log_warn("redlock node %s: kept out of every quorum: when it started cannot be "
+		    "read (backend.restart_keepout_ms needs INFO server)", nd->addr);
+	else if (out > 0)
+		log_warn("redlock node %s: started less than backend.restart_keepout_ms ago: "
+		    "counted in no quorum for %llu ms more", nd->addr, (unsigned long long)out);
 	if (nd->was_up)
 		r->settle_until = clock_ms() + RD_SETTLE_MS;
 	nd->was_up = true;
@@ -2453,6 +2502,7 @@ rd_init(struct backend *be, struct tls_client *tls)
 		.nchannels = 2,
 		.check_policy = true,
 		.check_persistence = c->nnodes > 0,
+		.read_uptime = c->nnodes > 0 && c->restart_keepout_ms > 0,
 		.require_master = c->nsentinels > 0,
 		.min_replicas_ack = c->min_replicas_ack,
 		.replica_ack_timeout_ms = c->replica_ack_timeout_ms,
@@ -2656,13 +2706,17 @@ rd_destroy(struct backend *be)
 static void
 redlock_info(struct rd *r, struct evbuffer *out)
 {
+	uint64_t now = clock_ms();
 	evbuffer_add_printf(out, "backend_nodes:%zu\r\nbackend_quorum:%zu\r\n"
-	    "backend_nodes_up:%zu\r\nbackend_node_timeout_ms:%lld\r\n"
-	    "backend_clock_drift_factor:%s\r\n", r->nnodes, r->quorum, nodes_up(r),
-	    r->set->node_timeout_ms, r->set->clock_drift_factor);
+	    "backend_nodes_up:%zu\r\nbackend_nodes_counting:%zu\r\n"
+	    "backend_node_timeout_ms:%lld\r\nbackend_clock_drift_factor:%s\r\n"
+	    "backend_restart_keepout_ms:%lld\r\n", r->nnodes, r->quorum, nodes_up(r),
+	    nodes_counting(r), r->set->node_timeout_ms, r->set->clock_drift_factor,
+	    r->set->restart_keepout_ms);
 	for (size_t i = 0; i < r->nnodes; i++) {
 		const struct rd_node *nd = &r->nodes[i];
 		struct rnode_stats st;
+		uint64_t out_ms = kept_out_ms(r, i, now);
 		rnode_stats(nd->node, &st);
 		evbuffer_add_printf(out, "backend_node%zu_address:%s\r\n"
 		    "backend_node%zu_connected:%d\r\nbackend_node%zu_subscribed:%d\r\n"
@@ -2670,10 +2724,12 @@ redlock_info(struct rd *r, struct evbuffer *out)
 		    "backend_node%zu_failures_total:%llu\r\n"
 		    "backend_node%zu_timeouts_total:%llu\r\n"
 		    "backend_node%zu_reconnects_total:%llu\r\n"
-		    "backend_node%zu_persistence:%s\r\n", i, nd->addr, i, st.up, i,
+		    "backend_node%zu_persistence:%s\r\n"
+		    "backend_node%zu_kept_out_ms:%lld\r\n", i, nd->addr, i, st.up, i,
 		    st.subscribed, i, (unsigned long long)nd->ncalls, i,
 		    (unsigned long long)nd->nfailures, i, (unsigned long long)nd->ntimeouts, i,
-		    (unsigned long long)st.reconnects, i, st.persistence);
+		    (unsigned long long)st.reconnects, i, st.persistence, i,
+		    out_ms == UINT64_MAX ? -1LL : (long long)out_ms);
 	}
 }
 
@@ -2726,7 +2782,7 @@ rd_info(struct backend *be, struct evbuffer *out)
 	    "backend_cache_hits_total:%llu\r\nbackend_min_replicas_ack:%lld\r\n"
 	    "backend_unacknowledged_total:%llu\r\n",
 	    address, r->set->db, r->cluster ? cluster_slots_up(r) == RC_SLOTS :
-	    nodes_up(r) >= r->quorum, r->cluster ? subscribed == r->ncl : subscribed >= r->quorum,
+	    nodes_counting(r) >= r->quorum, r->cluster ? subscribed == r->ncl : subscribed >= r->quorum,
 	    (unsigned long long)all.reconnects,
 	    all.scripts_loaded, (unsigned long long)r->ncommands, all.inflight, all.kept,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nnotowner,
@@ -2741,13 +2797,13 @@ rd_info(struct backend *be, struct evbuffer *out)
 		cluster_info(r, out);
 }
 
-/* "connected" while every node is up; redlock: "degraded" while a quorum
- * but not every node is; else "disconnected". */
+/* "connected" while every node is up (and counts); redlock: "degraded"
+ * while a quorum but not every node does; else "disconnected". */
 static const char *
 rd_state(struct backend *be)
 {
 	struct rd *r = be->priv;
-	size_t up = r->cluster ? cluster_slots_up(r) : nodes_up(r);
+	size_t up = r->cluster ? cluster_slots_up(r) : nodes_counting(r);
 	if (r->cluster)
 		return up == RC_SLOTS ? "connected" : up > 0 ? "degraded" : "disconnected";
 	return up == r->nnodes ? "connected" : up >= r->quorum ? "degraded" : "disconnected";
@@ -2830,6 +2886,8 @@ static const struct conf_setting rl_settings_table[] = {
 	  .min = 0, .max = 600000, .def = 0 },
 	{ .name = "clock_drift_factor", .type = CONF_SHORTSTR,
 	  .off = RD_SET(clock_drift_factor), .max = 32, .defstr = "0.01" },
+	{ .name = "restart_keepout_ms", .type = CONF_INT, .off = RD_SET(restart_keepout_ms),
+	  .min = 0, .max = 86400000, .def = 0 },
 	RD_AUTH_SETTINGS,
 	RD_DB_SETTING,
 	RD_COMMON_SETTINGS,

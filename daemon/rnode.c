@@ -40,6 +40,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "log.h"
+#include "num.h"
 #include "tls.h"
 #include "xmalloc.h"
 
@@ -61,6 +62,7 @@ enum rn_kind {
 	RK_LOAD,			/* handshake: SCRIPT LOAD of script */
 	RK_POLICY,			/* handshake: CONFIG GET maxmemory-policy */
 	RK_PERSIST,			/* handshake: CONFIG GET append* */
+	RK_UPTIME,			/* handshake: INFO server */
 	RK_ROLE,			/* handshake: ROLE, which must say master */
 	RK_HELLO,			/* handshake: the PING whose reply ends it */
 	RK_WAIT,			/* the WAIT behind an acknowledged call */
@@ -144,7 +146,12 @@ struct rnode {
 	char last_error[200];		/* the error reply logged last, "" when fine */
 	char policy[32];		/* maxmemory-policy as last read */
 	char persist[32];		/* what a restart keeps, as last read
-					 * (persistence_of) */
+					 * (on_persistence) */
+	uint64_t uptime_ms;		/* read_uptime: the server's uptime (whole
+					 * seconds) ... */
+	uint64_t uptime_at;		/* ... as read then (clock_ms()); 0: not
+					 * known */
+	bool uptime_unknown;		/* that it cannot be read was logged */
 	uint64_t ncalls;		/* calls sent */
 	uint64_t nunacked;		/* calls that too few replicas acknowledged */
 	uint64_t nerrors;		/* error replies */
@@ -509,6 +516,34 @@ on_persistence(struct rnode *n, const redisReply *rep)
 	snprintf(n->persist, sizeof(n->persist), "%s", now);
 }
 
+/* The reply to INFO server: the server's uptime_in_seconds, less a second.
+ * Redis counts it as the difference of two whole seconds of its wall clock
+ * (now, and its start, each rounded down), so it may have run up to a
+ * second less than it says; with that second off, a wait counted from the
+ * uptime is never short. */
+static void
+on_uptime(struct rnode *n, const redisReply *rep)
+{
+	static const char field[] = "\nuptime_in_seconds:";
+	const char *p = NULL;
+	long long up;
+	uint64_t now = clock_ms();
+	if (rep->type == REDIS_REPLY_STRING && (p = strstr(rep->str, field)) != NULL)
+		p += sizeof(field) - 1;
+	if (p == NULL || num_parse(p, strcspn(p, "\r\n"), 0, 1LL << 40, &up) != NUM_OK) {
+		if (!n->uptime_unknown)
+			log_warn("%s %s: cannot read its uptime (INFO server: %s)", n->conf.what,
+			    n->address, rep->type == REDIS_REPLY_ERROR ? rep->str :
+			    "unexpected reply");
+		n->uptime_unknown = true;
+		n->uptime_at = 0;
+		return;
+	}
+	n->uptime_unknown = false;
+	n->uptime_ms = up > 0 ? (uint64_t)(up - 1) * 1000 : 0;
+	n->uptime_at = now;
+}
+
 /* The connection is up: say so. */
 static void
 conn_ready(struct rn_conn *c)
@@ -568,6 +603,9 @@ on_handshake(struct rn_conn *c, const struct rn_call *call, const redisReply *re
 		break;
 	case RK_PERSIST:
 		on_persistence(n, rep);
+		break;
+	case RK_UPTIME:
+		on_uptime(n, rep);
 		break;
 	case RK_ROLE:
 		if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
@@ -876,6 +914,10 @@ conn_handshake(struct rn_conn *c)
 	if (n->conf.check_persistence) {
 		const char *w[] = { "CONFIG", "GET", "append*", NULL };
 		conn_words(c, RK_PERSIST, w);
+	}
+	if (n->conf.read_uptime) {
+		const char *w[] = { "INFO", "server", NULL };
+		conn_words(c, RK_UPTIME, w);
 	}
 	if (n->conf.require_master) {
 		const char *w[] = { "ROLE", NULL };
@@ -1231,6 +1273,15 @@ bool
 rnode_up(const struct rnode *n)
 {
 	return n->cmd.state == RN_READY;
+}
+
+bool
+rnode_uptime(const struct rnode *n, uint64_t now, uint64_t *ms)
+{
+	if (n->uptime_at == 0)
+		return false;
+	*ms = n->uptime_ms + (now > n->uptime_at ? now - n->uptime_at : 0);
+	return true;
 }
 
 const char *

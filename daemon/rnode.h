@@ -68,6 +68,8 @@ struct rnode_conf {
 	bool check_persistence;		/* read appendonly and appendfsync at each
 					 * connect, warn unless a restart keeps
 					 * every write (yes, always) */
+	bool read_uptime;		/* read the server's uptime at each connect
+					 * (rnode_uptime) */
 	bool require_master;		/* ROLE must say master, else the connection
 					 * is dropped (a replica, or a stale master) */
 	long long min_replicas_ack;	/* rnode_eval_acked: replicas that must
@@ -130,6 +132,10 @@ void rnode_destroy(struct rnode *n);
 
 /* Whether the command connection is up. */
 bool rnode_up(const struct rnode *n);
+/* conf.read_uptime: how long the server has run at least, at now
+ * (clock_ms()), from its uptime as read at the last connect, into *ms;
+ * false when that could not be read. */
+bool rnode_uptime(const struct rnode *n, uint64_t now, uint64_t *ms);
 /* Why it is not, in a few words that hold no secret ("connection refused",
  * "authentication refused", "certificate not verified: ..."), and since
  * when (clock_ms(), into *since: when it went down, or when the first

@@ -1753,6 +1753,7 @@ START_TEST(test_redlock_url)
 		ck_assert_int_eq(be_int(c, "tls.enabled"), ok[i].tls);
 		ck_assert_int_eq(be_int(c, "node_timeout_ms"), 0);
 		ck_assert_str_eq(be_str(c, "clock_drift_factor"), "0.01");
+		ck_assert_int_eq(be_int(c, "restart_keepout_ms"), 0);
 		conf_destroy(c);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -2852,7 +2853,7 @@ START_TEST(test_backend_keys_declared_by_backends)
 		"sentinels", "master_name", "sentinel_username", "sentinel_password",
 		"sentinel_password_file" };
 	static const char *const redlock_keys[] = { "nodes", "node_timeout_ms",
-		"clock_drift_factor", "username", "password", "password_file", "db",
+		"clock_drift_factor", "restart_keepout_ms", "username", "password", "password_file", "db",
 		"key_prefix", "connect_timeout_ms", "command_timeout_ms", "handoff_limit",
 		"lease_cache_ms", "min_replicas_ack", "replica_ack_timeout_ms", "tls.enabled",
 		"tls.ca_file", "tls.cert_file", "tls.key_file", "tls.server_name" };

@@ -624,15 +624,17 @@ class TestRedlockNodesDown(RedlockCase):
 
     # ---- a node restarted without its data ----
 
-    def hazard_setup(self, ttl):
-        """Nodes 0-2 and daemons A and B; A takes a DETACH lock (never
-        renewed) of ttl while node 2 is down, so that its lease is on nodes
-        0 and 1 only; node 2 is back (empty: it never had it) and node 0 is
-        killed. Returns (nodes, A, B, key, A's grant, when A's LOCK was
-        sent, when node 0 was killed)."""
+    def hazard_setup(self, ttl, b_conf=None):
+        """Nodes 0-2 and daemons A and B (B with FAST and b_conf); A takes
+        a DETACH lock (never renewed) of ttl while node 2 is down, so that
+        its lease is on nodes 0 and 1 only; node 2 is back (empty: it never
+        had it) and node 0 is killed. Returns (nodes, A, B, key, A's grant,
+        when A's LOCK was sent, when node 0 was killed)."""
         nodes = self.start_nodes(3)
         a = self.start_redlock_daemon(nodes, backend_conf=FAST)
-        b = self.start_redlock_daemon(nodes, backend_conf=FAST)
+        b = self.start_redlock_daemon(nodes, backend_conf=dict(FAST, **(b_conf or {})),
+                                      start=False)
+        b.start(wait_backend=not b_conf)
         nodes[2].kill()
         self.wait_nodes(a, nodes, {0, 1})
         key = unique_key()
@@ -724,6 +726,80 @@ class TestRedlockNodesDown(RedlockCase):
                   1000 * (restarted[0] - sent)))
         self.assertGreater(gb[1], ga[1])
         self.wait_nodes(b, nodes, {0, 1, 2})
+
+    def test_restart_keepout_keeps_another_out(self):
+        # The same rule kept by the daemon: B, with backend.restart_keepout_ms
+        # the TTL, counts a node in no quorum until its server has run that
+        # long. Node 0 restarted empty at once is no majority for B with
+        # node 2 (itself restarted moments ago): B is refused (-BACKEND, then
+        # null) until A's lease has ended
+        ttl = int(5000 * SLOWDOWN)
+        nodes, a, b, key, ga, sent, stopped = self.hazard_setup(
+            ttl, {"restart_keepout_ms": ttl})
+        nodes[0].restart()
+        a_end = sent + (ttl - drift_ms(ttl)) / 1000
+        gb, t_s, t_r, nulls = self.poll_b(b, key, a_end + RECONNECT_BOUND + 5,
+                                          "B with node 0 kept out")
+        self.assertIsNotNone(gb, "B was never granted")
+        self.assertGreater(t_r, a_end, "B granted %.0f ms before A's lease ended"
+                           % (1000 * (a_end - t_r)))
+        self.assertEqual(self.conn(a).cmd("VALIDATE", key, ga[1]), 0,
+                         "A still holds its lock while B holds it too")
+        self.assertGreater(gb[1], ga[1])
+        report("restart keep-out: B granted %.0f ms after A's DETACH lock of %d ms "
+               "(%.0f ms after A's validity ended)"
+               % (1000 * (t_r - sent), ttl, 1000 * (t_r - a_end)))
+        self.assertIn("started less than backend.restart_keepout_ms ago", b.log(20000))
+
+    def test_restart_keepout_of_new_nodes(self):
+        # nodes that started less than the keep-out ago count in no quorum:
+        # LOCK answers -BACKEND saying so, INFO and STATUS show it, and the
+        # first grant comes once they have run that long
+        keep = int(2000 * SLOWDOWN)
+        t_start = time.monotonic()
+        nodes = self.start_nodes(3)
+        a = self.start_redlock_daemon(nodes, backend_conf={"restart_keepout_ms": keep},
+                                      start=False)
+        a.start(wait_backend=False)
+        info = self.wait_nodes(a, nodes, {0, 1, 2})
+        c = self.conn(a)
+        k = unique_key()
+        r = c.cmd("LOCK", k, "WAIT", 0)
+        self.assertErr(r, "BACKEND")
+        self.assertIn("0 of 3 nodes up, 2 needed", r)
+        self.assertIn("restarted, kept out for", r)
+        self.assertEqual(info["backend_restart_keepout_ms"], str(keep))
+        self.assertEqual(info["backend_nodes_counting"], "0")
+        for i in range(3):
+            self.assertGreater(int(info["backend_node%d_kept_out_ms" % i]), 0)
+        self.assertEqual(self.status(a, k)["backend"], b"disconnected")
+        self.assertIn("counted in no quorum for", a.log(20000))
+        granted = None
+        while granted is None and time.monotonic() < t_start + keep / 1000 + 10:
+            r = c.cmd("LOCK", k, "WAIT", 0)
+            if isinstance(r, list):
+                granted = time.monotonic()
+            else:
+                self.assertErr(r, "BACKEND")
+                time.sleep(0.05)
+        self.assertIsNotNone(granted, "never granted once the nodes had run %d ms" % keep)
+        self.assertGreaterEqual(granted, t_start + keep / 1000,
+                                "granted before the nodes had run %d ms" % keep)
+        info = self.info(a)
+        self.assertEqual(info["backend_nodes_counting"], "3")
+        self.assertEqual({info["backend_node%d_kept_out_ms" % i] for i in range(3)}, {"0"})
+        self.assertEqual(c.cmd("UNLOCK", k), 0)
+        # a user that may not run INFO: its node is kept out, and said why
+        users = ["locker on >pw ~dlock:* &dlock:* +@all -info"]
+        node = self.start_nodes(1, users=users)
+        b = self.start_redlock_daemon(node, start=False, backend_conf={
+            "restart_keepout_ms": keep, "username": "locker", "password": "pw"})
+        b.start(wait_backend=False)
+        self.assertEqual(self.wait_nodes(b, node, {0})["backend_node0_kept_out_ms"], "-1")
+        r = self.conn(b).cmd("LOCK", unique_key(), "WAIT", 0)
+        self.assertErr(r, "BACKEND")
+        self.assertIn("kept out (its uptime cannot be read)", r)
+        self.assertIn("backend.restart_keepout_ms needs INFO server", b.log(20000))
 
 
 class TestRedlockSettings(RedlockCase):
@@ -850,6 +926,7 @@ class TestRedlockConfig(unittest.TestCase):
                           '  nodes: ["127.0.0.1:6379", "127.0.0.1:6380", "127.0.0.1:6381"]\n'
                           '  node_timeout_ms: 50\n'
                           '  clock_drift_factor: 0.01\n'
+                          '  restart_keepout_ms: 30000\n'
                           '  key_prefix: "dlock:"\n'
                           '  connect_timeout_ms: 500\n'
                           '  command_timeout_ms: 400\n'
