@@ -78,14 +78,15 @@ DEB_BENCH := redis-server etcd-server python3 python3-redis gnuplot-nox openssl
 # of the servers, the integration tests' runner wants the rest (etcd too)
 DEB_COMPAT := debootstrap check python3 python3-redis redis-tools etcd-server etcd-client openssl
 
-# proto/ holds the sources both ends link: addresses, integers, the clock.
-PROTO_SRC   := $(wildcard proto/*.c)
-PROTO_OBJ   := $(PROTO_SRC:%.c=$(BUILD)/%.o)
+# common/ holds the sources the daemon, the client and the benchmark link: addresses,
+# integers, the clock.
+COMMON_SRC  := $(wildcard common/*.c)
+COMMON_OBJ  := $(COMMON_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC  := $(wildcard daemon/*.c)
-# etcd's gRPC messages: C made by protoc-c from daemon/etcd.proto at build time
+# etcd's gRPC messages: C made by protoc-c from proto/etcd.proto at build time
 GEN_SRC     := $(BUILD)/gen/etcd.pb-c.c
 GEN_H       := $(GEN_SRC:.c=.h)
-DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ) $(GEN_SRC:.c=.o)
+DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(COMMON_OBJ) $(GEN_SRC:.c=.o)
 DAEMON_LIB  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 # the sources with test entry points (#ifdef DLOCKD_TEST_HOOKS): the tests link
 # objects of their own of them, so that the installed dlockd carries none
@@ -93,14 +94,14 @@ HOOK_SRC    := daemon/be_etcd.c daemon/be_redis.c daemon/conf.c daemon/hashtab.c
                daemon/rnode.c
 HOOK_OBJ    := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
 TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_OBJ)
-CLIENT_OBJ  := $(BUILD)/client/dlock.o $(PROTO_OBJ)
-CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(PROTO_OBJ)
+CLIENT_OBJ  := $(BUILD)/client/dlock.o $(COMMON_OBJ)
+CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(COMMON_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o
-# the benchmark's load generator: its own sources, the parsers of proto/, and
+# the benchmark's load generator: its own sources, the parsers of common/, and
 # for its direct-etcd mode the daemon's etcd client (daemon/etcd.c) with what it
 # needs, taken by the linker from an archive of the daemon's modules
 BENCH_SRC   := $(wildcard bench/*.c)
-BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/addr.o $(BUILD)/proto/num.o
+BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o) $(BUILD)/common/addr.o $(BUILD)/common/num.o
 BENCH_LIB   := $(BUILD)/bench/libdaemon.a
 BENCH_BIN   := $(BUILD)/dlock-bench
 TEST_SRC    := $(wildcard tests/check_*.c)
@@ -127,46 +128,46 @@ FORCE:
 $(BUILD)/daemon/main.o: $(BUILD)/dirs.stamp
 $(BUILD)/daemon/main.o: ALL_CFLAGS += -DDEFAULT_CONF='"$(SYSCONFDIR)/dlockd/dlockd.yaml"'
 
-# proto/ objects go into the daemon and into both flavours of libdlock.
-$(BUILD)/proto/%.o: proto/%.c
+# common/ objects go into the daemon and into both flavours of libdlock.
+$(BUILD)/common/%.o: common/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -fPIC -c $< -o $@
 
-$(GEN_SRC) $(GEN_H) &: daemon/etcd.proto
+$(GEN_SRC) $(GEN_H) &: proto/etcd.proto
 	@mkdir -p $(@D)
-	protoc-c --c_out=$(@D) --proto_path=daemon $<
+	protoc-c --c_out=$(@D) --proto_path=proto $<
 
 $(GEN_SRC:.c=.o): $(GEN_SRC)
 	$(CC) $(ALL_CFLAGS) $(CFLAGS_DAEMON) -c $< -o $@
 
 $(BUILD)/daemon/%.o: daemon/%.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Iproto $(CFLAGS_DAEMON) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Icommon $(CFLAGS_DAEMON) -c $< -o $@
 
 $(BUILD)/hooks/daemon/%.o: daemon/%.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -DDLOCKD_TEST_HOOKS -Iproto $(CFLAGS_DAEMON) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -DDLOCKD_TEST_HOOKS -Icommon $(CFLAGS_DAEMON) -c $< -o $@
 
 $(BUILD)/client/%.o: client/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Iproto -fvisibility=hidden -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Icommon -fvisibility=hidden -c $< -o $@
 
 $(BUILD)/client/%.pic.o: client/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Iproto -fvisibility=hidden -fPIC -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Icommon -fvisibility=hidden -fPIC -c $< -o $@
 
 $(BUILD)/bench/%.o: bench/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Iproto $(CFLAGS_BENCH) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Icommon $(CFLAGS_BENCH) -c $< -o $@
 
 # the direct-etcd mode's requests are made with the daemon's client and messages
 $(BUILD)/bench/etcd_direct.o: bench/etcd_direct.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Iproto -Idaemon $(CFLAGS_DAEMON) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Icommon -Idaemon $(CFLAGS_DAEMON) -c $< -o $@
 
 $(BUILD)/tests/%.o: tests/%.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto -Ibench $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Icommon -Ibench $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
 
 $(BUILD)/dlockd: $(DAEMON_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON)
@@ -207,7 +208,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELP) $(BUILD)/libdlockd.a $(BUILD)/
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
 
 # dlock-bench's histogram and reply reader have a suite of their own.
-$(BUILD)/tests/check_bench: $(BUILD)/bench/hist.o $(BUILD)/bench/reply.o $(BUILD)/proto/num.o
+$(BUILD)/tests/check_bench: $(BUILD)/bench/hist.o $(BUILD)/bench/reply.o $(BUILD)/common/num.o
 
 # Install the Debian packages that are missing (root runs apt-get, others use sudo).
 deps:
@@ -307,9 +308,9 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' -DDLOCKD_TEST_HOOKS \
                 $(filter-out -Werror,$(WARNINGS)) -O1 -g -MMD -MP \
                 -fsanitize=fuzzer-no-link $(FUZZ_SAN)
-FUZZ_INC     := -Idaemon -Iclient -Iproto -Itests -Itests/fuzz $(CFLAGS_DAEMON) $(CFLAGS_CHECK)
+FUZZ_INC     := -Idaemon -Iclient -Icommon -Itests -Itests/fuzz $(CFLAGS_DAEMON) $(CFLAGS_CHECK)
 FUZZ_LIBOBJ  := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)) \
-                $(PROTO_SRC) client/dlock.c tests/fake_backend.c) \
+                $(COMMON_SRC) client/dlock.c tests/fake_backend.c) \
                 $(FUZZ_DIR)/obj/$(GEN_SRC:.c=.o)
 FUZZ_REPLAY  := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
 # make check and make unit build and run the replays with the unit suites
@@ -329,7 +330,7 @@ $(FUZZ_REPLAY): $(BUILD)/tests/fuzz/replay-%: $(BUILD)/tests/fuzz/%.o \
 
 $(BUILD)/tests/fuzz/%.o: tests/fuzz/%.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Iproto -Itests $(CFLAGS_DAEMON) $(CFLAGS_CHECK) \
+	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Icommon -Itests $(CFLAGS_DAEMON) $(CFLAGS_CHECK) \
 	    -c $< -o $@
 
 # building the harnesses needs Check too (the lock table's links the fake backend)

@@ -34,7 +34,7 @@
  *
  * Everything is in this file but the histogram (hist.c), the reply reader
  * (reply.c) and the direct-etcd mode's requests (etcd_direct.c); addresses
- * and integers are parsed by proto/.
+ * and integers are parsed by common/.
  */
 #include <dirent.h>
 #include <errno.h>

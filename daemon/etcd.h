@@ -1,7 +1,7 @@
 /*
  * etcd — a client of etcd v3's gRPC API: HTTP/2 (nghttp2) over one TCP or
  * TLS connection per endpoint, on the daemon's libevent loop, no threads.
- * Messages are protobuf-c's, generated from daemon/etcd.proto (etcd's field
+ * Messages are protobuf-c's, generated from proto/etcd.proto (etcd's field
  * numbers). Every call is a stream of its own on the connection, so calls
  * never wait behind each other; the owner orders what must be ordered.
  *

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the etcd harness's seeds (tests/fuzz/etcd.c) into corpus/etcd and
 regress/etcd: two steering bytes, then gRPC-framed etcd responses, encoded
-here by hand with etcd's field numbers (daemon/etcd.proto)."""
+here by hand with etcd's field numbers (proto/etcd.proto)."""
 import os
 import struct
 

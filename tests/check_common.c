@@ -1,6 +1,6 @@
 /*
- * check_proto — the sources the daemon and the client share (proto/):
- * the address parser, the integer parser and the clock.
+ * check_common — the sources the daemon, the client and the benchmark share
+ * (common/): the address parser, the integer parser and the clock.
  */
 #include <check.h>
 #include <ctype.h>
@@ -227,9 +227,9 @@ START_TEST(test_clock_never_steps_back)
 END_TEST
 
 static Suite *
-proto_suite(void)
+common_suite(void)
 {
-	Suite *s = suite_create("proto");
+	Suite *s = suite_create("common");
 	TCase *tc = tcase_create("addresses");
 
 	tcase_add_test(tc, test_parse_addr_good);
@@ -250,5 +250,5 @@ proto_suite(void)
 int
 main(void)
 {
-	return suite_run(proto_suite());
+	return suite_run(common_suite());
 }
