@@ -82,7 +82,10 @@ DEB_COMPAT := debootstrap check python3 python3-redis redis-tools etcd-server et
 # integers, the clock.
 COMMON_SRC  := $(wildcard common/*.c)
 COMMON_OBJ  := $(COMMON_SRC:%.c=$(BUILD)/%.o)
-DAEMON_SRC  := $(wildcard daemon/*.c)
+# the daemon's sources: daemon/ and its folders (a backend of several files has one)
+DAEMON_SRC  := $(wildcard daemon/*.c daemon/*/*.c)
+# where the daemon's headers are: every module includes its neighbours' by name
+DAEMON_INC  := -Idaemon $(patsubst %/,-I%,$(sort $(dir $(wildcard daemon/*/*.h))))
 # etcd's gRPC messages: C made by protoc-c from proto/etcd.proto at build time
 GEN_SRC     := $(BUILD)/gen/etcd.pb-c.c
 GEN_H       := $(GEN_SRC:.c=.h)
@@ -142,11 +145,11 @@ $(GEN_SRC:.c=.o): $(GEN_SRC)
 
 $(BUILD)/daemon/%.o: daemon/%.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Icommon $(CFLAGS_DAEMON) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Icommon $(DAEMON_INC) $(CFLAGS_DAEMON) -c $< -o $@
 
 $(BUILD)/hooks/daemon/%.o: daemon/%.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -DDLOCKD_TEST_HOOKS -Icommon $(CFLAGS_DAEMON) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -DDLOCKD_TEST_HOOKS -Icommon $(DAEMON_INC) $(CFLAGS_DAEMON) -c $< -o $@
 
 $(BUILD)/client/%.o: client/%.c
 	@mkdir -p $(@D)
@@ -163,11 +166,11 @@ $(BUILD)/bench/%.o: bench/%.c
 # the direct-etcd mode's requests are made with the daemon's client and messages
 $(BUILD)/bench/etcd_direct.o: bench/etcd_direct.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Icommon -Idaemon $(CFLAGS_DAEMON) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Icommon $(DAEMON_INC) $(CFLAGS_DAEMON) -c $< -o $@
 
 $(BUILD)/tests/%.o: tests/%.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Icommon -Ibench $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DAEMON_INC) -Iclient -Icommon -Ibench $(CFLAGS_DAEMON) $(CFLAGS_CHECK) -c $< -o $@
 
 $(BUILD)/dlockd: $(DAEMON_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON)
@@ -308,7 +311,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' -DDLOCKD_TEST_HOOKS \
                 $(filter-out -Werror,$(WARNINGS)) -O1 -g -MMD -MP \
                 -fsanitize=fuzzer-no-link $(FUZZ_SAN)
-FUZZ_INC     := -Idaemon -Iclient -Icommon -Itests -Itests/fuzz $(CFLAGS_DAEMON) $(CFLAGS_CHECK)
+FUZZ_INC     := $(DAEMON_INC) -Iclient -Icommon -Itests -Itests/fuzz $(CFLAGS_DAEMON) $(CFLAGS_CHECK)
 FUZZ_LIBOBJ  := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)) \
                 $(COMMON_SRC) client/dlock.c tests/fake_backend.c) \
                 $(FUZZ_DIR)/obj/$(GEN_SRC:.c=.o)
@@ -330,7 +333,7 @@ $(FUZZ_REPLAY): $(BUILD)/tests/fuzz/replay-%: $(BUILD)/tests/fuzz/%.o \
 
 $(BUILD)/tests/fuzz/%.o: tests/fuzz/%.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Iclient -Icommon -Itests $(CFLAGS_DAEMON) $(CFLAGS_CHECK) \
+	$(CC) $(ALL_CFLAGS) $(DAEMON_INC) -Iclient -Icommon -Itests $(CFLAGS_DAEMON) $(CFLAGS_CHECK) \
 	    -c $< -o $@
 
 # building the harnesses needs Check too (the lock table's links the fake backend)
@@ -341,9 +344,10 @@ fuzz: deps-fuzz
 	$(MAKE) $(FUZZ_BINS)
 	BUILD=$(BUILD) sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
--include $(wildcard $(FUZZ_DIR)/obj/*/*.d $(FUZZ_DIR)/obj/tests/fuzz/*.d $(BUILD)/tests/fuzz/*.d)
+-include $(wildcard $(FUZZ_DIR)/obj/*/*.d $(FUZZ_DIR)/obj/*/*/*.d $(BUILD)/tests/fuzz/*.d)
 
 clean:
 	rm -rf build
 
--include $(wildcard $(BUILD)/*/*.d $(BUILD)/hooks/daemon/*.d)
+-include $(wildcard $(BUILD)/*/*.d $(BUILD)/*/*/*.d $(BUILD)/hooks/daemon/*.d \
+    $(BUILD)/hooks/daemon/*/*.d)
