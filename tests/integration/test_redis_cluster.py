@@ -12,6 +12,7 @@ migrations of distinct slots); the others are shared by a class.
 
 import os
 import re
+import signal
 import subprocess
 import time
 import unittest
@@ -296,6 +297,25 @@ class TestClusterShared(ClusterCase):
     def test_status_connected(self):
         st = pairs(self.conn(self.a).cmd("STATUS", unique_key("st")))
         self.assertEqual(st["backend"], b"connected")
+
+    def test_sighup_keeps_the_daemon_and_its_locks(self):
+        # a reload reads the configuration and the backend's files again: the
+        # daemon goes on, every lock it holds stays held, and it still serves
+        d = self.start_cluster_daemon(self.cluster, backend_conf=FAST)
+        holder, other = self.conn(d), self.conn(self.b)
+        keys = list(self.keys_per_master(self.cluster, "hup").values())
+        grants = [grant(holder.cmd("LOCK", k, "TTL", 5000), k) for k in keys]
+        d.proc.send_signal(signal.SIGHUP)
+        self.wait_log(d, "configuration reloaded", "the reload")
+        self.assertIsNone(d.proc.poll(), "dlockd exited on SIGHUP")
+        for k in keys:
+            self.assertIs(other.cmd("LOCK", k, "WAIT", 0), NULL, "%s is held" % k)
+        self.assertEqual(d.info()["backend_cluster_slots_up"], "16384")
+        for k, g in zip(keys, grants):
+            self.assertEqual(holder.cmd("UNLOCK", k), 0, k)
+            g2 = grant(other.cmd("LOCK", k), k)
+            self.assertGreater(g2[1], g[1])
+            self.assertEqual(other.cmd("UNLOCK", k), 0, k)
 
 
 class TestClusterResharding(ClusterCase):
