@@ -1,5 +1,5 @@
 """The documentation against the daemon: INFO answers exactly the sections and
-fields proto/PROTOCOL.md lists, with each backend."""
+fields docs/protocol.md lists, with each backend."""
 
 import os
 import re
@@ -10,8 +10,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 def documented_info():
-    """PROTOCOL.md's INFO table: {section: {backend or None: set of fields}}."""
-    with open(os.path.join(TOP, "proto", "PROTOCOL.md")) as f:
+    """docs/protocol.md's INFO table: {section: {backend or None: set of fields}}."""
+    with open(os.path.join(TOP, "docs", "protocol.md")) as f:
         doc = f.read()
     table = doc[doc.index("\n### INFO\n"):]
     table = table[:table.index("\n### ", 1)]
@@ -49,9 +49,9 @@ class InfoDocumented:
         self.assertEqual(list(got), list(want), "INFO's sections")
         for name in want:
             self.assertEqual(sorted(got[name] - want[name]), [],
-                             "INFO fields of # %s missing in PROTOCOL.md" % name)
+                             "INFO fields of # %s missing in docs/protocol.md" % name)
             self.assertEqual(sorted(want[name] - got[name]), [],
-                             "PROTOCOL.md's # %s fields INFO does not answer" % name)
+                             "docs/protocol.md's # %s fields INFO does not answer" % name)
 
 
 class TestInfoMemory(InfoDocumented, DaemonTestCase):
