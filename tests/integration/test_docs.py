@@ -201,7 +201,7 @@ def readme_section(title):
 
 
 class TestReadmeExamples(DaemonTestCase):
-    """The first examples of the README, run as they are written against a
+    """The README's first examples, run as they are written against a
     daemon of the memory backend: build/dlock is the dlock under test, and
     the port 7480 the daemon's."""
 
