@@ -1,4 +1,4 @@
-"""The README's examples for Redis client libraries, run as written against a
+"""The examples of docs/clients.md for Redis client libraries, run as written against a
 real dlockd: redis-py, and Node's ioredis and node-redis (installed from npm
 into the build directory on first use, then reused). They prove the points the
 examples make: a LOCK that waits 4 s for a holder is answered (no read timeout
@@ -28,7 +28,7 @@ from harness import (DLOCKD, PYTHON, SLOWDOWN, DaemonTestCase, RedisTestCase, fr
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(TOP, "docs", "clients")
-README = os.path.join(TOP, "README.md")
+CLIENTS_MD = os.path.join(TOP, "docs", "clients.md")
 # the npm packages live next to the binaries under test, kept between runs
 NODE_DIR = os.path.join(os.path.dirname(DLOCKD), "node")
 NPM_TIMEOUT = 300  # s for npm install
@@ -38,7 +38,7 @@ HOLD = 4.0  # s another session holds the key while the examples wait (WAIT 5000
 EXAMPLE_RUNS = (("lock.py", [PYTHON]),
                 ("lock-ioredis.js", ["node"]),
                 ("lock-node-redis.js", ["node"]))
-# examples in the README that the suite cannot run (no Go proxy, no Maven)
+# examples in docs/clients.md that the suite cannot run (no Go proxy, no Maven)
 NOT_RUN = ("lock.go", "Lock.java")
 
 _npm_lock = threading.Lock()
@@ -171,15 +171,15 @@ class ExampleMixin:
         return int(m.group(1))
 
 
-class TestReadme(unittest.TestCase):
+class TestClientsPage(unittest.TestCase):
 
-    def test_readme_has_each_example(self):
-        with open(README) as f:
+    def test_clients_md_has_each_example(self):
+        with open(CLIENTS_MD) as f:
             blocks = re.findall(r"^```[a-z]+\n(.*?)^```$", f.read(), re.M | re.S)
         for name in [n for n, _ in EXAMPLE_RUNS] + list(NOT_RUN):
             with open(os.path.join(EXAMPLES, name)) as f:
                 code = f.read()
-            self.assertIn(code, blocks, "README.md has no code block equal to "
+            self.assertIn(code, blocks, "docs/clients.md has no code block equal to "
                           "docs/clients/%s" % name)
 
 
