@@ -426,7 +426,7 @@ main(int argc, char **argv)
 		d.activated = true;
 	d.conf = load(&d, !d.activated, true, &tls);
 	if (test && d.conf->nerrors == 0)
-		backend_check_deep(d.conf);	/* names, certificate files */
+		conf_check_deep(d.conf);	/* names, certificate files */
 	if (d.level_arg != NULL && log_level_parse(d.level_arg) < 0) {
 		fprintf(stderr, "command line: unknown log level '%s' (expected debug, info, "
 		    "warn or error)\n", d.level_arg);
