@@ -314,8 +314,8 @@ trim_churn(const struct server *srv)
 	struct lt_stats st;
 
 	locktab_stats(srv->lt, &st);
-	return srv->metrics.total_connections - srv->nsessions + st.releases + st.expired +
-	    st.lost;
+	return srv->sessions.counters.total_connections - srv->sessions.count + st.releases +
+	    st.expired + st.lost;
 }
 
 /* Every TRIM_TICK_MS: free the idle keys the lock table keeps beyond its

@@ -148,7 +148,7 @@ setup(void)
 	ck_assert_ptr_nonnull(base);
 	fk_start(&fk_ops);
 	srv = server_create(base, conf, &fk_be, cmd_dispatch, fk_clock, NULL);
-	mx = metrics_create(srv);
+	mx = metrics_create(&srv->sessions);
 }
 
 static void
@@ -289,10 +289,10 @@ END_TEST
 START_TEST(test_health_follows_the_backend)
 {
 	const char *why = "unset";
-	ck_assert_int_eq(metrics_healthy(srv, &why), 1);
+	ck_assert_int_eq(metrics_healthy(srv->be, &why), 1);
 	ck_assert_ptr_null(why);
 	fk.disconnected = true;
-	ck_assert_int_eq(metrics_healthy(srv, &why), 0);
+	ck_assert_int_eq(metrics_healthy(srv->be, &why), 0);
 	ck_assert_str_eq(why, "the backend is not reachable");
 	char *text = scrape();
 	EXPECT_LINE(text, "dlockd_backend_up 0");
@@ -306,10 +306,10 @@ END_TEST
 
 START_TEST(test_server_counters)
 {
-	srv->metrics.total_connections = 7;
-	srv->metrics.rejected_connections = 2;
-	srv->metrics.commands_total = 123;
-	srv->metrics.protocol_errors_total = 1;
+	srv->sessions.counters.total_connections = 7;
+	srv->sessions.counters.rejected_connections = 2;
+	srv->sessions.counters.commands_total = 123;
+	srv->sessions.counters.protocol_errors_total = 1;
 	char *text = scrape();
 	EXPECT_LINE(text, "dlockd_connections 0");
 	EXPECT_LINE(text, "dlockd_connections_accepted_total 7");

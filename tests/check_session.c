@@ -107,7 +107,7 @@ client(void)
 {
 	int sv[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-	session_accept(srv, sv[1], "test", NULL);
+	session_accept(&srv->sessions, sv[1], "test", NULL);
 	return sv[0];
 }
 
@@ -116,7 +116,7 @@ static struct session *
 session_by_id(uint64_t id)
 {
 	struct session *s;
-	TAILQ_FOREACH(s, &srv->sessions, entry)
+	TAILQ_FOREACH(s, &srv->sessions.all, entry)
 		if (s->id == id)
 			return s;
 	return NULL;
@@ -483,7 +483,7 @@ START_TEST(test_login_timeout)
 	send_str(a, "PING\r\n");
 	expect(a, "+PONG\r\n");
 	expect_closed(a);
-	ck_assert_uint_eq(srv->metrics.login_timeouts_total, 1);
+	ck_assert_uint_eq(srv->sessions.counters.login_timeouts_total, 1);
 	send_str(b, "PING\r\n");
 	expect(b, "+PONG\r\n");
 	close(a);
@@ -587,7 +587,7 @@ START_TEST(test_close_releases_and_withdraws)
 	close(a);
 	expect_grant(c, NULL, NULL);
 	expect_status(c, "exclusive", 1, 0);
-	ck_assert_uint_eq(srv->nsessions, 1);
+	ck_assert_uint_eq(srv->sessions.count, 1);
 	close(c);
 }
 END_TEST
@@ -603,7 +603,7 @@ START_TEST(test_quit_and_protocol_error)
 	char line[256];
 	recv_line(b, line, sizeof(line));
 	expect_closed(b);
-	ck_assert_uint_eq(srv->metrics.protocol_errors_total, 1);
+	ck_assert_uint_eq(srv->sessions.counters.protocol_errors_total, 1);
 	close(a);
 	close(b);
 }
@@ -647,9 +647,9 @@ START_TEST(test_output_backpressure)
 	ck_assert(s->throttled);
 	ck_assert_uint_ge(evbuffer_get_length(session_out(s)), SESSION_OUTPUT_HIGH);
 	/* it stays so while nobody reads */
-	uint64_t answered = srv->metrics.commands_total;
+	uint64_t answered = srv->sessions.counters.commands_total;
 	pump();
-	ck_assert_uint_eq(srv->metrics.commands_total, answered);
+	ck_assert_uint_eq(srv->sessions.counters.commands_total, answered);
 	/* reading resumes it: every reply arrives, in order, none lost */
 	static char buf[PAYLOAD + 32];
 	for (int i = 0; i < sent; i++) {
@@ -686,7 +686,7 @@ START_TEST(test_output_timeout)
 	flood(c, s);
 	ck_assert(s->throttled);
 	expect_session_gone(1);
-	ck_assert_uint_eq(srv->metrics.output_drops_total, 1);
+	ck_assert_uint_eq(srv->sessions.counters.output_drops_total, 1);
 	int d = client();
 	send_str(d, "LOCK k WAIT 0\r\n");
 	expect_grant(d, NULL, NULL);
@@ -731,7 +731,7 @@ START_TEST(test_output_limit)
 	expect(c, "+PONG\r\n");
 	send_bytes(c, req, (size_t)len);
 	expect_closed(c);
-	ck_assert_uint_eq(srv->metrics.output_drops_total, 1);
+	ck_assert_uint_eq(srv->sessions.counters.output_drops_total, 1);
 	/* a reply under the limit is sent */
 	len = snprintf(req, sizeof(req), "*2\r\n$4\r\nPING\r\n$%d\r\n%0*d\r\n", 60000, 60000,
 	    7);
@@ -756,7 +756,7 @@ START_TEST(test_request_timeout)
 	/* a request unfinished behind a waiting LOCK does not count */
 	send_str(w, "LOCK k\r\n*1\r\n$4\r\nPI");
 	expect_closed(a);
-	ck_assert_uint_eq(srv->metrics.request_timeouts_total, 1);
+	ck_assert_uint_eq(srv->sessions.counters.request_timeouts_total, 1);
 	send_str(b, "PING\r\n");
 	expect(b, "+PONG\r\n");
 	ck_assert_ptr_nonnull(session_by_id(4));
@@ -765,7 +765,7 @@ START_TEST(test_request_timeout)
 	expect(h, ":0\r\n");
 	expect_grant(w, NULL, NULL);
 	expect_closed(w);
-	ck_assert_uint_eq(srv->metrics.request_timeouts_total, 2);
+	ck_assert_uint_eq(srv->sessions.counters.request_timeouts_total, 2);
 	close(a);
 	close(b);
 	close(h);
@@ -836,7 +836,7 @@ START_TEST(test_close_while_acquire_in_flight)
 	/* the session goes away while the backend decides */
 	close(a);
 	pump();
-	ck_assert_uint_eq(srv->nsessions, 0);
+	ck_assert_uint_eq(srv->sessions.count, 0);
 	/* the grant comes to nobody: the lease is given back at once */
 	fk_complete(BE_OK, 7);
 	fk_expect(0, FK_RELEASE, "k");
@@ -865,7 +865,7 @@ START_TEST(test_close_while_unlock_in_flight)
 	pump();
 	fk_complete(BE_OK, 0);	/* to a session that is gone */
 	pump();
-	ck_assert_uint_eq(srv->nsessions, 0);
+	ck_assert_uint_eq(srv->sessions.count, 0);
 	ck_assert(locktab_idle(srv->lt));
 }
 END_TEST
