@@ -765,12 +765,27 @@ cmd_locks(struct session *s, const struct codec_frame *f)
 	locktab_owner_holds(s->owner, locks_entry, out);
 }
 
+/* INFO's # Locks lines in their order: each number of struct lt_stats at
+ * the place LT_STATS gives it. */
+static const struct {
+	const char *name;		/* the field's name in INFO */
+	size_t off;			/* offsetof() its number in struct lt_stats */
+} info_locks[] = {
+#define INFO_LOCKS_ROW(field, name, type, info, help) \
+	[info] = { #name, offsetof(struct lt_stats, field) },
+	LT_STATS(INFO_LOCKS_ROW)
+#undef INFO_LOCKS_ROW
+};
+_Static_assert(sizeof(info_locks) == sizeof(struct lt_stats) / sizeof(uint64_t) *
+    sizeof(info_locks[0]), "LT_STATS's INFO places are not 0 to n-1");
+
 static void
 cmd_info(struct session *s, const struct codec_frame *f)
 {
 	const struct session_hub *hub = s->hub;
 	struct evbuffer *text = evbuffer_new();
 	struct lt_stats st;
+	uint64_t v;
 	(void)f;
 	locktab_stats(hub->lt, &st);
 	evbuffer_add_printf(text,
@@ -783,18 +798,13 @@ cmd_info(struct session *s, const struct codec_frame *f)
 	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)hub->counters.name);
 	SESSION_COUNTERS(INFO_COUNTER)
 #undef INFO_COUNTER
-	evbuffer_add_printf(text,
-	    "\r\n# Locks\r\nkeys:%llu\r\nlocks_held:%llu\r\nwaiters:%llu\r\n"
-	    "grants_total:%llu\r\nreentrant_total:%llu\r\ntimeouts_total:%llu\r\n"
-	    "releases_total:%llu\r\nexpired_total:%llu\r\nlost_total:%llu\r\n"
-	    "handoffs_total:%llu\r\nbackend_errors_total:%llu\r\nlate_grants_total:%llu\r\n"
-	    "\r\n# Backend\r\n",
-	    (unsigned long long)st.keys, (unsigned long long)st.holds,
-	    (unsigned long long)st.waiters, (unsigned long long)st.grants,
-	    (unsigned long long)st.reentrant, (unsigned long long)st.timeouts,
-	    (unsigned long long)st.releases, (unsigned long long)st.expired,
-	    (unsigned long long)st.lost, (unsigned long long)st.handoffs,
-	    (unsigned long long)st.backend_errors, (unsigned long long)st.late_grants);
+	evbuffer_add_printf(text, "\r\n# Locks\r\n");
+	for (size_t i = 0; i < sizeof(info_locks) / sizeof(info_locks[0]); i++) {
+		memcpy(&v, (const char *)&st + info_locks[i].off, sizeof(v));
+		evbuffer_add_printf(text, "%s:%llu\r\n", info_locks[i].name,
+		    (unsigned long long)v);
+	}
+	evbuffer_add_printf(text, "\r\n# Backend\r\n");
 	hub->be->ops->info(hub->be, text);
 	size_t len = evbuffer_get_length(text);
 	const unsigned char *p = evbuffer_pullup(text, -1);

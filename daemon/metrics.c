@@ -35,27 +35,13 @@
 
 /*
  * X(name, type, help, value) for the plain metrics beside the counters of
- * SESSION_COUNTERS: the first two come before those, the others after;
- * value is an expression of m (the metrics), hub and st (the lock table's
- * struct lt_stats).
+ * SESSION_COUNTERS and LT_STATS: the first two come before those, the
+ * others after; value is an expression of m (the metrics) and hub.
  */
 #define METRICS_SESSIONS(X) \
 	X(connections, gauge, "client connections open", hub->count) \
 	X(sessions, gauge, "client sessions (one per connection)", hub->count)
 #define METRICS_PROCESS(X) \
-	X(locks_held, gauge, "holdings of locks now", st.holds) \
-	X(waiters, gauge, "LOCKs waiting in a queue now", st.waiters) \
-	X(keys, gauge, "keys with holders or waiters now", st.keys) \
-	X(grants_total, counter, "LOCKs granted (reentrant ones not counted)", st.grants) \
-	X(reentrant_total, counter, "reentrant LOCKs of a key already held", st.reentrant) \
-	X(timeouts_total, counter, "LOCKs not granted within their WAIT", st.timeouts) \
-	X(releases_total, counter, "holdings released", st.releases) \
-	X(expired_total, counter, "detached holdings that reached their TTL", st.expired) \
-	X(lost_total, counter, "holdings lost (their lease could not be kept)", st.lost) \
-	X(late_grants_total, counter, "grants not delivered: too little of the lease left", \
-	    st.late_grants) \
-	X(handoffs_total, counter, "releases handed straight to the next waiter", st.handoffs) \
-	X(backend_errors_total, counter, "backend operations that failed", st.backend_errors) \
 	X(backend_up, gauge, "1 while the backend is reachable, else 0", \
 	    (uint64_t)metrics_healthy(hub->be, &why)) \
 	X(start_time_seconds, gauge, "start time of the process, seconds since the epoch", \
@@ -209,9 +195,12 @@ metrics_write(struct metrics *m, struct evbuffer *out)
 	evbuffer_add_printf(out, METRICS_PREFIX #name " %" PRIu64 "\n", (uint64_t)(value));
 #define METRICS_SESSION(name, metric, help) \
 	METRICS_WRITE(metric, counter, help, hub->counters.name)
+#define METRICS_LT(field, name, type, info, help) METRICS_WRITE(name, type, help, st.field)
 	METRICS_SESSIONS(METRICS_WRITE)
 	SESSION_COUNTERS(METRICS_SESSION)
+	LT_STATS(METRICS_LT)
 	METRICS_PROCESS(METRICS_WRITE)
+#undef METRICS_LT
 #undef METRICS_SESSION
 #undef METRICS_WRITE
 
