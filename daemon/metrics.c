@@ -2,10 +2,10 @@
  * metrics — GET /metrics and GET /healthz over HTTP (see metrics.h).
  *
  * It owns its evhttp listener and the histograms; it reads the sessions'
- * counters, the lock table and the backend only when scraped. It must not change lock state, send
- * anything to lock clients, or block the loop: a scrape is answered from
- * memory in one pass, and evhttp writes it as the scraper reads, with
- * bounded request sizes and a timeout per connection.
+ * counters, the lock table and the backend only when scraped. It must not
+ * change lock state, send anything to lock clients, or block the loop: a
+ * scrape is answered from memory in one pass, and evhttp writes it as the
+ * scraper reads, with bounded request sizes and a timeout per connection.
  */
 #include "metrics.h"
 

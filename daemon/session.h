@@ -65,8 +65,10 @@ typedef void session_dispatch_fn(struct session *s, const struct codec_frame *f)
 	X(rejected_connections, connections_rejected_total, \
 	    "client connections refused at limits.max_clients") \
 	X(commands_total, commands_total, "commands processed") \
-	X(protocol_errors_total, protocol_errors_total, "connections closed for a protocol error") \
-	X(idle_timeouts_total, idle_timeouts_total, "sessions closed for sessions.idle_timeout_ms") \
+	X(protocol_errors_total, protocol_errors_total, \
+	    "connections closed for a protocol error") \
+	X(idle_timeouts_total, idle_timeouts_total, \
+	    "sessions closed for sessions.idle_timeout_ms") \
 	X(request_timeouts_total, request_timeouts_total, "connections closed for a request " \
 	    "unfinished within sessions.request_timeout_ms") \
 	X(login_timeouts_total, login_timeouts_total, "connections closed for no AUTH within " \
