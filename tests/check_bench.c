@@ -172,25 +172,15 @@ START_TEST(reply_malformed)
 }
 END_TEST
 
-static Suite *
-bench_suite(void)
-{
-	Suite *s = suite_create("bench");
-	TCase *tc = tcase_create("hist");
-	tcase_add_test(tc, hist_buckets_tile);
-	tcase_add_test(tc, hist_quantiles);
-	tcase_add_test(tc, hist_small_values_exact);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("reply");
-	tcase_add_test(tc, reply_kinds);
-	tcase_add_test(tc, reply_two_in_a_row);
-	tcase_add_test(tc, reply_malformed);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
+/* The bench suite, the tests of bench/hist.c and bench/reply.c: hist, reply. */
 int
 main(void)
 {
-	return suite_run(bench_suite());
+	Suite *s = suite_create("bench");
+
+	suite_case(s, "hist", NULL, NULL, 0, SUITE_TESTS(hist_buckets_tile, hist_quantiles,
+	    hist_small_values_exact));
+	suite_case(s, "reply", NULL, NULL, 0, SUITE_TESTS(reply_kinds, reply_two_in_a_row,
+	    reply_malformed));
+	return suite_run(s);
 }

@@ -226,29 +226,16 @@ START_TEST(test_clock_never_steps_back)
 }
 END_TEST
 
-static Suite *
-common_suite(void)
-{
-	Suite *s = suite_create("common");
-	TCase *tc = tcase_create("addresses");
-
-	tcase_add_test(tc, test_parse_addr_good);
-	tcase_add_test(tc, test_parse_addr_bad);
-	tcase_add_test(tc, test_parse_addr_default_port);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("integers");
-	tcase_add_test(tc, test_num_good);
-	tcase_add_test(tc, test_num_bad);
-	tcase_add_test(tc, test_hex_digits);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("clock");
-	tcase_add_test(tc, test_clock_never_steps_back);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
+/* The common suite, the tests of common/: addresses, integers, clock. */
 int
 main(void)
 {
-	return suite_run(common_suite());
+	Suite *s = suite_create("common");
+
+	suite_case(s, "addresses", NULL, NULL, 0, SUITE_TESTS(test_parse_addr_good,
+	    test_parse_addr_bad, test_parse_addr_default_port));
+	suite_case(s, "integers", NULL, NULL, 0, SUITE_TESTS(test_num_good, test_num_bad,
+	    test_hex_digits));
+	suite_case(s, "clock", NULL, NULL, 0, SUITE_TESTS(test_clock_never_steps_back));
+	return suite_run(s);
 }

@@ -322,27 +322,16 @@ START_TEST(test_server_counters)
 }
 END_TEST
 
-static Suite *
-metrics_suite(void)
-{
-	Suite *s = suite_create("metrics");
-	TCase *tc = tcase_create("format");
-	tcase_add_test(tc, test_seconds_format);
-	tcase_add_test(tc, test_hist_buckets);
-	tcase_add_test(tc, test_hist_empty);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("server");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_exposition_follows_the_table);
-	tcase_add_test(tc, test_health_follows_the_backend);
-	tcase_add_test(tc, test_server_counters);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
+/* The metrics suite, the tests of metrics.c: format, server. */
 int
 main(void)
 {
-	return suite_run(metrics_suite());
+	Suite *s = suite_create("metrics");
+
+	suite_case(s, "format", NULL, NULL, 0, SUITE_TESTS(test_seconds_format,
+	    test_hist_buckets, test_hist_empty));
+	suite_case(s, "server", setup, teardown, 0,
+	    SUITE_TESTS(test_exposition_follows_the_table, test_health_follows_the_backend,
+	    test_server_counters));
+	return suite_run(s);
 }

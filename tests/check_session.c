@@ -975,61 +975,31 @@ START_TEST(test_loss_pushed_keeps_a_waiting_lock)
 }
 END_TEST
 
-static Suite *
-session_suite(void)
-{
-	Suite *s = suite_create("session");
-	TCase *tc = tcase_create("commands");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_ping_and_unknown);
-	tcase_add_test(tc, test_lock_syntax_errors);
-	tcase_add_test(tc, test_lock_reply_shapes);
-	tcase_add_test(tc, test_client_subcommands);
-	tcase_add_test(tc, test_info);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("auth");
-	tcase_add_checked_fixture(tc, setup_auth, teardown);
-	tcase_add_test(tc, test_auth);
-	tcase_add_test(tc, test_login_timeout);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("ordering");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_pipeline_waits_behind_a_lock);
-	tcase_add_test(tc, test_wait_runs_out_on_the_table_clock);
-	tcase_add_test(tc, test_fifo_across_sessions);
-	tcase_add_test(tc, test_close_releases_and_withdraws);
-	tcase_add_test(tc, test_quit_and_protocol_error);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("backend");
-	tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
-	tcase_add_test(tc, test_close_while_acquire_in_flight);
-	tcase_add_test(tc, test_close_while_unlock_in_flight);
-	tcase_add_test(tc, test_loss_told_in_place_of_the_next_command);
-	tcase_add_test(tc, test_loss_withdraws_a_waiting_lock);
-	tcase_add_test(tc, test_loss_pushed_in_resp3);
-	tcase_add_test(tc, test_loss_pushed_keeps_a_waiting_lock);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("back-pressure");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_output_backpressure);
-	tcase_add_test(tc, test_input_behind_a_wait_is_bounded);
-	tcase_add_test(tc, test_output_timeout);
-	tcase_add_test(tc, test_output_limit);
-	tcase_add_test(tc, test_close_without_reader);
-	tcase_add_test(tc, test_request_timeout);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
+/* The session suite, the tests of session.c: commands, auth, ordering, backend,
+ * back-pressure. */
 int
 main(void)
 {
 	signal(SIGPIPE, SIG_IGN);	/* a test writes to a session that closed */
-	return suite_run(session_suite());
+
+	Suite *s = suite_create("session");
+
+	suite_case(s, "commands", setup, teardown, 0, SUITE_TESTS(test_ping_and_unknown,
+	    test_lock_syntax_errors, test_lock_reply_shapes, test_client_subcommands,
+	    test_info));
+	suite_case(s, "auth", setup_auth, teardown, 0, SUITE_TESTS(test_auth,
+	    test_login_timeout));
+	suite_case(s, "ordering", setup, teardown, 0,
+	    SUITE_TESTS(test_pipeline_waits_behind_a_lock,
+	    test_wait_runs_out_on_the_table_clock, test_fifo_across_sessions,
+	    test_close_releases_and_withdraws, test_quit_and_protocol_error));
+	suite_case(s, "backend", setup_fake, teardown_fake, 0,
+	    SUITE_TESTS(test_close_while_acquire_in_flight, test_close_while_unlock_in_flight,
+	    test_loss_told_in_place_of_the_next_command, test_loss_withdraws_a_waiting_lock,
+	    test_loss_pushed_in_resp3, test_loss_pushed_keeps_a_waiting_lock));
+	suite_case(s, "back-pressure", setup, teardown, 30,
+	    SUITE_TESTS(test_output_backpressure, test_input_behind_a_wait_is_bounded,
+	    test_output_timeout, test_output_limit, test_close_without_reader,
+	    test_request_timeout));
+	return suite_run(s);
 }
