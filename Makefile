@@ -206,9 +206,10 @@ $(BUILD)/libdlockd.a: $(TEST_LIB)
 	rm -f $@
 	ar rcs $@ $^
 
-# Every unit-test suite links the daemon's modules and libdlock.
+# Every unit-test suite links the daemon's modules and libdlock, after the
+# objects a suite names of its own (which the archives then do not repeat).
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELP) $(BUILD)/libdlockd.a $(BUILD)/libdlock.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(filter-out %.a,$^) $(filter %.a,$^) $(LIBS_DAEMON) $(LIBS_CHECK)
 
 # dlock-bench's histogram and reply reader have a suite of their own.
 $(BUILD)/tests/check_bench: $(BUILD)/bench/hist.o $(BUILD)/bench/reply.o $(BUILD)/common/num.o

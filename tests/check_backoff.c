@@ -122,7 +122,6 @@ START_TEST(odd_bounds)
 }
 END_TEST
 
-/* The backoff suite: the tests of backoff.c. */
 int
 main(void)
 {

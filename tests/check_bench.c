@@ -172,7 +172,6 @@ START_TEST(reply_malformed)
 }
 END_TEST
 
-/* The bench suite, the tests of bench/hist.c and bench/reply.c: hist, reply. */
 int
 main(void)
 {

@@ -1392,7 +1392,6 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
-/* The client suite, the tests of client/dlock.c: reader, live. */
 int
 main(void)
 {

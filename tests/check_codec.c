@@ -1482,8 +1482,6 @@ START_TEST(t_reply_roundtrip)
 }
 END_TEST
 
-/* The codec suite, the tests of codec.c: multibulk, inline, split, errors,
- * limits, buffer, replies. */
 int
 main(void)
 {

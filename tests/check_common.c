@@ -226,7 +226,6 @@ START_TEST(test_clock_never_steps_back)
 }
 END_TEST
 
-/* The common suite, the tests of common/: addresses, integers, clock. */
 int
 main(void)
 {

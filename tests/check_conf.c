@@ -3176,8 +3176,6 @@ START_TEST(test_reload_tls)
 }
 END_TEST
 
-/* The conf suite, the tests of conf.c: good, errors, command line, redis,
- * server lists, nodes, reload, tls, structure. */
 int
 main(void)
 {

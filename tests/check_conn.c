@@ -239,7 +239,6 @@ START_TEST(reading_paused_and_resumed)
 }
 END_TEST
 
-/* The conn suite: the tests of conn.c. */
 int
 main(void)
 {

@@ -433,7 +433,6 @@ START_TEST(siphash_reference_vectors)
 }
 END_TEST
 
-/* The hashtab suite: the tests of hashtab.c. */
 int
 main(void)
 {

@@ -289,7 +289,6 @@ START_TEST(random_against_model)
 }
 END_TEST
 
-/* The heap suite: the tests of heap.c. */
 int
 main(void)
 {

@@ -339,7 +339,6 @@ START_TEST(destroyed_with_items)
 }
 END_TEST
 
-/* The later suite: the tests of later.c. */
 int
 main(void)
 {

@@ -3467,9 +3467,6 @@ END_TEST
 
 /* ---- the suite ----------------------------------------------------------- */
 
-/* The locktab suite, the tests of locktab.c: fake backend, lease safety, fake
- * backend without transfer, memory backend, randomized, randomized memory
- * backend. */
 int
 main(void)
 {

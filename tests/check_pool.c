@@ -131,7 +131,6 @@ START_TEST(spares_poisoned)
 END_TEST
 #endif
 
-/* The pool suite: the tests of pool.c. */
 int
 main(void)
 {

@@ -192,7 +192,6 @@ START_TEST(redirections)
 }
 END_TEST
 
-/* The rcluster suite: the tests of rcluster.c. */
 int
 main(void)
 {

@@ -904,7 +904,6 @@ START_TEST(test_policy_warned)
 }
 END_TEST
 
-/* The rnode suite, the tests of rnode.c: connection, calls, failures. */
 int
 main(void)
 {

@@ -558,7 +558,6 @@ START_TEST(failure_reasons)
 }
 END_TEST
 
-/* The tls suite: the tests of tls.c. */
 int
 main(void)
 {

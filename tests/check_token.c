@@ -91,7 +91,6 @@ START_TEST(fork_draws_its_own)
 }
 END_TEST
 
-/* The token suite: the tests of token.c. */
 int
 main(void)
 {
