@@ -1,5 +1,5 @@
 /*
- * check_client — tests of libdlock.
+ * check_dlock — tests of libdlock (client/dlock.c).
  *
  * Two groups:
  *  - "reader": libdlock against a canned server started by the test itself
@@ -65,14 +65,14 @@ conn(void)
 	return d;
 }
 
-/* A key no other test (or earlier run) uses: "check_client/<pid>.<ns>/name". */
+/* A key no other test (or earlier run) uses: "check_dlock/<pid>.<ns>/name". */
 static void
 test_key(char *buf, size_t len, const char *name)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(buf, len, "check_client/%ld.%ld/%s", (long)getpid(),
+	snprintf(buf, len, "check_dlock/%ld.%ld/%s", (long)getpid(),
 	    (long)ts.tv_nsec, name);
 }
 
@@ -231,7 +231,7 @@ canned_start_unix(struct canned *c, const struct step *steps, size_t nsteps)
 	struct sockaddr_un sun;
 	int lfd;
 
-	snprintf(c->dir, sizeof(c->dir), "/tmp/check_client.XXXXXX");
+	snprintf(c->dir, sizeof(c->dir), "/tmp/check_dlock.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(c->dir));
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
@@ -1398,7 +1398,7 @@ main(void)
 	const char *addr = getenv("DLOCK_TEST_ADDR");
 
 	if (addr == NULL || *addr == '\0')
-		fprintf(stderr, "check_client: DLOCK_TEST_ADDR is not set: the live "
+		fprintf(stderr, "check_dlock: DLOCK_TEST_ADDR is not set: the live "
 		    "tests need a running dlockd and will fail\n");
 
 	Suite *s = suite_create("client");
