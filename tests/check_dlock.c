@@ -1401,7 +1401,7 @@ main(void)
 		fprintf(stderr, "check_dlock: DLOCK_TEST_ADDR is not set: the live "
 		    "tests need a running dlockd and will fail\n");
 
-	Suite *s = suite_create("client");
+	Suite *s = suite_create("dlock");
 
 	suite_case(s, "reader", NULL, NULL, 30, SUITE_TESTS(test_connect_bad_address,
 	    test_connect_refused, test_reader_split_and_push, test_reader_replies,
