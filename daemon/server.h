@@ -5,8 +5,8 @@
  *
  * Nothing here is global: main() makes one server and every module gets it,
  * or the part of it that it uses, as an argument (a session keeps a pointer
- * to the server's session hub), so that a test
- * can make a server of its own on a fake backend with an injected clock.
+ * to the server's session hub), so that a test can make a server of its own
+ * on a fake backend with an injected clock.
  * The server owns the lock table and the listeners; it does not own the
  * event loop, the configuration or the backend, which its creator frees
  * after it.
