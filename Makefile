@@ -206,12 +206,14 @@ $(BUILD)/libdlockd.a: $(TEST_LIB)
 	rm -f $@
 	ar rcs $@ $^
 
-# Every unit-test suite links the daemon's modules and libdlock.
+# Every unit-test suite links the daemon's modules and libdlock, after the
+# objects a suite names of its own (which the archives then do not repeat).
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELP) $(BUILD)/libdlockd.a $(BUILD)/libdlock.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(filter-out %.a,$^) $(filter %.a,$^) $(LIBS_DAEMON) $(LIBS_CHECK)
 
-# dlock-bench's histogram and reply reader have a suite of their own.
-$(BUILD)/tests/check_bench: $(BUILD)/bench/hist.o $(BUILD)/bench/reply.o $(BUILD)/common/num.o
+# dlock-bench's histogram and reply reader have a suite each.
+$(BUILD)/tests/check_hist: $(BUILD)/bench/hist.o
+$(BUILD)/tests/check_reply: $(BUILD)/bench/reply.o $(BUILD)/common/num.o
 
 # Install the Debian packages that are missing (root runs apt-get, others use sudo).
 deps:
@@ -257,7 +259,7 @@ integration: all $(BENCH_BIN)
 # against etcd 3.5 of Debian 13 with its JSON gateway off, fetched once into
 # $(BUILD)/compat/etcd (tests/compat/etcd35.sh; COMPAT_ETCD_TESTS chooses others).
 check-compat: deps-compat
-	$(MAKE) all $(BUILD)/tests/check_client $(BENCH_BIN)
+	$(MAKE) all $(BUILD)/tests/check_dlock $(BENCH_BIN)
 	BUILD=$(BUILD) sh tests/compat/run.sh; s=$$?; \
 	BUILD=$(BUILD) sh tests/compat/etcd35.sh || s=1; exit $$s
 

@@ -5,8 +5,6 @@
  */
 #include "backend.h"
 
-#include "conf.h"
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,12 +82,4 @@ const char *
 backend_problem(struct backend *be, char *buf, size_t len)
 {
 	return be->ops->problem != NULL ? be->ops->problem(be, buf, len) : NULL;
-}
-
-void
-backend_check_deep(struct conf *c)
-{
-	const struct backend_ops *ops = backend_find(c->backend_type);
-	if (ops != NULL && ops->check != NULL)
-		ops->check(c, c->backend_settings, 1);
 }

@@ -202,8 +202,6 @@ struct backend *backend_create(const char *type, struct event_base *base,
 void backend_destroy(struct backend *be);
 /* Why be fails now (ops->problem), or NULL. */
 const char *backend_problem(struct backend *be, char *buf, size_t len);
-/* dlockd -t: the deep checks of c's backend (ops->check), as errors of c. */
-void backend_check_deep(struct conf *c);
 /* SIGHUP: the backend reads its files again (ops->reload), if it has any. */
 void backend_reload(struct backend *be);
 

@@ -26,7 +26,6 @@
 #include "locktab.h"
 #include "log.h"
 #include "num.h"
-#include "server.h"
 #include "session.h"
 #include "xmalloc.h"
 
@@ -90,7 +89,7 @@ arg_int(const struct codec_frame *f, size_t i, long long min, long long max, lon
 static long long
 ttl_min(const struct session *s)
 {
-	return s->srv->be->min_ttl_ms > TTL_MIN_MS ? (long long)s->srv->be->min_ttl_ms :
+	return s->hub->be->min_ttl_ms > TTL_MIN_MS ? (long long)s->hub->be->min_ttl_ms :
 	    TTL_MIN_MS;
 }
 
@@ -98,16 +97,16 @@ ttl_min(const struct session *s)
 static bool
 ttl_ok(struct session *s, const struct codec_frame *f, size_t i, long long *out)
 {
-	if (arg_int(f, i, ttl_min(s), s->srv->conf->max_ttl_ms, out) == 0)
+	if (arg_int(f, i, ttl_min(s), s->hub->conf->max_ttl_ms, out) == 0)
 		return true;
-	const struct backend_ops *ops = s->srv->be->ops;
+	const struct backend_ops *ops = s->hub->be->ops;
 	if (ttl_min(s) > TTL_MIN_MS && ops->min_lease_rule != NULL)
 		codec_reply_error(session_out(s), "ERR", "invalid TTL: must be %lld to %lld ms "
 		    "(the %s backend's shortest lease is %s)", ttl_min(s),
-		    s->srv->conf->max_ttl_ms, ops->name, ops->min_lease_rule);
+		    s->hub->conf->max_ttl_ms, ops->name, ops->min_lease_rule);
 	else
 		codec_reply_error(session_out(s), "ERR", "invalid TTL: must be %lld to %lld ms",
-		    ttl_min(s), s->srv->conf->max_ttl_ms);
+		    ttl_min(s), s->hub->conf->max_ttl_ms);
 	return false;
 }
 
@@ -115,9 +114,9 @@ ttl_ok(struct session *s, const struct codec_frame *f, size_t i, long long *out)
 static bool
 key_ok(struct session *s, const struct codec_frame *f, size_t i)
 {
-	if (f->argvlen[i] == 0 || f->argvlen[i] > (size_t)s->srv->conf->max_key_bytes) {
+	if (f->argvlen[i] == 0 || f->argvlen[i] > (size_t)s->hub->conf->max_key_bytes) {
 		codec_reply_error(session_out(s), "ERR", "key is empty or too long "
-		    "(1 to %lld bytes)", s->srv->conf->max_key_bytes);
+		    "(1 to %lld bytes)", s->hub->conf->max_key_bytes);
 		return false;
 	}
 	return true;
@@ -175,20 +174,20 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 		break;
 	case LT_E_WAITERS:
 		codec_reply_error(out, "LIMIT", "too many waiters on this key "
-		    "(limits.max_waiters_per_key is %lld)", s->srv->conf->max_waiters_per_key);
+		    "(limits.max_waiters_per_key is %lld)", s->hub->conf->max_waiters_per_key);
 		break;
 	case LT_E_LOCKS:
 		codec_reply_error(out, "LIMIT", "too many locks held by this session "
 		    "(limits.max_locks_per_session is %lld, waits included)",
-		    s->srv->conf->max_locks_per_session);
+		    s->hub->conf->max_locks_per_session);
 		break;
 	case LT_E_KEYS:
 		codec_reply_error(out, "LIMIT", "too many keys locked on this server "
-		    "(limits.max_keys is %lld)", s->srv->conf->max_keys);
+		    "(limits.max_keys is %lld)", s->hub->conf->max_keys);
 		break;
 	case LT_E_BACKEND: {
 		char buf[256];
-		const char *why = backend_problem(s->srv->be, buf, sizeof(buf));
+		const char *why = backend_problem(s->hub->be, buf, sizeof(buf));
 		if (why != NULL)
 			codec_reply_error(out, "BACKEND", "the lock backend failed (%s); try again",
 			    why);
@@ -263,7 +262,7 @@ static bool
 auth_check(struct session *s, const char *user, const char *pass, size_t passlen)
 {
 	bool admin = user != NULL && strcmp(user, "admin") == 0;
-	const char *secret = admin ? s->srv->conf->admin_password : s->srv->conf->password;
+	const char *secret = admin ? s->hub->conf->admin_password : s->hub->conf->password;
 	if (secret == NULL && !admin) {
 		codec_reply_error(session_out(s), "ERR",
 		    "AUTH called without any password configured");
@@ -344,7 +343,7 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 	codec_reply_cstr(out, "id");
 	codec_reply_int(out, (long long)s->id);
 	codec_reply_cstr(out, "backend");
-	codec_reply_cstr(out, s->srv->be->ops->name);
+	codec_reply_cstr(out, s->hub->be->ops->name);
 	codec_reply_cstr(out, "mode");
 	codec_reply_cstr(out, "standalone");
 }
@@ -393,7 +392,7 @@ client_list(struct session *s, bool all)
 	struct evbuffer *text = evbuffer_new();
 	struct session *c;
 	if (all)
-		TAILQ_FOREACH(c, &s->srv->sessions, entry)
+		TAILQ_FOREACH(c, &s->hub->all, entry)
 			client_line(text, c);
 	else
 		client_line(text, s);
@@ -426,7 +425,7 @@ client_kill(struct session *s, const struct codec_frame *f)
 	snprintf(who, sizeof(who), "client %llu %s (CLIENT KILL)", (unsigned long long)s->id,
 	    s->peer);
 	if (by_id) {
-		c = session_find(s->srv, (uint64_t)id);
+		c = session_find(s->hub, (uint64_t)id);
 		if (c == s) {
 			codec_reply_int(session_out(s), 1);
 			session_close_after_reply(s, "client kill");
@@ -440,11 +439,11 @@ client_kill(struct session *s, const struct codec_frame *f)
 		return;
 	}
 	long long n = 0;
-	TAILQ_FOREACH(c, &s->srv->sessions, entry)
+	TAILQ_FOREACH(c, &s->hub->all, entry)
 		n += c != s && strcmp(c->peer, f->argv[3]) == 0;
 	if (n > 0 && !admin_ok(s, "CLIENT KILL of another session"))
 		return;
-	for (c = TAILQ_FIRST(&s->srv->sessions); c != NULL; c = next) {
+	for (c = TAILQ_FIRST(&s->hub->all); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
 		if (c != s && strcmp(c->peer, f->argv[3]) == 0)
 			session_kill(c, who);
@@ -504,7 +503,7 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 {
 	struct evbuffer *out = session_out(s);
 	struct lt_lock_req req = { f->argv[1], f->argvlen[1], LOCK_EXCLUSIVE, 0,
-	    (uint64_t)s->srv->conf->default_ttl_ms, -1, 0 };
+	    (uint64_t)s->hub->conf->default_ttl_ms, -1, 0 };
 	bool has_ttl = false, has_wait = false, shared = false, has_limit = false;
 	long long v;
 
@@ -574,7 +573,7 @@ unlock_force(struct session *s, const struct codec_frame *f)
 	snprintf(reason, sizeof(reason), "the lock was broken by an administrator "
 	    "(session %llu)", (unsigned long long)s->id);
 	struct evbuffer *fences = evbuffer_new();
-	unsigned n = locktab_force(s->srv->lt, f->argv[1], f->argvlen[1], reason, force_entry,
+	unsigned n = locktab_force(s->hub->lt, f->argv[1], f->argvlen[1], reason, force_entry,
 	    fences);
 	evbuffer_add(fences, "", 1);
 	session_log(s, LOG_LEVEL_WARN, "UNLOCK FORCE of key '%s': %u holding%s broken%s%s",
@@ -632,7 +631,7 @@ struct status_list {
 static void
 status_who(struct status_list *l, uint64_t id)
 {
-	struct session *c = id != 0 ? session_find(l->s->srv, id) : NULL;
+	struct session *c = id != 0 ? session_find(l->s->hub, id) : NULL;
 	codec_reply_cstr(l->buf, "session");
 	codec_reply_int(l->buf, c != NULL ? (long long)id : 0);
 	codec_reply_cstr(l->buf, "name");
@@ -687,7 +686,7 @@ status_full(struct session *s, const struct codec_frame *f)
 {
 	struct evbuffer *out = session_out(s);
 	struct status_list l[2] = { { s, evbuffer_new(), 0 }, { s, evbuffer_new(), 0 } };
-	locktab_key_walk(s->srv->lt, f->argv[1], f->argvlen[1], status_holder, status_waiter,
+	locktab_key_walk(s->hub->lt, f->argv[1], f->argvlen[1], status_holder, status_waiter,
 	    l);
 	codec_reply_cstr(out, "holders");
 	codec_reply_array(out, l[0].n);
@@ -711,7 +710,7 @@ cmd_status(struct session *s, const struct codec_frame *f)
 		codec_reply_error(out, "ERR", "syntax error: STATUS key [FULL]");
 		return;
 	}
-	locktab_status(s->srv->lt, f->argv[1], f->argvlen[1], &ks);
+	locktab_status(s->hub->lt, f->argv[1], f->argvlen[1], &ks);
 	codec_reply_map(out, full ? 9 : 7, s->proto);
 	codec_reply_cstr(out, "mode");
 	codec_reply_cstr(out, ks.mode);
@@ -726,7 +725,7 @@ cmd_status(struct session *s, const struct codec_frame *f)
 	codec_reply_cstr(out, "limit");
 	codec_reply_int(out, ks.limit);
 	codec_reply_cstr(out, "backend");
-	codec_reply_cstr(out, s->srv->be->ops->state(s->srv->be));
+	codec_reply_cstr(out, s->hub->be->ops->state(s->hub->be));
 	if (full)
 		status_full(s, f);
 }
@@ -742,7 +741,7 @@ cmd_validate(struct session *s, const struct codec_frame *f)
 		return;
 	}
 	codec_reply_int(session_out(s),
-	    locktab_validate(s->srv->lt, f->argv[1], f->argvlen[1], (uint64_t)fence));
+	    locktab_validate(s->hub->lt, f->argv[1], f->argvlen[1], (uint64_t)fence));
 }
 
 static void
@@ -766,36 +765,47 @@ cmd_locks(struct session *s, const struct codec_frame *f)
 	locktab_owner_holds(s->owner, locks_entry, out);
 }
 
+/* INFO's # Locks lines in their order: each number of struct lt_stats at
+ * the place LT_STATS gives it. */
+static const struct {
+	const char *name;		/* the field's name in INFO */
+	size_t off;			/* offsetof() its number in struct lt_stats */
+} info_locks[] = {
+#define INFO_LOCKS_ROW(field, name, type, info, help) \
+	[info] = { #name, offsetof(struct lt_stats, field) },
+	LT_STATS(INFO_LOCKS_ROW)
+#undef INFO_LOCKS_ROW
+};
+_Static_assert(sizeof(info_locks) == sizeof(struct lt_stats) / sizeof(uint64_t) *
+    sizeof(info_locks[0]), "LT_STATS's INFO places are not 0 to n-1");
+
 static void
 cmd_info(struct session *s, const struct codec_frame *f)
 {
+	const struct session_hub *hub = s->hub;
 	struct evbuffer *text = evbuffer_new();
 	struct lt_stats st;
+	uint64_t v;
 	(void)f;
-	locktab_stats(s->srv->lt, &st);
+	locktab_stats(hub->lt, &st);
 	evbuffer_add_printf(text,
 	    "# Server\r\nversion:%s\r\nbackend:%s\r\nprocess_id:%ld\r\nuptime_seconds:%llu\r\n"
 	    "\r\n# Clients\r\nconnected_clients:%llu\r\nsession_idle_timeout_ms:%lld\r\n",
-	    DLOCKD_VERSION, s->srv->be->ops->name, (long)getpid(),
-	    (unsigned long long)((clock_ms() - s->srv->started_ms) / 1000),
-	    (unsigned long long)s->srv->nsessions, s->srv->conf->idle_timeout_ms);
-#define METRICS_LINE(name, help) \
-	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)s->srv->metrics.name);
-	SERVER_METRICS(METRICS_LINE)
-#undef METRICS_LINE
-	evbuffer_add_printf(text,
-	    "\r\n# Locks\r\nkeys:%llu\r\nlocks_held:%llu\r\nwaiters:%llu\r\n"
-	    "grants_total:%llu\r\nreentrant_total:%llu\r\ntimeouts_total:%llu\r\n"
-	    "releases_total:%llu\r\nexpired_total:%llu\r\nlost_total:%llu\r\n"
-	    "handoffs_total:%llu\r\nbackend_errors_total:%llu\r\nlate_grants_total:%llu\r\n"
-	    "\r\n# Backend\r\n",
-	    (unsigned long long)st.keys, (unsigned long long)st.holds,
-	    (unsigned long long)st.waiters, (unsigned long long)st.grants,
-	    (unsigned long long)st.reentrant, (unsigned long long)st.timeouts,
-	    (unsigned long long)st.releases, (unsigned long long)st.expired,
-	    (unsigned long long)st.lost, (unsigned long long)st.handoffs,
-	    (unsigned long long)st.backend_errors, (unsigned long long)st.late_grants);
-	s->srv->be->ops->info(s->srv->be, text);
+	    DLOCKD_VERSION, hub->be->ops->name, (long)getpid(),
+	    (unsigned long long)((clock_ms() - hub->started_ms) / 1000),
+	    (unsigned long long)hub->count, hub->conf->idle_timeout_ms);
+#define INFO_COUNTER(name, metric, help) \
+	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)hub->counters.name);
+	SESSION_COUNTERS(INFO_COUNTER)
+#undef INFO_COUNTER
+	evbuffer_add_printf(text, "\r\n# Locks\r\n");
+	for (size_t i = 0; i < sizeof(info_locks) / sizeof(info_locks[0]); i++) {
+		memcpy(&v, (const char *)&st + info_locks[i].off, sizeof(v));
+		evbuffer_add_printf(text, "%s:%llu\r\n", info_locks[i].name,
+		    (unsigned long long)v);
+	}
+	evbuffer_add_printf(text, "\r\n# Backend\r\n");
+	hub->be->ops->info(hub->be, text);
 	size_t len = evbuffer_get_length(text);
 	const unsigned char *p = evbuffer_pullup(text, -1);
 	codec_reply_bulk(session_out(s), p, len);

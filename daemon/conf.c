@@ -1721,6 +1721,19 @@ conf_finish(struct conf *c)
 	return c->nerrors > 0 ? -1 : 0;
 }
 
+void
+conf_check_deep(struct conf *c)
+{
+	const struct backend_ops *ops;
+
+	for (size_t i = 0; (ops = conf_backend_at(i)) != NULL; i++)
+		if (strcmp(ops->name, c->backend_type) == 0) {
+			if (ops->check != NULL)
+				ops->check(c, c->backend_settings, 1);
+			return;
+		}
+}
+
 /* Write the value of row s in base into buf as a message shows it: a secret
  * as "(hidden)", nothing as "(none)", a list as "a, b". */
 static const char *

@@ -199,6 +199,10 @@ void conf_setting_warning(struct conf *c, const char *name, const char *fmt, ...
 /* Fill defaults for what is unset and check the rules between settings.
  * 0, or -1 if c->errors holds any error (see c->errors). */
 int conf_finish(struct conf *c);
+/* dlockd -t, after conf_finish(): what only the world can say about c's
+ * backend settings (names that do not resolve, certificate files that
+ * cannot be used: its ops->check with deep), added to c's errors. May block. */
+void conf_check_deep(struct conf *c);
 
 /*
  * A reload: live is the config in force, next a finished one without errors

@@ -90,20 +90,33 @@ struct lt_key_status {
 	unsigned limit;		/* semaphore permits, 0 otherwise */
 };
 
-/* Counters for INFO. */
+/*
+ * X(field, name, type, info, help) for every number of struct lt_stats, in
+ * the order /metrics shows them: its field; its name in INFO's # Locks and,
+ * after "dlockd_", in /metrics; gauge (a number now) or counter (since the
+ * start); its place among INFO's # Locks lines, from 0 (the order of
+ * PROTOCOL.md's table, which is not this one); its HELP in /metrics.
+ */
+#define LT_STATS(X) \
+	X(holds, locks_held, gauge, 1, "holdings of locks now") \
+	X(waiters, waiters, gauge, 2, "LOCKs waiting in a queue now") \
+	X(keys, keys, gauge, 0, "keys with holders or waiters now") \
+	X(grants, grants_total, counter, 3, "LOCKs granted (reentrant ones not counted)") \
+	X(reentrant, reentrant_total, counter, 4, "reentrant LOCKs of a key already held") \
+	X(timeouts, timeouts_total, counter, 5, "LOCKs not granted within their WAIT") \
+	X(releases, releases_total, counter, 6, "holdings released") \
+	X(expired, expired_total, counter, 7, "detached holdings that reached their TTL") \
+	X(lost, lost_total, counter, 8, "holdings lost (their lease could not be kept)") \
+	X(late_grants, late_grants_total, counter, 11, \
+	    "grants not delivered: too little of the lease left") \
+	X(handoffs, handoffs_total, counter, 9, "releases handed straight to the next waiter") \
+	X(backend_errors, backend_errors_total, counter, 10, "backend operations that failed")
+
+/* The lock table's numbers for INFO and /metrics (LT_STATS). */
 struct lt_stats {
-	uint64_t keys;		/* keys with holders or waiters */
-	uint64_t holds;		/* holdings now */
-	uint64_t waiters;	/* waiters now */
-	uint64_t grants;	/* LOCKs granted (not counting reentrant ones) */
-	uint64_t reentrant;	/* reentrant LOCKs */
-	uint64_t timeouts;	/* LOCKs not granted within WAIT */
-	uint64_t releases;	/* holdings released */
-	uint64_t expired;	/* detached holdings that reached their TTL */
-	uint64_t lost;		/* holdings lost (renewal failed) */
-	uint64_t late_grants;	/* grants not delivered: too little of the lease left */
-	uint64_t handoffs;	/* releases handed straight to a waiter */
-	uint64_t backend_errors; /* backend operations that failed */
+#define LT_STATS_FIELD(field, name, type, info, help) uint64_t field;
+	LT_STATS(LT_STATS_FIELD)
+#undef LT_STATS_FIELD
 };
 
 /* A finished operation: st is LT_OK (g for LOCK, value for UNLOCK/EXTEND),

@@ -314,8 +314,8 @@ trim_churn(const struct server *srv)
 	struct lt_stats st;
 
 	locktab_stats(srv->lt, &st);
-	return srv->metrics.total_connections - srv->nsessions + st.releases + st.expired +
-	    st.lost;
+	return srv->sessions.counters.total_connections - srv->sessions.count + st.releases +
+	    st.expired + st.lost;
 }
 
 /* Every TRIM_TICK_MS: free the idle keys the lock table keeps beyond its
@@ -426,7 +426,7 @@ main(int argc, char **argv)
 		d.activated = true;
 	d.conf = load(&d, !d.activated, true, &tls);
 	if (test && d.conf->nerrors == 0)
-		backend_check_deep(d.conf);	/* names, certificate files */
+		conf_check_deep(d.conf);	/* names, certificate files */
 	if (d.level_arg != NULL && log_level_parse(d.level_arg) < 0) {
 		fprintf(stderr, "command line: unknown log level '%s' (expected debug, info, "
 		    "warn or error)\n", d.level_arg);

@@ -1,11 +1,11 @@
 /*
  * metrics — GET /metrics and GET /healthz over HTTP (see metrics.h).
  *
- * It owns its evhttp listener and the histograms; it reads the server and
- * the lock table only when scraped. It must not change lock state, send
- * anything to lock clients, or block the loop: a scrape is answered from
- * memory in one pass, and evhttp writes it as the scraper reads, with
- * bounded request sizes and a timeout per connection.
+ * It owns its evhttp listener and the histograms; it reads the sessions'
+ * counters, the lock table and the backend only when scraped. It must not
+ * change lock state, send anything to lock clients, or block the loop: a
+ * scrape is answered from memory in one pass, and evhttp writes it as the
+ * scraper reads, with bounded request sizes and a timeout per connection.
  */
 #include "metrics.h"
 
@@ -24,7 +24,7 @@
 #include "clock.h"
 #include "locktab.h"
 #include "log.h"
-#include "server.h"
+#include "session.h"
 #include "xmalloc.h"
 
 #define METRICS_PREFIX "dlockd_"
@@ -34,48 +34,20 @@
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /*
- * X(name, type, help, value) for each plain metric: its name after
- * "dlockd_", "counter" or "gauge", its HELP text, and its value as an
- * expression of srv (the server) and st (the lock table's struct lt_stats).
+ * X(name, type, help, value) for the plain metrics beside the counters of
+ * SESSION_COUNTERS and LT_STATS: the first two come before those, the
+ * others after; value is an expression of m (the metrics) and hub.
  */
-#define METRICS_LIST(X) \
-	X(connections, gauge, "client connections open", srv->nsessions) \
-	X(sessions, gauge, "client sessions (one per connection)", srv->nsessions) \
-	X(connections_accepted_total, counter, "client connections accepted", \
-	    srv->metrics.total_connections) \
-	X(connections_rejected_total, counter, "client connections refused at limits.max_clients", \
-	    srv->metrics.rejected_connections) \
-	X(commands_total, counter, "commands processed", srv->metrics.commands_total) \
-	X(protocol_errors_total, counter, "connections closed for a protocol error", \
-	    srv->metrics.protocol_errors_total) \
-	X(idle_timeouts_total, counter, "sessions closed for sessions.idle_timeout_ms", \
-	    srv->metrics.idle_timeouts_total) \
-	X(request_timeouts_total, counter, "connections closed for a request unfinished " \
-	    "within sessions.request_timeout_ms", srv->metrics.request_timeouts_total) \
-	X(login_timeouts_total, counter, "connections closed for no AUTH within " \
-	    "sessions.login_timeout_ms", srv->metrics.login_timeouts_total) \
-	X(output_drops_total, counter, "connections closed for replies they did not read " \
-	    "(limits.max_output_bytes, sessions.output_timeout_ms)", \
-	    srv->metrics.output_drops_total) \
-	X(locks_held, gauge, "holdings of locks now", st.holds) \
-	X(waiters, gauge, "LOCKs waiting in a queue now", st.waiters) \
-	X(keys, gauge, "keys with holders or waiters now", st.keys) \
-	X(grants_total, counter, "LOCKs granted (reentrant ones not counted)", st.grants) \
-	X(reentrant_total, counter, "reentrant LOCKs of a key already held", st.reentrant) \
-	X(timeouts_total, counter, "LOCKs not granted within their WAIT", st.timeouts) \
-	X(releases_total, counter, "holdings released", st.releases) \
-	X(expired_total, counter, "detached holdings that reached their TTL", st.expired) \
-	X(lost_total, counter, "holdings lost (their lease could not be kept)", st.lost) \
-	X(late_grants_total, counter, "grants not delivered: too little of the lease left", \
-	    st.late_grants) \
-	X(handoffs_total, counter, "releases handed straight to the next waiter", st.handoffs) \
-	X(backend_errors_total, counter, "backend operations that failed", st.backend_errors) \
+#define METRICS_SESSIONS(X) \
+	X(connections, gauge, "client connections open", hub->count) \
+	X(sessions, gauge, "client sessions (one per connection)", hub->count)
+#define METRICS_PROCESS(X) \
 	X(backend_up, gauge, "1 while the backend is reachable, else 0", \
-	    (uint64_t)metrics_healthy(srv, &why)) \
+	    (uint64_t)metrics_healthy(hub->be, &why)) \
 	X(start_time_seconds, gauge, "start time of the process, seconds since the epoch", \
 	    m->start_time) \
 	X(uptime_seconds, gauge, "seconds since the start", \
-	    (clock_ms() - srv->started_ms) / 1000)
+	    (clock_ms() - hub->started_ms) / 1000)
 
 /* Bounds of the backend latency histogram, µs: 1 ms to 10 s. */
 static const uint64_t backend_bounds[] = { 1000, 2500, 5000, 10000, 25000, 50000, 100000,
@@ -98,7 +70,8 @@ static const char *const op_labels[LT_M_COUNT] = {
 };
 
 struct metrics {
-	struct server *srv;		/* whose metrics (not owned) */
+	const struct session_hub *hub;	/* the server's sessions, loop, lock table
+					 * and backend (not owned) */
 	struct evhttp *http;		/* the HTTP listener, NULL until listening */
 	uint64_t start_time;		/* the process's start, seconds since the epoch */
 	struct metrics_hist wait;	/* LOCK wait of grants */
@@ -173,26 +146,25 @@ on_measure(void *arg, enum lt_measure what, uint64_t ms)
 }
 
 struct metrics *
-metrics_create(struct server *srv)
+metrics_create(const struct session_hub *hub)
 {
 	struct metrics *m = xcalloc(1, sizeof(*m));
-	uint64_t up_s = (clock_ms() - srv->started_ms) / 1000;
+	uint64_t up_s = (clock_ms() - hub->started_ms) / 1000;
 	time_t now = time(NULL);
 
-	m->srv = srv;
+	m->hub = hub;
 	m->start_time = (uint64_t)now > up_s ? (uint64_t)now - up_s : 0;
 	metrics_hist_init(&m->wait, wait_bounds, sizeof(wait_bounds) / sizeof(wait_bounds[0]));
 	for (size_t i = 0; i < LT_M_COUNT; i++)
 		metrics_hist_init(&m->backend[i], backend_bounds,
 		    sizeof(backend_bounds) / sizeof(backend_bounds[0]));
-	locktab_set_measure(srv->lt, on_measure, m);
+	locktab_set_measure(hub->lt, on_measure, m);
 	return m;
 }
 
 int
-metrics_healthy(const struct server *srv, const char **why)
+metrics_healthy(struct backend *be, const char **why)
 {
-	struct backend *be = srv->be;
 	if (strcmp(be->ops->state(be), "disconnected") == 0) {
 		*why = "the backend is not reachable";
 		return 0;
@@ -212,21 +184,29 @@ head_write(struct evbuffer *out, const char *name, const char *type, const char 
 void
 metrics_write(struct metrics *m, struct evbuffer *out)
 {
-	const struct server *srv = m->srv;
+	const struct session_hub *hub = m->hub;
 	struct lt_stats st;
 	const char *why;
 	char labels[32];
 
-	locktab_stats(srv->lt, &st);
+	locktab_stats(hub->lt, &st);
 #define METRICS_WRITE(name, type, help, value) \
 	head_write(out, #name, #type, help); \
 	evbuffer_add_printf(out, METRICS_PREFIX #name " %" PRIu64 "\n", (uint64_t)(value));
-	METRICS_LIST(METRICS_WRITE)
+#define METRICS_SESSION(name, metric, help) \
+	METRICS_WRITE(metric, counter, help, hub->counters.name)
+#define METRICS_LT(field, name, type, info, help) METRICS_WRITE(name, type, help, st.field)
+	METRICS_SESSIONS(METRICS_WRITE)
+	SESSION_COUNTERS(METRICS_SESSION)
+	LT_STATS(METRICS_LT)
+	METRICS_PROCESS(METRICS_WRITE)
+#undef METRICS_LT
+#undef METRICS_SESSION
 #undef METRICS_WRITE
 
 	head_write(out, "build_info", "gauge", "the version and backend of this dlockd; always 1");
 	evbuffer_add_printf(out, METRICS_PREFIX "build_info{version=\"%s\",backend=\"%s\"} 1\n",
-	    DLOCKD_VERSION, srv->be->ops->name);
+	    DLOCKD_VERSION, hub->be->ops->name);
 
 	head_write(out, "backend_request_duration_seconds", "histogram",
 	    "backend operations by op, from the call to the reply (millisecond resolution)");
@@ -281,11 +261,11 @@ on_request(struct evhttp_request *req, void *arg)
 	} else if (is_metrics) {
 		metrics_write(m, buf);
 		reply(req, HTTP_OK, "OK", METRICS_CONTENT_TYPE, buf);
-	} else if (metrics_healthy(m->srv, &why)) {
+	} else if (metrics_healthy(m->hub->be, &why)) {
 		evbuffer_add_printf(buf, "ok\n");
 		reply(req, HTTP_OK, "OK", "text/plain; charset=utf-8", buf);
 	} else {
-		evbuffer_add_printf(buf, "%s backend: %s\n", m->srv->be->ops->name, why);
+		evbuffer_add_printf(buf, "%s backend: %s\n", m->hub->be->ops->name, why);
 		reply(req, 503, "Service Unavailable", "text/plain; charset=utf-8", buf);
 	}
 	evbuffer_free(buf);
@@ -298,7 +278,7 @@ metrics_listen(struct metrics *m, const struct addr *addr)
 		log_error("metrics %s: a TCP address is required", addr->text);
 		return -1;
 	}
-	m->http = evhttp_new(m->srv->base);
+	m->http = evhttp_new(m->hub->base);
 	if (m->http == NULL) {
 		log_error("metrics %s: cannot set up an HTTP listener", addr->text);
 		return -1;
@@ -328,7 +308,7 @@ metrics_destroy(struct metrics *m)
 {
 	if (m == NULL)
 		return;
-	locktab_set_measure(m->srv->lt, NULL, NULL);
+	locktab_set_measure(m->hub->lt, NULL, NULL);
 	if (m->http != NULL)
 		evhttp_free(m->http);
 	free(m);

@@ -5,7 +5,8 @@
  *
  * It owns the HTTP listener and the histograms of the lock table's
  * durations (it is the table's measure hook, locktab_set_measure). It reads
- * the server's counters and the lock table's stats when scraped and changes
+ * the sessions' counters, the lock table's stats and the backend's state
+ * when scraped, through the server's session hub (session.h), and changes
  * nothing; it never talks to clients of the lock protocol.
  */
 #ifndef DLOCKD_METRICS_H
@@ -15,8 +16,9 @@
 #include <stdint.h>
 
 struct addr;
+struct backend;
 struct evbuffer;
-struct server;
+struct session_hub;
 struct metrics;
 
 #define METRICS_BUCKETS_MAX 16	/* most finite buckets of a histogram */
@@ -52,12 +54,13 @@ void metrics_hist_write(struct evbuffer *out, const char *name, const char *labe
 void metrics_seconds_write(struct evbuffer *out, uint64_t us);
 
 /*
- * Metrics of srv: its histograms start counting now (it becomes the lock
- * table's measure hook). It does not listen yet (metrics_listen). Never
- * NULL; the caller owns it (metrics_destroy), which must come before the
- * lock table's end.
+ * Metrics of the server whose sessions hub holds (its loop, lock table and
+ * backend are hub's; hub must outlive the metrics): its histograms start
+ * counting now (it becomes the lock table's measure hook). It does not
+ * listen yet (metrics_listen). Never NULL; the caller owns it
+ * (metrics_destroy), which must come before the lock table's end.
  */
-struct metrics *metrics_create(struct server *srv);
+struct metrics *metrics_create(const struct session_hub *hub);
 /* Serve HTTP on addr (a TCP address). 0, or -1 after logging why. */
 int metrics_listen(struct metrics *m, const struct addr *addr)
 	__attribute__((warn_unused_result));
@@ -67,8 +70,8 @@ void metrics_destroy(struct metrics *m);
 /* Append the whole exposition of m's server to out (what GET /metrics
  * answers). */
 void metrics_write(struct metrics *m, struct evbuffer *out);
-/* 1 if the server is healthy (its backend reachable); else 0 with *why a
- * static sentence. */
-int metrics_healthy(const struct server *srv, const char **why);
+/* 1 if the server of backend be is healthy (be reachable); else 0 with
+ * *why a static sentence. */
+int metrics_healthy(struct backend *be, const char **why);
 
 #endif

@@ -18,7 +18,6 @@
 #include "backend.h"
 #include "clock.h"
 #include "conf.h"
-#include "hashtab.h"
 #include "listener.h"
 #include "log.h"
 #include "metrics.h"
@@ -109,22 +108,30 @@ server_create(struct event_base *base, const struct conf *conf, struct backend *
 	srv->base = base;
 	srv->conf = conf;
 	srv->be = be;
-	srv->dispatch = dispatch;
-	srv->started_ms = clock_ms();
-	TAILQ_INIT(&srv->sessions);
-	srv->session_ids = hashtab_create(64);
 	srv->lt_timer = evtimer_new(base, on_lt_timer, srv);
 	srv->lt = locktab_create(be, &limits, clock, clock_arg, lt_rearm, srv);
+	session_hub_init(&srv->sessions, base, conf, be, srv->lt, dispatch, clock_ms());
 	srv->ev_clock = event_new(base, -1, EV_PERSIST, on_clock_check, srv);
 	evtimer_add(srv->ev_clock, &tv);
 	return srv;
+}
+
+/* A connection accepted on fd, with TLS context tls or none: a new session,
+ * unless the server is stopping. */
+static void
+server_accept(struct server *srv, evutil_socket_t fd, const char *peer, const struct tls *tls)
+{
+	if (srv->stopping)
+		evutil_closesocket(fd);
+	else
+		session_accept(&srv->sessions, fd, peer, tls);
 }
 
 /* A plain listener's accept callback. */
 static void
 on_accept(void *arg, evutil_socket_t fd, const char *peer)
 {
-	session_accept(arg, fd, peer, NULL);
+	server_accept(arg, fd, peer, NULL);
 }
 
 /* A TLS listener's accept callback: the context in force now. */
@@ -132,7 +139,7 @@ static void
 on_accept_tls(void *arg, evutil_socket_t fd, const char *peer)
 {
 	struct server *srv = arg;
-	session_accept(srv, fd, peer, srv->tls);
+	server_accept(srv, fd, peer, srv->tls);
 }
 
 /* Add l, listening (or NULL: it could not), to the listeners. 0 or -1. */
@@ -182,7 +189,7 @@ server_listen(struct server *srv)
 	    server_listen_list(srv, conf->tls_listen, conf->ntls_listen, true) != 0)
 		return -1;
 	if (conf->metrics.text[0] != '\0') {
-		srv->mx = metrics_create(srv);
+		srv->mx = metrics_create(&srv->sessions);
 		if (metrics_listen(srv->mx, &conf->metrics) != 0)
 			return -1;
 	}
@@ -240,7 +247,7 @@ server_status(const struct server *srv, char *buf, size_t size)
 
 	locktab_stats(srv->lt, &st);
 	snprintf(buf, size, "%llu client%s, %llu lock%s held, backend %s",
-	    (unsigned long long)srv->nsessions, srv->nsessions == 1 ? "" : "s",
+	    (unsigned long long)srv->sessions.count, srv->sessions.count == 1 ? "" : "s",
 	    (unsigned long long)st.holds, st.holds == 1 ? "" : "s",
 	    server_backend_up(srv) ? "up" : "down");
 }
@@ -255,24 +262,20 @@ server_reconfigure(struct server *srv)
 	locktab_set_limits(srv->lt, &limits);
 	for (size_t i = 0; i < srv->nlisteners; i++)
 		listener_set_keepalive(srv->listeners[i], &ka);
-	TAILQ_FOREACH(s, &srv->sessions, entry)
+	TAILQ_FOREACH(s, &srv->sessions.all, entry)
 		session_reconfigure(s);
 }
 
 void
 server_stop(struct server *srv)
 {
-	struct session *s;
 	if (srv->stopping)
 		return;
 	srv->stopping = true;
 	for (size_t i = 0; i < srv->nlisteners; i++)
 		listener_enable(srv->listeners[i], 0);
 	locktab_shutdown(srv->lt);
-	while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
-		s->close_reason = "shutdown";
-		session_destroy(s);
-	}
+	session_hub_close_all(&srv->sessions, "shutdown");
 }
 
 /* Releases the backend has not confirmed yet (kept while it is down, or in
@@ -321,7 +324,7 @@ server_destroy(struct server *srv)
 		locktab_destroy(srv->lt);
 	event_free(srv->lt_timer);
 	event_free(srv->ev_clock);
-	hashtab_destroy(srv->session_ids);
+	session_hub_fini(&srv->sessions);
 	free(srv);
 	return idle;
 }

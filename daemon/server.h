@@ -1,11 +1,12 @@
 /*
  * server — the daemon's one instance: the event loop it runs on, the
  * configuration in force, the backend, the lock table and its timer, the
- * listeners, the sessions, and the counters INFO shows.
+ * listeners, the sessions and their counters.
  *
- * Nothing here is global: main() makes one server and every module gets it
- * as an argument (a session keeps a pointer to its server), so that a test
- * can make a server of its own on a fake backend with an injected clock.
+ * Nothing here is global: main() makes one server and every module gets it,
+ * or the part of it that it uses, as an argument (a session keeps a pointer
+ * to the server's session hub), so that a test can make a server of its own
+ * on a fake backend with an injected clock.
  * The server owns the lock table and the listeners; it does not own the
  * event loop, the configuration or the backend, which its creator frees
  * after it.
@@ -16,7 +17,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
 
 #include "locktab.h"
 #include "session.h"
@@ -27,35 +27,12 @@ struct conf;
 struct backend;
 struct listener;
 struct metrics;
-struct session;
-struct hashtab;
 struct tls;
-
-TAILQ_HEAD(session_list, session);
-
-/* X(name, help) for every counter of the server's own (INFO's # Clients). */
-#define SERVER_METRICS(X) \
-	X(total_connections, "connections accepted") \
-	X(rejected_connections, "connections refused at max_clients") \
-	X(commands_total, "commands processed") \
-	X(protocol_errors_total, "connections closed for a protocol error") \
-	X(idle_timeouts_total, "sessions closed for sessions.idle_timeout_ms") \
-	X(request_timeouts_total, "connections closed for sessions.request_timeout_ms") \
-	X(login_timeouts_total, "connections closed for sessions.login_timeout_ms") \
-	X(output_drops_total, "connections closed for replies they did not read")
-
-/* The server's counters. */
-struct server_metrics {
-#define SERVER_METRICS_FIELD(name, help) uint64_t name;
-	SERVER_METRICS(SERVER_METRICS_FIELD)
-#undef SERVER_METRICS_FIELD
-};
 
 struct server {
 	struct event_base *base;	/* the event loop (not owned) */
 	const struct conf *conf;	/* configuration in force (not owned) */
 	struct backend *be;		/* the backend (not owned) */
-	session_dispatch_fn *dispatch;	/* runs a session's requests */
 	struct locktab *lt;		/* the lock table */
 	struct event *lt_timer;		/* fires at the table's next deadline */
 	struct event *ev_clock;		/* looks for a suspend of the machine */
@@ -65,13 +42,10 @@ struct server {
 	size_t nlisteners;
 	struct tls *tls;		/* the TLS listeners' context, or NULL */
 	struct metrics *mx;		/* the metrics HTTP listener, or NULL (off) */
-	struct session_list sessions;	/* every connected session */
-	struct hashtab *session_ids;	/* the same, by id */
-	uint64_t nsessions;		/* on sessions */
-	uint64_t next_id;		/* id of the next session */
-	uint64_t started_ms;		/* clock_ms() at start */
-	bool stopping;			/* server_stop() was called */
-	struct server_metrics metrics;	/* counters for INFO */
+	struct session_hub sessions;	/* every connected session, their
+					 * counters, and the server's start */
+	bool stopping;			/* server_stop() was called: no more
+					 * connections are taken */
 };
 
 /*

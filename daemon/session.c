@@ -1,9 +1,12 @@
 /*
  * session — one client connection: in-order processing of its requests,
- * back-pressure, its idle timer and the losses it has not been told of.
+ * back-pressure, its idle timer and the losses it has not been told of; and
+ * a server's sessions together (struct session_hub: the list, the index by
+ * id, the counters).
  *
  * It owns its connection, its codec and its lock-table owner. It must not
- * know what a command does (cmd) nor how locks work (locktab).
+ * know what a command does (cmd) nor how locks work (locktab), and knows of
+ * its server only what the hub holds.
  */
 #include "session.h"
 
@@ -25,7 +28,6 @@
 #include "listener.h"
 #include "locktab.h"
 #include "log.h"
-#include "server.h"
 #include "xmalloc.h"
 
 
@@ -96,7 +98,7 @@ session_drop(struct session *s, const char *reason)
 static uint64_t
 guard_deadline(const struct session *s)
 {
-	const struct conf *conf = s->srv->conf;
+	const struct conf *conf = s->hub->conf;
 	uint64_t when = UINT64_MAX, t = UINT64_MAX;
 
 	if (!s->authed)
@@ -121,7 +123,7 @@ guard_arm(struct session *s)
 	if (when == UINT64_MAX || (s->guard_at != 0 && s->guard_at <= when))
 		return;
 	if (s->ev_guard == NULL)
-		s->ev_guard = evtimer_new(s->srv->base, on_guard, s);
+		s->ev_guard = evtimer_new(s->hub->base, on_guard, s);
 	now = clock_ms();
 	s->guard_at = when;
 	tv = clock_tv(when > now ? when - now : 0);
@@ -136,7 +138,7 @@ static void
 on_guard(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	const struct conf *conf = s->srv->conf;
+	const struct conf *conf = s->hub->conf;
 	uint64_t now = clock_ms();
 	(void)fd;
 	(void)what;
@@ -145,19 +147,19 @@ on_guard(evutil_socket_t fd, short what, void *arg)
 	if (s->closing)
 		return;
 	if (!s->authed && now - s->created_ms >= (uint64_t)conf->login_timeout_ms) {
-		s->srv->metrics.login_timeouts_total++;
+		s->hub->counters.login_timeouts_total++;
 		session_log(s, LOG_LEVEL_INFO, "no AUTH within %lld ms "
 		    "(sessions.login_timeout_ms): closing", conf->login_timeout_ms);
 		session_drop(s, "login timeout");
 	} else if (s->throttled && now - s->throttled_ms >= (uint64_t)conf->output_timeout_ms) {
-		s->srv->metrics.output_drops_total++;
+		s->hub->counters.output_drops_total++;
 		session_log(s, LOG_LEVEL_WARN, "%zu bytes of replies unread for %lld ms "
 		    "(sessions.output_timeout_ms): closing", evbuffer_get_length(session_out(s)),
 		    conf->output_timeout_ms);
 		session_drop(s, "output timeout");
 	} else if (!s->throttled && !s->pending && s->frame_since_ms != 0 &&
 	    now - s->frame_since_ms >= (uint64_t)conf->request_timeout_ms) {
-		s->srv->metrics.request_timeouts_total++;
+		s->hub->counters.request_timeouts_total++;
 		session_log(s, LOG_LEVEL_INFO, "request unfinished for %llu ms "
 		    "(sessions.request_timeout_ms): closing",
 		    (unsigned long long)(now - s->frame_since_ms));
@@ -175,11 +177,11 @@ session_output_check(struct session *s)
 {
 	size_t len = evbuffer_get_length(session_out(s));
 
-	if (len <= (size_t)s->srv->conf->max_output_bytes || s->closing)
+	if (len <= (size_t)s->hub->conf->max_output_bytes || s->closing)
 		return false;
-	s->srv->metrics.output_drops_total++;
+	s->hub->counters.output_drops_total++;
 	session_log(s, LOG_LEVEL_WARN, "%zu bytes of replies unsent "
-	    "(limits.max_output_bytes is %lld): closing", len, s->srv->conf->max_output_bytes);
+	    "(limits.max_output_bytes is %lld): closing", len, s->hub->conf->max_output_bytes);
 	session_drop(s, "output limit");
 	return true;
 }
@@ -215,20 +217,20 @@ session_run(struct session *s)
 			break;
 		}
 		if (st == CODEC_ERROR) {
-			s->srv->metrics.protocol_errors_total++;
+			s->hub->counters.protocol_errors_total++;
 			session_log(s, LOG_LEVEL_INFO, "%s", codec_error(s->codec));
 			codec_reply_error(session_out(s), "ERR", "%s", codec_error(s->codec));
 			s->closing = true;
 			s->close_reason = "protocol error";
 			break;
 		}
-		s->srv->metrics.commands_total++;
+		s->hub->counters.commands_total++;
 		if (!STAILQ_EMPTY(&s->notices)) {
 			session_notice(s);	/* in place of this command */
 			continue;
 		}
 		s->frame_since_ms = 0;
-		s->srv->dispatch(s, &f);
+		s->hub->dispatch(s, &f);
 		if (session_output_check(s))
 			return;
 	}
@@ -329,7 +331,7 @@ static void
 on_idle(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	uint64_t limit = (uint64_t)s->srv->conf->idle_timeout_ms, now = clock_ms();
+	uint64_t limit = (uint64_t)s->hub->conf->idle_timeout_ms, now = clock_ms();
 	(void)fd;
 	(void)what;
 	if (limit == 0)
@@ -339,7 +341,7 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 	} else if (now - s->last_active_ms < limit) {
 		idle_arm(s, limit - (now - s->last_active_ms));
 	} else if (!s->closing) {
-		s->srv->metrics.idle_timeouts_total++;
+		s->hub->counters.idle_timeouts_total++;
 		session_log(s, LOG_LEVEL_INFO, "silent for %llu ms (sessions.idle_timeout_ms): "
 		    "closing", (unsigned long long)(now - s->last_active_ms));
 		s->closing = true;
@@ -358,11 +360,11 @@ session_read(struct session *s)
 		return;	/* nothing yet, or the peer is gone (CONN_GONE follows) */
 	s->last_active_ms = clock_ms();
 	codec_feed(s->codec, buf, n);
-	size_t limit = (size_t)s->srv->conf->max_request_bytes * SESSION_PIPELINE_FRAMES;
+	size_t limit = (size_t)s->hub->conf->max_request_bytes * SESSION_PIPELINE_FRAMES;
 	if (limit < SESSION_PIPELINE_MIN)
 		limit = SESSION_PIPELINE_MIN;
 	if (s->pending && codec_buffered(s->codec) > limit) {
-		s->srv->metrics.protocol_errors_total++;
+		s->hub->counters.protocol_errors_total++;
 		session_log(s, LOG_LEVEL_WARN, "too much input pipelined behind a wait: closing");
 		codec_reply_error(session_out(s), "ERR",
 		    "Protocol error: too much input pipelined behind a waiting command");
@@ -469,9 +471,9 @@ session_peer(struct session *s, evutil_socket_t fd)
 }
 
 struct session *
-session_find(struct server *srv, uint64_t id)
+session_find(struct session_hub *hub, uint64_t id)
 {
-	struct hashtab_node *n = hashtab_find(srv->session_ids, &id, sizeof(id));
+	struct hashtab_node *n = hashtab_find(hub->ids, &id, sizeof(id));
 	return n != NULL ? (struct session *)(void *)((char *)n -
 	    offsetof(struct session, hnode)) : NULL;
 }
@@ -479,7 +481,7 @@ session_find(struct server *srv, uint64_t id)
 bool
 session_is_admin(const struct session *s)
 {
-	long long gid = s->srv->conf->admin_gid;
+	long long gid = s->hub->conf->admin_gid;
 	if (s->admin)
 		return true;
 	if (!s->peer_cred)
@@ -504,16 +506,40 @@ session_kill(struct session *s, const char *who)
 }
 
 void
-session_accept(struct server *srv, evutil_socket_t fd, const char *peer, const struct tls *tls)
+session_hub_init(struct session_hub *hub, struct event_base *base, const struct conf *conf,
+    struct backend *be, struct locktab *lt, session_dispatch_fn *dispatch, uint64_t started_ms)
+{
+	*hub = (struct session_hub){ .base = base, .conf = conf, .be = be, .lt = lt,
+	    .dispatch = dispatch, .started_ms = started_ms, .ids = hashtab_create(64) };
+	TAILQ_INIT(&hub->all);
+}
+
+void
+session_hub_close_all(struct session_hub *hub, const char *reason)
+{
+	struct session *s;
+
+	while ((s = TAILQ_FIRST(&hub->all)) != NULL) {
+		s->close_reason = reason;
+		session_destroy(s);
+	}
+}
+
+void
+session_hub_fini(struct session_hub *hub)
+{
+	hashtab_destroy(hub->ids);
+	hub->ids = NULL;
+}
+
+void
+session_accept(struct session_hub *hub, evutil_socket_t fd, const char *peer,
+    const struct tls *tls)
 {
 	static const char full[] = "-LIMIT max number of clients reached\r\n";
-	const struct conf *conf = srv->conf;
-	if (srv->stopping) {
-		evutil_closesocket(fd);
-		return;
-	}
-	if (srv->nsessions >= (uint64_t)conf->max_clients) {
-		srv->metrics.rejected_connections++;
+	const struct conf *conf = hub->conf;
+	if (hub->count >= (uint64_t)conf->max_clients) {
+		hub->counters.rejected_connections++;
 		log_warn("refusing %s: max_clients (%lld) reached", peer, conf->max_clients);
 		/* best effort: the socket is fresh, its buffer has room */
 		if (tls == NULL && send(fd, full, sizeof(full) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
@@ -522,8 +548,8 @@ session_accept(struct server *srv, evutil_socket_t fd, const char *peer, const s
 		return;
 	}
 	struct session *s = xcalloc(1, sizeof(*s));
-	s->srv = srv;
-	s->id = ++srv->next_id;
+	s->hub = hub;
+	s->id = ++hub->next_id;
 	snprintf(s->peer, sizeof(s->peer), "%s", peer);
 	s->created_ms = clock_ms();
 	session_peer(s, fd);
@@ -532,21 +558,21 @@ session_accept(struct server *srv, evutil_socket_t fd, const char *peer, const s
 	STAILQ_INIT(&s->notices);
 	s->last_active_ms = s->created_ms;
 	s->codec = codec_create((size_t)conf->max_request_bytes, SESSION_MAX_ARGS);
-	s->owner = locktab_owner_create(srv->lt, s->id, on_lost, s);
-	s->ev_resume = event_new(srv->base, -1, 0, on_resume, s);
+	s->owner = locktab_owner_create(hub->lt, s->id, on_lost, s);
+	s->ev_resume = event_new(hub->base, -1, 0, on_resume, s);
 	s->tls = tls != NULL;
-	s->conn = tls != NULL ? conn_create_tls(srv->base, fd, tls, s->peer, on_conn, s) :
-	    conn_create(srv->base, fd, on_conn, s);
+	s->conn = tls != NULL ? conn_create_tls(hub->base, fd, tls, s->peer, on_conn, s) :
+	    conn_create(hub->base, fd, on_conn, s);
 	conn_set_linger(s->conn, (unsigned)conf->output_timeout_ms);
 	if (conf->idle_timeout_ms > 0) {
-		s->ev_idle = evtimer_new(srv->base, on_idle, s);
+		s->ev_idle = evtimer_new(hub->base, on_idle, s);
 		idle_arm(s, (uint64_t)conf->idle_timeout_ms);
 	}
 	guard_arm(s);	/* the login timeout, when a password is wanted */
-	TAILQ_INSERT_TAIL(&srv->sessions, s, entry);
-	hashtab_insert(srv->session_ids, &s->hnode, &s->id, sizeof(s->id));
-	srv->nsessions++;
-	srv->metrics.total_connections++;
+	TAILQ_INSERT_TAIL(&hub->all, s, entry);
+	hashtab_insert(hub->ids, &s->hnode, &s->id, sizeof(s->id));
+	hub->count++;
+	hub->counters.total_connections++;
 	log_info("connect id=%llu addr=%s%s", (unsigned long long)s->id, s->peer,
 	    s->tls ? " tls" : "");
 }
@@ -558,9 +584,9 @@ session_accept(struct server *srv, evutil_socket_t fd, const char *peer, const s
 void
 session_reconfigure(struct session *s)
 {
-	uint64_t limit = (uint64_t)s->srv->conf->idle_timeout_ms;
+	uint64_t limit = (uint64_t)s->hub->conf->idle_timeout_ms;
 
-	if (s->srv->conf->password == NULL)
+	if (s->hub->conf->password == NULL)
 		s->authed = true;	/* no password any more: nothing to wait for */
 	guard_arm(s);		/* a timeout may have become shorter */
 	if (limit == 0) {
@@ -569,7 +595,7 @@ session_reconfigure(struct session *s)
 		return;
 	}
 	if (s->ev_idle == NULL) {
-		s->ev_idle = evtimer_new(s->srv->base, on_idle, s);
+		s->ev_idle = evtimer_new(s->hub->base, on_idle, s);
 		s->last_active_ms = clock_ms();
 	}
 	idle_arm(s, 0);		/* on_idle measures with the new limit */
@@ -580,9 +606,9 @@ session_destroy(struct session *s)
 {
 	log_info("close id=%llu addr=%s reason=\"%s\"", (unsigned long long)s->id, s->peer,
 	    s->close_reason != NULL ? s->close_reason : "peer closed");
-	TAILQ_REMOVE(&s->srv->sessions, s, entry);
-	hashtab_remove(s->srv->session_ids, &s->hnode);
-	s->srv->nsessions--;
+	TAILQ_REMOVE(&s->hub->all, s, entry);
+	hashtab_remove(s->hub->ids, &s->hnode);
+	s->hub->count--;
 	/* first the table: no lock callback may reach this session again */
 	locktab_owner_destroy(s->owner);
 	conn_destroy(s->conn);

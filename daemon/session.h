@@ -4,7 +4,9 @@
  *
  * It owns its connection, codec, owner, timers and the losses it has not
  * reported yet. It must not know what a command does (cmd.c) nor how locks
- * work (locktab.c); it reaches its server through s->srv, never a global.
+ * work (locktab.c); it reaches its server's loop, configuration and lock
+ * table through its hub (s->hub), never a global, and knows no more of the
+ * server.
  *
  * Commands are answered in order. A command that waits (LOCK in the queue,
  * UNLOCK/EXTEND until the backend confirms) asks the session to wait
@@ -38,11 +40,14 @@
 #define SESSION_OUTPUT_HIGH (1u << 20)	/* unsent reply bytes that pause the session */
 
 struct conn;
-struct server;
+struct conf;
+struct backend;
+struct locktab;
 struct tls;
 struct codec;
 struct lt_owner;
 struct event;
+struct event_base;
 struct evbuffer;
 struct codec_frame;
 struct session;
@@ -50,6 +55,56 @@ struct session;
 /* Runs one request of s (the command table's cmd_dispatch): it writes the
  * reply, or asks the session to wait (session_wait). */
 typedef void session_dispatch_fn(struct session *s, const struct codec_frame *f);
+
+/*
+ * X(name, metric, help) for every counter of the sessions: its INFO field
+ * (# Clients), its name in /metrics after "dlockd_", and its HELP there.
+ */
+#define SESSION_COUNTERS(X) \
+	X(total_connections, connections_accepted_total, "client connections accepted") \
+	X(rejected_connections, connections_rejected_total, \
+	    "client connections refused at limits.max_clients") \
+	X(commands_total, commands_total, "commands processed") \
+	X(protocol_errors_total, protocol_errors_total, \
+	    "connections closed for a protocol error") \
+	X(idle_timeouts_total, idle_timeouts_total, \
+	    "sessions closed for sessions.idle_timeout_ms") \
+	X(request_timeouts_total, request_timeouts_total, "connections closed for a request " \
+	    "unfinished within sessions.request_timeout_ms") \
+	X(login_timeouts_total, login_timeouts_total, "connections closed for no AUTH within " \
+	    "sessions.login_timeout_ms") \
+	X(output_drops_total, output_drops_total, "connections closed for replies they did " \
+	    "not read (limits.max_output_bytes, sessions.output_timeout_ms)")
+
+/* The sessions' counters, since the start. */
+struct session_counters {
+#define SESSION_COUNTER_FIELD(name, metric, help) uint64_t name;
+	SESSION_COUNTERS(SESSION_COUNTER_FIELD)
+#undef SESSION_COUNTER_FIELD
+};
+
+TAILQ_HEAD(session_list, session);
+
+/*
+ * A server's sessions, and what they and the command table running their
+ * requests use of the server. The server embeds one and sets it up with
+ * session_hub_init(); every session of it points to it. The session module
+ * keeps the list, the index and the counters; the rest is the server's and
+ * outlives the hub.
+ */
+struct session_hub {
+	struct event_base *base;	/* the event loop */
+	const struct conf *conf;	/* configuration in force */
+	struct backend *be;		/* the backend (the commands name it) */
+	struct locktab *lt;		/* the lock table the sessions' owners are in */
+	session_dispatch_fn *dispatch;	/* runs a session's requests */
+	uint64_t started_ms;		/* clock_ms() at the server's start */
+	struct session_list all;	/* every connected session */
+	struct hashtab *ids;		/* the same, by id */
+	uint64_t count;			/* on all */
+	uint64_t next_id;		/* id of the next session */
+	struct session_counters counters; /* for INFO and /metrics */
+};
 
 /* How a command that cannot answer at once waits (session_wait). */
 enum session_wait {
@@ -68,9 +123,9 @@ struct lost_notice {
 STAILQ_HEAD(notice_list, lost_notice);
 
 struct session {
-	struct server *srv;		/* the server it belongs to */
+	struct session_hub *hub;	/* the sessions it is one of */
 	uint64_t id;			/* unique for the daemon's life */
-	struct hashtab_node hnode;	/* in srv->session_ids, keyed by id */
+	struct hashtab_node hnode;	/* in hub->ids, keyed by id */
 	char peer[80];			/* peer address, for logs */
 	char laddr[120];		/* the local address it came in on */
 	bool peer_cred;			/* a Unix socket peer: uid, gid, groups known */
@@ -108,12 +163,23 @@ struct session {
 	char *name;			/* CLIENT SETNAME, or NULL */
 	char *lib_name;			/* CLIENT SETINFO LIB-NAME, or NULL */
 	char *lib_ver;			/* CLIENT SETINFO LIB-VER, or NULL */
-	TAILQ_ENTRY(session) entry;	/* on srv->sessions */
+	TAILQ_ENTRY(session) entry;	/* on hub->all */
 };
 
-/* Accept a connection on fd (owned from here on) for srv; with tls, a TLS
- * connection with that context. Its requests go to srv->dispatch. */
-void session_accept(struct server *srv, evutil_socket_t fd, const char *peer,
+/* Set up hub with no sessions yet, for a server of base, conf, be and lt
+ * (none owned), with started_ms its start; requests go to dispatch. */
+void session_hub_init(struct session_hub *hub, struct event_base *base,
+    const struct conf *conf, struct backend *be, struct locktab *lt,
+    session_dispatch_fn *dispatch, uint64_t started_ms);
+/* Close every session of hub at once (their locks released), logging
+ * reason (static) as each one's. */
+void session_hub_close_all(struct session_hub *hub, const char *reason);
+/* Free what hub holds; its sessions must be gone (session_hub_close_all). */
+void session_hub_fini(struct session_hub *hub);
+
+/* Accept a connection on fd (owned from here on) for hub; with tls, a TLS
+ * connection with that context. Its requests go to hub->dispatch. */
+void session_accept(struct session_hub *hub, evutil_socket_t fd, const char *peer,
     const struct tls *tls);
 /* Close a session at once: its waits are cancelled, its locks released. */
 void session_destroy(struct session *s);
@@ -141,8 +207,8 @@ int session_set_lost_push(struct session *s, bool on)
 	__attribute__((warn_unused_result));
 /* Where replies go. */
 struct evbuffer *session_out(struct session *s);
-/* The session with id on srv, or NULL. */
-struct session *session_find(struct server *srv, uint64_t id);
+/* The session with id in hub, or NULL. */
+struct session *session_find(struct session_hub *hub, uint64_t id);
 /* Close another session at once, as if its peer had gone (CLIENT KILL):
  * its locks are released. who is logged. Not for the session running. */
 void session_kill(struct session *s, const char *who);

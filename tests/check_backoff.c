@@ -122,23 +122,12 @@ START_TEST(odd_bounds)
 }
 END_TEST
 
-static Suite *
-backoff_suite(void)
-{
-	Suite *s = suite_create("backoff");
-	TCase *tc = tcase_create("core");
-
-	tcase_add_test(tc, doubles_then_caps);
-	tcase_add_test(tc, cap_not_a_power_of_two);
-	tcase_add_test(tc, jitter_bounds);
-	tcase_add_test(tc, reset);
-	tcase_add_test(tc, odd_bounds);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(backoff_suite());
+	Suite *s = suite_create("backoff");
+
+	suite_case(s, "core", NULL, NULL, 0, SUITE_TESTS(doubles_then_caps,
+	    cap_not_a_power_of_two, jitter_bounds, reset, odd_bounds));
+	return suite_run(s);
 }

@@ -1482,86 +1482,35 @@ START_TEST(t_reply_roundtrip)
 }
 END_TEST
 
-static Suite *
-codec_suite(void)
-{
-	Suite *s = suite_create("codec");
-
-	TCase *tc = tcase_create("multibulk");
-	tcase_add_test(tc, t_mb_whole);
-	tcase_add_test(tc, t_mb_whole_or_not);
-	tcase_add_test(tc, t_mb_empty_arg);
-	tcase_add_test(tc, t_mb_binary);
-	tcase_add_test(tc, t_mb_large_bulk);
-	tcase_add_test(tc, t_pipeline);
-	tcase_add_test(tc, t_pipeline_partial_tail);
-	tcase_add_test(tc, t_empty_skipped);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("inline");
-	tcase_add_test(tc, t_inline_basic);
-	tcase_add_test(tc, t_inline_waits_for_newline);
-	tcase_add_test(tc, t_inline_double_quotes);
-	tcase_add_test(tc, t_inline_escapes);
-	tcase_add_test(tc, t_inline_single_quotes);
-	tcase_add_test(tc, t_inline_binary);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("split");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, t_split_whole);
-	tcase_add_test(tc, t_split_every_boundary);
-	tcase_add_test(tc, t_split_every_pair);
-	tcase_add_test(tc, t_one_byte_at_a_time);
-	tcase_add_test(tc, t_one_byte_buffered);
-	tcase_add_loop_test(tc, t_random_chunks, 0, 3);
-	tcase_add_loop_test(tc, t_random_garbage, 0, 10);
-	tcase_add_loop_test(tc, t_random_mutations, 0, 10);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("errors");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, t_error_cases, 0,
-	    (int)(sizeof(error_cases) / sizeof(error_cases[0])));
-	tcase_add_test(tc, t_error_sticky);
-	tcase_add_test(tc, t_error_message_prefix);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("limits");
-	tcase_add_test(tc, t_limit_exact_frame);
-	tcase_add_test(tc, t_limit_declared_count);
-	tcase_add_test(tc, t_limit_args_exact);
-	tcase_add_test(tc, t_no_limits);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("buffer");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, t_buffered);
-	tcase_add_test(tc, t_compaction_under_partial_frame);
-	tcase_add_test(tc, t_pipeline_many);
-	tcase_add_test(tc, t_large_bulk_in_pieces);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("replies");
-	tcase_add_checked_fixture(tc, out_setup, out_teardown);
-	tcase_add_test(tc, t_reply_simple);
-	tcase_add_test(tc, t_reply_error);
-	tcase_add_test(tc, t_reply_error_long);
-	tcase_add_test(tc, t_reply_int);
-	tcase_add_test(tc, t_reply_int_digits);
-	tcase_add_test(tc, t_reply_bulk);
-	tcase_add_test(tc, t_reply_verbatim);
-	tcase_add_test(tc, t_reply_null);
-	tcase_add_test(tc, t_reply_aggregates);
-	tcase_add_test(tc, t_reply_composite);
-	tcase_add_test(tc, t_reply_roundtrip);
-	suite_add_tcase(s, tc);
-
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(codec_suite());
+	Suite *s = suite_create("codec");
+	TCase *tc;
+
+	suite_case(s, "multibulk", NULL, NULL, 0, SUITE_TESTS(t_mb_whole, t_mb_whole_or_not,
+	    t_mb_empty_arg, t_mb_binary, t_mb_large_bulk, t_pipeline, t_pipeline_partial_tail,
+	    t_empty_skipped));
+	suite_case(s, "inline", NULL, NULL, 0, SUITE_TESTS(t_inline_basic,
+	    t_inline_waits_for_newline, t_inline_double_quotes, t_inline_escapes,
+	    t_inline_single_quotes, t_inline_binary));
+	tc = suite_case(s, "split", NULL, NULL, 120, SUITE_TESTS(t_split_whole,
+	    t_split_every_boundary, t_split_every_pair, t_one_byte_at_a_time,
+	    t_one_byte_buffered));
+	tcase_add_loop_test(tc, t_random_chunks, 0, 3);
+	tcase_add_loop_test(tc, t_random_garbage, 0, 10);
+	tcase_add_loop_test(tc, t_random_mutations, 0, 10);
+	tc = suite_case(s, "errors", NULL, NULL, 60, SUITE_TESTS(t_error_sticky,
+	    t_error_message_prefix));
+	tcase_add_loop_test(tc, t_error_cases, 0,
+	    (int)(sizeof(error_cases) / sizeof(error_cases[0])));
+	suite_case(s, "limits", NULL, NULL, 0, SUITE_TESTS(t_limit_exact_frame,
+	    t_limit_declared_count, t_limit_args_exact, t_no_limits));
+	suite_case(s, "buffer", NULL, NULL, 300, SUITE_TESTS(t_buffered,
+	    t_compaction_under_partial_frame, t_pipeline_many, t_large_bulk_in_pieces));
+	suite_case(s, "replies", out_setup, out_teardown, 0, SUITE_TESTS(t_reply_simple,
+	    t_reply_error, t_reply_error_long, t_reply_int, t_reply_int_digits, t_reply_bulk,
+	    t_reply_verbatim, t_reply_null, t_reply_aggregates, t_reply_composite,
+	    t_reply_roundtrip));
+	return suite_run(s);
 }

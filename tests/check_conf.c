@@ -3176,129 +3176,49 @@ START_TEST(test_reload_tls)
 }
 END_TEST
 
-static Suite *
-conf_suite(void)
-{
-	Suite *s = suite_create("conf");
-	TCase *tc;
-
-	tc = tcase_create("good");
-	tcase_add_test(tc, test_empty_file_gives_defaults);
-	tcase_add_test(tc, test_no_file_gives_defaults);
-	tcase_add_test(tc, test_all_keys);
-	tcase_add_test(tc, test_flow_style_and_password_file);
-	tcase_add_test(tc, test_shipped_config);
-	tcase_add_test(tc, test_modes);
-	tcase_add_test(tc, test_numbers);
-	tcase_add_test(tc, test_admin_settings);
-	tcase_add_test(tc, test_protected_mode);
-	tcase_add_test(tc, test_unix_socket_group);
-	tcase_add_test(tc, test_password_file_variants);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("errors");
-	tcase_add_test(tc, test_errors_all_reported);
-	tcase_add_test(tc, test_errors_keep_good_values);
-	tcase_add_test(tc, test_syntax_error);
-	tcase_add_test(tc, test_syntax_error_after_others);
-	tcase_add_test(tc, test_bad_utf8);
-	tcase_add_test(tc, test_anchors_and_aliases);
-	tcase_add_test(tc, test_merge_key);
-	tcase_add_test(tc, test_several_documents);
-	tcase_add_test(tc, test_top_level_not_mapping);
-	tcase_add_test(tc, test_password_file_missing);
-	tcase_add_test(tc, test_password_file_empty);
-	tcase_add_test(tc, test_password_both);
-	tcase_add_test(tc, test_listen_bad);
-	tcase_add_test(tc, test_metrics_address);
-	tcase_add_test(tc, test_listen_shape);
-	tcase_add_test(tc, test_out_of_range);
-	tcase_add_test(tc, test_not_numbers);
-	tcase_add_test(tc, test_wrong_types);
-	tcase_add_test(tc, test_tags);
-	tcase_add_test(tc, test_duplicate_and_dotted_keys);
-	tcase_add_test(tc, test_cross_field);
-	tcase_add_test(tc, test_cross_field_with_defaults);
-	tcase_add_test(tc, test_unopenable);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("command line");
-	tcase_add_test(tc, test_override_listen_replaces_file);
-	tcase_add_test(tc, test_override_before_load);
-	tcase_add_test(tc, test_override_without_file);
-	tcase_add_test(tc, test_override_errors);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("redis");
-	tcase_add_test(tc, test_redis_all_keys);
-	tcase_add_test(tc, test_redis_defaults);
-	tcase_add_test(tc, test_redis_password_file);
-	tcase_add_test(tc, test_redis_values);
-	tcase_add_test(tc, test_redis_keys_with_memory);
-	tcase_add_test(tc, test_redis_bad_values);
-	tcase_add_test(tc, test_redis_bad_addresses);
-	tcase_add_test(tc, test_redis_bad_prefixes);
-	tcase_add_test(tc, test_redis_bad_password_file);
-	tcase_add_test(tc, test_redis_password_both);
-	tcase_add_test(tc, test_shortest_lease_rule);
-	tcase_add_test(tc, test_redis_url_good);
-	tcase_add_test(tc, test_redis_url_bad);
-	tcase_add_test(tc, test_redlock_url);
-	tcase_add_test(tc, test_redlock_drift_factor);
-	tcase_add_test(tc, test_redis_cluster_conf);
-	tcase_add_test(tc, test_backend_keys_one_type);
-	tcase_add_test(tc, test_redis_url_long_is_cut);
-	tcase_add_test(tc, test_redis_url_overrides_file);
-	tcase_add_test(tc, test_redis_url_overrides_password_file);
-	tcase_add_test(tc, test_redis_url_then_memory);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("server lists");
-	tcase_add_checked_fixture(tc, ls_setup, backends_teardown);
-	tcase_add_test(tc, test_serverlist_good);
-	tcase_add_test(tc, test_serverlist_bad);
-	tcase_add_test(tc, test_serverlist_empty);
-	tcase_add_test(tc, test_serverlist_url);
-	tcase_add_test(tc, test_url_decode);
-	tcase_add_test(tc, test_url_userinfo);
-	tcase_add_test(tc, test_etcd_url_userinfo);
-	tcase_add_test(tc, test_etcd_tls_settings);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("nodes");
-	tcase_add_checked_fixture(tc, nl_setup, backends_teardown);
-	tcase_add_test(tc, test_nodelist_good);
-	tcase_add_test(tc, test_nodelist_flow_and_scalar);
-	tcase_add_test(tc, test_nodelist_bad);
-	tcase_add_test(tc, test_nodelist_shapes);
-	tcase_add_test(tc, test_nodelist_empty);
-	tcase_add_test(tc, test_nodelist_url);
-	tcase_add_test(tc, test_nodelist_reload);
-	tcase_add_test(tc, test_nodelist_no_password_shown);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("reload");
-	tcase_add_test(tc, test_reload_moves_reloadable_settings);
-	tcase_add_test(tc, test_reload_keeps_backend_settings);
-	tcase_add_test(tc, test_setting_error_at_its_place);
-	tcase_add_test(tc, test_reload_tls);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("tls");
-	tcase_add_test(tc, test_tls_settings);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("structure");
-	tcase_add_test(tc, test_backend_keys_declared_by_backends);
-	tcase_add_test(tc, test_every_error_in_one_run);
-	tcase_add_test(tc, test_cmdline_wins_over_later_file);
-	suite_add_tcase(s, tc);
-
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(conf_suite());
+	Suite *s = suite_create("conf");
+
+	suite_case(s, "good", NULL, NULL, 0, SUITE_TESTS(test_empty_file_gives_defaults,
+	    test_no_file_gives_defaults, test_all_keys, test_flow_style_and_password_file,
+	    test_shipped_config, test_modes, test_numbers, test_admin_settings,
+	    test_protected_mode, test_unix_socket_group, test_password_file_variants));
+	suite_case(s, "errors", NULL, NULL, 0, SUITE_TESTS(test_errors_all_reported,
+	    test_errors_keep_good_values, test_syntax_error, test_syntax_error_after_others,
+	    test_bad_utf8, test_anchors_and_aliases, test_merge_key, test_several_documents,
+	    test_top_level_not_mapping, test_password_file_missing, test_password_file_empty,
+	    test_password_both, test_listen_bad, test_metrics_address, test_listen_shape,
+	    test_out_of_range, test_not_numbers, test_wrong_types, test_tags,
+	    test_duplicate_and_dotted_keys, test_cross_field, test_cross_field_with_defaults,
+	    test_unopenable));
+	suite_case(s, "command line", NULL, NULL, 0,
+	    SUITE_TESTS(test_override_listen_replaces_file, test_override_before_load,
+	    test_override_without_file, test_override_errors));
+	suite_case(s, "redis", NULL, NULL, 0, SUITE_TESTS(test_redis_all_keys,
+	    test_redis_defaults, test_redis_password_file, test_redis_values,
+	    test_redis_keys_with_memory, test_redis_bad_values, test_redis_bad_addresses,
+	    test_redis_bad_prefixes, test_redis_bad_password_file, test_redis_password_both,
+	    test_shortest_lease_rule, test_redis_url_good, test_redis_url_bad, test_redlock_url,
+	    test_redlock_drift_factor, test_redis_cluster_conf, test_backend_keys_one_type,
+	    test_redis_url_long_is_cut, test_redis_url_overrides_file,
+	    test_redis_url_overrides_password_file, test_redis_url_then_memory));
+	suite_case(s, "server lists", ls_setup, backends_teardown, 0,
+	    SUITE_TESTS(test_serverlist_good, test_serverlist_bad, test_serverlist_empty,
+	    test_serverlist_url, test_url_decode, test_url_userinfo, test_etcd_url_userinfo,
+	    test_etcd_tls_settings));
+	suite_case(s, "nodes", nl_setup, backends_teardown, 0, SUITE_TESTS(test_nodelist_good,
+	    test_nodelist_flow_and_scalar, test_nodelist_bad, test_nodelist_shapes,
+	    test_nodelist_empty, test_nodelist_url, test_nodelist_reload,
+	    test_nodelist_no_password_shown));
+	suite_case(s, "reload", NULL, NULL, 0,
+	    SUITE_TESTS(test_reload_moves_reloadable_settings,
+	    test_reload_keeps_backend_settings, test_setting_error_at_its_place,
+	    test_reload_tls));
+	suite_case(s, "tls", NULL, NULL, 0, SUITE_TESTS(test_tls_settings));
+	suite_case(s, "structure", NULL, NULL, 0,
+	    SUITE_TESTS(test_backend_keys_declared_by_backends, test_every_error_in_one_run,
+	    test_cmdline_wins_over_later_file));
+	return suite_run(s);
 }

@@ -239,25 +239,14 @@ START_TEST(reading_paused_and_resumed)
 }
 END_TEST
 
-static Suite *
-conn_suite(void)
-{
-	Suite *s = suite_create("conn");
-	TCase *tc = tcase_create("conn");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, read_then_flush_at_once);
-	tcase_add_test(tc, end_of_stream_is_gone_from_the_loop);
-	tcase_add_test(tc, full_socket_drains_then_written);
-	tcase_add_test(tc, close_sends_the_rest_first);
-	tcase_add_test(tc, close_with_nothing_to_send);
-	tcase_add_test(tc, write_to_a_gone_peer);
-	tcase_add_test(tc, reading_paused_and_resumed);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(conn_suite());
+	Suite *s = suite_create("conn");
+
+	suite_case(s, "conn", setup, teardown, 0, SUITE_TESTS(read_then_flush_at_once,
+	    end_of_stream_is_gone_from_the_loop, full_socket_drains_then_written,
+	    close_sends_the_rest_first, close_with_nothing_to_send, write_to_a_gone_peer,
+	    reading_paused_and_resumed));
+	return suite_run(s);
 }

@@ -433,25 +433,13 @@ START_TEST(siphash_reference_vectors)
 }
 END_TEST
 
-static Suite *
-hashtab_suite(void)
-{
-	Suite *s = suite_create("hashtab");
-	TCase *tc = tcase_create("hashtab");
-	tcase_add_test(tc, siphash_reference_vectors);
-	tcase_add_test(tc, insert_find_remove);
-	tcase_add_test(tc, binary_keys);
-	tcase_add_test(tc, growth_keeps_entries);
-	tcase_add_test(tc, shrinks_when_sparse);
-	tcase_add_test(tc, iteration_visits_each_once);
-	tcase_add_test(tc, remove_during_iteration);
-	tcase_add_test(tc, seed_per_table);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(hashtab_suite());
+	Suite *s = suite_create("hashtab");
+
+	suite_case(s, "hashtab", NULL, NULL, 0, SUITE_TESTS(siphash_reference_vectors,
+	    insert_find_remove, binary_keys, growth_keeps_entries, shrinks_when_sparse,
+	    iteration_visits_each_once, remove_during_iteration, seed_per_table));
+	return suite_run(s);
 }

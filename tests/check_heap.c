@@ -289,23 +289,12 @@ START_TEST(random_against_model)
 }
 END_TEST
 
-static Suite *
-heap_suite(void)
-{
-	Suite *s = suite_create("heap");
-	TCase *tc = tcase_create("heap");
-	tcase_add_test(tc, empty);
-	tcase_add_test(tc, ordering);
-	tcase_add_test(tc, move_up_and_down);
-	tcase_add_test(tc, remove_middle_and_end);
-	tcase_add_test(tc, clear_twice);
-	tcase_add_test(tc, random_against_model);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(heap_suite());
+	Suite *s = suite_create("heap");
+
+	suite_case(s, "heap", NULL, NULL, 0, SUITE_TESTS(empty, ordering, move_up_and_down,
+	    remove_middle_and_end, clear_twice, random_against_model));
+	return suite_run(s);
 }

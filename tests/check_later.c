@@ -339,29 +339,14 @@ START_TEST(destroyed_with_items)
 }
 END_TEST
 
-static Suite *
-later_suite(void)
-{
-	Suite *s = suite_create("later");
-	TCase *tc = tcase_create("core");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, empty);
-	tcase_add_test(tc, from_the_loop_in_order);
-	tcase_add_test(tc, added_while_running);
-	tcase_add_test(tc, many_in_order);
-	tcase_add_test(tc, self_adding_yields);
-	tcase_add_test(tc, cancel);
-	tcase_add_test(tc, items_free_themselves);
-	tcase_add_test(tc, run_inside_a_pass);
-	tcase_add_test(tc, destroyed_by_an_item);
-	tcase_add_test(tc, destroyed_with_items);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(later_suite());
+	Suite *s = suite_create("later");
+
+	suite_case(s, "core", setup, teardown, 0, SUITE_TESTS(empty, from_the_loop_in_order,
+	    added_while_running, many_in_order, self_adding_yields, cancel,
+	    items_free_themselves, run_inside_a_pass, destroyed_by_an_item,
+	    destroyed_with_items));
+	return suite_run(s);
 }

@@ -1905,35 +1905,20 @@ START_TEST(status_and_validate)
 {
 	struct res r, w, x;
 	struct lt_key_status s = status("nokey");
-	ck_assert_str_eq(s.mode, "free");
-	ck_assert_uint_eq(s.holders, 0);
-	ck_assert_uint_eq(s.waiters, 0);
-	ck_assert_uint_eq(s.fence, 0);
-	ck_assert_int_eq(s.ttl_ms, -1);
-	ck_assert_uint_eq(s.limit, 0);
+	SUITE_ASSERT_STATUS(s, "free", 0, 0, 0, -1, 0);
 
 	fk_now = 1000;
 	hold(0, "e", EXCL, 0, 3000, 0, 11, &r);
 	ck_assert_int_eq(lock(1, "e", EXCL, 0, 30000, WAIT_FOREVER, 0, &w), LT_PENDING);
 	s = status("e");
-	ck_assert_str_eq(s.mode, "exclusive");
-	ck_assert_uint_eq(s.holders, 1);
-	ck_assert_uint_eq(s.waiters, 1);
-	ck_assert_uint_eq(s.fence, 11);
-	ck_assert_int_eq(s.ttl_ms, 3000);
-	ck_assert_uint_eq(s.limit, 0);
+	SUITE_ASSERT_STATUS(s, "exclusive", 1, 1, 11, 3000, 0);
 	fk_now = 1500;
 	ck_assert_int_eq(status("e").ttl_ms, 2500);
 
 	hold(2, "s", SHRD, 0, 3000, 0, 12, &r);
 	hold(3, "s", SHRD, 0, 3000, 0, 13, &r);
 	s = status("s");
-	ck_assert_str_eq(s.mode, "shared");
-	ck_assert_uint_eq(s.holders, 2);
-	ck_assert_uint_eq(s.waiters, 0);
-	ck_assert_uint_eq(s.fence, 13);
-	ck_assert_int_eq(s.ttl_ms, -1);
-	ck_assert_uint_eq(s.limit, 0);
+	SUITE_ASSERT_STATUS(s, "shared", 2, 0, 13, -1, 0);
 
 	hold(4, "m", SEMA, 4, 3000, 0, 14, &r);
 	s = status("m");
@@ -3482,119 +3467,46 @@ END_TEST
 
 /* ---- the suite ----------------------------------------------------------- */
 
-static Suite *
-locktab_suite(void)
-{
-	Suite *s = suite_create("locktab");
-	TCase *tc;
-
-	tc = tcase_create("fake backend");
-	tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
-	tcase_add_test(tc, shared_granted_together);
-	tcase_add_test(tc, shared_exclusive_no_barging);
-	tcase_add_test(tc, exclusive_timeout_lets_shared_run);
-	tcase_add_test(tc, semaphore_limit_fifo);
-	tcase_add_test(tc, semaphore_kind_mismatch);
-	tcase_add_test(tc, reentrant_lock_unlock);
-	tcase_add_test(tc, relock_other_mode);
-	tcase_add_test(tc, wait_timeout);
-	tcase_add_test(tc, wait0_held_key);
-	tcase_add_test(tc, wait0_free_key_busy);
-	tcase_add_test(tc, busy_then_wakeup);
-	tcase_add_test(tc, busy_wait_deadline);
-	tcase_add_test(tc, backend_error_on_acquire);
-	tcase_add_test(tc, destroy_while_acquiring);
-	tcase_add_test(tc, destroy_while_holding_transfer);
-	tcase_add_test(tc, destroyed_owner_never_called);
-	tcase_add_test(tc, detach_unlock_by_token);
-	tcase_add_test(tc, detach_survives_owner);
-	tcase_add_test(tc, unlock_not_held);
-	tcase_add_test(tc, extend_sets_ttl);
-	tcase_add_test(tc, renewal_every_third);
-	tcase_add_test(tc, renew_notowner_lost);
-	tcase_add_test(tc, lost_then_relock);
-	tcase_add_test(tc, renew_error_until_margin);
-	tcase_add_test(tc, renew_unanswered_lost);
-	tcase_add_test(tc, extend_in_flight_when_lost);
-	tcase_add_test(tc, transfer_handoff);
-	tcase_add_test(tc, handoffs_counted_and_passed);
-	tcase_add_test(tc, handoffs_reset_by_acquire);
-	tcase_add_test(tc, handoffs_reset_by_release);
-	tcase_add_test(tc, transfer_busy_gives_way);
-	tcase_add_test(tc, transfer_busy_wait_times_out);
-	tcase_add_test(tc, transfer_busy_while_closing);
-	tcase_add_test(tc, wakeup_all_keys);
-	tcase_add_test(tc, renewals_batched);
-	tcase_add_test(tc, transfer_notowner_acquires);
-	tcase_add_test(tc, transfer_error);
-	tcase_add_test(tc, transfer_waiter_destroyed);
-	tcase_add_test(tc, transfer_holder_destroyed);
-	tcase_add_test(tc, limits_waiters_and_locks);
-	tcase_add_test(tc, limits_keys);
-	tcase_add_test(tc, limits_changed_live);
-	tcase_add_test(tc, status_and_validate);
-	tcase_add_test(tc, binary_keys);
-	tcase_add_test(tc, owner_holds_lists);
-	tcase_add_test(tc, shutdown_fails_waiters);
-	tcase_add_test(tc, shutdown_acquiring_waiter);
-	tcase_add_test(tc, shutdown_transfer_in_flight);
-	tcase_add_test(tc, deadline_and_rearm);
-	tcase_add_test(tc, idle_keys_forgotten);
-	tcase_add_test(tc, walk_in_queue_order);
-	tcase_add_test(tc, force_grants_next);
-	tcase_add_test(tc, force_renewal_in_flight);
-	tcase_add_test(tc, force_detached);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("lease safety");
-	tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
-	tcase_add_test(tc, extend_waits_for_renewal);
-	tcase_add_test(tc, renewal_waits_for_extend);
-	tcase_add_test(tc, validity_from_backend);
-	tcase_add_test(tc, late_grant_not_delivered);
-	tcase_add_test(tc, no_answer_past_deadline);
-	tcase_add_test(tc, lost_key_held_until_lease_end_and_delay);
-	tcase_add_test(tc, lost_tombstone_modes);
-	tcase_add_test(tc, detached_count_toward_limit);
-	tcase_add_test(tc, cancel_and_forget);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("fake backend without transfer");
-	tcase_add_checked_fixture(tc, setup_fake_nt, teardown_fake);
-	tcase_add_test(tc, excl_fifo_five_owners);
-	tcase_add_test(tc, release_wakes_only_head);
-	tcase_add_test(tc, destroy_queued_waiter);
-	tcase_add_test(tc, destroy_while_holding);
-	tcase_add_test(tc, detach_expires_at_ttl);
-	tcase_add_test(tc, force_shared_releases);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("memory backend");
-	tcase_add_checked_fixture(tc, setup_mem, teardown_mem);
-	tcase_add_test(tc, mem_fences_increase);
-	tcase_add_test(tc, mem_destroy_in_flight);
-	tcase_add_test(tc, mem_detach_expiry);
-	tcase_add_test(tc, mem_bound_lease_is_local);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("randomized");
-	tcase_set_timeout(tc, 120);
-	tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
-	tcase_add_test(tc, random_against_model);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("randomized memory backend");
-	tcase_set_timeout(tc, 120);
-	tcase_add_checked_fixture(tc, setup_mem, teardown_mem);
-	tcase_add_test(tc, random_memory_backend);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
 	/* the table warns about every loss and backend error the tests cause */
 	log_min_level = LOG_LEVEL_ERROR;
-	return suite_run(locktab_suite());
+
+	Suite *s = suite_create("locktab");
+
+	suite_case(s, "fake backend", setup_fake, teardown_fake, 0,
+	    SUITE_TESTS(shared_granted_together, shared_exclusive_no_barging,
+	    exclusive_timeout_lets_shared_run, semaphore_limit_fifo, semaphore_kind_mismatch,
+	    reentrant_lock_unlock, relock_other_mode, wait_timeout, wait0_held_key,
+	    wait0_free_key_busy, busy_then_wakeup, busy_wait_deadline, backend_error_on_acquire,
+	    destroy_while_acquiring, destroy_while_holding_transfer,
+	    destroyed_owner_never_called, detach_unlock_by_token, detach_survives_owner,
+	    unlock_not_held, extend_sets_ttl, renewal_every_third, renew_notowner_lost,
+	    lost_then_relock, renew_error_until_margin, renew_unanswered_lost,
+	    extend_in_flight_when_lost, transfer_handoff, handoffs_counted_and_passed,
+	    handoffs_reset_by_acquire, handoffs_reset_by_release, transfer_busy_gives_way,
+	    transfer_busy_wait_times_out, transfer_busy_while_closing, wakeup_all_keys,
+	    renewals_batched, transfer_notowner_acquires, transfer_error,
+	    transfer_waiter_destroyed, transfer_holder_destroyed, limits_waiters_and_locks,
+	    limits_keys, limits_changed_live, status_and_validate, binary_keys,
+	    owner_holds_lists, shutdown_fails_waiters, shutdown_acquiring_waiter,
+	    shutdown_transfer_in_flight, deadline_and_rearm, idle_keys_forgotten,
+	    walk_in_queue_order, force_grants_next, force_renewal_in_flight, force_detached));
+	suite_case(s, "lease safety", setup_fake, teardown_fake, 0,
+	    SUITE_TESTS(extend_waits_for_renewal, renewal_waits_for_extend,
+	    validity_from_backend, late_grant_not_delivered, no_answer_past_deadline,
+	    lost_key_held_until_lease_end_and_delay, lost_tombstone_modes,
+	    detached_count_toward_limit, cancel_and_forget));
+	suite_case(s, "fake backend without transfer", setup_fake_nt, teardown_fake, 0,
+	    SUITE_TESTS(excl_fifo_five_owners, release_wakes_only_head, destroy_queued_waiter,
+	    destroy_while_holding, detach_expires_at_ttl, force_shared_releases));
+	suite_case(s, "memory backend", setup_mem, teardown_mem, 0,
+	    SUITE_TESTS(mem_fences_increase, mem_destroy_in_flight, mem_detach_expiry,
+	    mem_bound_lease_is_local));
+	suite_case(s, "randomized", setup_fake, teardown_fake, 120,
+	    SUITE_TESTS(random_against_model));
+	suite_case(s, "randomized memory backend", setup_mem, teardown_mem, 120,
+	    SUITE_TESTS(random_memory_backend));
+	return suite_run(s);
 }

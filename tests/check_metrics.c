@@ -12,18 +12,15 @@
 #include <event2/event.h>
 
 #include "backend.h"
-#include "cmd.h"
-#include "conf.h"
 #include "fake_backend.h"
 #include "locktab.h"
 #include "metrics.h"
 #include "server.h"
 #include "suite.h"
+#include "tserver.h"
 
-static struct event_base *base;	/* the test's event loop */
-static struct conf *conf;	/* defaults */
-static struct server *srv;	/* on the fake backend and its clock */
-static struct metrics *mx;	/* srv's metrics, not listening */
+static struct metrics *mx;	/* the metrics of the server under test
+				 * (tserver.h), not listening */
 
 /* What out holds, as a NUL-terminated string the caller frees; out is
  * emptied. */
@@ -139,28 +136,19 @@ START_TEST(test_hist_empty)
 }
 END_TEST
 
+/* The server on the fake backend, and its metrics. */
 static void
 setup(void)
 {
-	conf = conf_create();
-	ck_assert_int_eq(conf_finish(conf), 0);
-	base = event_base_new();
-	ck_assert_ptr_nonnull(base);
-	fk_start(&fk_ops);
-	srv = server_create(base, conf, &fk_be, cmd_dispatch, fk_clock, NULL);
-	mx = metrics_create(srv);
+	ts_setup_fake();
+	mx = metrics_create(&ts_srv->sessions);
 }
 
 static void
 teardown(void)
 {
 	metrics_destroy(mx);
-	server_stop(srv);
-	fk_drain();
-	ck_assert_int_eq(server_destroy(srv), 1);
-	fk_stop();
-	event_base_free(base);
-	conf_destroy(conf);
+	ts_teardown();
 }
 
 /* A LOCK's outcome, as its done callback saw it. */
@@ -222,8 +210,8 @@ expect_help_and_type(const char *text)
 
 START_TEST(test_exposition_follows_the_table)
 {
-	struct lt_owner *a = locktab_owner_create(srv->lt, 1, NULL, NULL);
-	struct lt_owner *b = locktab_owner_create(srv->lt, 2, NULL, NULL);
+	struct lt_owner *a = locktab_owner_create(ts_srv->lt, 1, NULL, NULL);
+	struct lt_owner *b = locktab_owner_create(ts_srv->lt, 2, NULL, NULL);
 	struct outcome ga = { 0 }, gb = { 0 }, ua = { 0 }, ta = { 0 };
 	long long left;
 
@@ -289,10 +277,10 @@ END_TEST
 START_TEST(test_health_follows_the_backend)
 {
 	const char *why = "unset";
-	ck_assert_int_eq(metrics_healthy(srv, &why), 1);
+	ck_assert_int_eq(metrics_healthy(ts_srv->be, &why), 1);
 	ck_assert_ptr_null(why);
 	fk.disconnected = true;
-	ck_assert_int_eq(metrics_healthy(srv, &why), 0);
+	ck_assert_int_eq(metrics_healthy(ts_srv->be, &why), 0);
 	ck_assert_str_eq(why, "the backend is not reachable");
 	char *text = scrape();
 	EXPECT_LINE(text, "dlockd_backend_up 0");
@@ -304,12 +292,12 @@ START_TEST(test_health_follows_the_backend)
 }
 END_TEST
 
-START_TEST(test_server_counters)
+START_TEST(test_session_counters)
 {
-	srv->metrics.total_connections = 7;
-	srv->metrics.rejected_connections = 2;
-	srv->metrics.commands_total = 123;
-	srv->metrics.protocol_errors_total = 1;
+	ts_srv->sessions.counters.total_connections = 7;
+	ts_srv->sessions.counters.rejected_connections = 2;
+	ts_srv->sessions.counters.commands_total = 123;
+	ts_srv->sessions.counters.protocol_errors_total = 1;
 	char *text = scrape();
 	EXPECT_LINE(text, "dlockd_connections 0");
 	EXPECT_LINE(text, "dlockd_connections_accepted_total 7");
@@ -322,27 +310,15 @@ START_TEST(test_server_counters)
 }
 END_TEST
 
-static Suite *
-metrics_suite(void)
-{
-	Suite *s = suite_create("metrics");
-	TCase *tc = tcase_create("format");
-	tcase_add_test(tc, test_seconds_format);
-	tcase_add_test(tc, test_hist_buckets);
-	tcase_add_test(tc, test_hist_empty);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("server");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_exposition_follows_the_table);
-	tcase_add_test(tc, test_health_follows_the_backend);
-	tcase_add_test(tc, test_server_counters);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(metrics_suite());
+	Suite *s = suite_create("metrics");
+
+	suite_case(s, "format", NULL, NULL, 0, SUITE_TESTS(test_seconds_format,
+	    test_hist_buckets, test_hist_empty));
+	suite_case(s, "server", setup, teardown, 0,
+	    SUITE_TESTS(test_exposition_follows_the_table, test_health_follows_the_backend,
+	    test_session_counters));
+	return suite_run(s);
 }

@@ -192,23 +192,12 @@ START_TEST(redirections)
 }
 END_TEST
 
-static Suite *
-rcluster_suite(void)
-{
-	Suite *s = suite_create("rcluster");
-	TCase *tc = tcase_create("core");
-
-	tcase_add_test(tc, crc16_and_slots);
-	tcase_add_test(tc, lock_key_escaped);
-	tcase_add_test(tc, slot_tags);
-	tcase_add_test(tc, slots_reply);
-	tcase_add_test(tc, redirections);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(rcluster_suite());
+	Suite *s = suite_create("rcluster");
+
+	suite_case(s, "core", NULL, NULL, 0, SUITE_TESTS(crc16_and_slots, lock_key_escaped,
+	    slot_tags, slots_reply, redirections));
+	return suite_run(s);
 }

@@ -904,51 +904,25 @@ START_TEST(test_policy_warned)
 }
 END_TEST
 
-static Suite *
-rnode_suite(void)
-{
-	Suite *s = suite_create("rnode");
-	TCase *tc = tcase_create("connection");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_handshake);
-	tcase_add_test(tc, test_password_alone);
-	tcase_add_test(tc, test_auth_refused);
-	tcase_add_test(tc, test_name_resolved);
-	tcase_add_test(tc, test_unreachable);
-	tcase_add_test(tc, test_policy_warned);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("calls");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_eval_by_sha);
-	tcase_add_test(tc, test_noscript_sends_the_script);
-	tcase_add_test(tc, test_one_write_per_loop_turn);
-	tcase_add_test(tc, test_replies_in_pieces);
-	tcase_add_test(tc, test_kept_calls);
-	tcase_add_test(tc, test_messages);
-	tcase_add_test(tc, test_shard_channels);
-	tcase_add_test(tc, test_acknowledged_calls);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("failures");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_overdue_reply_drops_and_reconnects);
-	tcase_add_test(tc, test_connection_lost);
-	tcase_add_test(tc, test_readonly_reconnects);
-	tcase_add_test(tc, test_destroy_with_calls_in_flight);
-	tcase_add_test(tc, test_acknowledgement_lost_with_the_connection);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	if (log_init(LOG_LEVEL_ERROR, NULL) != 0)
 		return EXIT_FAILURE;
-	return suite_run(rnode_suite());
+
+	Suite *s = suite_create("rnode");
+
+	suite_case(s, "connection", setup, teardown, 20, SUITE_TESTS(test_handshake,
+	    test_password_alone, test_auth_refused, test_name_resolved, test_unreachable,
+	    test_policy_warned));
+	suite_case(s, "calls", setup, teardown, 20, SUITE_TESTS(test_eval_by_sha,
+	    test_noscript_sends_the_script, test_one_write_per_loop_turn,
+	    test_replies_in_pieces, test_kept_calls, test_messages, test_shard_channels,
+	    test_acknowledged_calls));
+	suite_case(s, "failures", setup, teardown, 20,
+	    SUITE_TESTS(test_overdue_reply_drops_and_reconnects, test_connection_lost,
+	    test_readonly_reconnects, test_destroy_with_calls_in_flight,
+	    test_acknowledgement_lost_with_the_connection));
+	return suite_run(s);
 }

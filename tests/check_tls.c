@@ -558,32 +558,19 @@ START_TEST(failure_reasons)
 }
 END_TEST
 
-static Suite *
-tls_suite(void)
-{
-	Suite *s = suite_create("tls");
-	TCase *tc = tcase_create("client");
-
-	tcase_add_unchecked_fixture(tc, certs_make, certs_free);
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, dns_name_verified_and_sent_as_sni);
-	tcase_add_test(tc, ip_address_verified_without_sni);
-	tcase_add_test(tc, server_of_another_ca_refused);
-	tcase_add_test(tc, wrong_name_refused);
-	tcase_add_test(tc, no_partial_wildcards);
-	tcase_add_test(tc, no_name_matches_nothing);
-	tcase_add_test(tc, client_certificate);
-	tcase_add_test(tc, system_store_from_ssl_cert_file);
-	tcase_add_test(tc, files_that_cannot_be_loaded);
-	tcase_add_test(tc, ssl_outlives_the_last_reference);
-	tcase_add_test(tc, failure_reasons);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
 	signal(SIGPIPE, SIG_IGN);	/* as in the daemon: a write to a closed peer fails */
-	return suite_run(tls_suite());
+
+	Suite *s = suite_create("tls");
+	TCase *tc;
+
+	tc = suite_case(s, "client", NULL, NULL, 30,
+	    SUITE_TESTS(dns_name_verified_and_sent_as_sni, ip_address_verified_without_sni,
+	    server_of_another_ca_refused, wrong_name_refused, no_partial_wildcards,
+	    no_name_matches_nothing, client_certificate, system_store_from_ssl_cert_file,
+	    files_that_cannot_be_loaded, ssl_outlives_the_last_reference, failure_reasons));
+	tcase_add_unchecked_fixture(tc, certs_make, certs_free);
+	return suite_run(s);
 }

@@ -91,21 +91,12 @@ START_TEST(fork_draws_its_own)
 }
 END_TEST
 
-static Suite *
-token_suite(void)
-{
-	Suite *s = suite_create("token");
-	TCase *tc = tcase_create("token");
-	tcase_add_test(tc, form);
-	tcase_add_test(tc, no_repeat_across_refills);
-	tcase_add_test(tc, digits_even);
-	tcase_add_test(tc, fork_draws_its_own);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(token_suite());
+	Suite *s = suite_create("token");
+
+	suite_case(s, "token", NULL, NULL, 0, SUITE_TESTS(form, no_repeat_across_refills,
+	    digits_even, fork_draws_its_own));
+	return suite_run(s);
 }

@@ -43,7 +43,7 @@ replay() {
 
 for t in "$@"; do
     case "$t" in
-    */check_client) continue ;;	# needs a daemon: run by the integration tests
+    */check_dlock) continue ;;	# needs a daemon: run by the integration tests
     */replay-*) replay "$t"; continue ;;
     esac
     echo "== $t"

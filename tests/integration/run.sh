@@ -8,7 +8,7 @@
 #    redis and etcd backends, its own redis-server and etcd processes on free
 #    loopback ports),
 #    and drives them with redis-py, raw sockets, redis-cli and the dlock CLI;
-# 2. the libdlock Check suite ($BUILD/tests/check_client) against a fresh
+# 2. the libdlock Check suite ($BUILD/tests/check_dlock) against a fresh
 #    dlockd whose address it gets in DLOCK_TEST_ADDR.
 #
 # -k PATTERN runs only the Python tests whose name (module.Class.test)
@@ -17,7 +17,7 @@
 # backend (-k test_etcd. and -k TestLocksEtcd for etcd), -k
 # test_lost_before_redis_ttl for one test. DLOCKD_WRAPPER, if set, is a command prefix for
 # every dlockd started (e.g. "valgrind -q --error-exitcode=99"). The binaries come from $BUILD: dlockd, dlock,
-# dlock-bench and tests/check_client; a missing one is a failure. Everything runs in a
+# dlock-bench and tests/check_dlock; a missing one is a failure. Everything runs in a
 # temporary directory that is removed at exit, and every process started
 # here is stopped at exit, by its pid. The last line of output is
 #
@@ -110,7 +110,7 @@ fail() {
 
 # ---- what the tests need ----
 
-for bin in dlockd dlock dlock-bench tests/check_client; do
+for bin in dlockd dlock dlock-bench tests/check_dlock; do
 	if [ ! -x "$BUILD/$bin" ]; then
 		fail "$BUILD_NAME/$bin is missing (build it with make $BUILD_NAME/$bin)"
 	fi
@@ -162,8 +162,8 @@ fi
 
 if [ -n "$patterns" ]; then
 	:
-elif [ -x "$BUILD/tests/check_client" ] && [ -x "$BUILD/dlockd" ] && [ $python_ok = 1 ]; then
-	echo "== $BUILD/tests/check_client"
+elif [ -x "$BUILD/tests/check_dlock" ] && [ -x "$BUILD/dlockd" ] && [ $python_ok = 1 ]; then
+	echo "== $BUILD/tests/check_dlock"
 	port=$("$PYTHON" -c 'import socket
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
@@ -185,7 +185,7 @@ while time.monotonic() < deadline:
         time.sleep(0.01)
 sys.exit(1)' "$port" "${DLOCKD_WRAPPER:-}" && alive $dpid; then
 		CK_FORK=yes DLOCK_TEST_ADDR="127.0.0.1:$port" \
-		    timeout -k 5 $TEST_LIMIT "$BUILD/tests/check_client" \
+		    timeout -k 5 $TEST_LIMIT "$BUILD/tests/check_dlock" \
 		    > "$tmp/check.out" 2>&1 </dev/null &
 		cpid=$!
 		started="$started $cpid"
@@ -201,9 +201,9 @@ sys.exit(1)' "$port" "${DLOCKD_WRAPPER:-}" && alive $dpid; then
 			passed=$((passed + n - f - e))
 			failed=$((failed + f + e))
 			[ $rc -ne 0 ] && [ $((f + e)) -eq 0 ] && \
-			    fail "check_client exited with status $rc"
+			    fail "check_dlock exited with status $rc"
 		else
-			fail "check_client printed no result (status $rc)"
+			fail "check_dlock printed no result (status $rc)"
 		fi
 		kill -TERM $dpid
 		i=0
@@ -212,18 +212,18 @@ sys.exit(1)' "$port" "${DLOCKD_WRAPPER:-}" && alive $dpid; then
 			i=$((i + 1))
 		done
 		if alive $dpid; then
-			fail "dlockd (check_client's) did not exit within 20 s of SIGTERM"
+			fail "dlockd (check_dlock's) did not exit within 20 s of SIGTERM"
 			kill -KILL $dpid
 		fi
 		wait $dpid
 		rc=$?
 		forget $dpid
-		[ $rc -eq 0 ] || fail "dlockd (check_client's) exited with status $rc"
+		[ $rc -eq 0 ] || fail "dlockd (check_dlock's) exited with status $rc"
 	else
-		fail "dlockd for check_client did not start"
+		fail "dlockd for check_dlock did not start"
 	fi
 	if [ $failed -gt 0 ] && [ -s "$tmp/check-dlockd.log" ]; then
-		echo "-- dlockd log (check_client):"
+		echo "-- dlockd log (check_dlock):"
 		tail -n 40 "$tmp/check-dlockd.log"
 	fi
 fi

@@ -1,20 +1,14 @@
 /*
- * check_common — the sources the daemon, the client and the benchmark share
- * (common/): the address parser, the integer parser and the clock.
+ * check_addr — unit tests of the address parser (common/addr.c): host:port,
+ * [v6addr]:port and unix:/path, what it refuses, and the default port.
  */
 #include <check.h>
-#include <ctype.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "addr.h"
-#include "clock.h"
-#include "num.h"
 #include "suite.h"
-
-/* --- addr_parse --- */
 
 START_TEST(test_parse_addr_good)
 {
@@ -147,108 +141,12 @@ START_TEST(test_parse_addr_default_port)
 }
 END_TEST
 
-/* --- num_parse --- */
-
-/* num_parse over a C string. */
-static enum num_status
-num(const char *s, long long min, long long max, long long *out)
-{
-	return num_parse(s, strlen(s), min, max, out);
-}
-
-START_TEST(test_num_good)
-{
-	long long v = 1;
-
-	ck_assert_int_eq(num("0", 0, 10, &v), NUM_OK);
-	ck_assert_int_eq(v, 0);
-	ck_assert_int_eq(num("007", 0, 10, &v), NUM_OK);
-	ck_assert_int_eq(v, 7);
-	ck_assert_int_eq(num("-5", -10, 10, &v), NUM_OK);
-	ck_assert_int_eq(v, -5);
-	ck_assert_int_eq(num("9223372036854775807", LLONG_MIN, LLONG_MAX, &v), NUM_OK);
-	ck_assert_int_eq(v, LLONG_MAX);
-	ck_assert_int_eq(num("-9223372036854775808", LLONG_MIN, LLONG_MAX, &v), NUM_OK);
-	ck_assert_int_eq(v, LLONG_MIN);
-	/* only the len bytes given are read */
-	ck_assert_int_eq(num_parse("12345", 2, 0, 100, &v), NUM_OK);
-	ck_assert_int_eq(v, 12);
-}
-END_TEST
-
-START_TEST(test_num_bad)
-{
-	static const char *const syntax[] = { "", "-", "+1", " 1", "1 ", "1.5", "0x10", "1e3",
-	    "--1", "1-", "12a" };
-	long long v = 42;
-
-	for (size_t i = 0; i < sizeof(syntax) / sizeof(syntax[0]); i++)
-		ck_assert_msg(num(syntax[i], LLONG_MIN, LLONG_MAX, &v) == NUM_SYNTAX, "'%s'",
-		    syntax[i]);
-	ck_assert_int_eq(num("9223372036854775808", LLONG_MIN, LLONG_MAX, &v), NUM_RANGE);
-	ck_assert_int_eq(num("-9223372036854775809", LLONG_MIN, LLONG_MAX, &v), NUM_RANGE);
-	ck_assert_int_eq(num("99999999999999999999999", 0, 10, &v), NUM_RANGE);
-	ck_assert_int_eq(num("11", 0, 10, &v), NUM_RANGE);
-	ck_assert_int_eq(num("-1", 0, 10, &v), NUM_RANGE);
-	ck_assert_int_eq(num_parse("1\0", 2, 0, 10, &v), NUM_SYNTAX);
-	ck_assert_int_eq(v, 42);	/* untouched on failure */
-}
-END_TEST
-
-START_TEST(test_hex_digits)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (int i = 0; i < 16; i++) {
-		ck_assert_int_eq(num_hex_digit(digits[i]), i);
-		ck_assert_int_eq(num_hex_digit(toupper((unsigned char)digits[i])), i);
-	}
-	for (int ch = 0; ch < 256; ch++)
-		if (strchr("0123456789abcdefABCDEF", ch) == NULL || ch == 0)
-			ck_assert_int_eq(num_hex_digit(ch), -1);
-}
-END_TEST
-
-/* --- clock_ms --- */
-
-START_TEST(test_clock_never_steps_back)
-{
-	uint64_t last = clock_ms();
-
-	ck_assert_uint_gt(last, 0);
-	for (int i = 0; i < 100000; i++) {
-		uint64_t now = clock_ms();
-		ck_assert_uint_ge(now, last);
-		last = now;
-	}
-	/* nothing was suspended during the test: a few ms at most of slack */
-	uint64_t s1 = clock_suspended_ms(), s2 = clock_suspended_ms();
-	ck_assert_uint_le(s1, s2 + 1);
-}
-END_TEST
-
-static Suite *
-common_suite(void)
-{
-	Suite *s = suite_create("common");
-	TCase *tc = tcase_create("addresses");
-
-	tcase_add_test(tc, test_parse_addr_good);
-	tcase_add_test(tc, test_parse_addr_bad);
-	tcase_add_test(tc, test_parse_addr_default_port);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("integers");
-	tcase_add_test(tc, test_num_good);
-	tcase_add_test(tc, test_num_bad);
-	tcase_add_test(tc, test_hex_digits);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("clock");
-	tcase_add_test(tc, test_clock_never_steps_back);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(common_suite());
+	Suite *s = suite_create("addr");
+
+	suite_case(s, "addresses", NULL, NULL, 0, SUITE_TESTS(test_parse_addr_good,
+	    test_parse_addr_bad, test_parse_addr_default_port));
+	return suite_run(s);
 }

@@ -1,5 +1,5 @@
 /*
- * check_client — tests of libdlock.
+ * check_dlock — tests of libdlock (client/dlock.c).
  *
  * Two groups:
  *  - "reader": libdlock against a canned server started by the test itself
@@ -65,14 +65,14 @@ conn(void)
 	return d;
 }
 
-/* A key no other test (or earlier run) uses: "check_client/<pid>.<ns>/name". */
+/* A key no other test (or earlier run) uses: "check_dlock/<pid>.<ns>/name". */
 static void
 test_key(char *buf, size_t len, const char *name)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(buf, len, "check_client/%ld.%ld/%s", (long)getpid(),
+	snprintf(buf, len, "check_dlock/%ld.%ld/%s", (long)getpid(),
 	    (long)ts.tv_nsec, name);
 }
 
@@ -231,7 +231,7 @@ canned_start_unix(struct canned *c, const struct step *steps, size_t nsteps)
 	struct sockaddr_un sun;
 	int lfd;
 
-	snprintf(c->dir, sizeof(c->dir), "/tmp/check_client.XXXXXX");
+	snprintf(c->dir, sizeof(c->dir), "/tmp/check_dlock.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(c->dir));
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
@@ -439,12 +439,7 @@ START_TEST(test_reader_replies)
 	ck_assert_int_eq(dlock_unlock(d, "k", NULL), -1);
 	assert_code(d, "PROTO");
 	ck_assert_int_eq(dlock_status(d, "k", &st), 0);
-	ck_assert_str_eq(st.mode, "shared");
-	ck_assert_int_eq(st.holders, 2);
-	ck_assert_int_eq(st.waiters, 1);
-	ck_assert_int_eq(st.fence, 99);
-	ck_assert_int_eq(st.ttl_ms, -1);
-	ck_assert_int_eq(st.limit, 0);
+	SUITE_ASSERT_STATUS(st, "shared", 2, 1, 99, -1, 0);
 	ck_assert_int_eq(dlock_validate(d, "k", 99), 1);
 	ck_assert_int_eq(dlock_extend(d, "k", 1000, NULL), -1);
 	assert_code(d, "PROTO");
@@ -1219,12 +1214,7 @@ START_TEST(test_status_fields)
 
 	test_key(key, sizeof(key), "status");
 	ck_assert_int_eq(dlock_status(d, key, &st), 0);
-	ck_assert_str_eq(st.mode, "free");
-	ck_assert_int_eq(st.holders, 0);
-	ck_assert_int_eq(st.waiters, 0);
-	ck_assert_int_eq(st.fence, 0);
-	ck_assert_int_eq(st.ttl_ms, -1);
-	ck_assert_int_eq(st.limit, 0);
+	SUITE_ASSERT_STATUS(st, "free", 0, 0, 0, -1, 0);
 	ck_assert_int_eq(dlock_lock(d, key, &o, &g), 1);
 	ck_assert_int_eq(dlock_status(d, key, &st), 0);
 	ck_assert_str_eq(st.mode, "exclusive");
@@ -1402,58 +1392,28 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
-static Suite *
-client_suite(void)
-{
-	Suite *s = suite_create("client");
-	TCase *reader = tcase_create("reader");
-	TCase *live = tcase_create("live");
-
-	tcase_set_timeout(reader, 30);
-	tcase_add_test(reader, test_connect_bad_address);
-	tcase_add_test(reader, test_connect_refused);
-	tcase_add_test(reader, test_reader_split_and_push);
-	tcase_add_test(reader, test_reader_replies);
-	tcase_add_test(reader, test_reader_status_full);
-	tcase_add_test(reader, test_reader_handshake_failures);
-	tcase_add_test(reader, test_reader_lost_notice);
-	tcase_add_test(reader, test_reader_notice_after_push);
-	tcase_add_test(reader, test_call_timeout);
-	tcase_add_test(reader, test_call_timeout_whole_reply);
-	tcase_add_test(reader, test_lock_wait_timeout);
-	tcase_add_test(reader, test_unix_no_keepalive);
-	suite_add_tcase(s, reader);
-
-	tcase_set_timeout(live, 30);
-	tcase_add_test(live, test_ping_info);
-	tcase_add_test(live, test_tcp_keepalive);
-	tcase_add_test(live, test_timeout_live);
-	tcase_add_test(live, test_connect_default_addr_and_password);
-	tcase_add_test(live, test_lock_unlock_reentrant);
-	tcase_add_test(live, test_wait_not_granted);
-	tcase_add_test(live, test_waiter_is_granted_on_release);
-	tcase_add_test(live, test_shared);
-	tcase_add_test(live, test_semaphore);
-	tcase_add_test(live, test_detach_unlock_by_token);
-	tcase_add_test(live, test_extend);
-	tcase_add_test(live, test_status_fields);
-	tcase_add_test(live, test_status_full);
-	tcase_add_test(live, test_validate);
-	tcase_add_test(live, test_notheld);
-	tcase_add_test(live, test_binary_key);
-	tcase_add_test(live, test_close_releases);
-	tcase_add_test(live, test_bad_arguments);
-	suite_add_tcase(s, live);
-	return s;
-}
-
 int
 main(void)
 {
 	const char *addr = getenv("DLOCK_TEST_ADDR");
 
 	if (addr == NULL || *addr == '\0')
-		fprintf(stderr, "check_client: DLOCK_TEST_ADDR is not set: the live "
+		fprintf(stderr, "check_dlock: DLOCK_TEST_ADDR is not set: the live "
 		    "tests need a running dlockd and will fail\n");
-	return suite_run(client_suite());
+
+	Suite *s = suite_create("dlock");
+
+	suite_case(s, "reader", NULL, NULL, 30, SUITE_TESTS(test_connect_bad_address,
+	    test_connect_refused, test_reader_split_and_push, test_reader_replies,
+	    test_reader_status_full, test_reader_handshake_failures, test_reader_lost_notice,
+	    test_reader_notice_after_push, test_call_timeout, test_call_timeout_whole_reply,
+	    test_lock_wait_timeout, test_unix_no_keepalive));
+	suite_case(s, "live", NULL, NULL, 30, SUITE_TESTS(test_ping_info, test_tcp_keepalive,
+	    test_timeout_live, test_connect_default_addr_and_password,
+	    test_lock_unlock_reentrant, test_wait_not_granted,
+	    test_waiter_is_granted_on_release, test_shared, test_semaphore,
+	    test_detach_unlock_by_token, test_extend, test_status_fields, test_status_full,
+	    test_validate, test_notheld, test_binary_key, test_close_releases,
+	    test_bad_arguments));
+	return suite_run(s);
 }
