@@ -228,31 +228,16 @@ START_TEST(keepout)
 }
 END_TEST
 
-static Suite *
-rquorum_suite(void)
-{
-	Suite *s = suite_create("rquorum");
-	TCase *tc = tcase_create("verdicts");
-	tcase_add_test(tc, one_node_its_answer_decides);
-	tcase_add_test(tc, quorum_granted_with_the_largest_fence);
-	tcase_add_test(tc, undecided_while_a_quorum_can_come);
-	tcase_add_test(tc, late_answers_count_as_failed);
-	tcase_add_test(tc, not_sent_counts_as_failed);
-	tcase_add_test(tc, acquire_verdicts);
-	tcase_add_test(tc, transfer_verdicts);
-	tcase_add_test(tc, renew_and_release_verdicts);
-	tcase_add_test(tc, kept_out_grants_count_in_no_quorum);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("arithmetic");
-	tcase_add_test(tc, validity_less_drift);
-	tcase_add_test(tc, node_timeout);
-	tcase_add_test(tc, keepout);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return suite_run(rquorum_suite());
+	Suite *s = suite_create("rquorum");
+
+	suite_case(s, "verdicts", NULL, NULL, 0, SUITE_TESTS(one_node_its_answer_decides,
+	    quorum_granted_with_the_largest_fence, undecided_while_a_quorum_can_come,
+	    late_answers_count_as_failed, not_sent_counts_as_failed, acquire_verdicts,
+	    transfer_verdicts, renew_and_release_verdicts, kept_out_grants_count_in_no_quorum));
+	suite_case(s, "arithmetic", NULL, NULL, 0, SUITE_TESTS(validity_less_drift, node_timeout,
+	    keepout));
+	return suite_run(s);
 }
