@@ -67,7 +67,7 @@ DEB_BUILD := build-essential pkg-config libevent-dev libssl-dev libyaml-dev libh
 # python3-yaml reads the Kubernetes example; openssl makes the TLS tests' certificates
 DEB_CHECK := check redis-server redis-sentinel redis-tools etcd-server etcd-client python3 python3-redis valgrind \
               iproute2 openssl dpkg-dev debhelper fakeroot lintian python3-yaml $(DEB_NODE)
-# Node and npm run the README's Node examples (their libraries come from npm at test
+# Node and npm run the Node examples of docs/clients.md (their libraries come from npm at test
 # time, into $(BUILD)/node); a Node installed otherwise (with its own npm) is kept.
 DEB_NODE   := $(if $(shell command -v node 2>/dev/null),,nodejs) \
               $(if $(shell command -v npm 2>/dev/null),,npm)

@@ -43,7 +43,7 @@
 
 /*
  * dlock's own exit statuses: name, value, what it means (for --help). Keep
- * dlock.1's EXIT STATUS and the README in step.
+ * dlock.1's EXIT STATUS in step.
  */
 #define EXIT_CODES \
 	X(EXIT_INVALID,	1,  "validate: the fence is not a current holding") \

@@ -95,7 +95,7 @@ struct lt_key_status {
  * the order /metrics shows them: its field; its name in INFO's # Locks and,
  * after "dlockd_", in /metrics; gauge (a number now) or counter (since the
  * start); its place among INFO's # Locks lines, from 0 (the order of
- * PROTOCOL.md's table, which is not this one); its HELP in /metrics.
+ * docs/protocol.md's table, which is not this one); its HELP in /metrics.
  */
 #define LT_STATS(X) \
 	X(holds, locks_held, gauge, 1, "holdings of locks now") \

@@ -600,7 +600,7 @@ raise_check(struct rd *r, struct rd_op *op)
  * counter below the fences reserved: they are written back to it (the
  * raise script: the counter becomes at least the last of them), and op is
  * granted once a quorum's counters are there, so that any later quorum,
- * which shares a node with it, proposes more (PROTOCOL.md, fences). One
+ * which shares a node with it, proposes more (docs/design.md, fences). One
  * node: its fence.
  */
 static void

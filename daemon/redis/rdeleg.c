@@ -7,7 +7,7 @@
  * (struct rd_deleg): the lease in Redis keeps its member, and renewals and
  * the release of whoever holds it locally go to that member. A local grant
  * is valid for what is left of the lease as counted from the last confirmed
- * call's send time; PROTOCOL.md 8.2 has the argument. With lease_cache_ms,
+ * call's send time; docs/design.md has the argument. With lease_cache_ms,
  * a released delegation is kept that long (cached) for a local LOCK of the
  * key; a busy answer publishes the key on the "wanted" channel, and a daemon
  * that caches its lease releases it at once.

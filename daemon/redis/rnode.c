@@ -489,7 +489,7 @@ config_value(const redisReply *rep, const char *name)
 /* The reply to CONFIG GET append*: what a restart of the server keeps,
  * "aof-always" (every write it acknowledged), "aof-everysec", "aof-no" or
  * "no-aof" (what the last snapshot held, if any). A node of a quorum that
- * forgets leases lets a second holder in (PROTOCOL.md 8.4): anything but
+ * forgets leases lets a second holder in (docs/design.md): anything but
  * aof-always is logged when the value is new. */
 static void
 on_persistence(struct rnode *n, const redisReply *rep)
@@ -499,7 +499,7 @@ on_persistence(struct rnode *n, const redisReply *rep)
 	if (ao == NULL || fs == NULL) {
 		if (strcmp(n->persist, "unknown") != 0)
 			log_info("%s %s: cannot read appendonly and appendfsync (%s); make sure "
-			    "a restart keeps its leases (PROTOCOL.md 8.4)", n->conf.what, n->address,
+			    "a restart keeps its leases (docs/backends/redlock.md)", n->conf.what, n->address,
 			    rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
 		snprintf(n->persist, sizeof(n->persist), "unknown");
 		return;
@@ -511,7 +511,7 @@ on_persistence(struct rnode *n, const redisReply *rep)
 	if (strcmp(now, n->persist) != 0 && strcmp(now, "aof-always") != 0)
 		log_warn("%s %s: appendonly %s, appendfsync %s: a restart loses leases and fence "
 		    "counters it acknowledged; after one, keep it stopped for the longest TTL in "
-		    "use (PROTOCOL.md 8.4), or set appendonly yes and appendfsync always",
+		    "use (docs/backends/redlock.md), or set appendonly yes and appendfsync always",
 		    n->conf.what, n->address, ao, fs);
 	snprintf(n->persist, sizeof(n->persist), "%s", now);
 }
