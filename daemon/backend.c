@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 #include "xmalloc.h"
@@ -26,6 +27,15 @@ BACKENDS(BACKEND_DECLARE)
 static const struct backend_ops *const backends[] = { BACKENDS(BACKEND_ENTRY) };
 
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
+
+int
+backend_url_row(const struct backend_url *urls, const char *url)
+{
+	for (int i = 0; urls[i].scheme != NULL; i++)
+		if (strncasecmp(url, urls[i].scheme, strlen(urls[i].scheme)) == 0)
+			return i;
+	return -1;
+}
 
 const struct backend_ops *
 backend_find(const char *name)

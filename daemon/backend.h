@@ -84,6 +84,15 @@ struct be_reply {
 
 typedef void be_cb(void *arg, const struct be_reply *reply);
 
+/* One form of the URLs a backend's -b takes, as dlockd -h shows it. */
+struct backend_url {
+	const char *scheme;		/* what such a URL starts with (any case):
+					 * "rediss://"; NULL ends a list */
+	const char *rest;		/* what follows it, in -h's notation:
+					 * "[user:password@]host[:port][/db]" */
+	const char *note;		/* what it means, a few words, or NULL */
+};
+
 /* Takes one setting of a -b URL: its name under "backend." and its value
  * as the configuration file would write it. */
 typedef void backend_url_set(void *arg, const char *name, const char *value);
@@ -108,6 +117,10 @@ struct backend_ops {
 	int (*parse_url)(const char *url, backend_url_set *set, void *arg, const char **why);
 	const char *url_form;		/* with parse_url: its URL in messages,
 					 * such as "redis://host:port" */
+	/* With parse_url: every form of URL it takes, ended by a row whose
+	 * scheme is NULL. parse_url knows a URL of this backend by these rows
+	 * (backend_url_row), and dlockd -h lists them. */
+	const struct backend_url *urls;
 	/* Optional (NULL: no floor): the shortest lease, in ms, that it can
 	 * keep with these settings (its settings struct). */
 	uint64_t (*min_lease_ms)(const void *settings);
@@ -204,6 +217,10 @@ void backend_destroy(struct backend *be);
 const char *backend_problem(struct backend *be, char *buf, size_t len);
 /* SIGHUP: the backend reads its files again (ops->reload), if it has any. */
 void backend_reload(struct backend *be);
+
+/* The row of urls (a list ended by a NULL scheme) whose scheme url starts
+ * with, any case; -1 when none does. */
+int backend_url_row(const struct backend_url *urls, const char *url);
 
 /* The registered backend called name, or NULL. */
 const struct backend_ops *backend_find(const char *name);

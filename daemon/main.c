@@ -67,18 +67,32 @@ struct dlockd {
 	char status[128];		/* the last STATUS= sent */
 };
 
+/* The help: the options, and -b's forms from every backend's own list of
+ * the URLs its parser takes (a backend without URLs goes by its name). */
 static void
 usage(FILE *fp)
 {
+	const struct backend_ops *ops;
 	fprintf(fp,
 	    "usage: dlockd [-t] [-c FILE] [-l ADDR]... [-b URL] [-d LEVEL]\n"
 	    "  -c FILE     configuration file (default " DEFAULT_CONF ")\n"
 	    "  -t          check the configuration and exit\n"
 	    "  -l ADDR     listen on ADDR (repeatable; replaces the file's listeners):\n"
 	    "              host:port, 127.0.0.1:7480, [::1]:7480, unix:/path\n"
-	    "  -b URL      backend: memory,\n"
-	    "              redis://[[default]:password@]host[:port][/db] (port 6379, db 0),\n"
-	    "              etcd://[user[:password]@]host[:port][,host[:port]...] (port 2379)\n"
+	    "  -b URL      the backend (replaces the file's backend.type and what the\n"
+	    "              URL gives), one of:\n");
+	for (size_t i = 0; (ops = backend_at(i)) != NULL; i++) {
+		if (ops->urls == NULL) {
+			fprintf(fp, "                %s\n", ops->name);
+			continue;
+		}
+		for (const struct backend_url *u = ops->urls; u->scheme != NULL; u++) {
+			fprintf(fp, "                %s%s\n", u->scheme, u->rest);
+			if (u->note != NULL)
+				fprintf(fp, "                    %s\n", u->note);
+		}
+	}
+	fprintf(fp,
 	    "  -d LEVEL    log level: debug, info, warn or error (overrides log.level)\n"
 	    "  -h          print this help and exit\n"
 	    "  --version   print the version and exit\n");

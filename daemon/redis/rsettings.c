@@ -108,6 +108,32 @@ rd_min_lease_ms(const void *settings)
 	return 3 * (uint64_t)set->command_timeout_ms;
 }
 
+/* The URLs of the three backends (dlockd -h lists them); a parser tells TLS
+ * (and Sentinel) by the row. */
+static const struct backend_url rd_urls[] = {
+	{ "redis://", "[[user]:password@]host[:port][/db]", "port 6379, db 0" },
+	{ "rediss://", "[[user]:password@]host[:port][/db]", "the same with TLS" },
+	{ "redis-sentinel://", "[[user]:password@]host[:port][,host[:port]...]/NAME[/db]",
+	  "the master the sentinels (port 26379) call NAME" },
+	{ "rediss-sentinel://", "[[user]:password@]host[:port][,host[:port]...]/NAME[/db]",
+	  "the same with TLS" },
+	{ NULL, NULL, NULL },
+};
+static const struct backend_url rl_urls[] = {
+	{ "redlock://", "[[user]:password@]host[:port][,host[:port]...][/db]",
+	  "independent servers, a majority deciding" },
+	{ "redlocks://", "[[user]:password@]host[:port][,host[:port]...][/db]",
+	  "the same with TLS" },
+	{ NULL, NULL, NULL },
+};
+static const struct backend_url rc_urls[] = {
+	{ "redis-cluster://", "[[user]:password@]host[:port][,host[:port]...]",
+	  "a Redis Cluster, from these seed nodes" },
+	{ "rediss-cluster://", "[[user]:password@]host[:port][,host[:port]...]",
+	  "the same with TLS" },
+	{ NULL, NULL, NULL },
+};
+
 /* The "host[:port][/db]" part of a redis URL into *a and *db: NULL, or why
  * not. */
 static const char *
@@ -217,21 +243,15 @@ userinfo_free(char *user, char *pw)
 static int
 rd_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 {
-	static const char *const schemes[] = { "redis://", "rediss://", "redis-sentinel://",
-		"rediss-sentinel://" };
-	const char *s = NULL;
+	int row = backend_url_row(rd_urls, url);
+	const char *s;
 	char *user = NULL, *pw = NULL, *text, *servers = NULL, *name = NULL;
-	bool tls = false, sentinel = false;
+	bool tls = row % 2 == 1, sentinel = row >= 2;
 	struct addr a;
 	long long db;
-	for (size_t i = 0; i < 4 && s == NULL; i++)
-		if (strncasecmp(url, schemes[i], strlen(schemes[i])) == 0) {
-			s = url + strlen(schemes[i]);
-			tls = i % 2 == 1;
-			sentinel = i >= 2;
-		}
-	if (s == NULL)
+	if (row < 0)
 		return 1;
+	s = url + strlen(rd_urls[row].scheme);
 	*why = NULL;
 	if (conf_url_userinfo(s, &user, &pw, &s, why) == 0 && user != NULL && *user != '\0' &&
 	    strcmp(user, "default") != 0 && pw == NULL)
@@ -267,19 +287,16 @@ static int
 nodes_parse_url(const char *url, bool cluster, backend_url_set *set, void *arg,
     const char **why)
 {
-	const char *plain = cluster ? "redis-cluster://" : "redlock://";
-	const char *tlss = cluster ? "rediss-cluster://" : "redlocks://";
-	const char *s = NULL, *slash;
+	const struct backend_url *urls = cluster ? rc_urls : rl_urls;
+	int row = backend_url_row(urls, url);
+	const char *s, *slash;
 	char *user = NULL, *pw = NULL, *list = NULL, *text;
-	bool tls = false;
+	bool tls = row == 1;
 	struct addr a;
 	long long db = 0;
-	if (strncasecmp(url, plain, strlen(plain)) == 0)
-		s = url + strlen(plain);
-	else if (strncasecmp(url, tlss, strlen(tlss)) == 0)
-		s = url + strlen(tlss), tls = true;
-	if (s == NULL)
+	if (row < 0)
 		return 1;
+	s = url + strlen(urls[row].scheme);
 	*why = NULL;
 	if (conf_url_userinfo(s, &user, &pw, &s, why) == 0 && user != NULL && *user != '\0' &&
 	    strcmp(user, "default") != 0 && pw == NULL)
@@ -489,6 +506,7 @@ const struct backend_ops be_redis_ops = {
 	.nsettings = sizeof(rd_settings_table) / sizeof(rd_settings_table[0]),
 	.parse_url = rd_parse_url,
 	.url_form = "redis://host:port",
+	.urls = rd_urls,
 	RD_OPS,
 };
 
@@ -500,6 +518,7 @@ const struct backend_ops be_redlock_ops = {
 	.nsettings = sizeof(rl_settings_table) / sizeof(rl_settings_table[0]),
 	.parse_url = rl_parse_url,
 	.url_form = "redlock://host:port,...",
+	.urls = rl_urls,
 	RD_OPS,
 };
 
@@ -511,6 +530,7 @@ const struct backend_ops be_redis_cluster_ops = {
 	.nsettings = sizeof(rc_settings_table) / sizeof(rc_settings_table[0]),
 	.parse_url = rc_parse_url,
 	.url_form = "redis-cluster://host:port,...",
+	.urls = rc_urls,
 	RD_OPS,
 };
 

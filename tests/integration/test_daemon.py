@@ -31,6 +31,30 @@ class TestCommandLine(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(out, "dlockd 0.1.0\n")
 
+    def test_help_lists_every_backend_url(self):
+        # -h lists the URLs from each backend's own table, which its parser
+        # reads: every scheme is there, and each form as written is taken
+        rc, out, err = run_dlockd(["-h"])
+        self.assertEqual(rc, 0, err)
+        forms = re.findall(r"^ {16}(\S+)$", out, re.M)
+        schemes = [f.split("://")[0] for f in forms if "://" in f]
+        self.assertEqual(sorted(schemes), sorted([
+            "redis", "rediss", "redis-sentinel", "rediss-sentinel", "redlock", "redlocks",
+            "redis-cluster", "rediss-cluster", "etcd", "etcds"]), out)
+        self.assertIn("memory", forms)
+        for form in forms:
+            url = form
+            for pattern, value in ((r"\[\[user\]:password@\]", "u:pw@"),
+                                   (r"\[user\[:password\]@\]", "u:pw@"),
+                                   (r"\[,host\[:port\]\.\.\.\]", ",127.0.0.1:7002"),
+                                   (r"host\[:port\]", "127.0.0.1:7001"),
+                                   (r"/NAME", "/mymaster"), (r"\[/db\]", "/1")):
+                url = re.sub(pattern, value, url)
+            self.assertNotIn("[", url, "%s: a part of the form not understood" % form)
+            rc, out2, err = run_dlockd(["-t", "-b", url, "-l", "127.0.0.1:7480"])
+            self.assertEqual((rc, out2), (0, "configuration OK\n"),
+                             "%s (from %s): %s" % (url, form, err))
+
     def test_config_check_ok(self):
         path = self.write("good.yaml",
                           'listen:\n  - "127.0.0.1:7480"\n  - "unix:/run/x.sock"\n'
