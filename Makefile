@@ -93,7 +93,7 @@ DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(COMMON_OBJ) $(GEN_SRC:.c=.o)
 DAEMON_LIB  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 # the sources with test entry points (#ifdef DLOCKD_TEST_HOOKS): the tests link
 # objects of their own of them, so that the installed dlockd carries none
-HOOK_SRC    := daemon/be_etcd.c daemon/be_redis.c daemon/conf.c daemon/hashtab.c \
+HOOK_SRC    := daemon/etcd/be_etcd.c daemon/be_redis.c daemon/conf.c daemon/hashtab.c \
                daemon/rnode.c
 HOOK_OBJ    := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
 TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_OBJ)
@@ -101,8 +101,8 @@ CLIENT_OBJ  := $(BUILD)/client/dlock.o $(COMMON_OBJ)
 CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(COMMON_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o
 # the benchmark's load generator: its own sources, the parsers of common/, and
-# for its direct-etcd mode the daemon's etcd client (daemon/etcd.c) with what it
-# needs, taken by the linker from an archive of the daemon's modules
+# for its direct-etcd mode the daemon's etcd client (daemon/etcd/etcd.c) with
+# what it needs, taken by the linker from an archive of the daemon's modules
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o) $(BUILD)/common/addr.o $(BUILD)/common/num.o
 BENCH_LIB   := $(BUILD)/bench/libdaemon.a
