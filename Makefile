@@ -109,8 +109,11 @@ BENCH_LIB   := $(BUILD)/bench/libdaemon.a
 BENCH_BIN   := $(BUILD)/dlock-bench
 TEST_SRC    := $(wildcard tests/check_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-# tests/*.c that are not suites (fakes, helpers) go into every suite
-TEST_HELP   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard tests/*.c)))
+# tests/*.c that are not suites (fakes, helpers), as an archive every suite
+# links: a suite takes those it uses (the etcd suites' fixtures bring the
+# etcd client, the others do without)
+TEST_HELP_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard tests/*.c)))
+TEST_HELP   := $(BUILD)/tests/libhelp.a
 
 PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
 
@@ -203,6 +206,10 @@ $(BENCH_LIB): $(DAEMON_LIB)
 # The daemon's modules but main, as an archive, with the test entry points:
 # a test links what it uses.
 $(BUILD)/libdlockd.a: $(TEST_LIB)
+	rm -f $@
+	ar rcs $@ $^
+
+$(TEST_HELP): $(TEST_HELP_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
