@@ -37,7 +37,7 @@
 #include "clock.h"
 #include "conf.h"
 #include "etcd.h"
-#include "etcd_internal.h"
+#include "grpc.h"
 #include "fake_grpc.h"
 #include "log.h"
 #include "suite.h"
@@ -149,7 +149,7 @@ watch_frame(int64_t rev, const char *key, size_t *len)
 	Etcd__Event ev, *evp[1];
 	Etcd__KeyValue kv;
 	watch_msg(&w, &ev, evp, &kv, rev, key);
-	return fake_grpc_frame(&w.base, len);
+	return grpc_frame(&w.base, len);
 }
 
 /* The text the watch hook records for such a message. */
@@ -464,7 +464,7 @@ add_range_frame(struct evbuffer *buf, int64_t rev)
 	rr.kvs = kvp;
 	rr.n_kvs = 2;
 	rr.count = 2;
-	p = fake_grpc_frame(&rr.base, &len);
+	p = grpc_frame(&rr.base, &len);
 	evbuffer_add(buf, p, len);
 	free(p);
 }
@@ -481,18 +481,18 @@ START_TEST(test_grpc_next_whole_and_cut)
 
 	add_range_frame(buf, 7);
 	add_range_frame(buf, 9);
-	ck_assert_int_eq(etcd_grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
+	ck_assert_int_eq(grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
 	    sizeof(why)), 1);
 	ck_assert_int_eq(((Etcd__RangeResponse *)msg)->header->revision, 7);
 	ck_assert_int_eq(((Etcd__RangeResponse *)msg)->n_kvs, 2);
 	ck_assert_int_eq(((Etcd__RangeResponse *)msg)->kvs[1]->create_revision, 8);
 	protobuf_c_message_free_unpacked(msg, NULL);
-	ck_assert_int_eq(etcd_grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
+	ck_assert_int_eq(grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
 	    sizeof(why)), 1);
 	ck_assert_int_eq(((Etcd__RangeResponse *)msg)->header->revision, 9);
 	protobuf_c_message_free_unpacked(msg, NULL);
 	ck_assert_uint_eq(evbuffer_get_length(buf), 0);
-	ck_assert_int_eq(etcd_grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
+	ck_assert_int_eq(grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
 	    sizeof(why)), 0);
 	ck_assert_ptr_null(msg);
 
@@ -501,7 +501,7 @@ START_TEST(test_grpc_next_whole_and_cut)
 	p = evbuffer_pullup(src, -1);
 	for (size_t i = 0; i < n; i++) {
 		evbuffer_add(buf, p + i, 1);
-		int rc = etcd_grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
+		int rc = grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
 		    sizeof(why));
 		ck_assert_int_eq(rc, i + 1 < n ? 0 : 1);
 	}
@@ -511,7 +511,7 @@ START_TEST(test_grpc_next_whole_and_cut)
 
 	/* an empty message is a message */
 	evbuffer_add(buf, "\0\0\0\0\0", 5);
-	ck_assert_int_eq(etcd_grpc_next(buf, &etcd__lease_revoke_response__descriptor, MAX, &msg,
+	ck_assert_int_eq(grpc_next(buf, &etcd__lease_revoke_response__descriptor, MAX, &msg,
 	    why, sizeof(why)), 1);
 	ck_assert_ptr_null(((Etcd__LeaseRevokeResponse *)msg)->header);
 	protobuf_c_message_free_unpacked(msg, NULL);
@@ -529,29 +529,29 @@ START_TEST(test_grpc_next_refused)
 	char why[128] = "";
 
 	evbuffer_add(buf, "\1\0\0\0\2\x08\x01", 7);
-	ck_assert_int_eq(etcd_grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
+	ck_assert_int_eq(grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
 	    sizeof(why)), -1);
 	ck_assert_ptr_null(msg);
 	ck_assert_msg(strstr(why, "compressed") != NULL, "why: %s", why);
 
 	evbuffer_drain(buf, evbuffer_get_length(buf));
 	evbuffer_add(buf, "\0\x01\0\0\x01", 5);	/* 16 MiB + 1 */
-	ck_assert_int_eq(etcd_grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
+	ck_assert_int_eq(grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
 	    sizeof(why)), -1);
 	ck_assert_msg(strstr(why, "16777217") != NULL, "why: %s", why);
 	evbuffer_drain(buf, evbuffer_get_length(buf));
 	evbuffer_add(buf, "\0\0\0\0\x0b", 5);	/* 11 bytes, limit 10 */
-	ck_assert_int_eq(etcd_grpc_next(buf, &etcd__range_response__descriptor, 10, &msg, why,
+	ck_assert_int_eq(grpc_next(buf, &etcd__range_response__descriptor, 10, &msg, why,
 	    sizeof(why)), -1);
 	evbuffer_drain(buf, evbuffer_get_length(buf));
 	evbuffer_add(buf, "\0\0\0\0\x0a", 5);	/* 10 bytes, limit 10: not all come */
-	ck_assert_int_eq(etcd_grpc_next(buf, &etcd__range_response__descriptor, 10, &msg, why,
+	ck_assert_int_eq(grpc_next(buf, &etcd__range_response__descriptor, 10, &msg, why,
 	    sizeof(why)), 0);
 
 	evbuffer_drain(buf, evbuffer_get_length(buf));
 	evbuffer_add(buf, "\0\0\0\0\3\xff\xff\xff", 8);	/* not protobuf */
 	why[0] = '\0';
-	ck_assert_int_eq(etcd_grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
+	ck_assert_int_eq(grpc_next(buf, &etcd__range_response__descriptor, MAX, &msg, why,
 	    sizeof(why)), -1);
 	ck_assert_ptr_null(msg);
 	ck_assert_str_ne(why, "");
@@ -562,16 +562,16 @@ END_TEST
 /* grpc-status: a number 0..16, else -1. */
 START_TEST(test_grpc_status)
 {
-	ck_assert_int_eq(etcd_grpc_status("0", 1), 0);
-	ck_assert_int_eq(etcd_grpc_status("5", 1), 5);
-	ck_assert_int_eq(etcd_grpc_status("16", 2), 16);
-	ck_assert_int_eq(etcd_grpc_status("165", 2), 16);	/* len counts */
-	ck_assert_int_eq(etcd_grpc_status("17", 2), -1);
-	ck_assert_int_eq(etcd_grpc_status("", 0), -1);
-	ck_assert_int_eq(etcd_grpc_status("-1", 2), -1);
-	ck_assert_int_eq(etcd_grpc_status("1a", 2), -1);
-	ck_assert_int_eq(etcd_grpc_status("003", 3), -1);
-	ck_assert_int_eq(etcd_grpc_status(" 3", 2), -1);
+	ck_assert_int_eq(grpc_parse_status("0", 1), 0);
+	ck_assert_int_eq(grpc_parse_status("5", 1), 5);
+	ck_assert_int_eq(grpc_parse_status("16", 2), 16);
+	ck_assert_int_eq(grpc_parse_status("165", 2), 16);	/* len counts */
+	ck_assert_int_eq(grpc_parse_status("17", 2), -1);
+	ck_assert_int_eq(grpc_parse_status("", 0), -1);
+	ck_assert_int_eq(grpc_parse_status("-1", 2), -1);
+	ck_assert_int_eq(grpc_parse_status("1a", 2), -1);
+	ck_assert_int_eq(grpc_parse_status("003", 3), -1);
+	ck_assert_int_eq(grpc_parse_status(" 3", 2), -1);
 }
 END_TEST
 
@@ -580,15 +580,15 @@ START_TEST(test_grpc_message)
 {
 	char out[64];
 	const char *in = "etcdserver: 100%25 sure%3A %C3%A9t%C3%A9 %zz %4";
-	etcd_grpc_message(in, strlen(in), out, sizeof(out));
+	grpc_parse_message(in, strlen(in), out, sizeof(out));
 	ck_assert_str_eq(out, "etcdserver: 100% sure: \xc3\xa9t\xc3\xa9 %zz %4");
-	etcd_grpc_message("abcdef", 6, out, 4);
+	grpc_parse_message("abcdef", 6, out, 4);
 	ck_assert_str_eq(out, "abc");
-	etcd_grpc_message("%41%42", 6, out, 2);
+	grpc_parse_message("%41%42", 6, out, 2);
 	ck_assert_str_eq(out, "A");
-	etcd_grpc_message("", 0, out, sizeof(out));
+	grpc_parse_message("", 0, out, sizeof(out));
 	ck_assert_str_eq(out, "");
-	etcd_grpc_message("x%", 2, out, sizeof(out));
+	grpc_parse_message("x%", 2, out, sizeof(out));
 	ck_assert_str_eq(out, "x%");
 }
 END_TEST

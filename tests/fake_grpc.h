@@ -129,7 +129,4 @@ void fake_grpc_reset(struct fake_grpc_req *req, uint32_t error_code);
 /* Whether everything the fake wrote has left for the kernel. */
 bool fake_grpc_flushed(const struct fake_grpc *f);
 
-/* msg framed as gRPC does (5-byte prefix); the caller frees the buffer. */
-uint8_t *fake_grpc_frame(const ProtobufCMessage *msg, size_t *len);
-
 #endif

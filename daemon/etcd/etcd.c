@@ -1,39 +1,31 @@
 /*
- * etcd — a client of etcd v3's gRPC API over HTTP/2 (nghttp2); see etcd.h.
+ * etcd — a client of etcd v3's gRPC API; see etcd.h. It owns etcd's
+ * methods, the endpoints and the failover between them, authentication and
+ * lanes; the bytes go through the gRPC transport (grpc.h).
  *
- * The client keeps one connection (struct etcd_conn: a bufferevent, plain
- * or OpenSSL, and an nghttp2 client session fed with mem_recv and drained
- * with mem_send) to the endpoint calls go to, made when first needed. Every
- * call and the watch are streams of it (struct etcd_call). A call is on its
- * connection's held list until the connection is set up (and, with a user
- * name, has a token), then on its sent list until its stream ends. A call
- * that ends without an answer is told from the loop through c->failing
- * (later.h), in order. A connection that fails takes every call on it with
- * it and moves the client to the next endpoint; it is freed from the loop
- * (c->graveyard), never from inside nghttp2.
+ * The client keeps one connection (struct etcd_conn, around a struct
+ * grpc_conn) to the endpoint calls go to, made when first needed. Every
+ * call and the watch are streams of it (struct etcd_call, around a struct
+ * grpc_stream). A call is on its connection's held list until the
+ * connection is set up (and, with a user name, has a token), then on its
+ * sent list until its stream ends. A call that ends without an answer is
+ * told from the loop through c->failing (later.h), in order. A connection
+ * that fails takes every call on it with it and moves the client to the
+ * next endpoint; it is freed from the loop (c->graveyard).
  *
- * Every entry from the loop (bufferevent, timer, later item) and every API
- * function goes through c_enter/c_leave: etcd_destroy called from inside a
- * callback only marks the client dead, and the last c_leave frees it.
+ * Every entry from the loop (a transport hook, a timer, a later item) and
+ * every API function goes through c_enter/c_leave: etcd_destroy called from
+ * inside a callback only marks the client dead, and the last c_leave frees
+ * it.
  *
  * Calls made with a lane (etcd_call_lane) wait on their lane (struct
  * etcd_lane, in c->lanes) until the call before them of the same lane has
  * ended, so that etcd applies them in the order they were made.
- *
- * Why nghttp2 and not gRPC's C core: the core brings its own threads, timers
- * and completion queues, a second event loop beside libevent's to poll and
- * hand results across; nghttp2 is an HTTP/2 state machine driven by the
- * caller's bytes and callbacks, which fits the daemon's single loop, and
- * gRPC over HTTP/2 adds only a five-byte message prefix and two trailers.
  */
 #include "etcd.h"
-#include "etcd_internal.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,30 +33,19 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
-#include <nghttp2/nghttp2.h>
-#include <openssl/ssl.h>
 
 #include "addr.h"
 #include "clock.h"
+#include "grpc.h"
 #include "hashtab.h"
 #include "later.h"
 #include "log.h"
-#include "num.h"
 #include "tls.h"
 #include "xmalloc.h"
 
-#define ETCD_MESSAGE_MAX (16u << 20)	/* bytes of one response message at most */
-#define ETCD_WINDOW (1 << 24)		/* our HTTP/2 receive windows */
 #define ETCD_PING_MIN_MS 6000		/* etcd takes a PING every 5 s at most
 					 * without data sent (grpc keepalive policy) */
-#define GRPC_INVALID_ARGUMENT 3
-#define GRPC_RESOURCE_EXHAUSTED 8
-#define GRPC_INTERNAL 13
-#define GRPC_UNAUTHENTICATED 16
 #define WHY_MAX 200			/* bytes of a reason */
 
 /* What a stream is: one of enum etcd_method, or these. */
@@ -115,21 +96,13 @@ struct etcd_ep {
 struct etcd_call {
 	struct etcd *c;			/* the client */
 	int kind;			/* enum etcd_method, K_AUTH or K_WATCH */
-	uint8_t *frame;			/* the request, gRPC-framed */
-	size_t len;			/* its bytes */
-	size_t off;			/* bytes given to nghttp2 */
+	struct grpc_stream st;		/* its stream */
 	etcd_cb *cb;			/* whom to tell (a call) */
 	void *arg;
 	struct etcd_conn *conn;		/* on its held or sent list; NULL: failing */
-	int32_t sid;			/* its stream, 0 before it is sent */
 	uint64_t token_gen;		/* sent with the token of this generation, 0: none */
 	bool resent;			/* sent again after an expired token */
 	struct event *timer;		/* the request timeout (not for the watch) */
-	struct evbuffer *in;		/* DATA not read yet */
-	ProtobufCMessage *msg;		/* the response message */
-	int http_status;		/* :status, 0 before it came */
-	int grpc_status;		/* grpc-status, -1 before it came */
-	char *grpc_message;		/* grpc-message, decoded */
 	enum etcd_status fstatus;	/* failing: how it ends */
 	int fcode;			/* and its code */
 	char fwhy[WHY_MAX];		/* and why */
@@ -152,20 +125,12 @@ struct etcd_lane {
 struct etcd_conn {
 	struct etcd *c;			/* the client */
 	struct etcd_ep *ep;		/* where it goes */
-	struct bufferevent *bev;	/* the bytes */
-	nghttp2_session *h2;		/* the HTTP/2 session */
-	bool ready;			/* connected (TLS: h2 agreed): streams may go */
-	bool h2up;			/* etcd's SETTINGS came */
-	bool failed;			/* given up: on c->graveyard */
-	bool draining;			/* etcd said GOAWAY: no new streams */
-	bool in_h2;			/* inside nghttp2_session_mem_recv */
+	struct grpc_conn *g;		/* its gRPC connection; NULL if none could start */
+	bool failed;			/* given up, or closed after a GOAWAY: on
+					 * c->graveyard */
 	char *token;			/* auth token, NULL: none (yet) */
 	uint64_t token_gen;		/* counts the tokens it was given */
 	struct etcd_call *auth;		/* the authenticate call in flight, or NULL */
-	struct event *timer;		/* connect timeout, then the PING check */
-	bool ping_out;			/* a PING waits for an answer */
-	uint64_t last_read;		/* clock_ms() of the last bytes read */
-	unsigned nstreams;		/* streams opened and not closed */
 	struct etcd_call_list held;	/* waiting for the connection or a token */
 	struct etcd_call_list sent;	/* streams in flight */
 	TAILQ_ENTRY(etcd_conn) entry;	/* on c->conns or c->graveyard */
@@ -194,13 +159,12 @@ struct etcd {
 	char why_down[WHY_MAX + 160];	/* "<endpoint>: <reason>" */
 	struct hashtab *lanes;		/* struct etcd_lane by id */
 	struct etcd_call *watch;	/* the watch stream, NULL if none */
-	uint64_t wgen;			/* counts watch starts and stops */
 	bool wlost;			/* the stream ended: tell the owner NULL */
 	struct later_item wlost_item;	/* tells it from the loop */
 	int depth;			/* API calls and loop callbacks running */
 	int in_api;			/* etcd_call/etcd_watch running */
 	bool dead;			/* etcd_destroy was called */
-	struct etcd_stats stats;	/* counters */
+	struct etcd_stats stats;	/* counters (streams: counted when asked) */
 };
 
 static void conn_fail(struct etcd_conn *conn, const char *why);
@@ -208,92 +172,6 @@ static void conn_pump(struct etcd_conn *conn);
 static void conn_flush(struct etcd_conn *conn);
 static void call_start(struct etcd *c, struct etcd_call *k);
 static void really_destroy(struct etcd *c);
-
-/* ---- gRPC messages -------------------------------------------------------- */
-
-int
-etcd_grpc_next(struct evbuffer *buf, const ProtobufCMessageDescriptor *desc, size_t max,
-    ProtobufCMessage **msg, char *why, size_t whysize)
-{
-	unsigned char pre[5];
-	size_t have = evbuffer_get_length(buf);
-	uint32_t len;
-	const uint8_t *p;
-
-	*msg = NULL;
-	if (have < 5)
-		return 0;
-	evbuffer_copyout(buf, pre, 5);
-	if (pre[0] != 0) {
-		snprintf(why, whysize, pre[0] == 1 ? "a compressed message" :
-		    "a message with flags 0x%02x", pre[0]);
-		return -1;
-	}
-	len = (uint32_t)pre[1] << 24 | (uint32_t)pre[2] << 16 | (uint32_t)pre[3] << 8 | pre[4];
-	if (len > max) {
-		snprintf(why, whysize, "a message of %lu bytes (over %zu)", (unsigned long)len, max);
-		return -1;
-	}
-	if (have - 5 < len)
-		return 0;
-	p = evbuffer_pullup(buf, (ev_ssize_t)(5 + (size_t)len));
-	*msg = protobuf_c_message_unpack(desc, NULL, len, p + 5);
-	if (*msg == NULL) {
-		snprintf(why, whysize, "a message that is not a %s", desc->short_name);
-		return -1;
-	}
-	evbuffer_drain(buf, 5 + (size_t)len);
-	return 1;
-}
-
-int
-etcd_grpc_status(const char *value, size_t len)
-{
-	int v = 0;
-	if (len == 0 || len > 2)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (value[i] < '0' || value[i] > '9')
-			return -1;
-		v = v * 10 + (value[i] - '0');
-	}
-	return v <= 16 ? v : -1;
-}
-
-
-void
-etcd_grpc_message(const char *value, size_t len, char *out, size_t outsize)
-{
-	size_t j = 0;
-	if (outsize == 0)
-		return;
-	for (size_t i = 0; i < len && j + 1 < outsize; i++) {
-		int hi, lo;
-		if (value[i] == '%' && i + 2 < len && (hi = num_hex_digit(value[i + 1])) >= 0 &&
-		    (lo = num_hex_digit(value[i + 2])) >= 0) {
-			out[j++] = (char)(hi << 4 | lo);
-			i += 2;
-		} else {
-			out[j++] = value[i];
-		}
-	}
-	out[j] = '\0';
-}
-
-/* The gRPC status a response without grpc-status stands for (gRPC's
- * mapping of HTTP statuses). */
-static int
-grpc_of_http(int status)
-{
-	switch (status) {
-	case 400: return GRPC_INTERNAL;
-	case 401: return GRPC_UNAUTHENTICATED;
-	case 403: return 7;	/* PERMISSION_DENIED */
-	case 404: return 12;	/* UNIMPLEMENTED */
-	case 429: case 502: case 503: case 504: return 14;	/* UNAVAILABLE */
-	default: return 2;	/* UNKNOWN */
-	}
-}
 
 /* ---- entering and leaving -------------------------------------------------- */
 
@@ -400,31 +278,21 @@ call_free(struct etcd_call *k)
 	lane_leave(k);
 	if (k->timer != NULL)
 		event_free(k->timer);
-	free(k->frame);
-	if (k->in != NULL)
-		evbuffer_free(k->in);
-	if (k->msg != NULL)
-		protobuf_c_message_free_unpacked(k->msg, NULL);
-	free(k->grpc_message);
+	grpc_stream_fini(&k->st);
 	free(k);
 }
 
 /* Take k off its connection: off its list, its stream no longer k's (and
- * cancelled when rst and still open). */
+ * cancelled when cancel and still open). */
 static void
-call_detach(struct etcd_call *k, bool rst)
+call_detach(struct etcd_call *k, bool cancel)
 {
 	struct etcd_conn *conn = k->conn;
 	if (conn == NULL)
 		return;
-	if (k->sid > 0) {
+	if (grpc_stream_sent(&k->st)) {
 		TAILQ_REMOVE(&conn->sent, k, entry);
-		if (!conn->failed) {
-			(void)nghttp2_session_set_stream_user_data(conn->h2, k->sid, NULL);
-			if (rst)
-				(void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, k->sid,
-				    NGHTTP2_CANCEL);
-		}
+		grpc_stream_detach(&k->st, cancel);
 	} else {
 		TAILQ_REMOVE(&conn->held, k, entry);
 	}
@@ -502,7 +370,7 @@ on_call_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	c_enter(c);
-	if (conn != NULL && k->sid == 0) {
+	if (conn != NULL && !grpc_stream_sent(&k->st)) {
 		/* still held (the connection is being set up, or waits for a
 		 * token, each with a timer of its own): the call alone fails */
 		call_detach(k, false);
@@ -518,32 +386,19 @@ on_call_timeout(evutil_socket_t fd, short what, void *arg)
 	c_leave(c);
 }
 
-/* A new call of kind with the packed request req, framed. */
+/* A new call of kind with the request req, packed and framed now. */
 static struct etcd_call *
 call_new(struct etcd *c, int kind, const ProtobufCMessage *req, etcd_cb *cb, void *arg)
 {
 	struct etcd_call *k = xcalloc(1, sizeof(*k));
-	size_t n = protobuf_c_message_get_packed_size(req);
 
 	assert(req->descriptor == methods[kind].req);
-	if (n > UINT32_MAX)
-		log_fatal("etcd: a request of %zu bytes", n);
 	k->c = c;
 	k->kind = kind;
 	k->cb = cb;
 	k->arg = arg;
-	k->grpc_status = -1;
-	k->len = 5 + n;
-	k->frame = xmalloc(k->len);
-	k->frame[0] = 0;
-	k->frame[1] = (uint8_t)(n >> 24);
-	k->frame[2] = (uint8_t)(n >> 16);
-	k->frame[3] = (uint8_t)(n >> 8);
-	k->frame[4] = (uint8_t)n;
-	(void)protobuf_c_message_pack(req, k->frame + 5);
-	k->in = evbuffer_new();
-	if (k->in == NULL)
-		log_fatal("out of memory (an etcd call)");
+	grpc_stream_init(&k->st, methods[kind].path, req, methods[kind].resp,
+	    kind == K_WATCH ? GRPC_STREAMING : kind == ETCD_LEASE_KEEPALIVE ? GRPC_FIRST_ENDS : 0);
 	if (kind != K_WATCH) {
 		k->timer = evtimer_new(c->base, on_call_timeout, k);
 		if (k->timer == NULL)
@@ -581,7 +436,6 @@ on_wlost_item(struct later_item *it)
 static void
 watch_lost(struct etcd *c)
 {
-	c->wgen++;
 	c->wlost = true;
 	if (!c->wlost_item.queued)
 		later_add(c->failing, &c->wlost_item, on_wlost_item);
@@ -592,7 +446,6 @@ static void
 watch_cancel(struct etcd *c)
 {
 	struct etcd_call *k = c->watch;
-	c->wgen++;
 	c->wlost = false;
 	later_cancel(c->failing, &c->wlost_item);
 	if (k == NULL)
@@ -602,318 +455,30 @@ watch_cancel(struct etcd *c)
 	call_free(k);
 }
 
-/* ---- nghttp2 callbacks ------------------------------------------------------ */
-
-/* The call of stream sid of conn, NULL when none (given up, or conn failed). */
-static struct etcd_call *
-stream_call(struct etcd_conn *conn, int32_t sid)
-{
-	if (conn->failed || conn->c->dead)
-		return NULL;
-	return nghttp2_session_get_stream_user_data(conn->h2, sid);
-}
-
-static ssize_t
-on_data_read(nghttp2_session *h2, int32_t sid, uint8_t *buf, size_t length,
-    uint32_t *flags, nghttp2_data_source *source, void *user_data)
-{
-	struct etcd_call *k = stream_call(user_data, sid);
-	size_t n;
-	(void)h2;
-	(void)source;
-	if (k == NULL)
-		return NGHTTP2_ERR_DEFERRED;
-	n = k->len - k->off;
-	if (n > length)
-		n = length;
-	memcpy(buf, k->frame + k->off, n);
-	k->off += n;
-	if (k->off == k->len) {
-		if (k->kind != K_WATCH)
-			*flags |= NGHTTP2_DATA_FLAG_EOF;
-		else if (n == 0)
-			return NGHTTP2_ERR_DEFERRED;	/* the stream stays open */
-	}
-	return (ssize_t)n;
-}
-
-static int
-on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
-    size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
-{
-	struct etcd_call *k;
-	(void)h2;
-	(void)flags;
-	if (frame->hd.type != NGHTTP2_HEADERS)
-		return 0;
-	if ((k = stream_call(user_data, frame->hd.stream_id)) == NULL)
-		return 0;
-	if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
-		int s = 0;
-		for (size_t i = 0; i < valuelen && i < 3; i++)
-			s = s * 10 + (value[i] - '0');
-		k->http_status = s;
-	} else if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0) {
-		k->grpc_status = etcd_grpc_status((const char *)value, valuelen);
-		if (k->grpc_status < 0)
-			k->grpc_status = 2;	/* UNKNOWN */
-	} else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0) {
-		free(k->grpc_message);
-		k->grpc_message = xmalloc(valuelen + 1);
-		etcd_grpc_message((const char *)value, valuelen, k->grpc_message, valuelen + 1);
-	}
-	return 0;
-}
-
-static int
-on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t sid, const uint8_t *data,
-    size_t len, void *user_data)
-{
-	struct etcd_call *k = stream_call(user_data, sid);
-	(void)h2;
-	(void)flags;
-	if (k != NULL)
-		evbuffer_add(k->in, data, len);
-	return 0;
-}
-
-/* The code a stream that cannot be read is failed with. */
-static int
-unreadable_code(struct evbuffer *in)
-{
-	unsigned char pre[5];
-	if (evbuffer_copyout(in, pre, 5) == 5 && pre[0] == 0 &&
-	    ((uint32_t)pre[1] << 24 | (uint32_t)pre[2] << 16 | (uint32_t)pre[3] << 8 | pre[4]) >
-	    ETCD_MESSAGE_MAX)
-		return GRPC_RESOURCE_EXHAUSTED;
-	return GRPC_INTERNAL;
-}
-
-/* Tell the owner the watch messages that came whole. */
+/* etcd ended the watch stream k, or it could not be read: tell the owner
+ * (NULL, from the loop); k is detached. */
 static void
-watch_read(struct etcd_conn *conn, struct etcd_call *k)
+watch_ended(struct etcd_conn *conn, struct etcd_call *k, const struct grpc_result *r)
 {
 	struct etcd *c = conn->c;
-	uint64_t gen = c->wgen;
-	ProtobufCMessage *msg;
-	char why[128];
-	int rc;
-
-	while ((rc = etcd_grpc_next(k->in, methods[K_WATCH].resp, ETCD_MESSAGE_MAX, &msg, why,
-	    sizeof(why))) == 1) {
-		c->stats.messages++;
-		state_set(c, true);
-		if (!c->dead && c->wgen == gen && c->hooks.watch != NULL)
-			c->hooks.watch(c->hooks.arg, (const Etcd__WatchResponse *)msg);
-		protobuf_c_message_free_unpacked(msg, NULL);
-		if (c->dead || c->wgen != gen)
-			return;	/* stopped or started again: k is gone */
+	if (r->end == GRPC_GARBLED) {
+		log_warn("etcd %s: watch stream: %s", conn->ep->text, r->why);
+	} else {
+		if (r->status > 0)
+			log_warn("etcd %s: watch stream ended: %s", conn->ep->text,
+			    r->message != NULL ? r->message : "error");
+		if (r->status == GRPC_UNAUTHENTICATED && k->token_gen == conn->token_gen &&
+		    conn->token != NULL) {
+			free(conn->token);
+			conn->token = NULL;
+		}
 	}
-	if (rc < 0) {
-		log_warn("etcd %s: watch stream: %s", conn->ep->text, why);
-		c->watch = NULL;
-		call_detach(k, true);
-		call_free(k);
-		watch_lost(c);
-	}
-}
-
-/* A unary call is answered with a message: take it (a keepalive ends
- * with the first one). */
-static void call_answered(struct etcd_conn *conn, struct etcd_call *k);
-
-static void
-unary_read(struct etcd_conn *conn, struct etcd_call *k, bool end)
-{
-	ProtobufCMessage *msg;
-	char why[128];
-	int rc;
-
-	while ((rc = etcd_grpc_next(k->in, methods[k->kind].resp, ETCD_MESSAGE_MAX, &msg, why,
-	    sizeof(why))) == 1) {
-		if (k->msg == NULL)
-			k->msg = msg;
-		else
-			protobuf_c_message_free_unpacked(msg, NULL);	/* one only */
-	}
-	if (rc < 0) {
-		struct etcd_result r = { .status = ETCD_FAILED, .code = unreadable_code(k->in),
-		    .why = why };
-		log_warn("etcd %s: %s: %s", conn->ep->text, methods[k->kind].path, why);
-		call_detach(k, true);
-		if (k->kind == K_AUTH)
-			auth_done(conn, k, &r);
-		else
-			state_set(conn->c, true);
-		call_end(k, &r);
-		return;
-	}
-	if (k->kind == ETCD_LEASE_KEEPALIVE && k->msg != NULL) {
-		k->grpc_status = 0;
-		if (!end)
-			call_detach(k, true);
-		call_answered(conn, k);
-	}
-}
-
-/* etcd ended the watch stream k (its status, if any, came): tell the
- * owner, and close the stream on our side too. */
-static void
-watch_ended(struct etcd_conn *conn, struct etcd_call *k)
-{
-	struct etcd *c = conn->c;
-	if (k->grpc_status > 0)
-		log_warn("etcd %s: watch stream ended: %s", conn->ep->text,
-		    k->grpc_message != NULL ? k->grpc_message : "error");
-	if (k->grpc_status == GRPC_UNAUTHENTICATED && k->token_gen == conn->token_gen &&
-	    conn->token != NULL) {
-		free(conn->token);
-		conn->token = NULL;
-	}
-	call_detach(k, true);
+	call_detach(k, false);
 	if (c->watch == k) {
 		c->watch = NULL;
 		watch_lost(c);
 	}
 	call_free(k);
-}
-
-static int
-on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user_data)
-{
-	struct etcd_conn *conn = user_data;
-	struct etcd *c = conn->c;
-	struct etcd_call *k;
-	(void)h2;
-	if (conn->failed || c->dead)
-		return 0;
-	switch (frame->hd.type) {
-	case NGHTTP2_SETTINGS:
-		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && !conn->h2up) {
-			conn->h2up = true;
-			c->stats.connects++;
-			if (c->username == NULL)
-				ep_up(c, conn->ep);
-		}
-		break;
-	case NGHTTP2_DATA:
-		if ((k = stream_call(conn, frame->hd.stream_id)) == NULL)
-			break;
-		if (k->kind != K_WATCH) {
-			unary_read(conn, k, (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
-			break;
-		}
-		watch_read(conn, k);
-		/* the stream may be gone (the hook, garbage): look again */
-		if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
-		    (k = stream_call(conn, frame->hd.stream_id)) != NULL)
-			watch_ended(conn, k);
-		break;
-	case NGHTTP2_HEADERS:
-		if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
-		    (k = stream_call(conn, frame->hd.stream_id)) != NULL && k->kind == K_WATCH)
-			watch_ended(conn, k);
-		break;
-	case NGHTTP2_GOAWAY:
-		if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
-			char why[WHY_MAX];
-			snprintf(why, sizeof(why), "closed by etcd (%s)",
-			    nghttp2_http2_strerror(frame->goaway.error_code));
-			conn_fail(conn, why);
-		} else {
-			/* the streams it took go on; new ones go to a new connection */
-			conn->draining = true;
-			if (c->conn == conn)
-				c->conn = NULL;
-		}
-		break;
-	default:
-		break;
-	}
-	return 0;
-}
-
-static void call_resend(struct etcd_conn *conn, struct etcd_call *k);
-
-/* k's stream ended with its status: end the call. */
-static void
-call_answered(struct etcd_conn *conn, struct etcd_call *k)
-{
-	struct etcd *c = conn->c;
-	struct etcd_result r = { .status = ETCD_OK };
-	char why[WHY_MAX];
-
-	call_detach(k, false);
-	if (k->grpc_status < 0 && k->http_status != 200) {
-		r.status = ETCD_FAILED;
-		r.code = grpc_of_http(k->http_status);
-		snprintf(why, sizeof(why), "HTTP status %d", k->http_status);
-		r.why = why;
-	} else if (k->grpc_status < 0) {
-		r.status = ETCD_FAILED;
-		r.code = GRPC_INTERNAL;
-		r.why = "no gRPC status in the response";
-	} else if (k->grpc_status != 0) {
-		r.status = ETCD_FAILED;
-		r.code = k->grpc_status;
-		if (k->grpc_message != NULL && k->grpc_message[0] != '\0') {
-			r.why = k->grpc_message;
-		} else {
-			snprintf(why, sizeof(why), "gRPC status %d", k->grpc_status);
-			r.why = why;
-		}
-	} else if (k->msg == NULL) {
-		r.status = ETCD_FAILED;
-		r.code = GRPC_INTERNAL;
-		r.why = "no message in the response";
-	} else {
-		r.msg = k->msg;
-	}
-	if (k->kind == K_AUTH) {
-		auth_done(conn, k, &r);
-		call_end(k, &r);
-		return;
-	}
-	state_set(c, true);
-	if (r.status == ETCD_FAILED && r.code == GRPC_UNAUTHENTICATED && c->username != NULL &&
-	    !k->resent && strstr(r.why, "invalid auth token") != NULL) {
-		call_resend(conn, k);
-		return;
-	}
-	call_end(k, &r);
-}
-
-static int
-on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t error_code, void *user_data)
-{
-	struct etcd_conn *conn = user_data;
-	struct etcd *c = conn->c;
-	struct etcd_call *k;
-	(void)h2;
-
-	if (conn->nstreams > 0) {
-		conn->nstreams--;
-		c->stats.streams--;
-	}
-	if ((k = stream_call(conn, sid)) == NULL)
-		return 0;
-	if (k->kind == K_WATCH) {
-		watch_ended(conn, k);
-		return 0;
-	}
-	if (k->grpc_status < 0 && error_code != NGHTTP2_NO_ERROR) {
-		char why[WHY_MAX];
-		snprintf(why, sizeof(why), "stream reset by etcd (%s)",
-		    nghttp2_http2_strerror(error_code));
-		if (k->kind == K_AUTH) {
-			conn_fail(conn, why);
-			return 0;
-		}
-		call_down(k, why);
-		return 0;
-	}
-	call_answered(conn, k);
-	return 0;
 }
 
 /* ---- authentication --------------------------------------------------------- */
@@ -983,122 +548,138 @@ call_resend(struct etcd_conn *conn, struct etcd_call *k)
 		conn->token = NULL;
 	}
 	k->resent = true;
-	k->sid = 0;
-	k->off = 0;
-	k->http_status = 0;
-	k->grpc_status = -1;
-	free(k->grpc_message);
-	k->grpc_message = NULL;
-	if (k->msg != NULL)
-		protobuf_c_message_free_unpacked(k->msg, NULL);
-	k->msg = NULL;
-	evbuffer_drain(k->in, evbuffer_get_length(k->in));
+	grpc_stream_rewind(&k->st);
 	call_arm(k);
 	call_start(c, k);
 }
 
-/* ---- connections ------------------------------------------------------------ */
+/* ---- what the transport tells ------------------------------------------------- */
 
-/* Submit k's stream on conn (k is on conn->held). */
+/* A unary call k ended as r says (detached): tell its owner, or send it
+ * again with a new token. */
 static void
-call_submit(struct etcd_conn *conn, struct etcd_call *k)
+call_ended(struct etcd_conn *conn, struct etcd_call *k, const struct grpc_result *r)
 {
 	struct etcd *c = conn->c;
-	const char *scheme = c->tls != NULL ? "https" : "http";
-	const char *path = methods[k->kind].path;
-#define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), \
-	NGHTTP2_NV_FLAG_NO_COPY_NAME }
-	nghttp2_nv nva[] = {
-		NV(":method", "POST"),
-		NV(":scheme", scheme),
-		NV(":path", path),
-		NV(":authority", conn->ep->text),
-		NV("content-type", "application/grpc"),
-		NV("te", "trailers"),
-		NV("token", conn->token != NULL ? conn->token : ""),
-	};
-#undef NV
-	size_t nnv = sizeof(nva) / sizeof(nva[0]);
-	nghttp2_data_provider prd = { .source.ptr = NULL, .read_callback = on_data_read };
-	int32_t sid;
+	struct etcd_result res = { .status = ETCD_OK, .msg = r->msg };
 
-	/* the request timeout counts from here, not from while it was held */
-	call_arm(k);
-	k->token_gen = 0;
-	if (conn->token != NULL && k->kind != K_AUTH)
-		k->token_gen = conn->token_gen;
+	if (r->end == GRPC_RESET) {
+		if (k->kind == K_AUTH)
+			conn_fail(conn, r->why);
+		else
+			call_down(k, r->why);
+		return;
+	}
+	if (r->end == GRPC_GARBLED)
+		log_warn("etcd %s: %s: %s", conn->ep->text, methods[k->kind].path, r->why);
+	if (r->code != GRPC_OK) {
+		res.status = ETCD_FAILED;
+		res.code = r->code;
+		res.why = r->why;
+	}
+	call_detach(k, false);
+	if (k->kind == K_AUTH) {
+		auth_done(conn, k, &res);
+		call_end(k, &res);
+		return;
+	}
+	state_set(c, true);
+	if (res.status == ETCD_FAILED && res.code == GRPC_UNAUTHENTICATED && c->username != NULL &&
+	    !k->resent && strstr(res.why, "invalid auth token") != NULL) {
+		call_resend(conn, k);
+		return;
+	}
+	call_end(k, &res);
+}
+
+/* The transport: a stream of conn ended. */
+static void
+on_done(void *arg, struct grpc_stream *st, const struct grpc_result *r)
+{
+	struct etcd_conn *conn = arg;
+	struct etcd *c = conn->c;
+	struct etcd_call *k = (struct etcd_call *)(void *)((char *)st -
+	    offsetof(struct etcd_call, st));
+
+	c_enter(c);
+	if (c->dead)
+		;	/* nothing more is told: k goes with its connection */
+	else if (k->kind == K_WATCH)
+		watch_ended(conn, k, r);
 	else
-		nnv--;
-	sid = nghttp2_submit_request(conn->h2, NULL, nva, nnv, &prd, k);
-	if (sid < 0) {
-		char why[WHY_MAX];
-		snprintf(why, sizeof(why), "HTTP/2: %s", nghttp2_strerror(sid));
-		conn_fail(conn, why);
-		return;
-	}
-	TAILQ_REMOVE(&conn->held, k, entry);
-	TAILQ_INSERT_TAIL(&conn->sent, k, entry);
-	k->sid = sid;
-	conn->nstreams++;
-	c->stats.streams++;
-	if (k->kind < K_AUTH)
-		c->stats.calls++;
+		call_ended(conn, k, r);
+	c_leave(c);
 }
 
-static void conn_ping_arm(struct etcd_conn *conn);
-
-/* Send what conn holds when it can go: the authenticate call first. */
+/* The transport: one message of the watch stream. */
 static void
-conn_pump(struct etcd_conn *conn)
+on_message(void *arg, struct grpc_stream *st, const ProtobufCMessage *msg)
 {
+	struct etcd_conn *conn = arg;
 	struct etcd *c = conn->c;
-	struct etcd_call *k, *next;
+	(void)st;
 
-	if (!conn->ready || conn->failed)
-		return;
-	if (c->username != NULL && conn->token == NULL)
-		auth_start(conn);
-	for (k = TAILQ_FIRST(&conn->held); k != NULL && !conn->failed; k = next) {
-		next = TAILQ_NEXT(k, entry);
-		if (k->kind != K_AUTH && c->username != NULL && conn->token == NULL)
-			continue;
-		call_submit(conn, k);
-		if (k->kind == K_WATCH)
-			conn_ping_arm(conn);
+	c_enter(c);
+	if (!c->dead) {
+		c->stats.messages++;
+		state_set(c, true);
+		if (c->hooks.watch != NULL)
+			c->hooks.watch(c->hooks.arg, (const Etcd__WatchResponse *)(const void *)msg);
 	}
-	conn_flush(conn);
+	c_leave(c);
 }
 
-/* Write what nghttp2 has to send into the bufferevent. */
+/* The transport: conn is set up; send what it holds. */
 static void
-conn_flush(struct etcd_conn *conn)
+on_ready(void *arg)
 {
-	const uint8_t *data;
-	ssize_t n;
-
-	if (conn->in_h2 || conn->failed)
-		return;
-	while ((n = nghttp2_session_mem_send(conn->h2, &data)) > 0)
-		bufferevent_write(conn->bev, data, (size_t)n);
-	if (n < 0) {
-		char why[WHY_MAX];
-		snprintf(why, sizeof(why), "HTTP/2: %s", nghttp2_strerror((int)n));
-		conn_fail(conn, why);
-		return;
-	}
-	if (conn->draining && conn->nstreams == 0 && TAILQ_EMPTY(&conn->held) &&
-	    TAILQ_EMPTY(&conn->sent)) {
-		/* etcd said GOAWAY and every stream has ended: close it quietly */
-		conn->failed = true;
-		TAILQ_REMOVE(&conn->c->conns, conn, entry);
-		TAILQ_INSERT_TAIL(&conn->c->graveyard, conn, entry);
-	}
+	struct etcd_conn *conn = arg;
+	struct etcd *c = conn->c;
+	c_enter(c);
+	conn_pump(conn);
+	c_leave(c);
 }
 
-/* Give conn up for why: its calls end ETCD_DOWN (from the loop), its watch
- * stream NULL; the client moves to the next endpoint. */
+/* The transport: etcd's SETTINGS came, HTTP/2 is up. */
 static void
-conn_fail(struct etcd_conn *conn, const char *why)
+on_settings(void *arg)
+{
+	struct etcd_conn *conn = arg;
+	struct etcd *c = conn->c;
+	c->stats.connects++;
+	if (c->username == NULL)
+		ep_up(c, conn->ep);
+}
+
+/* The transport: etcd said GOAWAY; new streams go to a new connection. */
+static void
+on_draining(void *arg)
+{
+	struct etcd_conn *conn = arg;
+	if (conn->c->conn == conn)
+		conn->c->conn = NULL;
+}
+
+/* The transport: after a GOAWAY every stream of conn has ended: close it
+ * quietly unless calls still wait on it. */
+static void
+on_drained(void *arg)
+{
+	struct etcd_conn *conn = arg;
+	struct etcd *c = conn->c;
+	if (conn->failed || !TAILQ_EMPTY(&conn->held) || !TAILQ_EMPTY(&conn->sent))
+		return;
+	c_enter(c);
+	conn->failed = true;
+	TAILQ_REMOVE(&c->conns, conn, entry);
+	TAILQ_INSERT_TAIL(&c->graveyard, conn, entry);
+	c_leave(c);
+}
+
+/* conn is given up for why: its calls end ETCD_DOWN (from the loop), its
+ * watch stream NULL; the client moves to the next endpoint. */
+static void
+conn_failed(struct etcd_conn *conn, const char *why)
 {
 	struct etcd *c = conn->c;
 	struct etcd_call *k;
@@ -1110,9 +691,6 @@ conn_fail(struct etcd_conn *conn, const char *why)
 	busy = !TAILQ_EMPTY(&conn->held) || !TAILQ_EMPTY(&conn->sent);
 	TAILQ_REMOVE(&c->conns, conn, entry);
 	TAILQ_INSERT_TAIL(&c->graveyard, conn, entry);
-	if (conn->bev != NULL)
-		bufferevent_disable(conn->bev, EV_READ | EV_WRITE);
-	evtimer_del(conn->timer);
 	if (c->conn == conn) {
 		size_t at = (size_t)(conn->ep - c->eps);
 		c->conn = NULL;
@@ -1121,7 +699,7 @@ conn_fail(struct etcd_conn *conn, const char *why)
 			c->cur = (c->cur + 1) % c->neps;
 			c->stats.switches++;
 		}
-		if (busy || !conn->h2up)
+		if (busy || conn->g == NULL || !grpc_conn_h2up(conn->g))
 			state_set(c, false);
 	}
 	while ((k = TAILQ_FIRST(&conn->held)) != NULL)
@@ -1130,151 +708,89 @@ conn_fail(struct etcd_conn *conn, const char *why)
 		call_down(k, why);
 }
 
-/* Why conn's bufferevent failed, from its event what. */
-static const char *
-conn_failure(struct etcd_conn *conn, short what, char *buf, size_t len)
-{
-	int err = EVUTIL_SOCKET_ERROR();
-	char tls[WHY_MAX - 8];
-
-	if (conn->c->tls != NULL && tls_bev_failure(conn->bev, tls, sizeof(tls)) != NULL) {
-		snprintf(buf, len, "TLS: %s", tls);
-		return buf;
-	}
-	if ((what & BEV_EVENT_ERROR) && err != 0) {
-		switch (err) {
-		case ECONNREFUSED: return "connection refused";
-		case ECONNRESET: return "connection reset";
-		case ETIMEDOUT: return "timed out";
-		default:
-			snprintf(buf, len, "%s", evutil_socket_error_to_string(err));
-			if (buf[0] >= 'A' && buf[0] <= 'Z')
-				buf[0] = (char)(buf[0] - 'A' + 'a');
-			return buf;
-		}
-	}
-	if (!conn->ready && conn->c->tls != NULL)
-		return "TLS: connection closed during the TLS handshake";
-	return "closed by etcd";
-}
-
-/* Check the connection of an idle watch with a PING now and then. */
+/* The transport: conn is given up. */
 static void
-on_conn_timer(evutil_socket_t fd, short what, void *arg)
+on_failed(void *arg, const char *why)
 {
 	struct etcd_conn *conn = arg;
 	struct etcd *c = conn->c;
-	uint64_t now = clock_ms(), idle;
-	struct timeval tv;
-	(void)fd;
-	(void)what;
-
 	c_enter(c);
-	if (!conn->ready || conn->ping_out) {
-		conn_fail(conn, "timed out");
-		c_leave(c);
-		return;
-	}
-	if (c->watch == NULL || c->watch->conn != conn) {
-		c_leave(c);
-		return;	/* armed again by the next watch */
-	}
-	idle = now - conn->last_read;
-	if (idle >= c->ping_ms) {
-		(void)nghttp2_submit_ping(conn->h2, NGHTTP2_FLAG_NONE, NULL);
-		conn->ping_out = true;
-		tv = clock_tv(c->timeout_ms);
-		conn_flush(conn);
-	} else {
-		tv = clock_tv(c->ping_ms - idle);
-	}
+	conn_failed(conn, why);
+	c_leave(c);
+}
+
+static const struct grpc_hooks conn_hooks = {
+	.ready = on_ready,
+	.settings = on_settings,
+	.draining = on_draining,
+	.drained = on_drained,
+	.failed = on_failed,
+	.message = on_message,
+	.done = on_done,
+};
+
+/* ---- connections ------------------------------------------------------------ */
+
+/* Give conn up for why (see conn_failed). */
+static void
+conn_fail(struct etcd_conn *conn, const char *why)
+{
+	if (conn->g != NULL)
+		grpc_conn_fail(conn->g, why);
+	else
+		conn_failed(conn, why);
+}
+
+/* Write what conn has to send. */
+static void
+conn_flush(struct etcd_conn *conn)
+{
 	if (!conn->failed)
-		evtimer_add(conn->timer, &tv);
-	c_leave(c);
+		grpc_conn_flush(conn->g);
 }
 
-/* Start checking conn for its watch stream. */
+/* Submit k's stream on conn (k is on conn->held). */
 static void
-conn_ping_arm(struct etcd_conn *conn)
+call_submit(struct etcd_conn *conn, struct etcd_call *k)
 {
-	struct timeval tv = clock_tv(conn->c->ping_ms);
-	if (!conn->ping_out)
-		evtimer_add(conn->timer, &tv);
-}
-
-static void
-on_read(struct bufferevent *bev, void *arg)
-{
-	struct etcd_conn *conn = arg;
 	struct etcd *c = conn->c;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_iovec v[8];
-	int n;
+	struct grpc_meta token = { "token", conn->token };
+	bool with_token = conn->token != NULL && k->kind != K_AUTH;
 
-	c_enter(c);
-	conn->last_read = clock_ms();
-	conn->ping_out = false;
-	while (!conn->failed && !c->dead && evbuffer_get_length(in) > 0) {
-		n = evbuffer_peek(in, -1, NULL, v, 8);
-		if (n > 8)
-			n = 8;
-		size_t used = 0;
-		for (int i = 0; i < n && !conn->failed && !c->dead; i++) {
-			ssize_t rv;
-			conn->in_h2 = true;
-			rv = nghttp2_session_mem_recv(conn->h2, v[i].iov_base, v[i].iov_len);
-			conn->in_h2 = false;
-			if (rv < 0) {
-				char why[WHY_MAX];
-				snprintf(why, sizeof(why), "HTTP/2: %s", nghttp2_strerror((int)rv));
-				conn_fail(conn, why);
-				break;
-			}
-			used += (size_t)rv;
-		}
-		evbuffer_drain(in, used);
-	}
-	if (!c->dead && !conn->failed)
-		conn_flush(conn);
-	if (!c->dead && !conn->failed && !nghttp2_session_want_read(conn->h2) &&
-	    !nghttp2_session_want_write(conn->h2))
-		conn_fail(conn, "closed by etcd");
-	c_leave(c);
+	/* the request timeout counts from here, not from while it was held */
+	call_arm(k);
+	k->token_gen = with_token ? conn->token_gen : 0;
+	if (grpc_stream_submit(conn->g, &k->st, &token, with_token ? 1 : 0) < 0)
+		return;	/* the connection failed, and k with it */
+	TAILQ_REMOVE(&conn->held, k, entry);
+	TAILQ_INSERT_TAIL(&conn->sent, k, entry);
+	if (k->kind < K_AUTH)
+		c->stats.calls++;
 }
 
+/* Send what conn holds when it can go: the authenticate call first. */
 static void
-on_event(struct bufferevent *bev, short what, void *arg)
+conn_pump(struct etcd_conn *conn)
 {
-	struct etcd_conn *conn = arg;
 	struct etcd *c = conn->c;
-	char buf[WHY_MAX];
+	struct etcd_call *k, *next;
 
-	c_enter(c);
-	if (what & BEV_EVENT_CONNECTED) {
-		if (c->tls != NULL) {
-			const unsigned char *alpn = NULL;
-			unsigned alen = 0;
-			SSL_get0_alpn_selected(bufferevent_openssl_get_ssl(bev), &alpn, &alen);
-			if (alen != 2 || memcmp(alpn, "h2", 2) != 0) {
-				conn_fail(conn, "TLS: server did not agree to HTTP/2");
-				c_leave(c);
-				return;
-			}
-		}
-		conn->ready = true;
-		conn->last_read = clock_ms();
-		evtimer_del(conn->timer);
-		conn_pump(conn);
-	} else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		conn_fail(conn, conn_failure(conn, what, buf, sizeof(buf)));
+	if (conn->failed || !grpc_conn_ready(conn->g))
+		return;
+	if (c->username != NULL && conn->token == NULL)
+		auth_start(conn);
+	for (k = TAILQ_FIRST(&conn->held); k != NULL && !conn->failed; k = next) {
+		next = TAILQ_NEXT(k, entry);
+		if (k->kind != K_AUTH && c->username != NULL && conn->token == NULL)
+			continue;
+		call_submit(conn, k);
 	}
-	c_leave(c);
+	conn_flush(conn);
 }
 
 static void
 conn_free(struct etcd_conn *conn)
 {
-	struct etcd *c = conn->c;
 	struct etcd_call *k;
 	while ((k = TAILQ_FIRST(&conn->held)) != NULL) {
 		call_detach(k, false);
@@ -1284,12 +800,7 @@ conn_free(struct etcd_conn *conn)
 		call_detach(k, false);
 		call_free(k);
 	}
-	c->stats.streams -= conn->nstreams;
-	if (conn->h2 != NULL)
-		nghttp2_session_del(conn->h2);
-	if (conn->bev != NULL)
-		bufferevent_free(conn->bev);
-	event_free(conn->timer);
+	grpc_conn_free(conn->g);
 	if (conn->token != NULL)
 		explicit_bzero(conn->token, strlen(conn->token));
 	free(conn->token);
@@ -1297,73 +808,36 @@ conn_free(struct etcd_conn *conn)
 }
 
 /* A new connection to the current endpoint as c->conn, connecting; NULL
- * when it failed at once (after conn_fail). */
+ * when it failed at once (after conn_failed). */
 static struct etcd_conn *
 conn_new(struct etcd *c)
 {
-	static nghttp2_session_callbacks *cbs;
 	struct etcd_conn *conn = xcalloc(1, sizeof(*conn));
 	struct etcd_ep *ep = &c->eps[c->cur];
-	nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
-		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, ETCD_WINDOW },
+	struct grpc_options o = {
+		.addr = (const struct sockaddr *)&ep->sa,
+		.addrlen = ep->salen,
+		.authority = ep->text,
+		.peer = "etcd",
+		.tls = c->tls,
+		.tls_name = c->tls_name != NULL ? c->tls_name : ep->host,
+		.timeout_ms = c->timeout_ms,
+		.ping_ms = c->ping_ms,
 	};
-	struct timeval tv = clock_tv(c->timeout_ms);
+	struct grpc_hooks h = conn_hooks;
 	char why[WHY_MAX];
-	int one = 1;
 
-	if (cbs == NULL) {
-		if (nghttp2_session_callbacks_new(&cbs) != 0)
-			log_fatal("out of memory (nghttp2)");
-		nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
-		nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
-		nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
-		nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-	}
 	conn->c = c;
 	conn->ep = ep;
 	TAILQ_INIT(&conn->held);
 	TAILQ_INIT(&conn->sent);
 	TAILQ_INSERT_TAIL(&c->conns, conn, entry);
 	c->conn = conn;
-	conn->timer = evtimer_new(c->base, on_conn_timer, conn);
-	if (conn->timer == NULL || nghttp2_session_client_new(&conn->h2, cbs, conn) != 0)
-		log_fatal("out of memory (an etcd connection)");
-	if (nghttp2_submit_settings(conn->h2, NGHTTP2_FLAG_NONE, iv, 2) != 0 ||
-	    nghttp2_session_set_local_window_size(conn->h2, NGHTTP2_FLAG_NONE, 0,
-	    ETCD_WINDOW) != 0)
-		log_fatal("out of memory (an etcd connection)");
-	if (c->tls != NULL) {
-		SSL *ssl = tls_client_new_ssl(c->tls, c->tls_name != NULL ? c->tls_name : ep->host);
-		static const unsigned char h2[] = { 2, 'h', '2' };
-		SSL_set_alpn_protos(ssl, h2, sizeof(h2));
-		conn->bev = bufferevent_openssl_socket_new(c->base, -1, ssl,
-		    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
-		if (conn->bev != NULL)
-			bufferevent_openssl_set_allow_dirty_shutdown(conn->bev, 1);
-		else
-			SSL_free(ssl);
-	} else {
-		conn->bev = bufferevent_socket_new(c->base, -1, BEV_OPT_CLOSE_ON_FREE);
-	}
-	if (conn->bev == NULL) {
-		conn_fail(conn, "cannot make a connection");
+	h.arg = conn;
+	if ((conn->g = grpc_conn_create(c->base, &o, &h, why, sizeof(why))) == NULL) {
+		conn_failed(conn, why);
 		return NULL;
 	}
-	bufferevent_setcb(conn->bev, on_read, NULL, on_event, conn);
-	bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
-	if (bufferevent_socket_connect(conn->bev, (struct sockaddr *)&ep->sa, (int)ep->salen) < 0) {
-		int err = EVUTIL_SOCKET_ERROR();
-		snprintf(why, sizeof(why), "cannot connect: %s",
-		    err == 0 ? "error" : evutil_socket_error_to_string(err));
-		conn_fail(conn, why);
-		return NULL;
-	}
-	if (bufferevent_getfd(conn->bev) >= 0)
-		(void)setsockopt(bufferevent_getfd(conn->bev), IPPROTO_TCP, TCP_NODELAY, &one,
-		    sizeof(one));
-	evtimer_add(conn->timer, &tv);
-	conn_flush(conn);
 	return conn;
 }
 
@@ -1643,5 +1117,13 @@ etcd_endpoint(const struct etcd *c)
 void
 etcd_stats(const struct etcd *c, struct etcd_stats *out)
 {
+	const struct etcd_conn *conn;
 	*out = c->stats;
+	out->streams = 0;
+	TAILQ_FOREACH(conn, &c->conns, entry)
+		if (conn->g != NULL)
+			out->streams += grpc_conn_streams(conn->g);
+	TAILQ_FOREACH(conn, &c->graveyard, entry)
+		if (conn->g != NULL)
+			out->streams += grpc_conn_streams(conn->g);
 }
