@@ -93,7 +93,7 @@ DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(COMMON_OBJ) $(GEN_SRC:.c=.o)
 DAEMON_LIB  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 # the sources with test entry points (#ifdef DLOCKD_TEST_HOOKS): the tests link
 # objects of their own of them, so that the installed dlockd carries none
-HOOK_SRC    := daemon/etcd/be_etcd.c daemon/be_redis.c daemon/conf.c daemon/hashtab.c \
+HOOK_SRC    := daemon/etcd/be_etcd_recipe.c daemon/be_redis.c daemon/conf.c daemon/hashtab.c \
                daemon/rnode.c
 HOOK_OBJ    := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
 TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_OBJ)

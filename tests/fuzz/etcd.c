@@ -1,7 +1,7 @@
 /*
  * etcd — fuzz the reading of etcd's gRPC responses (the gRPC transport,
  * daemon/grpc.c) and the acquire's decision on a range response
- * (daemon/etcd/be_etcd.c through be_etcd_internal.h).
+ * (daemon/etcd/be_etcd_recipe.c through be_etcd_recipe.h).
  *
  * The input is two steering bytes (a seed for the cuts), then the bytes of
  * a gRPC stream: 5-byte prefixes and protobuf messages. They are read:
@@ -26,7 +26,7 @@
 
 #include <event2/buffer.h>
 
-#include "be_etcd_internal.h"
+#include "be_etcd_recipe.h"
 #include "etcd.h"
 #include "grpc.h"
 #include "fuzz.h"
