@@ -471,6 +471,17 @@ fake_grpc_drop(struct fake_grpc *f)
 }
 
 void
+fake_grpc_goaway(struct fake_grpc *f, uint32_t error_code)
+{
+	struct fake_grpc_conn *fc;
+	LIST_FOREACH(fc, &f->conns, entry) {
+		ck_assert_int_eq(nghttp2_submit_goaway(fc->h2, NGHTTP2_FLAG_NONE,
+		    nghttp2_session_get_last_proc_stream_id(fc->h2), error_code, NULL, 0), 0);
+		fg_flush(fc);
+	}
+}
+
+void
 fake_grpc_free(struct fake_grpc *f)
 {
 	if (f == NULL)
