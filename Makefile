@@ -93,24 +93,27 @@ DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(COMMON_OBJ) $(GEN_SRC:.c=.o)
 DAEMON_LIB  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 # the sources with test entry points (#ifdef DLOCKD_TEST_HOOKS): the tests link
 # objects of their own of them, so that the installed dlockd carries none
-HOOK_SRC    := daemon/be_etcd.c daemon/redis/be_redis.c daemon/conf.c daemon/hashtab.c \
-               daemon/redis/rnode.c daemon/redis/rsettings.c
+HOOK_SRC    := daemon/etcd/be_etcd_recipe.c daemon/redis/be_redis.c daemon/conf.c \
+               daemon/hashtab.c daemon/redis/rnode.c daemon/redis/rsettings.c
 HOOK_OBJ    := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
 TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_OBJ)
 CLIENT_OBJ  := $(BUILD)/client/dlock.o $(COMMON_OBJ)
 CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(COMMON_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o
 # the benchmark's load generator: its own sources, the parsers of common/, and
-# for its direct-etcd mode the daemon's etcd client (daemon/etcd.c) with what it
-# needs, taken by the linker from an archive of the daemon's modules
+# for its direct-etcd mode the daemon's etcd client (daemon/etcd/etcd.c) with
+# what it needs, taken by the linker from an archive of the daemon's modules
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o) $(BUILD)/common/addr.o $(BUILD)/common/num.o
 BENCH_LIB   := $(BUILD)/bench/libdaemon.a
 BENCH_BIN   := $(BUILD)/dlock-bench
 TEST_SRC    := $(wildcard tests/check_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-# tests/*.c that are not suites (fakes, helpers) go into every suite
-TEST_HELP   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard tests/*.c)))
+# tests/*.c that are not suites (fakes, helpers), as an archive every suite
+# links: a suite takes those it uses (the etcd suites' fixtures bring the
+# etcd client, the others do without)
+TEST_HELP_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard tests/*.c)))
+TEST_HELP   := $(BUILD)/tests/libhelp.a
 
 PROGS := $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.so $(BUILD)/libdlock.a $(BUILD)/libdlock.pc
 
@@ -203,6 +206,10 @@ $(BENCH_LIB): $(DAEMON_LIB)
 # The daemon's modules but main, as an archive, with the test entry points:
 # a test links what it uses.
 $(BUILD)/libdlockd.a: $(TEST_LIB)
+	rm -f $@
+	ar rcs $@ $^
+
+$(TEST_HELP): $(TEST_HELP_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 

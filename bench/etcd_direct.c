@@ -71,7 +71,8 @@ ed_destroy(struct ed *d)
 	free(d);
 }
 
-/* Whether byte c stays as it is in an etcd key (be_etcd.c's key_plain). */
+/* Whether byte c stays as it is in an etcd key (etcd/be_etcd_core.c's
+ * key_plain). */
 static bool
 key_plain(unsigned char c)
 {
@@ -188,8 +189,9 @@ on_answer(void *arg, const struct etcd_result *r)
 			odd(call, "Txn: the second answer is not a range's");
 			return;
 		}
-		/* where the key put stands among the range's keys (be_etcd.c's
-		 * decide(), for an exclusive lock): it holds when it is first */
+		/* where the key put stands among the range's keys
+		 * (etcd/be_etcd_recipe.c's decide(), for an exclusive lock): it
+		 * holds when it is first */
 		const Etcd__RangeResponse *rr = op->response_range;
 		size_t before = 0;
 		while (before < rr->n_kvs && (rr->kvs[before]->key.len != call->keylen ||

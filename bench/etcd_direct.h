@@ -2,10 +2,10 @@
  * etcd_direct — the requests of dlock-bench's direct-etcd mode: dlockd's etcd
  * recipe sent straight to etcd over gRPC, no daemon between.
  *
- * The calls go through the daemon's own etcd client (daemon/etcd.h): one
+ * The calls go through the daemon's own etcd client (daemon/etcd/etcd.h): one
  * client, so one HTTP/2 connection, shared by every bench client, each
  * call a stream of its own on it, as a daemon sends the calls of all its
- * clients. The recipe is be_etcd.c's: an acquire is one Txn
+ * clients. The recipe is etcd/be_etcd_recipe.c's: an acquire is one Txn
  * {Put(<prefix><escaped lock key>/<token>, "x0", lease),
  *  Range(<prefix><escaped lock key>/ .. <prefix><escaped lock key>0,
  *        ascending by create revision)}, and the key holds when it comes

@@ -228,6 +228,7 @@ START_TEST(keepout)
 }
 END_TEST
 
+/* The verdicts, then the arithmetic beside them. */
 int
 main(void)
 {

@@ -17,6 +17,8 @@
 #include <event2/listener.h>
 #include <nghttp2/nghttp2.h>
 
+#include "grpc.h"
+
 #define FG_ROUTES 16		/* routes of a fake */
 
 /* How requests to one path are answered. */
@@ -56,22 +58,6 @@ struct fake_grpc {
 
 static void fg_flush(struct fake_grpc_conn *fc);
 
-uint8_t *
-fake_grpc_frame(const ProtobufCMessage *msg, size_t *len)
-{
-	size_t n = protobuf_c_message_get_packed_size(msg);
-	uint8_t *p = malloc(5 + n);
-	ck_assert_ptr_nonnull(p);
-	p[0] = 0;
-	p[1] = (uint8_t)(n >> 24);
-	p[2] = (uint8_t)(n >> 16);
-	p[3] = (uint8_t)(n >> 8);
-	p[4] = (uint8_t)n;
-	protobuf_c_message_pack(msg, p + 5);
-	*len = 5 + n;
-	return p;
-}
-
 /* ---- connections ----------------------------------------------------------- */
 
 static void
@@ -88,9 +74,9 @@ fg_conn_free(struct fake_grpc_conn *fc)
 }
 
 static struct fake_grpc_req *
-fg_req_of(struct fake_grpc_conn *fc, int32_t sid)
+fg_req_of(nghttp2_session *h2, int32_t sid)
 {
-	return nghttp2_session_get_stream_user_data(fc->h2, sid);
+	return nghttp2_session_get_stream_user_data(h2, sid);
 }
 
 static ssize_t
@@ -160,7 +146,7 @@ void
 fake_grpc_send_msg(struct fake_grpc_req *req, const ProtobufCMessage *msg)
 {
 	size_t len;
-	uint8_t *p = fake_grpc_frame(msg, &len);
+	uint8_t *p = grpc_frame(msg, &len);
 	fake_grpc_send(req, p, len);
 	free(p);
 }
@@ -307,9 +293,9 @@ static int
 fg_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
 {
-	struct fake_grpc_req *req = fg_req_of(user_data, frame->hd.stream_id);
-	(void)h2;
+	struct fake_grpc_req *req = fg_req_of(h2, frame->hd.stream_id);
 	(void)flags;
+	(void)user_data;
 	if (req == NULL || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
 #define IS(s) (namelen == sizeof(s) - 1 && memcmp(name, s, namelen) == 0)
@@ -333,19 +319,25 @@ fg_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
 	return 0;
 }
 
-static int
-fg_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t sid, const uint8_t *data,
-    size_t len, void *user_data)
+/* Keep len more bytes of req's DATA (req NULL: a stream the fake forgot). */
+static void
+fg_body_add(struct fake_grpc_req *req, const uint8_t *data, size_t len)
 {
-	struct fake_grpc_req *req = fg_req_of(user_data, sid);
-	(void)h2;
-	(void)flags;
 	if (req == NULL)
-		return 0;
+		return;
 	req->body = realloc(req->body, req->len + len + 1);
 	ck_assert_ptr_nonnull(req->body);
 	memcpy(req->body + req->len, data, len);
 	req->len += len;
+}
+
+static int
+fg_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t sid, const uint8_t *data,
+    size_t len, void *user_data)
+{
+	(void)flags;
+	(void)user_data;
+	fg_body_add(fg_req_of(h2, sid), data, len);
 	return 0;
 }
 
@@ -354,10 +346,9 @@ fg_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user_data)
 {
 	struct fake_grpc_conn *fc = user_data;
 	struct fake_grpc_req *req;
-	(void)h2;
 	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
 		return 0;
-	if ((req = fg_req_of(fc, frame->hd.stream_id)) == NULL)
+	if ((req = fg_req_of(h2, frame->hd.stream_id)) == NULL)
 		return 0;
 	if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
 		req->ended = true;
@@ -369,8 +360,8 @@ fg_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user_data)
 static int
 fg_stream_close(nghttp2_session *h2, int32_t sid, uint32_t error_code, void *user_data)
 {
-	struct fake_grpc_req *req = fg_req_of(user_data, sid);
-	(void)h2;
+	struct fake_grpc_req *req = fg_req_of(h2, sid);
+	(void)user_data;
 	if (req != NULL) {
 		req->closed = true;
 		req->close_code = error_code;
@@ -480,6 +471,17 @@ fake_grpc_drop(struct fake_grpc *f)
 }
 
 void
+fake_grpc_goaway(struct fake_grpc *f, uint32_t error_code)
+{
+	struct fake_grpc_conn *fc;
+	LIST_FOREACH(fc, &f->conns, entry) {
+		ck_assert_int_eq(nghttp2_submit_goaway(fc->h2, NGHTTP2_FLAG_NONE,
+		    nghttp2_session_get_last_proc_stream_id(fc->h2), error_code, NULL, 0), 0);
+		fg_flush(fc);
+	}
+}
+
+void
 fake_grpc_free(struct fake_grpc *f)
 {
 	if (f == NULL)
@@ -556,7 +558,7 @@ fake_grpc_route(struct fake_grpc *f, const char *path, const ProtobufCMessage *m
 {
 	struct fg_route *r = fg_route_of(f, path);
 	r->kind = FG_OK;
-	r->frame = fake_grpc_frame(msg, &r->len);
+	r->frame = grpc_frame(msg, &r->len);
 }
 
 void
@@ -640,13 +642,12 @@ ProtobufCMessage *
 fake_grpc_req_msg(const struct fake_grpc_req *req, const ProtobufCMessageDescriptor *desc)
 {
 	size_t n;
-	if (req->len < 5)
+	if (req->len < GRPC_PREFIX)
 		return NULL;
-	n = (size_t)req->body[1] << 24 | (size_t)req->body[2] << 16 | (size_t)req->body[3] << 8 |
-	    req->body[4];
-	if (req->len - 5 < n)
+	n = grpc_frame_len(req->body);
+	if (req->len - GRPC_PREFIX < n)
 		return NULL;
-	return protobuf_c_message_unpack(desc, NULL, n, req->body + 5);
+	return protobuf_c_message_unpack(desc, NULL, n, req->body + GRPC_PREFIX);
 }
 
 bool

@@ -1,7 +1,7 @@
 /*
- * fake_grpc — a fake etcd for the tests: a gRPC server over HTTP/2
- * (nghttp2's server session, cleartext) on 127.0.0.1, port 0, on the test's
- * own event loop.
+ * fake_grpc — a fake gRPC server for the tests (an etcd, for the etcd
+ * suites: its paths are below): HTTP/2 (nghttp2's server session,
+ * cleartext) on 127.0.0.1, port 0, on the test's own event loop.
  *
  * Every request (a stream) is kept in the order it came, with its path, its
  * metadata and the bytes of its DATA, until the fake is freed. A request to
@@ -75,6 +75,9 @@ void fake_grpc_free(struct fake_grpc *f);
 const char *fake_grpc_endpoint(const struct fake_grpc *f);
 /* Close every connection now (without GOAWAY), keep listening. */
 void fake_grpc_drop(struct fake_grpc *f);
+/* Say GOAWAY with the HTTP/2 error code on every connection: the streams
+ * open go on (NO_ERROR), no new one is taken. */
+void fake_grpc_goaway(struct fake_grpc *f, uint32_t error_code);
 /* Stop (deaf true) or go on reading what clients send: a fake that
  * stops answering, PINGs included. */
 void fake_grpc_deaf(struct fake_grpc *f, bool deaf);
@@ -128,8 +131,5 @@ void fake_grpc_end(struct fake_grpc_req *req, int code, const char *message);
 void fake_grpc_reset(struct fake_grpc_req *req, uint32_t error_code);
 /* Whether everything the fake wrote has left for the kernel. */
 bool fake_grpc_flushed(const struct fake_grpc *f);
-
-/* msg framed as gRPC does (5-byte prefix); the caller frees the buffer. */
-uint8_t *fake_grpc_frame(const ProtobufCMessage *msg, size_t *len);
 
 #endif

@@ -1,12 +1,12 @@
 /*
- * etcd — fuzz the reading of etcd's gRPC responses (daemon/etcd.c through
- * etcd_internal.h) and the acquire's decision on a range response
- * (daemon/be_etcd.c through be_etcd_internal.h).
+ * etcd — fuzz the reading of etcd's gRPC responses (the gRPC transport,
+ * daemon/grpc.c) and the acquire's decision on a range response
+ * (daemon/etcd/be_etcd_recipe.c through be_etcd_recipe.h).
  *
  * The input is two steering bytes (a seed for the cuts), then the bytes of
  * a gRPC stream: 5-byte prefixes and protobuf messages. They are read:
  *   - as a stream of TxnResponse, of WatchResponse and of RangeResponse
- *     messages (etcd_grpc_next), whole and fed in pieces (seeded by the
+ *     messages (grpc_next), whole and fed in pieces (seeded by the
  *     input): both give the same messages (packed again, byte for byte),
  *     end the same way (-1 with a reason, or waiting for more) and leave the
  *     same bytes; a message never comes from more bytes than its prefix
@@ -26,9 +26,9 @@
 
 #include <event2/buffer.h>
 
-#include "be_etcd_internal.h"
+#include "be_etcd_recipe.h"
 #include "etcd.h"
-#include "etcd_internal.h"
+#include "grpc.h"
 #include "fuzz.h"
 
 #define LIMIT (1u << 16)	/* the message limit the harness reads with */
@@ -138,7 +138,7 @@ stream(const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *desc, int c
 		for (;;) {
 			size_t before = evbuffer_get_length(buf);
 			why[0] = '\0';
-			rc = etcd_grpc_next(buf, desc, LIMIT, &msg, why, sizeof(why));
+			rc = grpc_next(buf, desc, LIMIT, &msg, why, sizeof(why));
 			if (rc != 1)
 				break;
 			size_t used = before - evbuffer_get_length(buf);

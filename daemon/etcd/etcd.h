@@ -1,9 +1,10 @@
 /*
- * etcd — a client of etcd v3's gRPC API: HTTP/2 (nghttp2) over one TCP or
- * TLS connection per endpoint, on the daemon's libevent loop, no threads.
- * Messages are protobuf-c's, generated from proto/etcd.proto (etcd's field
- * numbers). Every call is a stream of its own on the connection, so calls
- * never wait behind each other; the owner orders what must be ordered.
+ * etcd — a client of etcd v3's gRPC API, on the gRPC transport (grpc.h:
+ * HTTP/2 over one TCP or TLS connection per endpoint, on the daemon's
+ * libevent loop, no threads). Messages are protobuf-c's, generated from
+ * proto/etcd.proto (etcd's field numbers). Every call is a stream of its own
+ * on the connection, so calls never wait behind each other; the owner
+ * orders what must be ordered.
  *
  * Unary calls (KV Range/Txn/DeleteRange, Lease Grant/Revoke, Maintenance
  * Status) and a keepalive (one LeaseKeepAlive request on a stream of its

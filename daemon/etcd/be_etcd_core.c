@@ -1,0 +1,236 @@
+/*
+ * be_etcd_core — the etcd backend's records: a lock key (struct et_key) and
+ * its etcd range, "<prefix><K escaped>/" (bytes outside [A-Za-z0-9._:-]
+ * written %XX, so no key's range holds another's); each etcd key of this
+ * daemon in that range (struct et_entry); and the operations (struct et_op),
+ * whose requests go out on their lock key's lane of the client and whose
+ * answers are given from the loop (r->done), never from inside the call
+ * that asked for them.
+ */
+#include "be_etcd_core.h"
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "clock.h"
+#include "etcd.h"
+#include "hashtab.h"
+#include "later.h"
+#include "xmalloc.h"
+
+/* ---- keys and entries ----------------------------------------------------- */
+
+/* Whether byte c is written as itself in an etcd key. */
+static bool
+key_plain(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	    c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+/* The lock key k's etcd range, "<prefix><escaped>/"; the caller frees it. */
+char *
+et_key_path(const struct et *r, const char *name, size_t len, size_t *pathlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t plen = strlen(r->set->key_prefix), n = plen;
+	char *p = xmalloc(plen + 3 * len + 2);
+	memcpy(p, r->set->key_prefix, plen);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (key_plain(c)) {
+			p[n++] = (char)c;
+		} else {
+			p[n++] = '%';
+			p[n++] = hex[c >> 4];
+			p[n++] = hex[c & 15];
+		}
+	}
+	p[n++] = '/';
+	p[n] = '\0';
+	*pathlen = n;
+	return p;
+}
+
+struct et_key *
+et_key_find_path(struct et *r, const char *path, size_t pathlen)
+{
+	struct hashtab_node *n = hashtab_find(r->keys, path, pathlen);
+	return n != NULL ? (struct et_key *)(void *)n : NULL;
+}
+
+/* The lock key name's record, made if need be; a reference for the caller. */
+struct et_key *
+et_key_get(struct et *r, const char *name, size_t len)
+{
+	size_t pathlen;
+	char *path = et_key_path(r, name, len, &pathlen);
+	struct et_key *k = et_key_find_path(r, path, pathlen);
+	if (k != NULL) {
+		free(path);
+	} else {
+		k = xcalloc(1, sizeof(*k));
+		k->name = xmemdup(name, len);
+		k->len = len;
+		k->path = path;
+		k->pathlen = pathlen;
+		TAILQ_INIT(&k->entries);
+		hashtab_insert(r->keys, &k->node, k->path, k->pathlen);
+	}
+	k->refs++;
+	return k;
+}
+
+/* Drop a reference to k; k is freed once nothing refers to it. */
+void
+et_key_put(struct et *r, struct et_key *k)
+{
+	assert(k->refs > 0);
+	if (--k->refs > 0 || !TAILQ_EMPTY(&k->entries))
+		return;
+	hashtab_remove(r->keys, &k->node);
+	free(k->name);
+	free(k->path);
+	free(k);
+}
+
+/* The entry of k that stands for token, or NULL. */
+struct et_entry *
+et_entry_find(struct et_key *k, const char *token)
+{
+	struct et_entry *e;
+	TAILQ_FOREACH(e, &k->entries, entry)
+		if (strcmp(e->token, token) == 0)
+			return e;
+	return NULL;
+}
+
+/* A new entry of k (a reference is taken) for token, not in etcd yet. */
+struct et_entry *
+et_entry_new(struct et_key *k, const char *token)
+{
+	struct et_entry *e = xcalloc(1, sizeof(*e));
+	e->k = k;
+	k->refs++;
+	memcpy(e->token, token, TOKEN_LEN + 1);
+	e->ekey = xasprintf("%s%s", k->path, token);
+	e->state = E_NEW;
+	TAILQ_INSERT_TAIL(&k->entries, e, entry);
+	return e;
+}
+
+/* Forget e (its etcd key is deleted, or will be, by the caller). */
+void
+et_entry_free(struct et *r, struct et_entry *e)
+{
+	struct et_key *k = e->k;
+	TAILQ_REMOVE(&k->entries, e, entry);
+	free(e->ekey);
+	free(e->wait_key);
+	free(e);
+	et_key_put(r, k);
+}
+
+/* ---- completing operations ------------------------------------------------ */
+
+/* Give an answer queued on r->done, from the loop, and free its op. */
+static void
+on_done(struct later_item *it)
+{
+	struct et_op *op = (struct et_op *)(void *)((char *)it - offsetof(struct et_op, done));
+	struct et *r = op->r;
+
+	if (op->kind == EK_ACQUIRE || op->kind == EK_TRANSFER) {
+		/* its entry may be taken over by another acquire now */
+		struct et_entry *e = et_entry_find(op->k, op->token);
+		if (e != NULL)
+			e->busy = false;
+	}
+	if (op->kind == EK_WAKE) {
+		/* not while destroying: the lock table has gone first */
+		if (!r->destroying)
+			r->recipe.wake(r, op->k);
+	} else if (op->cb != NULL) {
+		op->rep.why = op->why[0] != '\0' ? op->why : NULL;
+		op->cb(op->arg, &op->rep);
+	}
+	et_key_put(r, op->k);
+	free(op->ekey);
+	free(op);
+}
+
+/* Answer op (on no list) with st from the loop; op is freed after. */
+void
+et_op_answer(struct et_op *op, enum be_status st, uint64_t fence, uint64_t valid_ms,
+    const char *why)
+{
+	struct et *r = op->r;
+	op->rep.status = st;
+	op->rep.fence = fence;
+	op->rep.valid_ms = st == BE_OK ? valid_ms : 0;
+	snprintf(op->why, sizeof(op->why), "%s", why != NULL ? why : "");
+	later_add(r->done, &op->done, on_done);
+}
+
+/* A new operation on the lock key of l (a reference is taken). */
+struct et_op *
+et_op_new(struct et *r, enum et_kind kind, const char *key, size_t keylen, be_cb *cb, void *arg)
+{
+	struct et_op *op = xcalloc(1, sizeof(*op));
+	op->r = r;
+	op->kind = kind;
+	op->cb = cb;
+	op->arg = arg;
+	op->k = et_key_get(r, key, keylen);
+	op->t_call = clock_ms();
+	return op;
+}
+
+/* Wake the lock table's queue of k from the loop. */
+void
+et_wake_later(struct et *r, struct et_key *k)
+{
+	struct et_op *op = et_op_new(r, EK_WAKE, k->name, k->len, NULL, NULL);
+	et_op_answer(op, BE_OK, 0, 0, NULL);
+}
+
+/* Send op's request req of method m; its answer goes to cb. */
+void
+et_op_call(struct et_op *op, enum etcd_method m, const ProtobufCMessage *req, etcd_cb *cb)
+{
+	struct et *r = op->r;
+	op->sent = clock_ms();
+	op->in_flight = true;
+	TAILQ_INSERT_TAIL(&r->ops, op, entry);
+	/* the requests about one key reach etcd one after the other */
+	etcd_call_lane(r->cli, op->k->node.hash, m, req, cb, op);
+}
+
+/* An answer to op's request arrived: it is not in flight any more. */
+void
+et_op_landed(struct et_op *op)
+{
+	op->in_flight = false;
+	TAILQ_REMOVE(&op->r->ops, op, entry);
+}
+
+/* Whether the daemon's lease can be relied on now. */
+bool
+et_lease_ok(const struct et *r, uint64_t now)
+{
+	return r->lease != 0 && now < r->lease_until;
+}
+
+/* Whether acquires can be sent: etcd answers, the lease is valid and the
+ * watch stream is created (so that no delete after the answer is missed). */
+bool
+et_ready(const struct et *r)
+{
+	return etcd_up(r->cli) && et_lease_ok(r, clock_ms()) && r->watch_ready;
+}

@@ -1,0 +1,220 @@
+/*
+ * be_etcd_core — the etcd backend's state, which its files share: the
+ * settings, struct et, and the records in it (lock keys, their etcd keys,
+ * operations) with the functions on them (be_etcd_core.c).
+ *
+ * The backend's files stand in layers, each using only those below it:
+ *
+ *   be_etcd.c          the entry points: settings, URL, set-up and tear-down,
+ *                      INFO, the client's state changes
+ *   be_etcd_recipe.c   the lock recipe: acquire, renew, release, transfer,
+ *                      withdraw as etcd Txns, and the wakeups
+ *   be_etcd_watch.c    the prefix watch: deletes that wake or expire keys
+ *   be_etcd_lease.c    the daemon's lease: grant, keepalive, loss
+ *   be_etcd_core.c     the records, and operations answered from the loop
+ *
+ * What a lower layer has to tell the recipe (the lease or the watch became
+ * ready, a key's waiting entries must look again) goes through r->recipe,
+ * set by be_etcd.c.
+ */
+#ifndef DLOCKD_BE_ETCD_CORE_H
+#define DLOCKD_BE_ETCD_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "backend.h"
+#include "backoff.h"
+#include "etcd.h"
+#include "etcd.pb-c.h"
+#include "hashtab.h"
+#include "later.h"
+
+struct event;
+struct et;
+struct et_key;
+
+/* What the lower layers tell the lock recipe (be_etcd_recipe.c). */
+struct et_recipe_hooks {
+	/* the client, the lease or the watch changed: send or fail the
+	 * acquires waiting for them (et_flush_waiting) */
+	void (*flush)(struct et *r);
+	/* a delete k's waiting entries waited for came (from the loop): the
+	 * lock table's queue asks again (et_wake_now) */
+	void (*wake)(struct et *r, struct et_key *k);
+};
+
+/* The settings of the backend (backend.* keys; see et_settings_table). */
+struct et_settings {
+	char **endpoints;		/* "host:port", tried in order */
+	size_t nendpoints;		/* how many */
+	char *key_prefix;		/* prefix of every etcd key dlockd uses */
+	long long lease_ttl_ms;		/* the daemon's lease */
+	long long request_timeout_ms;	/* a call without an answer by then fails */
+	char *username;			/* NULL: no authentication */
+	char *password;			/* its password */
+	char *password_file;		/* where password was read from, or NULL */
+	long long tls;			/* 1: connect with TLS */
+	char *tls_ca_file;		/* CAs that sign etcd's certificates; NULL: the
+					 * system's */
+	char *tls_cert_file;		/* client certificate, or NULL */
+	char *tls_key_file;		/* its key, or NULL */
+	char *tls_server_name;		/* the name etcd's certificates must carry,
+					 * NULL: each endpoint's host */
+};
+
+enum et_state {
+	E_NEW,		/* its first put is on its way */
+	E_WAITING,	/* in etcd, not holding: waits for a delete */
+	E_HELD		/* holds */
+};
+
+/* One etcd key of this daemon. */
+struct et_entry {
+	struct et_key *k;		/* its lock key */
+	char token[TOKEN_LEN + 1];	/* the lock table's lease it stands for */
+	char *ekey;			/* the etcd key, NUL-terminated */
+	enum et_state state;
+	enum lock_mode mode;		/* as last put */
+	unsigned limit;
+	int64_t create_rev;		/* its create revision, 0 until known */
+	int64_t lease;			/* the lease it was last put with */
+	bool own;			/* lease is its own (DETACH), not the daemon's */
+	uint64_t own_until;		/* own: the lease is valid until then */
+	uint64_t own_ttl_ms;		/* own: its TTL as granted */
+	char *wait_key;			/* E_WAITING: the etcd key whose delete wakes it,
+					 * NULL: any key before it */
+	size_t wait_keylen;
+	int64_t wait_rev;		/* E_WAITING: woken by the delete of the key with
+					 * this create revision; -1: of any before it */
+	bool busy;			/* an acquire of it is in flight */
+	bool claimable;			/* in a wakeup: not asked for again yet */
+	bool gone;			/* E_HELD: its key or lease is gone */
+	bool leaving;			/* E_HELD: a handoff deletes its key */
+	int64_t grant_rev;		/* E_HELD: the revision it was found holding at */
+	unsigned seq;			/* E_HELD: local handoffs of its key since */
+	TAILQ_ENTRY(et_entry) entry;	/* on k->entries */
+};
+TAILQ_HEAD(et_entry_list, et_entry);
+
+/* A lock key with etcd keys of this daemon. */
+struct et_key {
+	struct hashtab_node node;	/* in r->keys, keyed by path */
+	char *name;			/* the lock key (binary-safe) */
+	size_t len;
+	char *path;			/* "<prefix><escaped key>/" */
+	size_t pathlen;
+	int64_t last_delete;		/* revision of the last delete seen in its range */
+	struct et_entry_list entries;	/* its etcd keys */
+	unsigned refs;			/* operations in flight that use it */
+};
+
+enum et_kind { EK_ACQUIRE, EK_RELEASE, EK_RENEW, EK_TRANSFER, EK_DELETE, EK_WAKE };
+
+/* An operation of the lock table, or one of the backend's own. */
+struct et_op {
+	struct et *r;			/* the backend */
+	enum et_kind kind;		/* what it is */
+	be_cb *cb;			/* whom to tell, NULL for none */
+	void *arg;
+	struct et_key *k;		/* the lock key (a reference) */
+	char token[TOKEN_LEN + 1];	/* the lease it is about (transfer: to's) */
+	char from[TOKEN_LEN + 1];	/* transfer: from's */
+	enum lock_mode mode;		/* acquire, transfer: the kind asked for */
+	unsigned limit;
+	bool detach;			/* acquire, renew, transfer: on a lease of its own */
+	bool try_once;			/* acquire: a try, which leaves nothing behind */
+	uint64_t ttl_ms;		/* the lease asked for */
+	uint64_t t_call;		/* when the lock table called */
+	uint64_t sent;			/* when the current request went out */
+	int64_t lease;			/* an own lease granted for it, 0 none */
+	int64_t put_lease;		/* the lease its Txn put the key on */
+	uint64_t lease_until;		/* its validity */
+	char *ekey;			/* EK_DELETE, EK_RELEASE: the etcd key */
+	int64_t revoke;			/* EK_DELETE: a lease to revoke after, 0 none */
+	struct be_reply rep;		/* answered: the answer */
+	char why[160];			/* its sentence */
+	bool in_flight;			/* a request of it is out */
+	bool granting;			/* own_lease: a grant, not a keepalive, is out */
+	TAILQ_ENTRY(et_op) entry;	/* on r->ops, r->waiting or r->deferred */
+	struct later_item done;		/* answered: on r->done until it is given */
+};
+TAILQ_HEAD(et_op_list, et_op);
+
+struct et {
+	struct backend *be;		/* our backend */
+	const struct et_settings *set;	/* its settings */
+	struct etcd *cli;		/* the etcd client */
+	struct hashtab *keys;		/* struct et_key by path */
+	int64_t lease;			/* the daemon's lease, 0 none */
+	uint64_t lease_until;		/* valid until then (clock_ms) */
+	uint64_t lease_ttl_ms;		/* its TTL as etcd granted it */
+	bool granting;			/* a grant is in flight */
+	bool keeping;			/* a keepalive is in flight */
+	uint64_t grant_sent;		/* when it was sent */
+	uint64_t keep_sent;		/* when it was sent */
+	struct backoff backoff;		/* pauses while etcd does not answer */
+	struct event *ev_lease;		/* next keepalive or grant */
+	int64_t watch_rev;		/* revision the watch stream has reached */
+	bool watch_ready;		/* the stream is created */
+	struct backoff watch_backoff;	/* pauses before starting it again */
+	struct event *ev_watch;		/* starts it again */
+	bool rewake;			/* wake every waiting key once it is */
+	struct et_op_list ops;		/* operations with a request out */
+	struct et_op_list waiting;	/* acquires waiting for the lease and watch */
+	struct later *done;		/* answers to give from the loop */
+	struct et_op_list deferred;	/* deletes to send again */
+	struct event *ev_deferred;	/* sends r->deferred */
+	uint64_t nrenewals;		/* keepalives etcd answered with a TTL */
+	uint64_t nlost;			/* daemon leases lost */
+	uint64_t nwakeups;		/* waiting keys woken by a delete */
+	uint64_t nups;			/* times etcd came back */
+	uint64_t nlocal;		/* handoffs done without a Txn */
+	struct et_recipe_hooks recipe;	/* the recipe above */
+	bool destroying;		/* et_destroy runs */
+};
+
+/* The len bytes at p as a protobuf bytes field (not copied). */
+static inline ProtobufCBinaryData
+et_bin(const void *p, size_t len)
+{
+	return (ProtobufCBinaryData){ .len = len, .data = (uint8_t *)(uintptr_t)p };
+}
+
+/* The etcd range of lock key name (len bytes), "<prefix><escaped>/"; the
+ * caller frees it. */
+char *et_key_path(const struct et *r, const char *name, size_t len, size_t *pathlen);
+/* The lock key whose range is path, or NULL. */
+struct et_key *et_key_find_path(struct et *r, const char *path, size_t pathlen);
+/* The lock key name's record, made if need be; a reference for the caller. */
+struct et_key *et_key_get(struct et *r, const char *name, size_t len);
+/* Drop a reference to k; k is freed once nothing refers to it. */
+void et_key_put(struct et *r, struct et_key *k);
+/* The entry of k that stands for token, or NULL. */
+struct et_entry *et_entry_find(struct et_key *k, const char *token);
+/* A new entry of k (a reference is taken) for token, not in etcd yet. */
+struct et_entry *et_entry_new(struct et_key *k, const char *token);
+/* Forget e (its etcd key is deleted, or will be, by the caller). */
+void et_entry_free(struct et *r, struct et_entry *e);
+/* A new operation on lock key key (a reference is taken). */
+struct et_op *et_op_new(struct et *r, enum et_kind kind, const char *key, size_t keylen,
+    be_cb *cb, void *arg);
+/* Answer op (on no list) with st from the loop; op is freed after. */
+void et_op_answer(struct et_op *op, enum be_status st, uint64_t fence, uint64_t valid_ms,
+    const char *why);
+/* Send op's request req of method m on its key's lane; its answer goes to cb. */
+void et_op_call(struct et_op *op, enum etcd_method m, const ProtobufCMessage *req,
+    etcd_cb *cb);
+/* An answer to op's request arrived: it is not in flight any more. */
+void et_op_landed(struct et_op *op);
+/* Wake the lock table's queue of k from the loop. */
+void et_wake_later(struct et *r, struct et_key *k);
+/* Whether the daemon's lease can be relied on at now. */
+bool et_lease_ok(const struct et *r, uint64_t now);
+/* Whether acquires can be sent: etcd answers, the lease is valid and the
+ * watch stream is created (so that no delete after the answer is missed). */
+bool et_ready(const struct et *r);
+
+#endif
