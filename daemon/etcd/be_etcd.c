@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/queue.h>
 
 #include <event2/buffer.h>
@@ -338,14 +337,22 @@ et_check(struct conf *c, const void *settings, int deep)
  * escapes. The URL gives the endpoints, the credentials (none when it has
  * none) and whether TLS is on. 1 if url is not an etcd URL; else 0, or -1
  * with *why a sentence that never holds the password. */
+static const struct backend_url et_urls[] = {
+	{ "etcd://", "[user[:password]@]host[:port][,host[:port]...]", "port 2379" },
+	{ "etcds://", "[user[:password]@]host[:port][,host[:port]...]", "the same with TLS" },
+	{ NULL, NULL, NULL },
+};
+
 static int
 et_parse_url(const char *url, backend_url_set *set, void *arg, const char **why)
 {
-	bool tls = strncasecmp(url, "etcds://", 8) == 0;
-	const char *info = url + (tls ? strlen("etcds://") : strlen("etcd://")), *s;
+	int row = backend_url_row(et_urls, url);
+	bool tls = row == 1;
+	const char *info, *s;
 	char *user = NULL, *pw = NULL;
-	if (!tls && strncasecmp(url, "etcd://", 7) != 0)
+	if (row < 0)
 		return 1;
+	info = url + strlen(et_urls[row].scheme);
 	*why = NULL;
 	if (conf_url_userinfo(info, &user, &pw, &s, why) < 0) {
 		/* a bad password after an empty user name: the name is told */
@@ -377,6 +384,7 @@ const struct backend_ops be_etcd_ops = {
 	.name = "etcd",
 	.url_form = "etcd[s]://host:port[,host:port...]",
 	.parse_url = et_parse_url,
+	.urls = et_urls,
 	.local_leases = 0,
 	.settings = et_settings_table,
 	.nsettings = sizeof(et_settings_table) / sizeof(et_settings_table[0]),
