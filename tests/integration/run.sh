@@ -4,7 +4,8 @@
 #   BUILD=build sh tests/integration/run.sh [-k PATTERN]...
 #
 # 1. the Python suite (tests/integration/test_*.py, Debian's /usr/bin/python3
-#    with python3-redis), which starts its own dlockd processes (and, for the
+#    with python3-redis, the tests' library tests/dlocktest on PYTHONPATH),
+#    which starts its own dlockd processes (and, for the
 #    redis and etcd backends, its own redis-server and etcd processes on free
 #    loopback ports),
 #    and drives them with redis-py, raw sockets, redis-cli and the dlock CLI;
@@ -35,6 +36,9 @@ case "$BUILD" in
 *) BUILD=$(pwd)/$BUILD ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
+# the tests' Python library, tests/dlocktest
+PYTHONPATH=$(dirname "$HERE")${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH
 unset DLOCK_ADDR DLOCK_PASSWORD DLOCK_TEST_ADDR DLOCK_TEST_PASSWORD
 
 patterns=""

@@ -4,7 +4,7 @@ fields proto/PROTOCOL.md lists, with each backend."""
 import os
 import re
 
-from harness import DaemonTestCase
+from dlocktest.cases import DaemonTestCase
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

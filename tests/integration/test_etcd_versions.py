@@ -18,9 +18,12 @@ import subprocess
 import time
 import unittest
 
-import harness
-from harness import (NULL, SLOWDOWN, EtcdTestCase, Raw, exclusion_across, read_within,
-                     shared_certs, unique_key)
+from dlocktest import env
+from dlocktest.cases import EtcdTestCase
+from dlocktest.certs import shared_certs
+from dlocktest.env import SLOWDOWN, unique_key
+from dlocktest.resp import NULL, Raw, read_within
+from dlocktest.sessions import exclusion_across
 
 WAKE_BOUND = 1.0 * SLOWDOWN  # s from a release on one daemon to the grant on another
 
@@ -31,7 +34,7 @@ def etcd35_bin():
     path = os.environ.get("ETCD35_BIN")
     if path:
         return path
-    build = os.path.dirname(os.path.abspath(harness.DLOCKD))
+    build = os.path.dirname(os.path.abspath(env.DLOCKD))
     path = os.path.join(build, "compat", "etcd", "root", "usr", "bin", "etcd")
     return path if os.access(path, os.X_OK) else None
 
@@ -56,7 +59,7 @@ class Smoke:
 
     @classmethod
     def binary(cls):
-        return harness.ETCD
+        return env.ETCD
 
     def setUp(self):
         super().setUp()
