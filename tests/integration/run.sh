@@ -36,6 +36,7 @@ case "$BUILD" in
 *) BUILD=$(pwd)/$BUILD ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../counts.sh"
 # the tests' Python library, tests/dlocktest
 PYTHONPATH=$(dirname "$HERE")${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONPATH
@@ -197,14 +198,10 @@ sys.exit(1)' "$port" "${DLOCKD_WRAPPER:-}" && alive $dpid; then
 		rc=$?
 		forget $cpid
 		cat "$tmp/check.out"
-		line=$(grep -E '^[0-9]+%: Checks: [0-9]+' "$tmp/check.out" | tail -n 1)
-		if [ -n "$line" ]; then
-			n=$(echo "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
-			f=$(echo "$line" | sed -E 's/.*Failures: ([0-9]+).*/\1/')
-			e=$(echo "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
-			passed=$((passed + n - f - e))
-			failed=$((failed + f + e))
-			[ $rc -ne 0 ] && [ $((f + e)) -eq 0 ] && \
+		if check_counts "$(cat "$tmp/check.out")"; then
+			passed=$((passed + counts_passed))
+			failed=$((failed + counts_failed))
+			[ $rc -ne 0 ] && [ "$counts_failed" -eq 0 ] && \
 			    fail "check_client exited with status $rc"
 		else
 			fail "check_client printed no result (status $rc)"
