@@ -19,6 +19,7 @@ from .etcd_server import EtcdServer
 from .proc import free_port, in_thread, wait_until
 from .redis_server import RedisServer
 from .resp import NULL, TOKEN_RE, Err, Raw, pairs, parse_info, read_within
+from .sessions import exclusion_across
 
 
 def report(text):
@@ -522,6 +523,23 @@ class RedisTestCase(unittest.TestCase):
             holder.close()
             w.close()
         return took
+
+    def assertExclusive(self, daemons, key, rounds, timeout, msg=None):
+        """Sessions on daemons (one per entry) take turns on key, rounds
+        times each, within timeout s (exclusion_across): never two at once,
+        every LOCK and UNLOCK answered as it should. Returns the fences in
+        the order of the critical sections."""
+        errors, fences = exclusion_across(daemons, key, rounds, timeout)
+        self.assertEqual(errors, [], msg)
+        self.assertEqual(len(fences), rounds * len(daemons), msg)
+        return fences
+
+    def assertClockFences(self, fences):
+        """fences strictly increase, from Redis's clock (a new key's first
+        fence is the time in microseconds)."""
+        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
+                        "fences not increasing in grant order: %s" % fences)
+        self.assertGreater(fences[0], 10 ** 15, "the first fence of a new key: Redis's clock")
 
     def assertWakesWithin(self, took, bound, what=""):
         """took (the seconds from each release on a daemon A to the grant

@@ -26,7 +26,6 @@ from dlocktest.env import SLOWDOWN, new_dir, unique_key
 from dlocktest.etcd_server import EtcdServer
 from dlocktest.proc import free_port, wait_until
 from dlocktest.resp import NULL, Err, Raw, read_within
-from dlocktest.sessions import exclusion_across
 
 FAST = {"request_timeout_ms": 500}  # backend keys of daemons that must notice quickly
 WAKE_BOUND = 1.0 * SLOWDOWN  # s from a release on one daemon to the grant on another
@@ -131,9 +130,7 @@ class TestEtcdTLS(EtcdTLSCase):
         self.assertGreater(g2[1], g[1])
         self.assertEqual(cb.cmd("UNLOCK", key), 0)
         # sessions on both lock one key many times: never two at once
-        errors, fences = exclusion_across([a, b, a, b], unique_key("tls"), 10, 60)
-        self.assertEqual(errors, [])
-        self.assertEqual(len(fences), 40)
+        fences = self.assertExclusive([a, b, a, b], unique_key("tls"), 10, 60)
         self.assertEqual(fences, sorted(fences), "fences not increasing")
         for d in (a, b):
             self.assertEqual(down_lines(d, e.endpoint()), [], d.log())

@@ -22,7 +22,7 @@ from dlocktest.env import SLOWDOWN, unique_key
 from dlocktest.proc import in_thread, results, sleep_until, wait_until
 from dlocktest.redis_server import RedisMonitor, RedisServer, commandstats, count_commands
 from dlocktest.resp import NULL, Err, Push, Raw, read_within
-from dlocktest.sessions import exclusion_across, grant_through_outage, read_pushes
+from dlocktest.sessions import grant_through_outage, read_pushes
 
 TTL = 2000  # ms: the short lease of the tests that wait for leases to run out
 # backend keys of the daemons that must notice an unreachable Redis quickly
@@ -84,13 +84,8 @@ class TestRedisTwoDaemons(RedisCase):
         self.assertTrue(self.redis.running(), "the redis-server died:\n%s" % self.redis.log())
 
     def test_mutual_exclusion_across_daemons(self):
-        key = unique_key()
-        errors, fences = exclusion_across((self.a, self.b, self.a, self.b), key, 25, 60)
-        self.assertEqual(errors, [])
-        self.assertEqual(len(fences), 100)
-        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
-                        "fences not increasing in grant order: %s" % fences)
-        self.assertGreater(fences[0], 10 ** 15, "the first fence of a new key: Redis's clock")
+        fences = self.assertExclusive((self.a, self.b, self.a, self.b), unique_key(), 25, 60)
+        self.assertClockFences(fences)
 
     def test_fifo_within_each_daemon(self):
         key = unique_key()

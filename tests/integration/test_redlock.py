@@ -33,7 +33,7 @@ from dlocktest.env import SLOWDOWN, unique_key
 from dlocktest.proc import in_thread, sleep_until, wait_until
 from dlocktest.redis_server import commandstats
 from dlocktest.resp import NULL, Err, Push, Raw, read_within
-from dlocktest.sessions import exclusion_across, grant_through_outage
+from dlocktest.sessions import grant_through_outage
 
 # backend keys of daemons that must notice a dead node quickly: TTLs from 900 ms
 FAST = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
@@ -151,13 +151,8 @@ class TestRedlockTwoDaemons(RedlockCase):
         return [script_calls(self.redis_conn(n)) for n in self.nodes]
 
     def test_mutual_exclusion_across_daemons(self):
-        key = unique_key()
-        errors, fences = exclusion_across((self.a, self.b, self.a, self.b), key, 15, 90)
-        self.assertEqual(errors, [])
-        self.assertEqual(len(fences), 60)
-        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
-                        "fences not increasing in grant order: %s" % fences)
-        self.assertGreater(fences[0], 10 ** 15, "the first fence of a new key: Redis's clock")
+        fences = self.assertExclusive((self.a, self.b, self.a, self.b), unique_key(), 15, 90)
+        self.assertClockFences(fences)
 
     def test_lease_on_every_node(self):
         key = unique_key()
