@@ -271,10 +271,11 @@ check-compat: deps-compat
 	BUILD=$(BUILD) sh tests/compat/etcd35.sh || s=1; exit $$s
 
 # The benchmark suite: its own servers and daemons on loopback, a few minutes.
-# BENCH_ARGS passes options to bench/run.py (e.g. BENCH_ARGS="--only memory").
+# BENCH_ARGS passes options to bench/run.py (e.g. BENCH_ARGS="--only memory");
+# it finds the tests' Python library (tests/dlocktest) through PYTHONPATH.
 bench: deps-bench
 	$(MAKE) all $(BENCH_BIN)
-	BUILD=$(BUILD) /usr/bin/python3 bench/run.py $(BENCH_ARGS)
+	BUILD=$(BUILD) PYTHONPATH=$(CURDIR)/tests /usr/bin/python3 bench/run.py $(BENCH_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \

@@ -3,8 +3,8 @@
 
 usage: run.py [--window MS] [--warmup MS] [--only REGEX] [--out DIR] [--list]
 
-Starts its own redis-server and etcd on free loopback ports (the integration
-harness's RedisServer and EtcdServer, in a temporary directory), a fresh
+Starts its own redis-server and etcd on free loopback ports (RedisServer and
+EtcdServer of the tests' library, tests/dlocktest, in a temporary directory), a fresh
 dlockd for each run (two for multi-daemon), and runs build/dlock-bench
 against them: every backend (memory, redis, etcd) on every workload, the
 redis backend set up otherwise (redis-cache: a lease cache; redis-tls: over
@@ -51,9 +51,20 @@ if not os.path.isabs(BUILD):
     BUILD = os.path.join(ROOT, BUILD)
 BENCH = os.path.join(BUILD, "dlock-bench")
 os.environ.setdefault("DLOCKD_BIN", os.path.join(BUILD, "dlockd"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
-import harness  # noqa: E402  (after the path is set)
+# the tests' library (tests/ on PYTHONPATH, as the Makefile's bench target
+# sets it), after DLOCKD_BIN is set
+from dlocktest.certs import make_certs  # noqa: E402
+from dlocktest.cluster import RedisCluster  # noqa: E402
+from dlocktest.conf import yaml_value  # noqa: E402
+from dlocktest.daemon import Daemon  # noqa: E402
+from dlocktest.env import DLOCKD, ETCD, REDIS_SERVER, new_dir  # noqa: E402
+from dlocktest.etcd_server import EtcdServer  # noqa: E402
+from dlocktest.proc import (install_signal_handlers, raise_nofile, run_bytes,  # noqa: E402
+                            vm_rss_kib, wait_until)
+from dlocktest.redis_server import RedisServer, commandstats  # noqa: E402
+from dlocktest.resp import parse_info  # noqa: E402
+from dlocktest.sessions import close_hard, open_sessions  # noqa: E402
 
 UNCONTENDED_C = (1, 16, 50, 64)
 DIRECT_ETCD_C = (16, 50)         # the etcd goals' connections: direct-etcd runs there
@@ -266,7 +277,7 @@ def redis_info_cpu_us(conn):
     text = conn.cmd("INFO", "cpu")
     if isinstance(text, bytes):
         text = text.decode()
-    info = harness.parse_info(text)
+    info = parse_info(text)
     return round((float(info["used_cpu_sys"]) + float(info["used_cpu_user"])) * 1e6)
 
 
@@ -277,7 +288,7 @@ def int_field(info, name):
         return 0
 
 
-class BenchRedis(harness.RedisServer):
+class BenchRedis(RedisServer):
     """A RedisServer with more redis-server arguments (extra, a list)."""
 
     def __init__(self, extra=(), **kw):
@@ -294,7 +305,7 @@ class RedlockNodes:
     nodes uses the first n."""
 
     def __init__(self, count=REDLOCK_NODES):
-        self.servers = [harness.RedisServer() for _ in range(count)]
+        self.servers = [RedisServer() for _ in range(count)]
         self.conns = []
 
     def start(self):
@@ -327,14 +338,14 @@ class RedlockNodes:
 
 
 class ClusterStore:
-    """The redis-cluster store: a harness.RedisCluster of CLUSTER_MASTERS
+    """The redis-cluster store: a RedisCluster of CLUSTER_MASTERS
     masters with CLUSTER_REPLICAS replicas each, and a raw connection to
     each master. Masters are numbered in slot order (master 0 owns slot 0),
     as the daemon's INFO numbers them (backend_master<i>_...); replica j of
     master i is "replica<k>" with k = i * CLUSTER_REPLICAS + j."""
 
     def __init__(self):
-        self.cluster = harness.RedisCluster(masters=CLUSTER_MASTERS, replicas=CLUSTER_REPLICAS,
+        self.cluster = RedisCluster(masters=CLUSTER_MASTERS, replicas=CLUSTER_REPLICAS,
                                             node_timeout_ms=CLUSTER_NODE_TIMEOUT_MS)
         self.masters = []   # ClusterNodes, in slot order
         self.replicas = []  # ClusterNodes, by master
@@ -436,7 +447,7 @@ class Servers:
                             # ClusterStore
         self.conns = {}     # name of a redis-server -> a raw connection to it
         self.replica = None     # the replica of redis-repl's primary
-        self.certs = None       # redis-tls's certificates (harness.Certs)
+        self.certs = None       # redis-tls's certificates (dlocktest.certs.Certs)
         self.failed = {}    # name -> why
 
     def get(self, name):
@@ -455,7 +466,7 @@ class Servers:
 
     def _start(self, name):
         if name == "etcd":
-            self.procs[name] = harness.EtcdServer().start()
+            self.procs[name] = EtcdServer().start()
             return
         if name == "redlock":
             self.procs[name] = RedlockNodes().start()
@@ -464,10 +475,10 @@ class Servers:
             self.procs[name] = ClusterStore().start()
             return
         if name == "redis":
-            server = harness.RedisServer()
+            server = RedisServer()
         elif name == "redis-tls":
-            self.certs = harness.make_certs()
-            server = harness.RedisServer(tls=self.certs)
+            self.certs = make_certs()
+            server = RedisServer(tls=self.certs)
         elif name == "redis-repl":
             # no wait before a full synchronisation (5 s by default)
             server = BenchRedis(extra=["--repl-diskless-sync-delay", "0"])
@@ -489,8 +500,8 @@ class Servers:
                 text = rconn.cmd("INFO", "replication")
                 if isinstance(text, bytes):
                     text = text.decode()
-                return harness.parse_info(text).get("master_link_status") == "up"
-            harness.wait_until(in_sync, REPLICA_TIMEOUT, 0.05,
+                return parse_info(text).get("master_link_status") == "up"
+            wait_until(in_sync, REPLICA_TIMEOUT, 0.05,
                                "the replica's master_link_status:up")
         finally:
             rconn.close()
@@ -529,15 +540,15 @@ def sample(run, servers, daemons):
     s = {"daemons": [d.info() for d in daemons]}
     if run.redis():
         conn = servers.conns[run.store]
-        s["redis_calls"] = harness.commandstats(conn)
+        s["redis_calls"] = commandstats(conn)
         s["redis_cpu_us"] = redis_info_cpu_us(conn)
     if run.redlock():
         conns = servers.procs["redlock"].conns[:run.nodes]
-        s["node_calls"] = [harness.commandstats(c) for c in conns]
+        s["node_calls"] = [commandstats(c) for c in conns]
         s["node_cpu_us"] = [redis_info_cpu_us(c) for c in conns]
     if run.cluster():
         store = servers.procs["redis-cluster"]
-        s["master_calls"] = [harness.commandstats(c) for c in store.conns]
+        s["master_calls"] = [commandstats(c) for c in store.conns]
         s["master_cpu_us"] = [redis_info_cpu_us(c) for c in store.conns]
         s["master_roles"] = store.roles()
     if run.store == "etcd":
@@ -559,7 +570,7 @@ def settle(daemons):
                 return False
         return True
     try:
-        harness.wait_until(quiet, SETTLE_TIMEOUT, 0.01, "the daemons to settle")
+        wait_until(quiet, SETTLE_TIMEOUT, 0.01, "the daemons to settle")
     except AssertionError as e:
         return str(e)
     return None
@@ -573,7 +584,7 @@ def yaml_map(d, indent):
         if isinstance(v, dict):
             out += "\n" + yaml_map(v, indent + 2)
         else:
-            out += " " + harness.yaml_value(v) + "\n"
+            out += " " + yaml_value(v) + "\n"
     return out
 
 
@@ -600,7 +611,7 @@ def start_daemons(run, servers):
     for _ in range(run.daemons):
         if run.redlock():
             # the -b URL names every node; the settings go to the file
-            d = harness.Daemon(daemon_config(run, store_settings(run, servers)),
+            d = Daemon(daemon_config(run, store_settings(run, servers)),
                                backend="redis",
                                backend_url=servers.procs["redlock"].url(run.nodes),
                                unix=False)
@@ -609,18 +620,18 @@ def start_daemons(run, servers):
             continue
         if run.cluster():
             # -b redis-cluster://seeds (the masters at the cluster's start)
-            d = harness.Daemon(daemon_config(run, store_settings(run, servers)),
+            d = Daemon(daemon_config(run, store_settings(run, servers)),
                                backend="redis-cluster",
                                redis=servers.procs["redis-cluster"].cluster, unix=False)
             ds.append(d)
             d.start()
             # connected comes first; then an SSUBSCRIBE per slot, which are
             # not the run's commands
-            harness.wait_until(lambda: d.info().get("backend_subscribed", "1") == "1",
+            wait_until(lambda: d.info().get("backend_subscribed", "1") == "1",
                                SUBSCRIBE_TIMEOUT, 0.01, "dlockd's INFO to show "
                                "backend_subscribed:1")
             continue
-        d = harness.Daemon(daemon_config(run, store_settings(run, servers)),
+        d = Daemon(daemon_config(run, store_settings(run, servers)),
                            backend=run.backend,
                            redis=servers.procs.get(run.store) if run.redis() else None,
                            etcd=servers.procs.get("etcd"), unix=False)
@@ -655,19 +666,13 @@ def tool_argv(run, index, window, warmup, daemons, servers):
 
 
 def run_tool(argv, limit):
-    p = harness.spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                      stderr=subprocess.PIPE)
     try:
-        out, err = p.communicate(timeout=limit)
+        rc, out, err = run_bytes(argv, limit)
     except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        harness.forget(p)
         raise AssertionError("dlock-bench did not finish within %.0f s" % limit)
-    harness.forget(p)
-    if p.returncode != 0:
+    if rc != 0:
         raise AssertionError("dlock-bench exited with %d: %s"
-                             % (p.returncode, err.decode(errors="replace").strip()))
+                             % (rc, err.decode(errors="replace").strip()))
     return json.loads(out.decode(errors="replace"))
 
 
@@ -703,7 +708,7 @@ def derive(run, tool, before, after):
          "starved_clients": tool["starved_clients"], "waiting_at_end": tool["waiting_at_end"],
          "longest_waiting_us": tool["longest_waiting_us"]}
     # the CPU the rest of the machine used meanwhile: what this run did not
-    # do itself (other users' work, the harness), in % of one core
+    # do itself (other users' work, this runner), in % of one core
     busy = tool.get("machine_busy_us")
     if busy is not None and window > 0 and None not in cpu.values():
         own = tool["tool_cpu_us"] + sum(cpu.values())
@@ -888,14 +893,14 @@ def measure_idle(run, index, args, servers, daemon, rec):
     are opened to the daemon, held while dlock-bench runs as before, then
     closed. rec gets the daemon's VmRSS before and with them."""
     rec["idle_sessions"] = IDLE
-    rec["rss_before_idle_kib"] = harness.vm_rss_kib(daemon.pid)
-    idle = harness.open_sessions(daemon.port, IDLE)
+    rec["rss_before_idle_kib"] = vm_rss_kib(daemon.pid)
+    idle = open_sessions(daemon.port, IDLE)
     try:
-        rec["rss_with_idle_kib"] = harness.vm_rss_kib(daemon.pid)
+        rec["rss_with_idle_kib"] = vm_rss_kib(daemon.pid)
         rec["rss_per_idle_kib"] = (rec["rss_with_idle_kib"] - rec["rss_before_idle_kib"]) / IDLE
         measure(run, index, args, servers, [daemon], rec)
     finally:
-        harness.close_hard(idle)
+        close_hard(idle)
 
 
 def execute(run, index, args, servers, refused=None):
@@ -945,7 +950,7 @@ def check_settings(systems):
     refuses: verdict "left out" when all it says matches the system's
     "unknown" pattern (its pending key or backend is unknown), else "error".    key is unknown, else "error"."""
     out = {}
-    d = harness.new_dir("conf-check")
+    d = new_dir("conf-check")
     for system in systems:
         v = VARIANTS[system]
         conf = os.path.join(d, system + ".yaml")
@@ -959,7 +964,7 @@ def check_settings(systems):
         else:
             url = "%s://127.0.0.1:6379" % ("rediss" if v["store"] == "redis-tls" else "redis")
         try:
-            p = subprocess.run([harness.DLOCKD, "-t", "-c", conf, "-b", url],
+            p = subprocess.run([DLOCKD, "-t", "-c", conf, "-b", url],
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -1884,7 +1889,7 @@ def main(argv):
         for r in runs:
             print(r.id)
         return 0
-    for path in (BENCH, harness.DLOCKD):
+    for path in (BENCH, DLOCKD):
         if not os.access(path, os.X_OK):
             print("bench: %s is missing (make %s)" % (path, os.path.relpath(path, ROOT)),
                   file=sys.stderr)
@@ -1908,9 +1913,9 @@ def main(argv):
         print("bench: no run left", file=sys.stderr)
         return 1
 
-    harness.install_signal_handlers()
+    install_signal_handlers()
     if any(r.workload == "idle10k" for r in runs):
-        harness.raise_nofile(IDLE + 1000)
+        raise_nofile(IDLE + 1000)
     today = datetime.date.today().isoformat()
     outdir = args.out or os.path.join(HERE, "results", today)
     os.makedirs(outdir, exist_ok=True)
@@ -1918,8 +1923,8 @@ def main(argv):
             "bench/run.py " + " ".join(argv),
             "window_ms": args.window, "warmup_ms": args.warmup,
             "cpu": machine(), "cores": os.cpu_count(), "kernel": platform.release(),
-            "redis_version": version([harness.REDIS_SERVER, "--version"], r"v=(\S+)"),
-            "etcd_version": version([harness.ETCD, "--version"], r"etcd Version: (\S+)"),
+            "redis_version": version([REDIS_SERVER, "--version"], r"v=(\S+)"),
+            "etcd_version": version([ETCD, "--version"], r"etcd Version: (\S+)"),
             "loadavg_before": loadavg()}
     try:
         meta["commit"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],

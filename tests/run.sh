@@ -9,6 +9,7 @@
 # with SAN=1, and check-valgrind does not.
 set -u
 BUILD=${BUILD:-build}
+. "$(dirname "$0")/counts.sh"
 passed=0
 failed=0
 status=0
@@ -19,6 +20,23 @@ if [ "${VALGRIND:-0}" = 1 ]; then
     export CK_FORK=no
     export DLOCKD_WRAPPER="$wrap"
 fi
+
+# add STATUS COUNT ARGS...: print the output of a test program ($out),
+# which exited with STATUS, and add the counts COUNT ARGS reads off it
+# (tests/counts.sh); one that failed without a count is one failure
+add() {
+    rc=$1
+    shift
+    printf '%s\n' "$out"
+    "$@"
+    found=$?
+    passed=$((passed + counts_passed))
+    failed=$((failed + counts_failed))
+    if [ "$rc" -ne 0 ]; then
+        status=1
+        [ $found -ne 0 ] && failed=$((failed + 1))
+    fi
+}
 
 # replay BIN: run a fuzz harness (BIN is replay-NAME) on every input of
 # tests/fuzz/corpus/NAME and tests/fuzz/regress/NAME; each input counts as
@@ -48,61 +66,22 @@ for t in "$@"; do
     esac
     echo "== $t"
     out=$($wrap "$t" 2>&1)
-    rc=$?
-    printf '%s\n' "$out"
-    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: [0-9]+' | tail -n 1)
-    if [ -n "$line" ]; then
-        n=$(echo "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
-        f=$(echo "$line" | sed -E 's/.*Failures: ([0-9]+).*/\1/')
-        e=$(echo "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
-        passed=$((passed + n - f - e))
-        failed=$((failed + f + e))
-    fi
-    if [ $rc -ne 0 ]; then
-        status=1
-        [ -z "$line" ] && failed=$((failed + 1))
-    fi
+    add $? check_counts "$out"
 done
 
-if [ "${UNIT_ONLY:-0}" != 1 ]; then
-    echo "== integration"
-    out=$(BUILD="$BUILD" sh tests/integration/run.sh 2>&1)
-    rc=$?
-    printf '%s\n' "$out"
-    line=$(printf '%s\n' "$out" | grep -E '^integration: [0-9]+ passed, [0-9]+ failed' | tail -n 1)
-    if [ -n "$line" ]; then
-        p=$(echo "$line" | sed -E 's/^integration: ([0-9]+) passed.*/\1/')
-        f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
-        passed=$((passed + p))
-        failed=$((failed + f))
-    fi
-    if [ $rc -ne 0 ]; then
-        status=1
-        [ -z "$line" ] && failed=$((failed + 1))
-    fi
-fi
-
-# script NAME: run tests/NAME.sh, which ends with "NAME: N passed, M failed"
+# script NAME FILE: run the shell script FILE, which ends with "NAME: N
+# passed, M failed"
 script() {
-    echo "== tests/$1.sh"
-    out=$(sh "tests/$1.sh" 2>&1)
-    rc=$?
-    printf '%s\n' "$out"
-    line=$(printf '%s\n' "$out" | grep -E "^$1: [0-9]+ passed, [0-9]+ failed" | tail -n 1)
-    if [ -n "$line" ]; then
-        passed=$((passed + $(echo "$line" | sed -E 's/^[^:]*: ([0-9]+) passed.*/\1/')))
-        failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
-    fi
-    if [ $rc -ne 0 ]; then
-        status=1
-        [ -z "$line" ] && failed=$((failed + 1))
-    fi
+    echo "== $2"
+    out=$(BUILD="$BUILD" sh "$2" 2>&1)
+    add $? summary_counts "$1" "$out"
 }
 
 if [ "${UNIT_ONLY:-0}" != 1 ]; then
+    script integration tests/integration/run.sh
     if [ "${PACKAGING:-0}" = 1 ]; then
-        script install
-        script packages
+        script install tests/install.sh
+        script packages tests/packages.sh
     else
         echo "== tests/install.sh, tests/packages.sh: SKIPPED (run by make check in the normal build only, not with SAN=1 or under valgrind)"
     fi

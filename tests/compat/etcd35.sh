@@ -25,11 +25,7 @@
 set -u
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-TOP=$(cd "$HERE/../.." && pwd)
-cd "$TOP" || exit 1
-BUILD=${BUILD:-build}
-mkdir -p "$BUILD" || exit 1
-BUILD=$(cd "$BUILD" && pwd)
+. "$HERE/common.sh"
 
 if ! out=$(sh "$HERE/etcd35-setup.sh" "$BUILD/compat/etcd"); then
 	[ -n "$out" ] && echo "$out"
@@ -49,24 +45,13 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlockd-compat-etcd.XXXXXX") || {
 	echo "compat: cannot create a temporary directory"
 	exit 1
 }
-child=""			# the integration run.sh running, if any
 
 cleanup() {
 	trap - EXIT INT TERM
 	rm -rf "$tmp"
 }
-
-# a signal: the integration run.sh stops the servers and daemons it started
-stopped() {
-	if [ -n "$child" ]; then
-		kill -TERM "$child" 2>/dev/null
-		wait "$child"
-	fi
-	exit "$1"
-}
 trap cleanup EXIT
-trap 'stopped 130' INT
-trap 'stopped 143' TERM
+on_signals
 
 patterns=""
 for p in ${COMPAT_ETCD_TESTS:-test_etcd TestLocksEtcd}; do
@@ -74,23 +59,10 @@ for p in ${COMPAT_ETCD_TESTS:-test_etcd TestLocksEtcd}; do
 done
 echo "== compat: etcd ${version:-(no version)} (Debian trixie, gRPC gateway off)"
 start=$(date +%s)
-# in the background, so that a signal is handled at once (see stopped)
 # shellcheck disable=SC2086  # $patterns is a list of words
-ETCD_BIN=$etcd ETCD35_BIN=$etcd ETCD_GATEWAY=0 BUILD=$BUILD \
-    sh "$TOP/tests/integration/run.sh" $patterns </dev/null > "$tmp/out" 2>&1 &
-child=$!
-tail -n +1 -f --pid=$child "$tmp/out" &
-follow=$!
-wait $child
-child=""
-wait $follow
-line=$(grep '^integration: [0-9]* passed, [0-9]* failed$' "$tmp/out" | tail -n 1)
-result=${line#integration: }
+follow "$tmp/out" env ETCD_BIN="$etcd" ETCD35_BIN="$etcd" ETCD_GATEWAY=0 BUILD="$BUILD" \
+    sh "$TOP/tests/integration/run.sh" $patterns
 status=0
-case "$result" in
-*" 0 failed") ;;
-"") result="no result"; status=1 ;;
-*) status=1 ;;
-esac
+read_result "$tmp/out" || status=1
 echo "compat: etcd ${version:-(no version)} (gRPC gateway off): $result ($(($(date +%s) - start)) s)"
 exit $status

@@ -36,11 +36,7 @@
 set -u
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-TOP=$(cd "$HERE/../.." && pwd)
-cd "$TOP" || exit 1
-BUILD=${BUILD:-build}
-mkdir -p "$BUILD" || exit 1
-BUILD=$(cd "$BUILD" && pwd)
+. "$HERE/common.sh"
 SUITE=trixie
 root=$BUILD/compat/$SUITE
 
@@ -66,8 +62,6 @@ tmp=$(mktemp -d "$base/dlockd-compat.XXXXXX") || {
 }
 echo $$ > "$tmp/pid"
 
-child=""			# the integration run.sh running, if any
-
 cleanup() {
 	trap - EXIT INT TERM
 	umount "$root$tmp" 2>/dev/null || umount -l "$root$tmp" 2>/dev/null
@@ -75,19 +69,10 @@ cleanup() {
 	rmdir "$root$tmp" 2>/dev/null
 	rm -rf "$tmp"
 }
-
-# a signal: the integration run.sh stops the servers and daemons it started
-# (by their pids) before the mounts go
-stopped() {
-	if [ -n "$child" ]; then
-		kill -TERM "$child" 2>/dev/null
-		wait "$child"
-	fi
-	exit "$1"
-}
+# on a signal, common.sh's stopped() lets the integration run.sh stop the
+# servers and daemons it started (by their pids) before the mounts go
 trap cleanup EXIT
-trap 'stopped 130' INT
-trap 'stopped 143' TERM
+on_signals
 
 if ! { mkdir -p "$root$tmp" && mount --bind "$tmp" "$root$tmp" &&
     mount -t proc proc "$root/proc"; }; then
@@ -106,24 +91,11 @@ for s in ${COMPAT_SERVERS:-redis-server valkey-server}; do
 	echo "== compat: $s ${version:-(no version)} (Debian $SUITE)"
 	start=$(date +%s)
 	mkdir -p "$tmp/$s"
-	# in the background, so that a signal is handled at once (see stopped)
 	# shellcheck disable=SC2086  # $patterns is a list of words
-	TMPDIR=$tmp/$s REDIS_SERVER_BIN=$HERE/chroot-server \
-	    DLOCKD_COMPAT_ROOT=$root DLOCKD_COMPAT_SERVER=$s BUILD=$BUILD \
-	    sh "$TOP/tests/integration/run.sh" $patterns </dev/null > "$tmp/$s.out" 2>&1 &
-	child=$!
-	tail -n +1 -f --pid=$child "$tmp/$s.out" &
-	follow=$!
-	wait $child
-	child=""
-	wait $follow
-	line=$(grep '^integration: [0-9]* passed, [0-9]* failed$' "$tmp/$s.out" | tail -n 1)
-	result=${line#integration: }
-	case "$result" in
-	*" 0 failed") ;;
-	"") result="no result"; status=1 ;;
-	*) status=1 ;;
-	esac
+	follow "$tmp/$s.out" env TMPDIR="$tmp/$s" REDIS_SERVER_BIN="$HERE/chroot-server" \
+	    DLOCKD_COMPAT_ROOT="$root" DLOCKD_COMPAT_SERVER="$s" BUILD="$BUILD" \
+	    sh "$TOP/tests/integration/run.sh" $patterns
+	read_result "$tmp/$s.out" || status=1
 	summary="$summary
 compat: $s ${version:-(no version)}: $result ($(($(date +%s) - start)) s)"
 done

@@ -1,7 +1,7 @@
 """A TCP proxy between a dlockd and its backend (Redis, or etcd's JSON
 gateway) that can black-hole the path.
 
-    proxy.py LISTEN_PORT UPSTREAM_PORT
+    python3 -m faults.proxy LISTEN_PORT UPSTREAM_PORT    (tests/ on PYTHONPATH)
 
 It accepts on 127.0.0.1:LISTEN_PORT and connects each client connection to
 127.0.0.1:UPSTREAM_PORT, any number at once (the etcd client keeps several

@@ -1,8 +1,8 @@
 #!/bin/sh
-# The safety test (tests/faults/safety.py), run from the top of the source
-# tree:
+# The safety test (tests/faults/, python3 -m faults.safety with tests/ on
+# PYTHONPATH), run from the top of the source tree:
 #
-#   BUILD=build sh tests/faults/run.sh [--long | --short] [safety.py options]
+#   BUILD=build sh tests/faults/run.sh [--long | --short] [faults.safety options]
 #
 # Starts its redis-server, redis-sentinel, etcd, dlockd and worker processes on free
 # loopback ports in a temporary directory, and stops every one of them at
@@ -18,6 +18,9 @@ case "$BUILD" in
 *) BUILD=$(pwd)/$BUILD ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
+# the fault test (tests/faults) and the tests' Python library (tests/dlocktest)
+PYTHONPATH=$(dirname "$HERE")${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH
 
 mode=short
 for a in "$@"; do
@@ -70,7 +73,7 @@ out="$BUILD/faults/$mode"
 rm -rf "$out"
 mkdir -p "$tmp/py" "$out"
 DLOCKD_BIN="$BUILD/dlockd" DLOCKD_TEST_TMP="$tmp/py" PYTHONDONTWRITEBYTECODE=1 \
-    "$PYTHON" -B "$HERE/safety.py" --out "$out" "$@" &
+    "$PYTHON" -B -m faults.safety --out "$out" "$@" &
 pid=$!
 wait $pid
 rc=$?

@@ -3,7 +3,7 @@ reads a counter from the fenced resource with its fence, holds the lock for a
 while, writes counter + 1 with its fence and unlocks, over and over, and logs
 every step to a file of its own.
 
-    worker.py CONFIG_JSON
+    python3 -m faults.worker CONFIG_JSON     (tests/ on PYTHONPATH)
 
 CONFIG_JSON is a JSON object (see safety.py, Scenario.worker_config): id,
 kind, daemon, daemon_port, resource_port, key, ttl, wait, log, seed,
@@ -61,11 +61,9 @@ import sys
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from dlocktest import resp
 
-import resource as fres  # noqa: E402  (the fenced resource's scripts)
-import resp  # noqa: E402
+from faults import fenced
 
 NOTICE_RE = re.compile(r"^LOST (\S+) (\d+) (.*)$", re.S)
 STALL_SLACK = 0.05  # a loop iteration later than planned by this much is a stall
@@ -341,7 +339,7 @@ class Worker:
 
     def hold(self, fence, t_grant, plan):
         sent = time.monotonic()
-        r = self.res_call(*fres.read_args(self.key, fence))
+        r = self.res_call(*fenced.read_args(self.key, fence))
         if isinstance(r, resp.Err):
             self.log("read_rejected", fence=fence, err=str(r)[:200], sent=sent)
             return
@@ -366,7 +364,7 @@ class Worker:
         self.writes += 1
         tag = "%s:%d" % (self.id, self.writes)
         self.log("write_sent", fence=fence, value=value + 1, tag=tag)
-        r = self.res_call(*fres.write_args(self.key, fence, value + 1, tag))
+        r = self.res_call(*fenced.write_args(self.key, fence, value + 1, tag))
         if isinstance(r, resp.Err):
             self.log("write_rejected", fence=fence, value=value + 1, tag=tag, err=str(r)[:200])
         else:

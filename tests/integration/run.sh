@@ -4,7 +4,8 @@
 #   BUILD=build sh tests/integration/run.sh [-k PATTERN]...
 #
 # 1. the Python suite (tests/integration/test_*.py, Debian's /usr/bin/python3
-#    with python3-redis), which starts its own dlockd processes (and, for the
+#    with python3-redis, the tests' library tests/dlocktest on PYTHONPATH),
+#    which starts its own dlockd processes (and, for the
 #    redis and etcd backends, its own redis-server and etcd processes on free
 #    loopback ports),
 #    and drives them with redis-py, raw sockets, redis-cli and the dlock CLI;
@@ -35,6 +36,10 @@ case "$BUILD" in
 *) BUILD=$(pwd)/$BUILD ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../counts.sh"
+# the tests' Python library, tests/dlocktest
+PYTHONPATH=$(dirname "$HERE")${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH
 unset DLOCK_ADDR DLOCK_PASSWORD DLOCK_TEST_ADDR DLOCK_TEST_PASSWORD
 
 patterns=""
@@ -193,14 +198,10 @@ sys.exit(1)' "$port" "${DLOCKD_WRAPPER:-}" && alive $dpid; then
 		rc=$?
 		forget $cpid
 		cat "$tmp/check.out"
-		line=$(grep -E '^[0-9]+%: Checks: [0-9]+' "$tmp/check.out" | tail -n 1)
-		if [ -n "$line" ]; then
-			n=$(echo "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
-			f=$(echo "$line" | sed -E 's/.*Failures: ([0-9]+).*/\1/')
-			e=$(echo "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
-			passed=$((passed + n - f - e))
-			failed=$((failed + f + e))
-			[ $rc -ne 0 ] && [ $((f + e)) -eq 0 ] && \
+		if check_counts "$(cat "$tmp/check.out")"; then
+			passed=$((passed + counts_passed))
+			failed=$((failed + counts_failed))
+			[ $rc -ne 0 ] && [ "$counts_failed" -eq 0 ] && \
 			    fail "check_dlock exited with status $rc"
 		else
 			fail "check_dlock printed no result (status $rc)"

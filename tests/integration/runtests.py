@@ -14,10 +14,9 @@ import os
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from dlocktest import env, proc
 
-import harness  # noqa: E402  (after the path is set)
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # Suites left out under a wrapper (valgrind): Redis failovers with deadlines.
@@ -36,7 +35,7 @@ def without_modules(suite, names):
 
 
 def main(argv):
-    harness.install_signal_handlers()
+    proc.install_signal_handlers()
     faulthandler.dump_traceback_later(
         float(os.environ.get("DLOCKD_TEST_LIMIT", "300")), exit=True)
     result_file = None
@@ -52,7 +51,7 @@ def main(argv):
     if patterns:
         loader.testNamePatterns = ["*%s*" % p for p in patterns]
     suite = loader.discover(HERE, pattern="test_*.py", top_level_dir=HERE)
-    if harness.WRAPPER:
+    if env.WRAPPER:
         # failovers timed in seconds: under valgrind the daemons are too slow
         # for them, and the code they run is run under it by test_redis*
         print("not run under DLOCKD_WRAPPER: %s" % ", ".join(sorted(TIMED_ONLY)))

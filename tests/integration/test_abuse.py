@@ -11,8 +11,12 @@ import stat
 import threading
 import time
 
-from harness import (Daemon, DaemonTestCase, Err, Raw, RedisServer, WRAPPER, free_port,
-                     new_dir, run_dlockd, unique_key, wait_until)
+from dlocktest.cases import DaemonTestCase
+from dlocktest.daemon import Daemon, run_dlockd
+from dlocktest.env import WRAPPER, new_dir, unique_key
+from dlocktest.proc import free_port, wait_until
+from dlocktest.redis_server import RedisServer
+from dlocktest.resp import Err, Raw
 
 # how long a closed connection may take to be seen closed: the timeouts
 # below are short, but the daemon may run under valgrind
@@ -255,9 +259,7 @@ class TestUnixSocketGroup(DaemonTestCase):
             st = os.stat(d.sock)
             self.assertEqual(st.st_gid, gid)
             self.assertEqual(stat.S_IMODE(st.st_mode), 0o660)
-            u = d.raw(unix=True)
-            self.assertEqual(u.cmd("PING"), "PONG")
-            u.close()
+            self.assertEqual(d.ping(unix=True), "PONG")
         finally:
             d.stop_ok(self)
 

@@ -10,7 +10,11 @@ up), never a speed: the machine is shared.
 import json
 import subprocess
 
-from harness import (DLOCK_BENCH, Daemon, RedisTestCase, commandstats, forget, spawn)
+from dlocktest.cases import RedisTestCase
+from dlocktest.daemon import Daemon
+from dlocktest.env import DLOCK_BENCH
+from dlocktest.proc import forget, spawn
+from dlocktest.redis_server import commandstats
 
 WINDOW = "300"  # ms of each run's measuring window
 WARMUP = "100"

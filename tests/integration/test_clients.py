@@ -23,8 +23,9 @@ import unittest
 
 import redis
 
-from harness import (DLOCKD, PYTHON, SLOWDOWN, DaemonTestCase, RedisTestCase, free_port,
-                     in_thread, read_line, reap, spawn, unique_key, wait_until)
+from dlocktest.cases import DaemonTestCase, RedisTestCase
+from dlocktest.env import DLOCKD, PYTHON, SLOWDOWN, unique_key
+from dlocktest.proc import free_port, in_thread, read_line, reap, spawn, wait_until
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(TOP, "docs", "clients")

@@ -12,19 +12,15 @@ import unittest
 
 import redis
 
-from harness import (DLOCKD, WRAPPER, Closed, Daemon, DaemonTestCase, Err, Raw, free_port,
-                     new_dir, pairs, parse_info, port_pings, redis_cli, run_dlockd,
-                     unique_key, unix_accepts, wait_until)
+from dlocktest.cases import ConfigTestCase, DaemonTestCase
+from dlocktest.daemon import Daemon, port_pings, run_dlockd
+from dlocktest.env import DLOCKD, WRAPPER, new_dir, unique_key
+from dlocktest.proc import free_port, unix_accepts, wait_until
+from dlocktest.redis_server import redis_cli
+from dlocktest.resp import Closed, Err, Raw, pairs, parse_info
 
 
-class TestCommandLine(unittest.TestCase):
-
-    def write(self, name, text):
-        d = new_dir("conf")
-        path = os.path.join(d, name)
-        with open(path, "w") as f:
-            f.write(text)
-        return path
+class TestCommandLine(ConfigTestCase):
 
     def test_version(self):
         rc, out, err = run_dlockd(["--version"])
@@ -95,17 +91,8 @@ class TestCommandLine(unittest.TestCase):
                           '  bogus_key: 1\n'                 # 7: col 3
                           'log:\n'                           # 8
                           '  level: loud\n')                 # 9: col 10
-        rc, out, err = run_dlockd(["-t", "-c", path])
-        self.assertEqual(rc, 1, out + err)
-        self.assertNotIn("configuration OK", out + err)
-        lines = [l for l in err.splitlines() if l.strip()]
-        where = set()
-        for line in lines:
-            m = re.match(r"^(.*):(\d+):(\d+): \S", line)
-            self.assertIsNotNone(m, "not a file:line:column: line: %r" % line)
-            self.assertEqual(m.group(1), path)
-            where.add((int(m.group(2)), int(m.group(3))))
-        self.assertEqual(where, {(2, 5), (4, 19), (6, 16), (7, 3), (9, 10)}, err)
+        where, err = self.config_errors(path)
+        self.assertEqual(set(where), {(2, 5), (4, 19), (6, 16), (7, 3), (9, 10)}, err)
 
     def test_config_check_syntax_error(self):
         path = self.write("syntax.yaml", 'limits:\n  max_clients: 5\nlisten: [\n')
@@ -121,12 +108,8 @@ class TestCommandLine(unittest.TestCase):
         self.assertNotIn("configuration OK", out)
 
     def test_both_passwords_rejected(self):
-        d = new_dir("conf")
-        with open(os.path.join(d, "pw.txt"), "w") as f:
-            f.write("x\n")
-        path = os.path.join(d, "both.yaml")
-        with open(path, "w") as f:
-            f.write('auth:\n  password: "a"\n  password_file: "pw.txt"\n')
+        path = self.write("both.yaml", 'auth:\n  password: "a"\n  password_file: "pw.txt"\n',
+                          beside={"pw.txt": "x\n"})
         rc, out, err = run_dlockd(["-t", "-c", path])
         self.assertEqual(rc, 1, out + err)
         self.assertRegex(err, r"(?m)^%s:\d+:\d+: " % re.escape(path))
@@ -150,12 +133,8 @@ class TestCommandLine(unittest.TestCase):
         d.config = 'listen:\n  - "127.0.0.1:%d"\n  - "unix:%s"\n' % (d.port, d.sock)
         d.start()
         try:
-            r = d.raw()
-            self.assertEqual(r.cmd("PING"), "PONG")
-            r.close()
-            u = d.raw(unix=True)
-            self.assertEqual(u.cmd("PING"), "PONG")
-            u.close()
+            self.assertEqual(d.ping(), "PONG")
+            self.assertEqual(d.ping(unix=True), "PONG")
         finally:
             d.stop_ok(self)
 
@@ -454,9 +433,7 @@ class TestUnixSocket(unittest.TestCase):
         self.assertFalse(unix_accepts(d.sock))
         d.start()
         try:
-            u = d.raw(unix=True)
-            self.assertEqual(u.cmd("PING"), "PONG")
-            u.close()
+            self.assertEqual(d.ping(unix=True), "PONG")
         finally:
             d.stop_ok(self)
 
@@ -469,9 +446,7 @@ class TestUnixSocket(unittest.TestCase):
                 f.write("")
             rc, out, err = run_dlockd(second.argv(False)[1:])
             self.assertNotEqual(rc, 0)
-            u = first.raw(unix=True)
-            self.assertEqual(u.cmd("PING"), "PONG")
-            u.close()
+            self.assertEqual(first.ping(unix=True), "PONG")
         finally:
             first.stop_ok(self)
 

@@ -15,7 +15,7 @@ import unittest
 
 import yaml
 
-from harness import DLOCKD, WRAPPER
+from dlocktest.env import DLOCKD, WRAPPER
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIDECAR = os.path.join(TOP, "docs", "kubernetes", "dlockd-sidecar.yaml")

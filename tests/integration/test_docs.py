@@ -12,7 +12,9 @@ import shlex
 import subprocess
 import unittest
 
-from harness import DLOCK, PYTHON, SLOWDOWN, DaemonTestCase, reap, run_to_end, spawn
+from dlocktest.cases import DaemonTestCase
+from dlocktest.env import DLOCK, PYTHON, SLOWDOWN
+from dlocktest.proc import reap, run_to_end, spawn
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(TOP, "README.md")

@@ -8,7 +8,7 @@ lease; etcd down and back; endpoint failover; compaction while a waiter
 waits; authentication; and the etcd keys that hold the locks.
 
 Every test starts its own etcd (or shares the one of its class) on free
-loopback ports; see harness.EtcdServer. Each test uses keys of its own. The
+loopback ports; see dlocktest.etcd_server. Each test uses keys of its own. The
 bounds below assume loopback; a daemon under a wrapper (valgrind) gets
 SLOWDOWN times as long where only speed is measured, never where safety is.
 """
@@ -24,10 +24,12 @@ import unittest
 
 import redis
 
-from harness import (NULL, SLOWDOWN, Err, EtcdTestCase, Push, Raw, free_port,
-                     grant_through_outage, in_thread, new_dir, read_within, report,
-                     unique_key, wait_until)
-from test_daemon import run_dlockd
+from dlocktest.cases import ConfigTestCase, EtcdTestCase, ms, report
+from dlocktest.daemon import run_dlockd
+from dlocktest.env import SLOWDOWN, new_dir, unique_key
+from dlocktest.proc import free_port, in_thread, results, sleep_until, wait_until
+from dlocktest.resp import NULL, Err, Raw, read_within
+from dlocktest.sessions import grant_through_outage, read_pushes
 
 LEASE = 3000  # ms: the daemon lease (backend.lease_ttl_ms) of the tests that let it run out
 # backend keys of the daemons that must notice an unreachable etcd quickly
@@ -87,8 +89,7 @@ class EtcdCase(EtcdTestCase):
 
         calls = [in_thread(take, name, w) for name, w in waiters]
         self.assertEqual(holder.cmd("UNLOCK", key), 0)
-        for c in calls:
-            c.result(30)
+        results(calls, 30)
         return order
 
     def etcd_keys(self, etcd, key, prefix=PREFIX):
@@ -113,20 +114,9 @@ class EtcdCase(EtcdTestCase):
 
 # ---- configuration ----
 
-class TestEtcdConfig(unittest.TestCase):
+class TestEtcdConfig(ConfigTestCase):
     """-b etcd://... and the backend section, checked with dlockd -t (which
     connects to nothing)."""
-
-    def write(self, name, text):
-        path = os.path.join(new_dir("conf"), name)
-        with open(path, "w") as f:
-            f.write(text)
-        return path
-
-    def check_ok(self, args, what):
-        rc, out, err = run_dlockd(["-t"] + args)
-        self.assertEqual((rc, out.strip()), (0, "configuration OK"),
-                         "%s: %s%s" % (what, out, err))
 
     def test_url_forms_accepted(self):
         empty = self.write("empty.yaml", "")
@@ -196,26 +186,13 @@ class TestEtcdConfig(unittest.TestCase):
                           '  lease_ttl_ms: 1999\n'                 # 4: col 17
                           '  request_timeout_ms: -5\n'             # 5: col 23
                           '  bogus: 1\n')                          # 6: col 3
-        rc, out, err = run_dlockd(["-t", "-c", path])
-        self.assertEqual(rc, 1, out + err)
-        self.assertNotIn("configuration OK", out + err)
-        lines = [l for l in err.splitlines() if l.strip()]
-        where = set()
-        for line in lines:
-            m = re.match(r"^(.*):(\d+):(\d+): \S", line)
-            self.assertIsNotNone(m, "not a file:line:column: line: %r" % line)
-            self.assertEqual(m.group(1), path)
-            where.add(int(m.group(2)))
-        self.assertEqual(where, {3, 4, 5, 6}, err)
+        where, err = self.config_errors(path)
+        self.assertEqual({line for line, _ in where}, {3, 4, 5, 6}, err)
 
     def test_yaml_both_passwords_rejected(self):
-        d = new_dir("conf")
-        with open(os.path.join(d, "pw.txt"), "w") as f:
-            f.write("x\n")
-        path = os.path.join(d, "both.yaml")
-        with open(path, "w") as f:
-            f.write('backend:\n  type: etcd\n  endpoints: "127.0.0.1:2379"\n'
-                    '  username: root\n  password: "a"\n  password_file: "pw.txt"\n')
+        path = self.write("both.yaml", 'backend:\n  type: etcd\n  endpoints: "127.0.0.1:2379"\n'
+                          '  username: root\n  password: "a"\n  password_file: "pw.txt"\n',
+                          beside={"pw.txt": "x\n"})
         rc, out, err = run_dlockd(["-t", "-c", path])
         self.assertEqual(rc, 1, out + err)
         self.assertIn("password", err)
@@ -406,11 +383,7 @@ class TestEtcdDaemons(EtcdCase):
             self.assertGranted(read_within(w, 5))
             took.append(time.monotonic() - t0)
             self.assertEqual(w.cmd("UNLOCK", key), 0)
-        report("release on A -> grant on B: %s ms"
-               % ", ".join("%.1f" % (1000 * t) for t in took))
-        self.assertLess(max(took), WAKE_BOUND,
-                        "a waiter on B was granted %.0f ms after the release on A"
-                        % (1000 * max(took)))
+        self.assertWakesWithin(took, WAKE_BOUND)
 
     def test_shared_and_semaphore_across_daemons(self):
         self.shared_and_semaphore_across((self.a, self.b, self.c))
@@ -583,39 +556,18 @@ class TestEtcdProcesses(EtcdCase):
 
     def test_fences_across_restarts(self):
         e = self.start_etcd()
-        port = free_port()
-        a = self.start_daemon(e, port=port)
-        b = self.start_daemon(e)
-        key = unique_key()
-        fences = []
-
-        def cycle(daemon):
-            c = self.conn(daemon)
-            c.settimeout(20)
-            reply = None
-            deadline = time.monotonic() + RECONNECT_BOUND
-            while time.monotonic() < deadline:
-                reply = c.cmd("LOCK", key, "WAIT", 5000)
-                if not (isinstance(reply, Err) and reply.code == "BACKEND"):
-                    break
-                time.sleep(0.05)
-            fences.append(self.assertGranted(reply)[1])
-            self.assertEqual(c.cmd("UNLOCK", key), 0)
-            c.close()
-
-        for _ in range(3):
-            cycle(a)
-            cycle(b)
+        port, a, b = self.restartable_pair(e)
+        key, fences = unique_key(), []
+        self.take_turns((a, b), key, fences, 3, RECONNECT_BOUND)
         self.assertEqual(a.stop(signal.SIGKILL), -signal.SIGKILL)
-        cycle(b)
+        self.take_turns((b,), key, fences, 1, RECONNECT_BOUND)
         a2 = self.start_daemon(e, port=port)
         self.assertEqual(self.status(a2, key)["fence"], 0)  # a new daemon knows nothing
-        cycle(a2)
+        self.take_turns((a2,), key, fences, 1, RECONNECT_BOUND)
         # etcd restarted on its data: revisions go on
         self.assertIn(e.stop(), (0, -signal.SIGTERM))
         e.start()
-        cycle(b)
-        cycle(a2)
+        self.take_turns((b, a2), key, fences, 1, RECONNECT_BOUND)
         self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
                         "fences across restarts: %s" % fences)
         self.assertLess(fences[-1] >> 16, 10 ** 6, "fences are etcd revisions, shifted")
@@ -638,31 +590,19 @@ class TestEtcdProcesses(EtcdCase):
         fences[k3] = self.assertGranted(c2.cmd("LOCK", k3, "LIMIT", 2))[1]
         calls = {}
         for k, opts in ((k1, ()), (k2, ()), (k3, ("LIMIT", 2)), (k4, ())):
-            w = self.conn(b)
+            w = self.queue(b, k, *opts, "WAIT", 30000, waiters=1)
             w.settimeout(LEASE / 1000 + KILL_MARGIN + 10)
-            w.send(Raw.encode("LOCK", k, *opts, "WAIT", 30000))
-            self.wait_status(b, k, waiters=1)
             calls[k] = in_thread(w.read)
         # A's lease in etcd is a renewed one
-        renewals = int(self.info(a)["backend_renewals_total"])
-        wait_until(lambda: int(self.info(a)["backend_renewals_total"]) > renewals,
-                   LEASE / 1000, 0.01, "A to keep its lease alive")
+        self.wait_renewal(a, LEASE / 1000, "A to keep its lease alive", 0.01)
         t_renewed = time.monotonic()
-        for k in calls:
-            self.assertFalse(calls[k].done.is_set(), "%s granted on B while A holds it" % k)
         lease_a = self.lease_id(a)
-        t_kill = time.monotonic()
-        self.assertEqual(a.stop(signal.SIGKILL), -signal.SIGKILL)
-        took = {}
-        for k, call in calls.items():
-            g = self.assertGranted(call.result(LEASE / 1000 + KILL_MARGIN + 10))
-            self.assertGreater(g[1], fences[k])
-            took[k] = call.done_at - t_kill
+        took = self.granted_after_kill(a, calls, fences, LEASE / 1000 + KILL_MARGIN + 10)
         t4 = calls.pop(k4).done_at
         took.pop(k4)
         report("locks of a killed daemon granted elsewhere %s ms after the kill (lease "
                "%d ms); its DETACH lock %.0f ms after it was taken (TTL %d ms)"
-               % (", ".join("%.0f" % (1000 * t) for t in took.values()), LEASE,
+               % (ms(took.values()), LEASE,
                   1000 * (t4 - t_detach), detach_ttl))
         self.assertGreaterEqual(t4 - t_detach, detach_ttl / 1000, "the DETACH lock granted "
                                 "elsewhere %.3f s after it was taken, before its TTL"
@@ -713,17 +653,6 @@ class TestEtcdProcesses(EtcdCase):
         e.pause()
         t_stop = time.monotonic()
         lease_end = t_prev + LEASE / 1000  # the earliest end of the lease in etcd
-        pushes = {}
-
-        def read_pushes():
-            while len(pushes) < 2:
-                p = read_within(h, lease_end + 1.5 - time.monotonic())
-                if p is None:
-                    return
-                if not isinstance(p, Push):
-                    raise AssertionError("not a push: %r" % (p,))
-                pushes[p[1].decode()] = (time.monotonic(), p)
-
         grants = {}
 
         def take(k):
@@ -733,23 +662,18 @@ class TestEtcdProcesses(EtcdCase):
 
         takers = [in_thread(take, k) for k in (k1, k2, k3)]
         try:
-            reader = in_thread(read_pushes)
-            reader.result(LEASE / 1000 + 5)
+            pushes = in_thread(read_pushes, h, 2, lease_end + 1.5).result(LEASE / 1000 + 5)
             # keep etcd stopped until the lease has run out in it for sure
-            left = t_stop + LEASE / 1000 + 0.5 - time.monotonic()
-            if left > 0:
-                time.sleep(left)
+            sleep_until(t_stop + LEASE / 1000 + 0.5)
             # nothing granted while etcd is stopped
             self.assertEqual(grants, {}, "granted on B while etcd is stopped")
         finally:
             e.resume()
         t_cont = time.monotonic()
-        for t in takers:
-            t.result(30)
-        report("lost pushes %s ms after etcd was stopped (lease %d ms); other daemon's "
-               "grants %s ms after SIGCONT"
-               % (", ".join("%.0f" % (1000 * (pushes[k][0] - t_stop)) for k in pushes), LEASE,
-                  ", ".join("%.0f" % (1000 * (grants[k][0] - t_cont)) for k in grants)))
+        results(takers, 30)
+        report("lost pushes %s ms after etcd was stopped (lease %d ms); other daemon's grants "
+               "%s ms after SIGCONT" % (ms(pushes[k][0] - t_stop for k in pushes), LEASE,
+                                        ms(g[0] - t_cont for g in grants.values())))
         for k in (k1, k2):
             self.assertIn(k, pushes, "no lost push for %s within the lease" % k)
             t, p = pushes[k]
@@ -819,34 +743,11 @@ class TestEtcdProcesses(EtcdCase):
             self.assertErr(reply, "BACKEND")
         # gone: refused at once
         self.assertIn(e.stop(), (0, -signal.SIGTERM))
-        for opts in ((), ("WAIT", 5000), ("WAIT", 0), ("SHARED",), ("LIMIT", 3)):
-            t0 = time.monotonic()
-            reply = c.cmd("LOCK", unique_key(), *opts)
-            took = time.monotonic() - t0
-            self.assertErr(reply, "BACKEND", "LOCK %s while etcd is down: %r" % (opts, reply))
-            self.assertLess(took, FAST["request_timeout_ms"] / 1000 + BACKEND_REPLY_SLACK,
-                            "-BACKEND came %.3f s after LOCK %s" % (took, opts))
-        wait_until(lambda: self.info(a)["backend_connected"] == "0", 3, 0.02,
-                   "INFO backend_connected:0")
-        self.assertEqual(self.status(a, unique_key())["backend"], b"disconnected")
-        self.assertEqual(c.cmd("PING"), "PONG")
+        self.assertRefusedWhileDown(
+            a, c, FAST["request_timeout_ms"] / 1000 + BACKEND_REPLY_SLACK, "etcd", 3)
         # back on the same port and data: locks work again
         e.start()
-        key = unique_key()
-
-        def granted():
-            reply = c.cmd("LOCK", key, "WAIT", 0)
-            if isinstance(reply, Err):
-                self.assertEqual(reply.code, "BACKEND", reply)
-                return False
-            return self.assertGranted(reply)
-
-        wait_until(granted, RECONNECT_BOUND, 0.05, "LOCK to work once etcd is back")
-        self.assertEqual(self.status(a, key)["backend"], b"connected")
-        self.assertEqual(c.cmd("UNLOCK", key), 0)
-        info = self.info(a)
-        self.assertEqual(info["backend_connected"], "1")
-        self.assertGreater(int(info["backend_reconnects_total"]), before)
+        self.assertLocksAgain(a, c, RECONNECT_BOUND, before)
 
     def test_endpoints_failover(self):
         # the first endpoint a port nobody listens on, the second a live

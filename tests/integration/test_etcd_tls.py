@@ -10,8 +10,8 @@ per attempt. An endpoint where nothing listens: -BACKEND naming it and the
 refusal, then etcd started there brings the daemon up. dlockd -t on the
 backend.tls settings.
 
-Every test starts its own etcd on free loopback ports (harness.EtcdServer
-with tls=, certificates made with openssl: harness.shared_certs()).
+Every test starts its own etcd on free loopback ports (EtcdServer
+with tls=, certificates made with openssl: shared_certs()).
 """
 
 import os
@@ -19,9 +19,13 @@ import re
 import time
 import unittest
 
-from harness import (NULL, SLOWDOWN, Err, EtcdServer, EtcdTestCase, Raw, exclusion_across,
-                     free_port, new_dir, read_within, shared_certs, unique_key, wait_until)
-from test_daemon import run_dlockd
+from dlocktest.cases import ConfigTestCase, EtcdTestCase
+from dlocktest.certs import shared_certs
+from dlocktest.daemon import run_dlockd
+from dlocktest.env import SLOWDOWN, new_dir, unique_key
+from dlocktest.etcd_server import EtcdServer
+from dlocktest.proc import free_port, wait_until
+from dlocktest.resp import NULL, Err, Raw, read_within
 
 FAST = {"request_timeout_ms": 500}  # backend keys of daemons that must notice quickly
 WAKE_BOUND = 1.0 * SLOWDOWN  # s from a release on one daemon to the grant on another
@@ -126,9 +130,7 @@ class TestEtcdTLS(EtcdTLSCase):
         self.assertGreater(g2[1], g[1])
         self.assertEqual(cb.cmd("UNLOCK", key), 0)
         # sessions on both lock one key many times: never two at once
-        errors, fences = exclusion_across([a, b, a, b], unique_key("tls"), 10, 60)
-        self.assertEqual(errors, [])
-        self.assertEqual(len(fences), 40)
+        fences = self.assertExclusive([a, b, a, b], unique_key("tls"), 10, 60)
         self.assertEqual(fences, sorted(fences), "fences not increasing")
         for d in (a, b):
             self.assertEqual(down_lines(d, e.endpoint()), [], d.log())
@@ -217,31 +219,13 @@ class TestEtcdUnreachable(EtcdTLSCase):
 
 # ---- dlockd -t ----
 
-class TestEtcdTLSConfig(unittest.TestCase):
+class TestEtcdTLSConfig(ConfigTestCase):
     """backend.tls of the etcd backend, checked with dlockd -t (which loads
     the files and connects to nothing)."""
 
-    def write(self, text):
-        path = os.path.join(new_dir("conf"), "dlockd.yaml")
-        with open(path, "w") as f:
-            f.write(text)
-        return path
-
-    def where(self, err, path):
-        """(line, column) of every file:line:column: error line of err."""
-        lines = [l for l in err.splitlines() if l.strip()]
-        self.assertTrue(lines, "no error")
-        out = []
-        for line in lines:
-            m = re.match(r"^(.*):(\d+):(\d+): \S", line)
-            self.assertIsNotNone(m, "not a file:line:column: line: %r" % line)
-            self.assertEqual(m.group(1), path)
-            out.append((int(m.group(2)), int(m.group(3))))
-        return out
-
     def test_full_tls_section_ok(self):
         certs = shared_certs()
-        path = self.write('backend:\n'
+        path = self.write("dlockd.yaml", 'backend:\n'
                           '  type: etcd\n'
                           '  endpoints: [127.0.0.1:2379]\n'
                           '  tls:\n'
@@ -255,15 +239,14 @@ class TestEtcdTLSConfig(unittest.TestCase):
         self.assertEqual((rc, out.strip()), (0, "configuration OK"), out + err)
 
     def test_etcds_url_ok(self):
-        path = self.write("")
+        path = self.write("dlockd.yaml", "")
         for url in ("etcds://127.0.0.1:2379", "etcds://127.0.0.1:2379,localhost:2380",
                     "etcds://root:s3cret@127.0.0.1"):
-            rc, out, err = run_dlockd(["-t", "-c", path, "-b", url])
-            self.assertEqual((rc, out.strip()), (0, "configuration OK"), url + out + err)
+            self.check_ok(["-c", path, "-b", url], url)
 
     def test_cert_without_key(self):
         certs = shared_certs()
-        path = self.write('backend:\n'                                # 1
+        path = self.write("dlockd.yaml", 'backend:\n'                                # 1
                           '  type: etcd\n'                            # 2
                           '  endpoints: [127.0.0.1:2379]\n'           # 3
                           '  tls:\n'                                  # 4
@@ -271,47 +254,41 @@ class TestEtcdTLSConfig(unittest.TestCase):
                           '    ca_file: "%s"\n'                       # 6
                           '    cert_file: "%s"\n'                     # 7: col 5 or 16
                           % (certs.ca, certs.client_cert))
-        rc, out, err = run_dlockd(["-t", "-c", path])
-        self.assertEqual(rc, 1, out + err)
-        self.assertNotIn("configuration OK", out + err)
-        where = self.where(err, path)
+        where, err = self.config_errors(path)
         self.assertEqual(len(where), 1, err)
         self.assertIn(where[0], [(7, 5), (7, 16)], err)  # the setting or its value
         self.assertIn("key_file", err)
 
     def test_key_without_cert(self):
         certs = shared_certs()
-        path = self.write('backend:\n'
+        path = self.write("dlockd.yaml", 'backend:\n'
                           '  type: etcd\n'
                           '  endpoints: [127.0.0.1:2379]\n'
                           '  tls:\n'
                           '    enabled: true\n'
                           '    key_file: "%s"\n'                      # 6
                           % certs.client_key)
-        rc, out, err = run_dlockd(["-t", "-c", path])
-        self.assertEqual(rc, 1, out + err)
-        self.assertEqual([w[0] for w in self.where(err, path)], [6], err)
+        where, err = self.config_errors(path)
+        self.assertEqual([w[0] for w in where], [6], err)
         self.assertIn("cert_file", err)
 
     def test_missing_ca_file(self):
         missing = os.path.join(new_dir("conf"), "no-such-ca.pem")
-        path = self.write('backend:\n'
+        path = self.write("dlockd.yaml", 'backend:\n'
                           '  type: etcd\n'
                           '  endpoints: [127.0.0.1:2379]\n'
                           '  tls:\n'
                           '    enabled: true\n'
                           '    ca_file: "%s"\n'                       # 6
                           % missing)
-        rc, out, err = run_dlockd(["-t", "-c", path])
-        self.assertEqual(rc, 1, out + err)
-        self.assertNotIn("configuration OK", out + err)
-        self.assertEqual([w[0] for w in self.where(err, path)], [6], err)
+        where, err = self.config_errors(path)
+        self.assertEqual([w[0] for w in where], [6], err)
         self.assertIn(missing, err)
 
     def test_missing_ca_file_with_client_certificate(self):
         certs = shared_certs()
         missing = os.path.join(new_dir("conf"), "no-such-ca.pem")
-        path = self.write('backend:\n'
+        path = self.write("dlockd.yaml", 'backend:\n'
                           '  type: etcd\n'
                           '  endpoints: [127.0.0.1:2379]\n'
                           '  tls:\n'
@@ -320,10 +297,9 @@ class TestEtcdTLSConfig(unittest.TestCase):
                           '    cert_file: "%s"\n'
                           '    key_file: "%s"\n'
                           % (missing, certs.client_cert, certs.client_key))
-        rc, out, err = run_dlockd(["-t", "-c", path])
-        self.assertEqual(rc, 1, out + err)
+        where, err = self.config_errors(path)
         self.assertIn(missing, err)
-        self.assertEqual([w[0] for w in self.where(err, path)], [6],
+        self.assertEqual([w[0] for w in where], [6],
                          "the error is not at the ca_file setting: %s" % err)
 
 

@@ -18,9 +18,11 @@ import subprocess
 import time
 import unittest
 
-import harness
-from harness import (NULL, SLOWDOWN, EtcdTestCase, Raw, exclusion_across, read_within,
-                     shared_certs, unique_key)
+from dlocktest import env
+from dlocktest.cases import EtcdTestCase
+from dlocktest.certs import shared_certs
+from dlocktest.env import SLOWDOWN, unique_key
+from dlocktest.resp import NULL, Raw, read_within
 
 WAKE_BOUND = 1.0 * SLOWDOWN  # s from a release on one daemon to the grant on another
 
@@ -31,7 +33,7 @@ def etcd35_bin():
     path = os.environ.get("ETCD35_BIN")
     if path:
         return path
-    build = os.path.dirname(os.path.abspath(harness.DLOCKD))
+    build = os.path.dirname(os.path.abspath(env.DLOCKD))
     path = os.path.join(build, "compat", "etcd", "root", "usr", "bin", "etcd")
     return path if os.access(path, os.X_OK) else None
 
@@ -56,7 +58,7 @@ class Smoke:
 
     @classmethod
     def binary(cls):
-        return harness.ETCD
+        return env.ETCD
 
     def setUp(self):
         super().setUp()
@@ -88,8 +90,7 @@ class Smoke:
         self.assertGreater(g2[1], g[1])
         self.assertEqual(cb.cmd("UNLOCK", key), 0)
         self.assertEqual(e.keys("dlock/"), [])
-        errors, fences = exclusion_across([a, b], unique_key("smoke"), 10, 60)
-        self.assertEqual(errors, [])
+        fences = self.assertExclusive([a, b], unique_key("smoke"), 10, 60)
         self.assertEqual(fences, sorted(fences))
         for d in (a, b):
             info = d.info()

@@ -1,6 +1,6 @@
-"""The harness's own fixtures: the test certificates (harness.make_certs),
-redis-server over TLS and with ACL users (harness.RedisServer's tls=,
-auth_clients= and users=) and Redis Cluster (harness.RedisCluster: slots,
+"""The test library's own fixtures: the test certificates (dlocktest.certs),
+redis-server over TLS and with ACL users (RedisServer's tls=,
+auth_clients= and users=) and Redis Cluster (RedisCluster: slots,
 resharding, failover), checked with redis-py and the raw client alone,
 without a dlockd."""
 
@@ -11,8 +11,11 @@ import unittest
 
 import redis
 
-from harness import (CLUSTER_SLOTS, IO_TIMEOUT, Closed, Raw, RedisCluster, RedisServer,
-                     hangup, lock_keys, shared_certs)
+from dlocktest.cases import hangup
+from dlocktest.certs import shared_certs
+from dlocktest.cluster import CLUSTER_SLOTS, RedisCluster, lock_keys
+from dlocktest.redis_server import RedisServer
+from dlocktest.resp import IO_TIMEOUT, Closed, Raw
 
 
 def tls_redis(port, ca, client_cert=None):

@@ -27,9 +27,11 @@ import subprocess
 import time
 import unittest
 
-from harness import (DLOCKD, NULL, PYTHON, SLOWDOWN, WRAPPER, Daemon, DaemonTestCase, Err,
-                     Push, Raw, free_port, in_thread, kill_pid, new_dir, pairs, read_within,
-                     reap, report, spawn, track_pid, unique_key, wait_until)
+from dlocktest.cases import DaemonTestCase, report
+from dlocktest.daemon import Daemon
+from dlocktest.env import DLOCKD, PYTHON, SLOWDOWN, WRAPPER, new_dir, unique_key
+from dlocktest.proc import free_port, in_thread, kill_pid, reap, spawn, track_pid, wait_until
+from dlocktest.resp import NULL, Err, Push, Raw, pairs, read_within
 from test_redis import FAST, RedisCase
 
 TTL = 2000

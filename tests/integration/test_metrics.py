@@ -16,8 +16,11 @@ import unittest
 import urllib.error
 import urllib.request
 
-from harness import (SLOWDOWN, Daemon, RedisServer, free_port, hangup, unique_key,
-                     wait_until)
+from dlocktest.cases import hangup
+from dlocktest.daemon import Daemon
+from dlocktest.env import SLOWDOWN, unique_key
+from dlocktest.proc import free_port, wait_until
+from dlocktest.redis_server import RedisServer
 from test_redis import FAST
 
 # every plain metric: (name, type)

@@ -10,8 +10,11 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import (DLOCK, PYTHON, DaemonTestCase, Daemon, Err, EtcdTestCase, Null, Raw,
-                     RedisTestCase, Push, pairs, read_within, unique_key, wait_until)
+from dlocktest.cases import DaemonTestCase, EtcdTestCase, RedisTestCase
+from dlocktest.daemon import Daemon
+from dlocktest.env import DLOCK, PYTHON, unique_key
+from dlocktest.proc import wait_until
+from dlocktest.resp import Err, Null, Push, Raw, pairs, read_within
 
 ADMIN_PASSWORD = "admin pass"
 NOBODY = 65534

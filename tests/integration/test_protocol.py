@@ -1,15 +1,16 @@
 """The wire protocol end to end: framing, RESP2/RESP3, inline commands,
 errors that keep the connection and protocol errors that close it."""
 
-import re
 import socket
 import threading
 import time
 
 import redis
 
-from harness import (DaemonTestCase, Err, Raw, TOKEN_RE, pairs, unique_key,
-                     wait_until)
+from dlocktest.cases import DaemonTestCase
+from dlocktest.env import unique_key
+from dlocktest.proc import wait_until
+from dlocktest.resp import TOKEN_RE, Err, Raw, pairs
 
 
 class TestProtocol(DaemonTestCase):
@@ -44,23 +45,21 @@ class TestProtocol(DaemonTestCase):
         raw = self.raw()
         raw.send(Raw.encode("HELLO", "2"))
         got = raw.read_raw()
-        m = re.fullmatch(
+        self.assertFullMatch(
             rb"\*12\r\n\$6\r\nserver\r\n\$6\r\ndlockd\r\n\$7\r\nversion\r\n"
             rb"\$5\r\n0\.1\.0\r\n\$5\r\nproto\r\n:2\r\n\$2\r\nid\r\n:(\d+)\r\n"
             rb"\$7\r\nbackend\r\n\$6\r\nmemory\r\n\$4\r\nmode\r\n"
-            rb"\$10\r\nstandalone\r\n", got)
-        self.assertIsNotNone(m, "HELLO 2 reply: %r" % got)
+            rb"\$10\r\nstandalone\r\n", got, "HELLO 2 reply: %r" % got)
 
     def test_hello_3_bytes(self):
         raw = self.raw()
         raw.send(Raw.encode("HELLO", "3"))
         got = raw.read_raw()
-        m = re.fullmatch(
+        m = self.assertFullMatch(
             rb"%6\r\n\$6\r\nserver\r\n\$6\r\ndlockd\r\n\$7\r\nversion\r\n"
             rb"\$5\r\n0\.1\.0\r\n\$5\r\nproto\r\n:3\r\n\$2\r\nid\r\n:(\d+)\r\n"
             rb"\$7\r\nbackend\r\n\$6\r\nmemory\r\n\$4\r\nmode\r\n"
-            rb"\$10\r\nstandalone\r\n", got)
-        self.assertIsNotNone(m, "HELLO 3 reply: %r" % got)
+            rb"\$10\r\nstandalone\r\n", got, "HELLO 3 reply: %r" % got)
         sid = int(m.group(1))
         raw.send(Raw.encode("CLIENT", "ID"))
         self.assertEqual(raw.read_raw(), b":%d\r\n" % sid)
@@ -351,12 +350,11 @@ class TestProtocol(DaemonTestCase):
         self.assertEqual(raw.read_raw(), b"_\r\n")
         raw.send(Raw.encode("STATUS", key))
         got = raw.read_raw()
-        m = re.fullmatch(
+        m = self.assertFullMatch(
             rb"%7\r\n\$4\r\nmode\r\n\$9\r\nexclusive\r\n\$7\r\nholders\r\n:1\r\n"
             rb"\$7\r\nwaiters\r\n:0\r\n\$5\r\nfence\r\n:(\d+)\r\n"
             rb"\$6\r\nttl_ms\r\n:(\d+)\r\n\$5\r\nlimit\r\n:0\r\n"
             rb"\$7\r\nbackend\r\n\$5\r\nlocal\r\n", got)
-        self.assertIsNotNone(m, got)
         self.assertLessEqual(int(m.group(2)), 20000)
         self.assertGreater(int(m.group(2)), 10000)
         # RESP2 on another connection: the null array and a flat array

@@ -7,7 +7,7 @@ down and back, local handoff, INFO's backend fields, the backend
 configuration keys, and how many Redis commands a lock costs.
 
 Every test starts its own redis-server (or shares the one of its class) on a
-free loopback port; see harness.RedisServer. The bounds below assume
+free loopback port; see dlocktest.redis_server. The bounds below assume
 loopback; a daemon under a wrapper (valgrind) gets SLOWDOWN times as long
 where only speed is measured, never where safety is.
 """
@@ -16,11 +16,13 @@ import signal
 import threading
 import time
 
-import harness
-from harness import (NULL, SLOWDOWN, Err, Push, Raw, RedisMonitor, RedisServer,
-                     RedisTestCase, commandstats, count_commands, exclusion_across,
-                     free_port, grant_through_outage, in_thread, read_within, report,
-                     unique_key, wait_until)
+from dlocktest import env
+from dlocktest.cases import RedisTestCase, ms, report
+from dlocktest.env import SLOWDOWN, unique_key
+from dlocktest.proc import in_thread, results, sleep_until, wait_until
+from dlocktest.redis_server import RedisMonitor, RedisServer, commandstats, count_commands
+from dlocktest.resp import NULL, Err, Push, Raw, read_within
+from dlocktest.sessions import grant_through_outage, read_pushes
 
 TTL = 2000  # ms: the short lease of the tests that wait for leases to run out
 # backend keys of the daemons that must notice an unreachable Redis quickly
@@ -82,13 +84,8 @@ class TestRedisTwoDaemons(RedisCase):
         self.assertTrue(self.redis.running(), "the redis-server died:\n%s" % self.redis.log())
 
     def test_mutual_exclusion_across_daemons(self):
-        key = unique_key()
-        errors, fences = exclusion_across((self.a, self.b, self.a, self.b), key, 25, 60)
-        self.assertEqual(errors, [])
-        self.assertEqual(len(fences), 100)
-        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
-                        "fences not increasing in grant order: %s" % fences)
-        self.assertGreater(fences[0], 10 ** 15, "the first fence of a new key: Redis's clock")
+        fences = self.assertExclusive((self.a, self.b, self.a, self.b), unique_key(), 25, 60)
+        self.assertClockFences(fences)
 
     def test_fifo_within_each_daemon(self):
         key = unique_key()
@@ -112,8 +109,7 @@ class TestRedisTwoDaemons(RedisCase):
 
         calls = [in_thread(take, *w) for w in waiters]
         self.assertEqual(holder.cmd("UNLOCK", key), 0)
-        for c in calls:
-            c.result(20)
+        results(calls, 20)
         got.sort()
         self.assertEqual(len({f for f, _, _ in got}), 8, got)
         self.assertGreater(got[0][0], g0[1])
@@ -130,11 +126,7 @@ class TestRedisTwoDaemons(RedisCase):
     def test_wake_across_daemons_is_prompt(self):
         rc = self.redis_conn(self.redis)
         took = self.wake_latencies(self.a, self.b, unique_key(), 5, lambda: [script_calls(rc)])
-        report("release on A -> grant on B: %s ms"
-               % ", ".join("%.1f" % (1000 * t) for t in took))
-        self.assertLess(max(took), WAKE_BOUND,
-                        "a waiter on B was granted %.0f ms after the release on A"
-                        % (1000 * max(took)))
+        self.assertWakesWithin(took, WAKE_BOUND)
 
     def test_waiting_does_not_poll(self):
         # a waiter on B behind a holder on A: in one second of waiting the
@@ -348,35 +340,20 @@ class TestRedisProcesses(RedisCase):
         self.assertLess(took, ttl / 3000 + 0.3 * SLOWDOWN,
                         "the loss was reported %.0f ms after the lease went"
                         % (1000 * took))
+
     def test_fences_across_daemon_restart(self):
         r = self.start_redis()
-        port = free_port()
-        a = self.start_daemon(r, port=port)
-        b = self.start_daemon(r)
-        key = unique_key()
-        fences = []
-
-        def cycle(daemon):
-            c = self.conn(daemon)
-            g = self.assertGranted(c.cmd("LOCK", key, "WAIT", 5000))
-            fences.append(g[1])
-            self.assertEqual(c.cmd("UNLOCK", key), 0)
-            c.close()
-
-        for _ in range(5):
-            cycle(a)
-            cycle(b)
+        port, a, b = self.restartable_pair(r)
+        key, fences = unique_key(), []
+        self.take_turns((a, b), key, fences, 5)
         a.stop_checked()
-        cycle(b)
+        self.take_turns((b,), key, fences)
         a2 = self.start_daemon(r, port=port)
         self.assertEqual(self.status(a2, key)["fence"], 0)  # a new daemon knows nothing
-        for _ in range(3):
-            cycle(a2)
-            cycle(b)
+        self.take_turns((a2, b), key, fences, 3)
         self.assertEqual(a2.stop(signal.SIGKILL), -signal.SIGKILL)
         a3 = self.start_daemon(r, port=port)
-        cycle(a3)
-        cycle(b)
+        self.take_turns((a3, b), key, fences)
         self.assertGreater(fences[0], 10 ** 15)
         self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
                         "fences across restarts: %s" % fences)
@@ -394,26 +371,14 @@ class TestRedisProcesses(RedisCase):
         fences[k3] = self.assertGranted(c2.cmd("LOCK", k3, "LIMIT", 2, "TTL", TTL))[1]
         calls = {}
         for k, opts in ((k1, ()), (k2, ()), (k3, ("LIMIT", 2))):
-            w = self.conn(b)
+            w = self.queue(b, k, *opts, "WAIT", 3 * TTL + 5000, waiters=1)
             w.settimeout(TTL / 1000 + KILL_MARGIN + 5)
-            w.send(Raw.encode("LOCK", k, *opts, "WAIT", 3 * TTL + 5000))
-            self.wait_status(b, k, waiters=1)
             calls[k] = in_thread(w.read)
         # the leases in Redis are renewed ones
-        renewals = int(self.info(a)["backend_renewals_total"])
-        wait_until(lambda: int(self.info(a)["backend_renewals_total"]) > renewals,
-                   TTL / 1000, 0.02, "A to renew its locks")
-        for k in calls:
-            self.assertFalse(calls[k].done.is_set(), "%s granted on B while A holds it" % k)
-        t_kill = time.monotonic()
-        self.assertEqual(a.stop(signal.SIGKILL), -signal.SIGKILL)
-        took = {}
-        for k, call in calls.items():
-            g = self.assertGranted(call.result(TTL / 1000 + KILL_MARGIN + 5))
-            self.assertGreater(g[1], fences[k])
-            took[k] = call.done_at - t_kill
+        self.wait_renewal(a, TTL / 1000, "A to renew its locks")
+        took = self.granted_after_kill(a, calls, fences, TTL / 1000 + KILL_MARGIN + 5)
         report("locks of a killed daemon granted elsewhere after %s ms (TTL %d ms)"
-               % (", ".join("%.0f" % (1000 * t) for t in took.values()), TTL))
+               % (ms(took.values()), TTL))
         for k, t in took.items():
             # a lease renewed at least every TTL/3 has two thirds of it left
             self.assertGreaterEqual(t, TTL / 3000, "%s free %.3f s after the kill, "
@@ -514,18 +479,6 @@ class TestRedisProcesses(RedisCase):
         t_stop = time.monotonic()
         self.assertLess(t_stop - sent[k1], TTL / 4000,
                         "too slow to stop Redis before the first renewal")
-        pushes = {}
-
-        def read_pushes():
-            deadline = sent[k1] + TTL / 1000 + 1.5
-            while len(pushes) < 2:
-                p = read_within(h, deadline - time.monotonic())
-                if p is None:
-                    return
-                if not isinstance(p, Push):
-                    raise AssertionError("not a push: %r" % (p,))
-                pushes[p[1].decode()] = (time.monotonic(), p)
-
         grants = {}
 
         def take(w, k):
@@ -535,21 +488,17 @@ class TestRedisProcesses(RedisCase):
 
         takers = [in_thread(take, w, k) for w, k in zip(waiters, (k1, k2, k3))]
         try:
-            reader = in_thread(read_pushes)
-            reader.result(TTL / 1000 + 5)
+            pushes = in_thread(read_pushes, h, 2,
+                               sent[k1] + TTL / 1000 + 1.5).result(TTL / 1000 + 5)
             # keep Redis stopped until every lease has run out in it
-            left = sent[k3] + TTL / 1000 + 0.3 - time.monotonic()
-            if left > 0:
-                time.sleep(left)
+            sleep_until(sent[k3] + TTL / 1000 + 0.3)
         finally:
             r.resume()
         t_cont = time.monotonic()
-        for t in takers:
-            t.result(30)
-        report("lost pushes %s ms after the LOCKs were sent (TTL %d ms); other daemon's "
-               "grants %s ms after SIGCONT"
-               % (", ".join("%.0f" % (1000 * (pushes[k][0] - sent[k])) for k in pushes), TTL,
-                  ", ".join("%.0f" % (1000 * (grants[k][0] - t_cont)) for k in grants)))
+        results(takers, 30)
+        report("lost pushes %s ms after the LOCKs were sent (TTL %d ms); other daemon's grants "
+               "%s ms after SIGCONT" % (ms(pushes[k][0] - sent[k] for k in pushes), TTL,
+                                        ms(g[0] - t_cont for g in grants.values())))
         for k in (k1, k2):
             self.assertIn(k, pushes, "no lost push for %s within the lease" % k)
             t, p = pushes[k]
@@ -601,34 +550,10 @@ class TestRedisProcesses(RedisCase):
         c = self.conn(a)
         before = int(self.info(a)["backend_reconnects_total"])
         self.assertEqual(r.stop(), 0)
-        for opts in ((), ("WAIT", 5000), ("WAIT", 0), ("SHARED",), ("LIMIT", 3)):
-            t0 = time.monotonic()
-            reply = c.cmd("LOCK", unique_key(), *opts)
-            took = time.monotonic() - t0
-            self.assertErr(reply, "BACKEND", "LOCK %s while Redis is down: %r" % (opts, reply))
-            self.assertLess(took, BACKEND_REPLY_BOUND,
-                            "-BACKEND came %.3f s after LOCK %s" % (took, opts))
-        wait_until(lambda: self.info(a)["backend_connected"] == "0", 2, 0.02,
-                   "INFO backend_connected:0")
-        self.assertEqual(self.status(a, unique_key())["backend"], b"disconnected")
-        self.assertEqual(c.cmd("PING"), "PONG")
+        self.assertRefusedWhileDown(a, c, BACKEND_REPLY_BOUND, "Redis", 2)
         # redis-server back on the same port: locks work again
         r2 = self.start_redis(port=r.port, directory=r.dir)
-        key = unique_key()
-
-        def granted():
-            reply = c.cmd("LOCK", key, "WAIT", 0)
-            if isinstance(reply, Err):
-                self.assertEqual(reply.code, "BACKEND", reply)
-                return False
-            return self.assertGranted(reply)
-
-        wait_until(granted, RECONNECT_BOUND, 0.05, "LOCK to work once Redis is back")
-        self.assertEqual(c.cmd("UNLOCK", key), 0)
-        info = self.info(a)
-        self.assertEqual(info["backend_connected"], "1")
-        self.assertGreater(int(info["backend_reconnects_total"]), before)
-        self.assertEqual(self.status(a, key)["backend"], b"connected")
+        self.assertLocksAgain(a, c, RECONNECT_BOUND, before)
         self.assertTrue(r2.running())
 
     def test_closed_session_released_after_outage(self):
@@ -1147,13 +1072,13 @@ class TestRedisServerHarness(RedisTestCase):
         r2.pause()  # a paused server is stopped too
 
     def test_missing_binary_fails(self):
-        saved = harness.REDIS_SERVER
-        harness.REDIS_SERVER = "/nonexistent/redis-server"
+        saved = env.REDIS_SERVER
+        env.REDIS_SERVER = "/nonexistent/redis-server"
         try:
             with self.assertRaisesRegex(AssertionError, "redis-server is missing"):
                 RedisServer().start()
         finally:
-            harness.REDIS_SERVER = saved
+            env.REDIS_SERVER = saved
 
     def test_monitor_counts_sources(self):
         r = self.start_redis()

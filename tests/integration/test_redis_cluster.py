@@ -1,4 +1,4 @@
-"""The redis-cluster backend against real Redis Clusters (harness.RedisCluster:
+"""The redis-cluster backend against real Redis Clusters (RedisCluster:
 three masters with a replica each, on loopback): keys spread over the masters
 and the key layout of one slot per lock, two daemons excluding and waking each
 other through sharded pub/sub, resharding while locks are held and waited
@@ -19,10 +19,13 @@ import unittest
 
 import redis
 
-from harness import (DLOCKD, NULL, SLOWDOWN, Err, RedisTestCase, backend_section,
-                     exclusion_across, free_port, in_thread, lock_keys, new_dir, pairs,
-                     read_within, reap, report, shared_certs, slot_tag, spawn, unique_key,
-                     wait_until)
+from dlocktest.cases import RedisTestCase, report
+from dlocktest.certs import shared_certs
+from dlocktest.cluster import lock_keys, slot_tag
+from dlocktest.conf import backend_section
+from dlocktest.env import DLOCKD, SLOWDOWN, new_dir, unique_key
+from dlocktest.proc import free_port, in_thread, reap, spawn, wait_until
+from dlocktest.resp import NULL, Err, pairs, read_within
 
 # the redis backend's documented ACL (README, "Redis in production") and
 # what a cluster needs on top of it (the slot map, ASK, the shard channels)
@@ -277,9 +280,8 @@ class TestClusterShared(ClusterCase):
 
     def test_two_daemons_exclude_each_other(self):
         for m, key in self.keys_per_master(self.cluster, "excl").items():
-            errors, fences = exclusion_across([self.a, self.b, self.a, self.b], key, 15, 60)
-            self.assertEqual(errors, [], "key on port %d" % m.port)
-            self.assertEqual(len(fences), 60)
+            fences = self.assertExclusive([self.a, self.b, self.a, self.b], key, 15, 60,
+                                          "key on port %d" % m.port)
             self.assertEqual(fences, sorted(set(fences)), "fences in critical-section order")
 
     def test_two_daemons_wake_each_other(self):

@@ -16,9 +16,11 @@ import socket
 import time
 import unittest
 
-import dnsfake
-from harness import (DLOCKD, RedisTestCase, new_dir, parse_info, report, unique_key,
-                     wait_until)
+from dlocktest import dnsfake
+from dlocktest.cases import RedisTestCase, report
+from dlocktest.env import DLOCKD, new_dir, unique_key
+from dlocktest.proc import wait_until
+from dlocktest.resp import parse_info
 
 NAME = "redis.test"
 FOLLOW_LIMIT = 5.0  # seconds a daemon may take to follow a failover

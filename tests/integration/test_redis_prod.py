@@ -8,8 +8,11 @@ import signal
 import time
 import unittest
 
-from harness import (Err, RedisTestCase, make_certs, shared_certs, unique_key,
-                     wait_until)
+from dlocktest.cases import RedisTestCase
+from dlocktest.certs import make_certs, shared_certs
+from dlocktest.env import unique_key
+from dlocktest.proc import wait_until
+from dlocktest.resp import Err
 
 # The smallest ACL the redis backend needs (README, "Redis in production"):
 # its keys and channels under the prefix, the script calls, and inside the

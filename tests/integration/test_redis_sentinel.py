@@ -15,9 +15,12 @@ Run alone: BUILD=build sh tests/integration/run.sh -k test_redis_sentinel
 
 import time
 
-from harness import (NULL, SLOWDOWN, Closed, Err, Push, Raw, RedisTestCase, in_thread,
-                     process_tcp_ports, read_within, report, unique_key, wait_until)
-from sentinel import (DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, SentinelDaemon, SentinelSetup)
+from dlocktest.cases import RedisTestCase, report
+from dlocktest.env import SLOWDOWN, unique_key
+from dlocktest.proc import in_thread, wait_until
+from dlocktest.redis_server import process_tcp_ports
+from dlocktest.resp import NULL, Closed, Err, Push, Raw, read_within
+from dlocktest.sentinel import DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, SentinelDaemon, SentinelSetup
 
 # backend timeouts of daemons that must notice a dead master quickly
 FAST = {"connect_timeout_ms": 300, "command_timeout_ms": 300}

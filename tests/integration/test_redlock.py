@@ -22,16 +22,18 @@ persistence: RedisServer.kill() and restart()). A daemon under a wrapper
 Run alone: BUILD=build sh tests/integration/run.sh -k test_redlock
 """
 
-import os
 import re
 import signal
 import time
 import unittest
 
-from harness import (NULL, SLOWDOWN, Err, Push, Raw, RedisTestCase, commandstats,
-                     exclusion_across, grant_through_outage, in_thread, new_dir,
-                     read_within, redlock_url, report, run_dlockd, unique_key,
-                     wait_until)
+from dlocktest.cases import ConfigTestCase, RedisTestCase, report
+from dlocktest.daemon import redlock_url
+from dlocktest.env import SLOWDOWN, unique_key
+from dlocktest.proc import in_thread, sleep_until, wait_until
+from dlocktest.redis_server import commandstats
+from dlocktest.resp import NULL, Err, Push, Raw, read_within
+from dlocktest.sessions import grant_through_outage
 
 # backend keys of daemons that must notice a dead node quickly: TTLs from 900 ms
 FAST = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
@@ -112,20 +114,6 @@ class RedlockCase(RedisTestCase):
                                 if info.get("backend_node%d_connected" % i) == "1"),
                          sorted(up), timeout, daemon.log()))
 
-    def grant_when_up(self, conn, key, limit, *opts):
-        """LOCK key WAIT 0 *opts on conn until granted (-BACKEND and null
-        answered meanwhile are tried again), within limit s; the grant."""
-        def granted():
-            reply = conn.cmd("LOCK", key, "WAIT", 0, *opts)
-            if isinstance(reply, Err):
-                self.assertEqual(reply.code, "BACKEND", reply)
-                return False
-            if reply is NULL:
-                return False
-            return self.assertGranted(reply)
-
-        return wait_until(granted, limit, 0.02, "LOCK %s to be granted" % key)
-
     def assertBackendErrorSoon(self, conn, key, *opts):
         """LOCK key *opts on conn is answered -BACKEND within
         BACKEND_REPLY_BOUND s; returns the reply."""
@@ -163,13 +151,8 @@ class TestRedlockTwoDaemons(RedlockCase):
         return [script_calls(self.redis_conn(n)) for n in self.nodes]
 
     def test_mutual_exclusion_across_daemons(self):
-        key = unique_key()
-        errors, fences = exclusion_across((self.a, self.b, self.a, self.b), key, 15, 90)
-        self.assertEqual(errors, [])
-        self.assertEqual(len(fences), 60)
-        self.assertTrue(all(x < y for x, y in zip(fences, fences[1:])),
-                        "fences not increasing in grant order: %s" % fences)
-        self.assertGreater(fences[0], 10 ** 15, "the first fence of a new key: Redis's clock")
+        fences = self.assertExclusive((self.a, self.b, self.a, self.b), unique_key(), 15, 90)
+        self.assertClockFences(fences)
 
     def test_lease_on_every_node(self):
         key = unique_key()
@@ -205,11 +188,7 @@ class TestRedlockTwoDaemons(RedlockCase):
 
     def test_wake_across_daemons_is_prompt(self):
         took = self.wake_latencies(self.a, self.b, unique_key(), 5, self.all_script_calls)
-        report("release on A -> grant on B (3 nodes): %s ms"
-               % ", ".join("%.1f" % (1000 * t) for t in took))
-        self.assertLess(max(took), WAKE_BOUND,
-                        "a waiter on B was granted %.0f ms after the release on A"
-                        % (1000 * max(took)))
+        self.assertWakesWithin(took, WAKE_BOUND, " (3 nodes)")
 
     def test_shared_and_semaphore_across_daemons(self):
         self.shared_and_semaphore_across((self.a, self.b))
@@ -526,9 +505,7 @@ class TestRedlockNodesDown(RedlockCase):
             p = read_within(h, end - time.monotonic() + 1.0)
             t_push = time.monotonic()
             # keep them stopped until A's lease has run out in them
-            left = sent + TTL / 1000 + 0.3 - time.monotonic()
-            if left > 0:
-                time.sleep(left)
+            sleep_until(sent + TTL / 1000 + 0.3)
         finally:
             nodes[0].resume()
             nodes[1].resume()
@@ -879,27 +856,9 @@ class TestRedlockSettings(RedlockCase):
             self.assertEqual(self.redis_conn(n).cmd("CONFIG", "SET", "appendonly", "no"), "OK")
 
 
-class TestRedlockConfig(unittest.TestCase):
+class TestRedlockConfig(ConfigTestCase):
     """-b redlock://... and the backend section, checked with dlockd -t
     (which connects to nothing)."""
-
-    def write(self, name, text):
-        path = os.path.join(new_dir("conf"), name)
-        with open(path, "w") as f:
-            f.write(text)
-        return path
-
-    def check_ok(self, args, what):
-        rc, out, err = run_dlockd(["-t"] + args)
-        self.assertEqual((rc, out.strip()), (0, "configuration OK"),
-                         "%s: %s%s" % (what, out, err))
-
-    def check_refused(self, args, what):
-        rc, out, err = run_dlockd(["-t"] + args)
-        self.assertNotEqual(rc, 0, "%s accepted: %s%s" % (what, out, err))
-        self.assertNotIn("configuration OK", out + err, what)
-        self.assertTrue(err.strip(), "%s: refused without a word" % what)
-        return err
 
     def test_url_forms_accepted(self):
         empty = self.write("empty.yaml", "")

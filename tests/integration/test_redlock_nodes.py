@@ -6,8 +6,12 @@ certificates made with openssl."""
 import os
 import subprocess
 
-from harness import (DLOCKD, Daemon, Err, RedisTestCase, new_dir, shared_certs,
-                     unique_key, wait_until)
+from dlocktest.cases import RedisTestCase
+from dlocktest.certs import shared_certs
+from dlocktest.daemon import Daemon
+from dlocktest.env import DLOCKD, new_dir, unique_key
+from dlocktest.proc import wait_until
+from dlocktest.resp import Err
 
 
 class TestRedlockNodeSettings(RedisTestCase):

@@ -6,7 +6,7 @@ a lost update, and excuse an overlap only when a fault kept a holder from
 hearing of its loss.
 
 TestSafetyShort runs one round of a representative subset of backend x fault
-(see tests/faults/safety.py; `make check-faults` runs them all, several
+(see tests/faults/; `make check-faults` runs them all, several
 rounds each) against the real daemon, and two independent memory daemons
 used as one lock service, which the checker must catch. Under DLOCKD_WRAPPER
 (valgrind) durations are scaled up and the faults whose timing does not
@@ -15,15 +15,11 @@ survive are left out; the run prints which.
 
 import os
 import shutil
-import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "faults"))
+from dlocktest.env import DLOCKD
 
-import harness  # noqa: E402
-import check  # noqa: E402
-import safety  # noqa: E402
+from faults import check, safety
 
 KEY = "k"
 TTL = 1200
@@ -273,7 +269,7 @@ class TestChecker(unittest.TestCase):
 class TestSafetyShort(unittest.TestCase):
 
     def test_short(self):
-        out = os.path.join(os.path.dirname(harness.DLOCKD), "faults", "short")
+        out = os.path.join(os.path.dirname(DLOCKD), "faults", "short")
         shutil.rmtree(out, ignore_errors=True)
         res = safety.run("short", outdir=out)
         bad = ["%s: %s" % (r["name"], safety.verdict(r)) for r in res["scenarios"]

@@ -16,8 +16,12 @@ figures are reported, not checked."""
 import threading
 import unittest
 
-from harness import (WRAPPER, Daemon, Err, Raw, close_hard, open_sessions, parse_info, raise_nofile,
-                     read_within, report, unique_key, vm_rss_kib, wait_until)
+from dlocktest.cases import report
+from dlocktest.daemon import Daemon
+from dlocktest.env import WRAPPER, unique_key
+from dlocktest.proc import raise_nofile, vm_rss_kib, wait_until
+from dlocktest.resp import Err, Raw, parse_info, read_within
+from dlocktest.sessions import close_hard, open_sessions
 
 CROWD = 10000          # idle sessions, waiters
 KEYS = 100000          # LOCKs one session pipelines

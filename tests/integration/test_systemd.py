@@ -14,8 +14,11 @@ import subprocess
 import time
 import unittest
 
-from harness import (DLOCKD, WRAPPER, Daemon, Err, Raw, RedisServer, free_port, log_tail,
-                     new_dir, pairs, port_pings, reap, spawn, unique_key, wait_until)
+from dlocktest.daemon import Daemon, port_pings
+from dlocktest.env import DLOCKD, WRAPPER, new_dir, unique_key
+from dlocktest.proc import free_port, log_tail, reap, spawn, wait_until
+from dlocktest.redis_server import RedisServer
+from dlocktest.resp import Err, Raw, pairs
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 READY_BOUND = 10.0  # seconds dlockd waits for its backend before READY=1

@@ -3,7 +3,7 @@ pipelining and replies larger than the socket takes at once, AUTH, plain and
 TLS listeners side by side, clients that do not speak TLS or never finish a
 handshake, client certificates (tls.ca_file), dlockd -t on the tls.* keys,
 and a new certificate on SIGHUP. The certificates are made at test time
-(harness.make_certs, with the openssl command) in a directory of their own."""
+(make_certs, with the openssl command) in a directory of their own."""
 
 import os
 import select
@@ -17,15 +17,17 @@ import unittest
 
 import redis
 
-from harness import (IO_TIMEOUT, REDIS_CLI, Daemon, Raw, free_port, make_cert, make_certs,
-                     new_dir, unique_key, wait_until)
-from test_daemon import run_dlockd
+from dlocktest.certs import make_cert, make_certs
+from dlocktest.daemon import Daemon, run_dlockd
+from dlocktest.env import REDIS_CLI, new_dir, unique_key
+from dlocktest.proc import free_port, wait_until
+from dlocktest.resp import IO_TIMEOUT, Raw
 
-CERTS = None  # the test certificates (harness.Certs) and server2's, made once
+CERTS = None  # the test certificates (Certs) and server2's, made once
 
 
 def certs():
-    """The directory of the test certificates: harness.make_certs()'s (ca,
+    """The directory of the test certificates: make_certs()'s (ca,
     server, client, other-ca) and server2.crt, for localhost but signed by
     other-ca, made once."""
     global CERTS
@@ -63,7 +65,7 @@ def tls_client(port, ca="ca.crt", **kw):
 
 
 def tls_raw(port, ca="ca.crt", client_cert=None):
-    """A raw RESP connection (harness.Raw) over TLS."""
+    """A raw RESP connection (Raw) over TLS."""
     ctx = ssl.create_default_context(cafile=cert(ca))
     if client_cert:
         ctx.load_cert_chain(cert(client_cert + ".crt"), cert(client_cert + ".key"))

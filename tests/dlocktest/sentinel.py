@@ -9,7 +9,7 @@ three sentinels on free loopback ports, each in a directory of its own.
     finally:
         s.stop()
 
-Every process is started through harness.spawn(), so one a test could not
+Every process is started through proc.spawn(), so one a test could not
 stop is killed at exit, and stopped by its pid. The sentinels watch the
 master under the name "mymaster" with quorum 2, down-after-milliseconds 1000
 and failover-timeout 5000: a SIGKILLed master is replaced in about 2 to 4 s
@@ -18,16 +18,19 @@ promotes the replica and waits for INFO to show it a master).
 
 Environment: REDIS_SENTINEL_BIN, the sentinel (default redis-sentinel from
 PATH, Debian package redis-sentinel; missing is a failure, not a skip);
-REDIS_SERVER_BIN, the data nodes' redis-server, as in harness.py.
+REDIS_SERVER_BIN, the data nodes' redis-server, as in env.py.
 """
 
 import os
 import signal
 import time
 
-import harness
-from harness import (Raw, RedisServer, ServerProcess, free_port, new_dir, redis_first_reply,
-                     wait_until, yaml_value)
+from .conf import backend_section
+from .daemon import Daemon
+from .env import new_dir, subdir
+from .proc import ServerProcess, free_port, wait_until
+from .redis_server import RedisServer, one_command, redis_first_reply
+from .resp import Raw, text
 
 REDIS_SENTINEL = os.environ.get("REDIS_SENTINEL_BIN", "redis-sentinel")
 
@@ -40,33 +43,16 @@ READY_TIMEOUT = 30.0  # s for the sentinels to find the replica and each other
 DOWN_FLAGS = ("s_down", "o_down", "disconnected")
 
 
-def _text(v):
-    return v.decode() if isinstance(v, bytes) else v
-
-
 def _entries(reply):
     """SENTINEL replicas / sentinels (RESP2: a list of flat lists) as a list
     of dicts of str -> str."""
     out = []
     for flat in reply:
-        out.append({_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)})
+        out.append({text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat), 2)})
     return out
 
 
 
-def one_command(server, args, timeout):
-    """args sent on a new connection to server (its raw()); the reply, or
-    None if it cannot be reached or does not answer within timeout."""
-    try:
-        c = server.raw(timeout=timeout)
-    except (OSError, AssertionError):
-        return None
-    try:
-        return c.cmd(*args)
-    except (OSError, AssertionError, harness.Closed):
-        return None
-    finally:
-        c.close()
 
 class DataNode(RedisServer):
     """A redis-server of a Sentinel set-up: a master, or with replicaof
@@ -86,21 +72,6 @@ class DataNode(RedisServer):
         if self.replicaof is not None:
             a += ["--replicaof", "127.0.0.1", str(self.replicaof)]
         return a
-
-    def cmd(self, *args, timeout=2.0):
-        """One command on a new connection; its reply (None if the node
-        cannot be reached, or does not answer within timeout)."""
-        return one_command(self, args, timeout)
-
-    def role(self):
-        """"master" or "slave" (ROLE's first word), None if unreachable."""
-        r = self.cmd("ROLE")
-        return _text(r[0]) if isinstance(r, list) and r else None
-
-    def replication(self):
-        """INFO replication as a dict ({} if unreachable)."""
-        r = self.cmd("INFO", "replication")
-        return harness.parse_info(r) if isinstance(r, bytes) else {}
 
 
 class Sentinel(ServerProcess):
@@ -169,12 +140,6 @@ class Sentinel(ServerProcess):
             return got == [b"+OK", b"+PONG"]
         return got is not None and got[0] == b"+PONG"
 
-    def new_ports(self):
-        if self.fixed_port:
-            return False
-        self.port = free_port()
-        return True
-
     def address(self):
         return "127.0.0.1:%d" % self.port
 
@@ -192,13 +157,13 @@ class Sentinel(ServerProcess):
         cannot be reached or does not answer within timeout)."""
         if not self.running():
             return None
-        return one_command(self, args, timeout)
+        return one_command(self.raw, args, timeout)
 
     def master_addr(self):
         """SENTINEL get-master-addr-by-name: (host, port), or None."""
         r = self.cmd("SENTINEL", "get-master-addr-by-name", self.name)
         if isinstance(r, list) and len(r) == 2:
-            return _text(r[0]), int(r[1])
+            return text(r[0]), int(r[1])
         return None
 
     def replicas(self):
@@ -256,10 +221,10 @@ class SentinelSetup:
         failure stop what was started and fail."""
         try:
             master = DataNode(password=self.password,
-                              directory=self._subdir("master")).start()
+                              directory=subdir(self.dir, "master")).start()
             self.nodes.append(master)
             replica = DataNode(replicaof=master.port, password=self.password,
-                               directory=self._subdir("replica")).start()
+                               directory=subdir(self.dir, "replica")).start()
             self.nodes.append(replica)
             wait_until(lambda: replica.replication().get("master_link_status") == "up",
                        timeout, 0.01, "the replica's link to the master")
@@ -267,18 +232,13 @@ class SentinelSetup:
                 s = Sentinel(master.port, self.name, self.quorum, self.down_after_ms,
                              self.failover_timeout_ms, master_password=self.password,
                              password=self.sentinel_password,
-                             directory=self._subdir("sentinel%d" % i))
+                             directory=subdir(self.dir, "sentinel%d" % i))
                 self.sentinels.append(s.start())
             self.wait_ready(timeout)
         except BaseException:
             self.stop()
             raise
         return self
-
-    def _subdir(self, name):
-        p = os.path.join(self.dir, name)
-        os.makedirs(p, exist_ok=True)
-        return p
 
     def wait_ready(self, timeout=READY_TIMEOUT, replica=True):
         """Until every live sentinel names the same master and knows every
@@ -357,8 +317,7 @@ class SentinelSetup:
         if self.sentinel_password is not None:
             conf["sentinel_password"] = self.sentinel_password
         conf.update(extra)
-        return "backend:\n" + "".join("  %s: %s\n" % (k, yaml_value(v))
-                                      for k, v in conf.items() if v is not None)
+        return backend_section({k: v for k, v in conf.items() if v is not None})
 
     def live_sentinels(self):
         return [s for s in self.sentinels if s.running()]
@@ -437,8 +396,7 @@ class SentinelSetup:
         up replica, until it does too)."""
         s = self.sentinels[i]
         replica = self.replica() is not None  # asked before s has a say
-        s.fixed_port = True
-        s.start()
+        s.restart()
         self.wait_ready(timeout, replica=replica)
         return s
 
@@ -448,8 +406,7 @@ class SentinelSetup:
         replaced must not bring back), and wait until the set-up is ready
         again: its link is up and every sentinel lists it."""
         node.replicaof = self.master_port()
-        node.fixed_port = True
-        node.start()
+        node.restart()
         self.wait_ready(timeout)
         return node
 
@@ -478,7 +435,7 @@ class SentinelSetup:
                           "the sentinels to name a new master (the old one on port %d)" % old)
 
 
-class SentinelDaemon(harness.Daemon):
+class SentinelDaemon(Daemon):
     """A dlockd on the sentinels of a SentinelSetup, with -b setup.url()
     (or url), or with yaml=True through a backend section of its
     configuration (setup.yaml()). backend_conf is a dict of further
@@ -499,8 +456,7 @@ class SentinelDaemon(harness.Daemon):
         if self.yaml:
             return text + self.setup.yaml(**self.extra_conf)
         if self.extra_conf:
-            text += "backend:\n" + "".join("  %s: %s\n" % (k, yaml_value(v))
-                                           for k, v in self.extra_conf.items())
+            text += backend_section(self.extra_conf)
         return text
 
     def argv(self, wrapped=True):

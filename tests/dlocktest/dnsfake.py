@@ -22,10 +22,10 @@ import select
 import shutil
 import socket
 import struct
-import subprocess
 import threading
 
-import harness
+from .env import new_dir
+from .proc import run_to_end
 
 TTL = 1  # seconds, in every answer
 
@@ -226,7 +226,7 @@ class Resolver:
     one whose resolv.conf names a FakeDNS alone."""
 
     def __init__(self, resolv_text, hosts_text=HOSTS, directory=None):
-        self.dir = directory or harness.new_dir("resolver")
+        self.dir = directory or new_dir("resolver")
         self.resolv_conf = os.path.join(self.dir, "resolv.conf")
         self.hosts = os.path.join(self.dir, "hosts")
         with open(self.resolv_conf, "w") as f:
@@ -257,17 +257,7 @@ def run(argv, timeout=20.0):
     """Run argv (recorded, so that it is killed if this interpreter dies);
     returns (status, stdout, stderr) as str. Fails if it does not finish
     within timeout s."""
-    p = harness.spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                      stderr=subprocess.PIPE)
-    try:
-        out, err = p.communicate(None, timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        harness.forget(p)
-        raise AssertionError("%s did not finish within %.0f s" % (argv, timeout))
-    harness.forget(p)
-    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    return run_to_end(argv, timeout)
 
 
 def check_namespaces():

@@ -53,7 +53,7 @@ def write_args(key, fence, value, tag):
 
 
 def state(conn, key):
-    """What the resource holds for key, read through a harness Raw connection:
+    """What the resource holds for key, read through a Raw connection (dlocktest.resp):
     {"counter", "max_fence", "writes": [(fence, value, tag)], "stale_reads",
     "stale_writes"}."""
     def dec(v):
