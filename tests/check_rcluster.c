@@ -1,6 +1,6 @@
 /*
  * check_rcluster — unit tests of what a Redis Cluster client computes
- * (daemon/rcluster.c): CRC16 and hash slots as Redis computes them (values
+ * (daemon/redis/rcluster.c): CRC16 and hash slots as Redis computes them (values
  * CLUSTER KEYSLOT gave), hash tags, the escaping of a lock's key into its
  * tag, a channel tag for every slot, CLUSTER SLOTS replies (good, odd and
  * bad), and the redirections of error replies.

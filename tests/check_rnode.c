@@ -1,5 +1,5 @@
 /*
- * check_rnode — the client of one Redis server (daemon/rnode.c) against a
+ * check_rnode — the client of one Redis server (daemon/redis/rnode.c) against a
  * fake server: handshake, scripts by SHA1 and NOSCRIPT, pipelining, error
  * replies, timeouts and reconnects, refused authentication, kept calls,
  * pub/sub, READONLY, name resolution, destroy with calls in flight.

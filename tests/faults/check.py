@@ -402,8 +402,8 @@ def _check_validity(holdings, params, res):
     grant is what is left of that lease, which may be well below the TTL
     (the lease is kept alive every third of its TTL, and not at all while
     etcd does not answer); the margin is then that of the validity the
-    daemon was promised, counted from when it sent the request (PROTOCOL.md
-    7.4 and 8.3; locktab.c hold_margin). The worker sees only what was left
+    daemon was promised, counted from when it sent the request (docs/protocol.md
+    7.4 and docs/backends/etcd.md; locktab.c hold_margin). The worker sees only what was left
     when the reply went out, less than that promise by the time the request
     took, so all there is to check from its side is that something was
     left."""

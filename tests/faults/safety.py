@@ -392,7 +392,7 @@ class Scenario:
         """When (time.monotonic()) the daemon sends the first renewal of the
         lock of a grant event: TTL/3 after it sent the request, rounded up to
         a multiple of 100 ms of its clock (CLOCK_BOOTTIME in ms) when TTL/3 is
-        at least 200 ms (PROTOCOL.md 8.2, locktab.c renew_time). The request
+        at least 200 ms (docs/backends/redis.md, locktab.c renew_time). The request
         left just before the grant came."""
         off = time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
         sent_ms = int((grant["t"] - 0.001 + off) * 1000)

@@ -448,7 +448,7 @@ class EtcdTopology(StoreTopology):
         of its lease, or None if it has no valid lease. The keepalives go
         every third of the lease's TTL from the grant on; the last one etcd
         answered was sent the TTL less what is left of the lease before now
-        (INFO's backend_lease_ttl_ms and backend_lease_valid_ms; be_etcd.c
+        (INFO's backend_lease_ttl_ms and backend_lease_valid_ms; etcd/be_etcd_lease.c
         on_lease_timer, on_keepalive). One sent and not answered yet is
         passed over."""
         t0 = time.monotonic()

@@ -20,7 +20,7 @@ Kinds of client:
             again by the -LOST reply to its next command
 
 Workers that take no pushes send PING every checkin_ms while they hold the
-lock and right before they write (PROTOCOL.md 5: a command before every step
+lock and right before they write (docs/protocol.md 5: a command before every step
 that needs the lock); push workers poll their socket as often.
 
 The log: one JSON object per line, written with a single write() (the worker

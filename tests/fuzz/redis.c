@@ -1,6 +1,6 @@
 /*
  * redis — fuzz the redis backend's handling of Redis's replies
- * (daemon/be_redis.c), through hiredis's reader as the daemon gets them.
+ * (daemon/redis/be_redis.c), through hiredis's reader as the daemon gets them.
  *
  * The input is a few steering bytes, then bytes "Redis" sends, split into
  * replies by hiredis's redisReader (RESP2). A backend is set up that never

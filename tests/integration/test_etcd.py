@@ -277,7 +277,7 @@ class TestEtcdDaemons(EtcdCase):
     def test_order_when_the_holder_daemon_has_waiters(self):
         # the holder on A, waiters arriving in turn on A and B: a daemon's
         # queue has one place in etcd, its head's, so the daemons take
-        # turns (PROTOCOL.md 8.3, Order across daemons): B0 A0 B1 A1 B2 A2
+        # turns (docs/backends/etcd.md, Order across daemons): B0 A0 B1 A1 B2 A2
         key = unique_key()
         holder = self.conn(self.a)
         self.assertGranted(holder.cmd("LOCK", key))

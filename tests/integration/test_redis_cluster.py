@@ -27,7 +27,7 @@ from dlocktest.env import DLOCKD, SLOWDOWN, new_dir, unique_key
 from dlocktest.proc import free_port, in_thread, reap, spawn, wait_until
 from dlocktest.resp import NULL, Err, pairs, read_within
 
-# the redis backend's documented ACL (README, "Redis in production") and
+# the redis backend's documented ACL (docs/backends/redis.md, "TLS and ACL users") and
 # what a cluster needs on top of it (the slot map, ASK, the shard channels)
 BASE_COMMANDS = ("+ping +subscribe +eval +evalsha +script|load +get +set +del +type +pttl "
                  "+pexpire +pexpireat +time +publish +zrange +zadd +zrem "

@@ -14,7 +14,7 @@ from dlocktest.env import unique_key
 from dlocktest.proc import wait_until
 from dlocktest.resp import Err
 
-# The smallest ACL the redis backend needs (README, "Redis in production"):
+# The smallest ACL the redis backend needs (docs/backends/redis.md, "TLS and ACL users"):
 # its keys and channels under the prefix, the script calls, and inside the
 # scripts the commands they run (Redis checks those against the user too).
 MIN_ACL = ("~dlock:* &dlock:* +ping +subscribe +eval +evalsha +script|load "

@@ -815,7 +815,7 @@ class TestRedlockSettings(RedlockCase):
     def test_persistence_read_and_warned(self):
         # appendonly and appendfsync are read at each connection to a node:
         # INFO shows what a restart of each keeps, and a node that would
-        # forget acknowledged leases is logged (PROTOCOL.md 8.4)
+        # forget acknowledged leases is logged (docs/backends/redlock.md)
         nodes = self.start_nodes(3)
         for n, (ao, fs) in zip(nodes, [("yes", "always"), ("no", "always"),
                                        ("yes", "everysec")]):
