@@ -441,23 +441,15 @@ START_TEST(test_backend_destroy_before_the_loop)
 }
 END_TEST
 
-static Suite *
-be_etcd_suite(void)
-{
-	Suite *s = suite_create("be_etcd");
-	TCase *tc = tcase_create("backend");
-	tcase_add_checked_fixture(tc, ef_setup, ef_teardown);
-	tcase_add_test(tc, test_backend_late_lease_not_found_keeps_new_lease);
-	tcase_add_test(tc, test_backend_late_lease_not_found_on_one_lane);
-	tcase_add_test(tc, test_backend_late_delete_of_older_key_keeps_lock);
-	tcase_add_test(tc, test_backend_destroy_with_work_in_flight);
-	tcase_add_test(tc, test_backend_destroy_before_the_loop);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return gf_main(be_etcd_suite());
+	Suite *s = suite_create("be_etcd");
+
+	suite_case(s, "backend", ef_setup, ef_teardown, 0,
+	    SUITE_TESTS(test_backend_late_lease_not_found_keeps_new_lease,
+	    test_backend_late_lease_not_found_on_one_lane,
+	    test_backend_late_delete_of_older_key_keeps_lock,
+	    test_backend_destroy_with_work_in_flight, test_backend_destroy_before_the_loop));
+	return gf_main(s);
 }

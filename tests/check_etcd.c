@@ -1220,62 +1220,28 @@ START_TEST(test_destroy_from_a_failed_call)
 }
 END_TEST
 
-static Suite *
-etcd_suite(void)
-{
-	Suite *s = suite_create("etcd");
-	TCase *tc = tcase_create("calls");
-	tcase_add_checked_fixture(tc, ef_setup, ef_teardown);
-	tcase_add_test(tc, test_call_answered);
-	tcase_add_test(tc, test_call_error_status);
-	tcase_add_test(tc, test_call_without_message);
-	tcase_add_test(tc, test_message_over_the_limit);
-	tcase_add_test(tc, test_many_calls_one_connection);
-	tcase_add_test(tc, test_keepalive);
-	tcase_add_test(tc, test_unreachable_endpoint);
-	tcase_add_test(tc, test_down_after_up);
-	tcase_add_test(tc, test_connection_lost_with_calls);
-	tcase_add_test(tc, test_failover_to_next_endpoint);
-	tcase_add_test(tc, test_timeout);
-	tcase_add_test(tc, test_connect_timeout);
-	tcase_add_test(tc, test_callbacks_from_the_loop);
-	tcase_add_test(tc, test_callback_from_the_loop_when_connect_fails_at_once);
-	tcase_add_test(tc, test_failed_at_once_in_order);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("lanes");
-	tcase_add_checked_fixture(tc, ef_setup, ef_teardown);
-	tcase_add_test(tc, test_lane_one_at_a_time);
-	tcase_add_test(tc, test_lanes_multiplexed);
-	tcase_add_test(tc, test_lane_after_failures);
-	tcase_add_test(tc, test_lane_unreachable_in_order);
-	tcase_add_test(tc, test_lane_after_a_call_failed_at_once);
-	tcase_add_test(tc, test_lane_call_from_the_callback_keeps_order);
-	tcase_add_test(tc, test_destroy_with_lane_calls_queued);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("auth");
-	tcase_add_checked_fixture(tc, ef_setup, ef_teardown);
-	tcase_add_test(tc, test_auth_token);
-	tcase_add_test(tc, test_auth_token_expired);
-	tcase_add_test(tc, test_auth_refused);
-	tcase_add_test(tc, test_auth_watch);
-	tcase_add_test(tc, test_auth_lane_call_resent_first);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("destroy");
-	tcase_add_checked_fixture(tc, ef_setup, ef_teardown);
-	tcase_add_test(tc, test_destroy_with_work_in_flight);
-	tcase_add_test(tc, test_destroy_before_the_loop);
-	tcase_add_test(tc, test_destroy_from_a_callback);
-	tcase_add_test(tc, test_destroy_with_failed_calls);
-	tcase_add_test(tc, test_destroy_from_a_failed_call);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return gf_main(etcd_suite());
+	Suite *s = suite_create("etcd");
+
+	suite_case(s, "calls", ef_setup, ef_teardown, 0, SUITE_TESTS(test_call_answered,
+	    test_call_error_status, test_call_without_message, test_message_over_the_limit,
+	    test_many_calls_one_connection, test_keepalive, test_unreachable_endpoint,
+	    test_down_after_up, test_connection_lost_with_calls, test_failover_to_next_endpoint,
+	    test_timeout, test_connect_timeout, test_callbacks_from_the_loop,
+	    test_callback_from_the_loop_when_connect_fails_at_once,
+	    test_failed_at_once_in_order));
+	suite_case(s, "lanes", ef_setup, ef_teardown, 0, SUITE_TESTS(test_lane_one_at_a_time,
+	    test_lanes_multiplexed, test_lane_after_failures, test_lane_unreachable_in_order,
+	    test_lane_after_a_call_failed_at_once, test_lane_call_from_the_callback_keeps_order,
+	    test_destroy_with_lane_calls_queued));
+	suite_case(s, "auth", ef_setup, ef_teardown, 0, SUITE_TESTS(test_auth_token,
+	    test_auth_token_expired, test_auth_refused, test_auth_watch,
+	    test_auth_lane_call_resent_first));
+	suite_case(s, "destroy", ef_setup, ef_teardown, 0,
+	    SUITE_TESTS(test_destroy_with_work_in_flight, test_destroy_before_the_loop,
+	    test_destroy_from_a_callback, test_destroy_with_failed_calls,
+	    test_destroy_from_a_failed_call));
+	return gf_main(s);
 }

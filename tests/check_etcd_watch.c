@@ -381,29 +381,16 @@ START_TEST(test_watch_idle_ping)
 }
 END_TEST
 
-static Suite *
-etcd_watch_suite(void)
-{
-	Suite *s = suite_create("etcd_watch");
-	TCase *tc = tcase_create("watch");
-	tcase_add_checked_fixture(tc, ef_setup, ef_teardown);
-	tcase_add_test(tc, test_watch_messages);
-	tcase_add_test(tc, test_watch_one_byte_per_frame);
-	tcase_add_test(tc, test_watch_garbage);
-	tcase_add_test(tc, test_watch_stream_ends);
-	tcase_add_test(tc, test_watch_stop_is_silent);
-	tcase_add_test(tc, test_watch_stopped_from_the_hook);
-	tcase_add_test(tc, test_watch_restarted_from_the_hook);
-	tcase_add_test(tc, test_watch_destroyed_from_the_hook);
-	tcase_add_test(tc, test_watch_unreachable);
-	tcase_add_test(tc, test_watch_ends_when_its_endpoint_is_given_up);
-	tcase_add_test(tc, test_watch_idle_ping);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return gf_main(etcd_watch_suite());
+	Suite *s = suite_create("etcd_watch");
+
+	suite_case(s, "watch", ef_setup, ef_teardown, 0, SUITE_TESTS(test_watch_messages,
+	    test_watch_one_byte_per_frame, test_watch_garbage, test_watch_stream_ends,
+	    test_watch_stop_is_silent, test_watch_stopped_from_the_hook,
+	    test_watch_restarted_from_the_hook, test_watch_destroyed_from_the_hook,
+	    test_watch_unreachable, test_watch_ends_when_its_endpoint_is_given_up,
+	    test_watch_idle_ping));
+	return gf_main(s);
 }

@@ -714,42 +714,17 @@ START_TEST(test_goaway)
 }
 END_TEST
 
-static Suite *
-grpc_suite(void)
-{
-	Suite *s = suite_create("grpc");
-	TCase *tc = tcase_create("messages");
-
-	tcase_add_test(tc, test_grpc_next_whole_and_cut);
-	tcase_add_test(tc, test_grpc_next_refused);
-	tcase_add_test(tc, test_grpc_status);
-	tcase_add_test(tc, test_grpc_message);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("calls");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_unary_answered);
-	tcase_add_test(tc, test_unary_error_status);
-	tcase_add_test(tc, test_unary_reset);
-	tcase_add_test(tc, test_garbled);
-	tcase_add_test(tc, test_first_message_ends);
-	tcase_add_test(tc, test_streaming);
-	tcase_add_test(tc, test_detached);
-	tcase_add_test(tc, test_free_from_a_hook);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("connections");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_refused);
-	tcase_add_test(tc, test_closed_by_the_server);
-	tcase_add_test(tc, test_idle_ping);
-	tcase_add_test(tc, test_goaway);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int
 main(void)
 {
-	return gf_main(grpc_suite());
+	Suite *s = suite_create("grpc");
+
+	suite_case(s, "messages", NULL, NULL, 0, SUITE_TESTS(test_grpc_next_whole_and_cut,
+	    test_grpc_next_refused, test_grpc_status, test_grpc_message));
+	suite_case(s, "calls", setup, teardown, 0, SUITE_TESTS(test_unary_answered,
+	    test_unary_error_status, test_unary_reset, test_garbled, test_first_message_ends,
+	    test_streaming, test_detached, test_free_from_a_hook));
+	suite_case(s, "connections", setup, teardown, 0, SUITE_TESTS(test_refused,
+	    test_closed_by_the_server, test_idle_ping, test_goaway));
+	return gf_main(s);
 }
