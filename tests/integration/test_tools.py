@@ -496,6 +496,13 @@ GROUP_CMD = 'echo $$ > "$PIDS.tmp"; sleep 60 & echo $! >> "$PIDS.tmp"; mv "$PIDS
 DEAF_CMD = 'trap "" TERM; ' + GROUP_CMD
 
 
+def sigint_default():
+    """SIGINT as by default in a dlock run (and its command's group): the
+    tests may run from a shell that ignores it (a background job), and an
+    ignored signal stays ignored across exec."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class DlockRunCase(unittest.TestCase):
     """Tests that start a daemon of their own (they kill it)."""
 
@@ -516,7 +523,7 @@ class DlockRunCase(unittest.TestCase):
         env = dict(os.environ, DLOCK_ADDR=self.daemon.addr(), DLOCK_PASSWORD="",
                    PIDS=self.pidfile)
         p = spawn([DLOCK, "run"] + [str(a) for a in args], env=env, stdin=subprocess.DEVNULL,
-                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_default)
         self.addCleanup(self._reap, p)
         return p
 
