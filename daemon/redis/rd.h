@@ -18,7 +18,10 @@
  *   - Redis Cluster: one call per operation, to the master of its key's
  *     slot, redirections followed (rtopo_cluster.c).
  * A topology calls the core through the functions below and never includes
- * another topology.
+ * another topology. Calls go one way, down: rsettings.c (which picks the
+ * topology) -> the topologies -> rlist.c -> the core -> rdeleg.c ->
+ * rquorum.c; the core reaches a topology only through r->topo, and the
+ * delegation gives leases back only through r->give_back.
  */
 #ifndef DLOCKD_RD_H
 #define DLOCKD_RD_H
