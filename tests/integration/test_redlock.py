@@ -276,6 +276,7 @@ class TestRedlockNodesDown(RedlockCase):
         k = unique_key()
         self.assertGranted(c.cmd("LOCK", k))
         self.assertEqual(c.cmd("UNLOCK", k), 0)
+        self.wait_nodes(a, nodes, {0, 1, 2})
         self.assertEqual(self.status(a, k)["backend"], b"connected")
         before = int(self.info(a)["backend_node0_reconnects_total"])
         nodes[0].kill()
@@ -306,7 +307,8 @@ class TestRedlockNodesDown(RedlockCase):
         nodes = self.start_nodes(5)
         a = self.start_redlock_daemon(nodes, backend_conf=FAST)
         c = self.conn(a)
-        info = self.info(a)
+        # the daemon is up once a quorum is: the other two may still connect
+        info = self.wait_nodes(a, nodes, range(5))
         self.assertEqual((info["backend_nodes"], info["backend_quorum"],
                           info["backend_nodes_up"]), ("5", "3", "5"))
         nodes[0].kill()
