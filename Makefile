@@ -239,9 +239,10 @@ run: deps
 # The install and Debian package tests run in the normal build only.
 check: deps-check
 	$(MAKE) all $(TEST_BIN) $(BENCH_BIN)
-	BUILD=$(BUILD) PACKAGING=$(if $(filter 1,$(SAN)),0,1) sh tests/run.sh $(TEST_BIN)
+	BUILD=$(BUILD) SAN=$(SAN) PACKAGING=$(if $(filter 1,$(SAN)),0,1) sh tests/run.sh $(TEST_BIN)
 
-# The same tests with every unit suite and every daemon under valgrind.
+# The unit suites, and the integration tests that exercise memory handling
+# (tests/integration/runtests.py names them), with every daemon under valgrind.
 check-valgrind: deps-check
 	$(MAKE) all $(TEST_BIN) $(BENCH_BIN)
 	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(TEST_BIN)

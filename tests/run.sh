@@ -3,7 +3,9 @@
 # corpus, tests/fuzz/replay.c), then the integration tests,
 # and print one closing line: "N passed, N failed".
 # BUILD names the build directory; UNIT_ONLY=1 skips the integration tests;
-# VALGRIND=1 runs every unit suite and every daemon under valgrind;
+# VALGRIND=1 runs every unit suite and every daemon under valgrind, and of
+# the integration tests the set tests/integration/runtests.py names for it;
+# SAN=1 (the build has ASan/UBSan) runs that script's set for it;
 # PACKAGING=1 also runs tests/install.sh (make install) and tests/packages.sh
 # (the Debian packages, as root): make check sets it in the normal build, not
 # with SAN=1, and check-valgrind does not.
@@ -19,6 +21,9 @@ if [ "${VALGRIND:-0}" = 1 ]; then
     wrap="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
     export CK_FORK=no
     export DLOCKD_WRAPPER="$wrap"
+    export DLOCKD_TEST_SET=valgrind
+elif [ "${SAN:-0}" = 1 ]; then
+    export DLOCKD_TEST_SET=san
 fi
 
 # add STATUS COUNT ARGS...: print the output of a test program ($out),

@@ -28,7 +28,7 @@
 set -u
 
 PYTHON=/usr/bin/python3
-TEST_LIMIT=900			# seconds any one suite may run
+TEST_LIMIT=${TEST_LIMIT:-900}	# seconds any one suite may run
 BUILD=${BUILD:-build}
 BUILD_NAME=$BUILD			# as given, for messages
 case "$BUILD" in
