@@ -26,11 +26,13 @@
 #include "locktab.h"
 #include "log.h"
 #include "num.h"
+#include "observe.h"
 #include "session.h"
 #include "xmalloc.h"
 
 #define CMD_OPEN 1		/* may run before AUTH */
 #define SEMAPHORE_MAX 1000000	/* largest LIMIT n */
+#define VALUE_MAX 1024		/* longest CAMPAIGN or PROCLAIM value */
 #define TTL_MIN_MS 10		/* shortest lease */
 
 typedef void cmd_fn(struct session *s, const struct codec_frame *f);
@@ -48,7 +50,12 @@ typedef void cmd_fn(struct session *s, const struct codec_frame *f);
 	X(status, "STATUS", 2, 3, 0) \
 	X(validate, "VALIDATE", 3, 3, 0) \
 	X(locks, "LOCKS", 1, 1, 0) \
-	X(info, "INFO", 1, 2, 0)
+	X(info, "INFO", 1, 2, 0) \
+	X(campaign, "CAMPAIGN", 3, 9, 0) \
+	X(proclaim, "PROCLAIM", 3, 3, 0) \
+	X(resign, "RESIGN", 2, 2, 0) \
+	X(leader, "LEADER", 2, 2, 0) \
+	X(observe, "OBSERVE", 2, 6, 0)
 
 #define CMD_DECLARE(id, name, min, max, flags) static cmd_fn cmd_##id;
 COMMANDS(CMD_DECLARE)
@@ -120,6 +127,32 @@ key_ok(struct session *s, const struct codec_frame *f, size_t i)
 		return false;
 	}
 	return true;
+}
+
+/* Check a CAMPAIGN or PROCLAIM value; replies and returns false when it is
+ * too long. */
+static bool
+value_ok(struct session *s, const struct codec_frame *f, size_t i)
+{
+	if (f->argvlen[i] > VALUE_MAX) {
+		codec_reply_error(session_out(s), "ERR", "value is too long (at most %d bytes)",
+		    VALUE_MAX);
+		return false;
+	}
+	return true;
+}
+
+/* Whether the backend can tell who leads a key across daemons; replies
+ * and returns false when it cannot (yet). */
+static bool
+observe_ok(struct session *s, const char *what)
+{
+	const struct backend_ops *ops = s->hub->be->ops;
+	if (ops->local_leases)
+		return true;
+	codec_reply_error(session_out(s), "ERR", "%s is not available on the %s backend yet: "
+	    "leaders and their changes are told on the memory backend only", what, ops->name);
+	return false;
 }
 
 /* Compare secrets in time that does not depend on where they differ. */
@@ -498,53 +531,83 @@ cmd_client(struct session *s, const struct codec_frame *f)
 	}
 }
 
-static void
-cmd_lock(struct session *s, const struct codec_frame *f)
+/*
+ * Parse the options of LOCK (from argument 2) or CAMPAIGN (from 3, with no
+ * SHARED or LIMIT) into req, whose key, value and defaults are set; replies
+ * and returns false when they are wrong.
+ */
+static bool
+lock_options(struct session *s, const struct codec_frame *f, bool campaign,
+    struct lt_lock_req *req)
 {
 	struct evbuffer *out = session_out(s);
-	struct lt_lock_req req = { f->argv[1], f->argvlen[1], LOCK_EXCLUSIVE, 0,
-	    (uint64_t)s->hub->conf->default_ttl_ms, -1, 0 };
 	bool has_ttl = false, has_wait = false, shared = false, has_limit = false;
 	long long v;
 
-	if (!key_ok(s, f, 1))
-		return;
-	for (size_t i = 2; i < f->argc; i++) {
+	for (size_t i = campaign ? 3 : 2; i < f->argc; i++) {
 		if (arg_is(f, i, "TTL") && !has_ttl && i + 1 < f->argc) {
 			if (!ttl_ok(s, f, ++i, &v))
-				return;
-			req.ttl_ms = (uint64_t)v;
+				return false;
+			req->ttl_ms = (uint64_t)v;
 			has_ttl = true;
 		} else if (arg_is(f, i, "WAIT") && !has_wait && i + 1 < f->argc) {
 			if (arg_int(f, ++i, 0, INT64_MAX / 2, &v) != 0) {
 				codec_reply_error(out, "ERR", "WAIT must be a number of ms, 0 or more");
-				return;
+				return false;
 			}
-			req.wait_ms = v;
+			req->wait_ms = v;
 			has_wait = true;
-		} else if (arg_is(f, i, "SHARED") && !shared && !has_limit) {
-			req.mode = LOCK_SHARED;
+		} else if (arg_is(f, i, "SHARED") && !campaign && !shared && !has_limit) {
+			req->mode = LOCK_SHARED;
 			shared = true;
-		} else if (arg_is(f, i, "LIMIT") && !shared && !has_limit && i + 1 < f->argc) {
+		} else if (arg_is(f, i, "LIMIT") && !campaign && !shared && !has_limit &&
+		    i + 1 < f->argc) {
 			if (arg_int(f, ++i, 1, SEMAPHORE_MAX, &v) != 0) {
 				codec_reply_error(out, "ERR", "LIMIT must be 1 to %d", SEMAPHORE_MAX);
-				return;
+				return false;
 			}
-			req.mode = LOCK_SEMAPHORE;
-			req.limit = (unsigned)v;
+			req->mode = LOCK_SEMAPHORE;
+			req->limit = (unsigned)v;
 			has_limit = true;
-		} else if (arg_is(f, i, "DETACH") && !req.detach) {
-			req.detach = 1;
+		} else if (arg_is(f, i, "DETACH") && !req->detach) {
+			req->detach = 1;
+		} else if (campaign) {
+			codec_reply_error(out, "ERR", "syntax error: CAMPAIGN key value [TTL ms] "
+			    "[WAIT ms] [DETACH]");
+			return false;
 		} else {
 			codec_reply_error(out, "ERR", "syntax error: LOCK key [TTL ms] [WAIT ms] "
 			    "[SHARED | LIMIT n] [DETACH]");
-			return;
+			return false;
 		}
 	}
-	if (req.detach && !has_ttl) {
+	if (req->detach && !has_ttl) {
 		codec_reply_error(out, "ERR", "DETACH needs an explicit TTL");
-		return;
+		return false;
 	}
+	return true;
+}
+
+/* LOCK, or CAMPAIGN with a value. */
+static void
+lock_or_campaign(struct session *s, const struct codec_frame *f, bool campaign)
+{
+	struct lt_lock_req req = { .key = f->argv[1], .keylen = f->argvlen[1],
+	    .mode = LOCK_EXCLUSIVE, .ttl_ms = (uint64_t)s->hub->conf->default_ttl_ms,
+	    .wait_ms = -1 };
+
+	if (!key_ok(s, f, 1))
+		return;
+	if (campaign) {
+		if (!value_ok(s, f, 2))
+			return;
+		req.value = f->argv[2];
+		req.valuelen = f->argvlen[2];
+	}
+	if (!lock_options(s, f, campaign, &req))
+		return;
+	if (campaign && !observe_ok(s, "CAMPAIGN"))
+		return;
 	struct lt_grant g;
 	enum lt_status st = locktab_lock(s->owner, &req, &g, cmd_done, s);
 	if (st == LT_PENDING) {
@@ -552,6 +615,18 @@ cmd_lock(struct session *s, const struct codec_frame *f)
 		return;
 	}
 	reply_outcome(s, st, &g, 0, false);
+}
+
+static void
+cmd_lock(struct session *s, const struct codec_frame *f)
+{
+	lock_or_campaign(s, f, false);
+}
+
+static void
+cmd_campaign(struct session *s, const struct codec_frame *f)
+{
+	lock_or_campaign(s, f, true);
 }
 
 /* Add a broken holding's fence to the list being logged. */
@@ -785,6 +860,7 @@ cmd_info(struct session *s, const struct codec_frame *f)
 	const struct session_hub *hub = s->hub;
 	struct evbuffer *text = evbuffer_new();
 	struct lt_stats st;
+	struct obs_stats os;
 	uint64_t v;
 	(void)f;
 	locktab_stats(hub->lt, &st);
@@ -804,12 +880,173 @@ cmd_info(struct session *s, const struct codec_frame *f)
 		evbuffer_add_printf(text, "%s:%llu\r\n", info_locks[i].name,
 		    (unsigned long long)v);
 	}
+	obs_stats(hub->obs, &os);
+	evbuffer_add_printf(text, "\r\n# Observe\r\n");
+#define INFO_OBSERVE(field, name, type, help) \
+	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)os.field);
+	OBS_STATS(INFO_OBSERVE)
+#undef INFO_OBSERVE
 	evbuffer_add_printf(text, "\r\n# Backend\r\n");
 	hub->be->ops->info(hub->be, text);
 	size_t len = evbuffer_get_length(text);
 	const unsigned char *p = evbuffer_pullup(text, -1);
 	codec_reply_bulk(session_out(s), p, len);
 	evbuffer_free(text);
+}
+
+/* ---- leaders ------------------------------------------------------------ */
+
+/* [value | nil, term, revision, kind, holders] */
+static void
+reply_state(struct evbuffer *out, const struct obs_state *st, int proto)
+{
+	codec_reply_array(out, 5);
+	if (st->value != NULL)
+		codec_reply_bulk(out, st->value, st->valuelen);
+	else
+		codec_reply_null(out, proto);
+	codec_reply_int(out, (long long)st->term);
+	codec_reply_int(out, (long long)st->revision);
+	codec_reply_cstr(out, st->kind);
+	codec_reply_int(out, st->holders);
+}
+
+static void
+cmd_proclaim(struct session *s, const struct codec_frame *f)
+{
+	struct obs_state st;
+	if (!key_ok(s, f, 1) || !value_ok(s, f, 2) || !observe_ok(s, "PROCLAIM"))
+		return;
+	enum lt_status r = locktab_proclaim(s->owner, f->argv[1], f->argvlen[1], f->argv[2],
+	    f->argvlen[2]);
+	if (r == LT_E_MODE) {
+		codec_reply_error(session_out(s), "ERR", "the key is held shared or as a "
+		    "semaphore: it has no leader");
+		return;
+	}
+	if (r != LT_OK) {
+		reply_lt_error(s, r, false);
+		return;
+	}
+	obs_now(s->hub->obs, f->argv[1], f->argvlen[1], &st);
+	codec_reply_int(session_out(s), (long long)st.revision);
+}
+
+static void
+cmd_resign(struct session *s, const struct codec_frame *f)
+{
+	cmd_unlock(s, f);
+}
+
+static void
+cmd_leader(struct session *s, const struct codec_frame *f)
+{
+	struct obs_state st;
+	if (!key_ok(s, f, 1) || !observe_ok(s, "LEADER"))
+		return;
+	obs_now(s->hub->obs, f->argv[1], f->argvlen[1], &st);
+	reply_state(session_out(s), &st, s->proto);
+}
+
+/* An OBSERVE's answer, or a push of a followed key. */
+static void
+observe_told(void *arg, enum obs_event ev, const char *key, size_t keylen,
+    const struct obs_state *st)
+{
+	struct session *s = arg;
+	struct evbuffer *out = session_out(s);
+	if (ev == OBS_PUSH) {
+		if (session_closing(s))
+			return;
+		codec_reply_push(out, 3, 3);
+		codec_reply_cstr(out, "observe");
+		codec_reply_bulk(out, key, keylen);
+		reply_state(out, st, s->proto);
+		session_pushed(s);
+		return;
+	}
+	if (!session_closing(s)) {
+		if (ev == OBS_TIMEOUT)
+			codec_reply_null_array(out, s->proto);
+		else
+			reply_state(out, st, s->proto);
+	}
+	session_resume(s);
+}
+
+/* The session's observer, made when first needed. */
+static struct obs_client *
+observer(struct session *s)
+{
+	if (s->observer == NULL)
+		s->observer = obs_client_create(s->hub->obs, observe_told, s);
+	return s->observer;
+}
+
+/* OBSERVE key FOLLOW | UNFOLLOW */
+static void
+observe_follow(struct session *s, const struct codec_frame *f)
+{
+	struct obs_state st;
+	if (arg_is(f, 2, "UNFOLLOW")) {
+		codec_reply_int(session_out(s), s->observer != NULL &&
+		    obs_client_unfollow(s->observer, f->argv[1], f->argvlen[1]));
+		return;
+	}
+	if (s->proto < 3) {
+		codec_reply_error(session_out(s), "ERR", "OBSERVE FOLLOW pushes the changes: "
+		    "it needs RESP3 (HELLO 3); RESP2 clients loop on OBSERVE key AFTER revision");
+		return;
+	}
+	(void)obs_client_follow(observer(s), f->argv[1], f->argvlen[1]);	/* again: no-op */
+	obs_now(s->hub->obs, f->argv[1], f->argvlen[1], &st);
+	reply_state(session_out(s), &st, s->proto);
+}
+
+static void
+cmd_observe(struct session *s, const struct codec_frame *f)
+{
+	struct evbuffer *out = session_out(s);
+	struct obs_state st;
+	bool has_after = false, has_wait = false;
+	long long after = 0, wait = -1;
+
+	if (!key_ok(s, f, 1) || !observe_ok(s, "OBSERVE"))
+		return;
+	if (f->argc == 3 && (arg_is(f, 2, "FOLLOW") || arg_is(f, 2, "UNFOLLOW"))) {
+		observe_follow(s, f);
+		return;
+	}
+	for (size_t i = 2; i < f->argc; i++) {
+		if (arg_is(f, i, "AFTER") && !has_after && i + 1 < f->argc) {
+			if (arg_int(f, ++i, 0, INT64_MAX, &after) != 0) {
+				codec_reply_error(out, "ERR", "AFTER must be a revision, 0 or more");
+				return;
+			}
+			has_after = true;
+		} else if (arg_is(f, i, "WAIT") && !has_wait && i + 1 < f->argc) {
+			if (arg_int(f, ++i, 0, INT64_MAX / 2, &wait) != 0) {
+				codec_reply_error(out, "ERR", "WAIT must be a number of ms, 0 or more");
+				return;
+			}
+			has_wait = true;
+		} else {
+			codec_reply_error(out, "ERR", "syntax error: OBSERVE key [AFTER revision] "
+			    "[WAIT ms] | OBSERVE key FOLLOW | OBSERVE key UNFOLLOW");
+			return;
+		}
+	}
+	if (!has_after) {
+		obs_now(s->hub->obs, f->argv[1], f->argvlen[1], &st);
+		reply_state(out, &st, s->proto);
+	} else if (obs_after(s->hub->obs, f->argv[1], f->argvlen[1], (uint64_t)after, &st)) {
+		reply_state(out, &st, s->proto);
+	} else if (wait == 0) {
+		codec_reply_null_array(out, s->proto);
+	} else {
+		obs_client_wait(observer(s), f->argv[1], f->argvlen[1], (uint64_t)after, wait);
+		session_wait(s, SESSION_WAIT_OBSERVE);
+	}
 }
 
 /* ---- dispatch ----------------------------------------------------------- */

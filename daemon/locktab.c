@@ -39,6 +39,7 @@
  * backend may refuse one to let other daemons in (BE_BUSY, see backend.h).
  */
 #include "locktab.h"
+#include "locktab_int.h"
 
 #include <assert.h>
 #include <stdbool.h>
@@ -64,160 +65,6 @@
 #define LT_SPARE_MAX 1024	/* spare waiters, holdings and operations kept each */
 
 _Static_assert(LT_NEVER == HEAP_NEVER, "a deadline of LT_NEVER is off the heap");
-
-enum timer_kind { TIMER_WAITER, TIMER_HOLD, TIMER_LOG };
-
-/* A deadline on the table's heap. */
-struct lt_timer {
-	struct heap_node node;	/* due time and heap position (first member) */
-	enum timer_kind kind;	/* what it is embedded in */
-};
-
-enum waiter_state { W_QUEUED, W_ACQUIRING };
-enum hold_state { H_ACTIVE, H_LOST, H_GONE };
-enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_RENEW, OP_EXTEND, OP_TRANSFER };
-
-/* What a lease is of, as a waiter asks for it and its holding keeps it. */
-struct lt_terms {
-	enum lock_mode mode;		/* wanted or held mode */
-	unsigned limit;			/* permits, for a semaphore */
-	bool detached;			/* DETACH: not bound to a session */
-	char token[TOKEN_LEN + 1];	/* identifies the lease */
-};
-
-struct lt_key;
-struct lt_op;
-TAILQ_HEAD(op_list, lt_op);
-
-/* A queued LOCK. */
-struct lt_waiter {
-	struct lt_timer timer;		/* WAIT deadline (first member) */
-	struct lt_key *key;		/* its key (a reference) */
-	struct lt_owner *owner;		/* who asked; NULL once cancelled */
-	struct lt_terms terms;		/* the lease it asks for */
-	uint64_t ttl_ms;		/* the holder's TTL */
-	uint64_t deadline;		/* end of WAIT, LT_NEVER for none */
-	uint64_t queued_at;		/* when the LOCK was queued */
-	bool detach;			/* not bound to the owner once granted */
-	bool try_once;			/* WAIT 0 */
-	enum waiter_state state;	/* QUEUED or ACQUIRING */
-	lt_done_cb *done;		/* the LOCK's completion */
-	void *arg;			/* its argument */
-	TAILQ_ENTRY(lt_waiter) kentry;	/* on key->waiters */
-	TAILQ_ENTRY(lt_waiter) oentry;	/* on owner->waiters */
-};
-TAILQ_HEAD(waiter_list, lt_waiter);
-
-/* A granted LOCK. */
-struct lt_hold {
-	struct lt_timer timer;		/* renewal, loss, expiry or the end of the
-					 * tombstone (first member) */
-	struct lt_key *key;		/* its key (a reference) */
-	struct lt_owner *owner;		/* bound owner; NULL when detached or GONE */
-	struct lt_owner *creator;	/* detached and ACTIVE: the owner that took it,
-					 * while that one lives */
-	struct lt_terms terms;		/* the lease held */
-	uint64_t fence;			/* fence of the grant */
-	uint64_t ttl_ms;		/* the holder's TTL */
-	unsigned count;			/* hold count (reentrancy) */
-	uint64_t owner_id;		/* id of the owner that took it, for logs */
-	uint64_t granted_at;		/* when it was granted */
-	uint64_t expires;		/* end of the holder's lease */
-	uint64_t span;			/* the longest validity a lease reply promised */
-	uint64_t renew_at;		/* next renewal (bound holdings) */
-	uint64_t tomb_until;		/* a tombstone: the key is held until then */
-	struct lt_op *lease_op;		/* the renewal or EXTEND in flight, or NULL */
-	struct op_list lease_queue;	/* EXTENDs waiting for it, in order */
-	enum hold_state state;		/* ACTIVE, LOST or GONE */
-	bool tomb;			/* on key->tombs */
-	unsigned ops;			/* backend operations referring to it */
-	TAILQ_ENTRY(lt_hold) kentry;	/* on key->holders or key->tombs */
-	TAILQ_ENTRY(lt_hold) oentry;	/* on owner->holds or creator->detached */
-};
-TAILQ_HEAD(hold_list, lt_hold);
-
-/* A key in use, or idle and remembered for its fence. */
-struct lt_key {
-	struct hashtab_node hnode;	/* in lt->keys, keyed by name */
-	struct hold_list holders;	/* ACTIVE holdings */
-	struct hold_list tombs;		/* lost holdings whose lease may still run */
-	struct waiter_list waiters;	/* FIFO */
-	unsigned nholders;		/* on holders */
-	unsigned ntombs;		/* on tombs */
-	unsigned nwaiters;		/* on waiters */
-	unsigned nacquiring;		/* waiters ACQUIRING */
-	unsigned nexcl;			/* exclusive holders and acquirers */
-	unsigned ntomb_excl;		/* exclusive tombstones */
-	unsigned refs;			/* waiters and holdings referring to it */
-	uint64_t last_fence;		/* last fence granted */
-	unsigned handoffs;		/* handoffs in a row since the last acquire
-					 * or release, told to the backend */
-	bool blocked;			/* backend said BUSY: wait for a wakeup */
-	bool idle;			/* on lt->idle */
-	TAILQ_ENTRY(lt_key) ientry;	/* on lt->idle */
-	size_t len;			/* the name's length */
-	char name[];			/* the key, NUL-terminated (binary-safe) */
-};
-TAILQ_HEAD(key_list, lt_key);
-
-/* A backend operation in flight, or an EXTEND waiting for its holding's
- * lease operation in flight. */
-struct lt_op {
-	struct locktab *lt;		/* the table */
-	enum op_kind kind;		/* what was asked */
-	struct lt_waiter *w;		/* ACQUIRE, TRANSFER: the waiter */
-	struct lt_hold *h;		/* RENEW, EXTEND, TRANSFER: the holding */
-	struct lt_owner *owner;		/* whose command waits on it, or NULL */
-	lt_done_cb *done;		/* that command's completion */
-	void *arg;			/* its argument */
-	uint64_t sent_at;		/* when the backend was called */
-	uint64_t ttl_ms;		/* RENEW, EXTEND: the holder's TTL asked for */
-	TAILQ_ENTRY(lt_op) oentry;	/* on owner->ops */
-	TAILQ_ENTRY(lt_op) qentry;	/* on h->lease_queue */
-};
-
-/* A session. */
-struct lt_owner {
-	struct locktab *lt;		/* the table */
-	uint64_t id;			/* for logs */
-	lt_lost_cb *lost;		/* told of lost holdings */
-	void *arg;			/* its argument */
-	struct hold_list holds;		/* bound holdings, ACTIVE and LOST */
-	struct hold_list detached;	/* ACTIVE detached holdings it took */
-	struct waiter_list waiters;	/* its waiting LOCKs */
-	struct op_list ops;		/* operations its commands wait on */
-	unsigned nholds;		/* ACTIVE ones on holds */
-	unsigned ndetached;		/* on detached */
-	unsigned nwaiters;		/* on waiters */
-};
-
-struct locktab {
-	struct backend *be;		/* where leases are agreed */
-	struct lt_limits limits;	/* what is enforced */
-	lt_clock_fn *clock;		/* time source */
-	void *clock_arg;		/* its argument */
-	lt_rearm_cb *rearm;		/* told when the earliest deadline moves */
-	void *rearm_arg;		/* its argument */
-	uint64_t armed;			/* the deadline last told */
-	struct hashtab *keys;		/* every struct lt_key, idle ones too */
-	struct key_list idle;		/* keys nobody refers to, oldest first */
-	size_t nidle;			/* on idle */
-	struct heap deadlines;		/* every lt_timer set, earliest first */
-	uint64_t inflight;		/* backend operations in flight */
-	bool closing;			/* locktab_shutdown was called */
-	bool renew_failing;		/* the last renewal failed (logged once) */
-	struct lt_timer log_timer;	/* end of the window in which losses are
-					 * summed up, not logged one by one */
-	uint64_t unlogged_losses;	/* losses in that window */
-	char loss_key[LOG_KEY_BUF];	/* the first of them, escaped */
-	char loss_reason[128];		/* and why */
-	struct lt_stats stats;		/* counters */
-	lt_measure_cb *measure;		/* told of durations, or NULL */
-	void *measure_arg;		/* its argument */
-	struct pool waiter_pool;	/* spare struct lt_waiter records */
-	struct pool hold_pool;		/* spare struct lt_hold records */
-	struct pool op_pool;		/* spare struct lt_op records */
-};
 
 static void pump(struct locktab *lt, struct lt_key *k);
 static void hold_release(struct locktab *lt, struct lt_hold *h, struct lt_owner *o,
@@ -299,8 +146,8 @@ key_of(struct hashtab_node *n)
 }
 
 /* The key named name (len bytes), or NULL: it is not in the table. */
-static struct lt_key *
-key_find(const struct locktab *lt, const char *name, size_t len)
+struct lt_key *
+lt_key_find(const struct locktab *lt, const char *name, size_t len)
 {
 	struct hashtab_node *n = hashtab_find(lt->keys, name, len);
 	return n != NULL ? key_of(n) : NULL;
@@ -323,7 +170,7 @@ key_free(struct locktab *lt, struct lt_key *k)
 static struct lt_key *
 key_get(struct locktab *lt, const char *name, size_t len)
 {
-	struct lt_key *k = key_find(lt, name, len);
+	struct lt_key *k = lt_key_find(lt, name, len);
 	if (k != NULL)
 		return k;
 	while (lt->nidle >= LT_IDLE_KEYS_MAX)
@@ -373,8 +220,8 @@ key_unref(struct locktab *lt, struct lt_key *k)
 
 /* Is the key used as a semaphore, and with how many permits? From its
  * holdings, else its waiters. Returns false when it is not in use. */
-static bool
-key_kind(const struct lt_key *k, bool *sem, unsigned *limit)
+bool
+lt_key_kind(const struct lt_key *k, bool *sem, unsigned *limit)
 {
 	const struct lt_hold *h = TAILQ_FIRST(&k->holders);
 	const struct lt_waiter *w = TAILQ_FIRST(&k->waiters);
@@ -452,8 +299,8 @@ hold_lost_at(const struct locktab *lt, const struct lt_hold *h)
 }
 
 /* Whether an ACTIVE holding's lease can be relied on at now. */
-static bool
-hold_valid(const struct locktab *lt, const struct lt_hold *h, uint64_t now)
+bool
+lt_hold_valid(const struct locktab *lt, const struct lt_hold *h, uint64_t now)
 {
 	if (h->owner != NULL && local_leases(lt))
 		return true;
@@ -462,8 +309,8 @@ hold_valid(const struct locktab *lt, const struct lt_hold *h, uint64_t now)
 
 /* The validity a holder is told of: what is left of its lease, or the whole
  * TTL of a session lease that lives in this process. */
-static uint64_t
-hold_left(const struct locktab *lt, const struct lt_hold *h, uint64_t now)
+uint64_t
+lt_hold_left(const struct locktab *lt, const struct lt_hold *h, uint64_t now)
 {
 	if (h->owner != NULL && local_leases(lt))
 		return h->ttl_ms;
@@ -644,6 +491,7 @@ hold_maybe_free(struct locktab *lt, struct lt_hold *h)
 	if (h->state != H_GONE || h->tomb || h->ops > 0)
 		return;
 	key_unref(lt, h->key);
+	free(h->value);
 	pool_put(&lt->hold_pool, h);
 }
 
@@ -658,6 +506,7 @@ hold_unlink_key(struct locktab *lt, struct lt_hold *h)
 	if (h->terms.mode == LOCK_EXCLUSIVE)
 		k->nexcl--;
 	lt->stats.holds--;
+	lt_changed(lt, k);
 	timer_clear(lt, &h->timer);
 	if (h->owner != NULL)
 		h->owner->nholds--;
@@ -841,11 +690,15 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 	h->span = r->valid_ms;
 	h->renew_at = renew_time(sent_at, end - sent_at);
 	h->state = H_ACTIVE;
+	h->value = w->value;	/* the holding takes it over */
+	h->valuelen = w->valuelen;
+	w->value = NULL;
 	TAILQ_INIT(&h->lease_queue);
 	TAILQ_INSERT_TAIL(&k->holders, h, kentry);
 	k->nholders++;
 	if (h->terms.mode == LOCK_EXCLUSIVE)
 		k->nexcl++;
+	lt_changed(lt, k);
 	if (w->detach) {
 		h->creator = o;
 		TAILQ_INSERT_TAIL(&o->detached, h, oentry);
@@ -869,7 +722,7 @@ waiter_granted(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r
 	struct lt_grant g;
 	memcpy(g.token, h->terms.token, sizeof(g.token));
 	g.fence = h->fence;
-	g.ttl_ms = hold_left(lt, h, now);
+	g.ttl_ms = lt_hold_left(lt, h, now);
 	g.count = 1;
 	g.mode = h->terms.mode;
 	lt_done_cb *done = w->done;
@@ -1120,7 +973,7 @@ on_lease(void *arg, const struct be_reply *r)
 			/* lost or released while the EXTEND was out */
 			op_done(op, LT_E_LOST, NULL, 0);
 		else if (r->status == BE_OK)
-			op_done(op, LT_OK, NULL, (long long)hold_left(lt, h, now));
+			op_done(op, LT_OK, NULL, (long long)lt_hold_left(lt, h, now));
 		else if (r->status == BE_ERROR)
 			op_done(op, LT_E_BACKEND, NULL, 0);
 		else
@@ -1155,6 +1008,7 @@ waiter_free(struct locktab *lt, struct lt_waiter *w)
 	}
 	lt->stats.waiters--;
 	key_unref(lt, k);
+	free(w->value);
 	pool_put(&lt->waiter_pool, w);
 }
 
@@ -1239,7 +1093,7 @@ on_wakeup(void *arg, const char *key, size_t keylen)
 		sync_timer(lt);
 		return;
 	}
-	struct lt_key *k = key_find(lt, key, keylen);
+	struct lt_key *k = lt_key_find(lt, key, keylen);
 	if (k == NULL || k->refs == 0)
 		return;
 	k->blocked = false;
@@ -1273,7 +1127,7 @@ on_expire(void *arg, const char *key, size_t keylen)
 		while ((n = hashtab_next(&it)) != NULL)
 			key_expire(lt, key_of(n), now);
 	} else {
-		struct lt_key *k = key_find(lt, key, keylen);
+		struct lt_key *k = lt_key_find(lt, key, keylen);
 		if (k != NULL)
 			key_expire(lt, k, now);
 	}
@@ -1483,10 +1337,27 @@ token_hold(const struct lt_key *k, const char *token)
 	return NULL;
 }
 
+/* A holding's CAMPAIGN value is now value (copied). */
+static void
+hold_set_value(struct locktab *lt, struct lt_hold *h, const char *value, size_t len)
+{
+	free(h->value);
+	h->value = xmemdup(value, len);
+	h->valuelen = len;
+	lt_changed(lt, h->key);
+}
+
+void
+lt_changed(struct locktab *lt, const struct lt_key *k)
+{
+	if (lt->change != NULL)
+		lt->change(lt->change_arg, k->name, k->len);
+}
+
 /* Do what is due if the event loop has not got round to it yet, so that no
  * answer relies on a lease whose deadline has passed. */
-static void
-catch_up(struct locktab *lt)
+void
+lt_catch_up(struct locktab *lt)
 {
 	uint64_t next = locktab_next_deadline(lt);
 	if (next != LT_NEVER && next <= locktab_now(lt))
@@ -1505,8 +1376,8 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 
 	if (lt->closing)
 		return LT_E_CLOSING;
-	catch_up(lt);
-	k = key_find(lt, req->key, req->keylen);
+	lt_catch_up(lt);
+	k = lt_key_find(lt, req->key, req->keylen);
 	/* a LOST record refers to its key: none without one (and no walk of
 	 * the owner's holdings, which would make a session of many locks slow) */
 	if (k != NULL && (h = owner_lost(o, req->key, req->keylen, NULL)) != NULL)
@@ -1519,13 +1390,15 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 			return LT_E_MODE;
 		h->count++;
 		lt->stats.reentrant++;
+		if (req->value != NULL)	/* a CAMPAIGN again: its value is the new one */
+			hold_set_value(lt, h, req->value, req->valuelen);
 		memcpy(g->token, h->terms.token, sizeof(g->token));
 		g->fence = h->fence;
-		g->ttl_ms = hold_left(lt, h, locktab_now(lt));
+		g->ttl_ms = lt_hold_left(lt, h, locktab_now(lt));
 		g->count = h->count;
 		return LT_OK;
 	}
-	if (k != NULL && key_kind(k, &sem, &limit) &&
+	if (k != NULL && lt_key_kind(k, &sem, &limit) &&
 	    (sem != (req->mode == LOCK_SEMAPHORE) || (sem && limit != req->limit)))
 		return LT_E_KIND;
 	if (k != NULL && k->nwaiters >= lt->limits.max_waiters_per_key)
@@ -1563,6 +1436,8 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	w->state = W_QUEUED;
 	w->done = done;
 	w->arg = arg;
+	w->value = req->value != NULL ? xmemdup(req->value, req->valuelen) : NULL;
+	w->valuelen = req->valuelen;
 	token_new(w->terms.token);
 	TAILQ_INSERT_TAIL(&k->waiters, w, kentry);
 	k->nwaiters++;
@@ -1656,7 +1531,7 @@ static enum lt_status
 find_hold(struct lt_owner *o, const char *key, size_t keylen, const char *token,
     struct lt_hold **out)
 {
-	struct lt_key *k = key_find(o->lt, key, keylen);
+	struct lt_key *k = lt_key_find(o->lt, key, keylen);
 	struct lt_hold *h = token != NULL ? token_hold(k, token) : owner_hold(o, k);
 	if (h != NULL) {
 		*out = h;
@@ -1694,6 +1569,34 @@ locktab_unlock(struct lt_owner *o, const char *key, size_t keylen, const char *t
 }
 
 enum lt_status
+locktab_proclaim(struct lt_owner *o, const char *key, size_t keylen, const char *value,
+    size_t valuelen)
+{
+	struct locktab *lt = o->lt;
+	struct lt_key *k;
+	struct lt_hold *h;
+
+	lt_catch_up(lt);
+	k = lt_key_find(lt, key, keylen);
+	if (k != NULL)
+		TAILQ_FOREACH(h, &k->holders, kentry)
+			if (h->owner == o || h->creator == o) {
+				if (h->terms.mode != LOCK_EXCLUSIVE)
+					return LT_E_MODE;
+				hold_set_value(lt, h, value, valuelen);
+				return LT_OK;
+			}
+	return owner_lost(o, key, keylen, NULL) != NULL ? LT_E_LOST : LT_E_NOTHELD;
+}
+
+void
+locktab_set_change(struct locktab *lt, lt_change_cb *cb, void *arg)
+{
+	lt->change = cb;
+	lt->change_arg = arg;
+}
+
+enum lt_status
 locktab_extend(struct lt_owner *o, const char *key, size_t keylen, uint64_t ttl_ms,
     const char *token, lt_done_cb *done, void *arg)
 {
@@ -1715,97 +1618,6 @@ locktab_extend(struct lt_owner *o, const char *key, size_t keylen, uint64_t ttl_
 	return LT_PENDING;
 }
 
-void
-locktab_status(struct locktab *lt, const char *key, size_t keylen, struct lt_key_status *out)
-{
-	struct lt_key *k;
-	struct lt_hold *h;
-	bool sem = false;
-	unsigned limit = 0;
-
-	catch_up(lt);
-	k = key_find(lt, key, keylen);
-	h = k != NULL ? TAILQ_FIRST(&k->holders) : NULL;
-	memset(out, 0, sizeof(*out));
-	out->mode = "free";
-	out->ttl_ms = -1;
-	if (k == NULL)
-		return;
-	out->holders = k->nholders;
-	out->waiters = k->nwaiters;
-	out->fence = k->last_fence;
-	if (key_kind(k, &sem, &limit) && sem)
-		out->limit = limit;
-	if (h == NULL)
-		return;
-	out->mode = locktab_mode_name(h->terms.mode);
-	if (h->terms.mode == LOCK_EXCLUSIVE)
-		out->ttl_ms = (int64_t)hold_left(lt, h, locktab_now(lt));
-}
-
-int
-locktab_validate(struct locktab *lt, const char *key, size_t keylen, uint64_t fence)
-{
-	struct lt_key *k = key_find(lt, key, keylen);
-	struct lt_hold *h;
-	if (k == NULL)
-		return 0;
-	TAILQ_FOREACH(h, &k->holders, kentry)
-		if (h->fence == fence)
-			return hold_valid(lt, h, locktab_now(lt));
-	return 0;
-}
-
-/* What STATUS FULL shows of an ACTIVE holding at now. */
-static void
-holder_info(const struct locktab *lt, const struct lt_hold *h, uint64_t now,
-    struct lt_holder_info *out)
-{
-	const struct lt_owner *o = h->owner != NULL ? h->owner : h->creator;
-	out->owner_id = o != NULL ? o->id : 0;
-	out->mode = h->terms.mode;
-	out->fence = h->fence;
-	out->count = h->count;
-	out->held_ms = now > h->granted_at ? now - h->granted_at : 0;
-	out->lease_ms = (int64_t)hold_left(lt, h, now);
-	out->detached = h->owner == NULL;
-}
-
-void
-locktab_key_walk(struct locktab *lt, const char *key, size_t keylen, lt_holder_fn *holder,
-    lt_waiter_fn *waiter, void *arg)
-{
-	struct lt_key *k;
-	const struct lt_hold *h;
-	const struct lt_waiter *w;
-	uint64_t now;
-
-	catch_up(lt);
-	now = locktab_now(lt);
-	if ((k = key_find(lt, key, keylen)) == NULL)
-		return;
-	TAILQ_FOREACH(h, &k->holders, kentry) {
-		struct lt_holder_info info;
-		holder_info(lt, h, now, &info);
-		if (holder != NULL)
-			holder(arg, &info);
-	}
-	TAILQ_FOREACH(w, &k->waiters, kentry) {
-		if (w->owner == NULL)
-			continue;	/* cancelled, given back when the backend answers */
-		struct lt_waiter_info info = {
-			.owner_id = w->owner->id,
-			.mode = w->terms.mode,
-			.waited_ms = now > w->queued_at ? now - w->queued_at : 0,
-			.wait_ms = w->deadline == LT_NEVER ? -1 :
-			    w->deadline > now ? (int64_t)(w->deadline - now) : 0,
-			.detach = w->detach,
-		};
-		if (waiter != NULL)
-			waiter(arg, &info);
-	}
-}
-
 unsigned
 locktab_force(struct locktab *lt, const char *key, size_t keylen, const char *reason,
     lt_holder_fn *fn, void *arg)
@@ -1814,15 +1626,15 @@ locktab_force(struct locktab *lt, const char *key, size_t keylen, const char *re
 	struct lt_hold *h;
 	unsigned n = 0, held;
 
-	catch_up(lt);
-	if ((k = key_find(lt, key, keylen)) == NULL)
+	lt_catch_up(lt);
+	if ((k = lt_key_find(lt, key, keylen)) == NULL)
 		return 0;
 	key_ref(lt, k);
 	/* grants come from the event loop, never from in here: the holders
 	 * taken off now are all there are */
 	for (held = k->nholders; n < held && (h = TAILQ_FIRST(&k->holders)) != NULL; n++) {
 		struct lt_holder_info info;
-		holder_info(lt, h, locktab_now(lt), &info);
+		lt_hold_describe(lt, h, locktab_now(lt), &info);
 		if (fn != NULL)
 			fn(arg, &info);
 		hold_break(lt, h, reason);
@@ -1830,34 +1642,6 @@ locktab_force(struct locktab *lt, const char *key, size_t keylen, const char *re
 	key_unref(lt, k);
 	sync_timer(lt);
 	return n;
-}
-
-size_t
-locktab_owner_holds(const struct lt_owner *o, void (*fn)(void *arg,
-    const struct lt_hold_info *h), void *arg)
-{
-	const struct lt_hold *h;
-	size_t n = 0;
-	TAILQ_FOREACH(h, &o->holds, oentry) {
-		if (h->state != H_ACTIVE)
-			continue;
-		struct lt_hold_info info = { h->key->name, h->key->len, h->terms.token, h->fence,
-		    h->terms.mode, h->count };
-		if (fn != NULL)
-			fn(arg, &info);
-		n++;
-	}
-	return n;
-}
-
-const char *
-locktab_owner_waiting(const struct lt_owner *o, size_t *keylen)
-{
-	const struct lt_waiter *w = TAILQ_FIRST(&o->waiters);
-	if (w == NULL)
-		return NULL;
-	*keylen = w->key->len;
-	return w->key->name;
 }
 
 /* A holding's deadline came: end its tombstone, expire it, declare it lost,
@@ -1941,12 +1725,6 @@ locktab_shutdown(struct locktab *lt)
 }
 
 void
-locktab_stats(const struct locktab *lt, struct lt_stats *out)
-{
-	*out = lt->stats;
-}
-
-void
 locktab_trim(struct locktab *lt)
 {
 	while (lt->nidle > LT_IDLE_KEYS_MAX)
@@ -1960,13 +1738,3 @@ locktab_set_measure(struct locktab *lt, lt_measure_cb *cb, void *arg)
 	lt->measure_arg = arg;
 }
 
-const char *
-locktab_mode_name(enum lock_mode mode)
-{
-	switch (mode) {
-	case LOCK_EXCLUSIVE: return "exclusive";
-	case LOCK_SHARED: return "shared";
-	case LOCK_SEMAPHORE: return "semaphore";
-	}
-	return "?";
-}

@@ -67,6 +67,9 @@ struct lt_lock_req {
 	uint64_t ttl_ms;	/* lease */
 	int64_t wait_ms;	/* -1 wait forever, 0 try once */
 	int detach;		/* 1: not bound to the owner */
+	const char *value;	/* CAMPAIGN: the leader's value (binary-safe,
+				 * copied), NULL for a plain LOCK */
+	size_t valuelen;	/* its length */
 };
 
 /* A granted LOCK. */
@@ -193,6 +196,38 @@ void locktab_status(struct locktab *lt, const char *key, size_t keylen,
     struct lt_key_status *out);
 /* 1 if fence is a current holding of key, else 0. */
 int locktab_validate(struct locktab *lt, const char *key, size_t keylen, uint64_t fence);
+
+/* Who leads a key, as LEADER and OBSERVE tell it. */
+struct lt_leader {
+	const char *value;	/* the exclusive holder's CAMPAIGN value, NULL
+				 * when there is none (a plain LOCK, or free);
+				 * valid until the table next changes */
+	size_t valuelen;	/* its length */
+	uint64_t term;		/* the exclusive holder's fence, the highest
+				 * fence held of a shared key, 0 when free */
+	const char *kind;	/* "free", "exclusive", "shared" or "semaphore" */
+	unsigned holders;	/* holdings */
+};
+/* Who leads key now (a key not in use: free, term 0). */
+void locktab_leader(struct locktab *lt, const char *key, size_t keylen,
+    struct lt_leader *out);
+/* The same, from inside the change hook: it does nothing that is due first
+ * (locktab_leader may), so it changes nothing. */
+void locktab_leader_now(const struct locktab *lt, const char *key, size_t keylen,
+    struct lt_leader *out);
+/*
+ * PROCLAIM: the owner's exclusive holding of key takes value (copied) as
+ * its CAMPAIGN value. LT_OK, LT_E_NOTHELD (not held by o), LT_E_LOST, or
+ * LT_E_MODE (held shared or as a semaphore: it has no leader).
+ */
+enum lt_status locktab_proclaim(struct lt_owner *o, const char *key, size_t keylen,
+    const char *value, size_t valuelen);
+/* Told that key's holdings, or its leader's value, changed: a grant, a
+ * release, a loss, a PROCLAIM. It must not call into the table but for
+ * locktab_leader_now(). */
+typedef void lt_change_cb(void *arg, const char *key, size_t keylen);
+/* Tell cb of every change from now on; cb NULL: none. */
+void locktab_set_change(struct locktab *lt, lt_change_cb *cb, void *arg);
 
 /* One holding of a key, for STATUS FULL and UNLOCK FORCE. */
 struct lt_holder_info {

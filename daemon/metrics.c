@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "locktab.h"
 #include "log.h"
+#include "observe.h"
 #include "session.h"
 #include "xmalloc.h"
 
@@ -186,20 +187,25 @@ metrics_write(struct metrics *m, struct evbuffer *out)
 {
 	const struct session_hub *hub = m->hub;
 	struct lt_stats st;
+	struct obs_stats os;
 	const char *why;
 	char labels[32];
 
 	locktab_stats(hub->lt, &st);
+	obs_stats(hub->obs, &os);
 #define METRICS_WRITE(name, type, help, value) \
 	head_write(out, #name, #type, help); \
 	evbuffer_add_printf(out, METRICS_PREFIX #name " %" PRIu64 "\n", (uint64_t)(value));
 #define METRICS_SESSION(name, metric, help) \
 	METRICS_WRITE(metric, counter, help, hub->counters.name)
 #define METRICS_LT(field, name, type, info, help) METRICS_WRITE(name, type, help, st.field)
+#define METRICS_OBS(field, name, type, help) METRICS_WRITE(name, type, help, os.field)
 	METRICS_SESSIONS(METRICS_WRITE)
 	SESSION_COUNTERS(METRICS_SESSION)
 	LT_STATS(METRICS_LT)
+	OBS_STATS(METRICS_OBS)
 	METRICS_PROCESS(METRICS_WRITE)
+#undef METRICS_OBS
 #undef METRICS_LT
 #undef METRICS_SESSION
 #undef METRICS_WRITE

@@ -320,11 +320,11 @@ server_destroy(struct server *srv)
 		listener_destroy(srv->listeners[i]);
 	free(srv->listeners);
 	tls_destroy(srv->tls);
+	session_hub_fini(&srv->sessions);	/* before the table it observes */
 	if (idle)
 		locktab_destroy(srv->lt);
 	event_free(srv->lt_timer);
 	event_free(srv->ev_clock);
-	session_hub_fini(&srv->sessions);
 	free(srv);
 	return idle;
 }

@@ -28,6 +28,7 @@
 #include "listener.h"
 #include "locktab.h"
 #include "log.h"
+#include "observe.h"
 #include "xmalloc.h"
 
 
@@ -247,12 +248,14 @@ on_resume(evutil_socket_t fd, short what, void *arg)
 	struct session *s = arg;
 	(void)fd;
 	(void)what;
-	/* a loss while a LOCK waits in a queue: withdraw it, and the loss is
-	 * its answer */
-	if (s->pending && s->waiting_lock && !s->lost_push && !STAILQ_EMPTY(&s->notices) &&
-	    locktab_owner_cancel(s->owner) > 0) {
+	/* a loss while a LOCK waits in a queue, or an OBSERVE for a change:
+	 * withdraw it, and the loss is its answer */
+	if (s->pending && !s->lost_push && !STAILQ_EMPTY(&s->notices) &&
+	    ((s->waiting_lock && locktab_owner_cancel(s->owner) > 0) ||
+	    (s->waiting_observe && obs_client_cancel(s->observer) > 0))) {
 		s->pending = false;
 		s->waiting_lock = false;
+		s->waiting_observe = false;
 		s->last_active_ms = clock_ms();
 		if (!s->closing)
 			session_notice(s);
@@ -265,6 +268,7 @@ session_wait(struct session *s, enum session_wait how)
 {
 	s->pending = true;
 	s->waiting_lock = how == SESSION_WAIT_LOCK;
+	s->waiting_observe = how == SESSION_WAIT_OBSERVE;
 }
 
 /* The waiting command's reply is written. With no request buffered behind
@@ -275,6 +279,7 @@ session_resume(struct session *s)
 {
 	s->pending = false;
 	s->waiting_lock = false;
+	s->waiting_observe = false;
 	s->last_active_ms = clock_ms();
 	if (session_output_check(s))
 		return;
@@ -282,6 +287,13 @@ session_resume(struct session *s)
 		conn_flush(s->conn);
 	else
 		event_active(s->ev_resume, EV_TIMEOUT, 0);
+}
+
+void
+session_pushed(struct session *s)
+{
+	if (!session_output_check(s))
+		conn_flush(s->conn);
 }
 
 void
@@ -418,11 +430,10 @@ on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *r
 		codec_reply_bulk(out, key, keylen);
 		codec_reply_int(out, (long long)fence);
 		codec_reply_cstr(out, reason);
-		if (!session_output_check(s))
-			conn_flush(s->conn);
+		session_pushed(s);
 		return;
 	}
-	if (s->pending && s->waiting_lock)
+	if (s->pending && (s->waiting_lock || s->waiting_observe))
 		event_active(s->ev_resume, EV_TIMEOUT, 0);
 }
 
@@ -510,7 +521,8 @@ session_hub_init(struct session_hub *hub, struct event_base *base, const struct 
     struct backend *be, struct locktab *lt, session_dispatch_fn *dispatch, uint64_t started_ms)
 {
 	*hub = (struct session_hub){ .base = base, .conf = conf, .be = be, .lt = lt,
-	    .dispatch = dispatch, .started_ms = started_ms, .ids = hashtab_create(64) };
+	    .dispatch = dispatch, .started_ms = started_ms, .ids = hashtab_create(64),
+	    .obs = obs_create(base, lt) };
 	TAILQ_INIT(&hub->all);
 }
 
@@ -528,6 +540,7 @@ session_hub_close_all(struct session_hub *hub, const char *reason)
 void
 session_hub_fini(struct session_hub *hub)
 {
+	obs_destroy(hub->obs);
 	hashtab_destroy(hub->ids);
 	hub->ids = NULL;
 }
@@ -609,7 +622,9 @@ session_destroy(struct session *s)
 	TAILQ_REMOVE(&s->hub->all, s, entry);
 	hashtab_remove(s->hub->ids, &s->hnode);
 	s->hub->count--;
-	/* first the table: no lock callback may reach this session again */
+	/* first what calls it back: no OBSERVE answer nor lock callback may
+	 * reach this session again */
+	obs_client_destroy(s->observer);
 	locktab_owner_destroy(s->owner);
 	conn_destroy(s->conn);
 	codec_destroy(s->codec);

@@ -46,6 +46,8 @@ struct locktab;
 struct tls;
 struct codec;
 struct lt_owner;
+struct obs;
+struct obs_client;
 struct event;
 struct event_base;
 struct evbuffer;
@@ -97,6 +99,8 @@ struct session_hub {
 	const struct conf *conf;	/* configuration in force */
 	struct backend *be;		/* the backend (the commands name it) */
 	struct locktab *lt;		/* the lock table the sessions' owners are in */
+	struct obs *obs;		/* who leads lt's keys (LEADER, OBSERVE);
+					 * the hub's */
 	session_dispatch_fn *dispatch;	/* runs a session's requests */
 	uint64_t started_ms;		/* clock_ms() at the server's start */
 	struct session_list all;	/* every connected session */
@@ -109,7 +113,8 @@ struct session_hub {
 /* How a command that cannot answer at once waits (session_wait). */
 enum session_wait {
 	SESSION_WAIT_BACKEND,	/* UNLOCK, EXTEND: until the backend answers */
-	SESSION_WAIT_LOCK	/* LOCK: in a key's queue */
+	SESSION_WAIT_LOCK,	/* LOCK: in a key's queue */
+	SESSION_WAIT_OBSERVE	/* OBSERVE: for a change of a key */
 };
 
 /* A lost lock whose -LOST reply is still to come. */
@@ -138,6 +143,9 @@ struct session {
 	bool tls;			/* it came in on a TLS listener */
 	struct codec *codec;		/* request frames */
 	struct lt_owner *owner;		/* its locks in the table */
+	struct obs_client *observer;	/* its OBSERVE wait and follows, made by
+					 * the command table when first needed;
+					 * NULL: none */
 	struct event *ev_resume;	/* runs the session again after a wait */
 	int proto;			/* 2 or 3 */
 	bool authed;			/* AUTH passed (or none needed) */
@@ -150,6 +158,7 @@ struct session {
 					 * NULL: the peer left */
 	bool throttled;			/* reading paused until the output drains */
 	bool waiting_lock;		/* the pending command is a LOCK in a queue */
+	bool waiting_observe;		/* the pending command is an OBSERVE */
 	bool lost_push;			/* CLIENT LOSTPUSH ON: losses pushed too */
 	struct notice_list notices;	/* losses whose reply is due, oldest first */
 	uint64_t last_active_ms;	/* last input, or the end of the last wait */
@@ -188,9 +197,13 @@ void session_destroy(struct session *s);
 void session_reconfigure(struct session *s);
 /* The running command answers later: its completion writes the reply and
  * calls session_resume(); the requests behind it wait. A LOCK in a queue
- * (SESSION_WAIT_LOCK) of a session without pushes is withdrawn when a lock
- * of the session is lost, and the loss is its answer. */
+ * (SESSION_WAIT_LOCK) or an OBSERVE waiting for a change
+ * (SESSION_WAIT_OBSERVE) of a session without pushes is withdrawn when a
+ * lock of the session is lost, and the loss is its answer. */
 void session_wait(struct session *s, enum session_wait how);
+/* A push was written to session_out(s): send it now (or close s if its
+ * unsent output is over the limit). */
+void session_pushed(struct session *s);
 /* Finish a waiting command: the reply was written to session_out(s)
  * (unless session_closing(s)). */
 void session_resume(struct session *s);

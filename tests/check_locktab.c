@@ -232,7 +232,7 @@ static enum lt_status
 lock(int i, const char *key, enum lock_mode mode, unsigned limit, uint64_t ttl,
     int64_t wait, int detach, struct res *r)
 {
-	struct lt_lock_req q = { key, strlen(key), mode, limit, ttl, wait, detach };
+	struct lt_lock_req q = { key, strlen(key), mode, limit, ttl, wait, detach, NULL, 0 };
 	memset(r, 0, sizeof(*r));
 	r->owner = &O[i];
 	ck_assert_ptr_nonnull(O[i].o);
@@ -1966,9 +1966,9 @@ END_TEST
 START_TEST(binary_keys)
 {
 	struct res a, b, c;
-	struct lt_lock_req q1 = { "a\0b", 3, EXCL, 0, 30000, WAIT_FOREVER, 0 };
-	struct lt_lock_req q2 = { "a\0c", 3, EXCL, 0, 30000, WAIT_FOREVER, 0 };
-	struct lt_lock_req q3 = { "a", 1, EXCL, 0, 30000, WAIT_FOREVER, 0 };
+	struct lt_lock_req q1 = { "a\0b", 3, EXCL, 0, 30000, WAIT_FOREVER, 0, NULL, 0 };
+	struct lt_lock_req q2 = { "a\0c", 3, EXCL, 0, 30000, WAIT_FOREVER, 0, NULL, 0 };
+	struct lt_lock_req q3 = { "a", 1, EXCL, 0, 30000, WAIT_FOREVER, 0, NULL, 0 };
 	memset(&a, 0, sizeof(a));
 	memset(&b, 0, sizeof(b));
 	memset(&c, 0, sizeof(c));
@@ -2616,7 +2616,7 @@ r_act(struct r_owner *ro)
 	uint64_t ttl = ttls[rnd_below(3)];
 	unsigned w = rnd_below(10);
 	int64_t wait = w < 5 ? WAIT_FOREVER : w < 7 ? 0 : 10 + (int64_t)rnd_below(2000);
-	struct lt_lock_req q = { name, 0, mode, rk->sem ? rk->limit : 0, ttl, wait, 0 };
+	struct lt_lock_req q = { name, 0, mode, rk->sem ? rk->limit : 0, ttl, wait, 0, NULL, 0 };
 	struct lt_grant g;
 	r_keyname(k, name, sizeof(name));
 	q.keylen = strlen(name);

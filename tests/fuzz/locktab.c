@@ -307,7 +307,8 @@ do_lock(struct m_owner *m, struct fuzz_in *in)
 	    LOCK_EXCLUSIVE;
 	struct lt_lock_req q = { keys[k], strlen(keys[k]), mode,
 		mode == LOCK_SEMAPHORE ? (b >> 3 & 7) == 0 ? 1 + (c & 1) : sem_limit : 0,
-		ttls[c >> 1 & 3], waits[c >> 3 & 3], (c >> 5 & 3) == 0 };
+		ttls[c >> 1 & 3], waits[c >> 3 & 3], (c >> 5 & 3) == 0,
+		mode == LOCK_EXCLUSIVE && (b >> 5 & 1) ? "leader" : NULL, 6 };
 	struct lt_grant g;
 	enum lt_status st;
 
