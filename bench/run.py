@@ -58,6 +58,7 @@ from dlocktest.certs import make_certs  # noqa: E402
 from dlocktest.cluster import RedisCluster  # noqa: E402
 from dlocktest.conf import yaml_value  # noqa: E402
 from dlocktest.daemon import Daemon  # noqa: E402
+import elect  # noqa: E402  (bench/elect.py: the election section)
 from dlocktest.env import DLOCKD, ETCD, REDIS_SERVER, new_dir  # noqa: E402
 from dlocktest.etcd_server import EtcdServer  # noqa: E402
 from dlocktest.proc import (install_signal_handlers, raise_nofile, run_bytes,  # noqa: E402
@@ -1877,17 +1878,20 @@ def main(argv):
         ap.error("--window must be > 0 and --warmup >= 0")
 
     runs = plan()
+    elect_ids = elect.ids()
+    rx = None
     if args.only:
         try:
             rx = re.compile(args.only)
         except re.error as e:
             ap.error("--only: %s" % e)
         runs = [r for r in runs if rx.search(r.id)]
-        if not runs:
+        elect_ids = [i for i in elect_ids if rx.search(i)]
+        if not runs and not elect_ids:
             ap.error("--only %r matches no run (see --list)" % args.only)
     if args.list:
-        for r in runs:
-            print(r.id)
+        for i in [r.id for r in runs] + elect_ids:
+            print(i)
         return 0
     for path in (BENCH, DLOCKD):
         if not os.access(path, os.X_OK):
@@ -1909,7 +1913,7 @@ def main(argv):
             refused[system] = why
             print("bench: dlockd -t refuses the configuration of %s: %s; its runs fail"
                   % (system, why), file=sys.stderr, flush=True)
-    if not runs:
+    if not runs and not elect_ids:
         print("bench: no run left", file=sys.stderr)
         return 1
 
@@ -1946,6 +1950,7 @@ def main(argv):
                       flush=True)
     finally:
         servers.stop()
+    elect_recs = elect.run(rx, log=lambda line: print("[elect] " + line, flush=True))
     meta["elapsed_s"] = time.monotonic() - started
     meta["loadavg_after"] = loadavg()
     meta["skipped_servers"] = servers.failed
@@ -1962,10 +1967,13 @@ def main(argv):
         "tls_and_ack": comparisons(by_id),
         "redlock": redlock_comparison(by_id),
         "redis_cluster": cluster_comparison(by_id),
-        "runs": recs})
+        "runs": recs,
+        "elect": elect_recs})
     plots = write_plots(outdir, recs)
     write_markdown(os.path.join(outdir, "results.md"), meta, recs, goal_rows, plots)
-    bad = [r for r in recs if "error" in r]
+    with open(os.path.join(outdir, "results.md"), "a") as f:
+        f.write(elect.markdown(elect_recs))
+    bad = [r for r in recs + elect_recs if "error" in r]
     print("bench: %d runs in %.0f s (%d skipped, %d failed); results in %s"
           % (len(recs), meta["elapsed_s"], sum(1 for r in recs if "skipped" in r), len(bad),
              os.path.relpath(outdir, os.getcwd())))
