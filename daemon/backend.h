@@ -53,6 +53,12 @@ struct be_lock {
 	unsigned queued;	/* acquire, and transfer's to: how many local
 				 * waiters queue behind this one (a hint: the
 				 * backend may prepare that many handoffs) */
+	const char *value;	/* acquire, transfer's to, proclaim: a
+				 * CAMPAIGN's value, kept with the exclusive
+				 * lease for other daemons' observers (a
+				 * backend with a leader op); NULL: a plain
+				 * lock, which has none */
+	size_t valuelen;	/* its length */
 };
 
 enum be_status {
@@ -83,6 +89,26 @@ struct be_reply {
 };
 
 typedef void be_cb(void *arg, const struct be_reply *reply);
+
+/* Who leads a key as the backend knows it, every daemon's leases counted;
+ * valid during the callback only. */
+struct be_leader {
+	enum be_status status;	/* BE_OK, or BE_ERROR (why) */
+	const char *value;	/* the exclusive lease's CAMPAIGN value, NULL
+				 * when it has none (a plain lock) or the key
+				 * is free */
+	size_t valuelen;	/* its length */
+	uint64_t term;		/* the exclusive lease's fence, the highest
+				 * fence of the shared leases, 0 when free */
+	enum lock_mode mode;	/* how it is held, when holders > 0 */
+	unsigned holders;	/* leases of the key */
+	uint64_t version;	/* grows with every change of the key in the
+				 * backend (its own count, any daemon's
+				 * change), so that a state told late is known
+				 * to be older than one read */
+	const char *why;	/* BE_ERROR: a sentence, or NULL */
+};
+typedef void be_leader_cb(void *arg, const struct be_leader *l);
 
 /* One form of the URLs a backend's -b takes, as dlockd -h shows it. */
 struct backend_url {
@@ -157,6 +183,22 @@ struct backend_ops {
 	 * waiter of its queue has left): what the backend keeps for a wait
 	 * after BE_BUSY (a place in a queue of its server's) can go. */
 	void (*withdraw)(struct backend *be, const char *key, size_t keylen);
+	/*
+	 * Optional (NULL, all three): leaders across daemons. Without them,
+	 * CAMPAIGN, PROCLAIM, LEADER and OBSERVE are answered only by a backend
+	 * with local_leases (the lock table knows every holder).
+	 * proclaim: store lock->value with lock->token's exclusive lease
+	 * (BE_OK; BE_NOTOWNER: the lease is not ours; BE_ERROR).
+	 * leader: read who leads key now.
+	 * watch: on (1) or off (0): while on, the backend calls up.changed for
+	 * key whenever it learns that the key's leases or leader's value
+	 * changed, through any daemon, this one included; a watch started
+	 * while the backend cannot tell (disconnected) tells when it can.
+	 */
+	void (*proclaim)(struct backend *be, const struct be_lock *lock, be_cb *cb, void *arg);
+	void (*leader)(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
+	    void *arg);
+	void (*watch)(struct backend *be, const char *key, size_t keylen, int on);
 	/* Append "name:value\r\n" lines about the backend for INFO. */
 	void (*info)(struct backend *be, struct evbuffer *out);
 	/* One word for STATUS: "local", "connected" or "disconnected". */
@@ -192,6 +234,10 @@ struct backend_up {
 	 * renew its session-bound holdings now, so that a lease the backend
 	 * knows is gone is reported lost at once. */
 	void (*expire)(void *arg, const char *key, size_t keylen);
+	/* A watched key changed (ops->watch): l its state after the change,
+	 * in the order of the changes; l NULL when the backend does not know
+	 * it (changes may have been missed: read it with ops->leader). */
+	void (*changed)(void *arg, const char *key, size_t keylen, const struct be_leader *l);
 	void *arg;
 };
 

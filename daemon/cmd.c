@@ -148,7 +148,8 @@ static bool
 observe_ok(struct session *s, const char *what)
 {
 	const struct backend_ops *ops = s->hub->be->ops;
-	if (ops->local_leases)
+	if (ops->local_leases || (ops->leader != NULL && ops->watch != NULL &&
+	    ops->proclaim != NULL))
 		return true;
 	codec_reply_error(session_out(s), "ERR", "%s is not available on the %s backend yet: "
 	    "leaders and their changes are told on the memory backend only", what, ops->name);
@@ -911,14 +912,44 @@ reply_state(struct evbuffer *out, const struct obs_state *st, int proto)
 	codec_reply_int(out, st->holders);
 }
 
+/* The key's revision as this daemon knows it now, 0 while unknown. */
+static long long
+revision_now(struct session *s, const char *key, size_t keylen)
+{
+	struct obs_state st;
+	return obs_now(s->hub->obs, key, keylen, &st) ? (long long)st.revision : 0;
+}
+
+/* The backend has the value of a PROCLAIM that waited: the answer is the
+ * revision known before it (s->pending_value), which an OBSERVE after it
+ * answers with the change, when it comes back from the backend. */
+static void
+proclaim_done(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
+{
+	struct session *s = arg;
+	(void)g;
+	(void)value;
+	if (!session_closing(s)) {
+		if (st == LT_OK)
+			codec_reply_int(session_out(s), s->pending_value);
+		else
+			reply_lt_error(s, st, false);
+	}
+	session_resume(s);
+}
+
 static void
 cmd_proclaim(struct session *s, const struct codec_frame *f)
 {
-	struct obs_state st;
 	if (!key_ok(s, f, 1) || !value_ok(s, f, 2) || !observe_ok(s, "PROCLAIM"))
 		return;
+	s->pending_value = revision_now(s, f->argv[1], f->argvlen[1]);
 	enum lt_status r = locktab_proclaim(s->owner, f->argv[1], f->argvlen[1], f->argv[2],
-	    f->argvlen[2]);
+	    f->argvlen[2], proclaim_done, s);
+	if (r == LT_PENDING) {
+		session_wait(s, SESSION_WAIT_BACKEND);
+		return;
+	}
 	if (r == LT_E_MODE) {
 		codec_reply_error(session_out(s), "ERR", "the key is held shared or as a "
 		    "semaphore: it has no leader");
@@ -928,8 +959,7 @@ cmd_proclaim(struct session *s, const struct codec_frame *f)
 		reply_lt_error(s, r, false);
 		return;
 	}
-	obs_now(s->hub->obs, f->argv[1], f->argvlen[1], &st);
-	codec_reply_int(session_out(s), (long long)st.revision);
+	codec_reply_int(session_out(s), revision_now(s, f->argv[1], f->argvlen[1]));
 }
 
 static void
@@ -938,14 +968,18 @@ cmd_resign(struct session *s, const struct codec_frame *f)
 	cmd_unlock(s, f);
 }
 
+static struct obs_client *observer(struct session *s);
+
 static void
 cmd_leader(struct session *s, const struct codec_frame *f)
 {
 	struct obs_state st;
 	if (!key_ok(s, f, 1) || !observe_ok(s, "LEADER"))
 		return;
-	obs_now(s->hub->obs, f->argv[1], f->argvlen[1], &st);
-	reply_state(session_out(s), &st, s->proto);
+	if (obs_client_now(observer(s), f->argv[1], f->argvlen[1], &st))
+		reply_state(session_out(s), &st, s->proto);
+	else
+		session_wait(s, SESSION_WAIT_BACKEND);	/* the backend is read */
 }
 
 /* An OBSERVE's answer, or a push of a followed key. */
@@ -968,6 +1002,8 @@ observe_told(void *arg, enum obs_event ev, const char *key, size_t keylen,
 	if (!session_closing(s)) {
 		if (ev == OBS_TIMEOUT)
 			codec_reply_null_array(out, s->proto);
+		else if (ev == OBS_ERROR)
+			reply_lt_error(s, LT_E_BACKEND, false);
 		else
 			reply_state(out, st, s->proto);
 	}
@@ -999,8 +1035,10 @@ observe_follow(struct session *s, const struct codec_frame *f)
 		return;
 	}
 	(void)obs_client_follow(observer(s), f->argv[1], f->argvlen[1]);	/* again: no-op */
-	obs_now(s->hub->obs, f->argv[1], f->argvlen[1], &st);
-	reply_state(session_out(s), &st, s->proto);
+	if (obs_client_now(observer(s), f->argv[1], f->argvlen[1], &st))
+		reply_state(session_out(s), &st, s->proto);
+	else
+		session_wait(s, SESSION_WAIT_BACKEND);
 }
 
 static void
@@ -1037,8 +1075,10 @@ cmd_observe(struct session *s, const struct codec_frame *f)
 		}
 	}
 	if (!has_after) {
-		obs_now(s->hub->obs, f->argv[1], f->argvlen[1], &st);
-		reply_state(out, &st, s->proto);
+		if (obs_client_now(observer(s), f->argv[1], f->argvlen[1], &st))
+			reply_state(out, &st, s->proto);
+		else
+			session_wait(s, SESSION_WAIT_BACKEND);
 	} else if (obs_after(s->hub->obs, f->argv[1], f->argvlen[1], (uint64_t)after, &st)) {
 		reply_state(out, &st, s->proto);
 	} else if (wait == 0) {

@@ -1027,6 +1027,8 @@ waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
 		k->nexcl++;
 	op->w = w;
 	struct be_lock to = lease_of(lt, k, &w->terms, w->ttl_ms);
+	to.value = w->value;
+	to.valuelen = w->valuelen;
 	to.try_once = w->try_once;
 	to.queued = k->nwaiters - 1;	/* w is on the list */
 	if (from != NULL) {
@@ -1134,6 +1136,15 @@ on_expire(void *arg, const char *key, size_t keylen)
 	sync_timer(lt);
 }
 
+/* The backend saw a change of a watched key: tell the observers. */
+static void
+on_changed(void *arg, const char *key, size_t keylen, const struct be_leader *l)
+{
+	struct locktab *lt = arg;
+	if (lt->remote != NULL)
+		lt->remote(lt->change_arg, key, keylen, l);
+}
+
 struct locktab *
 locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *clock,
     void *clock_arg, lt_rearm_cb *rearm, void *rearm_arg)
@@ -1155,6 +1166,7 @@ locktab_create(struct backend *be, const struct lt_limits *limits, lt_clock_fn *
 	pool_init(&lt->op_pool, sizeof(struct lt_op), LT_SPARE_MAX);
 	be->up.wakeup = on_wakeup;
 	be->up.expire = on_expire;
+	be->up.changed = on_changed;
 	be->up.arg = lt;
 	return lt;
 }
@@ -1568,9 +1580,35 @@ locktab_unlock(struct lt_owner *o, const char *key, size_t keylen, const char *t
 	return LT_PENDING;
 }
 
+/* The backend answered a PROCLAIM: the holding takes the value. */
+static void
+on_proclaim(void *arg, const struct be_reply *r)
+{
+	struct lt_op *op = arg;
+	struct locktab *lt = op->lt;
+	struct lt_hold *h = op->h;
+
+	h->ops--;
+	if (r->status == BE_OK) {
+		if (h->state == H_ACTIVE)
+			hold_set_value(lt, h, op->value, op->valuelen);
+		op_done(op, LT_OK, NULL, 0);
+	} else if (r->status == BE_NOTOWNER) {
+		op_done(op, LT_E_LOST, NULL, 0);
+	} else {
+		lt->stats.backend_errors++;
+		op_done(op, LT_E_BACKEND, NULL, 0);
+	}
+	free(op->value);
+	op->value = NULL;
+	op_free(op);
+	hold_maybe_free(lt, h);
+	sync_timer(lt);
+}
+
 enum lt_status
 locktab_proclaim(struct lt_owner *o, const char *key, size_t keylen, const char *value,
-    size_t valuelen)
+    size_t valuelen, lt_done_cb *done, void *arg)
 {
 	struct locktab *lt = o->lt;
 	struct lt_key *k;
@@ -1583,16 +1621,29 @@ locktab_proclaim(struct lt_owner *o, const char *key, size_t keylen, const char 
 			if (h->owner == o || h->creator == o) {
 				if (h->terms.mode != LOCK_EXCLUSIVE)
 					return LT_E_MODE;
-				hold_set_value(lt, h, value, valuelen);
-				return LT_OK;
+				if (local_leases(lt) || lt->be->ops->proclaim == NULL) {
+					hold_set_value(lt, h, value, valuelen);
+					return LT_OK;
+				}
+				struct lt_op *op = op_new(lt, OP_PROCLAIM, o, done, arg);
+				struct be_lock l = lease_of(lt, k, &h->terms, h->ttl_ms);
+				op->h = h;
+				h->ops++;
+				op->value = xmemdup(value, valuelen);
+				op->valuelen = valuelen;
+				l.value = op->value;
+				l.valuelen = valuelen;
+				lt->be->ops->proclaim(lt->be, &l, on_proclaim, op);
+				return LT_PENDING;
 			}
 	return owner_lost(o, key, keylen, NULL) != NULL ? LT_E_LOST : LT_E_NOTHELD;
 }
 
 void
-locktab_set_change(struct locktab *lt, lt_change_cb *cb, void *arg)
+locktab_set_change(struct locktab *lt, lt_change_cb *cb, lt_remote_cb *remote, void *arg)
 {
 	lt->change = cb;
+	lt->remote = remote;
 	lt->change_arg = arg;
 }
 

@@ -217,17 +217,26 @@ void locktab_leader_now(const struct locktab *lt, const char *key, size_t keylen
     struct lt_leader *out);
 /*
  * PROCLAIM: the owner's exclusive holding of key takes value (copied) as
- * its CAMPAIGN value. LT_OK, LT_E_NOTHELD (not held by o), LT_E_LOST, or
- * LT_E_MODE (held shared or as a semaphore: it has no leader).
+ * its CAMPAIGN value. LT_OK, LT_E_NOTHELD (not held by o), LT_E_LOST,
+ * LT_E_MODE (held shared or as a semaphore: it has no leader), or, on a
+ * backend that keeps values for other daemons (ops->proclaim),
+ * LT_PENDING: done(arg, ...) tells LT_OK once the backend has it (then the
+ * holding's value changes), LT_E_LOST or LT_E_BACKEND.
  */
 enum lt_status locktab_proclaim(struct lt_owner *o, const char *key, size_t keylen,
-    const char *value, size_t valuelen);
-/* Told that key's holdings, or its leader's value, changed: a grant, a
- * release, a loss, a PROCLAIM. It must not call into the table but for
- * locktab_leader_now(). */
+    const char *value, size_t valuelen, lt_done_cb *done, void *arg);
+/* Told that key's holdings here, or a local leader's value, changed: a
+ * grant, a release, a loss, a PROCLAIM. It must not call into the table
+ * but for locktab_leader_now(). */
 typedef void lt_change_cb(void *arg, const char *key, size_t keylen);
-/* Tell cb of every change from now on; cb NULL: none. */
-void locktab_set_change(struct locktab *lt, lt_change_cb *cb, void *arg);
+/* Told of a change of a watched key the backend saw, through any daemon
+ * (backend_up.changed): l its state, or NULL when the backend does not know
+ * it. The same rules. */
+typedef void lt_remote_cb(void *arg, const char *key, size_t keylen,
+    const struct be_leader *l);
+/* Tell cb and remote of the changes from now on; NULL: none. */
+void locktab_set_change(struct locktab *lt, lt_change_cb *cb, lt_remote_cb *remote,
+    void *arg);
 
 /* One holding of a key, for STATUS FULL and UNLOCK FORCE. */
 struct lt_holder_info {

@@ -28,7 +28,7 @@ struct lt_timer {
 
 enum waiter_state { W_QUEUED, W_ACQUIRING };
 enum hold_state { H_ACTIVE, H_LOST, H_GONE };
-enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_RENEW, OP_EXTEND, OP_TRANSFER };
+enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_RENEW, OP_EXTEND, OP_TRANSFER, OP_PROCLAIM };
 
 /* What a lease is of, as a waiter asks for it and its holding keeps it. */
 struct lt_terms {
@@ -130,6 +130,8 @@ struct lt_op {
 	void *arg;			/* its argument */
 	uint64_t sent_at;		/* when the backend was called */
 	uint64_t ttl_ms;		/* RENEW, EXTEND: the holder's TTL asked for */
+	char *value;			/* PROCLAIM: the value (owned) */
+	size_t valuelen;		/* its length */
 	TAILQ_ENTRY(lt_op) oentry;	/* on owner->ops */
 	TAILQ_ENTRY(lt_op) qentry;	/* on h->lease_queue */
 };
@@ -172,6 +174,7 @@ struct locktab {
 	struct lt_stats stats;		/* counters */
 	lt_measure_cb *measure;		/* told of durations, or NULL */
 	lt_change_cb *change;		/* told of changes of keys, or NULL */
+	lt_remote_cb *remote;		/* told of the backend's, or NULL */
 	void *change_arg;		/* its argument */
 	void *measure_arg;		/* its argument */
 	struct pool waiter_pool;	/* spare struct lt_waiter records */

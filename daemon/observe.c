@@ -7,7 +7,9 @@
  * OBSERVE of a client's loop) up to OBS_IDLE_MAX of them, the oldest freed
  * first. A key with no record has no history: asked about, it starts one
  * with its state now, numbered with the revision now, which no state it had
- * before can have passed.
+ * before can have passed. On a backend shared by daemons (remote), a record
+ * watches its key in the backend while it lives, its first state numbered
+ * with the next revision when the backend's answer comes.
  */
 #include "observe.h"
 
@@ -17,6 +19,7 @@
 
 #include <event2/event.h>
 
+#include "backend.h"
 #include "hashtab.h"
 #include "locktab.h"
 #include "xmalloc.h"
@@ -35,6 +38,13 @@ struct obs_entry {
 
 struct obs_client;
 struct obs_follow;
+struct obs_key;
+
+/* A read of a key's state in flight: the record it is for, NULL once that
+ * is gone (the answer is then dropped). */
+struct obs_read {
+	struct obs_key *k;
+};
 TAILQ_HEAD(obs_client_list, obs_client);
 TAILQ_HEAD(obs_follow_list, obs_follow);
 
@@ -43,7 +53,13 @@ struct obs_key {
 	struct hashtab_node hnode;	/* in o->keys, keyed by name */
 	struct obs_entry hist[OBS_HISTORY]; /* a ring, oldest at first */
 	unsigned first;			/* the oldest entry */
-	unsigned n;			/* entries, 1 or more */
+	unsigned n;			/* entries: 1 or more, 0 while a remote
+					 * key's first read is on its way */
+	uint64_t version;		/* remote: the backend's version of the
+					 * newest state */
+	struct obs_read *reading;	/* remote: the read in flight, or NULL */
+	bool reread;			/* ... and another is wanted after it */
+	struct obs *obs;		/* the registry */
 	struct obs_client_list waits;	/* clients waiting for a change */
 	struct obs_follow_list follows;	/* follows of it */
 	unsigned refs;			/* waits and follows */
@@ -67,6 +83,8 @@ struct obs_client {
 	void *arg;			/* its argument */
 	struct obs_key *wk;		/* the key waited on, or NULL */
 	uint64_t after;			/* ... for a revision above this */
+	bool now;			/* ... by obs_client_now: a read failing
+					 * ends it */
 	struct event *timer;		/* its WAIT; made when first needed */
 	struct obs_follow_list follows;	/* keys followed */
 	TAILQ_ENTRY(obs_client) wentry;	/* on wk->waits */
@@ -75,6 +93,9 @@ struct obs_client {
 struct obs {
 	struct event_base *base;	/* for the clients' timers */
 	struct locktab *lt;		/* whose changes are told */
+	struct backend *be;		/* its backend */
+	bool remote;			/* the backend tells leaders: states come
+					 * from it, not from the lock table */
 	struct hashtab *keys;		/* every record */
 	struct obs_key_list idle;	/* records with no refs, oldest first */
 	size_t nidle;			/* on idle */
@@ -113,20 +134,38 @@ entry_state(const struct obs_entry *e, struct obs_state *out)
 	out->holders = e->holders;
 }
 
-/* Remember the lock table's state of k now as its newest, numbered rev;
- * false (nothing remembered) when it is the same as the newest. */
-static bool
-key_record(struct obs *o, struct obs_key *k, uint64_t rev)
+/* The lock table's state of k now (its strings valid until it changes). */
+static void
+local_state(const struct obs *o, const struct obs_key *k, struct obs_state *out)
 {
 	struct lt_leader l;
+	locktab_leader_now(o->lt, k->name, k->len, &l);
+	*out = (struct obs_state){ .value = l.value, .valuelen = l.valuelen, .term = l.term,
+	    .kind = l.kind, .holders = l.holders };
+}
+
+/* A state as the backend tells it. */
+static void
+remote_state(const struct be_leader *l, struct obs_state *out)
+{
+	*out = (struct obs_state){ .value = l->value, .valuelen = l->valuelen,
+	    .term = l->term, .kind = l->holders > 0 ? locktab_mode_name(l->mode) : "free",
+	    .holders = l->holders };
+}
+
+/* Remember st as k's newest state, numbered rev; false (nothing
+ * remembered) when it is the same as the newest. */
+static bool
+key_record(struct obs *o, struct obs_key *k, const struct obs_state *st, uint64_t rev)
+{
 	struct obs_entry *e;
 
-	locktab_leader_now(o->lt, k->name, k->len, &l);
 	if (k->n > 0) {
 		e = &k->hist[(k->first + k->n - 1) % OBS_HISTORY];
-		if (e->term == l.term && e->holders == l.holders && strcmp(e->kind, l.kind) == 0 &&
-		    (e->value != NULL) == (l.value != NULL) && (e->value == NULL ||
-		    (e->valuelen == l.valuelen && memcmp(e->value, l.value, l.valuelen) == 0)))
+		if (e->term == st->term && e->holders == st->holders &&
+		    strcmp(e->kind, st->kind) == 0 && (e->value != NULL) == (st->value != NULL) &&
+		    (e->value == NULL || (e->valuelen == st->valuelen &&
+		    memcmp(e->value, st->value, st->valuelen) == 0)))
 			return false;
 	}
 	if (k->n == OBS_HISTORY) {
@@ -137,11 +176,11 @@ key_record(struct obs *o, struct obs_key *k, uint64_t rev)
 	e = &k->hist[(k->first + k->n) % OBS_HISTORY];
 	k->n++;
 	e->revision = rev;
-	e->term = l.term;
-	e->value = l.value != NULL ? xmemdup(l.value, l.valuelen) : NULL;
-	e->valuelen = l.valuelen;
-	e->kind = l.kind;
-	e->holders = l.holders;
+	e->term = st->term;
+	e->value = st->value != NULL ? xmemdup(st->value, st->valuelen) : NULL;
+	e->valuelen = st->valuelen;
+	e->kind = st->kind;
+	e->holders = st->holders;
 	o->stats.changes++;
 	return true;
 }
@@ -152,12 +191,19 @@ key_free(struct obs *o, struct obs_key *k)
 	hashtab_remove(o->keys, &k->hnode);
 	TAILQ_REMOVE(&o->idle, k, ientry);
 	o->nidle--;
+	if (o->remote)
+		o->be->ops->watch(o->be, k->name, k->len, 0);
+	if (k->reading != NULL)
+		k->reading->k = NULL;
 	for (unsigned i = 0; i < k->n; i++)
 		free(k->hist[(k->first + i) % OBS_HISTORY].value);
 	free(k);
 }
 
-/* The record of key, made (idle) with its state now when there is none. */
+static void key_read(struct obs *o, struct obs_key *k);
+
+/* The record of key, made (idle) when there is none: with its state now,
+ * or (remote) watched, its state being read. */
 static struct obs_key *
 key_get(struct obs *o, const char *key, size_t keylen)
 {
@@ -167,6 +213,7 @@ key_get(struct obs *o, const char *key, size_t keylen)
 	while (o->nidle >= OBS_IDLE_MAX)
 		key_free(o, TAILQ_FIRST(&o->idle));
 	k = xcalloc(1, sizeof(*k) + keylen + 1);
+	k->obs = o;
 	memcpy(k->name, key, keylen);
 	k->len = keylen;
 	TAILQ_INIT(&k->waits);
@@ -174,7 +221,14 @@ key_get(struct obs *o, const char *key, size_t keylen)
 	hashtab_insert(o->keys, &k->hnode, k->name, keylen);
 	TAILQ_INSERT_TAIL(&o->idle, k, ientry);
 	o->nidle++;
-	key_record(o, k, o->revision);
+	if (o->remote) {
+		o->be->ops->watch(o->be, k->name, k->len, 1);
+		key_read(o, k);
+	} else {
+		struct obs_state st;
+		local_state(o, k, &st);
+		key_record(o, k, &st, o->revision);
+	}
 	return k;
 }
 
@@ -219,26 +273,21 @@ wait_end(struct obs_client *c)
 		return;
 	TAILQ_REMOVE(&k->waits, c, wentry);
 	c->wk = NULL;
+	c->now = false;
 	c->o->stats.waiting--;
 	if (c->timer != NULL)
 		evtimer_del(c->timer);
 	key_unref(c->o, k);
 }
 
-/* The lock table's change hook: number the change, and for a key with a
- * record remember its new state and tell its waiters and followers. */
+/* k's newest state is new: tell its waiters and followers. */
 static void
-on_change(void *arg, const char *key, size_t keylen)
+key_tell(struct obs *o, struct obs_key *k)
 {
-	struct obs *o = arg;
-	struct obs_key *k;
 	struct obs_client *c;
 	struct obs_follow *f;
 	struct obs_state st;
 
-	o->revision++;
-	if ((k = key_find(o, key, keylen)) == NULL || !key_record(o, k, o->revision))
-		return;
 	entry_state(key_last(k), &st);
 	key_ref(o, k);		/* the callbacks may end the last wait or follow */
 	for (;;) {
@@ -256,41 +305,163 @@ on_change(void *arg, const char *key, size_t keylen)
 	key_unref(o, k);
 }
 
+/* The backend told k's state (remote): remember it with the next revision
+ * if it is new, and tell. A state older than the newest (a message that
+ * comes after a read that saw past it) is not. */
+static void
+key_remote(struct obs *o, struct obs_key *k, const struct be_leader *l)
+{
+	struct obs_state st;
+	if (k->n > 0 && l->version <= k->version)
+		return;
+	k->version = l->version;
+	remote_state(l, &st);
+	if (key_record(o, k, &st, o->revision + 1)) {
+		o->revision++;
+		key_tell(o, k);
+	}
+}
+
+/* The answer to a read of a remote key's state. */
+static void
+on_read(void *arg, const struct be_leader *l)
+{
+	struct obs_read *rd = arg;
+	struct obs_key *k = rd->k;
+	struct obs *o;
+	struct obs_client *c;
+
+	free(rd);
+	if (k == NULL)
+		return;		/* the record is gone */
+	o = k->obs;
+	k->reading = NULL;
+	key_ref(o, k);		/* through the callbacks */
+	if (l->status == BE_OK) {
+		key_remote(o, k, l);
+	} else {
+		/* LEADERs waiting for a first state are told; OBSERVEs wait on */
+		while (k->n == 0) {
+			TAILQ_FOREACH(c, &k->waits, wentry)
+				if (c->now)
+					break;
+			if (c == NULL)
+				break;
+			wait_end(c);
+			c->cb(c->arg, OBS_ERROR, k->name, k->len, NULL);
+		}
+	}
+	if (k->reread) {
+		k->reread = false;
+		key_read(o, k);
+	}
+	key_unref(o, k);
+}
+
+/* Read k's state from the backend (remote); one read at a time. */
+static void
+key_read(struct obs *o, struct obs_key *k)
+{
+	if (k->reading != NULL) {
+		k->reread = true;
+		return;
+	}
+	k->reading = xmalloc(sizeof(*k->reading));
+	k->reading->k = k;
+	o->be->ops->leader(o->be, k->name, k->len, on_read, k->reading);
+}
+
+/* The lock table's change hook: number the change, and for a key with a
+ * record remember its new state and tell its waiters and followers. On a
+ * remote backend the backend tells the changes instead. */
+static void
+on_change(void *arg, const char *key, size_t keylen)
+{
+	struct obs *o = arg;
+	struct obs_key *k;
+	struct obs_state st;
+
+	if (o->remote)
+		return;
+	o->revision++;
+	/* nobody asked about any key: no hashing on the lock path */
+	if (hashtab_count(o->keys) == 0)
+		return;
+	if ((k = key_find(o, key, keylen)) == NULL)
+		return;
+	local_state(o, k, &st);
+	if (key_record(o, k, &st, o->revision))
+		key_tell(o, k);
+}
+
+/* The backend's word on a watched key: its state, or that it must be read. */
+static void
+on_remote(void *arg, const char *key, size_t keylen, const struct be_leader *l)
+{
+	struct obs *o = arg;
+	struct obs_key *k;
+
+	if (!o->remote || (k = key_find(o, key, keylen)) == NULL)
+		return;
+	if (l == NULL)
+		key_read(o, k);
+	else
+		key_remote(o, k, l);
+}
+
 struct obs *
-obs_create(struct event_base *base, struct locktab *lt)
+obs_create(struct event_base *base, struct locktab *lt, struct backend *be)
 {
 	struct obs *o = xcalloc(1, sizeof(*o));
 	o->base = base;
 	o->lt = lt;
+	o->be = be;
+	o->remote = !be->ops->local_leases && be->ops->leader != NULL &&
+	    be->ops->watch != NULL;
 	o->keys = hashtab_create(OBS_BUCKETS);
 	TAILQ_INIT(&o->idle);
-	locktab_set_change(lt, on_change, o);
+	locktab_set_change(lt, on_change, on_remote, o);
 	return o;
 }
 
 void
 obs_destroy(struct obs *o)
 {
+	struct hashtab_iter it;
+	struct hashtab_node *n;
+
 	if (o == NULL)
 		return;
-	locktab_set_change(o->lt, NULL, NULL);
+	locktab_set_change(o->lt, NULL, NULL, NULL);
+	/* every client is gone: what is left is idle, or being read */
+	hashtab_iter_init(&it, o->keys);
+	while ((n = hashtab_next(&it)) != NULL) {
+		struct obs_key *k = key_of(n);
+		if (k->refs > 0) {	/* put on idle, as key_free expects */
+			k->refs = 0;
+			TAILQ_INSERT_TAIL(&o->idle, k, ientry);
+			o->nidle++;
+		}
+	}
 	while (!TAILQ_EMPTY(&o->idle))
 		key_free(o, TAILQ_FIRST(&o->idle));
 	hashtab_destroy(o->keys);
 	free(o);
 }
 
-void
+int
 obs_now(struct obs *o, const char *key, size_t keylen, struct obs_state *out)
 {
-	struct obs_key *k = key_find(o, key, keylen);
+	struct obs_key *k;
 	struct lt_leader l;
 
 	/* due deadlines first (a lease run out is a change) */
 	locktab_leader(o->lt, key, keylen, &l);
-	if (k == NULL)
-		k = key_get(o, key, keylen);
+	k = key_get(o, key, keylen);
+	if (k->n == 0)
+		return 0;
 	entry_state(key_last(k), out);
+	return 1;
 }
 
 int
@@ -377,6 +548,16 @@ obs_client_cancel(struct obs_client *c)
 		return 0;
 	wait_end(c);
 	return 1;
+}
+
+int
+obs_client_now(struct obs_client *c, const char *key, size_t keylen, struct obs_state *out)
+{
+	if (obs_now(c->o, key, keylen, out))
+		return 1;
+	obs_client_wait(c, key, keylen, 0, -1);	/* the first state will do */
+	c->now = true;
+	return 0;
 }
 
 /* c's follow of key, or NULL. */

@@ -11,6 +11,15 @@
  * each answer. A client (a session) may wait for one change at a time (an
  * OBSERVE with AFTER) and follow any number of keys (a push per change).
  *
+ * On a backend whose leases live in this process (memory) the lock table
+ * knows every holder, and tells every change. On one shared by daemons that
+ * tells leaders (backend_ops.leader), a key's record watches it in the
+ * backend (ops->watch): its first state is read (ops->leader), the next
+ * ones are those the backend tells (backend_up.changed), this daemon's own
+ * changes included, and it is read again when the backend may have missed
+ * some. Until the first read has answered, a key has no state: LEADER
+ * waits for it.
+ *
  * It knows nothing of sessions or the protocol: it calls its clients back.
  * Answers come from the event loop or from inside the lock table's change
  * hook; a callback must not call into the lock table.
@@ -25,6 +34,7 @@
 #define OBS_HISTORY 8		/* states a key remembers */
 #define OBS_IDLE_MAX 4096	/* keys remembered that nobody waits on or follows */
 
+struct backend;
 struct event_base;
 struct locktab;
 struct obs;
@@ -44,18 +54,21 @@ struct obs_state {
 enum obs_event {
 	OBS_CHANGED,		/* its wait: the state after its revision */
 	OBS_TIMEOUT,		/* its wait: WAIT ran out (st NULL) */
+	OBS_ERROR,		/* its obs_client_now: the backend could not be
+				 * read (st NULL) */
 	OBS_PUSH		/* a followed key changed */
 };
 typedef void obs_cb(void *arg, enum obs_event ev, const char *key, size_t keylen,
     const struct obs_state *st);
 
-/* A registry over lt (whose change hook it takes) on base. The caller owns
- * it and destroys it before lt, after every client. */
-struct obs *obs_create(struct event_base *base, struct locktab *lt);
+/* A registry over lt (whose change hooks it takes) and its backend be, on
+ * base. The caller owns it and destroys it before lt, after every client. */
+struct obs *obs_create(struct event_base *base, struct locktab *lt, struct backend *be);
 void obs_destroy(struct obs *o);
 
-/* The state of key now (LEADER). */
-void obs_now(struct obs *o, const char *key, size_t keylen, struct obs_state *out);
+/* The state of key now: 1 with *out set, or 0 while the backend is being
+ * read (see obs_client_now). */
+int obs_now(struct obs *o, const char *key, size_t keylen, struct obs_state *out);
 /* The first state of key remembered after revision after: 1 with *out set,
  * or 0 when there is none yet. A revision older than what is remembered
  * gets the oldest state remembered. */
@@ -66,6 +79,11 @@ int obs_after(struct obs *o, const char *key, size_t keylen, uint64_t after,
 struct obs_client *obs_client_create(struct obs *o, obs_cb *cb, void *arg);
 /* Its wait is cancelled and its follows end; cb is not called again. */
 void obs_client_destroy(struct obs_client *c);
+/* LEADER: the state of key now: 1 with *out set; or 0: the backend is read
+ * first, and c is told OBS_CHANGED with the state, or OBS_ERROR (as a wait
+ * of c, which it replaces). */
+int obs_client_now(struct obs_client *c, const char *key, size_t keylen,
+    struct obs_state *out);
 /* Wait for a state of key after revision after (obs_after found none):
  * OBS_CHANGED when it comes, OBS_TIMEOUT after wait_ms (-1: never). One
  * wait per client: a second replaces the first, which is not told. */

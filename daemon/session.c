@@ -522,7 +522,7 @@ session_hub_init(struct session_hub *hub, struct event_base *base, const struct 
 {
 	*hub = (struct session_hub){ .base = base, .conf = conf, .be = be, .lt = lt,
 	    .dispatch = dispatch, .started_ms = started_ms, .ids = hashtab_create(64),
-	    .obs = obs_create(base, lt) };
+	    .obs = obs_create(base, lt, be) };
 	TAILQ_INIT(&hub->all);
 }
 

@@ -159,6 +159,8 @@ struct session {
 	bool throttled;			/* reading paused until the output drains */
 	bool waiting_lock;		/* the pending command is a LOCK in a queue */
 	bool waiting_observe;		/* the pending command is an OBSERVE */
+	long long pending_value;	/* the command table's, for the reply of
+					 * the command that waits */
 	bool lost_push;			/* CLIENT LOSTPUSH ON: losses pushed too */
 	struct notice_list notices;	/* losses whose reply is due, oldest first */
 	uint64_t last_active_ms;	/* last input, or the end of the last wait */

@@ -32,7 +32,7 @@ static const struct lt_limits limits = { 10000, 10000, 10, 0, 0 };
 
 /* What a client was told. */
 struct told {
-	int changed, timeouts, pushes;	/* how many of each */
+	int changed, timeouts, pushes, errors;	/* how many of each */
 	bool dead;			/* destroyed: nothing may be told */
 	struct obs_state last;		/* the last state (value copied) */
 	char value[64];
@@ -48,9 +48,12 @@ on_told(void *arg, enum obs_event ev, const char *key, size_t keylen,
 	ck_assert_uint_lt(keylen, sizeof(t->key));
 	memcpy(t->key, key, keylen);
 	t->key[keylen] = '\0';
-	if (ev == OBS_TIMEOUT) {
+	if (ev == OBS_TIMEOUT || ev == OBS_ERROR) {
 		ck_assert_ptr_null(st);
-		t->timeouts++;
+		if (ev == OBS_TIMEOUT)
+			t->timeouts++;
+		else
+			t->errors++;
 		return;
 	}
 	if (ev == OBS_CHANGED)
@@ -81,7 +84,7 @@ setup(void)
 	fk_start(&fk_ops);
 	base = event_base_new();
 	lt = locktab_create(&fk_be, &limits, fk_clock, NULL, NULL, NULL);
-	obs = obs_create(base, lt);
+	obs = obs_create(base, lt, &fk_be);
 	for (int i = 0; i < NOWN; i++)
 		own[i] = locktab_owner_create(lt, (uint64_t)i + 1, NULL, NULL);
 }
@@ -154,7 +157,7 @@ START_TEST(leader_value_term_and_revision)
 	ck_assert_uint_gt(st.revision, r0);
 
 	uint64_t r1 = st.revision;
-	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "addr-2", 6), LT_OK);
+	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "addr-2", 6, on_done, NULL), LT_OK);
 	st = now("k");
 	ck_assert(value_is(&st, "addr-2"));
 	ck_assert_uint_eq(st.term, 7);
@@ -170,15 +173,15 @@ END_TEST
 
 START_TEST(proclaim_refusals)
 {
-	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "v", 1), LT_E_NOTHELD);
+	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "v", 1, on_done, NULL), LT_E_NOTHELD);
 	take(0, "k", "v", false, 3);
-	ck_assert_int_eq(locktab_proclaim(own[1], "k", 1, "w", 1), LT_E_NOTHELD);
+	ck_assert_int_eq(locktab_proclaim(own[1], "k", 1, "w", 1, on_done, NULL), LT_E_NOTHELD);
 	take(1, "s", NULL, true, 4);
-	ck_assert_int_eq(locktab_proclaim(own[1], "s", 1, "w", 1), LT_E_MODE);
+	ck_assert_int_eq(locktab_proclaim(own[1], "s", 1, "w", 1, on_done, NULL), LT_E_MODE);
 	/* a lost holding: told as lost, not as never held */
 	unsigned n = locktab_force(lt, "k", 1, "test", NULL, NULL);
 	ck_assert_uint_eq(n, 1);
-	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "w", 1), LT_E_LOST);
+	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "w", 1, on_done, NULL), LT_E_LOST);
 }
 END_TEST
 
@@ -241,7 +244,7 @@ START_TEST(unchanged_state_is_not_a_change)
 {
 	take(0, "k", "v", false, 3);
 	uint64_t r = now("k").revision;
-	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "v", 1), LT_OK);	/* same value */
+	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "v", 1, on_done, NULL), LT_OK);	/* same value */
 	struct obs_state st;
 	ck_assert(!obs_after(obs, "k", 1, r, &st));
 }
@@ -343,7 +346,7 @@ START_TEST(follow_pushes_each_change)
 	ck_assert_int_eq(obs_client_follow(c, "k", 1), 0);
 	ck_assert_int_eq(obs_client_follow(c, "k", 1), -1);
 	take(0, "k", "a", false, 3);
-	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "b", 1), LT_OK);
+	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "b", 1, on_done, NULL), LT_OK);
 	give_up(0, "k");
 	ck_assert_int_eq(t.pushes, 3);
 	ck_assert_str_eq(t.last.kind, "free");
@@ -391,6 +394,321 @@ START_TEST(revision_counts_unobserved_changes)
 }
 END_TEST
 
+/* ---- a backend shared by daemons (leader, watch, proclaim) -------------- */
+
+#define RMAX (OBS_IDLE_MAX + 64)
+
+static struct backend_ops remote_ops;	/* the fake's, with the three */
+static struct {
+	char key[32];
+	be_leader_cb *cb;
+	void *arg;
+} reads[RMAX];				/* reads asked, in order */
+static int nreads, watching, unwatched;
+static struct {
+	char value[32];
+	be_cb *cb;
+	void *arg;
+} proclaims[RMAX];
+static int nproclaims;
+
+static void
+fr_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
+{
+	(void)be;
+	ck_assert_int_lt(nreads, RMAX);
+	ck_assert_uint_lt(keylen, sizeof(reads[0].key));
+	memcpy(reads[nreads].key, key, keylen);
+	reads[nreads].key[keylen] = '\0';
+	reads[nreads].cb = cb;
+	reads[nreads].arg = arg;
+	nreads++;
+}
+
+static void
+fr_watch(struct backend *be, const char *key, size_t keylen, int on)
+{
+	(void)be;
+	(void)key;
+	(void)keylen;
+	if (on)
+		watching++;
+	else
+		unwatched++;
+}
+
+static void
+fr_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	(void)be;
+	ck_assert_int_lt(nproclaims, RMAX);
+	ck_assert_ptr_nonnull(l->value);
+	ck_assert_uint_lt(l->valuelen, sizeof(proclaims[0].value));
+	memcpy(proclaims[nproclaims].value, l->value, l->valuelen);
+	proclaims[nproclaims].value[l->valuelen] = '\0';
+	proclaims[nproclaims].cb = cb;
+	proclaims[nproclaims].arg = arg;
+	nproclaims++;
+}
+
+static void
+setup_remote(void)
+{
+	remote_ops = fk_ops;
+	remote_ops.leader = fr_leader;
+	remote_ops.watch = fr_watch;
+	remote_ops.proclaim = fr_proclaim;
+	nreads = watching = unwatched = nproclaims = 0;
+	fk_start(&remote_ops);
+	base = event_base_new();
+	lt = locktab_create(&fk_be, &limits, fk_clock, NULL, NULL, NULL);
+	obs = obs_create(base, lt, &fk_be);
+	for (int i = 0; i < NOWN; i++)
+		own[i] = locktab_owner_create(lt, (uint64_t)i + 1, NULL, NULL);
+}
+
+/* A leader state as the backend tells it. */
+static struct be_leader
+bl(const char *value, uint64_t term, uint64_t version)
+{
+	struct be_leader l = { .status = BE_OK, .value = value,
+	    .valuelen = value != NULL ? strlen(value) : 0, .term = term,
+	    .mode = LOCK_EXCLUSIVE, .holders = term > 0, .version = version };
+	return l;
+}
+
+/* Answer read i with l. */
+static void
+answer(int i, struct be_leader l)
+{
+	ck_assert_int_lt(i, nreads);
+	reads[i].cb(reads[i].arg, &l);
+}
+
+/* The backend tells of a change of key (l NULL: read it). */
+static void
+tell(const char *key, const struct be_leader *l)
+{
+	fk_be.up.changed(fk_be.up.arg, key, strlen(key), l);
+}
+
+START_TEST(remote_leader_is_read_first)
+{
+	struct told t = { 0 };
+	struct obs_client *c = obs_client_create(obs, on_told, &t);
+	struct obs_state st;
+	ck_assert_int_eq(obs_client_now(c, "k", 1, &st), 0);
+	ck_assert_int_eq(watching, 1);
+	ck_assert_int_eq(nreads, 1);
+	ck_assert_str_eq(reads[0].key, "k");
+	answer(0, bl("there", 5, 1));
+	ck_assert_int_eq(t.changed, 1);
+	ck_assert_str_eq(t.value, "there");
+	ck_assert_uint_eq(t.last.term, 5);
+	ck_assert_uint_gt(t.last.revision, 0);
+	ck_assert_int_eq(obs_client_now(c, "k", 1, &st), 1);	/* known now */
+	ck_assert(value_is(&st, "there"));
+	ck_assert_int_eq(nreads, 1);
+	obs_client_destroy(c);
+}
+END_TEST
+
+START_TEST(remote_changes_in_version_order)
+{
+	struct told t = { 0 };
+	struct obs_client *c = obs_client_create(obs, on_told, &t);
+	ck_assert_int_eq(obs_client_follow(c, "k", 1), 0);
+	answer(0, bl("a", 5, 10));
+	ck_assert_int_eq(t.pushes, 1);
+	struct be_leader l = bl("c", 7, 12);
+	tell("k", &l);
+	ck_assert_int_eq(t.pushes, 2);
+	ck_assert_str_eq(t.value, "c");
+	uint64_t rev = t.last.revision;
+	l = bl("b", 6, 11);		/* told late: older than what is known */
+	tell("k", &l);
+	ck_assert_int_eq(t.pushes, 2);
+	l = bl(NULL, 0, 13);		/* released */
+	tell("k", &l);
+	ck_assert_int_eq(t.pushes, 3);
+	ck_assert_str_eq(t.last.kind, "free");
+	ck_assert_uint_gt(t.last.revision, rev);
+	obs_client_destroy(c);
+}
+END_TEST
+
+START_TEST(remote_unknown_change_is_read)
+{
+	struct told t = { 0 };
+	struct obs_client *c = obs_client_create(obs, on_told, &t);
+	ck_assert_int_eq(obs_client_follow(c, "k", 1), 0);
+	answer(0, bl("a", 5, 1));
+	tell("k", NULL);
+	ck_assert_int_eq(nreads, 2);
+	tell("k", NULL);		/* while it is read: once more after */
+	ck_assert_int_eq(nreads, 2);
+	answer(1, bl("b", 6, 2));
+	ck_assert_int_eq(nreads, 3);
+	answer(2, bl("b", 6, 2));	/* nothing new */
+	ck_assert_int_eq(t.pushes, 2);
+	tell("other", NULL);		/* a key nobody asked about: nothing */
+	ck_assert_int_eq(nreads, 3);
+	obs_client_destroy(c);
+}
+END_TEST
+
+START_TEST(remote_read_error)
+{
+	struct told t = { 0 }, u = { 0 };
+	struct obs_client *c = obs_client_create(obs, on_told, &t);
+	struct obs_client *d = obs_client_create(obs, on_told, &u);
+	struct obs_state st;
+	ck_assert_int_eq(obs_client_now(c, "k", 1, &st), 0);
+	obs_client_wait(d, "k", 1, 0, -1);
+	struct be_leader l = { .status = BE_ERROR, .why = "down" };
+	answer(0, l);
+	ck_assert_int_eq(t.errors, 1);	/* LEADER: told it failed */
+	ck_assert_int_eq(u.changed + u.errors, 0);	/* OBSERVE: waits on */
+	tell("k", NULL);		/* the backend is back */
+	answer(1, bl("a", 5, 1));
+	ck_assert_int_eq(u.changed, 1);
+	ck_assert_int_eq(t.changed, 0);
+	obs_client_destroy(c);
+	obs_client_destroy(d);
+}
+END_TEST
+
+static void
+count_errors(void *arg, enum obs_event ev, const char *key, size_t keylen,
+    const struct obs_state *st)
+{
+	int *n = arg;
+	(void)key;
+	(void)keylen;
+	(void)st;
+	if (ev == OBS_ERROR)
+		(*n)++;
+}
+
+START_TEST(remote_read_error_tells_leader)
+{
+	int errors = 0;
+	struct obs_client *c = obs_client_create(obs, count_errors, &errors);
+	struct obs_state st;
+	ck_assert_int_eq(obs_client_now(c, "k", 1, &st), 0);
+	struct be_leader l = { .status = BE_ERROR, .why = "down" };
+	answer(0, l);
+	ck_assert_int_eq(errors, 1);
+	obs_client_destroy(c);
+}
+END_TEST
+
+START_TEST(remote_local_changes_not_counted)
+{
+	struct told t = { 0 };
+	struct obs_client *c = obs_client_create(obs, on_told, &t);
+	ck_assert_int_eq(obs_client_follow(c, "k", 1), 0);
+	answer(0, bl(NULL, 0, 1));
+	take(0, "k", "mine", false, 9);	/* the backend tells it, not the table */
+	ck_assert_int_eq(t.pushes, 1);
+	struct be_leader l = bl("mine", 9, 2);
+	tell("k", &l);
+	ck_assert_int_eq(t.pushes, 2);
+	ck_assert_str_eq(t.value, "mine");
+	obs_client_destroy(c);
+}
+END_TEST
+
+START_TEST(remote_record_gone_while_read)
+{
+	struct obs_state st;
+	ck_assert_int_eq(obs_now(obs, "k", 1, &st), 0);
+	ck_assert_int_eq(nreads, 1);
+	be_leader_cb *cb = reads[0].cb;
+	void *arg = reads[0].arg;
+	/* the registry goes (shutdown) with the read in flight: its answer,
+	 * which the backend gives as it is destroyed, is dropped */
+	obs_destroy(obs);
+	obs = NULL;
+	ck_assert_int_eq(unwatched, 1);
+	struct be_leader l = { .status = BE_ERROR, .why = "closing" };
+	cb(arg, &l);
+}
+END_TEST
+
+START_TEST(remote_idle_records_unwatched)
+{
+	char key[32];
+	for (int i = 0; i < OBS_IDLE_MAX + 10; i++) {
+		struct obs_state st;
+		snprintf(key, sizeof(key), "key-%d", i);
+		(void)obs_now(obs, key, strlen(key), &st);
+	}
+	ck_assert_int_eq(watching, OBS_IDLE_MAX + 10);
+	ck_assert_int_eq(unwatched, 10);
+	/* the reads of forgotten keys answer into nothing */
+	for (int i = 0; i < nreads; i++)
+		answer(i, bl("v", 1, 1));
+}
+END_TEST
+
+static enum lt_status proclaimed = LT_PENDING;
+
+static void
+on_proclaimed(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
+{
+	(void)arg;
+	(void)g;
+	(void)value;
+	proclaimed = st;
+}
+
+START_TEST(remote_proclaim_waits_for_the_backend)
+{
+	take(0, "k", "v1", false, 3);
+	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "v2", 2, on_proclaimed, NULL),
+	    LT_PENDING);
+	ck_assert_int_eq(nproclaims, 1);
+	ck_assert_str_eq(proclaims[0].value, "v2");
+	struct lt_leader l;
+	locktab_leader(lt, "k", 1, &l);
+	ck_assert_int_eq(memcmp(l.value, "v1", 2), 0);	/* not before the backend has it */
+	struct be_reply r = { .status = BE_OK };
+	proclaimed = LT_PENDING;
+	proclaims[0].cb(proclaims[0].arg, &r);
+	ck_assert_int_eq(proclaimed, LT_OK);
+	locktab_leader(lt, "k", 1, &l);
+	ck_assert_int_eq(memcmp(l.value, "v2", 2), 0);
+	/* the lease is no longer ours */
+	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "v3", 2, on_proclaimed, NULL),
+	    LT_PENDING);
+	r.status = BE_NOTOWNER;
+	proclaims[1].cb(proclaims[1].arg, &r);
+	ck_assert_int_eq(proclaimed, LT_E_LOST);
+	ck_assert_int_eq(locktab_proclaim(own[0], "k", 1, "v4", 2, on_proclaimed, NULL),
+	    LT_PENDING);
+	r.status = BE_ERROR;
+	proclaims[2].cb(proclaims[2].arg, &r);
+	ck_assert_int_eq(proclaimed, LT_E_BACKEND);
+}
+END_TEST
+
+START_TEST(remote_campaign_value_goes_with_the_acquire)
+{
+	struct lt_lock_req req = { .key = "k", .keylen = 1, .mode = LOCK_EXCLUSIVE,
+	    .ttl_ms = 10000, .wait_ms = -1, .value = "addr", .valuelen = 4 };
+	struct lt_grant g;
+	ck_assert_int_eq(locktab_lock(own[0], &req, &g, on_done, NULL), LT_PENDING);
+	struct fk_op *op = fk_expect(0, FK_ACQUIRE, "k");
+	(void)op;
+	ck_assert_uint_eq(fk.count[FK_ACQUIRE], 1);
+	fk_complete(BE_OK, 4);
+	struct lt_leader l;
+	locktab_leader(lt, "k", 1, &l);
+	ck_assert_uint_eq(l.valuelen, 4);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -403,6 +721,12 @@ main(void)
 	suite_case(s, "history", setup, teardown, 0,
 	    SUITE_TESTS(history_gives_the_first_change_after, history_keeps_the_last_few,
 	    idle_records_are_bounded));
+	suite_case(s, "remote backend", setup_remote, teardown, 0,
+	    SUITE_TESTS(remote_leader_is_read_first, remote_changes_in_version_order,
+	    remote_unknown_change_is_read, remote_read_error, remote_read_error_tells_leader,
+	    remote_local_changes_not_counted, remote_record_gone_while_read,
+	    remote_idle_records_unwatched, remote_proclaim_waits_for_the_backend,
+	    remote_campaign_value_goes_with_the_acquire));
 	suite_case(s, "clients", setup, teardown, 0,
 	    SUITE_TESTS(wait_answered_by_the_next_change, wait_for_a_revision_to_come,
 	    destroyed_client_is_not_told, cancel_and_replace_a_wait, wait_times_out,
