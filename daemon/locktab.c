@@ -537,6 +537,21 @@ static void waiter_free(struct locktab *lt, struct lt_waiter *w);
 static void waiter_fail(struct locktab *lt, struct lt_waiter *w, enum lt_status st);
 static bool waiter_requeue(struct locktab *lt, struct lt_waiter *w);
 
+/* Tell the command waiting on op the outcome of a release or a PROCLAIM:
+ * done, lost (the lease was not ours), or the backend failed. */
+static void
+op_done_simple(struct lt_op *op, const struct be_reply *r)
+{
+	if (r->status == BE_OK) {
+		op_done(op, LT_OK, NULL, 0);
+	} else if (r->status == BE_NOTOWNER) {
+		op_done(op, LT_E_LOST, NULL, 0);
+	} else {
+		op->lt->stats.backend_errors++;
+		op_done(op, LT_E_BACKEND, NULL, 0);
+	}
+}
+
 /* The backend answered a release: tell the command waiting on it, if any. */
 static void
 on_release(void *arg, const struct be_reply *r)
@@ -544,14 +559,7 @@ on_release(void *arg, const struct be_reply *r)
 	struct lt_op *op = arg;
 	struct locktab *lt = op->lt;
 	measure(lt, LT_M_RELEASE, op->sent_at);
-	if (r->status == BE_OK) {
-		op_done(op, LT_OK, NULL, 0);
-	} else if (r->status == BE_NOTOWNER) {
-		op_done(op, LT_E_LOST, NULL, 0);
-	} else {
-		lt->stats.backend_errors++;
-		op_done(op, LT_E_BACKEND, NULL, 0);
-	}
+	op_done_simple(op, r);
 	op_free(op);
 	sync_timer(lt);
 }
@@ -1589,16 +1597,9 @@ on_proclaim(void *arg, const struct be_reply *r)
 	struct lt_hold *h = op->h;
 
 	h->ops--;
-	if (r->status == BE_OK) {
-		if (h->state == H_ACTIVE)
-			hold_set_value(lt, h, op->value, op->valuelen);
-		op_done(op, LT_OK, NULL, 0);
-	} else if (r->status == BE_NOTOWNER) {
-		op_done(op, LT_E_LOST, NULL, 0);
-	} else {
-		lt->stats.backend_errors++;
-		op_done(op, LT_E_BACKEND, NULL, 0);
-	}
+	if (r->status == BE_OK && h->state == H_ACTIVE)
+		hold_set_value(lt, h, op->value, op->valuelen);
+	op_done_simple(op, r);
 	free(op->value);
 	op->value = NULL;
 	op_free(op);
