@@ -39,9 +39,15 @@ grant received late because its holder or its daemon was stopped while it was
 on its way may come out of order (not a repeat). The final counter must equal
 the number of writes the resource accepted, and every write a worker saw
 accepted must be among them.
+
+Leaders (campaign workers, the election scenarios) are holders like any
+other, their terms their fences; what their observers were told is judged
+by check_elect.py.
 """
 
 import collections
+
+from faults import check_elect
 
 FAULTS_THAT_BLIND = ("client_stop", "daemon_stop", "daemon_kill")
 
@@ -139,8 +145,8 @@ def holdings_of(events, workers, faults, run_end):
                 elif ev in ("write_ok", "write_rejected"):
                     cur.write_result = "ok" if ev == "write_ok" else "rejected"
                     cur.write_t = e["t"]
-                elif ev == "extend":
-                    cur.contacts.append((e["sent"], e["t"], "EXTEND", e.get("reply")))
+                elif ev in ("extend", "proclaim"):
+                    cur.contacts.append((e["sent"], e["t"], ev.upper(), e.get("reply")))
             if cur is not None and cur.end is None:
                 if ev == "checkin":
                     cur.contacts.append((e["sent"], e["t"], e.get("cmd"), e.get("reply")))
@@ -184,11 +190,13 @@ def _stalled(h, start, margin):
     return False
 
 
-def check(events, workers, faults, resource, params):
+def check(events, workers, faults, resource, params, observed=None):
     """Check one run. resource: key -> resource.state(); params: ttl (ms),
     margin_ms, data_loss (bool: overlaps after a data loss are expected),
     notice_bound (s: how soon after a daemon resumes its holders must be
-    told), backend, recovery_from (the end of the last fault), run_end.
+    told), backend, recovery_from (the end of the last fault), run_end;
+    observed: the observers' logs and the final states, in an election
+    scenario (check_elect.check()), else None.
 
     Returns a dict: counts, violations, failures, suspicious, overlaps
     (the excused ones), holdings (count)."""
@@ -233,6 +241,8 @@ def check(events, workers, faults, resource, params):
                                  "redlock-cache", "cluster"):
         _check_notice_after_resume(holdings, faults, params, res)
     _check_quorum_loss(holdings, events, workers, faults, params, res)
+    if observed is not None:
+        check_elect.check(holdings, events, workers, faults, observed, res)
     rec = params.get("recovery_from")
     if rec is not None:
         after = [h for h in holdings if h.grant > rec]

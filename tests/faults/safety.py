@@ -74,6 +74,18 @@ on each master; the client, daemon, master and reshard faults).
 "split" runs two independent memory daemons as if they were one lock
 service: the checker must report it (check.py explains what is checked).
 
+Elections: memory-elect is the memory topology (its faults: client_kill,
+client_stop, daemon_stop, daemon_kill) with workers that CAMPAIGN key <their
+id> in place of LOCK, PROCLAIM a new value now and then while they lead,
+write with their term as the fence and RESIGN; one worker of the layout
+still LOCKs the same keys. Observer processes (observer.py, a RESP2 and a
+RESP3 one per key) loop on OBSERVE key AFTER rev WAIT ms on connections of
+their own, starting again from LEADER (a new epoch) when their daemon was
+killed; at the end each daemon is asked LEADER of each key.
+check_elect.py judges what they saw. The other backends get an election
+twin ("<backend>-elect") once they are listed in topology.ELECT_BACKENDS
+(their daemons answer -ERR ... memory backend only for now).
+
 On etcd a session lock lives on its daemon's etcd lease
 (backend.lease_ttl_ms), not on a TTL of its own: the scenarios set that
 lease to the TTL they use, so that their durations (in multiples of the TTL)
@@ -89,10 +101,11 @@ topo_redlock.py and topo_cluster.py; this module runs the scenarios and
 check.py judges them.
 
 SHORT (tests/integration/test_safety.py, part of make check) runs one round of
-a representative subset in about a minute; LONG (make check-faults) every
-backend x fault, several rounds each. The sentinel, redlock and cluster
-scenarios are in LONG only; --only picks them in SHORT mode too (--only
-sentinel, --only redlock, --only cluster: one round of each). With
+a representative subset (memory-elect/daemon_kill among them) in about a
+minute; LONG (make check-faults) every backend x fault, several rounds
+each. The sentinel, redlock and cluster scenarios are in LONG only; --only
+picks them in SHORT mode too (--only sentinel, --only redlock, --only
+cluster, --only memory-elect: one round of each). With
 DLOCKD_WRAPPER set (valgrind) durations are scaled up and the faults whose
 timing would not survive are left out, which is printed. The run prints a
 table and the path of a JSON file with every result; the exit status is 0
@@ -113,21 +126,35 @@ import sys
 import time
 import traceback
 
+from dlocktest import resp
 from dlocktest.env import DLOCKD, PYTHON, WRAPPER, new_dir, subdir
 from dlocktest.proc import forget, install_signal_handlers, log_tail, reap, spawn, tracked
 from dlocktest.redis_server import RedisServer
 
 from faults import check, fenced
+from faults.observer import state_of
 from faults.topo_cluster import ClusterTopology
 from faults.topo_redlock import RedlockCacheTopology, RedlockTopology
 from faults.topo_sentinel import SentinelTopology
-from faults.topology import (CLIENT_FAULTS, EtcdTLSTopology, EtcdTopology, RedisCacheTopology,
-                             RedisTopology, SplitTopology, Topology, held, say)
+from faults.topology import (CLIENT_FAULTS, ELECT_BACKENDS, EtcdTLSTopology, EtcdTopology,
+                             RedisCacheTopology, RedisTopology, SplitTopology, Topology,
+                             elect_topology, held, say)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+
+def with_elections(topologies):
+    """topologies, each of ELECT_BACKENDS followed by its election twin."""
+    out = {}
+    for name, cls in topologies.items():
+        out[name] = cls
+        if name in ELECT_BACKENDS:
+            out[name + "-elect"] = elect_topology(cls)
+    return out
+
+
 # the topologies by backend name, in the order of LONG
-TOPOLOGIES = {
+TOPOLOGIES = with_elections({
     "memory": Topology,
     "redis": RedisTopology,
     "redis-cache": RedisCacheTopology,
@@ -138,15 +165,17 @@ TOPOLOGIES = {
     "redlock-cache": RedlockCacheTopology,
     "cluster": ClusterTopology,
     "split": SplitTopology,
-}
+})
 SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
-         ("redis", "daemon_stop"), ("redis", "blackhole"), ("redis", "backend_stop"),
-         ("redis", "backend_restart"), ("redis", "backend_restart_loss"),
-         ("etcd", "daemon_stop"), ("etcd", "backend_stop"), ("etcd", "blackhole"),
+         ("memory-elect", "daemon_kill"), ("redis", "daemon_stop"), ("redis", "blackhole"),
+         ("redis", "backend_stop"), ("redis", "backend_restart"),
+         ("redis", "backend_restart_loss"), ("etcd", "daemon_stop"), ("etcd", "backend_stop"),
+         ("etcd", "blackhole"),
          ("split", "none")]
 # what --only may pick in SHORT mode besides SHORT (one round each)
-ONLY_SHORT = [(b, f) for b in ("sentinel", "redlock", "redlock-cache", "cluster")
-              for f in TOPOLOGIES[b].FAULTS]
+ONLY_SHORT = [(b, f) for b in ["sentinel", "redlock", "redlock-cache", "cluster"] +
+              [e + "-elect" for e in ELECT_BACKENDS]
+              for f in TOPOLOGIES[b].FAULTS if (b, f) not in SHORT]
 # Under a wrapper (valgrind) the daemon is slow: every duration and backend
 # timeout is scaled up (x3), with which all the SHORT faults keep their timing;
 # these are left out to bound the run's time, as the others go through the
@@ -237,7 +266,8 @@ def read_events(paths):
 
 class Scenario:
     """One backend x fault, several rounds, in processes of its own: the
-    topology's (self.topo), the fenced resource's and the workers'."""
+    topology's (self.topo), the fenced resource's, the workers' and (the
+    election scenarios) the observers'."""
 
     def __init__(self, backend, fault, rounds, mode, seed, scale, outdir):
         self.backend = backend
@@ -263,8 +293,10 @@ class Scenario:
         # cluster: one on each master, chosen once it runs)
         self.keys = ["safety/%s/%s/%d" % (backend, fault, i) for i in range(2)]
         self.faults = []     # dicts: kind, target, start, end, aim, ...
-        self.workers = {}    # id -> {"proc", "daemon", "kind", "key", "log", "pid"}
+        self.workers = {}    # id -> {"proc", "daemon", "kind", "role", "key", "log", "pid"}
         self.wseq = 0
+        self.observers = {}  # id -> {"proc", "daemon", "kind", "key", "log", "pid"}
+        self.otail = Tail()  # the observers' logs
         self.daemons = {}    # name -> Daemon
         self.tail = Tail()
         self.resource = None
@@ -287,11 +319,13 @@ class Scenario:
         for d in self.daemons.values():
             d.start()
 
-    def worker_config(self, wid, daemon, kind):
+    def worker_config(self, wid, daemon, kind, role):
         ttl = self.ttl
         push = kind == "raw3push"
+        short_min = self.topo.HOLD_MIN_MS
         return {
             "id": wid, "kind": kind, "daemon": daemon,
+            "campaign": role == "campaign", "proclaim_frac": 0.3,
             "daemon_port": self.daemons[daemon].port,
             "resource_port": self.resource.port,
             "key": self.keys[self.wseq % len(self.keys)],
@@ -300,7 +334,7 @@ class Scenario:
             "seed": self.rng.randrange(1 << 30),
             # short holds are well under the safety margin; long ones span
             # a renewal or two (every TTL/3) and check in, or read pushes
-            "hold_short": [2, max(5, self.margin_ms // 3)],
+            "hold_short": [short_min, max(short_min * 2, 5, self.margin_ms // 3)],
             "hold_long": [ttl // 3 + 100, ttl * 3 // 2],
             "long_frac": 0.3 if push else 0.1,
             "checkin_ms": 25,
@@ -310,19 +344,44 @@ class Scenario:
             "io_timeout": 60.0,
         }
 
-    def spawn_worker(self, daemon, kind):
-        self.wseq += 1
-        wid = "w%d" % self.wseq
-        cfg = self.worker_config(wid, daemon, kind)
-        out = open(os.path.join(self.dir, "%s.out" % wid), "ab")
+    def spawn(self, module, cfg):
+        """A process of faults.module with configuration cfg, its output in
+        <id>.out."""
+        out = open(os.path.join(self.dir, "%s.out" % cfg["id"]), "ab")
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-        p = spawn([PYTHON, "-B", "-m", "faults.worker", json.dumps(cfg)],
+        p = spawn([PYTHON, "-B", "-m", "faults." + module, json.dumps(cfg)],
                   stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
         out.close()
-        self.workers[wid] = {"proc": p, "daemon": daemon, "kind": kind, "key": cfg["key"],
-                             "log": cfg["log"], "pid": p.pid, "stopped": False}
+        return p
+
+    def spawn_worker(self, daemon, kind, role="lock"):
+        self.wseq += 1
+        wid = "w%d" % self.wseq
+        cfg = self.worker_config(wid, daemon, kind, role)
+        p = self.spawn("worker", cfg)
+        self.workers[wid] = {"proc": p, "daemon": daemon, "kind": kind, "role": role,
+                             "key": cfg["key"], "log": cfg["log"], "pid": p.pid,
+                             "stopped": False}
         self.tail.add(cfg["log"])
         return wid
+
+    def spawn_observer(self, daemon, kind, key):
+        oid = "o%d" % (len(self.observers) + 1)
+        cfg = {
+            "id": oid, "kind": kind, "daemon": daemon,
+            "daemon_port": self.daemons[daemon].port, "key": key,
+            "log": os.path.join(self.dir, "%s.log" % oid),
+            "seed": self.rng.randrange(1 << 30),
+            # empty answers now and then (each one proves the observer
+            # caught up), not so often that they keep it busy
+            "wait": [100, 400],
+            "io_timeout": 60.0,
+        }
+        p = self.spawn("observer", cfg)
+        self.observers[oid] = {"proc": p, "daemon": daemon, "kind": kind, "key": key,
+                               "log": cfg["log"], "pid": p.pid, "stopped": False}
+        self.otail.add(cfg["log"])
+        return oid
 
     # ---- faults ----
 
@@ -438,7 +497,7 @@ class Scenario:
                 os.kill(info["pid"], signal.SIGKILL)
                 reap(info["proc"])
                 self.record(kind, wid, t, t, aim=aim, pid=info["pid"])
-                self.spawn_worker(info["daemon"], info["kind"])
+                self.spawn_worker(info["daemon"], info["kind"], info["role"])
             else:
                 t0 = time.monotonic()
                 os.kill(info["pid"], signal.SIGSTOP)
@@ -475,10 +534,14 @@ class Scenario:
         t_start = time.monotonic()
         resource = {}
         run_end = None
+        final = {}
         try:
             self.start_env()
-            for daemon, kind in self.topo.LAYOUT:
-                self.spawn_worker(daemon, kind)
+            for entry in self.topo.LAYOUT:
+                self.spawn_worker(*entry)
+            for key in self.keys:
+                for daemon, kind in self.topo.OBSERVERS:
+                    self.spawn_observer(daemon, kind, key)
             self.warm_up()
             for rnd in range(self.rounds):
                 self.inject(rnd)
@@ -489,7 +552,10 @@ class Scenario:
             recovery_from = self.faults[-1]["end"] if self.faults else None
             self.recover(recovery_from)
             run_end = time.monotonic()
-            self.stop_workers()
+            self.stop_processes(self.workers, "worker")
+            if self.observers:
+                final = self.settle_observers()
+                self.stop_processes(self.observers, "observer")
             self.topo.say_stats()
             conn = self.resource.raw()
             try:
@@ -507,22 +573,42 @@ class Scenario:
         finally:
             self.teardown()
             self.tail.close()
+            self.otail.close()
         events = read_events([i["log"] for i in self.workers.values()])
-        workers = {w: {"daemon": i["daemon"], "kind": i["kind"], "key": i["key"]}
+        workers = {w: {"daemon": i["daemon"], "kind": i["kind"], "role": i["role"],
+                       "key": i["key"]}
                    for w, i in self.workers.items()}
+        observed = None
+        if self.observers:
+            observed = {"events": read_events([i["log"] for i in self.observers.values()]),
+                        "observers": {o: {"daemon": i["daemon"], "key": i["key"]}
+                                      for o, i in self.observers.items()},
+                        "final": final}
         params = {"ttl": self.ttl, "margin_ms": self.margin_ms, "backend": self.backend,
                   "notice_bound": 0.5 * self.scale, "recovery_from": recovery_from,
                   "run_end": run_end or time.monotonic()}
         if not resource:
             resource = {}
-        res = check.check(events, workers, self.faults, resource, params)
+        res = check.check(events, workers, self.faults, resource, params, observed)
         res["failures"] = self.failures + res["failures"]
         res["suspicious"] = self.notes + res["suspicious"]
         res["seconds"] = time.monotonic() - t_start
         return self.summarise(res, events)
 
     def warm_up(self):
-        """Until a few grants were seen (bounded)."""
+        """Until every observer observes, and then until a few grants were
+        seen (bounded)."""
+        start = time.monotonic()
+        deadline = start + 5.0 * self.scale
+        waiting = set(self.observers)
+        while waiting and time.monotonic() < deadline:
+            waiting -= {e["o"] for e in self.otail.poll() if e["ev"] == "epoch"}
+            time.sleep(0.01)
+        if waiting:
+            self.failures.append({"kind": "no progress",
+                                  "text": "observers %s did not start" % sorted(waiting)})
+        if self.observers:
+            self.tail.poll()  # the grants that came before they observed
         seen = 0
         start = time.monotonic()
         deadline = start + 5.0 * self.scale
@@ -553,8 +639,10 @@ class Scenario:
                                       % (name, rc, d.log())})
                 d.start()
 
-    def stop_workers(self):
-        for wid, i in self.workers.items():
+    def stop_processes(self, procs, what):
+        """SIGTERM the workers or the observers (procs: self.workers or
+        self.observers) and wait for them to exit 0 (bounded)."""
+        for wid, i in procs.items():
             if i["proc"].poll() is None:
                 if i["stopped"]:
                     os.kill(i["pid"], signal.SIGCONT)
@@ -562,7 +650,7 @@ class Scenario:
                 os.kill(i["pid"], signal.SIGTERM)
         limit = (2 * self.ttl / 1000.0 + 5.0) * self.scale
         deadline = time.monotonic() + limit
-        for wid, i in self.workers.items():
+        for wid, i in procs.items():
             p = i["proc"]
             if p.returncode is not None and not tracked(p):
                 continue  # killed and reaped by a fault
@@ -572,20 +660,61 @@ class Scenario:
                 p.kill()
                 p.wait(5)
                 rc = None
-                self.failures.append({"kind": "worker stuck",
-                                      "text": "worker %s did not stop within %.0f s"
-                                      % (wid, limit)})
+                self.failures.append({"kind": what + " stuck",
+                                      "text": "%s %s did not stop within %.0f s"
+                                      % (what, wid, limit)})
             forget(p)
             if rc not in (0, None, -signal.SIGKILL):
-                self.failures.append({"kind": "worker failed",
-                                      "text": "worker %s exited with %s: %s"
-                                      % (wid, rc, log_tail(
+                self.failures.append({"kind": what + " failed",
+                                      "text": "%s %s exited with %s: %s"
+                                      % (what, wid, rc, log_tail(
                                           os.path.join(self.dir, "%s.out" % wid), 1500))})
+
+    def leader_states(self):
+        """daemon -> key -> the state LEADER key answers now (None where it
+        could not be asked, which is a failed check)."""
+        out = {}
+        for name, d in sorted(self.daemons.items()):
+            out[name] = {}
+            try:
+                c = resp.Conn(d.port)
+                try:
+                    for key in self.keys:
+                        r = c.cmd("LEADER", key, timeout=10.0)
+                        out[name][key] = state_of(r)
+                finally:
+                    c.close()
+            except (OSError, resp.Closed, resp.Timeout) as e:
+                self.failures.append({"kind": "final state",
+                                      "text": "LEADER on %s at the end: %r" % (name, e)})
+        return out
+
+    def settle_observers(self):
+        """Once the workers have stopped: the final LEADER states, asked
+        again until every observer has had an OBSERVE sent after them answer
+        empty (it has seen the last change) and they stay the same
+        (bounded)."""
+        limit = (2.0 + 2 * 0.4) * self.scale
+        final = self.leader_states()
+        for _ in range(3):
+            asked = time.monotonic()
+            waiting = set(self.observers)
+            deadline = asked + limit
+            while waiting and time.monotonic() < deadline:
+                for e in self.otail.poll():
+                    if e["ev"] == "none" and e["sent"] > asked:
+                        waiting.discard(e["o"])
+                time.sleep(0.01)
+            again = self.leader_states()
+            if again == final:
+                break
+            final = again
+        return final
 
     def teardown(self):
         """Stop every process of the scenario, whatever happened; a daemon
         that does not exit 0 on SIGTERM is a failure."""
-        for wid, i in self.workers.items():
+        for wid, i in list(self.workers.items()) + list(self.observers.items()):
             p = i["proc"]
             if p.poll() is None:
                 p.kill()
@@ -759,7 +888,7 @@ def source_version(rev=None):
         return None
 
 
-COLUMNS = [("backend", 11), ("fault", 21), ("grants", 6), ("writes", 6), ("stale", 5),
+COLUMNS = [("backend", 13), ("fault", 21), ("grants", 6), ("writes", 6), ("stale", 5),
            ("lost", 5), ("paused", 6), ("other", 5), ("viol", 5), ("checks", 6)]
 
 
@@ -787,6 +916,16 @@ def table(results):
                  "stalled holder or after a data")
     lines.append("loss; viol: violations; checks: the other checks (counter, fences, "
                  "notices, processes).")
+    elect = [r for r in results if "observer_epochs" in r["counts"]]
+    if elect:
+        lines.append("")
+        for r in elect:
+            c = r["counts"]
+            lines.append("%s: %d proclaims; observers: %d epochs, %d states, %d empty answers, "
+                         "%d (term, epoch) pairs checked, %d final states" % (
+                             r["name"], c.get("proclaims", 0), c.get("observer_epochs", 0),
+                             c.get("observer_answers", 0), c.get("observer_nones", 0),
+                             c.get("terms_checked", 0), c.get("final_states_checked", 0)))
     return "\n".join(lines)
 
 

@@ -14,7 +14,8 @@ This module holds the base and the topologies of a single store: memory
 catch), redis and redis-cache (two daemons on one redis-server, the second
 through a proxy), etcd and etcd-tls (two daemons on one etcd, the second
 through a proxy). topo_sentinel, topo_redlock and topo_cluster hold the
-others.
+others. elect_topology() makes the election twin of a topology (memory-elect):
+its workers campaign, and observers follow the keys.
 """
 
 import signal
@@ -61,6 +62,15 @@ BACKEND_CONF = {"connect_timeout_ms": 300, "command_timeout_ms": 300}
 # its lease up rather than cache it, and a worker that locks again soon may
 # take a cached lease (the scenario prints how often)
 CACHE_CONF = {"lease_cache_ms": 20}
+# the backends whose topologies have an election twin, "<backend>-elect"
+# (elect_topology). The redis, redlock, cluster and etcd daemons answer
+# CAMPAIGN, LEADER and OBSERVE with -ERR ... memory backend only for now:
+# list them here once they tell other daemons' leaders too
+ELECT_BACKENDS = ["memory"]
+# the shortest term of a worker in the election scenarios (ms): a term is at
+# most three changes of its key (the grant, a PROCLAIM, its end), and an
+# observer more than 8 changes behind may miss terms (check_elect.py)
+ELECT_HOLD_MIN_MS = 40
 # (daemon, kind) of each worker of a topology of two daemons
 TWO_DAEMONS = [("d0", "py2"), ("d0", "raw3push"), ("d0", "raw2"),
                ("d1", "raw3push"), ("d1", "py2"), ("d1", "raw3")]
@@ -120,8 +130,13 @@ class Topology:
     CACHE = False             # backend.lease_cache_ms (CACHE_CONF) on
     EXPECT_VIOLATIONS = False  # the checker must find double grants
     DAEMONS = ("d0",)
-    # (daemon, kind) of each worker
+    # (daemon, kind) of each worker, or (daemon, kind, role): "lock" (the
+    # default) or "campaign"
     LAYOUT = [("d0", k) for k in ("py2", "raw2", "raw3", "raw3push", "raw3push")]
+    # (daemon, kind) of the observers of each key (observer.py); none but in
+    # the election scenarios
+    OBSERVERS = ()
+    HOLD_MIN_MS = 2           # the shortest hold of a worker
 
     def __init__(self, sc):
         self.sc = sc
@@ -197,6 +212,24 @@ class Topology:
                         % (name, up, want, what, limit, field, d.log())})
                     return
                 time.sleep(0.05)
+
+
+def elect_topology(base):
+    """The election twin of topology class base: the same servers, faults
+    and daemons; its workers campaign but the last of base's LAYOUT, which
+    locks (a leader and a plain holder share the key's queue); a RESP2 and
+    a RESP3 observer follow each key (on the daemons in turn); every term
+    lasts ELECT_HOLD_MIN_MS at least."""
+
+    class ElectTopology(base):
+        LAYOUT = ([(d, k, "campaign") for d, k in base.LAYOUT[:-1]] +
+                  [tuple(base.LAYOUT[-1]) + ("lock",)])
+        OBSERVERS = [(base.DAEMONS[i % len(base.DAEMONS)], k)
+                     for i, k in enumerate(("raw2", "raw3"))]
+        HOLD_MIN_MS = ELECT_HOLD_MIN_MS
+
+    ElectTopology.__name__ = ElectTopology.__qualname__ = "Elect" + base.__name__
+    return ElectTopology
 
 
 class SplitTopology(Topology):

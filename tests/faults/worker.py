@@ -1,7 +1,10 @@
 """One worker of the safety test: a process that locks a key on one dlockd,
 reads a counter from the fenced resource with its fence, holds the lock for a
 while, writes counter + 1 with its fence and unlocks, over and over, and logs
-every step to a file of its own.
+every step to a file of its own. A campaign worker (the election scenarios)
+does the same as a leader: CAMPAIGN key <its id> in place of LOCK, its term
+as the fence, now and then a PROCLAIM of a new value while it leads, and
+RESIGN in place of UNLOCK.
 
     python3 -m faults.worker CONFIG_JSON     (tests/ on PYTHONPATH)
 
@@ -9,7 +12,8 @@ CONFIG_JSON is a JSON object (see safety.py, Scenario.worker_config): id,
 kind, daemon, daemon_port, resource_port, key, ttl, wait, log, seed,
 hold_short / hold_long ([lo, hi] ms), long_frac, checkin_ms, extend_frac,
 prepare_ms ([lo, hi]: between the last check and the write), pause ([lo, hi]
-ms between two locks), io_timeout (s).
+ms between two locks), io_timeout (s), campaign (bool), proclaim_frac (the
+share of terms in which a campaign worker proclaims once).
 
 Kinds of client:
   py2       redis-py (RESP2), told of a loss by the -LOST reply to a command
@@ -31,7 +35,7 @@ worker id) and "ev":
   start        pid, kind, daemon
   connected    a session is open (after HELLO 3 / CLIENT LOSTPUSH ON)
   connect_fail err
-  lock_sent    n (a sequence number)
+  lock_sent    n (a sequence number), cmd (LOCK or CAMPAIGN)
   grant        n, fence, validity, token, plan (ms it means to hold)
   lock_null    n: not granted within WAIT
   lock_err     n, err (-BACKEND: retried after a pause)
@@ -40,12 +44,13 @@ worker id) and "ev":
                cmd, err
   checkin      cmd, sent, reply: a command answered normally while holding
   extend_sent  ms, fence               extend  ms, sent, reply, fence
+  proclaim_sent  value, fence          proclaim  value, sent, reply, fence
   read_ok      fence, value, sent       read_rejected  fence, err, sent
   write_sent   fence, value             write_ok / write_rejected  fence, value, err
   abandon      fence, why: the holder was told before it wrote
   prepare      fence: checked that it still holds, writes after prepare_ms
   stall        start, gap: the worker itself ran late by gap s (descheduled)
-  unlock_sent  fence                    unlock_reply   fence, reply
+  unlock_sent  fence, cmd (UNLOCK or RESIGN)   unlock_reply   fence, reply
   conn_lost    where, err
   stray        value: a reply where none was expected
   error        text (a traceback: the worker failed)
@@ -89,6 +94,9 @@ class Worker:
         self.told = False     # told that holding is lost
         self.n = 0            # LOCKs sent
         self.writes = 0
+        self.proclaims = 0    # PROCLAIMs sent
+        # a leader's CAMPAIGN and RESIGN, or a holder's LOCK and UNLOCK
+        self.campaign = bool(cfg.get("campaign"))
 
     # ---- log ----
 
@@ -245,9 +253,13 @@ class Worker:
             return
         self.n += 1
         n = self.n
-        self.log("lock_sent", n=n)
+        if self.campaign:
+            cmd = ("CAMPAIGN", self.key, self.id)
+        else:
+            cmd = ("LOCK", self.key)
+        self.log("lock_sent", n=n, cmd=cmd[0])
         try:
-            r, sent = self.call("LOCK", self.key, "TTL", self.ttl, "WAIT", self.cfg["wait"])
+            r, sent = self.call(*cmd, "TTL", self.ttl, "WAIT", self.cfg["wait"])
         except Told:
             return
         if r is None:
@@ -297,10 +309,10 @@ class Worker:
         r, sent = self.call("PING")
         self.log("checkin", cmd="PING", sent=sent, reply=str(r)[:40])
 
-    def wait(self, until, fence, extend_at):
+    def wait(self, until, fence, extend_at, proclaim_at):
         """Hold until the monotonic time until, checking in (or polling for
-        pushes) every checkin_ms, and EXTEND once at extend_at (if not None).
-        Raises Told."""
+        pushes) every checkin_ms, EXTEND once at extend_at and PROCLAIM once
+        at proclaim_at (each if not None). Raises Told."""
         step = self.cfg["checkin_ms"] / 1000.0
         while True:
             now = time.monotonic()
@@ -328,6 +340,9 @@ class Worker:
             if extend_at is not None and t1 >= extend_at:
                 extend_at = None
                 self.extend(fence)
+            elif proclaim_at is not None and t1 >= proclaim_at:
+                proclaim_at = None
+                self.proclaim(fence)
             elif self.kind != "raw3push":
                 self.checkin()
 
@@ -336,6 +351,14 @@ class Worker:
         self.log("extend_sent", ms=ms, fence=fence)
         r, sent = self.call("EXTEND", self.key, ms)
         self.log("extend", ms=ms, sent=sent, reply=str(r)[:200], fence=fence)
+
+    def proclaim(self, fence):
+        """A new value for the term fence: the worker's id and a number."""
+        self.proclaims += 1
+        value = "%s/%d" % (self.id, self.proclaims)
+        self.log("proclaim_sent", value=value, fence=fence)
+        r, sent = self.call("PROCLAIM", self.key, value)
+        self.log("proclaim", value=value, sent=sent, reply=str(r)[:200], fence=fence)
 
     def hold(self, fence, t_grant, plan):
         sent = time.monotonic()
@@ -346,10 +369,12 @@ class Worker:
         value = r
         self.log("read_ok", fence=fence, value=value, sent=sent)
         until = t_grant + plan / 1000.0
-        extend_at = None
+        extend_at = proclaim_at = None
         if self.rng.random() < self.cfg["extend_frac"]:
             extend_at = self.rng.uniform(t_grant, until)
-        self.wait(until, fence, extend_at)
+        if self.campaign and self.rng.random() < self.cfg.get("proclaim_frac", 0):
+            proclaim_at = self.rng.uniform(t_grant, until)
+        self.wait(until, fence, extend_at, proclaim_at)
         # a step that needs the lock: make sure it is still held
         if self.kind == "raw3push":
             if not self.alive():
@@ -373,9 +398,10 @@ class Worker:
     def unlock(self, fence):
         if self.conn is None:
             return
-        self.log("unlock_sent", fence=fence)
+        cmd = "RESIGN" if self.campaign else "UNLOCK"
+        self.log("unlock_sent", fence=fence, cmd=cmd)
         try:
-            r, _ = self.call("UNLOCK", self.key)
+            r, _ = self.call(cmd, self.key)
         except Told:
             return
         self.log("unlock_reply", fence=fence, reply=str(r)[:200])
@@ -390,22 +416,24 @@ class Worker:
         self.log("exit")
 
 
-def main():
-    cfg = json.loads(sys.argv[1])
-    w = Worker(cfg)
+def main(cls):
+    """The process of a worker or an observer (cls): cls(the JSON object of
+    argv[1]).run() until SIGTERM sets its stop; a failure is logged as an
+    "error" event and exits 1."""
+    p = cls(json.loads(sys.argv[1]))
 
     def on_term(signum, frame):
-        w.stop = True
+        p.stop = True
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the orchestrator decides
     try:
-        w.run()
+        p.run()
     except Exception:
-        w.log("error", text=traceback.format_exc()[-2000:])
+        p.log("error", text=traceback.format_exc()[-2000:])
         sys.exit(1)
     sys.exit(0)
 
 
 if __name__ == "__main__":
-    main()
+    main(Worker)

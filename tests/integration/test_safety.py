@@ -3,7 +3,10 @@
 TestChecker feeds the checker made-up histories: it must report a double
 grant, a repeated or falling fence, a stale write the resource accepted and
 a lost update, and excuse an overlap only when a fault kept a holder from
-hearing of its loss.
+hearing of its loss. With leaders and observers (the election scenarios) it
+must report an observer that saw a revision or a term go back, missed a
+term, saw a leader's value that is not the leader's, or ended on another
+state than the final LEADER answer, and a refused PROCLAIM.
 
 TestSafetyShort runs one round of a representative subset of backend x fault
 (see tests/faults/; `make check-faults` runs them all, several
@@ -27,6 +30,10 @@ PARAMS = {"ttl": TTL, "margin_ms": 240, "backend": "redis", "notice_bound": 0.5,
           "recovery_from": None, "run_end": 100.0}
 WORKERS = {"w1": {"daemon": "d0", "key": KEY}, "w2": {"daemon": "d1", "key": KEY},
            "w3": {"daemon": "d0", "key": KEY}}
+# the election scenarios': one daemon, two leaders and a plain holder
+ELECT_WORKERS = {"w1": {"daemon": "d0", "key": KEY, "role": "campaign"},
+                 "w2": {"daemon": "d0", "key": KEY, "role": "campaign"},
+                 "w3": {"daemon": "d0", "key": KEY, "role": "lock"}}
 
 
 class History:
@@ -89,13 +96,80 @@ class History:
         return {"counter": counter, "max_fence": max_fence, "writes": writes,
                 "stale_reads": 0, "stale_writes": stale}
 
-    def check(self, faults=(), params=None, counter=None):
+    def check(self, faults=(), params=None, counter=None, observed=None):
         state = self.play()
         if counter is not None:
             state["counter"] = counter
         self.events.sort(key=lambda e: e["t"])
-        return check.check(self.events, WORKERS, list(faults), {KEY: state},
-                           dict(PARAMS, **(params or {})))
+        workers = WORKERS if observed is None else ELECT_WORKERS
+        return check.check(self.events, workers, list(faults), {KEY: state},
+                           dict(PARAMS, **(params or {})),
+                           observed.observed() if observed is not None else None)
+
+
+class Observed:
+    """Observers' logs made by hand (faults/observer.py's events), and the
+    final LEADER answer."""
+
+    def __init__(self):
+        self.events = []
+        self.epochs = {}    # observer -> its epoch number
+        self.revs = {}      # observer -> the revision of its last answer
+        self.final = None
+
+    def _ev(self, t, o, ev, **kw):
+        kw.update(t=t, o=o, ev=ev, n=self.epochs[o])
+        self.events.append(kw)
+
+    @staticmethod
+    def state(rev, term, value=None):
+        return {"rev": rev, "term": term, "value": value,
+                "kind": "exclusive" if term else "free", "holders": 1 if term else 0}
+
+    def epoch(self, t, o, rev, term=0, value=None):
+        """LEADER answered at t: a new epoch."""
+        self.epochs[o] = self.epochs.get(o, 0) + 1
+        self._ev(t, o, "epoch", sent=t - 0.001, **self.state(rev, term, value))
+        self.revs[o] = rev
+
+    def answer(self, t, o, rev, term=0, value=None):
+        """An OBSERVE AFTER the last revision answered at t."""
+        self._ev(t, o, "state", sent=t - 0.001, after=self.revs[o],
+                 **self.state(rev, term, value))
+        self.revs[o] = rev
+
+    def none(self, t, o, wait=0.3):
+        """An OBSERVE sent at t whose WAIT ran out."""
+        self._ev(t + wait, o, "none", sent=t, after=self.revs[o])
+
+    def observed(self):
+        return {"events": sorted(self.events, key=lambda e: e["t"]),
+                "observers": {o: {"daemon": "d0", "key": KEY} for o in self.epochs},
+                "final": {"d0": {KEY: self.final}} if self.final else {}}
+
+
+def elect_history(skip=None, term_back=False):
+    """Leaders w1 (term 10, proclaims w1/1) and w2 (11), a plain holder w3
+    (12), and an observer o1 that sees them all (but skip's term; with
+    term_back, term 10 again after 11) and waits at the end."""
+    h = History()
+    h.hold("w1", 10, 1.0, 1.01, 1.5, read=1.02, write=1.4)
+    h.ev(1.2, "w1", "proclaim_sent", value="w1/1", fence=10)
+    h.ev(1.21, "w1", "proclaim", value="w1/1", sent=1.2, reply="5", fence=10)
+    h.hold("w2", 11, 1.1, 1.51, 2.0, read=1.52, write=1.9)
+    h.hold("w3", 12, 1.2, 2.01, 2.5, read=2.02, write=2.4)
+    ob = Observed()
+    ob.epoch(0.5, "o1", 3)
+    seen = [(1.02, 10, "w1"), (1.22, 10, "w1/1"), (1.52, 11, "w2"), (2.02, 12, None),
+            (2.52, 0, None)]
+    if term_back:
+        seen.insert(3, (1.6, 10, "w1/1"))
+    for rev, (t, term, value) in enumerate(seen, 4):
+        if term != skip:
+            ob.answer(t, "o1", rev, term, value)
+    ob.none(2.6, "o1")
+    ob.final = Observed.state(ob.revs["o1"], 0)
+    return h, ob
 
 
 class TestChecker(unittest.TestCase):
@@ -256,6 +330,78 @@ class TestChecker(unittest.TestCase):
         res = h.check([lost], params=params)
         self.assertEqual([f["kind"] for f in res["failures"]], ["not -BACKEND"])
         self.assertEqual(res["counts"]["backend_errors_without_quorum"], 2)
+
+    def test_observers_that_saw_every_term_are_clean(self):
+        h, ob = elect_history()
+        # o2 began after w1's CAMPAIGN: term 10 is not asked of it
+        ob.epoch(1.05, "o2", 4, 10, "w1")
+        ob.answer(1.52, "o2", 6, 11, "w2")
+        ob.answer(2.02, "o2", 7, 12)
+        ob.answer(2.52, "o2", 8, 0)
+        ob.none(2.6, "o2")
+        res = h.check(observed=ob)
+        self.assertClean(res)
+        self.assertEqual(res["counts"]["proclaims"], 1)
+        self.assertEqual(res["counts"]["observer_epochs"], 2)
+        self.assertEqual(res["counts"]["terms_checked"], 3 + 2)
+
+    def test_a_new_epoch_counts_revisions_from_the_start(self):
+        # o1 connects again at 1.3 (a daemon started again numbers its
+        # changes from 1)
+        h, _ = elect_history()
+        ob = Observed()
+        ob.epoch(0.5, "o1", 3)
+        ob.answer(1.02, "o1", 4, 10, "w1")
+        ob.epoch(1.3, "o1", 1, 10, "w1/1")
+        for t, rev, term, value in [(1.52, 2, 11, "w2"), (2.02, 3, 12, None),
+                                    (2.52, 4, 0, None)]:
+            ob.answer(t, "o1", rev, term, value)
+        ob.none(2.6, "o1")
+        ob.final = Observed.state(4, 0)
+        self.assertClean(h.check(observed=ob))
+
+    def test_observer_seeing_a_term_or_revision_go_back_is_a_violation(self):
+        h, ob = elect_history(term_back=True)
+        res = h.check(observed=ob)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["term went back"])
+        h, ob = elect_history()
+        ob.events[3]["rev"] = 4      # w2's term at the revision of w1's
+        res = h.check(observed=ob)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["revision went back"])
+
+    def test_observer_missing_a_term_is_a_violation(self):
+        h, ob = elect_history(skip=11)
+        res = h.check(observed=ob)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["missed term"])
+        self.assertIn("never saw term 11, granted to w2", res["violations"][0]["text"])
+        # nor may a plain LOCK's term be missed
+        h, ob = elect_history(skip=12)
+        self.assertEqual([v["kind"] for v in h.check(observed=ob)["violations"]],
+                         ["missed term"])
+        # an observer that stopped before the grant is not asked for it
+        h, ob = elect_history(skip=11)
+        ob.events = [e for e in ob.events if e["t"] < 1.5]
+        ob.final = None
+        self.assertClean(h.check(observed=ob))
+
+    def test_leader_value_of_another_is_a_violation(self):
+        h, ob = elect_history()
+        ob.events[3]["value"] = "w1/1"   # term 11 is w2's
+        res = h.check(observed=ob)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["value of another"])
+
+    def test_observer_ending_on_another_state_is_a_failure(self):
+        h, ob = elect_history()
+        ob.final = Observed.state(9, 13, "w1")
+        res = h.check(observed=ob)
+        self.assertEqual([f["kind"] for f in res["failures"]], ["final state"])
+        self.assertEqual(res["violations"], [])
+
+    def test_proclaim_refused_is_a_failure(self):
+        h, ob = elect_history()
+        h.ev(1.3, "w1", "proclaim", value="w1/2", sent=1.29, reply="NOTHELD no", fence=10)
+        res = h.check(observed=ob)
+        self.assertEqual([f["kind"] for f in res["failures"]], ["proclaim refused"])
 
     def test_worker_killed_while_holding_ends_at_its_death(self):
         h = History()

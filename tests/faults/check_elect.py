@@ -1,0 +1,235 @@
+"""The safety test's checker for leaders and observers (the election
+scenarios): from the observers' logs (observer.py), the holdings check.py
+makes of the workers' logs and the final LEADER answer of each daemon for
+each key, decide whether observers were told what the protocol promises
+(docs/protocol.md, OBSERVE and 7.9). Pure functions of their inputs, as
+check.py's; check.check() calls check() here when it is given observations.
+
+The leaders themselves are checked as any holder is (check.py): a leader's
+term is its fence, two leaders of overlapping terms must not both have
+writes accepted, and a deposed leader must be told before another leader's
+first accepted write.
+
+An observer's epoch is one connection: its LEADER answer, then the answers to
+its loop of OBSERVE key AFTER r, r the revision of the answer before; a
+daemon started again numbers its changes from the start, and the observer
+begins a new epoch. Within an epoch:
+
+- revisions strictly increase ("revision went back"): each answer is a
+  change after the one the observer asked after;
+- terms never go back ("term went back"): the states of nobody leading (term
+  0) aside, each term is the fence of a later holder;
+- an exclusive state's value is one the holder of its term gave ("value of
+  another"): a campaign worker's id (its CAMPAIGN) or a value it PROCLAIMed
+  while it held that term; none for a plain LOCK.
+
+Every term granted on a key (a CAMPAIGN or a LOCK: each is a change of the
+key's holders) appears in each epoch of each observer of the key that was
+observing at the time ("missed term"): an epoch whose LEADER was answered
+before the CAMPAIGN was sent and that went on past the grant (in it the
+observer logged a higher term, or an empty answer to an OBSERVE sent after
+the grant arrived). That holds because the daemon numbers every change of a
+key and keeps its last 8 (OBS_HISTORY): an observer more than 8 changes of
+the key behind is given the oldest kept and may miss terms. The election
+scenarios hold every term 40 ms at least (a term is at most three changes:
+its grant, a PROCLAIM and its end), so that 8 changes take more than 100 ms
+while an observer asks again within a millisecond or so of each answer; a
+missed term is reported with the number of terms granted between the
+observer's two answers around it, to tell a lag from a lost change.
+
+At the end, once the faults are over and the workers stopped, the last
+state each observer logged is the final LEADER answer of its daemon for its
+key ("final state"). A PROCLAIM by a leader that was not told of a loss
+answers a revision ("proclaim refused").
+"""
+
+import collections
+
+# the faults after which a term may have been granted to a worker that never
+# heard of it (the grant was on its way when the worker or its daemon died)
+FAULTS_THAT_DROP_GRANTS = ("client_kill", "daemon_kill")
+STATE = ("rev", "term", "value", "kind", "holders")
+
+
+class Epoch:
+    """One connection of one observer: its answers, in order."""
+
+    __slots__ = ("o", "n", "start", "answers", "nones", "max_term", "last_none")
+
+    def __init__(self, o, n, start):
+        self.o = o
+        self.n = n
+        self.start = start        # when its LEADER answer came
+        self.answers = []         # the epoch and state events
+        self.nones = []           # the none events
+        self.max_term = 0
+        self.last_none = None     # when the last OBSERVE answered empty was sent
+
+    def terms(self):
+        return {a["term"] for a in self.answers}
+
+    def brief(self):
+        return "observer %s epoch %d (from %.3f)" % (self.o, self.n, self.start)
+
+
+def epochs_of(events):
+    """observer id -> its epochs, from its events (in time order)."""
+    out = collections.defaultdict(list)
+    cur = {}
+    for e in sorted(events, key=lambda e: e["t"]):
+        o, ev = e["o"], e["ev"]
+        if ev == "epoch":
+            cur[o] = Epoch(o, e["n"], e["t"])
+            out[o].append(cur[o])
+        ep = cur.get(o)
+        if ep is None or e.get("n") != ep.n:
+            continue
+        if ev in ("epoch", "state"):
+            ep.answers.append(e)
+            ep.max_term = max(ep.max_term, e["term"])
+        elif ev == "none":
+            ep.nones.append(e)
+            ep.last_none = e["sent"]
+    return out
+
+
+def check(holdings, events, workers, faults, observed, res):
+    """Add the election rules' violations, failures, notes and counts to res
+    (check.check()'s result). holdings: check.Holding's; events and workers
+    as check.check()'s (workers' "role": campaign or lock); observed:
+    {"events": the observers' events, "observers": id -> {"daemon", "key"},
+    "final": daemon -> key -> the state LEADER answered at the end}."""
+    eps = epochs_of(observed["events"])
+    counts = res["counts"]
+    for e in observed["events"]:
+        if e["ev"] == "error":
+            res["failures"].append({"kind": "observer error", "observer": e["o"],
+                                    "text": e.get("text", "")})
+        elif e["ev"] == "bad":
+            res["failures"].append({"kind": "observer reply", "observer": e["o"],
+                                    "text": "%s answered %s" % (e.get("cmd"), e.get("value"))})
+    for o in observed["observers"]:
+        counts["observer_epochs"] += len(eps.get(o, []))
+        for ep in eps.get(o, []):
+            counts["observer_answers"] += len(ep.answers)
+            counts["observer_nones"] += len(ep.nones)
+            _check_order(ep, res)
+    _check_values(eps, holdings, events, workers, faults, observed["observers"], res)
+    _check_terms_seen(eps, holdings, observed["observers"], res)
+    _check_final(eps, observed["observers"], observed.get("final") or {}, res)
+    for e in events:
+        if e["ev"] == "proclaim":
+            counts["proclaims"] += 1
+            if not str(e.get("reply", "")).isdigit():
+                res["failures"].append({
+                    "kind": "proclaim refused", "worker": e["w"],
+                    "text": "worker %s's PROCLAIM of %s in term %s sent at %.3f was answered "
+                    "%s" % (e["w"], e.get("value"), e.get("fence"), e["sent"],
+                            e.get("reply"))})
+
+
+def _check_order(ep, res):
+    last = None
+    term = 0
+    for a in ep.answers:
+        if last is not None and a["rev"] <= last["rev"]:
+            res["violations"].append({
+                "kind": "revision went back", "observer": ep.o,
+                "text": "%s: revision %d (term %d) at %.3f after revision %d (term %d)"
+                % (ep.brief(), a["rev"], a["term"], a["t"], last["rev"], last["term"])})
+        if a["term"] and a["term"] < term:
+            res["violations"].append({
+                "kind": "term went back", "observer": ep.o,
+                "text": "%s: term %d (revision %d) at %.3f after term %d"
+                % (ep.brief(), a["term"], a["rev"], a["t"], term)})
+        term = max(term, a["term"])
+        last = a
+
+
+def _check_values(eps, holdings, events, workers, faults, observers, res):
+    by_term = {(h.key, h.fence): h for h in holdings}
+    proclaimed = collections.defaultdict(set)  # (worker, fence) -> values
+    for e in events:
+        if e["ev"] == "proclaim_sent":
+            proclaimed[e["w"], e.get("fence")].add(e.get("value"))
+    dropping = [f for f in faults if f["kind"] in FAULTS_THAT_DROP_GRANTS]
+    unclaimed = set()
+    for o, oeps in eps.items():
+        key = observers.get(o, {}).get("key")
+        for ep in oeps:
+            for a in ep.answers:
+                if not a["term"] or a["kind"] != "exclusive":
+                    continue
+                h = by_term.get((key, a["term"]))
+                if h is None:
+                    unclaimed.add((key, a["term"]))
+                    continue
+                if workers.get(h.w, {}).get("role") == "campaign":
+                    allowed = {h.w} | proclaimed[h.w, h.fence]
+                else:
+                    allowed = {None}
+                if a["value"] not in allowed:
+                    res["violations"].append({
+                        "kind": "value of another", "observer": o, "holders": [h],
+                        "text": "%s: term %d with value %r at %.3f (revision %d), but that "
+                        "term is %s's, which gave %s"
+                        % (ep.brief(), a["term"], a["value"], a["t"], a["rev"], h.w,
+                           ", ".join(repr(v) for v in sorted(allowed, key=str)))})
+    res["counts"]["terms_unclaimed"] += len(unclaimed)
+    if unclaimed and not dropping:
+        key, term = min(unclaimed)
+        res["suspicious"].append(
+            "observers saw %d term(s) no worker was granted, and no worker or daemon was "
+            "killed (e.g. term %d of %s)" % (len(unclaimed), term, key))
+
+
+def _check_terms_seen(eps, holdings, observers, res):
+    by_key = collections.defaultdict(list)
+    for h in holdings:
+        by_key[h.key].append(h)
+    counts = res["counts"]
+    for o, oeps in sorted(eps.items()):
+        key = observers.get(o, {}).get("key")
+        for ep in oeps:
+            terms = ep.terms()
+            for h in by_key.get(key, []):
+                if ep.start > h.lock_sent:
+                    continue
+                if not (ep.max_term > h.fence or
+                        ep.last_none is not None and ep.last_none >= h.grant):
+                    continue
+                counts["terms_checked"] += 1
+                if h.fence in terms:
+                    continue
+                before = [a for a in ep.answers if a["t"] <= h.grant]
+                after = [a for a in ep.answers if a["t"] > h.grant]
+                t0 = before[-1]["t"] if before else ep.start
+                t1 = after[0]["t"] if after else float("inf")
+                n = sum(1 for g in by_key[key] if t0 < g.grant <= t1)
+                around = "; its answers around it: %s, then %s; %d term(s) granted between" % (
+                    _state(before[-1]) if before else "none",
+                    _state(after[0]) if after else "none", n)
+                res["violations"].append({
+                    "kind": "missed term", "observer": o, "holders": [h],
+                    "text": "%s never saw term %d, granted to %s (asked at %.3f, granted "
+                    "%.3f)%s" % (ep.brief(), h.fence, h.w, h.lock_sent, h.grant, around)})
+
+
+def _state(a):
+    return "revision %d term %d %s at %.3f" % (a["rev"], a["term"], a["kind"], a["t"])
+
+
+def _check_final(eps, observers, final, res):
+    for o, info in sorted(observers.items()):
+        want = final.get(info["daemon"], {}).get(info["key"])
+        if want is None:
+            continue
+        res["counts"]["final_states_checked"] += 1
+        answers = [a for ep in eps.get(o, []) for a in ep.answers]
+        last = answers[-1] if answers else None
+        got = {k: last[k] for k in STATE} if last else None
+        if got != {k: want[k] for k in STATE}:
+            res["failures"].append({
+                "kind": "final state", "observer": o,
+                "text": "observer %s's last answer for %s was %s; LEADER answers %s at the end"
+                % (o, info["key"], got, want)})
