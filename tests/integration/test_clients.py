@@ -9,11 +9,16 @@ no connection at all is told with exit status 1 and no stack trace. Also what go
 settings: ioredis's default reconnect opens a session without the lock, and a
 read timeout shorter than the WAIT drops the wait with the connection. And what
 ioredis 6 and node-redis 6 do with a lost push they do not know (drop it), and
-that the next command still tells the loss."""
+that the next command still tells the loss. And the leader-election examples
+and their observers: a second candidate waits while the first leads, then leads
+with a higher term; a leader whose lock an administrator breaks steps down
+(exit 3) while the next candidate leads; a leader whose connection is cut steps
+down without connecting again; an observer prints every change, in order."""
 
 import json
 import os
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -23,7 +28,7 @@ import unittest
 
 import redis
 
-from dlocktest.cases import DaemonTestCase, RedisTestCase
+from dlocktest.cases import DaemonTestCase, RedisTestCase, hangup
 from dlocktest.env import DLOCKD, PYTHON, SLOWDOWN, unique_key
 from dlocktest.proc import free_port, in_thread, read_line, reap, spawn, wait_until
 
@@ -39,8 +44,16 @@ HOLD = 4.0  # s another session holds the key while the examples wait (WAIT 5000
 EXAMPLE_RUNS = (("lock.py", [PYTHON]),
                 ("lock-ioredis.js", ["node"]),
                 ("lock-node-redis.js", ["node"]))
+# name, command line before KEY VALUE STEPS
+ELECT_RUNS = (("elect.py", [PYTHON]),
+              ("elect-ioredis.js", ["node"]),
+              ("elect-node-redis.js", ["node"]))
+# name, command line before KEY COUNT
+OBSERVE_RUNS = (("observe.py", [PYTHON]),
+                ("observe-ioredis.js", ["node"]),
+                ("observe-node-redis.js", ["node"]))
 # examples in docs/clients.md that the suite cannot run (no Go proxy, no Maven)
-NOT_RUN = ("lock.go", "Lock.java")
+NOT_RUN = ("lock.go", "Lock.java", "elect.go", "Elect.java")
 
 _npm_lock = threading.Lock()
 
@@ -148,9 +161,11 @@ class Proxy:
 class ExampleMixin:
     """Starting the examples of docs/clients/ against a dlockd port."""
 
-    def start_example(self, name, argv, port, key, steps):
+    def start_example(self, name, argv, port, *args):
+        """Example name run with argv and args (KEY STEPS, KEY VALUE STEPS,
+        KEY COUNT) against port; killed after the test if still running."""
         env = dict(os.environ, DLOCK_PORT=str(port), NODE_PATH=node_modules())
-        p = spawn(argv + [os.path.join(EXAMPLES, name), key, str(steps)], env=env,
+        p = spawn(argv + [os.path.join(EXAMPLES, name)] + [str(a) for a in args], env=env,
                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.addCleanup(self._end, p)
         return p
@@ -177,7 +192,7 @@ class TestClientsPage(unittest.TestCase):
     def test_clients_md_has_each_example(self):
         with open(CLIENTS_MD) as f:
             blocks = re.findall(r"^```[a-z]+\n(.*?)^```$", f.read(), re.M | re.S)
-        for name in [n for n, _ in EXAMPLE_RUNS] + list(NOT_RUN):
+        for name in [n for n, _ in EXAMPLE_RUNS + ELECT_RUNS + OBSERVE_RUNS] + list(NOT_RUN):
             with open(os.path.join(EXAMPLES, name)) as f:
                 code = f.read()
             self.assertIn(code, blocks, "docs/clients.md has no code block equal to "
@@ -220,11 +235,14 @@ class TestExamples(ExampleMixin, DaemonTestCase):
             self.assertEqual(reap(p, 10), 75, name)
 
     def test_no_connection(self):
-        # nobody listens on the port: one line, exit 1, no stack trace
+        # nobody listens on the port: one line, exit 1, no stack trace (the
+        # election examples and the observers too)
         node_modules()
         port = free_port()
-        for name, argv in EXAMPLE_RUNS:
-            p = self.start_example(name, argv, port, unique_key(name), 1)
+        runs = [(name, argv, [1]) for name, argv in EXAMPLE_RUNS + OBSERVE_RUNS]
+        runs += [(name, argv, ["v", 1]) for name, argv in ELECT_RUNS]
+        for name, argv, args in runs:
+            p = self.start_example(name, argv, port, unique_key(name), *args)
             line = read_line(p.stdout, 10 * SLOWDOWN)
             self.assertTrue(line.startswith("error: "), (name, line))
             self.assertEqual(reap(p, 10), 1, name)
@@ -248,6 +266,145 @@ class TestExamples(ExampleMixin, DaemonTestCase):
             self.assertTrue(line.startswith("lost %s: " % key), (name, line))
             self.assertEqual(reap(p, 10), 3, name)
             self.assertEqual(proxy.accepted, 1, "%s connected again" % name)
+
+
+ADMIN_PASSWORD = "examples admin"
+
+
+class TestElectExamples(ExampleMixin, DaemonTestCase):
+    """The leader-election examples (elect: CAMPAIGN, a PING per step,
+    RESIGN) and the observers (observe: OBSERVE AFTER rev in a loop) of
+    docs/clients.md, run as written, each example on a key of its own and
+    all at once."""
+
+    CONFIG = "auth:\n  admin_password: \"%s\"\n" % ADMIN_PASSWORD
+
+    def assertLeader(self, p, name, key):
+        """The example printed that it leads key; returns the term."""
+        line = read_line(p.stdout, 10 * SLOWDOWN)
+        m = re.match(r"^leader %s term (\d+)\n$" % re.escape(key), line)
+        self.assertIsNotNone(m, "%s: %r %s" % (name, line, p.stderr.read1(4096) if
+                                                   p.poll() is not None else ""))
+        return int(m.group(1))
+
+    def setUp(self):
+        super().setUp()
+        self.asker = self.client()   # for LEADER
+
+    def leader(self, key):
+        """LEADER key: (value, term, kind)."""
+        value, term, _, kind, _ = self.asker.execute_command("LEADER", key)
+        return value, term, kind
+
+    @staticmethod
+    def silent(p):
+        """p runs and has printed nothing (more) so far."""
+        return p.poll() is None and not select.select([p.stdout], [], [], 0)[0]
+
+    def test_second_candidate_leads_after_the_first(self):
+        node_modules()
+        keys = {name: unique_key(name) for name, _ in ELECT_RUNS}
+        first, second, terms = {}, {}, {}
+        for name, argv in ELECT_RUNS:
+            first[name] = self.start_example(name, argv, self.daemon.port, keys[name],
+                                             "first", 2)
+        for name, argv in ELECT_RUNS:
+            terms[name] = self.assertLeader(first[name], name, keys[name])
+            second[name] = self.start_example(name, argv, self.daemon.port, keys[name],
+                                              "second", 2)
+        for name, _ in ELECT_RUNS:
+            self.wait_status(keys[name], "(%s standing)" % name, timeout=10 * SLOWDOWN,
+                             waiters=1)
+            # the second waits in the queue while the first leads
+            self.assertTrue(self.silent(second[name]), name)
+            self.assertEqual(self.leader(keys[name])[:2], (b"first", terms[name]), name)
+        for name, _ in ELECT_RUNS:
+            self.assertEqual(read_line(first[name].stdout, 5 * SLOWDOWN), "done\n", name)
+            self.assertEqual(reap(first[name]), 0, name)
+            term = self.assertLeader(second[name], name, keys[name])
+            self.assertGreater(term, terms[name], name)
+            self.assertEqual(self.leader(keys[name])[:2], (b"second", term), name)
+        for name, _ in ELECT_RUNS:
+            self.assertEqual(read_line(second[name].stdout, 5 * SLOWDOWN), "done\n", name)
+            self.assertEqual(reap(second[name]), 0, name)
+            self.assertEqual(self.leader(keys[name]), (None, 0, b"free"), name)
+
+    def test_observer_prints_each_change_in_order(self):
+        node_modules()
+        keys = {name: unique_key(name) for name, _ in OBSERVE_RUNS}
+        procs, revs = {}, {}
+        for name, argv in OBSERVE_RUNS:
+            procs[name] = self.start_example(name, argv, self.daemon.port, keys[name], 6)
+        for name, p in procs.items():
+            line = read_line(p.stdout, 10 * SLOWDOWN)
+            m = re.match(r"^no leader rev (\d+)\n$", line)
+            self.assertIsNotNone(m, (name, line))
+            revs[name] = int(m.group(1))
+        # five changes of each key, made faster than the observers ask
+        a, b = self.client(), self.client()
+        want = {}
+        for name, key in keys.items():
+            ta = a.execute_command("CAMPAIGN", key, "a")[1]
+            proclaimed = a.execute_command("PROCLAIM", key, "a2")
+            a.execute_command("RESIGN", key)
+            tb = b.execute_command("CAMPAIGN", key, "b")[1]
+            want[name] = ([("leader a", ta), ("leader a2", ta), ("no leader", None),
+                           ("leader b", tb)], proclaimed)
+        hangup(b)   # the leader's connection closes: nobody leads
+        for name, p in procs.items():
+            changes, proclaimed = want[name]
+            got = []
+            for _ in range(5):
+                line = read_line(p.stdout, 5 * SLOWDOWN)
+                m = re.match(r"^(leader \S+|no leader)(?: term (\d+))? rev (\d+)\n$", line)
+                self.assertIsNotNone(m, (name, line))
+                term = int(m.group(2)) if m.group(2) else None
+                got.append((m.group(1), term, int(m.group(3))))
+            self.assertEqual([g[:2] for g in got], changes + [("no leader", None)], name)
+            seen = [revs[name]] + [g[2] for g in got]
+            self.assertEqual(seen, sorted(set(seen)), "%s: revisions not increasing" % name)
+            self.assertEqual(got[1][2], proclaimed, name)
+            self.assertEqual(reap(p), 0, name)
+
+    def test_broken_leader_steps_down(self):
+        # an administrator breaks the leader's lock: the next candidate leads
+        # at once, with a higher term, and the old leader's next PING is
+        # answered -LOST: it says so and exits 3
+        node_modules()
+        admin = self.client(username="admin", password=ADMIN_PASSWORD)
+        for name, argv in ELECT_RUNS:
+            key = unique_key(name)
+            leader = self.start_example(name, argv, self.daemon.port, key, "old", 40)
+            term = self.assertLeader(leader, name, key)
+            standby = self.start_example(name, argv, self.daemon.port, key, "new", 1)
+            self.wait_status(key, "(%s standing)" % name, timeout=10 * SLOWDOWN, waiters=1)
+            self.assertEqual(admin.execute_command("UNLOCK", key, "FORCE"), 1, name)
+            self.assertGreater(self.assertLeader(standby, name, key), term, name)
+            line = read_line(leader.stdout, 5 * SLOWDOWN)
+            self.assertRegex(line, r"^lost %s: LOST %s %d the lock was broken by an "
+                             r"administrator \(session \d+\)\n$"
+                             % (re.escape(key), re.escape(key), term), name)
+            self.assertEqual(reap(leader, 10), 3, name)
+            self.assertEqual(leader.stderr.read(), b"", name)
+            self.assertEqual(read_line(standby.stdout, 5 * SLOWDOWN), "done\n", name)
+            self.assertEqual(reap(standby, 10), 0, name)
+
+    def test_broken_connection(self):
+        # the leader's connection is cut: the daemon ends its term, and the
+        # example steps down without connecting again (a new session)
+        node_modules()
+        for name, argv in ELECT_RUNS:
+            key = unique_key(name)
+            proxy = Proxy(self.daemon.port)
+            self.addCleanup(proxy.close)
+            p = self.start_example(name, argv, proxy.port, key, "v", 40)
+            self.assertLeader(p, name, key)
+            proxy.cut()
+            line = read_line(p.stdout, 5 * SLOWDOWN)
+            self.assertTrue(line.startswith("lost %s: " % key), (name, line))
+            self.assertEqual(reap(p, 10), 3, name)
+            self.assertEqual(proxy.accepted, 1, "%s connected again" % name)
+            self.assertEqual(self.leader(key), (None, 0, b"free"), name)
 
 
 # ioredis with its defaults: after a broken connection it connects again by
