@@ -536,7 +536,16 @@ class TestClusterFailover(ClusterCase):
         h = self.conn(d)
         key = unique_key("keep")
         ttl = 6000
-        f = grant(h.cmd("LOCK", key, "TTL", ttl))[1]
+        # fresh replicas on a loaded machine may miss the first 300 ms
+        # acknowledgements: the test is of the failover, so wait for them
+        deadline = time.monotonic() + 10
+        while True:
+            reply = h.cmd("LOCK", key, "TTL", ttl)
+            if (time.monotonic() > deadline or not isinstance(reply, Err) or
+                    "replica without acknowledgement" not in reply):
+                break
+            time.sleep(0.2)
+        f = grant(reply)[1]
         victim = c.master_of_lock(key)
         t_kill = c.kill(victim)
         new = c.wait_promoted(victim, 20.0)
