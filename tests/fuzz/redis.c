@@ -188,7 +188,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&be, 0, sizeof(be));
 	be.base = base;
 	be.settings = settings[v];
-	be.up = (struct backend_up){ on_wakeup, on_wakeup, NULL };
+	be.up = (struct backend_up){ .wakeup = on_wakeup, .expire = on_wakeup };
 	FUZZ_CHECK(be_redis_offline(&be) == 0);
 	nrecs = 0;
 	memset(blk, 0, sizeof(blk));
