@@ -79,32 +79,6 @@
 #define RBUF_MIN		16384		/* initial read buffer */
 #define RBUF_MAX		(RESP_MAX_BULK + RESP_MAX_LINE) /* read buffer bound */
 
-/* Kinds of RESP values (RESP2 and RESP3). */
-enum resp_type {
-	RESP_SIMPLE,	/* +text */
-	RESP_ERROR,	/* -CODE text, or !len blob error */
-	RESP_INT,	/* :n */
-	RESP_BULK,	/* $len, or =len verbatim (format prefix removed) */
-	RESP_NULL,	/* _, $-1, *-1 */
-	RESP_DOUBLE,	/* ,text (kept as text) */
-	RESP_BOOL,	/* #t / #f (integer 1 / 0) */
-	RESP_BIGNUM,	/* (digits (kept as text) */
-	RESP_ARRAY,	/* *n */
-	RESP_MAP,	/* %n: 2n elements, key then value */
-	RESP_SET,	/* ~n */
-	RESP_PUSH	/* >n */
-};
-
-/* One parsed value; the tree owns its strings and elements. */
-struct resp {
-	enum resp_type type;	/* what it is */
-	long long integer;	/* RESP_INT, RESP_BOOL */
-	char *str;		/* string kinds: NUL-terminated copy, binary-safe with len */
-	size_t len;		/* length of str */
-	struct resp **elem;	/* aggregates: the elements (a map: keys and values) */
-	size_t n;		/* number of elem */
-};
-
 /* State of one parse attempt over the bytes buffered so far. */
 struct parser {
 	const char *buf;	/* unparsed bytes */
@@ -156,7 +130,6 @@ struct dlock {
 	int dead_errno;		/* and the errno that stands for it */
 };
 
-static void resp_free(struct resp *v);
 static int resp_parse(struct parser *p, int depth, struct resp **out);
 
 /* ---- errors ---- */
@@ -169,9 +142,9 @@ err_clear(dlock_t *d)
 	d->err[0] = '\0';
 }
 
-/* Record a local error: code word and a printf-formatted sentence. */
-static void __attribute__((format(printf, 3, 4)))
-err_set(dlock_t *d, const char *code, const char *fmt, ...)
+/* See dlock_internal.h. */
+void
+dlock_err_set(dlock_t *d, const char *code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -293,14 +266,14 @@ resp_new(enum resp_type t)
 	return v;
 }
 
-/* Free a value and everything in it. NULL is allowed. */
-static void
-resp_free(struct resp *v)
+/* See dlock_internal.h. */
+void
+dlock_resp_free(struct resp *v)
 {
 	if (v == NULL)
 		return;
 	for (size_t i = 0; i < v->n; i++)
-		resp_free(v->elem[i]);
+		dlock_resp_free(v->elem[i]);
 	free(v->elem);
 	free(v->str);
 	free(v);
@@ -386,7 +359,7 @@ parse_aggregate(struct parser *p, enum resp_type t, long long count,
 		r = resp_parse(p, depth + 1, &v->elem[i]);
 		if (r != PARSE_OK) {
 			v->n = i;
-			resp_free(v);
+			dlock_resp_free(v);
 			return r;
 		}
 	}
@@ -464,7 +437,7 @@ resp_parse(struct parser *p, int depth, struct resp **out)
 
 			if ((r = parse_aggregate(p, RESP_MAP, n, depth, &attr)) != PARSE_OK)
 				return r;
-			resp_free(attr);
+			dlock_resp_free(attr);
 			return resp_parse(p, depth + 1, out);
 		}
 		return parse_aggregate(p,
@@ -709,7 +682,7 @@ conn_take(dlock_t *d, struct resp **out)
 			return PARSE_OK;
 		}
 		r = push_handle(d, v);
-		resp_free(v);
+		dlock_resp_free(v);
 		if (r < 0)
 			return PARSE_ERROR;
 	}
@@ -769,7 +742,7 @@ wbuf_reserve(dlock_t *d, size_t need)
 	if (need <= d->wcap)
 		return 0;
 	if ((p = realloc(d->wbuf, need)) == NULL) {
-		err_set(d, "NOMEM", "out of memory");
+		dlock_err_set(d, "NOMEM", "out of memory");
 		return -1;
 	}
 	d->wbuf = p;
@@ -777,17 +750,10 @@ wbuf_reserve(dlock_t *d, size_t need)
 	return 0;
 }
 
-/*
- * Send argv[0..argc) as a RESP array of bulk strings and wait for the reply:
- * d's timeout, plus wait_ms for a command the daemon may hold back on
- * purpose (see deadline_start). Returns the reply (the caller frees it with
- * resp_free), or NULL with the error set: locally, or from the daemon's
- * error reply. A loss notice in place of the reply is queued for
- * dlock_poll_lost() and fails the call (LOST), unless its push came first
- * (notices_due): then the command, which did not run, is sent again.
- */
-static struct resp *
-call(dlock_t *d, long long wait_ms, int argc, const char *const argv[])
+/* See dlock_internal.h. (notices_due tells a notice whose push came first.) */
+struct resp *
+dlock_call(dlock_t *d, long long wait_ms, int argc, const char *const argv[],
+    const size_t lens[])
 {
 	struct deadline dl;
 	struct resp *v;
@@ -798,15 +764,16 @@ call(dlock_t *d, long long wait_ms, int argc, const char *const argv[])
 		return NULL;
 	}
 	for (int i = 0; i < argc; i++)
-		need += strlen(argv[i]) + 32;
+		need += (lens != NULL ? lens[i] : strlen(argv[i])) + 32;
 	if (wbuf_reserve(d, need) < 0)
 		return NULL;
 	len = (size_t)snprintf(d->wbuf, d->wcap, "*%d\r\n", argc);
 	for (int i = 0; i < argc; i++) {
-		size_t n = strlen(argv[i]);
+		size_t n = lens != NULL ? lens[i] : strlen(argv[i]);
 
 		len += (size_t)snprintf(d->wbuf + len, d->wcap - len, "$%zu\r\n", n);
-		memcpy(d->wbuf + len, argv[i], n);
+		if (n > 0)
+			memcpy(d->wbuf + len, argv[i], n);
 		len += n;
 		d->wbuf[len++] = '\r';
 		d->wbuf[len++] = '\n';
@@ -821,7 +788,7 @@ call(dlock_t *d, long long wait_ms, int argc, const char *const argv[])
 			return v;
 		notice = lost_notice(d, v, d->notices_due == 0);
 		if (notice < 0) {
-			resp_free(v);
+			dlock_resp_free(v);
 			return NULL;
 		}
 		if (notice == 0 || d->notices_due == 0)
@@ -829,25 +796,25 @@ call(dlock_t *d, long long wait_ms, int argc, const char *const argv[])
 		/* the reply that follows a loss's push: the loss is queued
 		 * already, and the command was not run: send it again */
 		d->notices_due--;
-		resp_free(v);
+		dlock_resp_free(v);
 	}
 	err_reply(d, v);
-	resp_free(v);
+	dlock_resp_free(v);
 	return NULL;
 }
 
-/* Record a reply of an unexpected shape. Frees v. Returns -1. */
-static int
-unexpected(dlock_t *d, const char *cmd, struct resp *v)
+/* See dlock_internal.h. */
+int
+dlock_unexpected(dlock_t *d, const char *cmd, struct resp *v)
 {
-	err_set(d, "PROTO", "unexpected reply to %s from dlockd", cmd);
-	resp_free(v);
+	dlock_err_set(d, "PROTO", "unexpected reply to %s from dlockd", cmd);
+	dlock_resp_free(v);
 	return -1;
 }
 
-/* Check d and key. 0, or -1 (with the error set when d is usable). */
-static int
-check_key(dlock_t *d, const char *key)
+/* See dlock_internal.h. */
+int
+dlock_check_key(dlock_t *d, const char *key)
 {
 	if (d == NULL) {
 		errno = EINVAL;
@@ -855,11 +822,11 @@ check_key(dlock_t *d, const char *key)
 	}
 	err_clear(d);
 	if (key == NULL) {
-		err_set(d, "ARG", "key is NULL");
+		dlock_err_set(d, "ARG", "key is NULL");
 		return -1;
 	}
 	if (*key == '\0') {
-		err_set(d, "ARG", "key is empty");
+		dlock_err_set(d, "ARG", "key is empty");
 		return -1;
 	}
 	return 0;
@@ -1096,7 +1063,7 @@ dlock_handshake(dlock_t *d, const char *addr, const char *password, char *err,
 	struct resp *v;
 
 	/* HELLO 3 [AUTH default password]: RESP3, so that "lost" can be pushed. */
-	v = call(d, 0, password != NULL && *password != '\0' ? 5 : 2, argv);
+	v = dlock_call(d, 0, password != NULL && *password != '\0' ? 5 : 2, argv, NULL);
 	if (v == NULL) {
 		/* Dead: the failure's errno. Refused: EACCES, but for two codes. */
 		int e = d->dead ? d->dead_errno :
@@ -1106,18 +1073,18 @@ dlock_handshake(dlock_t *d, const char *addr, const char *password, char *err,
 		return connect_fail(d, addr, err, errlen, e, d->err);
 	}
 	if (v->type != RESP_MAP) {
-		resp_free(v);
+		dlock_resp_free(v);
 		return connect_fail(d, addr, err, errlen, EPROTO,
 		    "unexpected reply to HELLO (is this dlockd?)");
 	}
-	resp_free(v);
+	dlock_resp_free(v);
 
 	/*
 	 * Sessions are told of lost locks by push only if they ask for it. One
 	 * that did not authenticate is refused (NOAUTH), but it can hold no
 	 * lock either: it gets NOAUTH for every command but PING, as before.
 	 */
-	if ((v = call(d, 0, 3, lostpush)) == NULL) {
+	if ((v = dlock_call(d, 0, 3, lostpush, NULL)) == NULL) {
 		if (d->dead)
 			return connect_fail(d, addr, err, errlen, d->dead_errno, d->err);
 		if (strcmp(d->code, "NOAUTH") == 0) {
@@ -1129,11 +1096,11 @@ dlock_handshake(dlock_t *d, const char *addr, const char *password, char *err,
 		return connect_fail(d, addr, err, errlen, EPROTO, why);
 	}
 	if (!resp_is(v, "OK")) {
-		resp_free(v);
+		dlock_resp_free(v);
 		return connect_fail(d, addr, err, errlen, EPROTO,
 		    "unexpected reply to CLIENT LOSTPUSH ON (is this dlockd?)");
 	}
-	resp_free(v);
+	dlock_resp_free(v);
 	return d;
 }
 
@@ -1194,7 +1161,7 @@ dlock_set_timeout(dlock_t *d, long long ms)
 	}
 	err_clear(d);
 	if (ms < 0) {
-		err_set(d, "ARG", "the timeout must be 0 (none) or more");
+		dlock_err_set(d, "ARG", "the timeout must be 0 (none) or more");
 		return -1;
 	}
 	d->timeout_ms = ms;
@@ -1221,42 +1188,48 @@ dlock_close(dlock_t *d)
 
 /* ---- commands ---- */
 
+/* See dlock_internal.h. */
 int
-dlock_lock(dlock_t *d, const char *key, const struct dlock_lock_opts *opts,
-    struct dlock_grant *out)
+dlock_acquire(dlock_t *d, const char *cmd, const char *key, const void *value,
+    size_t valuelen, const struct dlock_lock_opts *opts, struct dlock_grant *out)
 {
 	static const struct dlock_lock_opts defaults = DLOCK_LOCK_OPTS_INIT;
-	const char *argv[10];
+	const char *argv[11];
+	size_t lens[11];
 	char ttl[24], wait[24], limit[24];
 	struct resp *v;
-	int argc = 0;
+	int argc = 0, vi = -1;
 
-	if (check_key(d, key) < 0)
+	if (dlock_check_key(d, key) < 0)
 		return -1;
 	if (opts == NULL)
 		opts = &defaults;
 	if (opts->ttl_ms < 0) {
-		err_set(d, "ARG", "ttl_ms is negative");
+		dlock_err_set(d, "ARG", "ttl_ms is negative");
 		return -1;
 	}
 	if (opts->wait_ms < -1) {
-		err_set(d, "ARG", "wait_ms must be -1 (forever), 0 or more");
+		dlock_err_set(d, "ARG", "wait_ms must be -1 (forever), 0 or more");
 		return -1;
 	}
 	if (opts->limit < 0) {
-		err_set(d, "ARG", "limit is negative");
+		dlock_err_set(d, "ARG", "limit is negative");
 		return -1;
 	}
 	if (opts->shared && opts->limit > 0) {
-		err_set(d, "ARG", "shared and limit cannot be combined");
+		dlock_err_set(d, "ARG", "shared and limit cannot be combined");
 		return -1;
 	}
 	if (opts->detach && opts->ttl_ms == 0) {
-		err_set(d, "ARG", "detach needs a ttl");
+		dlock_err_set(d, "ARG", "detach needs a ttl");
 		return -1;
 	}
-	argv[argc++] = "LOCK";
+	argv[argc++] = cmd;
 	argv[argc++] = key;
+	if (value != NULL) {
+		vi = argc;
+		argv[argc++] = value;
+	}
 	if (opts->ttl_ms > 0) {
 		snprintf(ttl, sizeof(ttl), "%lld", opts->ttl_ms);
 		argv[argc++] = "TTL";
@@ -1276,11 +1249,13 @@ dlock_lock(dlock_t *d, const char *key, const struct dlock_lock_opts *opts,
 	}
 	if (opts->detach)
 		argv[argc++] = "DETACH";
+	for (int i = 0; i < argc; i++)
+		lens[i] = i == vi ? valuelen : strlen(argv[i]);
 
-	if ((v = call(d, opts->wait_ms, argc, argv)) == NULL)
+	if ((v = dlock_call(d, opts->wait_ms, argc, argv, lens)) == NULL)
 		return -1;
 	if (v->type == RESP_NULL) {
-		resp_free(v);
+		dlock_resp_free(v);
 		return 0;
 	}
 	/* the token is text (it goes back in UNLOCK and EXTEND): no NUL in it */
@@ -1289,31 +1264,39 @@ dlock_lock(dlock_t *d, const char *key, const struct dlock_lock_opts *opts,
 	    v->elem[0]->len >= sizeof(out->token) ||
 	    memchr(v->elem[0]->str, '\0', v->elem[0]->len) != NULL ||
 	    v->elem[1]->type != RESP_INT || v->elem[2]->type != RESP_INT)
-		return unexpected(d, "LOCK", v);
+		return dlock_unexpected(d, cmd, v);
 	if (out != NULL) {
 		memset(out, 0, sizeof(*out));
 		memcpy(out->token, v->elem[0]->str, v->elem[0]->len);
 		out->fence = v->elem[1]->integer;
 		out->ttl_ms = v->elem[2]->integer;
 	}
-	resp_free(v);
+	dlock_resp_free(v);
 	return 1;
 }
 
-/* Send a command whose reply is an integer. The integer, or -1. */
-static long long
-call_int(dlock_t *d, const char *cmd, int argc, const char *const argv[])
+int
+dlock_lock(dlock_t *d, const char *key, const struct dlock_lock_opts *opts,
+    struct dlock_grant *out)
+{
+	return dlock_acquire(d, "LOCK", key, NULL, 0, opts, out);
+}
+
+/* See dlock_internal.h. */
+long long
+dlock_call_int(dlock_t *d, const char *cmd, int argc, const char *const argv[],
+    const size_t lens[])
 {
 	struct resp *v;
 	long long n;
 
-	if ((v = call(d, 0, argc, argv)) == NULL)
+	if ((v = dlock_call(d, 0, argc, argv, lens)) == NULL)
 		return -1;
 	/* a negative count or TTL would pass for a failure with no error set */
 	if (v->type != RESP_INT || v->integer < 0)
-		return unexpected(d, cmd, v);
+		return dlock_unexpected(d, cmd, v);
 	n = v->integer;
-	resp_free(v);
+	dlock_resp_free(v);
 	return n;
 }
 
@@ -1322,13 +1305,13 @@ dlock_unlock(dlock_t *d, const char *key, const char *token)
 {
 	const char *argv[3] = { "UNLOCK", key, token };
 
-	if (check_key(d, key) < 0)
+	if (dlock_check_key(d, key) < 0)
 		return -1;
 	if (token != NULL && *token == '\0') {
-		err_set(d, "ARG", "token is empty");
+		dlock_err_set(d, "ARG", "token is empty");
 		return -1;
 	}
-	return call_int(d, "UNLOCK", token != NULL ? 3 : 2, argv);
+	return dlock_call_int(d, "UNLOCK", token != NULL ? 3 : 2, argv, NULL);
 }
 
 long long
@@ -1337,18 +1320,18 @@ dlock_extend(dlock_t *d, const char *key, long long ms, const char *token)
 	char msbuf[24];
 	const char *argv[4] = { "EXTEND", key, msbuf, token };
 
-	if (check_key(d, key) < 0)
+	if (dlock_check_key(d, key) < 0)
 		return -1;
 	if (ms <= 0) {
-		err_set(d, "ARG", "ms must be positive");
+		dlock_err_set(d, "ARG", "ms must be positive");
 		return -1;
 	}
 	if (token != NULL && *token == '\0') {
-		err_set(d, "ARG", "token is empty");
+		dlock_err_set(d, "ARG", "token is empty");
 		return -1;
 	}
 	snprintf(msbuf, sizeof(msbuf), "%lld", ms);
-	return call_int(d, "EXTEND", token != NULL ? 4 : 3, argv);
+	return dlock_call_int(d, "EXTEND", token != NULL ? 4 : 3, argv, NULL);
 }
 
 /* How a field of a reply map is stored. */
@@ -1459,24 +1442,24 @@ status_call(dlock_t *d, const char *key, int full, struct dlock_status *out)
 	const char *argv[3] = { "STATUS", key, "FULL" };
 	struct resp *v;
 
-	if (check_key(d, key) < 0)
+	if (dlock_check_key(d, key) < 0)
 		return NULL;
 	if (out == NULL) {
-		err_set(d, "ARG", "out is NULL");
+		dlock_err_set(d, "ARG", "out is NULL");
 		return NULL;
 	}
-	if ((v = call(d, 0, full ? 3 : 2, argv)) == NULL)
+	if ((v = dlock_call(d, 0, full ? 3 : 2, argv, NULL)) == NULL)
 		return NULL;
 	memset(out, 0, sizeof(*out));
 	out->ttl_ms = -1;
 	if (!resp_is_map(v) || map_read(v, status_fields,
 	    sizeof(status_fields) / sizeof(status_fields[0]), out) < 0) {
-		(void)unexpected(d, "STATUS", v);
+		(void)dlock_unexpected(d, "STATUS", v);
 		return NULL;
 	}
 	if (out->mode[0] == '\0') {
-		resp_free(v);
-		err_set(d, "PROTO", "STATUS reply from dlockd has no mode");
+		dlock_resp_free(v);
+		dlock_err_set(d, "PROTO", "STATUS reply from dlockd has no mode");
 		return NULL;
 	}
 	return v;
@@ -1489,7 +1472,7 @@ dlock_status(dlock_t *d, const char *key, struct dlock_status *out)
 
 	if (v == NULL)
 		return -1;
-	resp_free(v);
+	dlock_resp_free(v);
 	return 0;
 }
 
@@ -1541,13 +1524,13 @@ dlock_status_full(dlock_t *d, const char *key, struct dlock_status_full *out)
 	if (full_list(v, "holders", holder_fields,
 	    sizeof(holder_fields) / sizeof(holder_fields[0]),
 	    sizeof(struct dlock_holder), &h, &out->nholders) < 0)
-		return unexpected(d, "STATUS FULL", v);
+		return dlock_unexpected(d, "STATUS FULL", v);
 	if (full_list(v, "waiters", waiter_fields,
 	    sizeof(waiter_fields) / sizeof(waiter_fields[0]),
 	    sizeof(struct dlock_waiter), &w, &out->nwaiters) < 0) {
 		free(h);
 		out->nholders = 0;
-		return unexpected(d, "STATUS FULL", v);
+		return dlock_unexpected(d, "STATUS FULL", v);
 	}
 	out->holders = h;
 	out->waiters = w;
@@ -1556,7 +1539,7 @@ dlock_status_full(dlock_t *d, const char *key, struct dlock_status_full *out)
 		out->status.holders = (long long)out->nholders;
 	if (out->status.waiters == 0)
 		out->status.waiters = (long long)out->nwaiters;
-	resp_free(v);
+	dlock_resp_free(v);
 	return 0;
 }
 
@@ -1579,10 +1562,10 @@ dlock_validate(dlock_t *d, const char *key, long long fence)
 	const char *argv[3] = { "VALIDATE", key, fbuf };
 	long long n;
 
-	if (check_key(d, key) < 0)
+	if (dlock_check_key(d, key) < 0)
 		return -1;
 	snprintf(fbuf, sizeof(fbuf), "%lld", fence);
-	if ((n = call_int(d, "VALIDATE", 3, argv)) < 0)
+	if ((n = dlock_call_int(d, "VALIDATE", 3, argv, NULL)) < 0)
 		return -1;
 	return n != 0;
 }
@@ -1598,11 +1581,11 @@ dlock_ping(dlock_t *d)
 		return -1;
 	}
 	err_clear(d);
-	if ((v = call(d, 0, 1, argv)) == NULL)
+	if ((v = dlock_call(d, 0, 1, argv, NULL)) == NULL)
 		return -1;
 	if (!resp_is(v, "PONG"))
-		return unexpected(d, "PING", v);
-	resp_free(v);
+		return dlock_unexpected(d, "PING", v);
+	dlock_resp_free(v);
 	return 0;
 }
 
@@ -1618,15 +1601,15 @@ dlock_info(dlock_t *d)
 		return NULL;
 	}
 	err_clear(d);
-	if ((v = call(d, 0, 1, argv)) == NULL)
+	if ((v = dlock_call(d, 0, 1, argv, NULL)) == NULL)
 		return NULL;
 	if (v->type != RESP_BULK && v->type != RESP_SIMPLE) {
-		unexpected(d, "INFO", v);
+		dlock_unexpected(d, "INFO", v);
 		return NULL;
 	}
 	s = v->str;	/* already a NUL-terminated copy: hand it over */
 	v->str = NULL;
-	resp_free(v);
+	dlock_resp_free(v);
 	return s;
 }
 
@@ -1672,7 +1655,7 @@ dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence)
 	/* Read whatever has arrived, without waiting. */
 	while (!d->dead) {
 		while ((r = conn_take(d, &v)) == PARSE_OK)
-			resp_free(v);	/* no command is pending: not ours to keep */
+			dlock_resp_free(v);	/* no command is pending: not ours to keep */
 		if (r == PARSE_ERROR || conn_fill(d, NULL) <= 0)
 			break;
 	}
