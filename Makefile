@@ -97,8 +97,8 @@ HOOK_SRC    := daemon/etcd/be_etcd_recipe.c daemon/redis/be_redis.c daemon/conf.
                daemon/hashtab.c daemon/redis/rnode.c daemon/redis/rsettings.c
 HOOK_OBJ    := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
 TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_OBJ)
-CLIENT_OBJ  := $(BUILD)/client/dlock.o $(COMMON_OBJ)
-CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(COMMON_OBJ)
+CLIENT_OBJ  := $(BUILD)/client/dlock.o $(BUILD)/client/dlock_elect.o $(COMMON_OBJ)
+CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(BUILD)/client/dlock_elect.pic.o $(COMMON_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o
 # the benchmark's load generator: its own sources, the parsers of common/, and
 # for its direct-etcd mode the daemon's etcd client (daemon/etcd/etcd.c) with

@@ -165,6 +165,68 @@ DLOCK_EXPORT int dlock_ping(dlock_t *d);
 DLOCK_EXPORT char *dlock_info(dlock_t *d);
 
 /*
+ * Elections (CAMPAIGN, PROCLAIM, RESIGN, LEADER, OBSERVE). A key's leader is
+ * the session that holds it exclusively through CAMPAIGN; it has a value
+ * (its address, say) that LEADER and OBSERVE tell everyone. The key's
+ * revision grows with every change of its holders or value.
+ */
+
+/* What LEADER and OBSERVE return: the state of a key. */
+struct dlock_leader {
+	char value[1024];	/* the leader's value: valuelen bytes, any byte
+				 * (a NUL follows when valuelen < sizeof(value)) */
+	size_t valuelen;	/* its length */
+	int has_value;		/* 0: nobody leads, or a plain LOCK holds the key */
+	long long term;		/* the exclusive holder's fence (shared, semaphore:
+				 * the highest fence held); 0 when free */
+	long long revision;	/* the key's revision (for dlock_observe's after) */
+	char kind[16];		/* free, exclusive, shared or semaphore */
+	long long holders;	/* how many holdings */
+};
+
+/*
+ * Campaign to lead key with value (valuelen bytes, any byte; NULL when
+ * valuelen is 0): wait in the key's queue as an exclusive dlock_lock would,
+ * then hold the key with value as its leader's. opts as dlock_lock's (ttl_ms,
+ * wait_ms, detach; shared or limit are an error, code ARG); out->fence is the
+ * term. As dlock_lock, a wait_ms w waits w plus the handle's timeout, and -1
+ * waits with no limit. A session that leads key already holds it once more
+ * (dlock_resign as many times) and its value is replaced. Returns 1 leader,
+ * 0 not within wait_ms, -1 error (a value longer than dlockd's limit: ERR).
+ */
+DLOCK_EXPORT int dlock_campaign(dlock_t *d, const char *key, const void *value,
+    size_t valuelen, const struct dlock_lock_opts *opts, struct dlock_grant *out);
+/*
+ * As the leader of key, replace its value with value (len bytes; NULL when
+ * len is 0). 0 with the key's revision after the change in *revision (unless
+ * NULL), or -1: NOTHELD when this session does not hold key, LOST when it
+ * lost it.
+ */
+DLOCK_EXPORT int dlock_proclaim(dlock_t *d, const char *key, const void *value,
+    size_t len, long long *revision);
+/* Give up a campaign of key: the holds left (0: no longer the leader), or
+ * -1 (NOTHELD when this session does not hold key). */
+DLOCK_EXPORT int dlock_resign(dlock_t *d, const char *key);
+/*
+ * The state of key now into *out. 0, or -1; a value longer than
+ * sizeof(out->value) fails the call (PROTO), as does a dlockd without
+ * elections (ERR).
+ */
+DLOCK_EXPORT int dlock_leader(dlock_t *d, const char *key, struct dlock_leader *out);
+/*
+ * Watch key: with after -1, its state now, as dlock_leader (returns 1).
+ * Else the first state of key with a revision above after (one dlockd
+ * remembers, or the next change), waiting wait_ms at most (-1: until there
+ * is one). A follower loops: after = out->revision. Returns 1 with *out
+ * filled, 0 when wait_ms ran out first, -1 error. As a LOCK's wait, the
+ * daemon's holding the reply back is not cut by the handle's timeout: the
+ * call waits wait_ms plus it, and with -1 for ever (on TCP, keepalive
+ * notices a daemon host that vanished; see dlock_set_timeout).
+ */
+DLOCK_EXPORT int dlock_observe(dlock_t *d, const char *key, long long after,
+    long long wait_ms, struct dlock_leader *out);
+
+/*
  * The connection's file descriptor, to poll() for pushes while holding a lock
  * (the connection speaks RESP3 and has asked for lost pushes), and a
  * non-blocking check for one: returns 1 and fills key/fence when a "lost"

@@ -1,5 +1,5 @@
 /*
- * check_dlock — tests of libdlock (client/dlock.c).
+ * check_dlock — tests of libdlock (client/dlock.c, client/dlock_elect.c).
  *
  * Two groups:
  *  - "reader": libdlock against a canned server started by the test itself
@@ -837,7 +837,7 @@ END_TEST
 
 /*
  * A LOCK with WAIT w may wait w + the timeout for its reply; one without
- * WAIT has no reply timeout.
+ * WAIT has no reply timeout. So do CAMPAIGN and OBSERVE (... AFTER r).
  */
 START_TEST(test_lock_wait_timeout)
 {
@@ -846,10 +846,19 @@ START_TEST(test_lock_wait_timeout)
 		{ .reply = "_\r\n", .expect = "$4\r\nWAIT\r\n$3\r\n600\r\n", .delay_ms = 700 },
 		{ .reply = "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n",
 		  .expect = "*2\r\n$4\r\nLOCK\r\n$1\r\nk\r\n", .delay_ms = 700 },
+		{ .reply = "_\r\n", .expect = "$1\r\nv\r\n$4\r\nWAIT\r\n$3\r\n600\r\n",
+		  .delay_ms = 700 },						/* CAMPAIGN */
+		{ .reply = "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n",
+		  .expect = "*3\r\n$8\r\nCAMPAIGN\r\n$1\r\nk\r\n$1\r\nv\r\n", .delay_ms = 700 },
+		{ .reply = "_\r\n", .expect = "$4\r\nWAIT\r\n$3\r\n600\r\n", .delay_ms = 700 },
+		{ .reply = "*5\r\n$1\r\nv\r\n:3\r\n:8\r\n+exclusive\r\n:1\r\n",
+		  .expect = "*4\r\n$7\r\nOBSERVE\r\n$1\r\nk\r\n$5\r\nAFTER\r\n$1\r\n7\r\n",
+		  .delay_ms = 700 },
 		{ .reply = NULL, .expect = "$4\r\nWAIT\r\n$3\r\n200\r\n" },	/* no answer */
 		{ .eof = 1 },
 	};
 	struct dlock_lock_opts o = opts(0, 600, 0, 0, 0);
+	struct dlock_leader l;
 	struct dlock_grant g;
 	struct canned c;
 	char err[256];
@@ -868,6 +877,17 @@ START_TEST(test_lock_wait_timeout)
 	ck_assert_msg(dlock_lock(d, "k", &o, &g) == 1, "%s", dlock_error(d));
 	ck_assert_str_eq(g.token, TOKEN32);
 
+	o.wait_ms = 600;
+	t0 = (long long)clock_ms();
+	ck_assert_msg(dlock_campaign(d, "k", "v", 1, &o, &g) == 0, "%s", dlock_error(d));
+	ck_assert_msg((long long)clock_ms() - t0 >= 650, "CAMPAIGN WAIT 600 answered too soon");
+	ck_assert_msg(dlock_campaign(d, "k", "v", 1, NULL, &g) == 1, "%s", dlock_error(d));
+	t0 = (long long)clock_ms();
+	ck_assert_msg(dlock_observe(d, "k", 7, 600, &l) == 0, "%s", dlock_error(d));
+	ck_assert_msg((long long)clock_ms() - t0 >= 650, "OBSERVE WAIT 600 answered too soon");
+	ck_assert_msg(dlock_observe(d, "k", 7, -1, &l) == 1, "%s", dlock_error(d));
+	ck_assert_int_eq(l.revision, 8);
+
 	o.wait_ms = 200;
 	t0 = (long long)clock_ms();
 	ck_assert_int_eq(dlock_lock(d, "k", &o, &g), -1);
@@ -877,6 +897,122 @@ START_TEST(test_lock_wait_timeout)
 	ck_assert_msg(dt >= 490 && dt < 2000, "LOCK WAIT 200 gave up after %lld ms", dt);
 	canned_wait(&c);
 	dlock_close(d);
+}
+END_TEST
+
+/* The election calls: their requests (values binary-safe) and replies. */
+START_TEST(test_reader_elect)
+{
+	/* LEADER's reply with a value one byte too long for struct dlock_leader */
+	static const char tail[] = "\r\n:7\r\n:12\r\n$9\r\nexclusive\r\n:1\r\n";
+	static char big[1100];
+	size_t n = (size_t)snprintf(big, sizeof(big), "*5\r\n$1025\r\n");
+	const struct step steps[] = {
+		HANDSHAKE(HELLO_REPLY),
+		{ .expect = "*3\r\n$8\r\nCAMPAIGN\r\n$1\r\nk\r\n$3\r\na",	/* "a\0b" */
+		  .reply = "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n" },
+		{ .expect = "$8\r\nCAMPAIGN\r\n$1\r\nk\r\n$0\r\n\r\n$4\r\nWAIT\r\n$1\r\n0\r\n",
+		  .reply = "_\r\n" },
+		{ .expect = "*3\r\n$8\r\nPROCLAIM\r\n$1\r\nk\r\n$4\r\nv\r\n2\r\n", .reply = ":12\r\n" },
+		{ .expect = "*2\r\n$6\r\nLEADER\r\n$1\r\nk\r\n",
+		  .reply = "*5\r\n$5\r\nv\r\n2 \r\n:7\r\n:12\r\n$9\r\nexclusive\r\n:1\r\n" },
+		{ .reply = "*5\r\n_\r\n:0\r\n:13\r\n+free\r\n:0\r\n" },		/* LEADER */
+		{ .expect = "*2\r\n$7\r\nOBSERVE\r\n$1\r\nk\r\n", .reply = ":1\r\n" },
+		{ .expect = "$5\r\nAFTER\r\n$2\r\n13\r\n$4\r\nWAIT\r\n$3\r\n100\r\n",
+		  .reply = "_\r\n" },
+		{ .expect = "*4\r\n$7\r\nOBSERVE\r\n$1\r\nk\r\n$5\r\nAFTER\r\n$2\r\n13\r\n",
+		  .reply = "*5\r\n$0\r\n\r\n:9\r\n:14\r\n$6\r\nshared\r\n:2\r\n" },
+		{ .reply = big, .len = n + 1025 + sizeof(tail) - 1 },		/* LEADER */
+		{ .reply = "*4\r\n_\r\n:0\r\n:13\r\n+free\r\n" },		/* LEADER */
+		{ .reply = "*5\r\n_\r\n:-1\r\n:13\r\n+free\r\n:0\r\n" },	/* LEADER */
+		{ .expect = "*2\r\n$6\r\nRESIGN\r\n$1\r\nk\r\n", .reply = ":0\r\n" },
+		{ .reply = "-NOTHELD key is not held by this session\r\n" },	/* PROCLAIM */
+	};
+	struct dlock_lock_opts o = opts(0, 0, 0, 0, 0);
+	struct dlock_leader l;
+	struct dlock_grant g;
+	struct canned c;
+	char err[256];
+	long long rev = 0;
+	dlock_t *d;
+
+	memset(big + n, 'x', 1025);
+	memcpy(big + n + 1025, tail, sizeof(tail) - 1);
+	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_campaign(d, "k", "a\0b", 3, NULL, &g), 1);
+	ck_assert_str_eq(g.token, TOKEN32);
+	ck_assert_int_eq(g.fence, 7);
+	ck_assert_int_eq(dlock_campaign(d, "k", NULL, 0, &o, &g), 0);
+	ck_assert_int_eq(dlock_proclaim(d, "k", "v\r\n2", 4, &rev), 0);
+	ck_assert_int_eq(rev, 12);
+
+	ck_assert_int_eq(dlock_leader(d, "k", &l), 0);
+	ck_assert_int_eq(l.has_value, 1);
+	ck_assert_uint_eq(l.valuelen, 5);
+	ck_assert_mem_eq(l.value, "v\r\n2 ", 6);	/* NUL-terminated */
+	ck_assert_int_eq(l.term, 7);
+	ck_assert_int_eq(l.revision, 12);
+	ck_assert_str_eq(l.kind, "exclusive");
+	ck_assert_int_eq(l.holders, 1);
+	ck_assert_int_eq(dlock_leader(d, "k", &l), 0);
+	ck_assert_int_eq(l.has_value, 0);
+	ck_assert_uint_eq(l.valuelen, 0);
+	ck_assert_int_eq(l.term, 0);
+	ck_assert_int_eq(l.revision, 13);
+	ck_assert_str_eq(l.kind, "free");
+
+	/* OBSERVE without AFTER is LEADER; one that waits may get nil */
+	ck_assert_int_eq(dlock_observe(d, "k", -1, 5000, &l), -1);	/* ":1": wrong shape */
+	assert_code(d, "PROTO");
+	ck_assert_int_eq(dlock_observe(d, "k", 13, 100, &l), 0);
+	ck_assert_int_eq(dlock_observe(d, "k", 13, -1, &l), 1);
+	ck_assert_int_eq(l.has_value, 1);	/* an empty value is a value */
+	ck_assert_uint_eq(l.valuelen, 0);
+	ck_assert_int_eq(l.term, 9);
+	ck_assert_int_eq(l.revision, 14);
+	ck_assert_str_eq(l.kind, "shared");
+	ck_assert_int_eq(l.holders, 2);
+
+	ck_assert_int_eq(dlock_leader(d, "k", &l), -1);
+	assert_code(d, "PROTO");
+	ck_assert_msg(strstr(dlock_error(d), "1025 bytes") != NULL, "%s", dlock_error(d));
+	ck_assert_int_eq(dlock_leader(d, "k", &l), -1);	/* 4 elements */
+	assert_code(d, "PROTO");
+	ck_assert_int_eq(dlock_leader(d, "k", &l), -1);	/* a negative term */
+	assert_code(d, "PROTO");
+	ck_assert_int_eq(dlock_resign(d, "k"), 0);
+	ck_assert_int_eq(dlock_proclaim(d, "k", "v", 1, NULL), -1);
+	assert_code(d, "NOTHELD");
+
+	/* Bad arguments: nothing is sent. */
+	o.shared = 1;
+	ck_assert_int_eq(dlock_campaign(d, "k", "v", 1, &o, &g), -1);
+	assert_code(d, "ARG");
+	o = opts(0, -1, 0, 2, 0);
+	ck_assert_int_eq(dlock_campaign(d, "k", "v", 1, &o, &g), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_campaign(d, "k", NULL, 1, NULL, &g), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_campaign(d, "", "v", 1, NULL, &g), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_proclaim(d, "k", NULL, 2, NULL), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_resign(d, NULL), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_leader(d, "k", NULL), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_observe(d, "k", -2, -1, &l), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_observe(d, "k", 1, -2, &l), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_observe(d, "k", 1, -1, NULL), -1);
+	assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_leader(NULL, "k", &l), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	dlock_close(d);
+	canned_wait(&c);
 }
 END_TEST
 
@@ -1407,7 +1543,7 @@ main(void)
 	    test_connect_refused, test_reader_split_and_push, test_reader_replies,
 	    test_reader_status_full, test_reader_handshake_failures, test_reader_lost_notice,
 	    test_reader_notice_after_push, test_call_timeout, test_call_timeout_whole_reply,
-	    test_lock_wait_timeout, test_unix_no_keepalive));
+	    test_lock_wait_timeout, test_unix_no_keepalive, test_reader_elect));
 	suite_case(s, "live", NULL, NULL, 30, SUITE_TESTS(test_ping_info, test_tcp_keepalive,
 	    test_timeout_live, test_connect_default_addr_and_password,
 	    test_lock_unlock_reentrant, test_wait_not_granted,
