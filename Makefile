@@ -99,7 +99,7 @@ HOOK_OBJ    := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
 TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_OBJ)
 CLIENT_OBJ  := $(BUILD)/client/dlock.o $(BUILD)/client/dlock_elect.o $(COMMON_OBJ)
 CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(BUILD)/client/dlock_elect.pic.o $(COMMON_OBJ)
-CLI_OBJ     := $(BUILD)/client/dlock_cli.o
+CLI_OBJ     := $(BUILD)/client/dlock_cli.o $(BUILD)/client/dlock_cli_elect.o
 # the benchmark's load generator: its own sources, the parsers of common/, and
 # for its direct-etcd mode the daemon's etcd client (daemon/etcd/etcd.c) with
 # what it needs, taken by the linker from an archive of the daemon's modules

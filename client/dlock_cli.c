@@ -1,18 +1,20 @@
 /*
  * dlock — command-line client of dlockd. It owns its options and, for
- * "run", the child process group; it talks to dlockd only through libdlock
- * (dlock.h) and must not speak the protocol itself.
+ * "run" and "campaign", the child process group; it talks to dlockd only
+ * through libdlock (dlock.h) and must not speak the protocol itself.
  *
  *	dlock [-a ADDR] [-p PASSWORD] COMMAND ...
  *
  * "dlock run KEY -- COMMAND" holds a lock while COMMAND runs (like flock(1)
  * or "consul lock"), in a process group of its own that is stopped whole if
- * the lock is lost or dlockd goes away; the other commands map one to one
- * onto the protocol.
+ * the lock is lost or dlockd goes away; "dlock campaign KEY VALUE --
+ * COMMAND" does the same as the leader of KEY. The other commands map one
+ * to one onto the protocol (leader and observe in dlock_cli_elect.c).
  *
  * Exit status: dlock's own failures have codes of their own, from 64 up
- * (sysexits(3)), listed once in EXIT_CODES; "run" otherwise exits with
- * COMMAND's status (128 + signal if it was killed).
+ * (sysexits(3)), listed once in EXIT_CODES (dlock_cli.h); "run" and
+ * "campaign" otherwise exit with COMMAND's status (128 + signal if it was
+ * killed).
  */
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -35,36 +37,12 @@
 
 #include "clock.h"
 #include "dlock.h"
+#include "dlock_cli.h"
 #include "num.h"
 
 #ifndef DLOCKD_VERSION
 #define DLOCKD_VERSION "0.1.0"
 #endif
-
-/*
- * dlock's own exit statuses: name, value, what it means (for --help). Keep
- * dlock.1's EXIT STATUS in step.
- */
-#define EXIT_CODES \
-	X(EXIT_INVALID,	1,  "validate: the fence is not a current holding") \
-	X(EXIT_USAGE,	64, "usage error (EX_USAGE)") \
-	X(EXIT_REFUSED,	65, "dlockd refused the request: ERR, NOTHELD, LIMIT... (EX_DATAERR)") \
-	X(EXIT_NOHOST,	68, "cannot reach dlockd, or the connection failed (EX_NOHOST)") \
-	X(EXIT_UNAVAIL,	69, "dlockd's backend is unavailable (BACKEND), or dlockd is full "\
-	    "(EX_UNAVAILABLE)") \
-	X(EXIT_OSERR,	71, "a system call failed in dlock (EX_OSERR)") \
-	X(EXIT_IOERR,	74, "cannot write the output (EX_IOERR)") \
-	X(EXIT_TEMPFAIL, 75, "not granted within --wait (EX_TEMPFAIL)") \
-	X(EXIT_PROTOCOL, 76, "an unexpected reply from dlockd (EX_PROTOCOL)") \
-	X(EXIT_NOPERM,	77, "wrong or missing password: NOAUTH, WRONGPASS, NOPERM "\
-	    "(EX_NOPERM)") \
-	X(EXIT_LOST,	79, "run: the lock was lost while COMMAND ran")
-
-enum {
-#define X(name, value, text) name = value,
-	EXIT_CODES
-#undef X
-};
 
 #define DETACH_DEFAULT_TTL_MS 60000	/* "lock" without --ttl */
 #define KILL_AFTER_DEFAULT_MS 2000	/* "run": SIGTERM to SIGKILL after a loss */
@@ -72,23 +50,6 @@ enum {
 #define PING_MIN_MS		100	/* "run": keepalive PINGs at most this often */
 #define CALL_TIMEOUT_MS		10000	/* libdlock's default reply timeout */
 #define GROUP_CHECK_MS		20	/* "run": how often to look for the rest of a group */
-
-/* A subcommand: its name, usage line and handler. */
-struct command {
-	const char *name;	/* first word */
-	const char *usage;	/* what follows "dlock NAME" in usage lines */
-	/* run, lock: parse the arguments themselves; returns the exit status */
-	int (*run)(const struct command *, int, char **);
-	/* the others: exactly nargs non-empty arguments; argument num_arg (0:
-	 * none) a number in [num_min, num_max], else "num_what: ARG" */
-	int nargs;
-	int num_arg;
-	long long num_min, num_max;
-	const char *num_what;
-	/* after connecting: print the result; returns the exit status, or -1
-	 * when the call failed (dlock_error says why) */
-	int (*call)(dlock_t *d, char **argv, long long num);
-};
 
 static const char *opt_addr;		/* -a, or NULL for $DLOCK_ADDR / default */
 static const char *opt_password;	/* -p, or $DLOCK_PASSWORD, or NULL */
@@ -117,6 +78,15 @@ static const char help_text[] =
     "        it waits for and when it got the lock\n"
     "  lock [-v] [--ttl MS] [--wait MS] [--shared | --limit N] KEY\n"
     "        take a detached lock (TTL default 60000 ms); prints token and fence\n"
+    "  campaign [-v] [--ttl MS] [--wait MS] [--kill-after MS] KEY VALUE\n"
+    "      -- COMMAND [ARGS...]\n"
+    "        wait to lead KEY with VALUE (an address, say), then run COMMAND as run\n"
+    "        does (DLOCK_FENCE is the term) while leading; resign when it ends\n"
+    "  leader [--json] KEY       show KEY's leader: value, term, revision, kind,\n"
+    "                            holders\n"
+    "  observe [--json] [--count N] KEY\n"
+    "        print KEY's state, then a line at every change, until interrupted\n"
+    "        (or N lines are printed); --json: a JSON object a line\n"
     "  unlock KEY TOKEN          release a lock by its token; prints holds left\n"
     "  extend KEY MS TOKEN       set the lease to MS from now; prints the new TTL\n"
     "  status [-v | --verbose] KEY\n"
@@ -126,14 +96,11 @@ static const char help_text[] =
     "  info                      show the server's INFO\n"
     "  ping                      check the connection; prints PONG\n"
     "\n"
-    "Exit status: 0 ok; run: COMMAND's status (128+N if killed by signal N), or\n"
-    "one of dlock's own:\n";
+    "Exit status: 0 ok; run, campaign: COMMAND's status (128+N if killed by\n"
+    "signal N), or one of dlock's own:\n";
 
-/*
- * Print "dlock: MESSAGE" (printf-formatted) and the usage line of cmd (or
- * the general one) to stderr. Returns 2.
- */
-static int __attribute__((format(printf, 2, 3)))
+/* See dlock_cli.h. */
+int
 usage_error(const struct command *cmd, const char *fmt, ...)
 {
 	va_list ap;
@@ -152,19 +119,15 @@ usage_error(const struct command *cmd, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-/* Parse a decimal integer in [min, max]. 0, or -1. */
-static int
+/* See dlock_cli.h. */
+int
 parse_num(const char *s, long long min, long long max, long long *out)
 {
 	return num_parse(s, strlen(s), min, max, out) == NUM_OK ? 0 : -1;
 }
 
-/*
- * Connect to dlockd. NULL after printing why; *status is then the exit
- * status (a malformed address, a refused password, a daemon with too many
- * clients or one that does not speak the protocol, else unreachable).
- */
-static dlock_t *
+/* See dlock_cli.h. */
+dlock_t *
 connect_or_report(int *status)
 {
 	char err[512];
@@ -201,27 +164,23 @@ code_status(const char *code)
 	return EXIT_REFUSED;
 }
 
-/* Report d's last error; returns the exit status for it. */
-static int
+/* See dlock_cli.h. */
+int
 report(const dlock_t *d)
 {
 	fprintf(stderr, "dlock: %s\n", dlock_error(d));
 	return code_status(dlock_error_code(d));
 }
 
-/* 1 if s asks for help. */
-static int
+/* See dlock_cli.h. */
+int
 is_help(const char *s)
 {
 	return strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0;
 }
 
-/*
- * The value of option name at argv[*i] ("--name VALUE" or "--name=VALUE"),
- * moving *i past it. NULL if argv[*i] is not that option; *missing is set
- * when the option is there without a value.
- */
-static const char *
+/* See dlock_cli.h. */
+const char *
 opt_value(int argc, char **argv, int *i, const char *name, int *missing)
 {
 	size_t n = strlen(name);
@@ -241,18 +200,21 @@ opt_value(int argc, char **argv, int *i, const char *name, int *missing)
 	return argv[*i];
 }
 
-/* What run and lock were asked for on their command lines. */
+/* What run, campaign and lock were asked for on their command lines. */
 struct lock_args {
 	struct dlock_lock_opts o;	/* --ttl, --wait, --shared, --limit */
-	long long kill_after_ms;	/* run: --kill-after */
+	long long kill_after_ms;	/* run, campaign: --kill-after */
 	int verbose;			/* -v: tell on stderr whom it waits for */
+	int campaign;			/* 1: campaign (set before parsing) */
 	const char *key;		/* KEY */
-	int cmd;			/* run: index of COMMAND in argv */
+	const char *value;		/* campaign: VALUE */
+	int cmd;			/* run, campaign: index of COMMAND in argv */
 };
 
 /*
- * Parse the option at argv[*i] of run or lock (run: is_run 1) into a, moving
- * *i past its value. 0, or the exit status of a usage error (printed).
+ * Parse the option at argv[*i] of run, campaign or lock (run, campaign:
+ * is_run 1) into a, moving *i past its value. 0, or the exit status of a
+ * usage error (printed).
  */
 static int
 parse_lock_opt(const struct command *cmd, int argc, char **argv, int *i,
@@ -298,12 +260,13 @@ parse_lock_opt(const struct command *cmd, int argc, char **argv, int *i,
 }
 
 /*
- * Parse the arguments of run (is_run 1) and lock into a: options go
- * anywhere before COMMAND, before or after KEY ("--" before KEY ends them,
- * for a key that starts with a dash). For run, COMMAND follows the "--"
- * after KEY, or starts at the first word after KEY that is not an option;
- * everything from there on is COMMAND's. 0, or the exit status of a usage
- * error (printed).
+ * Parse the arguments of run and campaign (is_run 1) and lock into a:
+ * options go anywhere before COMMAND, before or after KEY (and campaign's
+ * VALUE; "--" before KEY or VALUE ends them, for one that starts with a
+ * dash). For run and campaign, COMMAND follows the "--" after KEY (VALUE),
+ * or starts at the first word after it that is not an option; everything
+ * from there on is COMMAND's. 0, or the exit status of a usage error
+ * (printed).
  */
 static int
 parse_lock_args(const struct command *cmd, int argc, char **argv,
@@ -314,8 +277,9 @@ parse_lock_args(const struct command *cmd, int argc, char **argv,
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 
-		if (strcmp(arg, "--") == 0 && !dashes && a->key == NULL) {
-			dashes = 1;	/* KEY next, whatever it looks like */
+		if (strcmp(arg, "--") == 0 && !dashes &&
+		    (a->key == NULL || (a->campaign && a->value == NULL))) {
+			dashes = 1;	/* KEY (VALUE) next, whatever it looks like */
 			continue;
 		}
 		if (strcmp(arg, "--") == 0 && a->key != NULL) {
@@ -334,6 +298,11 @@ parse_lock_args(const struct command *cmd, int argc, char **argv,
 			dashes = 0;
 			continue;
 		}
+		if (a->campaign && a->value == NULL) {
+			a->value = arg;
+			dashes = 0;
+			continue;
+		}
 		if (!is_run)
 			return usage_error(cmd, "unexpected argument %s", arg);
 		break;		/* COMMAND without "--" */
@@ -342,8 +311,13 @@ parse_lock_args(const struct command *cmd, int argc, char **argv,
 		return usage_error(cmd, "%s", "missing KEY");
 	if (*a->key == '\0')
 		return usage_error(cmd, "%s", "KEY is empty");
+	if (a->campaign && a->value == NULL)
+		return usage_error(cmd, "%s", "missing VALUE");
 	if (is_run && i >= argc)
-		return usage_error(cmd, "%s", "missing COMMAND (after KEY --)");
+		return usage_error(cmd, "missing COMMAND (after KEY%s --)",
+		    a->campaign ? " VALUE" : "");
+	if (a->campaign && (a->o.shared || a->o.limit > 0))
+		return usage_error(cmd, "%s", "a campaign is exclusive: no --shared or --limit");
 	if (a->o.shared && a->o.limit > 0)
 		return usage_error(cmd, "%s", "--shared and --limit cannot be combined");
 	a->cmd = i;
@@ -412,11 +386,21 @@ describe_wait(dlock_t *d, const char *key)
 	dlock_status_full_free(&f);
 }
 
+/* Lock a->key (campaign: with a->value) with options o: dlock_lock's result. */
+static int
+lock_or_campaign(dlock_t *d, const struct lock_args *a, const struct dlock_lock_opts *o,
+    struct dlock_grant *g)
+{
+	if (a->campaign)
+		return dlock_campaign(d, a->key, a->value, strlen(a->value), o, g);
+	return dlock_lock(d, a->key, o, g);
+}
+
 /*
- * Take a->key with a's options: dlock_lock's result. With -v, say on
- * stderr whom it waits for and when it got the lock: it tries once, and
- * when the key is taken describes its holders before it queues for what
- * is left of --wait.
+ * Take a->key with a's options: dlock_lock's (dlock_campaign's) result.
+ * With -v, say on stderr whom it waits for and when it got the lock: it
+ * tries once, and when the key is taken describes its holders before it
+ * queues for what is left of --wait.
  */
 static int
 take_lock(dlock_t *d, const struct lock_args *a, struct dlock_grant *g)
@@ -426,9 +410,9 @@ take_lock(dlock_t *d, const struct lock_args *a, struct dlock_grant *g)
 	int r;
 
 	if (!a->verbose)
-		return dlock_lock(d, a->key, &a->o, g);
+		return lock_or_campaign(d, a, &a->o, g);
 	o.wait_ms = 0;
-	r = dlock_lock(d, a->key, &o, g);
+	r = lock_or_campaign(d, a, &o, g);
 	if (r == 0 && a->o.wait_ms != 0) {
 		describe_wait(d, a->key);
 		o.wait_ms = a->o.wait_ms;
@@ -436,10 +420,11 @@ take_lock(dlock_t *d, const struct lock_args *a, struct dlock_grant *g)
 			long long spent = (long long)(clock_ms() - t0);
 			o.wait_ms = spent < o.wait_ms ? o.wait_ms - spent : 0;
 		}
-		r = dlock_lock(d, a->key, &o, g);
+		r = lock_or_campaign(d, a, &o, g);
 	}
 	if (r > 0)
-		fprintf(stderr, "dlock: got %s (fence %lld) after %.1f s\n", a->key,
+		fprintf(stderr, "dlock: %s %s (%s %lld) after %.1f s\n",
+		    a->campaign ? "leading" : "got", a->key, a->campaign ? "term" : "fence",
 		    g->fence, secs_since(t0));
 	return r;
 }
@@ -784,12 +769,16 @@ idle_timeout(dlock_t *d)
 	return ms > 0 ? ms : 0;
 }
 
-/* dlock run [opts] KEY [opts] [--] COMMAND [ARGS...] */
+/*
+ * dlock run [opts] KEY [opts] [--] COMMAND [ARGS...], and (campaign 1)
+ * dlock campaign [opts] KEY VALUE [opts] [--] COMMAND [ARGS...]: the lock
+ * (the lead) is held while COMMAND runs, then released (resigned).
+ */
 static int
-cmd_run(const struct command *cmd, int argc, char **argv)
+run_holding(const struct command *cmd, int argc, char **argv, int campaign)
 {
 	struct lock_args a = { .o = DLOCK_LOCK_OPTS_INIT,
-	    .kill_after_ms = KILL_AFTER_DEFAULT_MS };
+	    .kill_after_ms = KILL_AFTER_DEFAULT_MS, .campaign = campaign };
 	struct run r;
 	struct dlock_grant g;
 	sigset_t block, oldmask;
@@ -868,13 +857,28 @@ cmd_run(const struct command *cmd, int argc, char **argv)
 	close(p[1]);
 	selfpipe_w = -1;
 	(void)dlock_set_timeout(r.d, CALL_TIMEOUT_MS);
-	if (r.held && dlock_unlock(r.d, r.key, NULL) < 0) {
+	if (r.held && (campaign ? dlock_resign(r.d, r.key) :
+	    dlock_unlock(r.d, r.key, NULL)) < 0) {
 		/* The lock may have ended before the command did. */
 		fprintf(stderr, "dlock: %s: %s\n", r.key, dlock_error(r.d));
 		r.held = 0;
 	}
 	dlock_close(r.d);
 	return r.held ? status : EXIT_LOST;
+}
+
+/* dlock run [opts] KEY [opts] [--] COMMAND [ARGS...] */
+static int
+cmd_run(const struct command *cmd, int argc, char **argv)
+{
+	return run_holding(cmd, argc, argv, 0);
+}
+
+/* dlock campaign [opts] KEY VALUE [opts] [--] COMMAND [ARGS...] */
+static int
+cmd_campaign(const struct command *cmd, int argc, char **argv)
+{
+	return run_holding(cmd, argc, argv, 1);
 }
 
 /* ---- the other commands ---- */
@@ -1157,6 +1161,10 @@ static const struct command commands[] = {
 	{ "run", "[-v] [--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] KEY "
 	  "-- COMMAND [ARGS...]", .run = cmd_run },
 	{ "lock", "[-v] [--ttl MS] [--wait MS] [--shared | --limit N] KEY", .run = cmd_lock },
+	{ "campaign", "[-v] [--ttl MS] [--wait MS] [--kill-after MS] KEY VALUE "
+	  "-- COMMAND [ARGS...]", .run = cmd_campaign },
+	{ "leader", "[--json] KEY", .run = cmd_leader },
+	{ "observe", "[--json] [--count N] KEY", .run = cmd_observe },
 	{ "unlock", "KEY TOKEN", .nargs = 2, .call = call_unlock },
 	{ "extend", "KEY MS TOKEN", .nargs = 3, .num_arg = 2, .num_min = 1,
 	  .num_max = LLONG_MAX, .num_what = "not a positive number of milliseconds",
