@@ -90,6 +90,22 @@ opts(long long ttl_ms, long long wait_ms, int shared, int limit, int detach)
 	return o;
 }
 
+/*
+ * Poll STATUS key on d until it shows n waiters, its status then in *st;
+ * fails the test after 5 s.
+ */
+static void
+wait_waiters(dlock_t *d, const char *key, long long n, struct dlock_status *st)
+{
+	for (int i = 0; i < 500; i++) {
+		ck_assert_int_eq(dlock_status(d, key, st), 0);
+		if (st->waiters == n)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("STATUS %s never showed %lld waiters", key, n);
+}
+
 /* Assert that d's last call failed with code. */
 static void
 assert_code(const dlock_t *d, const char *code)
@@ -1195,7 +1211,7 @@ START_TEST(test_waiter_is_granted_on_release)
 	char key[128];
 	dlock_t *a = conn();
 	pid_t pid;
-	int status, i;
+	int status;
 
 	test_key(key, sizeof(key), "waiter");
 	ck_assert_int_eq(dlock_lock(a, key, NULL, &g), 1);
@@ -1211,13 +1227,7 @@ START_TEST(test_waiter_is_granted_on_release)
 		dlock_close(a);	/* the parent's, copied: its connection stays open */
 		_exit(granted ? 0 : 1);
 	}
-	for (i = 0; i < 500; i++) {
-		ck_assert_int_eq(dlock_status(a, key, &st), 0);
-		if (st.waiters == 1)
-			break;
-		usleep(10000);
-	}
-	ck_assert_msg(st.waiters == 1, "the waiter never showed in STATUS");
+	wait_waiters(a, key, 1, &st);
 	ck_assert_str_eq(st.mode, "exclusive");
 	ck_assert_int_eq(st.holders, 1);
 	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
@@ -1528,6 +1538,232 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
+/* ---- live tests of the election calls ---- */
+
+/* Assert l's kind and holders, and its value (NULL: none). */
+static void
+assert_leader(const struct dlock_leader *l, const char *kind, long long holders,
+    const char *value)
+{
+	ck_assert_str_eq(l->kind, kind);
+	ck_assert_int_eq(l->holders, holders);
+	ck_assert_int_eq(l->has_value, value != NULL);
+	if (value != NULL) {
+		ck_assert_uint_eq(l->valuelen, strlen(value));
+		ck_assert_mem_eq(l->value, value, l->valuelen);
+	} else {
+		ck_assert_uint_eq(l->valuelen, 0);
+	}
+}
+
+/*
+ * A campaign leads the key; LEADER tells everyone its value and term, a
+ * second campaign (WAIT 0, WAIT 200) is not granted, PROCLAIM changes the
+ * value and the revision, RESIGN frees the key.
+ */
+START_TEST(test_campaign_leader)
+{
+	struct dlock_lock_opts o = opts(0, 0, 0, 0, 0);
+	struct dlock_leader l;
+	struct dlock_grant g;
+	char key[128];
+	long long rev, t0, dt;
+	dlock_t *a = conn(), *b = conn();
+
+	test_key(key, sizeof(key), "campaign");
+	ck_assert_msg(dlock_leader(b, key, &l) == 0, "%s", dlock_error(b));
+	assert_leader(&l, "free", 0, NULL);
+	ck_assert_int_eq(l.term, 0);
+	rev = l.revision;
+
+	ck_assert_msg(dlock_campaign(a, key, "10.0.0.5:8080", 13, NULL, &g) == 1, "%s",
+	    dlock_error(a));
+	ck_assert_int_gt(g.fence, 0);
+	ck_assert_uint_eq(strlen(g.token), 32);
+	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
+	assert_leader(&l, "exclusive", 1, "10.0.0.5:8080");
+	ck_assert_int_eq(l.term, g.fence);
+	ck_assert_int_gt(l.revision, rev);
+	rev = l.revision;
+
+	/* led: a second campaign is not granted */
+	ck_assert_int_eq(dlock_campaign(b, key, "10.0.0.6:8080", 13, &o, NULL), 0);
+	ck_assert_str_eq(dlock_error_code(b), "");
+	o.wait_ms = 200;
+	t0 = (long long)clock_ms();
+	ck_assert_int_eq(dlock_campaign(b, key, "10.0.0.6:8080", 13, &o, NULL), 0);
+	dt = (long long)clock_ms() - t0;
+	ck_assert_msg(dt >= 180 && dt < 5000, "WAIT 200 took %lld ms", dt);
+
+	/* the leader changes its value; nobody else may */
+	ck_assert_int_eq(dlock_proclaim(a, key, "10.0.0.5:9090", 13, &rev), 0);
+	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
+	assert_leader(&l, "exclusive", 1, "10.0.0.5:9090");
+	ck_assert_int_eq(l.revision, rev);
+	ck_assert_int_eq(l.term, g.fence);
+	ck_assert_int_eq(dlock_proclaim(b, key, "x", 1, NULL), -1);
+	assert_code(b, "NOTHELD");
+	ck_assert_int_eq(dlock_resign(b, key), -1);
+	assert_code(b, "NOTHELD");
+
+	ck_assert_int_eq(dlock_resign(a, key), 0);
+	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
+	assert_leader(&l, "free", 0, NULL);
+	ck_assert_int_eq(l.term, 0);
+	ck_assert_int_gt(l.revision, rev);
+	ck_assert_int_eq(dlock_resign(a, key), -1);
+	assert_code(a, "NOTHELD");
+	/* now b may lead: a new term */
+	o.wait_ms = 0;
+	ck_assert_int_eq(dlock_campaign(b, key, "10.0.0.6:8080", 13, &o, &g), 1);
+	ck_assert_int_eq(dlock_leader(a, key, &l), 0);
+	assert_leader(&l, "exclusive", 1, "10.0.0.6:8080");
+	ck_assert_int_eq(l.term, g.fence);
+	dlock_close(a);
+	dlock_close(b);
+}
+END_TEST
+
+/*
+ * A leader that campaigns again holds the key once more with the new value;
+ * values are binary-safe; a plain LOCK and shared holders have no value.
+ */
+START_TEST(test_campaign_again_and_plain_locks)
+{
+	struct dlock_lock_opts sh = opts(0, 0, 1, 0, 0);
+	struct dlock_leader l;
+	struct dlock_grant g1, g2;
+	char key[128], big[2048];
+	dlock_t *a = conn(), *b = conn();
+
+	test_key(key, sizeof(key), "again");
+	ck_assert_int_eq(dlock_campaign(a, key, "one", 3, NULL, &g1), 1);
+	ck_assert_int_eq(dlock_campaign(a, key, "t\0o\r\n", 5, NULL, &g2), 1);
+	ck_assert_int_eq(g2.fence, g1.fence);
+	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
+	ck_assert_uint_eq(l.valuelen, 5);
+	ck_assert_mem_eq(l.value, "t\0o\r\n", 5);
+	ck_assert_int_eq(dlock_resign(a, key), 1);
+	ck_assert_int_eq(dlock_resign(a, key), 0);
+	/* a value longer than dlockd's limit (1024 by default) */
+	memset(big, 'v', sizeof(big));
+	ck_assert_int_eq(dlock_campaign(a, key, big, sizeof(big), NULL, NULL), -1);
+	assert_code(a, "ERR");
+
+	ck_assert_int_eq(dlock_lock(a, key, NULL, &g1), 1);
+	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
+	assert_leader(&l, "exclusive", 1, NULL);
+	ck_assert_int_eq(l.term, g1.fence);
+	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
+	ck_assert_int_eq(dlock_lock(a, key, &sh, &g1), 1);
+	ck_assert_int_eq(dlock_lock(b, key, &sh, &g2), 1);
+	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
+	assert_leader(&l, "shared", 2, NULL);
+	ck_assert_int_eq(l.term, g2.fence > g1.fence ? g2.fence : g1.fence);
+	dlock_close(a);
+	dlock_close(b);
+}
+END_TEST
+
+/*
+ * OBSERVE: without AFTER the state now; with AFTER the state that follows,
+ * made by another client, whether it came before the call or while it
+ * waited; nil (0) when WAIT runs out first.
+ */
+START_TEST(test_observe)
+{
+	struct dlock_leader now, l;
+	char key[128];
+	dlock_t *a = conn(), *b = conn();
+	long long t0, dt;
+	pid_t pid;
+	int status;
+
+	test_key(key, sizeof(key), "observe");
+	ck_assert_msg(dlock_observe(a, key, -1, -1, &now) == 1, "%s", dlock_error(a));
+	assert_leader(&now, "free", 0, NULL);
+
+	/* nothing changes: WAIT runs out */
+	t0 = (long long)clock_ms();
+	ck_assert_int_eq(dlock_observe(a, key, now.revision, 200, &l), 0);
+	dt = (long long)clock_ms() - t0;
+	ck_assert_msg(dt >= 180 && dt < 5000, "WAIT 200 took %lld ms", dt);
+	ck_assert_str_eq(dlock_error_code(a), "");
+
+	/* a change made before the call is told at once */
+	ck_assert_int_eq(dlock_campaign(b, key, "b", 1, NULL, NULL), 1);
+	ck_assert_int_eq(dlock_observe(a, key, now.revision, 5000, &l), 1);
+	ck_assert_int_gt(l.revision, now.revision);
+	assert_leader(&l, "exclusive", 1, "b");
+	now = l;
+
+	/* one made while it waits: another process proclaims, then resigns */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int ok;
+
+		usleep(200000);
+		ok = dlock_proclaim(b, key, "b2", 2, NULL) == 0 && dlock_resign(b, key) == 0;
+		_exit(ok ? 0 : 1);
+	}
+	ck_assert_int_eq(dlock_observe(a, key, now.revision, 10000, &l), 1);
+	ck_assert_int_gt(l.revision, now.revision);
+	assert_leader(&l, "exclusive", 1, "b2");
+	ck_assert_int_eq(l.term, now.term);
+	ck_assert_int_eq(dlock_observe(a, key, l.revision, 10000, &l), 1);
+	assert_leader(&l, "free", 0, NULL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the other client could not proclaim and resign");
+	dlock_close(a);
+	dlock_close(b);
+}
+END_TEST
+
+/*
+ * A campaign that waits is granted when the leader's connection closes,
+ * with a new term.
+ */
+START_TEST(test_campaign_waits_for_leader)
+{
+	struct dlock_status st;
+	struct dlock_grant g;
+	char key[128];
+	dlock_t *a = conn();
+	pid_t pid;
+	int status;
+
+	test_key(key, sizeof(key), "succession");
+	ck_assert_int_eq(dlock_campaign(a, key, "a", 1, NULL, &g), 1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* Another client campaigns: exit 0 once it leads, with a new term. */
+		struct dlock_lock_opts o = opts(0, 10000, 0, 0, 0);
+		struct dlock_leader l;
+		struct dlock_grant g2;
+		dlock_t *b;
+		int led;
+
+		dlock_close(a);	/* the parent's, copied: the leader's connection ends
+				 * when the parent closes it */
+		b = dlock_connect(test_addr(), getenv("DLOCK_TEST_PASSWORD"), NULL, 0);
+		led = b != NULL && dlock_campaign(b, key, "b", 1, &o, &g2) == 1 &&
+		    g2.fence > g.fence && dlock_leader(b, key, &l) == 0 && l.has_value &&
+		    l.valuelen == 1 && l.value[0] == 'b' && l.term == g2.fence;
+
+		dlock_close(b);
+		_exit(led ? 0 : 1);
+	}
+	wait_waiters(a, key, 1, &st);
+	dlock_close(a);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the waiting campaign did not lead");
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1550,6 +1786,7 @@ main(void)
 	    test_waiter_is_granted_on_release, test_shared, test_semaphore,
 	    test_detach_unlock_by_token, test_extend, test_status_fields, test_status_full,
 	    test_validate, test_notheld, test_binary_key, test_close_releases,
-	    test_bad_arguments));
+	    test_bad_arguments, test_campaign_leader, test_campaign_again_and_plain_locks,
+	    test_observe, test_campaign_waits_for_leader));
 	return suite_run(s);
 }

@@ -1,5 +1,6 @@
 """dlockd driven by command-line tools: redis-cli and the dlock CLI."""
 
+import json
 import os
 import re
 import select
@@ -28,6 +29,8 @@ EX_TEMPFAIL = 75
 EX_PROTOCOL = 76
 EX_NOPERM = 77
 EX_LOST = 79
+
+ADMIN_PASSWORD = "tools admin"  # auth.admin_password of the daemons that need one
 
 
 def end_process(p, *pipes):
@@ -402,6 +405,179 @@ class TestDlockCli(DaemonTestCase):
             if child is not None:
                 kill_pid(child)
 
+    # ---- campaign, leader, observe ----
+
+    def test_campaign_runs_as_leader(self):
+        key = unique_key()
+        p = self.popen("campaign", key, "10.0.0.5:8080", "--", "sh", "-c",
+                       'printf "%s\\n%s\\n%s\\n" "$DLOCK_KEY" "$DLOCK_TOKEN" "$DLOCK_FENCE";'
+                       ' read line; exit 7',
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            self.assertEqual(read_line(p.stdout), key + "\n")
+            self.assertRegex(read_line(p.stdout), r"^[0-9a-f]{32}\n$")
+            term = int(read_line(p.stdout))
+            value, lterm, rev, kind, holders = self.client().execute_command("LEADER", key)
+            self.assertEqual((value, lterm, kind, holders),
+                             (b"10.0.0.5:8080", term, b"exclusive", 1))
+            rc, out, err = self.dlock("leader", key)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(out, 'value: "10.0.0.5:8080"\nterm: %d\nrevision: %d\n'
+                                  'kind: exclusive\nholders: 1\n' % (term, rev))
+            p.stdin.write(b"go\n")
+            p.stdin.close()
+            self.assertEqual(reap(p), 7)
+        finally:
+            end_process(p, p.stdout)
+        # resigned when the command ended
+        value, lterm, rev2, kind, holders = self.client().execute_command("LEADER", key)
+        self.assertEqual((value, lterm, kind, holders), (None, 0, b"free", 0))
+        self.assertGreater(rev2, rev)
+
+    def test_campaign_waits_for_resign(self):
+        key = unique_key()
+        first = self.popen("campaign", key, "first", "--", "sh", "-c",
+                           'echo "$DLOCK_FENCE"; read line',
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        second = None
+        try:
+            term1 = int(read_line(first.stdout))
+            # led: one that will not wait is not granted, and does not run
+            rc, out, err = self.dlock("campaign", "--wait", "0", key, "second", "--",
+                                      "echo", "ran")
+            self.assertEqual((rc, out), (EX_TEMPFAIL, ""), err)
+            self.assertIn("not granted", err)
+            second = self.popen("campaign", key, "second", "--", "sh", "-c",
+                                'echo "$DLOCK_FENCE"; exec "$0" leader --json "$DLOCK_KEY"',
+                                DLOCK, stdout=subprocess.PIPE)
+            self.wait_status(key, "(the second campaign queued)", waiters=1)
+            self.assertIsNone(second.poll())
+            first.stdin.write(b"go\n")
+            first.stdin.close()
+            self.assertEqual(reap(first), 0)
+            term2 = int(read_line(second.stdout))
+            self.assertGreater(term2, term1)
+            led = json.loads(read_line(second.stdout))
+            self.assertEqual(led, {"key": key, "value": "second", "term": term2,
+                                   "revision": led["revision"], "kind": "exclusive",
+                                   "holders": 1})
+            self.assertEqual(reap(second), 0)
+        finally:
+            end_process(first, first.stdout)
+            if second is not None:
+                end_process(second, second.stdout)
+        self.assertEqual(self.status(key)["mode"], b"free")
+
+    def test_leader(self):
+        key = unique_key()
+        rc, out, err = self.dlock("leader", key)
+        self.assertEqual(rc, 0, err)
+        m = self.assertFullMatch(r"value: none\nterm: 0\nrevision: (\d+)\nkind: free\n"
+                                 r"holders: 0\n", out)
+        rev = int(m.group(1))
+        # a value with a quote, a control byte and UTF-8 text
+        holder = self.client()
+        term = holder.execute_command("CAMPAIGN", key, 'a"\x01\u00e9'.encode())[1]
+        rc, out, err = self.dlock("leader", key)
+        self.assertEqual(rc, 0, err)
+        m = self.assertFullMatch(r'value: "a\\"\\x01\u00e9"\nterm: %d\nrevision: (\d+)\n'
+                                 r"kind: exclusive\nholders: 1\n" % term, out)
+        self.assertGreater(int(m.group(1)), rev)
+        rc, out, err = self.dlock("leader", "--json", key)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out), {"key": key, "value": 'a"\x01\u00e9', "term": term,
+                                           "revision": int(m.group(1)), "kind": "exclusive",
+                                           "holders": 1})
+        # a plain lock: held, no value
+        self.assertEqual(holder.execute_command("RESIGN", key), 0)
+        fence = holder.execute_command("LOCK", key)[1]
+        rc, out, err = self.dlock("leader", key, "--json")
+        self.assertEqual(rc, 0, err)
+        led = json.loads(out)
+        self.assertEqual((led["value"], led["term"], led["kind"], led["holders"]),
+                         (None, fence, "exclusive", 1))
+
+    def test_observe_json_sees_change(self):
+        key = unique_key()
+        p = self.popen("observe", "--json", "--count", "2", key, stdout=subprocess.PIPE)
+        try:
+            now = json.loads(read_line(p.stdout))
+            self.assertEqual(now, {"key": key, "value": None, "term": 0,
+                                   "revision": now["revision"], "kind": "free",
+                                   "holders": 0})
+            time.sleep(0.1)
+            self.assertIsNone(p.poll())
+            term = self.client().execute_command("CAMPAIGN", key, "10.0.0.7:80")[1]
+            changed = json.loads(read_line(p.stdout))
+            self.assertEqual(changed, {"key": key, "value": "10.0.0.7:80", "term": term,
+                                       "revision": changed["revision"], "kind": "exclusive",
+                                       "holders": 1})
+            self.assertGreater(changed["revision"], now["revision"])
+            self.assertEqual(reap(p), 0)
+            self.assertEqual(p.stdout.read(), b"")
+        finally:
+            end_process(p, p.stdout)
+
+    def test_observe_lines(self):
+        key = unique_key()
+        leader = self.client()
+        term = leader.execute_command("CAMPAIGN", key, "one")[1]
+        p = self.popen("observe", key, "--count", "3", stdout=subprocess.PIPE)
+        try:
+            self.assertRegex(read_line(p.stdout),
+                             r'^rev \d+  term %d  leader "one"\n$' % term)
+            leader.execute_command("PROCLAIM", key, "two")
+            self.assertRegex(read_line(p.stdout),
+                             r'^rev \d+  term %d  leader "two"\n$' % term)
+            leader.execute_command("RESIGN", key)
+            self.assertRegex(read_line(p.stdout), r"^rev \d+  term 0  no leader\n$")
+            self.assertEqual(reap(p), 0)
+        finally:
+            end_process(p, p.stdout)
+
+    def test_observe_until_interrupted(self):
+        key = unique_key()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            p = self.popen("observe", key, stdout=subprocess.PIPE, preexec_fn=sigint_default)
+            try:
+                self.assertRegex(read_line(p.stdout), r"^rev \d+  term 0  no leader\n$")
+                os.kill(p.pid, sig)
+                self.assertEqual(reap(p), -sig)
+            finally:
+                end_process(p, p.stdout)
+
+    def test_elect_usage_errors(self):
+        key = unique_key()
+        for args, why in ((["campaign", key], "missing VALUE"),
+                          (["campaign", key, "v"], "missing COMMAND"),
+                          (["campaign", key, "v", "--"], "missing COMMAND"),
+                          (["campaign", "--shared", key, "v", "--", "true"],
+                           "a campaign is exclusive"),
+                          (["campaign", key, "v", "--limit", "2", "--", "true"],
+                           "a campaign is exclusive"),
+                          (["leader"], "missing KEY"),
+                          (["leader", key, "extra"], "unexpected argument extra"),
+                          (["leader", "--count", "1", key], "unknown option --count"),
+                          (["observe", "--count", "0", key], "--count: not a positive"),
+                          (["observe", key, "--count"], "option --count needs a value"),
+                          (["observe", ""], "KEY is empty")):
+            rc, out, err = self.dlock(*args)
+            self.assertEqual(rc, EX_USAGE, (args, err))
+            self.assertIn("dlock: " + why, err, args)
+            self.assertIn("usage: dlock", err, args)
+        self.assertEqual(self.status(key)["mode"], b"free")
+        rc, out, err = self.dlock("--help")
+        for line in ("campaign [-v] [--ttl MS] [--wait MS] [--kill-after MS] KEY VALUE",
+                     "leader [--json] KEY", "observe [--json] [--count N] KEY"):
+            self.assertIn(line, out)
+        # a "--" before KEY and VALUE: ones that start with a dash
+        rc, out, err = self.dlock("campaign", "--", "-" + key, "--", "-v", "--", "sh", "-c",
+                                  'echo "$DLOCK_KEY"; "$0" leader --json -- "$DLOCK_KEY"', DLOCK)
+        self.assertEqual(rc, 0, err)
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "-" + key)
+        self.assertEqual(json.loads(lines[1])["value"], "-v")
+
 
 class TestDlockCliPassword(DaemonTestCase):
     CONFIG = 'auth:\n  password: "cli-pw"\n'
@@ -518,11 +694,12 @@ class DlockRunCase(unittest.TestCase):
         if self.daemon.running():
             self.daemon.stop()
 
-    def run_bg(self, *args):
-        """Start `dlock run ARGS` with $PIDS set; stdout/stderr piped."""
+    def run_bg(self, *args, sub="run"):
+        """Start `dlock run ARGS` (or another subcommand) with $PIDS set;
+        stdout/stderr piped."""
         env = dict(os.environ, DLOCK_ADDR=self.daemon.addr(), DLOCK_PASSWORD="",
                    PIDS=self.pidfile)
-        p = spawn([DLOCK, "run"] + [str(a) for a in args], env=env, stdin=subprocess.DEVNULL,
+        p = spawn([DLOCK, sub] + [str(a) for a in args], env=env, stdin=subprocess.DEVNULL,
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_default)
         self.addCleanup(self._reap, p)
         return p
@@ -560,6 +737,18 @@ class TestDlockRunGroup(DlockRunCase):
         err = p.stderr.read().decode()
         self.assertIn("connection closed by dlockd; the lock is gone, stopping the command", err)
         self.assertNotIn("killing", err)
+
+    def test_campaign_daemon_killed_stops_whole_group(self):
+        # as run's: the lead is gone with the daemon, the whole group is stopped
+        key = unique_key()
+        p = self.run_bg(key, "10.0.0.5:80", "--", "sh", "-c", GROUP_CMD, sub="campaign")
+        sh, sleep = self.group_pids()
+        self.assertEqual(os.getpgid(sleep), sh, "the command leads a group of its own")
+        self.daemon.stop(signal.SIGKILL)
+        self.assertGone([sh, sleep])
+        self.assertEqual(reap(p), EX_LOST)
+        self.assertIn("connection closed by dlockd; the lock is gone, stopping the command",
+                      p.stderr.read().decode())
 
     def test_kill_after(self):
         # a group that ignores SIGTERM gets SIGKILL --kill-after ms later
@@ -618,6 +807,24 @@ class TestDlockRunGroup(DlockRunCase):
         self.assertIn("--kill-after MS", out)
         rc, out, err = run_dlock(["run", "--help"])
         self.assertIn("[--kill-after MS]", out)
+
+
+class TestDlockCampaignLost(DlockRunCase):
+    CONFIG = "auth:\n  admin_password: \"%s\"\n" % ADMIN_PASSWORD
+
+    def test_lost_lead_stops_whole_group(self):
+        # an administrator breaks the term (UNLOCK FORCE): the lost push stops
+        # the command's whole group, as a lost lock stops run's
+        key = unique_key()
+        p = self.run_bg(key, "10.0.0.5:80", "--", "sh", "-c", GROUP_CMD, sub="campaign")
+        pids = self.group_pids()
+        admin = self.daemon.client(username="admin", password=ADMIN_PASSWORD)
+        self.addCleanup(admin.close)
+        self.assertEqual(admin.execute_command("UNLOCK", key, "FORCE"), 1)
+        self.assertGone(pids)
+        self.assertEqual(reap(p), EX_LOST)
+        self.assertRegex(p.stderr.read().decode(),
+                         r"the lock was lost \(fence \d+\), stopping the command")
 
 
 class TestDlockRunKeepalive(DlockRunCase):
