@@ -324,7 +324,7 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' -DDLOCKD_
                 -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 FUZZ_INC     := $(DAEMON_INC) -Iclient -Icommon -Itests -Itests/fuzz $(CFLAGS_DAEMON) $(CFLAGS_CHECK)
 FUZZ_LIBOBJ  := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)) \
-                $(COMMON_SRC) client/dlock.c tests/fake_backend.c) \
+                $(COMMON_SRC) client/dlock.c client/dlock_elect.c tests/fake_backend.c) \
                 $(FUZZ_DIR)/obj/$(GEN_SRC:.c=.o)
 FUZZ_REPLAY  := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
 # make check and make unit build and run the replays with the unit suites

@@ -53,9 +53,10 @@ leader_read(dlock_t *d, const char *cmd, struct resp *v, struct dlock_leader *ou
 		return dlock_unexpected(d, cmd, v);
 	val = v->elem[LEADER_VALUE];
 	kind = v->elem[LEADER_KIND];
+	/* the kind is a word: no NUL in it */
 	if ((val->type != RESP_NULL && !is_text(val)) || !is_count(v->elem[LEADER_TERM]) ||
 	    !is_count(v->elem[LEADER_REVISION]) || !is_text(kind) || kind->len == 0 ||
-	    !is_count(v->elem[LEADER_HOLDERS]))
+	    memchr(kind->str, '\0', kind->len) != NULL || !is_count(v->elem[LEADER_HOLDERS]))
 		return dlock_unexpected(d, cmd, v);
 	if (is_text(val) && val->len > sizeof(out->value)) {
 		dlock_err_set(d, "PROTO", "%s: the leader's value is %zu bytes, more than "

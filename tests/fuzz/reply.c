@@ -1,14 +1,15 @@
 /*
  * reply — fuzz libdlock's reading of the daemon's replies (client/dlock.c:
  * its RESP3 reader, pushes, "LOST" notices, and each command's reading of
- * its reply).
+ * its reply; client/dlock_elect.c: the election calls).
  *
  * The input is a few steering bytes, then the bytes "the daemon" sends. They
  * are written into one end of a socketpair, whose other end is handed to
  * libdlock (dlock_open_fd, with or without the handshake of dlock_connect);
  * then the steering bytes pick a series of calls (LOCK, UNLOCK, EXTEND,
- * STATUS, STATUS FULL, VALIDATE, PING, INFO, polls for lost locks), each
- * reading its reply from those bytes until they run out. It checks that each
+ * STATUS, STATUS FULL, VALIDATE, PING, INFO, polls for lost locks; with bit
+ * 4 of the first byte, CAMPAIGN, PROCLAIM, RESIGN, LEADER, OBSERVE and
+ * polls), each reading its reply from those bytes until they run out. It checks that each
  * call returns what its documentation allows, that every failure has an error
  * code and text, that a closed connection stays failed with the same error,
  * and that a lost lock polled comes with its key NUL-terminated. ASan and
@@ -35,6 +36,84 @@ check_failed(dlock_t *d)
 	FUZZ_CHECK(err != NULL && err[0] != '\0');
 }
 
+/* Poll for lost locks (b: the key's room): 2 if the connection failed (it
+ * is dead), else 0. */
+static int
+poll_lost(dlock_t *d, unsigned b)
+{
+	char key[16];
+	long long fence = 0;
+	int r;
+
+	while ((r = dlock_poll_lost(d, key, (b & 16) ? 2 : sizeof(key), &fence)) == 1)
+		FUZZ_CHECK(memchr(key, '\0', (b & 16) ? 2 : sizeof(key)) != NULL);
+	FUZZ_CHECK(r == 0 || r == -1);
+	if (r == -1)
+		check_failed(d);
+	return r == -1 ? 2 : 0;
+}
+
+/* A state of a key as dlock_leader and dlock_observe return it. */
+static void
+check_leader(const struct dlock_leader *l)
+{
+	FUZZ_CHECK(l->valuelen <= sizeof(l->value));
+	FUZZ_CHECK(l->has_value || l->valuelen == 0);
+	FUZZ_CHECK(l->valuelen == sizeof(l->value) || l->value[l->valuelen] == '\0');
+	FUZZ_CHECK(l->term >= 0 && l->revision >= 0 && l->holders >= 0);
+	FUZZ_CHECK(l->kind[0] != '\0' && memchr(l->kind, '\0', sizeof(l->kind)) != NULL);
+}
+
+/* One election call chosen by b. Returns as call() does. */
+static int
+call_elect(dlock_t *d, unsigned b)
+{
+	struct dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+	struct dlock_leader l;
+	struct dlock_grant g;
+	long long rev = -1;
+	int r;
+
+	switch (b % 6) {
+	case 0:
+		o.ttl_ms = (b & 16) ? 1000 : 0;
+		o.wait_ms = (b & 32) ? 0 : -1;
+		o.detach = o.ttl_ms > 0 && (b & 64);
+		r = dlock_campaign(d, "k", "v\0x", (b & 128) ? 3 : 0, &o, &g);
+		FUZZ_CHECK(r == 1 || r == 0 || r == -1);
+		if (r == 1)
+			FUZZ_CHECK(g.token[0] != '\0' && memchr(g.token, '\0', sizeof(g.token)));
+		break;
+	case 1:
+		r = dlock_proclaim(d, "k", "v", 1, &rev);
+		FUZZ_CHECK((r == 0 && rev >= 0) || (r == -1 && rev == -1));
+		break;
+	case 2:
+		r = dlock_resign(d, "k");
+		FUZZ_CHECK(r >= -1);
+		r = r < 0 ? -1 : 0;
+		break;
+	case 3:
+		r = dlock_leader(d, "k", &l);
+		FUZZ_CHECK(r == 0 || r == -1);
+		if (r == 0)
+			check_leader(&l);
+		break;
+	case 4:
+		r = dlock_observe(d, "k", (b & 16) ? 7 : -1, (b & 32) ? 100 : -1, &l);
+		FUZZ_CHECK(r == 1 || r == 0 || r == -1);
+		FUZZ_CHECK(r != 0 || (b & 48) == 48);	/* nil only when it may wait */
+		if (r == 1)
+			check_leader(&l);
+		break;
+	default:
+		return poll_lost(d, b);
+	}
+	if (r == -1)
+		check_failed(d);
+	return r == -1;
+}
+
 /* One call chosen by b. Returns 1 if it failed, 2 if it was a poll for lost
  * locks that said the connection failed (it is dead), else 0. */
 static int
@@ -44,8 +123,7 @@ call(dlock_t *d, unsigned b)
 	struct dlock_grant g;
 	struct dlock_status st;
 	struct dlock_status_full full;
-	char key[16];
-	long long fence = 0, v;
+	long long v;
 	int r;
 
 	switch (b % 9) {
@@ -105,12 +183,7 @@ call(dlock_t *d, unsigned b)
 		break;
 	}
 	default:
-		while ((r = dlock_poll_lost(d, key, (b & 16) ? 2 : sizeof(key), &fence)) == 1)
-			FUZZ_CHECK(memchr(key, '\0', (b & 16) ? 2 : sizeof(key)) != NULL);
-		FUZZ_CHECK(r == 0 || r == -1);
-		if (r == -1)
-			check_failed(d);
-		return r == -1 ? 2 : 0;
+		return poll_lost(d, b);
 	}
 	if (r == -1 && (dlock_error_code(d) == NULL || dlock_error_code(d)[0] == '\0'))
 		fprintf(stderr, "call %u failed without a code\n", b % 9);
@@ -157,7 +230,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool dead = false;
 	code[0] = '\0';
 	for (unsigned i = 0; i < ncalls; i++) {
-		int r = call(d, calls[i]);
+		int r = (flags & 4) ? call_elect(d, calls[i]) : call(d, calls[i]);
 		if (dead) {
 			/* every call fails at once, with the same error */
 			FUZZ_CHECK(r != 0 && strcmp(dlock_error_code(d), code) == 0);
