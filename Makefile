@@ -109,6 +109,8 @@ BENCH_LIB   := $(BUILD)/bench/libdaemon.a
 BENCH_BIN   := $(BUILD)/dlock-bench
 TEST_SRC    := $(wildcard tests/check_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# libdlock's suites: they need a daemon, so tests/integration/run.sh runs them
+LIVE_TEST_BIN := $(BUILD)/tests/check_dlock $(BUILD)/tests/check_dlock_elect
 # tests/*.c that are not suites (fakes, helpers), as an archive every suite
 # links: a suite takes those it uses (the etcd suites' fixtures bring the
 # etcd client, the others do without)
@@ -255,7 +257,7 @@ check-faults: deps-check
 unit: all $(TEST_BIN)
 	BUILD=$(BUILD) UNIT_ONLY=1 sh tests/run.sh $(TEST_BIN)
 
-integration: all $(BENCH_BIN)
+integration: all $(LIVE_TEST_BIN) $(BENCH_BIN)
 	BUILD=$(BUILD) sh tests/integration/run.sh
 
 # The redis, redis-cluster and redlock backends' integration tests (-k
@@ -267,7 +269,7 @@ integration: all $(BENCH_BIN)
 # against etcd 3.5 of Debian 13 with its JSON gateway off, fetched once into
 # $(BUILD)/compat/etcd (tests/compat/etcd35.sh; COMPAT_ETCD_TESTS chooses others).
 check-compat: deps-compat
-	$(MAKE) all $(BUILD)/tests/check_dlock $(BENCH_BIN)
+	$(MAKE) all $(LIVE_TEST_BIN) $(BENCH_BIN)
 	BUILD=$(BUILD) sh tests/compat/run.sh; s=$$?; \
 	BUILD=$(BUILD) sh tests/compat/etcd35.sh || s=1; exit $$s
 

@@ -1,5 +1,6 @@
 /*
- * check_dlock — tests of libdlock (client/dlock.c, client/dlock_elect.c).
+ * check_dlock — tests of libdlock's connection, replies, timeouts and lock
+ * calls (client/dlock.c); its election calls have check_dlock_elect.
  *
  * Two groups:
  *  - "reader": libdlock against a canned server started by the test itself
@@ -10,311 +11,28 @@
  *    DLOCK_TEST_ADDR (and password, if it has one, in DLOCK_TEST_PASSWORD).
  *    Without DLOCK_TEST_ADDR every live test fails and says so.
  *
+ * The canned server and the live tests' helpers are dlock_fixture.c's.
  * Run with CK_FORK=yes: every test runs in its own process.
  */
 #include <sys/types.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <arpa/inet.h>
 
 #include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
 
 #include "clock.h"
 #include "dlock.h"
+#include "dlock_fixture.h"
 #include "suite.h"
-
-#define TOKEN32 "0123456789abcdef0123456789abcdef"
-
-/* ---- helpers for the live tests ---- */
-
-/* The daemon's address; fails the test when DLOCK_TEST_ADDR is unset. */
-static const char *
-test_addr(void)
-{
-	const char *a = getenv("DLOCK_TEST_ADDR");
-
-	if (a == NULL || *a == '\0')
-		ck_abort_msg("DLOCK_TEST_ADDR is not set: start dlockd and set "
-		    "DLOCK_TEST_ADDR to its address (e.g. 127.0.0.1:7480)");
-	return a;
-}
-
-/* A new connection to the test daemon; fails the test if there is none. */
-static dlock_t *
-conn(void)
-{
-	const char *addr = test_addr();
-	char err[256];
-	dlock_t *d;
-
-	d = dlock_connect(addr, getenv("DLOCK_TEST_PASSWORD"), err, sizeof(err));
-	ck_assert_msg(d != NULL, "cannot connect to dlockd at %s: %s", addr, err);
-	return d;
-}
-
-/* A key no other test (or earlier run) uses: "check_dlock/<pid>.<ns>/name". */
-static void
-test_key(char *buf, size_t len, const char *name)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(buf, len, "check_dlock/%ld.%ld/%s", (long)getpid(),
-	    (long)ts.tv_nsec, name);
-}
-
-/* Options for one LOCK. */
-static struct dlock_lock_opts
-opts(long long ttl_ms, long long wait_ms, int shared, int limit, int detach)
-{
-	struct dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
-
-	o.ttl_ms = ttl_ms;
-	o.wait_ms = wait_ms;
-	o.shared = shared;
-	o.limit = limit;
-	o.detach = detach;
-	return o;
-}
-
-/*
- * Poll STATUS key on d until it shows n waiters, its status then in *st;
- * fails the test after 5 s.
- */
-static void
-wait_waiters(dlock_t *d, const char *key, long long n, struct dlock_status *st)
-{
-	for (int i = 0; i < 500; i++) {
-		ck_assert_int_eq(dlock_status(d, key, st), 0);
-		if (st->waiters == n)
-			return;
-		usleep(10000);
-	}
-	ck_abort_msg("STATUS %s never showed %lld waiters", key, n);
-}
-
-/* Assert that d's last call failed with code. */
-static void
-assert_code(const dlock_t *d, const char *code)
-{
-	ck_assert_msg(strcmp(dlock_error_code(d), code) == 0,
-	    "expected error code %s, got \"%s\" (%s)", code,
-	    dlock_error_code(d), dlock_error(d));
-}
-
-/* ---- a canned server for the reader tests ---- */
-
-/* One step of a canned server. */
-struct step {
-	const char *reply;	/* bytes to write (NULL: none) */
-	size_t len;		/* their length; 0 means strlen(reply) */
-	int no_read;		/* 1: write without reading a request first */
-	const char *expect;	/* the request must hold these bytes (NULL: any) */
-	int delay_ms;		/* wait this long before replying */
-	int gap_ms;		/* > 0: write the reply a byte at a time, this far apart
-				 * (the client may close before the end) */
-	int eof;		/* 1: instead, the client must close or shut down within 5 s */
-};
-
-/* A canned server process. */
-struct canned {
-	pid_t pid;		/* the server process */
-	char addr[128];		/* its address, "127.0.0.1:port" or "unix:/path" */
-	char dir[64];		/* the directory of its Unix socket, or "" */
-};
-
-/* Wait until fd is readable, at most 5 s. 1 readable, 0 timeout. */
-static int
-wait_readable(int fd)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	int r;
-
-	while ((r = poll(&pfd, 1, 5000)) < 0 && errno == EINTR)
-		;
-	return r > 0;
-}
-
-/* The body of a canned server: serve one connection, then _exit. */
-static void
-canned_serve(int lfd, const struct step *steps, size_t nsteps, int drip,
-    int close_at_end)
-{
-	char buf[4096];
-	int fd, one = 1;
-
-	if (!wait_readable(lfd) || (fd = accept(lfd, NULL, NULL)) < 0)
-		_exit(1);
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	for (size_t i = 0; i < nsteps; i++) {
-		const char *r = steps[i].reply;
-		size_t len = r == NULL ? 0 : steps[i].len ? steps[i].len : strlen(r);
-		size_t got = 0;
-		ssize_t rn;
-
-		if (steps[i].eof) {
-			/* Whatever comes, the connection must end. */
-			while (wait_readable(fd) && (rn = read(fd, buf, sizeof(buf))) > 0)
-				;
-			if (!wait_readable(fd) || read(fd, buf, sizeof(buf)) != 0)
-				_exit(3);
-			continue;
-		}
-		/* A request, whole when an expectation says what it is. */
-		while (!steps[i].no_read) {
-			if (!wait_readable(fd) ||
-			    (rn = read(fd, buf + got, sizeof(buf) - 1 - got)) <= 0)
-				_exit(1);
-			got += (size_t)rn;
-			buf[got] = '\0';
-			if (steps[i].expect == NULL || strstr(buf, steps[i].expect) != NULL)
-				break;
-			if (got == sizeof(buf) - 1)
-				_exit(2);	/* not the request expected */
-		}
-		if (steps[i].delay_ms > 0)
-			usleep((useconds_t)steps[i].delay_ms * 1000);
-		for (size_t off = 0; off < len; ) {
-			size_t n = drip || steps[i].gap_ms ? 1 : len - off;
-			ssize_t w = send(fd, r + off, n, MSG_NOSIGNAL);
-
-			if (w <= 0 && steps[i].gap_ms > 0)
-				break;	/* the client gave up on a slow reply */
-			if (w <= 0)
-				_exit(1);
-			off += (size_t)w;
-			if (steps[i].gap_ms > 0)
-				usleep((useconds_t)steps[i].gap_ms * 1000);
-			else if (drip)
-				usleep(300);
-		}
-	}
-	if (!close_at_end)
-		while (wait_readable(fd) && read(fd, buf, sizeof(buf)) > 0)
-			;
-	close(fd);
-	_exit(0);
-}
-
-/*
- * Start a canned server on a free loopback port that accepts one
- * connection and plays steps: for each, it reads a request (unless no_read)
- * and writes the reply (one byte at a time when drip). Then it closes at
- * once (close_at_end) or when the client does.
- */
-static void
-canned_start(struct canned *c, const struct step *steps, size_t nsteps,
-    int drip, int close_at_end)
-{
-	struct sockaddr_in sin;
-	socklen_t slen = sizeof(sin);
-	int lfd;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(lfd, 0);
-	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	ck_assert_int_eq(listen(lfd, 1), 0);
-	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
-	snprintf(c->addr, sizeof(c->addr), "127.0.0.1:%d", ntohs(sin.sin_port));
-	c->dir[0] = '\0';
-	c->pid = fork();
-	ck_assert_int_ge(c->pid, 0);
-	if (c->pid == 0)
-		canned_serve(lfd, steps, nsteps, drip, close_at_end);
-	close(lfd);
-}
-
-/* canned_start on a Unix socket in a new temporary directory. */
-static void
-canned_start_unix(struct canned *c, const struct step *steps, size_t nsteps)
-{
-	struct sockaddr_un sun;
-	int lfd;
-
-	snprintf(c->dir, sizeof(c->dir), "/tmp/check_dlock.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(c->dir));
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/s", c->dir);
-	snprintf(c->addr, sizeof(c->addr), "unix:%s", sun.sun_path);
-	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-	ck_assert_int_ge(lfd, 0);
-	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
-	ck_assert_int_eq(listen(lfd, 1), 0);
-	c->pid = fork();
-	ck_assert_int_ge(c->pid, 0);
-	if (c->pid == 0)
-		canned_serve(lfd, steps, nsteps, 0, 1);
-	close(lfd);
-}
-
-/*
- * Wait for the canned server (5 s at most, else it is killed); assert that
- * it played every step.
- */
-static void
-canned_wait(struct canned *c)
-{
-	int status = 0;
-	pid_t w = 0;
-
-	for (int i = 0; i < 500 && (w = waitpid(c->pid, &status, WNOHANG)) == 0; i++)
-		usleep(10000);
-	if (w == 0) {
-		kill(c->pid, SIGKILL);
-		waitpid(c->pid, &status, 0);
-	}
-	if (c->dir[0] != '\0') {
-		char path[sizeof(c->dir) + 2];
-
-		snprintf(path, sizeof(path), "%s/s", c->dir);
-		unlink(path);
-		rmdir(c->dir);
-	}
-	ck_assert_msg(w == c->pid, "canned server still running after 5 s");
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	    "canned server failed (status 0x%x)", status);
-}
-
-/* A free loopback TCP port nothing listens on. */
-static int
-free_port(void)
-{
-	struct sockaddr_in sin;
-	socklen_t slen = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &slen), 0);
-	close(fd);
-	return ntohs(sin.sin_port);
-}
-
-#define HELLO_REPLY "%2\r\n+server\r\n$6\r\ndlockd\r\n+proto\r\n:3\r\n"
-#define LOSTPUSH_REQ "*3\r\n$6\r\nCLIENT\r\n$8\r\nLOSTPUSH\r\n$2\r\nON\r\n"
-/* The handshake of dlock_connect: HELLO 3, then CLIENT LOSTPUSH ON. */
-#define HANDSHAKE(hello) \
-	{ .reply = hello, .expect = "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n" }, \
-	{ .reply = "+OK\r\n", .expect = LOSTPUSH_REQ }
 
 /* ---- reader tests (no daemon) ---- */
 
@@ -342,7 +60,7 @@ START_TEST(test_connect_refused)
 {
 	char addr[64], err[256];
 
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", df_free_port());
 	ck_assert_ptr_null(dlock_connect(addr, NULL, err, sizeof(err)));
 	ck_assert_int_eq(errno, ECONNREFUSED);
 	ck_assert_msg(strstr(err, "cannot connect to") != NULL &&
@@ -358,9 +76,9 @@ END_TEST
 
 START_TEST(test_reader_split_and_push)
 {
-	static const struct step steps[] = {
+	static const struct df_step steps[] = {
 		/* HELLO, with an attribute in front to be skipped */
-		HANDSHAKE("|1\r\n+hint\r\n:1\r\n" HELLO_REPLY),
+		DF_HANDSHAKE("|1\r\n+hint\r\n:1\r\n" DF_HELLO_REPLY),
 		/* PING: a push arrives first, then the reply */
 		{ .reply = ">4\r\n$4\r\nlost\r\n$3\r\na b\r\n:42\r\n$7\r\nexpired\r\n+PONG\r\n" },
 		/* INFO as a RESP3 verbatim string */
@@ -368,13 +86,13 @@ START_TEST(test_reader_split_and_push)
 		/* unasked: another push, then the server closes */
 		{ .reply = ">4\r\n+lost\r\n$1\r\nk\r\n:7\r\n+gone\r\n", .no_read = 1 },
 	};
-	struct canned c;
+	struct df_canned c;
 	char key[8], err[256], *info;
 	long long fence = 0;
 	dlock_t *d;
 	int r, got_k = 0;
 
-	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 1, 1);
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 1, 1);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_ping(d), 0);
@@ -397,26 +115,26 @@ START_TEST(test_reader_split_and_push)
 		}
 		if (r < 0)
 			break;
-		ck_assert_msg(wait_readable(dlock_fd(d)), "no close seen");
+		ck_assert_msg(df_wait_readable(dlock_fd(d)), "no close seen");
 	}
 	ck_assert_int_eq(r, -1);
 	ck_assert_int_eq(got_k, 1);
-	assert_code(d, "IO");
+	df_assert_code(d, "IO");
 	ck_assert_str_eq(dlock_error(d), "connection closed by dlockd");
 	/* Dead from now on: every call fails the same way, without I/O. */
 	ck_assert_int_eq(dlock_ping(d), -1);
-	assert_code(d, "IO");
+	df_assert_code(d, "IO");
 	ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), -1);
 	dlock_close(d);
-	canned_wait(&c);
+	df_canned_wait(&c);
 }
 END_TEST
 
 START_TEST(test_reader_replies)
 {
-	static const struct step steps[] = {
-		HANDSHAKE(HELLO_REPLY),
-		{ .reply = "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n" },	/* LOCK */
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
+		{ .reply = "*3\r\n$32\r\n" DF_TOKEN32 "\r\n:7\r\n:30000\r\n" },	/* LOCK */
 		{ .reply = "_\r\n" },						/* LOCK */
 		{ .reply = "*-1\r\n" },						/* LOCK (RESP2 null) */
 		{ .reply = "-NOTHELD key is not held by this session\r\n" },	/* UNLOCK */
@@ -433,49 +151,49 @@ START_TEST(test_reader_replies)
 	};
 	struct dlock_grant g;
 	struct dlock_status st;
-	struct canned c;
+	struct df_canned c;
 	char err[256];
 	dlock_t *d;
 
-	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_lock(d, "k", NULL, &g), 1);
-	ck_assert_str_eq(g.token, TOKEN32);
+	ck_assert_str_eq(g.token, DF_TOKEN32);
 	ck_assert_int_eq(g.fence, 7);
 	ck_assert_int_eq(g.ttl_ms, 30000);
 	ck_assert_int_eq(dlock_lock(d, "k", NULL, &g), 0);
 	ck_assert_int_eq(dlock_lock(d, "k", NULL, NULL), 0);
 	ck_assert_int_eq(dlock_unlock(d, "k", NULL), -1);
-	assert_code(d, "NOTHELD");
+	df_assert_code(d, "NOTHELD");
 	ck_assert_str_eq(dlock_error(d), "NOTHELD key is not held by this session");
 	ck_assert_int_eq(dlock_unlock(d, "k", NULL), 2);
 	ck_assert_str_eq(dlock_error_code(d), "");
 	/* a negative count is no answer: a failure that says so */
 	ck_assert_int_eq(dlock_unlock(d, "k", NULL), -1);
-	assert_code(d, "PROTO");
+	df_assert_code(d, "PROTO");
 	ck_assert_int_eq(dlock_status(d, "k", &st), 0);
 	SUITE_ASSERT_STATUS(st, "shared", 2, 1, 99, -1, 0);
 	ck_assert_int_eq(dlock_validate(d, "k", 99), 1);
 	ck_assert_int_eq(dlock_extend(d, "k", 1000, NULL), -1);
-	assert_code(d, "PROTO");
+	df_assert_code(d, "PROTO");
 	/* A reply of the wrong type leaves the connection usable. */
 	ck_assert_int_eq(dlock_ping(d), 0);
 	ck_assert_int_eq(dlock_ping(d), -1);
-	assert_code(d, "SYNTAX");
+	df_assert_code(d, "SYNTAX");
 	ck_assert_str_eq(dlock_error(d), "SYNTAX invalid syntax");
 	ck_assert_int_eq(dlock_ping(d), -1);
-	assert_code(d, "PROTO");
+	df_assert_code(d, "PROTO");
 	ck_assert_msg(strstr(dlock_error(d), "bad integer") != NULL, "%s", dlock_error(d));
 	dlock_close(d);
-	canned_wait(&c);
+	df_canned_wait(&c);
 }
 END_TEST
 
 START_TEST(test_reader_status_full)
 {
-	static const struct step steps[] = {
-		HANDSHAKE(HELLO_REPLY),
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
 		/* RESP3: STATUS's counts, then the lists under the same names */
 		{ .expect = "*3\r\n$6\r\nSTATUS\r\n$1\r\nk\r\n$4\r\nFULL\r\n",
 		  .reply = "%9\r\n+mode\r\n+exclusive\r\n+holders\r\n:1\r\n+waiters\r\n:2\r\n"
@@ -502,11 +220,11 @@ START_TEST(test_reader_status_full)
 		{ .reply = "%2\r\n+mode\r\n+free\r\n+holders\r\n*0\r\n" },
 	};
 	struct dlock_status_full f;
-	struct canned c;
+	struct df_canned c;
 	char err[256];
 	dlock_t *d;
 
-	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_status_full(d, "k", &f), 0);
@@ -546,109 +264,109 @@ START_TEST(test_reader_status_full)
 	ck_assert_int_eq(f.status.holders, 0);
 	dlock_status_full_free(&f);
 	ck_assert_int_eq(dlock_status_full(d, "k", &f), -1);
-	assert_code(d, "ERR");
+	df_assert_code(d, "ERR");
 	ck_assert_int_eq(dlock_status_full(d, "k", &f), -1);
-	assert_code(d, "PROTO");
+	df_assert_code(d, "PROTO");
 	ck_assert_int_eq(dlock_status_full(d, "k", &f), -1);
-	assert_code(d, "PROTO");
+	df_assert_code(d, "PROTO");
 	ck_assert_uint_eq(f.nholders, 0);
 	ck_assert_ptr_null(f.holders);
 	dlock_status_full_free(&f);
 	ck_assert_int_eq(dlock_status_full(d, "k", NULL), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	dlock_close(d);
-	canned_wait(&c);
+	df_canned_wait(&c);
 }
 END_TEST
 
 START_TEST(test_reader_handshake_failures)
 {
-	static const struct step garbage[] = {
+	static const struct df_step garbage[] = {
 		{ .reply = "HTTP/1.1 400 Bad Request\r\n\r\n" },
 	};
-	static const struct step closed[] = {
+	static const struct df_step closed[] = {
 		{ .reply = NULL },
 	};
-	static const struct step wrongpass[] = {
+	static const struct df_step wrongpass[] = {
 		{ .reply = "-WRONGPASS invalid password\r\n" },
 	};
-	static const struct step notmap[] = {
+	static const struct df_step notmap[] = {
 		{ .reply = "+OK\r\n" },
 	};
-	static const struct step nolostpush[] = {
-		{ .reply = HELLO_REPLY },
-		{ .reply = "-ERR unknown CLIENT subcommand or wrong number of arguments\r\n", .expect = LOSTPUSH_REQ },
+	static const struct df_step nolostpush[] = {
+		{ .reply = DF_HELLO_REPLY },
+		{ .reply = "-ERR unknown CLIENT subcommand or wrong number of arguments\r\n", .expect = DF_LOSTPUSH_REQ },
 	};
-	static const struct step lostpush_notok[] = {
-		{ .reply = HELLO_REPLY },
-		{ .reply = ":1\r\n", .expect = LOSTPUSH_REQ },
+	static const struct df_step lostpush_notok[] = {
+		{ .reply = DF_HELLO_REPLY },
+		{ .reply = ":1\r\n", .expect = DF_LOSTPUSH_REQ },
 	};
-	static const struct step lostpush_noauth[] = {
-		{ .reply = HELLO_REPLY },
-		{ .reply = "-NOAUTH Authentication required.\r\n", .expect = LOSTPUSH_REQ },
+	static const struct df_step lostpush_noauth[] = {
+		{ .reply = DF_HELLO_REPLY },
+		{ .reply = "-NOAUTH Authentication required.\r\n", .expect = DF_LOSTPUSH_REQ },
 		{ .reply = "-NOAUTH Authentication required.\r\n", .expect = "STATUS" },
 	};
-	static const struct step lostpush_closed[] = {
-		{ .reply = HELLO_REPLY },
-		{ .reply = NULL, .expect = LOSTPUSH_REQ },
+	static const struct df_step lostpush_closed[] = {
+		{ .reply = DF_HELLO_REPLY },
+		{ .reply = NULL, .expect = DF_LOSTPUSH_REQ },
 	};
 	struct dlock_status st;
-	struct canned c;
+	struct df_canned c;
 	char err[256];
 	dlock_t *d;
 
-	canned_start(&c, garbage, 1, 0, 1);
+	df_canned_start(&c, garbage, 1, 0, 1);
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
 	ck_assert_int_eq(errno, EPROTO);
 	ck_assert_msg(strstr(err, "unreadable reply") != NULL, "%s", err);
-	canned_wait(&c);
+	df_canned_wait(&c);
 
-	canned_start(&c, closed, 1, 0, 1);
+	df_canned_start(&c, closed, 1, 0, 1);
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
 	ck_assert_int_eq(errno, ECONNRESET);
 	ck_assert_msg(strstr(err, "connection closed by dlockd") != NULL, "%s", err);
-	canned_wait(&c);
+	df_canned_wait(&c);
 
-	canned_start(&c, wrongpass, 1, 0, 1);
+	df_canned_start(&c, wrongpass, 1, 0, 1);
 	ck_assert_ptr_null(dlock_connect(c.addr, "secret", err, sizeof(err)));
 	ck_assert_int_eq(errno, EACCES);
 	ck_assert_msg(strstr(err, "WRONGPASS invalid password") != NULL, "%s", err);
-	canned_wait(&c);
+	df_canned_wait(&c);
 
-	canned_start(&c, notmap, 1, 0, 1);
+	df_canned_start(&c, notmap, 1, 0, 1);
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
 	ck_assert_int_eq(errno, EPROTO);
 	ck_assert_msg(strstr(err, "unexpected reply to HELLO") != NULL, "%s", err);
-	canned_wait(&c);
+	df_canned_wait(&c);
 
 	/* A daemon that will not push lost locks is refused. */
-	canned_start(&c, nolostpush, 2, 0, 1);
+	df_canned_start(&c, nolostpush, 2, 0, 1);
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
 	ck_assert_int_eq(errno, EPROTO);
 	ck_assert_msg(strstr(err, "CLIENT LOSTPUSH ON refused") != NULL &&
 	    strstr(err, "ERR unknown CLIENT subcommand") != NULL, "%s", err);
-	canned_wait(&c);
+	df_canned_wait(&c);
 
-	canned_start(&c, lostpush_notok, 2, 0, 1);
+	df_canned_start(&c, lostpush_notok, 2, 0, 1);
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
 	ck_assert_int_eq(errno, EPROTO);
 	ck_assert_msg(strstr(err, "unexpected reply to CLIENT LOSTPUSH ON") != NULL, "%s", err);
-	canned_wait(&c);
+	df_canned_wait(&c);
 
 	/* Without the password: connected, but every command is refused. */
-	canned_start(&c, lostpush_noauth, 3, 0, 1);
+	df_canned_start(&c, lostpush_noauth, 3, 0, 1);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_status(d, "k", &st), -1);
-	assert_code(d, "NOAUTH");
+	df_assert_code(d, "NOAUTH");
 	dlock_close(d);
-	canned_wait(&c);
+	df_canned_wait(&c);
 
-	canned_start(&c, lostpush_closed, 2, 0, 1);
+	df_canned_start(&c, lostpush_closed, 2, 0, 1);
 	ck_assert_ptr_null(dlock_connect(c.addr, NULL, err, sizeof(err)));
 	ck_assert_int_eq(errno, ECONNRESET);
 	ck_assert_msg(strstr(err, "connection closed by dlockd") != NULL, "%s", err);
-	canned_wait(&c);
+	df_canned_wait(&c);
 }
 END_TEST
 
@@ -659,8 +377,8 @@ END_TEST
  */
 START_TEST(test_reader_lost_notice)
 {
-	static const struct step steps[] = {
-		HANDSHAKE(HELLO_REPLY),
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
 		/* UNLOCK: a notice for an escaped key */
 		{ .reply = "-LOST jobs\\x20nightly\\x5c\\xFF\\x22 42 the lease could not be "
 		  "renewed in time\r\n", .expect = "UNLOCK" },
@@ -674,16 +392,16 @@ START_TEST(test_reader_lost_notice)
 		/* PING: a notice with a plain key */
 		{ .reply = "-LOST k 9 redis holds the lease for another owner, or it ended\r\n" },
 	};
-	struct canned c;
+	struct df_canned c;
 	char key[64], err[256];
 	long long fence = 0;
 	dlock_t *d;
 
-	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 0);
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 0);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_unlock(d, "jobs nightly", NULL), -1);
-	assert_code(d, "LOST");
+	df_assert_code(d, "LOST");
 	ck_assert_str_eq(dlock_error(d), "LOST jobs\\x20nightly\\x5c\\xFF\\x22 42 the lease "
 	    "could not be renewed in time");
 	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
@@ -692,11 +410,11 @@ START_TEST(test_reader_lost_notice)
 	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
 
 	ck_assert_int_eq(dlock_unlock(d, "jobs nightly", NULL), -1);
-	assert_code(d, "LOST");
+	df_assert_code(d, "LOST");
 	ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), 0);
 	for (int i = 0; i < 4; i++) {
 		ck_assert_int_eq(dlock_ping(d), -1);
-		assert_code(d, "LOST");
+		df_assert_code(d, "LOST");
 		ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), 0);
 	}
 	ck_assert_int_eq(dlock_ping(d), -1);
@@ -706,7 +424,7 @@ START_TEST(test_reader_lost_notice)
 	/* An error reply leaves the connection usable. */
 	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
 	dlock_close(d);
-	canned_wait(&c);
+	df_canned_wait(&c);
 }
 END_TEST
 
@@ -717,8 +435,8 @@ END_TEST
  */
 START_TEST(test_reader_notice_after_push)
 {
-	static const struct step steps[] = {
-		HANDSHAKE(HELLO_REPLY),
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
 		/* unasked: two losses pushed */
 		{ .reply = ">4\r\n$4\r\nlost\r\n$1\r\nk\r\n:7\r\n$4\r\ngone\r\n"
 		  ">4\r\n$4\r\nlost\r\n$1\r\nj\r\n:8\r\n$4\r\ngone\r\n", .no_read = 1 },
@@ -729,12 +447,12 @@ START_TEST(test_reader_notice_after_push)
 		/* a notice with no push before it fails its command, as ever */
 		{ .reply = "-LOST m 9 gone\r\n", .expect = "PING" },
 	};
-	struct canned c;
+	struct df_canned c;
 	char key[8], err[256];
 	long long fence = 0;
 	dlock_t *d;
 
-	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 0);
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 0);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_msg(dlock_ping(d) == 0, "%s", dlock_error(d));
@@ -746,12 +464,12 @@ START_TEST(test_reader_notice_after_push)
 	ck_assert_int_eq(fence, 8);
 	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
 	ck_assert_int_eq(dlock_ping(d), -1);
-	assert_code(d, "LOST");
+	df_assert_code(d, "LOST");
 	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
 	ck_assert_str_eq(key, "m");
 	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 0);
 	dlock_close(d);
-	canned_wait(&c);
+	df_canned_wait(&c);
 }
 END_TEST
 
@@ -762,17 +480,17 @@ END_TEST
  */
 START_TEST(test_call_timeout)
 {
-	static const struct step steps[] = {
-		HANDSHAKE(HELLO_REPLY),
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
 		{ .reply = NULL, .expect = "PING" },	/* no answer */
 		{ .eof = 1 },
 	};
-	struct canned c;
+	struct df_canned c;
 	char err[256];
 	long long t0, dt;
 	dlock_t *d;
 
-	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_set_timeout(d, 300), 0);
@@ -781,20 +499,20 @@ START_TEST(test_call_timeout)
 	ck_assert_int_eq(dlock_ping(d), -1);
 	dt = (long long)clock_ms() - t0;
 	ck_assert_int_eq(errno, ETIMEDOUT);
-	assert_code(d, "IO");
+	df_assert_code(d, "IO");
 	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 300 ms");
 	ck_assert_msg(dt >= 290 && dt < 2000, "PING gave up after %lld ms", dt);
-	canned_wait(&c);	/* the server saw the connection end */
+	df_canned_wait(&c);	/* the server saw the connection end */
 
 	/* Dead: every call fails at once, the same way. */
 	t0 = (long long)clock_ms();
 	errno = 0;
 	ck_assert_int_eq(dlock_ping(d), -1);
 	ck_assert_int_eq(errno, ETIMEDOUT);
-	assert_code(d, "IO");
+	df_assert_code(d, "IO");
 	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 300 ms");
 	ck_assert_int_eq(dlock_lock(d, "k", NULL, NULL), -1);
-	assert_code(d, "IO");
+	df_assert_code(d, "IO");
 	ck_assert_int_eq(dlock_poll_lost(d, NULL, 0, NULL), -1);
 	ck_assert_msg((long long)clock_ms() - t0 < 100, "a dead handle waited");
 	dlock_close(d);
@@ -808,23 +526,23 @@ END_TEST
  */
 START_TEST(test_call_timeout_whole_reply)
 {
-	static const struct step steps[] = {
-		HANDSHAKE(HELLO_REPLY),
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
 		{ .reply = "+PONG\r\n", .expect = "PING", .delay_ms = 600 },
 		{ .reply = "+PONG\r\n", .expect = "PING", .gap_ms = 40 },
 		{ .reply = "$10\r\n0123456789\r\n", .expect = "PING", .gap_ms = 50 },
 		{ .eof = 1 },
 	};
-	struct canned c;
+	struct df_canned c;
 	char err[256];
 	long long t0, dt;
 	dlock_t *d;
 
-	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_set_timeout(d, -1), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	ck_assert_int_eq(dlock_set_timeout(NULL, 100), -1);
 	ck_assert_int_eq(errno, EINVAL);
 
@@ -843,10 +561,10 @@ START_TEST(test_call_timeout_whole_reply)
 	t0 = (long long)clock_ms();
 	ck_assert_int_eq(dlock_ping(d), -1);
 	dt = (long long)clock_ms() - t0;
-	assert_code(d, "IO");
+	df_assert_code(d, "IO");
 	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 400 ms");
 	ck_assert_msg(dt >= 390 && dt < 800, "PING gave up after %lld ms", dt);
-	canned_wait(&c);
+	df_canned_wait(&c);
 	dlock_close(d);
 }
 END_TEST
@@ -857,14 +575,14 @@ END_TEST
  */
 START_TEST(test_lock_wait_timeout)
 {
-	static const struct step steps[] = {
-		HANDSHAKE(HELLO_REPLY),
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
 		{ .reply = "_\r\n", .expect = "$4\r\nWAIT\r\n$3\r\n600\r\n", .delay_ms = 700 },
-		{ .reply = "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n",
+		{ .reply = "*3\r\n$32\r\n" DF_TOKEN32 "\r\n:7\r\n:30000\r\n",
 		  .expect = "*2\r\n$4\r\nLOCK\r\n$1\r\nk\r\n", .delay_ms = 700 },
 		{ .reply = "_\r\n", .expect = "$1\r\nv\r\n$4\r\nWAIT\r\n$3\r\n600\r\n",
 		  .delay_ms = 700 },						/* CAMPAIGN */
-		{ .reply = "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n",
+		{ .reply = "*3\r\n$32\r\n" DF_TOKEN32 "\r\n:7\r\n:30000\r\n",
 		  .expect = "*3\r\n$8\r\nCAMPAIGN\r\n$1\r\nk\r\n$1\r\nv\r\n", .delay_ms = 700 },
 		{ .reply = "_\r\n", .expect = "$4\r\nWAIT\r\n$3\r\n600\r\n", .delay_ms = 700 },
 		{ .reply = "*5\r\n$1\r\nv\r\n:3\r\n:8\r\n+exclusive\r\n:1\r\n",
@@ -873,15 +591,15 @@ START_TEST(test_lock_wait_timeout)
 		{ .reply = NULL, .expect = "$4\r\nWAIT\r\n$3\r\n200\r\n" },	/* no answer */
 		{ .eof = 1 },
 	};
-	struct dlock_lock_opts o = opts(0, 600, 0, 0, 0);
+	struct dlock_lock_opts o = df_opts(0, 600, 0, 0, 0);
 	struct dlock_leader l;
 	struct dlock_grant g;
-	struct canned c;
+	struct df_canned c;
 	char err[256];
 	long long t0, dt;
 	dlock_t *d;
 
-	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_set_timeout(d, 300), 0);
@@ -891,7 +609,7 @@ START_TEST(test_lock_wait_timeout)
 
 	o.wait_ms = -1;
 	ck_assert_msg(dlock_lock(d, "k", &o, &g) == 1, "%s", dlock_error(d));
-	ck_assert_str_eq(g.token, TOKEN32);
+	ck_assert_str_eq(g.token, DF_TOKEN32);
 
 	o.wait_ms = 600;
 	t0 = (long long)clock_ms();
@@ -908,152 +626,36 @@ START_TEST(test_lock_wait_timeout)
 	t0 = (long long)clock_ms();
 	ck_assert_int_eq(dlock_lock(d, "k", &o, &g), -1);
 	dt = (long long)clock_ms() - t0;
-	assert_code(d, "IO");
+	df_assert_code(d, "IO");
 	ck_assert_str_eq(dlock_error(d), "dlockd did not answer within 500 ms");
 	ck_assert_msg(dt >= 490 && dt < 2000, "LOCK WAIT 200 gave up after %lld ms", dt);
-	canned_wait(&c);
+	df_canned_wait(&c);
 	dlock_close(d);
-}
-END_TEST
-
-/* The election calls: their requests (values binary-safe) and replies. */
-START_TEST(test_reader_elect)
-{
-	/* LEADER's reply with a value one byte too long for struct dlock_leader */
-	static const char tail[] = "\r\n:7\r\n:12\r\n$9\r\nexclusive\r\n:1\r\n";
-	static char big[1100];
-	size_t n = (size_t)snprintf(big, sizeof(big), "*5\r\n$1025\r\n");
-	const struct step steps[] = {
-		HANDSHAKE(HELLO_REPLY),
-		{ .expect = "*3\r\n$8\r\nCAMPAIGN\r\n$1\r\nk\r\n$3\r\na",	/* "a\0b" */
-		  .reply = "*3\r\n$32\r\n" TOKEN32 "\r\n:7\r\n:30000\r\n" },
-		{ .expect = "$8\r\nCAMPAIGN\r\n$1\r\nk\r\n$0\r\n\r\n$4\r\nWAIT\r\n$1\r\n0\r\n",
-		  .reply = "_\r\n" },
-		{ .expect = "*3\r\n$8\r\nPROCLAIM\r\n$1\r\nk\r\n$4\r\nv\r\n2\r\n", .reply = ":12\r\n" },
-		{ .expect = "*2\r\n$6\r\nLEADER\r\n$1\r\nk\r\n",
-		  .reply = "*5\r\n$5\r\nv\r\n2 \r\n:7\r\n:12\r\n$9\r\nexclusive\r\n:1\r\n" },
-		{ .reply = "*5\r\n_\r\n:0\r\n:13\r\n+free\r\n:0\r\n" },		/* LEADER */
-		{ .expect = "*2\r\n$7\r\nOBSERVE\r\n$1\r\nk\r\n", .reply = ":1\r\n" },
-		{ .expect = "$5\r\nAFTER\r\n$2\r\n13\r\n$4\r\nWAIT\r\n$3\r\n100\r\n",
-		  .reply = "_\r\n" },
-		{ .expect = "*4\r\n$7\r\nOBSERVE\r\n$1\r\nk\r\n$5\r\nAFTER\r\n$2\r\n13\r\n",
-		  .reply = "*5\r\n$0\r\n\r\n:9\r\n:14\r\n$6\r\nshared\r\n:2\r\n" },
-		{ .reply = big, .len = n + 1025 + sizeof(tail) - 1 },		/* LEADER */
-		{ .reply = "*4\r\n_\r\n:0\r\n:13\r\n+free\r\n" },		/* LEADER */
-		{ .reply = "*5\r\n_\r\n:-1\r\n:13\r\n+free\r\n:0\r\n" },	/* LEADER */
-		{ .expect = "*2\r\n$6\r\nRESIGN\r\n$1\r\nk\r\n", .reply = ":0\r\n" },
-		{ .reply = "-NOTHELD key is not held by this session\r\n" },	/* PROCLAIM */
-	};
-	struct dlock_lock_opts o = opts(0, 0, 0, 0, 0);
-	struct dlock_leader l;
-	struct dlock_grant g;
-	struct canned c;
-	char err[256];
-	long long rev = 0;
-	dlock_t *d;
-
-	memset(big + n, 'x', 1025);
-	memcpy(big + n + 1025, tail, sizeof(tail) - 1);
-	canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
-	d = dlock_connect(c.addr, NULL, err, sizeof(err));
-	ck_assert_msg(d != NULL, "%s", err);
-	ck_assert_int_eq(dlock_campaign(d, "k", "a\0b", 3, NULL, &g), 1);
-	ck_assert_str_eq(g.token, TOKEN32);
-	ck_assert_int_eq(g.fence, 7);
-	ck_assert_int_eq(dlock_campaign(d, "k", NULL, 0, &o, &g), 0);
-	ck_assert_int_eq(dlock_proclaim(d, "k", "v\r\n2", 4, &rev), 0);
-	ck_assert_int_eq(rev, 12);
-
-	ck_assert_int_eq(dlock_leader(d, "k", &l), 0);
-	ck_assert_int_eq(l.has_value, 1);
-	ck_assert_uint_eq(l.valuelen, 5);
-	ck_assert_mem_eq(l.value, "v\r\n2 ", 6);	/* NUL-terminated */
-	ck_assert_int_eq(l.term, 7);
-	ck_assert_int_eq(l.revision, 12);
-	ck_assert_str_eq(l.kind, "exclusive");
-	ck_assert_int_eq(l.holders, 1);
-	ck_assert_int_eq(dlock_leader(d, "k", &l), 0);
-	ck_assert_int_eq(l.has_value, 0);
-	ck_assert_uint_eq(l.valuelen, 0);
-	ck_assert_int_eq(l.term, 0);
-	ck_assert_int_eq(l.revision, 13);
-	ck_assert_str_eq(l.kind, "free");
-
-	/* OBSERVE without AFTER is LEADER; one that waits may get nil */
-	ck_assert_int_eq(dlock_observe(d, "k", -1, 5000, &l), -1);	/* ":1": wrong shape */
-	assert_code(d, "PROTO");
-	ck_assert_int_eq(dlock_observe(d, "k", 13, 100, &l), 0);
-	ck_assert_int_eq(dlock_observe(d, "k", 13, -1, &l), 1);
-	ck_assert_int_eq(l.has_value, 1);	/* an empty value is a value */
-	ck_assert_uint_eq(l.valuelen, 0);
-	ck_assert_int_eq(l.term, 9);
-	ck_assert_int_eq(l.revision, 14);
-	ck_assert_str_eq(l.kind, "shared");
-	ck_assert_int_eq(l.holders, 2);
-
-	ck_assert_int_eq(dlock_leader(d, "k", &l), -1);
-	assert_code(d, "PROTO");
-	ck_assert_msg(strstr(dlock_error(d), "1025 bytes") != NULL, "%s", dlock_error(d));
-	ck_assert_int_eq(dlock_leader(d, "k", &l), -1);	/* 4 elements */
-	assert_code(d, "PROTO");
-	ck_assert_int_eq(dlock_leader(d, "k", &l), -1);	/* a negative term */
-	assert_code(d, "PROTO");
-	ck_assert_int_eq(dlock_resign(d, "k"), 0);
-	ck_assert_int_eq(dlock_proclaim(d, "k", "v", 1, NULL), -1);
-	assert_code(d, "NOTHELD");
-
-	/* Bad arguments: nothing is sent. */
-	o.shared = 1;
-	ck_assert_int_eq(dlock_campaign(d, "k", "v", 1, &o, &g), -1);
-	assert_code(d, "ARG");
-	o = opts(0, -1, 0, 2, 0);
-	ck_assert_int_eq(dlock_campaign(d, "k", "v", 1, &o, &g), -1);
-	assert_code(d, "ARG");
-	ck_assert_int_eq(dlock_campaign(d, "k", NULL, 1, NULL, &g), -1);
-	assert_code(d, "ARG");
-	ck_assert_int_eq(dlock_campaign(d, "", "v", 1, NULL, &g), -1);
-	assert_code(d, "ARG");
-	ck_assert_int_eq(dlock_proclaim(d, "k", NULL, 2, NULL), -1);
-	assert_code(d, "ARG");
-	ck_assert_int_eq(dlock_resign(d, NULL), -1);
-	assert_code(d, "ARG");
-	ck_assert_int_eq(dlock_leader(d, "k", NULL), -1);
-	assert_code(d, "ARG");
-	ck_assert_int_eq(dlock_observe(d, "k", -2, -1, &l), -1);
-	assert_code(d, "ARG");
-	ck_assert_int_eq(dlock_observe(d, "k", 1, -2, &l), -1);
-	assert_code(d, "ARG");
-	ck_assert_int_eq(dlock_observe(d, "k", 1, -1, NULL), -1);
-	assert_code(d, "ARG");
-	ck_assert_int_eq(dlock_leader(NULL, "k", &l), -1);
-	ck_assert_int_eq(errno, EINVAL);
-	dlock_close(d);
-	canned_wait(&c);
 }
 END_TEST
 
 /* No TCP options on a Unix socket (keepalive is for TCP only). */
 START_TEST(test_unix_no_keepalive)
 {
-	static const struct step steps[] = {
-		HANDSHAKE(HELLO_REPLY),
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
 		{ .reply = "+PONG\r\n", .expect = "PING" },
 		{ .eof = 1 },
 	};
-	struct canned c;
+	struct df_canned c;
 	char err[256];
 	int v = -1;
 	socklen_t vlen = sizeof(v);
 	dlock_t *d;
 
-	canned_start_unix(&c, steps, sizeof(steps) / sizeof(steps[0]));
+	df_canned_start_unix(&c, steps, sizeof(steps) / sizeof(steps[0]));
 	d = dlock_connect(c.addr, NULL, err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_ping(d), 0);
 	ck_assert_int_eq(getsockopt(dlock_fd(d), SOL_SOCKET, SO_KEEPALIVE, &v, &vlen), 0);
 	ck_assert_int_eq(v, 0);
 	dlock_close(d);
-	canned_wait(&c);
+	df_canned_wait(&c);
 }
 END_TEST
 
@@ -1062,7 +664,7 @@ END_TEST
 /* TCP connections probe a silent daemon (keepalive) and bound unacked data. */
 START_TEST(test_tcp_keepalive)
 {
-	dlock_t *d = conn();
+	dlock_t *d = df_conn();
 	int v;
 	unsigned int uv;
 	socklen_t vlen;
@@ -1092,12 +694,12 @@ END_TEST
  */
 START_TEST(test_timeout_live)
 {
-	struct dlock_lock_opts o = opts(0, 1500, 0, 0, 0);
+	struct dlock_lock_opts o = df_opts(0, 1500, 0, 0, 0);
 	char key[128];
-	dlock_t *a = conn(), *b = conn();
+	dlock_t *a = df_conn(), *b = df_conn();
 	long long t0;
 
-	test_key(key, sizeof(key), "timeout");
+	df_key(key, sizeof(key), "timeout");
 	ck_assert_int_eq(dlock_set_timeout(b, 1000), 0);
 	ck_assert_int_eq(dlock_ping(b), 0);
 	ck_assert_int_eq(dlock_lock(a, key, NULL, NULL), 1);
@@ -1112,7 +714,7 @@ END_TEST
 
 START_TEST(test_ping_info)
 {
-	dlock_t *d = conn();
+	dlock_t *d = df_conn();
 	char *info;
 
 	ck_assert_int_ge(dlock_fd(d), 0);
@@ -1133,14 +735,14 @@ START_TEST(test_connect_default_addr_and_password)
 	dlock_t *d;
 
 	/* NULL uses $DLOCK_ADDR. */
-	ck_assert_int_eq(setenv("DLOCK_ADDR", test_addr(), 1), 0);
+	ck_assert_int_eq(setenv("DLOCK_ADDR", df_addr(), 1), 0);
 	d = dlock_connect(NULL, getenv("DLOCK_TEST_PASSWORD"), err, sizeof(err));
 	ck_assert_msg(d != NULL, "%s", err);
 	ck_assert_int_eq(dlock_ping(d), 0);
 	dlock_close(d);
 
 	/* A wrong password is refused by the daemon, with or without auth set. */
-	ck_assert_ptr_null(dlock_connect(test_addr(), "surely-not-the-password",
+	ck_assert_ptr_null(dlock_connect(df_addr(), "surely-not-the-password",
 	    err, sizeof(err)));
 	ck_assert_int_eq(errno, EACCES);
 	ck_assert_msg(strstr(err, "WRONGPASS") != NULL || strstr(err, "ERR") != NULL,
@@ -1152,9 +754,9 @@ START_TEST(test_lock_unlock_reentrant)
 {
 	struct dlock_grant g1, g2;
 	char key[128];
-	dlock_t *d = conn();
+	dlock_t *d = df_conn();
 
-	test_key(key, sizeof(key), "reentrant");
+	df_key(key, sizeof(key), "reentrant");
 	ck_assert_int_eq(dlock_lock(d, key, NULL, &g1), 1);
 	ck_assert_uint_eq(strlen(g1.token), 32);
 	ck_assert_uint_eq(strspn(g1.token, "0123456789abcdef"), 32);
@@ -1167,7 +769,7 @@ START_TEST(test_lock_unlock_reentrant)
 	ck_assert_int_eq(dlock_unlock(d, key, NULL), 1);
 	ck_assert_int_eq(dlock_unlock(d, key, NULL), 0);
 	ck_assert_int_eq(dlock_unlock(d, key, NULL), -1);
-	assert_code(d, "NOTHELD");
+	df_assert_code(d, "NOTHELD");
 	/* Fences strictly increase with every grant of a key. */
 	ck_assert_int_eq(dlock_lock(d, key, NULL, &g2), 1);
 	ck_assert_int_gt(g2.fence, g1.fence);
@@ -1182,12 +784,12 @@ START_TEST(test_wait_not_granted)
 	struct dlock_lock_opts o;
 	struct dlock_grant g;
 	char key[128];
-	dlock_t *a = conn(), *b = conn();
+	dlock_t *a = df_conn(), *b = df_conn();
 	long long t0, dt;
 
-	test_key(key, sizeof(key), "wait");
+	df_key(key, sizeof(key), "wait");
 	ck_assert_int_eq(dlock_lock(a, key, NULL, &g), 1);
-	o = opts(0, 0, 0, 0, 0);
+	o = df_opts(0, 0, 0, 0, 0);
 	ck_assert_int_eq(dlock_lock(b, key, &o, &g), 0);
 	ck_assert_str_eq(dlock_error_code(b), "");
 	o.wait_ms = 200;
@@ -1209,25 +811,25 @@ START_TEST(test_waiter_is_granted_on_release)
 	struct dlock_status st;
 	struct dlock_grant g;
 	char key[128];
-	dlock_t *a = conn();
+	dlock_t *a = df_conn();
 	pid_t pid;
 	int status;
 
-	test_key(key, sizeof(key), "waiter");
+	df_key(key, sizeof(key), "waiter");
 	ck_assert_int_eq(dlock_lock(a, key, NULL, &g), 1);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		/* Another client queues for the key: exit 0 once granted. */
-		struct dlock_lock_opts o = opts(0, 10000, 0, 0, 0);
-		dlock_t *b = dlock_connect(test_addr(), getenv("DLOCK_TEST_PASSWORD"), NULL, 0);
+		struct dlock_lock_opts o = df_opts(0, 10000, 0, 0, 0);
+		dlock_t *b = dlock_connect(df_addr(), getenv("DLOCK_TEST_PASSWORD"), NULL, 0);
 		int granted = b != NULL && dlock_lock(b, key, &o, NULL) == 1;
 
 		dlock_close(b);
 		dlock_close(a);	/* the parent's, copied: its connection stays open */
 		_exit(granted ? 0 : 1);
 	}
-	wait_waiters(a, key, 1, &st);
+	df_wait_waiters(a, key, 1, &st);
 	ck_assert_str_eq(st.mode, "exclusive");
 	ck_assert_int_eq(st.holders, 1);
 	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
@@ -1240,13 +842,13 @@ END_TEST
 
 START_TEST(test_shared)
 {
-	struct dlock_lock_opts sh = opts(0, 0, 1, 0, 0), ex = opts(0, 0, 0, 0, 0);
+	struct dlock_lock_opts sh = df_opts(0, 0, 1, 0, 0), ex = df_opts(0, 0, 0, 0, 0);
 	struct dlock_status st;
 	struct dlock_grant ga, gb;
 	char key[128];
-	dlock_t *a = conn(), *b = conn(), *c = conn();
+	dlock_t *a = df_conn(), *b = df_conn(), *c = df_conn();
 
-	test_key(key, sizeof(key), "shared");
+	df_key(key, sizeof(key), "shared");
 	ck_assert_int_eq(dlock_lock(a, key, &sh, &ga), 1);
 	ck_assert_int_eq(dlock_lock(b, key, &sh, &gb), 1);
 	ck_assert_str_ne(ga.token, gb.token);
@@ -1259,7 +861,7 @@ START_TEST(test_shared)
 	ck_assert_int_eq(dlock_validate(c, key, gb.fence), 1);
 	/* A shared holder cannot re-lock exclusively on the same connection. */
 	ck_assert_int_eq(dlock_lock(a, key, &ex, NULL), -1);
-	assert_code(a, "ERR");
+	df_assert_code(a, "ERR");
 	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
 	ck_assert_int_eq(dlock_unlock(b, key, NULL), 0);
 	ck_assert_int_eq(dlock_lock(c, key, &ex, NULL), 1);
@@ -1271,14 +873,14 @@ END_TEST
 
 START_TEST(test_semaphore)
 {
-	struct dlock_lock_opts two = opts(0, 0, 0, 2, 0);
-	struct dlock_lock_opts three = opts(0, 0, 0, 3, 0);
-	struct dlock_lock_opts ex = opts(0, 0, 0, 0, 0);
+	struct dlock_lock_opts two = df_opts(0, 0, 0, 2, 0);
+	struct dlock_lock_opts three = df_opts(0, 0, 0, 3, 0);
+	struct dlock_lock_opts ex = df_opts(0, 0, 0, 0, 0);
 	struct dlock_status st;
 	char key[128];
-	dlock_t *a = conn(), *b = conn(), *c = conn();
+	dlock_t *a = df_conn(), *b = df_conn(), *c = df_conn();
 
-	test_key(key, sizeof(key), "semaphore");
+	df_key(key, sizeof(key), "semaphore");
 	ck_assert_int_eq(dlock_lock(a, key, &two, NULL), 1);
 	ck_assert_int_eq(dlock_lock(b, key, &two, NULL), 1);
 	ck_assert_int_eq(dlock_lock(c, key, &two, NULL), 0);
@@ -1288,9 +890,9 @@ START_TEST(test_semaphore)
 	ck_assert_int_eq(st.limit, 2);
 	/* Every locker must use the same LIMIT, and only LIMIT lockers. */
 	ck_assert_int_eq(dlock_lock(c, key, &three, NULL), -1);
-	assert_code(c, "ERR");
+	df_assert_code(c, "ERR");
 	ck_assert_int_eq(dlock_lock(c, key, &ex, NULL), -1);
-	assert_code(c, "ERR");
+	df_assert_code(c, "ERR");
 	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
 	ck_assert_int_eq(dlock_lock(c, key, &two, NULL), 1);
 	dlock_close(a);
@@ -1301,13 +903,13 @@ END_TEST
 
 START_TEST(test_detach_unlock_by_token)
 {
-	struct dlock_lock_opts det = opts(10000, 0, 0, 0, 1), try = opts(0, 0, 0, 0, 0);
+	struct dlock_lock_opts det = df_opts(10000, 0, 0, 0, 1), try = df_opts(0, 0, 0, 0, 0);
 	struct dlock_status st;
 	struct dlock_grant g;
 	char key[128];
-	dlock_t *a = conn(), *b = conn();
+	dlock_t *a = df_conn(), *b = df_conn();
 
-	test_key(key, sizeof(key), "detach");
+	df_key(key, sizeof(key), "detach");
 	ck_assert_int_eq(dlock_lock(a, key, &det, &g), 1);
 	ck_assert_int_eq(g.ttl_ms, 10000);
 	dlock_close(a);	/* a detached lock outlives its connection */
@@ -1318,11 +920,11 @@ START_TEST(test_detach_unlock_by_token)
 	ck_assert_msg(st.ttl_ms > 0 && st.ttl_ms <= 10000, "ttl_ms %lld", st.ttl_ms);
 	/* Not held by b's session, but b has the token. */
 	ck_assert_int_eq(dlock_unlock(b, key, NULL), -1);
-	assert_code(b, "NOTHELD");
+	df_assert_code(b, "NOTHELD");
 	ck_assert_int_eq(dlock_extend(b, key, 20000, g.token), 20000);
 	ck_assert_int_eq(dlock_unlock(b, key, g.token), 0);
 	ck_assert_int_eq(dlock_unlock(b, key, g.token), -1);
-	assert_code(b, "NOTHELD");
+	df_assert_code(b, "NOTHELD");
 	ck_assert_int_eq(dlock_lock(b, key, &try, NULL), 1);
 	dlock_close(b);
 }
@@ -1330,13 +932,13 @@ END_TEST
 
 START_TEST(test_extend)
 {
-	struct dlock_lock_opts o = opts(1000, -1, 0, 0, 0);
+	struct dlock_lock_opts o = df_opts(1000, -1, 0, 0, 0);
 	struct dlock_status st;
 	struct dlock_grant g;
 	char key[128];
-	dlock_t *d = conn();
+	dlock_t *d = df_conn();
 
-	test_key(key, sizeof(key), "extend");
+	df_key(key, sizeof(key), "extend");
 	ck_assert_int_eq(dlock_lock(d, key, &o, &g), 1);
 	ck_assert_int_eq(g.ttl_ms, 1000);
 	ck_assert_int_eq(dlock_extend(d, key, 60000, NULL), 60000);
@@ -1345,20 +947,20 @@ START_TEST(test_extend)
 	ck_assert_int_eq(dlock_extend(d, key, 30000, g.token), 30000);
 	ck_assert_int_eq(dlock_unlock(d, key, NULL), 0);
 	ck_assert_int_eq(dlock_extend(d, key, 60000, NULL), -1);
-	assert_code(d, "NOTHELD");
+	df_assert_code(d, "NOTHELD");
 	dlock_close(d);
 }
 END_TEST
 
 START_TEST(test_status_fields)
 {
-	struct dlock_lock_opts o = opts(30000, -1, 0, 0, 0);
+	struct dlock_lock_opts o = df_opts(30000, -1, 0, 0, 0);
 	struct dlock_status st;
 	struct dlock_grant g;
 	char key[128];
-	dlock_t *d = conn();
+	dlock_t *d = df_conn();
 
-	test_key(key, sizeof(key), "status");
+	df_key(key, sizeof(key), "status");
 	ck_assert_int_eq(dlock_status(d, key, &st), 0);
 	SUITE_ASSERT_STATUS(st, "free", 0, 0, 0, -1, 0);
 	ck_assert_int_eq(dlock_lock(d, key, &o, &g), 1);
@@ -1377,13 +979,13 @@ END_TEST
  * holding, oldest first, a detached one marked so. */
 START_TEST(test_status_full)
 {
-	struct dlock_lock_opts sh = opts(0, -1, 1, 0, 0), shd = opts(20000, -1, 1, 0, 1);
+	struct dlock_lock_opts sh = df_opts(0, -1, 1, 0, 0), shd = df_opts(20000, -1, 1, 0, 1);
 	struct dlock_status_full st;
 	struct dlock_grant ga, gb;
 	char key[128];
-	dlock_t *a = conn(), *b = conn();
+	dlock_t *a = df_conn(), *b = df_conn();
 
-	test_key(key, sizeof(key), "full");
+	df_key(key, sizeof(key), "full");
 	ck_assert_int_eq(dlock_status_full(a, key, &st), 0);
 	ck_assert_str_eq(st.status.mode, "free");
 	ck_assert_uint_eq(st.nholders, 0);
@@ -1421,9 +1023,9 @@ START_TEST(test_validate)
 {
 	struct dlock_grant g;
 	char key[128];
-	dlock_t *d = conn(), *other = conn();
+	dlock_t *d = df_conn(), *other = df_conn();
 
-	test_key(key, sizeof(key), "validate");
+	df_key(key, sizeof(key), "validate");
 	ck_assert_int_eq(dlock_lock(d, key, NULL, &g), 1);
 	ck_assert_int_eq(dlock_validate(other, key, g.fence), 1);
 	ck_assert_int_eq(dlock_validate(other, key, g.fence + 1), 0);
@@ -1438,15 +1040,15 @@ END_TEST
 START_TEST(test_notheld)
 {
 	char key[128];
-	dlock_t *d = conn();
+	dlock_t *d = df_conn();
 
-	test_key(key, sizeof(key), "notheld");
+	df_key(key, sizeof(key), "notheld");
 	ck_assert_int_eq(dlock_unlock(d, key, NULL), -1);
-	assert_code(d, "NOTHELD");
+	df_assert_code(d, "NOTHELD");
 	ck_assert_msg(strncmp(dlock_error(d), "NOTHELD ", 8) == 0 &&
 	    strstr(dlock_error(d), "not held") != NULL, "%s", dlock_error(d));
-	ck_assert_int_eq(dlock_unlock(d, key, TOKEN32), -1);
-	assert_code(d, "NOTHELD");
+	ck_assert_int_eq(dlock_unlock(d, key, DF_TOKEN32), -1);
+	df_assert_code(d, "NOTHELD");
 	/* An error reply leaves the connection usable. */
 	ck_assert_int_eq(dlock_ping(d), 0);
 	ck_assert_str_eq(dlock_error(d), "");
@@ -1456,12 +1058,12 @@ END_TEST
 
 START_TEST(test_binary_key)
 {
-	struct dlock_lock_opts try = opts(0, 0, 0, 0, 0);
+	struct dlock_lock_opts try = df_opts(0, 0, 0, 0, 0);
 	struct dlock_status st;
 	char key[192], prefix[128];
-	dlock_t *a = conn(), *b = conn();
+	dlock_t *a = df_conn(), *b = df_conn();
 
-	test_key(prefix, sizeof(prefix), "bin");
+	df_key(prefix, sizeof(prefix), "bin");
 	snprintf(key, sizeof(key), "%s sp ace\x01\x7f\xff\r\n\"'*3$-:", prefix);
 	ck_assert_int_eq(dlock_lock(a, key, NULL, NULL), 1);
 	ck_assert_int_eq(dlock_lock(b, key, &try, NULL), 0);
@@ -1478,11 +1080,11 @@ END_TEST
 
 START_TEST(test_close_releases)
 {
-	struct dlock_lock_opts try = opts(0, 0, 0, 0, 0), wait = opts(0, 5000, 0, 0, 0);
+	struct dlock_lock_opts try = df_opts(0, 0, 0, 0, 0), wait = df_opts(0, 5000, 0, 0, 0);
 	char key[128];
-	dlock_t *a = conn(), *b = conn();
+	dlock_t *a = df_conn(), *b = df_conn();
 
-	test_key(key, sizeof(key), "close");
+	df_key(key, sizeof(key), "close");
 	ck_assert_int_eq(dlock_lock(a, key, NULL, NULL), 1);
 	ck_assert_int_eq(dlock_lock(b, key, &try, NULL), 0);
 	dlock_close(a);
@@ -1496,38 +1098,38 @@ START_TEST(test_bad_arguments)
 	struct dlock_lock_opts o;
 	struct dlock_status st;
 	char key[128];
-	dlock_t *d = conn();
+	dlock_t *d = df_conn();
 
-	test_key(key, sizeof(key), "args");
+	df_key(key, sizeof(key), "args");
 	ck_assert_int_eq(dlock_lock(d, NULL, NULL, NULL), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	ck_assert_int_eq(dlock_lock(d, "", NULL, NULL), -1);
-	assert_code(d, "ARG");
-	o = opts(0, -1, 1, 2, 0);	/* shared and limit */
+	df_assert_code(d, "ARG");
+	o = df_opts(0, -1, 1, 2, 0);	/* shared and limit */
 	ck_assert_int_eq(dlock_lock(d, key, &o, NULL), -1);
-	assert_code(d, "ARG");
-	o = opts(0, -1, 0, 0, 1);	/* detach without ttl */
+	df_assert_code(d, "ARG");
+	o = df_opts(0, -1, 0, 0, 1);	/* detach without ttl */
 	ck_assert_int_eq(dlock_lock(d, key, &o, NULL), -1);
-	assert_code(d, "ARG");
-	o = opts(0, -2, 0, 0, 0);
+	df_assert_code(d, "ARG");
+	o = df_opts(0, -2, 0, 0, 0);
 	ck_assert_int_eq(dlock_lock(d, key, &o, NULL), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	ck_assert_int_eq(dlock_unlock(d, NULL, NULL), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	ck_assert_int_eq(dlock_unlock(d, key, ""), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	ck_assert_int_eq(dlock_extend(d, key, 0, NULL), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	ck_assert_int_eq(dlock_status(d, "", &st), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	ck_assert_int_eq(dlock_status(d, key, NULL), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	ck_assert_int_eq(dlock_validate(d, NULL, 1), -1);
-	assert_code(d, "ARG");
+	df_assert_code(d, "ARG");
 	/* The daemon checks the rest: a TTL below its minimum. */
-	o = opts(5, 0, 0, 0, 0);
+	o = df_opts(5, 0, 0, 0, 0);
 	ck_assert_int_eq(dlock_lock(d, key, &o, NULL), -1);
-	assert_code(d, "ERR");
+	df_assert_code(d, "ERR");
 	/* None of it broke the connection; NULL handles are refused. */
 	ck_assert_int_eq(dlock_ping(d), 0);
 	ck_assert_int_eq(dlock_ping(NULL), -1);
@@ -1537,241 +1139,10 @@ START_TEST(test_bad_arguments)
 	dlock_close(d);
 }
 END_TEST
-
-/* ---- live tests of the election calls ---- */
-
-/* Assert l's kind and holders, and its value (NULL: none). */
-static void
-assert_leader(const struct dlock_leader *l, const char *kind, long long holders,
-    const char *value)
-{
-	ck_assert_str_eq(l->kind, kind);
-	ck_assert_int_eq(l->holders, holders);
-	ck_assert_int_eq(l->has_value, value != NULL);
-	if (value != NULL) {
-		ck_assert_uint_eq(l->valuelen, strlen(value));
-		ck_assert_mem_eq(l->value, value, l->valuelen);
-	} else {
-		ck_assert_uint_eq(l->valuelen, 0);
-	}
-}
-
-/*
- * A campaign leads the key; LEADER tells everyone its value and term, a
- * second campaign (WAIT 0, WAIT 200) is not granted, PROCLAIM changes the
- * value and the revision, RESIGN frees the key.
- */
-START_TEST(test_campaign_leader)
-{
-	struct dlock_lock_opts o = opts(0, 0, 0, 0, 0);
-	struct dlock_leader l;
-	struct dlock_grant g;
-	char key[128];
-	long long rev, t0, dt;
-	dlock_t *a = conn(), *b = conn();
-
-	test_key(key, sizeof(key), "campaign");
-	ck_assert_msg(dlock_leader(b, key, &l) == 0, "%s", dlock_error(b));
-	assert_leader(&l, "free", 0, NULL);
-	ck_assert_int_eq(l.term, 0);
-	rev = l.revision;
-
-	ck_assert_msg(dlock_campaign(a, key, "10.0.0.5:8080", 13, NULL, &g) == 1, "%s",
-	    dlock_error(a));
-	ck_assert_int_gt(g.fence, 0);
-	ck_assert_uint_eq(strlen(g.token), 32);
-	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
-	assert_leader(&l, "exclusive", 1, "10.0.0.5:8080");
-	ck_assert_int_eq(l.term, g.fence);
-	ck_assert_int_gt(l.revision, rev);
-	rev = l.revision;
-
-	/* led: a second campaign is not granted */
-	ck_assert_int_eq(dlock_campaign(b, key, "10.0.0.6:8080", 13, &o, NULL), 0);
-	ck_assert_str_eq(dlock_error_code(b), "");
-	o.wait_ms = 200;
-	t0 = (long long)clock_ms();
-	ck_assert_int_eq(dlock_campaign(b, key, "10.0.0.6:8080", 13, &o, NULL), 0);
-	dt = (long long)clock_ms() - t0;
-	ck_assert_msg(dt >= 180 && dt < 5000, "WAIT 200 took %lld ms", dt);
-
-	/* the leader changes its value; nobody else may */
-	ck_assert_int_eq(dlock_proclaim(a, key, "10.0.0.5:9090", 13, &rev), 0);
-	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
-	assert_leader(&l, "exclusive", 1, "10.0.0.5:9090");
-	ck_assert_int_eq(l.revision, rev);
-	ck_assert_int_eq(l.term, g.fence);
-	ck_assert_int_eq(dlock_proclaim(b, key, "x", 1, NULL), -1);
-	assert_code(b, "NOTHELD");
-	ck_assert_int_eq(dlock_resign(b, key), -1);
-	assert_code(b, "NOTHELD");
-
-	ck_assert_int_eq(dlock_resign(a, key), 0);
-	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
-	assert_leader(&l, "free", 0, NULL);
-	ck_assert_int_eq(l.term, 0);
-	ck_assert_int_gt(l.revision, rev);
-	ck_assert_int_eq(dlock_resign(a, key), -1);
-	assert_code(a, "NOTHELD");
-	/* now b may lead: a new term */
-	o.wait_ms = 0;
-	ck_assert_int_eq(dlock_campaign(b, key, "10.0.0.6:8080", 13, &o, &g), 1);
-	ck_assert_int_eq(dlock_leader(a, key, &l), 0);
-	assert_leader(&l, "exclusive", 1, "10.0.0.6:8080");
-	ck_assert_int_eq(l.term, g.fence);
-	dlock_close(a);
-	dlock_close(b);
-}
-END_TEST
-
-/*
- * A leader that campaigns again holds the key once more with the new value;
- * values are binary-safe; a plain LOCK and shared holders have no value.
- */
-START_TEST(test_campaign_again_and_plain_locks)
-{
-	struct dlock_lock_opts sh = opts(0, 0, 1, 0, 0);
-	struct dlock_leader l;
-	struct dlock_grant g1, g2;
-	char key[128], big[2048];
-	dlock_t *a = conn(), *b = conn();
-
-	test_key(key, sizeof(key), "again");
-	ck_assert_int_eq(dlock_campaign(a, key, "one", 3, NULL, &g1), 1);
-	ck_assert_int_eq(dlock_campaign(a, key, "t\0o\r\n", 5, NULL, &g2), 1);
-	ck_assert_int_eq(g2.fence, g1.fence);
-	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
-	ck_assert_uint_eq(l.valuelen, 5);
-	ck_assert_mem_eq(l.value, "t\0o\r\n", 5);
-	ck_assert_int_eq(dlock_resign(a, key), 1);
-	ck_assert_int_eq(dlock_resign(a, key), 0);
-	/* a value longer than dlockd's limit (1024 by default) */
-	memset(big, 'v', sizeof(big));
-	ck_assert_int_eq(dlock_campaign(a, key, big, sizeof(big), NULL, NULL), -1);
-	assert_code(a, "ERR");
-
-	ck_assert_int_eq(dlock_lock(a, key, NULL, &g1), 1);
-	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
-	assert_leader(&l, "exclusive", 1, NULL);
-	ck_assert_int_eq(l.term, g1.fence);
-	ck_assert_int_eq(dlock_unlock(a, key, NULL), 0);
-	ck_assert_int_eq(dlock_lock(a, key, &sh, &g1), 1);
-	ck_assert_int_eq(dlock_lock(b, key, &sh, &g2), 1);
-	ck_assert_int_eq(dlock_leader(b, key, &l), 0);
-	assert_leader(&l, "shared", 2, NULL);
-	ck_assert_int_eq(l.term, g2.fence > g1.fence ? g2.fence : g1.fence);
-	dlock_close(a);
-	dlock_close(b);
-}
-END_TEST
-
-/*
- * OBSERVE: without AFTER the state now; with AFTER the state that follows,
- * made by another client, whether it came before the call or while it
- * waited; nil (0) when WAIT runs out first.
- */
-START_TEST(test_observe)
-{
-	struct dlock_leader now, l;
-	char key[128];
-	dlock_t *a = conn(), *b = conn();
-	long long t0, dt;
-	pid_t pid;
-	int status;
-
-	test_key(key, sizeof(key), "observe");
-	ck_assert_msg(dlock_observe(a, key, -1, -1, &now) == 1, "%s", dlock_error(a));
-	assert_leader(&now, "free", 0, NULL);
-
-	/* nothing changes: WAIT runs out */
-	t0 = (long long)clock_ms();
-	ck_assert_int_eq(dlock_observe(a, key, now.revision, 200, &l), 0);
-	dt = (long long)clock_ms() - t0;
-	ck_assert_msg(dt >= 180 && dt < 5000, "WAIT 200 took %lld ms", dt);
-	ck_assert_str_eq(dlock_error_code(a), "");
-
-	/* a change made before the call is told at once */
-	ck_assert_int_eq(dlock_campaign(b, key, "b", 1, NULL, NULL), 1);
-	ck_assert_int_eq(dlock_observe(a, key, now.revision, 5000, &l), 1);
-	ck_assert_int_gt(l.revision, now.revision);
-	assert_leader(&l, "exclusive", 1, "b");
-	now = l;
-
-	/* one made while it waits: another process proclaims, then resigns */
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int ok;
-
-		usleep(200000);
-		ok = dlock_proclaim(b, key, "b2", 2, NULL) == 0 && dlock_resign(b, key) == 0;
-		_exit(ok ? 0 : 1);
-	}
-	ck_assert_int_eq(dlock_observe(a, key, now.revision, 10000, &l), 1);
-	ck_assert_int_gt(l.revision, now.revision);
-	assert_leader(&l, "exclusive", 1, "b2");
-	ck_assert_int_eq(l.term, now.term);
-	ck_assert_int_eq(dlock_observe(a, key, l.revision, 10000, &l), 1);
-	assert_leader(&l, "free", 0, NULL);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	    "the other client could not proclaim and resign");
-	dlock_close(a);
-	dlock_close(b);
-}
-END_TEST
-
-/*
- * A campaign that waits is granted when the leader's connection closes,
- * with a new term.
- */
-START_TEST(test_campaign_waits_for_leader)
-{
-	struct dlock_status st;
-	struct dlock_grant g;
-	char key[128];
-	dlock_t *a = conn();
-	pid_t pid;
-	int status;
-
-	test_key(key, sizeof(key), "succession");
-	ck_assert_int_eq(dlock_campaign(a, key, "a", 1, NULL, &g), 1);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		/* Another client campaigns: exit 0 once it leads, with a new term. */
-		struct dlock_lock_opts o = opts(0, 10000, 0, 0, 0);
-		struct dlock_leader l;
-		struct dlock_grant g2;
-		dlock_t *b;
-		int led;
-
-		dlock_close(a);	/* the parent's, copied: the leader's connection ends
-				 * when the parent closes it */
-		b = dlock_connect(test_addr(), getenv("DLOCK_TEST_PASSWORD"), NULL, 0);
-		led = b != NULL && dlock_campaign(b, key, "b", 1, &o, &g2) == 1 &&
-		    g2.fence > g.fence && dlock_leader(b, key, &l) == 0 && l.has_value &&
-		    l.valuelen == 1 && l.value[0] == 'b' && l.term == g2.fence;
-
-		dlock_close(b);
-		_exit(led ? 0 : 1);
-	}
-	wait_waiters(a, key, 1, &st);
-	dlock_close(a);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	    "the waiting campaign did not lead");
-}
-END_TEST
-
 int
 main(void)
 {
-	const char *addr = getenv("DLOCK_TEST_ADDR");
-
-	if (addr == NULL || *addr == '\0')
-		fprintf(stderr, "check_dlock: DLOCK_TEST_ADDR is not set: the live "
-		    "tests need a running dlockd and will fail\n");
+	df_warn_addr("check_dlock");
 
 	Suite *s = suite_create("dlock");
 
@@ -1779,14 +1150,13 @@ main(void)
 	    test_connect_refused, test_reader_split_and_push, test_reader_replies,
 	    test_reader_status_full, test_reader_handshake_failures, test_reader_lost_notice,
 	    test_reader_notice_after_push, test_call_timeout, test_call_timeout_whole_reply,
-	    test_lock_wait_timeout, test_unix_no_keepalive, test_reader_elect));
+	    test_lock_wait_timeout, test_unix_no_keepalive));
 	suite_case(s, "live", NULL, NULL, 30, SUITE_TESTS(test_ping_info, test_tcp_keepalive,
 	    test_timeout_live, test_connect_default_addr_and_password,
 	    test_lock_unlock_reentrant, test_wait_not_granted,
 	    test_waiter_is_granted_on_release, test_shared, test_semaphore,
 	    test_detach_unlock_by_token, test_extend, test_status_fields, test_status_full,
 	    test_validate, test_notheld, test_binary_key, test_close_releases,
-	    test_bad_arguments, test_campaign_leader, test_campaign_again_and_plain_locks,
-	    test_observe, test_campaign_waits_for_leader));
+	    test_bad_arguments));
 	return suite_run(s);
 }

@@ -9,16 +9,17 @@
 #    redis and etcd backends, its own redis-server and etcd processes on free
 #    loopback ports),
 #    and drives them with redis-py, raw sockets, redis-cli and the dlock CLI;
-# 2. the libdlock Check suite ($BUILD/tests/check_dlock) against a fresh
-#    dlockd whose address it gets in DLOCK_TEST_ADDR.
+# 2. the libdlock Check suites ($BUILD/tests/check_dlock and
+#    check_dlock_elect), one after the other, against a fresh dlockd whose
+#    address they get in DLOCK_TEST_ADDR.
 #
 # -k PATTERN runs only the Python tests whose name (module.Class.test)
-# contains PATTERN (and skips the Check suite): -k test_redis. for the redis
+# contains PATTERN (and skips the Check suites): -k test_redis. for the redis
 # backend's own tests, -k TestLocksRedis for the lock suite on the redis
 # backend (-k test_etcd. and -k TestLocksEtcd for etcd), -k
 # test_lost_before_redis_ttl for one test. DLOCKD_WRAPPER, if set, is a command prefix for
 # every dlockd started (e.g. "valgrind -q --error-exitcode=99"). The binaries come from $BUILD: dlockd, dlock,
-# dlock-bench and tests/check_dlock; a missing one is a failure. Everything runs in a
+# dlock-bench, tests/check_dlock and tests/check_dlock_elect; a missing one is a failure. Everything runs in a
 # temporary directory that is removed at exit, and every process started
 # here is stopped at exit, by its pid. The last line of output is
 #
@@ -31,6 +32,7 @@ PYTHON=/usr/bin/python3
 TEST_LIMIT=${TEST_LIMIT:-900}	# seconds any one suite may run
 BUILD=${BUILD:-build}
 BUILD_NAME=$BUILD			# as given, for messages
+SUITES="tests/check_dlock tests/check_dlock_elect"	# libdlock's, in $BUILD (part 2)
 case "$BUILD" in
 /*) ;;
 *) BUILD=$(pwd)/$BUILD ;;
@@ -115,7 +117,7 @@ fail() {
 
 # ---- what the tests need ----
 
-for bin in dlockd dlock dlock-bench tests/check_dlock; do
+for bin in dlockd dlock dlock-bench $SUITES; do
 	if [ ! -x "$BUILD/$bin" ]; then
 		fail "$BUILD_NAME/$bin is missing (build it with make $BUILD_NAME/$bin)"
 	fi
@@ -163,12 +165,41 @@ if [ $python_ok = 1 ]; then
 	fi
 fi
 
-# ---- 2. the libdlock Check suite against a fresh daemon ----
+# ---- 2. the libdlock Check suites against a fresh daemon ----
+
+# suites_ready: every suite of $SUITES is there
+suites_ready() {
+	for bin in $SUITES; do
+		[ -x "$BUILD/$bin" ] || return 1
+	done
+}
+
+# suite BIN: run $BUILD/BIN, one of $SUITES, against the daemon at
+# 127.0.0.1:$port and add its counts
+suite() {
+	echo "== $BUILD/$1"
+	CK_FORK=yes DLOCK_TEST_ADDR="127.0.0.1:$port" \
+	    timeout -k 5 $TEST_LIMIT "$BUILD/$1" \
+	    > "$tmp/check.out" 2>&1 </dev/null &
+	cpid=$!
+	started="$started $cpid"
+	wait $cpid
+	rc=$?
+	forget $cpid
+	cat "$tmp/check.out"
+	if check_counts "$(cat "$tmp/check.out")"; then
+		passed=$((passed + counts_passed))
+		failed=$((failed + counts_failed))
+		[ $rc -ne 0 ] && [ "$counts_failed" -eq 0 ] && \
+		    fail "${1##*/} exited with status $rc"
+	else
+		fail "${1##*/} printed no result (status $rc)"
+	fi
+}
 
 if [ -n "$patterns" ]; then
 	:
-elif [ -x "$BUILD/tests/check_dlock" ] && [ -x "$BUILD/dlockd" ] && [ $python_ok = 1 ]; then
-	echo "== $BUILD/tests/check_dlock"
+elif suites_ready && [ -x "$BUILD/dlockd" ] && [ $python_ok = 1 ]; then
 	port=$("$PYTHON" -c 'import socket
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
@@ -189,23 +220,9 @@ while time.monotonic() < deadline:
     except OSError:
         time.sleep(0.01)
 sys.exit(1)' "$port" "${DLOCKD_WRAPPER:-}" && alive $dpid; then
-		CK_FORK=yes DLOCK_TEST_ADDR="127.0.0.1:$port" \
-		    timeout -k 5 $TEST_LIMIT "$BUILD/tests/check_dlock" \
-		    > "$tmp/check.out" 2>&1 </dev/null &
-		cpid=$!
-		started="$started $cpid"
-		wait $cpid
-		rc=$?
-		forget $cpid
-		cat "$tmp/check.out"
-		if check_counts "$(cat "$tmp/check.out")"; then
-			passed=$((passed + counts_passed))
-			failed=$((failed + counts_failed))
-			[ $rc -ne 0 ] && [ "$counts_failed" -eq 0 ] && \
-			    fail "check_dlock exited with status $rc"
-		else
-			fail "check_dlock printed no result (status $rc)"
-		fi
+		for bin in $SUITES; do
+			suite "$bin"
+		done
 		kill -TERM $dpid
 		i=0
 		while alive $dpid && [ $i -lt 200 ]; do
@@ -213,18 +230,18 @@ sys.exit(1)' "$port" "${DLOCKD_WRAPPER:-}" && alive $dpid; then
 			i=$((i + 1))
 		done
 		if alive $dpid; then
-			fail "dlockd (check_dlock's) did not exit within 20 s of SIGTERM"
+			fail "dlockd (libdlock's suites') did not exit within 20 s of SIGTERM"
 			kill -KILL $dpid
 		fi
 		wait $dpid
 		rc=$?
 		forget $dpid
-		[ $rc -eq 0 ] || fail "dlockd (check_dlock's) exited with status $rc"
+		[ $rc -eq 0 ] || fail "dlockd (libdlock's suites') exited with status $rc"
 	else
-		fail "dlockd for check_dlock did not start"
+		fail "dlockd for libdlock's suites did not start"
 	fi
 	if [ $failed -gt 0 ] && [ -s "$tmp/check-dlockd.log" ]; then
-		echo "-- dlockd log (check_dlock):"
+		echo "-- dlockd log (libdlock's suites):"
 		tail -n 40 "$tmp/check-dlockd.log"
 	fi
 fi
