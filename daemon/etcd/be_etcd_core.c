@@ -133,8 +133,63 @@ et_entry_free(struct et *r, struct et_entry *e)
 	TAILQ_REMOVE(&k->entries, e, entry);
 	free(e->ekey);
 	free(e->wait_key);
+	free(e->value);
 	free(e);
 	et_key_put(r, k);
+}
+
+/* ---- values ---------------------------------------------------------------- */
+
+void
+et_value_parse(const void *p, size_t len, struct et_value *out)
+{
+	const char *s = p, *end = s + len, *eq = memchr(s, '=', len);
+	const char *kend = eq != NULL ? eq : end, *at = memchr(s, '@', (size_t)(kend - s));
+	*out = (struct et_value){ .kind = '?' };
+	if (eq != NULL) {
+		out->value = eq + 1;
+		out->valuelen = (size_t)(end - eq - 1);
+	}
+	if (at != NULL) {
+		for (const char *q = at + 1; q < kend && *q >= '0' && *q <= '9'; q++)
+			out->fence = out->fence * 10 + (uint64_t)(*q - '0');
+		kend = at;
+	}
+	if (kend - s == 2 && (s[0] == 'x' || s[0] == 's') && s[1] == '0') {
+		out->kind = s[0];
+	} else if (kend - s >= 2 && s[0] == 'n') {
+		unsigned lim = 0;
+		for (const char *q = s + 1; q < kend && *q >= '0' && *q <= '9' && lim < 1u << 24; q++)
+			lim = lim * 10 + (unsigned)(*q - '0');
+		out->kind = 'n';
+		out->limit = lim;
+	}
+}
+
+char *
+et_value_make(enum lock_mode mode, unsigned limit, uint64_t fence, const char *value,
+    size_t valuelen, size_t *len)
+{
+	char head[64];
+	int n = 0;
+	char *out;
+	switch (mode) {
+	case LOCK_EXCLUSIVE: n = snprintf(head, sizeof(head), "x0"); break;
+	case LOCK_SHARED: n = snprintf(head, sizeof(head), "s0"); break;
+	case LOCK_SEMAPHORE: n = snprintf(head, sizeof(head), "n%u", limit); break;
+	}
+	if (fence != 0)
+		n += snprintf(head + n, sizeof(head) - (size_t)n, "@%llu",
+		    (unsigned long long)fence);
+	*len = (size_t)n + (value != NULL ? 1 + valuelen : 0);
+	out = xmalloc(*len + 1);
+	memcpy(out, head, (size_t)n);
+	if (value != NULL) {
+		out[n] = '=';
+		memcpy(out + n + 1, value, valuelen);
+	}
+	out[*len] = '\0';
+	return out;
 }
 
 /* ---- completing operations ------------------------------------------------ */
@@ -162,6 +217,7 @@ on_done(struct later_item *it)
 	}
 	et_key_put(r, op->k);
 	free(op->ekey);
+	free(op->value);
 	free(op);
 }
 

@@ -7,9 +7,12 @@
  *
  *   be_etcd.c          the entry points: settings, URL, set-up and tear-down,
  *                      INFO, the client's state changes
+ *   be_etcd_leader.c   leaders for observers: PROCLAIM, LEADER's read of a
+ *                      range, and the keys watched for them
  *   be_etcd_recipe.c   the lock recipe: acquire, renew, release, transfer,
  *                      withdraw as etcd Txns, and the wakeups
- *   be_etcd_watch.c    the prefix watch: deletes that wake or expire keys
+ *   be_etcd_watch.c    the prefix watch: deletes that wake or expire keys,
+ *                      and changes of the keys observed
  *   be_etcd_lease.c    the daemon's lease: grant, keepalive, loss
  *   be_etcd_core.c     the records, and operations answered from the loop
  *
@@ -31,6 +34,9 @@
 #include "etcd.pb-c.h"
 #include "hashtab.h"
 #include "later.h"
+
+#define ET_SEQ_BITS 16		/* a fence is the grant's revision << this, plus
+				 * the local handoffs since (fewer than 2^this) */
 
 struct event;
 struct et;
@@ -95,6 +101,9 @@ struct et_entry {
 	bool leaving;			/* E_HELD: a handoff deletes its key */
 	int64_t grant_rev;		/* E_HELD: the revision it was found holding at */
 	unsigned seq;			/* E_HELD: local handoffs of its key since */
+	char *value;			/* a CAMPAIGN's value as last put (owned), NULL
+					 * for a plain lock */
+	size_t valuelen;
 	TAILQ_ENTRY(et_entry) entry;	/* on k->entries */
 };
 TAILQ_HEAD(et_entry_list, et_entry);
@@ -107,11 +116,14 @@ struct et_key {
 	char *path;			/* "<prefix><escaped key>/" */
 	size_t pathlen;
 	int64_t last_delete;		/* revision of the last delete seen in its range */
+	unsigned watched;		/* ops->watch on: 1 (it holds a reference then) */
 	struct et_entry_list entries;	/* its etcd keys */
 	unsigned refs;			/* operations in flight that use it */
 };
 
-enum et_kind { EK_ACQUIRE, EK_RELEASE, EK_RENEW, EK_TRANSFER, EK_DELETE, EK_WAKE };
+enum et_kind {
+	EK_ACQUIRE, EK_RELEASE, EK_RENEW, EK_TRANSFER, EK_DELETE, EK_WAKE, EK_PROCLAIM
+};
 
 /* An operation of the lock table, or one of the backend's own. */
 struct et_op {
@@ -133,6 +145,9 @@ struct et_op {
 	int64_t put_lease;		/* the lease its Txn put the key on */
 	uint64_t lease_until;		/* its validity */
 	char *ekey;			/* EK_DELETE, EK_RELEASE: the etcd key */
+	char *value;			/* acquire, transfer, proclaim: the CAMPAIGN
+					 * value to put (owned), NULL for none */
+	size_t valuelen;
 	int64_t revoke;			/* EK_DELETE: a lease to revoke after, 0 none */
 	struct be_reply rep;		/* answered: the answer */
 	char why[160];			/* its sentence */
@@ -142,6 +157,9 @@ struct et_op {
 	struct later_item done;		/* answered: on r->done until it is given */
 };
 TAILQ_HEAD(et_op_list, et_op);
+
+struct et_read;
+TAILQ_HEAD(et_read_list, et_read);
 
 struct et {
 	struct backend *be;		/* our backend */
@@ -172,6 +190,8 @@ struct et {
 	uint64_t nwakeups;		/* waiting keys woken by a delete */
 	uint64_t nups;			/* times etcd came back */
 	uint64_t nlocal;		/* handoffs done without a Txn */
+	size_t nwatched;		/* keys watched for observers (k->watched) */
+	struct et_read_list reads;	/* LEADER reads with a call out */
 	struct et_recipe_hooks recipe;	/* the recipe above */
 	bool destroying;		/* et_destroy runs */
 };
@@ -182,6 +202,25 @@ et_bin(const void *p, size_t len)
 {
 	return (ProtobufCBinaryData){ .len = len, .data = (uint8_t *)(uintptr_t)p };
 }
+
+/* An etcd key's value: its kind ("x0", "s0", "n<limit>"), then "@<fence>"
+ * when the holder's fence is written (a put that is not its grant:
+ * PROCLAIM, a DETACH lock moved to a longer lease), then "=<value>" for a
+ * CAMPAIGN's value. A plain lock's key put at its grant is its kind alone. */
+struct et_value {
+	char kind;			/* 'x', 's' or 'n' ('?' unknown: exclusive) */
+	unsigned limit;			/* 'n': the semaphore's limit */
+	uint64_t fence;			/* the fence written, 0 none */
+	const char *value;		/* the CAMPAIGN value (into the parsed
+					 * bytes), NULL none */
+	size_t valuelen;
+};
+/* Take apart an etcd key's value (len bytes at p). */
+void et_value_parse(const void *p, size_t len, struct et_value *out);
+/* The value to put for a lease of mode/limit with fence (0: none) and
+ * value (NULL: none), in *len bytes; the caller frees it. */
+char *et_value_make(enum lock_mode mode, unsigned limit, uint64_t fence, const char *value,
+    size_t valuelen, size_t *len);
 
 /* The etcd range of lock key name (len bytes), "<prefix><escaped>/"; the
  * caller frees it. */

@@ -64,9 +64,6 @@
 #include "xmalloc.h"
 
 #define ET_DELETE_RETRY_MS 1000	/* deletes that failed are sent again then */
-#define ET_KIND_MAX 16		/* "x0", "s0", "n<limit>" and a NUL */
-#define ET_SEQ_BITS 16		/* a fence is the grant's revision << this, plus
-				 * the local handoffs since (fewer than 2^this) */
 
 static void op_send(struct et_op *op);
 
@@ -74,38 +71,35 @@ static void op_send(struct et_op *op);
 
 /* Requests are built on the caller's stack: etcd_call packs them at once. */
 
-/* The value stored for a lease of mode: its kind. */
-static void
-kind_of(enum lock_mode mode, unsigned limit, char out[ET_KIND_MAX])
-{
-	switch (mode) {
-	case LOCK_EXCLUSIVE: snprintf(out, ET_KIND_MAX, "x0"); break;
-	case LOCK_SHARED: snprintf(out, ET_KIND_MAX, "s0"); break;
-	case LOCK_SEMAPHORE: snprintf(out, ET_KIND_MAX, "n%u", limit); break;
-	}
-}
-
 /* A put of an etcd key, as one operation of a Txn. */
 struct req_put {
 	Etcd__RequestOp op;
 	Etcd__PutRequest put;
-	char kind[ET_KIND_MAX];
+	char *value;		/* its value, freed by req_put_done */
 };
 
-/* p: the put of ekey with kind mode/limit on lease. */
+/* p: the put of ekey on lease, with the value of a lease of mode/limit
+ * (et_value_make: fence 0 at a grant; value NULL for a plain lock). */
 static Etcd__RequestOp *
 req_put(struct req_put *p, const char *ekey, enum lock_mode mode, unsigned limit,
-    int64_t lease)
+    int64_t lease, uint64_t fence, const char *value, size_t valuelen)
 {
+	size_t len;
 	etcd__request_op__init(&p->op);
 	etcd__put_request__init(&p->put);
-	kind_of(mode, limit, p->kind);
+	p->value = et_value_make(mode, limit, fence, value, valuelen, &len);
 	p->put.key = et_bin(ekey, strlen(ekey));
-	p->put.value = et_bin(p->kind, strlen(p->kind));
+	p->put.value = et_bin(p->value, len);
 	p->put.lease = lease;
 	p->op.request_case = ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
 	p->op.request_put = &p->put;
 	return &p->op;
+}
+
+static void
+req_put_done(struct req_put *p)
+{
+	free(p->value);
 }
 
 /* A read of a lock key's whole range, as one operation of a Txn. */
@@ -335,6 +329,7 @@ decide(Etcd__KeyValue *const *kvs, size_t n, const char *ekey, enum lock_mode mo
 {
 	size_t mine = strlen(ekey), prev_at = n, excl_at = n;
 	int64_t prev = 0, last_excl = 0;
+	struct et_value v;
 	unsigned before = 0;
 	int rc = -1;
 
@@ -350,7 +345,8 @@ decide(Etcd__KeyValue *const *kvs, size_t n, const char *ekey, enum lock_mode mo
 		prev = c;
 		prev_at = i;
 		/* any kind but "s0" excludes readers */
-		if (kv->value.len != 2 || memcmp(kv->value.data, "s0", 2) != 0) {
+		et_value_parse(kv->value.data, kv->value.len, &v);
+		if (v.kind != 's') {
 			last_excl = c;
 			excl_at = i;
 		}
@@ -433,6 +429,9 @@ entry_placed(struct et_op *op, struct et_entry *e, const Etcd__RangeResponse *ra
 	e->own_ttl_ms = op->detach ? op->ttl_ms : 0;
 	e->mode = op->mode;
 	e->limit = op->limit;
+	free(e->value);
+	e->value = op->value != NULL ? xmemdup(op->value, op->valuelen) : NULL;
+	e->valuelen = op->valuelen;
 	if (!holds && op->try_once) {
 		/* a try leaves nothing behind: its key goes before the answer */
 		struct req_delete d;
@@ -542,13 +541,15 @@ acquire_txn(struct et_op *op)
 	free(op->ekey);
 	op->ekey = xstrdup(e->ekey);
 	op->put_lease = op->detach ? op->lease : r->lease;
-	ops[0] = req_put(&put, e->ekey, op->mode, op->limit, op->put_lease);
+	ops[0] = req_put(&put, e->ekey, op->mode, op->limit, op->put_lease, 0, op->value,
+	    op->valuelen);
 	ops[1] = req_range(&range, op->k);
 	/* an exclusive try puts its key only into an empty range */
 	cmps[0] = cmp_created(&cmp, op->k->path, op->k->pathlen, range.end, op->k->pathlen, 0);
 	op_txn(op, cmps, op->try_once && op->mode == LOCK_EXCLUSIVE && e->state == E_NEW ? 1 : 0,
 	    ops, 2, on_acquire_txn);
 	req_range_done(&range);
+	req_put_done(&put);
 }
 
 static void transfer_txn(struct et_op *op);
@@ -679,6 +680,10 @@ et_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	op->ttl_ms = l->ttl_ms;
 	op->detach = l->detached;
 	op->try_once = l->try_once != 0;
+	if (l->value != NULL) {
+		op->value = xmemdup(l->value, l->valuelen);
+		op->valuelen = l->valuelen;
+	}
 	if (!etcd_up(r->cli)) {
 		et_op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
 		return;
@@ -780,8 +785,11 @@ renew_own_txn(struct et_op *op)
 	struct req_put put;
 	Etcd__Compare cmp, *cmps[] = { cmp_created(&cmp, e->ekey, strlen(e->ekey), NULL, 0,
 	    e->create_rev) };
-	Etcd__RequestOp *ops[] = { req_put(&put, e->ekey, e->mode, e->limit, op->lease) };
+	/* not a grant: the fence is written with the value (observers') */
+	Etcd__RequestOp *ops[] = { req_put(&put, e->ekey, e->mode, e->limit, op->lease,
+	    (uint64_t)e->grant_rev << ET_SEQ_BITS | e->seq, e->value, e->valuelen) };
 	op_txn(op, cmps, 1, ops, 1, on_renew_own_txn);
+	req_put_done(&put);
 }
 
 /*
@@ -894,18 +902,23 @@ transfer_txn(struct et_op *op)
 		Etcd__Compare cmp, *cmps[] = { cmp_created(&cmp, from->ekey, strlen(from->ekey),
 		    NULL, 0, from->create_rev) };
 		Etcd__RequestOp *ops[] = { req_delete(&d, from->ekey),
-		    req_put(&put, to->ekey, op->mode, op->limit, lease), req_range(&range, op->k) };
+		    req_put(&put, to->ekey, op->mode, op->limit, lease, 0, op->value, op->valuelen),
+		    req_range(&range, op->k) };
 		op_txn(op, cmps, 1, ops, 3, on_transfer_txn);
 		req_range_done(&range);
+		req_put_done(&put);
 	}
 }
 
 /* Whether from's key can go to an exclusive session lock without a Txn:
- * it holds, exclusive, on the daemon's lease, with fences left. */
+ * it holds, exclusive, on the daemon's lease, with fences left. Not a
+ * CAMPAIGN's (from or to), nor a key this daemon observes: a handoff in
+ * place writes nothing, so other daemons could not tell its term. */
 static bool
 local_handoff_ok(const struct et_op *op, const struct et_entry *from)
 {
 	return from != NULL && !op->detach && op->mode == LOCK_EXCLUSIVE &&
+	    op->value == NULL && from->value == NULL && op->k->watched == 0 &&
 	    from->state == E_HELD && from->mode == LOCK_EXCLUSIVE && !from->gone &&
 	    !from->leaving && !from->own && from->lease == op->r->lease &&
 	    from->seq + 1 < (1u << ET_SEQ_BITS);
@@ -969,6 +982,10 @@ et_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	op->limit = to->limit;
 	op->ttl_ms = to->ttl_ms;
 	op->detach = to->detached;
+	if (to->value != NULL) {
+		op->value = xmemdup(to->value, to->valuelen);
+		op->valuelen = to->valuelen;
+	}
 	if (!etcd_up(r->cli) || (!op->detach && !et_lease_ok(r, op->t_call))) {
 		et_op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
 		return;

@@ -47,6 +47,17 @@ plausible(Etcd__KeyValue *const *kvs, size_t n)
 }
 
 /* Whether kv's key is a (NUL-free) string equal to s. */
+/* Whether kv's value is of a shared lease: its kind, before any "@fence"
+ * or "=value", is "s0". */
+static bool
+is_shared(const Etcd__KeyValue *kv)
+{
+	size_t n = 0;
+	while (n < kv->value.len && kv->value.data[n] != '@' && kv->value.data[n] != '=')
+		n++;
+	return n == 2 && memcmp(kv->value.data, "s0", 2) == 0;
+}
+
 static bool
 key_is(const Etcd__KeyValue *kv, const char *s)
 {
@@ -80,7 +91,7 @@ check_kvs(Etcd__KeyValue *const *kvs, size_t n)
 			at++;
 		prev = at > 0 ? kvs[at - 1]->create_revision : 0;
 		for (size_t j = 0; j < at; j++)
-			if (kvs[j]->value.len != 2 || memcmp(kvs[j]->value.data, "s0", 2) != 0)
+			if (!is_shared(kvs[j]))
 				excl = kvs[j]->create_revision;
 		mine = kvs[at]->create_revision;
 
