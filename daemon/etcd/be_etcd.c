@@ -15,6 +15,7 @@
  */
 #include "backend.h"
 #include "be_etcd_core.h"
+#include "be_etcd_leader.h"
 #include "be_etcd_lease.h"
 #include "be_etcd_recipe.h"
 #include "be_etcd_watch.h"
@@ -107,7 +108,8 @@ et_info(struct backend *be, struct evbuffer *out)
 	    "backend_deferred_releases:%zu\r\nbackend_renewals_total:%llu\r\n"
 	    "backend_lost_total:%llu\r\nbackend_wakeups_total:%llu\r\n"
 	    "backend_watch_messages_total:%llu\r\nbackend_tls:%d\r\n"
-	    "backend_streams:%llu\r\nbackend_local_handoffs_total:%llu\r\n",
+	    "backend_streams:%llu\r\nbackend_local_handoffs_total:%llu\r\n"
+	    "backend_observed_keys:%zu\r\n",
 	    etcd_endpoint(r->cli), etcd_up(r->cli),
 	    (unsigned long long)(r->nups > 0 ? r->nups - 1 : 0),
 	    (unsigned long long)st.switches, (long long)r->lease,
@@ -117,7 +119,7 @@ et_info(struct backend *be, struct evbuffer *out)
 	    (unsigned long long)st.failures, inflight, held, waiting, deferred,
 	    (unsigned long long)r->nrenewals, (unsigned long long)r->nlost,
 	    (unsigned long long)r->nwakeups, (unsigned long long)st.messages, r->set->tls != 0,
-	    (unsigned long long)st.streams, (unsigned long long)r->nlocal);
+	    (unsigned long long)st.streams, (unsigned long long)r->nlocal, r->nwatched);
 }
 
 /* STATUS's backend field. */
@@ -199,6 +201,7 @@ et_create(struct backend *be)
 	TAILQ_INIT(&r->ops);
 	TAILQ_INIT(&r->waiting);
 	TAILQ_INIT(&r->deferred);
+	TAILQ_INIT(&r->reads);
 	r->cli = etcd_create(be->base, &o, &h);
 	tls_client_unref(tls);	/* the client holds its own reference */
 	if (r->cli == NULL) {
@@ -241,6 +244,7 @@ et_destroy(struct backend *be)
 
 	r->destroying = true;
 	etcd_destroy(r->cli);
+	et_leader_destroy(r);
 	while ((op = TAILQ_FIRST(&r->ops)) != NULL) {
 		et_op_landed(op);
 		et_op_answer(op, BE_ERROR, 0, 0, "shutting down");
@@ -263,6 +267,7 @@ et_destroy(struct backend *be)
 			TAILQ_REMOVE(&k->entries, e, entry);
 			free(e->ekey);
 			free(e->wait_key);
+			free(e->value);
 			free(e);
 		}
 		free(k->name);
@@ -397,6 +402,9 @@ const struct backend_ops be_etcd_ops = {
 	.renew = et_renew,
 	.transfer = et_transfer,
 	.withdraw = et_withdraw,
+	.proclaim = et_proclaim,
+	.leader = et_leader,
+	.watch = et_watch_key,
 	.info = et_info,
 	.state = et_state,
 	.pending = et_pending,

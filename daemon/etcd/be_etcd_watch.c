@@ -1,6 +1,7 @@
 /*
  * be_etcd_watch — the etcd backend's watch: one stream per daemon over every
- * key under the prefix, deletes only, from the revision it has reached. A
+ * key under the prefix, deletes only (puts too while observers watch keys:
+ * see below), from the revision it has reached. A
  * delete of the key a waiting entry waits for wakes its lock key's queue
  * (the lock table asks again); a delete of a held key by someone else
  * expires its holding. A stream that ends is started again after a pause
@@ -8,6 +9,14 @@
  * starts again from the present, and every waiting key looks again.
  * Acquires wait until the stream is created (et_ready), so that no delete
  * after their answer is missed.
+ *
+ * Keys observed (ops->watch, for observe.c) are told changed, with no state
+ * (up.changed NULL: the observer reads it, be_etcd_leader.c), at each put or
+ * delete in their range, and all of them each time the stream is created
+ * (after a start while disconnected, a restart or a compaction: changes may
+ * have been missed). While any key is observed the stream carries puts as
+ * well; it is started again, from where it stopped, when the first key is
+ * observed and when the last one is not any more.
  */
 #include "be_etcd_core.h"
 #include "be_etcd_lease.h"
@@ -61,8 +70,10 @@ et_watch_start(struct et *r)
 	etcd__watch_create_request__init(&req);
 	req.key = et_bin(p, strlen(p));
 	req.range_end = et_bin(end, endlen);
-	req.filters = &noput;
-	req.n_filters = 1;
+	if (r->nwatched == 0) {
+		req.filters = &noput;
+		req.n_filters = 1;
+	}
 	if (r->watch_rev > 0)
 		req.start_revision = r->watch_rev + 1;
 	r->watch_ready = false;
@@ -136,6 +147,71 @@ watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev)
 	}
 }
 
+/* Tell the observers of keys (n of them, a reference each, dropped here)
+ * that they changed. */
+static void
+tell_changed(struct et *r, struct et_key **keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (keys[i]->watched && !r->destroying)
+			r->be->up.changed(r->be->up.arg, keys[i]->name, keys[i]->len, NULL);
+		et_key_put(r, keys[i]);
+	}
+}
+
+/* Every observed key (a reference each), into a new array (the caller
+ * frees it) of *n. */
+static struct et_key **
+watched_keys(struct et *r, size_t *n)
+{
+	struct et_key **keys = xcalloc(r->nwatched > 0 ? r->nwatched : 1, sizeof(*keys));
+	struct hashtab_iter it;
+	struct hashtab_node *node;
+	*n = 0;
+	hashtab_iter_init(&it, r->keys);
+	while ((node = hashtab_next(&it)) != NULL && *n < r->nwatched) {
+		struct et_key *k = (struct et_key *)(void *)node;
+		if (k->watched) {
+			k->refs++;
+			keys[(*n)++] = k;
+		}
+	}
+	return keys;
+}
+
+/* ops->watch: observers want key's changes (on) or not any more. */
+void
+et_watch_key(struct backend *be, const char *key, size_t keylen, int on)
+{
+	struct et *r = be->priv;
+	struct et_key *k;
+	if (on) {
+		k = et_key_get(r, key, keylen);	/* kept while watched */
+		if (k->watched) {
+			et_key_put(r, k);
+			return;
+		}
+		k->watched = 1;
+		if (r->nwatched++ > 0)
+			return;
+	} else {
+		size_t pathlen;
+		char *path = et_key_path(r, key, keylen, &pathlen);
+		k = et_key_find_path(r, path, pathlen);
+		free(path);
+		if (k == NULL || !k->watched)
+			return;
+		k->watched = 0;
+		r->nwatched--;
+		et_key_put(r, k);
+		if (r->nwatched > 0)
+			return;
+	}
+	/* puts wanted, or not any more: from where the stream stopped */
+	if (etcd_watching(r->cli))
+		et_watch_start(r);
+}
+
 /* One message of the watch stream, or NULL: the stream ended. */
 void
 et_on_watch(void *arg, const Etcd__WatchResponse *res)
@@ -178,8 +254,18 @@ et_on_watch(void *arg, const Etcd__WatchResponse *res)
 			wake_all(r);
 		}
 		r->recipe.flush(r);
+		if (r->nwatched > 0) {
+			/* what observers were told may be old: they read again */
+			size_t n;
+			struct et_key **keys = watched_keys(r, &n);
+			tell_changed(r, keys, n);
+			free(keys);
+		}
 		return;
 	}
+	struct et_key **told = r->nwatched > 0 && res->n_events > 0 ?
+	    xcalloc(res->n_events, sizeof(*told)) : NULL;
+	size_t ntold = 0;
 	for (size_t i = 0; i < res->n_events; i++) {
 		const Etcd__Event *ev = res->events[i];
 		int64_t rev;
@@ -188,9 +274,29 @@ et_on_watch(void *arg, const Etcd__WatchResponse *res)
 		rev = ev->kv->mod_revision;
 		if (rev > r->watch_rev)
 			r->watch_rev = rev;
-		if (ev->type != ETCD__EVENT__EVENT_TYPE__DELETE || ev->kv->key.len == 0)
+		if (ev->kv->key.len == 0)
+			continue;
+		if (told != NULL) {
+			/* a change of an observed key's range, told once */
+			const char *ekey = (const char *)ev->kv->key.data;
+			const char *slash = memrchr(ekey, '/', ev->kv->key.len);
+			struct et_key *k = slash != NULL ?
+			    et_key_find_path(r, ekey, (size_t)(slash - ekey) + 1) : NULL;
+			size_t j = 0;
+			while (k != NULL && k->watched && j < ntold && told[j] != k)
+				j++;
+			if (k != NULL && k->watched && j == ntold) {
+				k->refs++;
+				told[ntold++] = k;
+			}
+		}
+		if (ev->type != ETCD__EVENT__EVENT_TYPE__DELETE)
 			continue;
 		watch_delete(r, (const char *)ev->kv->key.data, ev->kv->key.len, rev);
+	}
+	if (told != NULL) {
+		tell_changed(r, told, ntold);
+		free(told);
 	}
 	if (res->n_events == 0 && head > r->watch_rev)
 		r->watch_rev = head;	/* progress: nothing before head is missing */

@@ -7,6 +7,7 @@
 
 #include <event2/util.h>
 
+#include "backend.h"
 #include "etcd.pb-c.h"
 
 struct et;
@@ -15,6 +16,8 @@ struct et;
 void et_watch_start(struct et *r);
 /* The client's watch hook: one message of the stream, or NULL. */
 void et_on_watch(void *arg, const Etcd__WatchResponse *res);
+/* ops->watch: observers want key's changes (on 1) or not any more (0). */
+void et_watch_key(struct backend *be, const char *key, size_t keylen, int on);
 /* r->ev_watch: time to start the watch stream again. */
 void et_on_watch_timer(evutil_socket_t fd, short what, void *arg);
 

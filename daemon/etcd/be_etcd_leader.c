@@ -1,0 +1,359 @@
+/*
+ * be_etcd_leader — leaders for observers on the etcd backend: PROCLAIM,
+ * which writes a new CAMPAIGN value to the holder's etcd key, and LEADER's
+ * read of a lock key's range, which any daemon can make from etcd alone.
+ * (The watch of observed keys is in be_etcd_watch.c.)
+ *
+ * A key's holders are read the way the recipe ranks them (be_etcd_recipe.c):
+ * by create revision, an exclusive key first, shared keys before any other
+ * kind, a semaphore's within its limit. A holder's fence is the revision of
+ * the put that granted it, shifted (ET_SEQ_BITS): its key's mod revision,
+ * unless a later put that was not a grant (PROCLAIM, a DETACH lock moved to
+ * a longer lease) wrote the fence into the value (et_value_parse).
+ *
+ * A key that stands first in etcd is not always granted yet: a waiting
+ * key whose predecessor has just been deleted holds in etcd, but its daemon
+ * grants it only with its next put (a new fence), one round trip later.
+ * Its mod revision is then that of its wait, older than the last fence
+ * given. So each holder read whose fence is its mod revision is checked
+ * with a read of the range as it was at that revision (one Txn for them
+ * all): a key that held then was granted then; one that did not is not
+ * counted, and the observer sees the key free (or with fewer holders) for
+ * that round trip. When those revisions are compacted away, the holders are
+ * taken as granted.
+ *
+ * The version of a state read is the etcd revision of the read: every
+ * change of the key in etcd, through any daemon, has a higher one after it.
+ */
+#include "be_etcd_core.h"
+#include "be_etcd_leader.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "etcd.h"
+#include "xmalloc.h"
+
+#define ET_READ_CHECKS 32	/* at most this many holders are checked */
+
+/* ---- PROCLAIM -------------------------------------------------------------- */
+
+/* The answer to a PROCLAIM's Txn. */
+static void
+on_proclaim_txn(void *arg, const struct etcd_result *res)
+{
+	struct et_op *op = arg;
+	struct et_entry *e = et_entry_find(op->k, op->token);
+	const Etcd__TxnResponse *t = res->status == ETCD_OK ?
+	    (const Etcd__TxnResponse *)(const void *)res->msg : NULL;
+	et_op_landed(op);
+	if (t == NULL) {
+		et_op_answer(op, BE_ERROR, 0, 0, res->why);
+	} else if (!t->succeeded) {
+		if (e != NULL && e->state == E_HELD)
+			e->gone = true;	/* its next renewal tells the loss */
+		et_op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
+	} else {
+		if (e != NULL) {
+			free(e->value);
+			e->value = xmemdup(op->value, op->valuelen);
+			e->valuelen = op->valuelen;
+		}
+		et_op_answer(op, BE_OK, 0, 0, NULL);
+	}
+}
+
+void
+et_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
+{
+	struct et *r = be->priv;
+	struct et_op *op = et_op_new(r, EK_PROCLAIM, l->key, l->keylen, cb, arg);
+	struct et_entry *e = et_entry_find(op->k, l->token);
+	size_t len;
+	memcpy(op->token, l->token, TOKEN_LEN + 1);
+	op->value = xmemdup(l->value != NULL ? l->value : "", l->valuelen);
+	op->valuelen = l->valuelen;
+	if (e == NULL || e->state != E_HELD || e->gone || e->leaving ||
+	    e->mode != LOCK_EXCLUSIVE || (!e->own && e->lease != r->lease)) {
+		et_op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
+		return;
+	}
+	if (!etcd_up(r->cli)) {
+		et_op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
+		return;
+	}
+	/* not a grant: the fence goes with the value; the key keeps its lease
+	 * (ignore_lease: a DETACH lock's may be changing on this lane) */
+	char *v = et_value_make(e->mode, e->limit, (uint64_t)e->grant_rev << ET_SEQ_BITS | e->seq,
+	    op->value, op->valuelen, &len);
+	Etcd__Compare cmp;
+	Etcd__Compare *cmps[] = { &cmp };
+	Etcd__PutRequest put;
+	Etcd__RequestOp rop;
+	Etcd__RequestOp *ops[] = { &rop };
+	Etcd__TxnRequest txn;
+	etcd__compare__init(&cmp);
+	cmp.key = et_bin(e->ekey, strlen(e->ekey));
+	cmp.target = ETCD__COMPARE__COMPARE_TARGET__CREATE;
+	cmp.result = ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+	cmp.target_union_case = ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
+	cmp.create_revision = e->create_rev;
+	etcd__put_request__init(&put);
+	put.key = et_bin(e->ekey, strlen(e->ekey));
+	put.value = et_bin(v, len);
+	put.ignore_lease = 1;
+	etcd__request_op__init(&rop);
+	rop.request_case = ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
+	rop.request_put = &put;
+	etcd__txn_request__init(&txn);
+	txn.compare = cmps;
+	txn.n_compare = 1;
+	txn.success = ops;
+	txn.n_success = 1;
+	et_op_call(op, ETCD_TXN, &txn.base, on_proclaim_txn);
+	free(v);
+}
+
+/* ---- LEADER ---------------------------------------------------------------- */
+
+/* A holder found by a read. */
+struct et_holder {
+	char *ekey;		/* its etcd key (owned) */
+	size_t ekeylen;
+	int64_t mod_rev;	/* its mod revision */
+	uint64_t fence;		/* its fence */
+	bool check;		/* the fence is its mod revision: to be checked */
+	bool granted;		/* counted */
+	struct et_value v;	/* its value, into val */
+	char *val;		/* its value's bytes (owned) */
+};
+
+/* A LEADER read: a read of the range, then maybe one Txn of checks. */
+struct et_read {
+	struct et *r;
+	be_leader_cb *cb;
+	void *arg;
+	char *path;			/* the range (owned) */
+	size_t pathlen;
+	int64_t version;		/* the revision of the first read */
+	struct et_holder *h;		/* the holders read (owned) */
+	size_t nh;
+	TAILQ_ENTRY(et_read) entry;	/* on r->reads */
+};
+
+/* Whether kvs[i] (n of them by create revision) holds, by the recipe's
+ * ranking. */
+static bool
+kv_holds(Etcd__KeyValue *const *kvs, size_t n, size_t i)
+{
+	struct et_value v, w;
+	if (i >= n)
+		return false;
+	et_value_parse(kvs[i]->value.data, kvs[i]->value.len, &v);
+	switch (v.kind) {
+	case 's':
+		for (size_t j = 0; j < i; j++) {
+			et_value_parse(kvs[j]->value.data, kvs[j]->value.len, &w);
+			if (w.kind != 's')
+				return false;
+		}
+		return true;
+	case 'n':
+		return i < v.limit;
+	default:
+		return i == 0;
+	}
+}
+
+static void
+read_free(struct et_read *rd)
+{
+	for (size_t i = 0; i < rd->nh; i++) {
+		free(rd->h[i].ekey);
+		free(rd->h[i].val);
+	}
+	free(rd->h);
+	free(rd->path);
+	free(rd);
+}
+
+/* Tell rd's answer (why NULL: the holders granted) and free it. */
+static void
+read_answer(struct et_read *rd, const char *why, bool failed)
+{
+	struct be_leader l = { .status = BE_OK, .version = (uint64_t)rd->version };
+	const struct et_holder *first = NULL;
+	TAILQ_REMOVE(&rd->r->reads, rd, entry);
+	if (failed) {
+		l.status = BE_ERROR;
+		l.why = why;
+	} else {
+		for (size_t i = 0; i < rd->nh; i++) {
+			const struct et_holder *h = &rd->h[i];
+			if (!h->granted)
+				continue;
+			if (first == NULL)
+				first = h;
+			l.holders++;
+			if (h->fence > l.term)
+				l.term = h->fence;
+		}
+		if (first != NULL) {
+			l.mode = first->v.kind == 's' ? LOCK_SHARED : first->v.kind == 'n' ?
+			    LOCK_SEMAPHORE : LOCK_EXCLUSIVE;
+			if (l.mode == LOCK_EXCLUSIVE && first->v.value != NULL) {
+				l.value = first->v.value;
+				l.valuelen = first->v.valuelen;
+			}
+		}
+	}
+	rd->cb(rd->arg, &l);
+	read_free(rd);
+}
+
+/* The answer to the checks: a holder is granted if it held at its mod
+ * revision. */
+static void
+on_read_checks(void *arg, const struct etcd_result *res)
+{
+	struct et_read *rd = arg;
+	const Etcd__TxnResponse *t = res->status == ETCD_OK ?
+	    (const Etcd__TxnResponse *)(const void *)res->msg : NULL;
+	size_t at = 0;
+	if (t == NULL) {
+		/* revisions compacted away: the keys have stood still since */
+		bool compacted = res->status == ETCD_FAILED && res->why != NULL &&
+		    strstr(res->why, "compacted") != NULL;
+		read_answer(rd, res->why != NULL ? res->why : "etcd is not reachable", !compacted);
+		return;
+	}
+	for (size_t i = 0; i < rd->nh; i++) {
+		struct et_holder *h = &rd->h[i];
+		const Etcd__RangeResponse *rr;
+		if (!h->check)
+			continue;
+		rr = at < t->n_responses && t->responses[at]->response_case ==
+		    ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE ? t->responses[at]->response_range :
+		    NULL;
+		at++;
+		h->granted = false;
+		if (rr == NULL)
+			continue;
+		for (size_t j = 0; j < rr->n_kvs; j++)
+			if (rr->kvs[j]->key.len == h->ekeylen &&
+			    memcmp(rr->kvs[j]->key.data, h->ekey, h->ekeylen) == 0) {
+				h->granted = rr->kvs[j]->mod_revision == h->mod_rev &&
+				    kv_holds(rr->kvs, rr->n_kvs, j);
+				break;
+			}
+	}
+	read_answer(rd, NULL, false);
+}
+
+/* The answer to the read of the range: its holders, then the checks of
+ * those whose fence is their mod revision. */
+static void
+on_read_range(void *arg, const struct etcd_result *res)
+{
+	struct et_read *rd = arg;
+	const Etcd__RangeResponse *rr = res->status == ETCD_OK ?
+	    (const Etcd__RangeResponse *)(const void *)res->msg : NULL;
+	size_t nchecks = 0;
+	if (rr == NULL) {
+		read_answer(rd, res->why != NULL ? res->why : "etcd is not reachable", true);
+		return;
+	}
+	rd->version = rr->header != NULL ? rr->header->revision : 0;
+	rd->h = xcalloc(rr->n_kvs > 0 ? rr->n_kvs : 1, sizeof(*rd->h));
+	for (size_t i = 0; i < rr->n_kvs; i++) {
+		const Etcd__KeyValue *kv = rr->kvs[i];
+		struct et_holder *h;
+		if (!kv_holds(rr->kvs, rr->n_kvs, i))
+			continue;
+		h = &rd->h[rd->nh++];
+		h->ekey = xmemdup(kv->key.data, kv->key.len);
+		h->ekeylen = kv->key.len;
+		h->mod_rev = kv->mod_revision;
+		h->val = xmemdup(kv->value.data, kv->value.len);
+		et_value_parse(h->val, kv->value.len, &h->v);
+		h->granted = true;
+		if (h->v.fence != 0) {
+			h->fence = h->v.fence;
+		} else {
+			h->fence = (uint64_t)kv->mod_revision << ET_SEQ_BITS;
+			h->check = nchecks < ET_READ_CHECKS;
+			nchecks += h->check;
+		}
+	}
+	if (nchecks == 0) {
+		read_answer(rd, NULL, false);
+		return;
+	}
+	/* one Txn of reads of the range as it was at each mod revision */
+	Etcd__RangeRequest *ranges = xcalloc(nchecks, sizeof(*ranges));
+	Etcd__RequestOp *rops = xcalloc(nchecks, sizeof(*rops));
+	Etcd__RequestOp **ops = xcalloc(nchecks, sizeof(*ops));
+	char *end = xmemdup(rd->path, rd->pathlen);
+	size_t n = 0;
+	Etcd__TxnRequest txn;
+	end[rd->pathlen - 1]++;	/* '/' + 1: the end of the prefix range */
+	for (size_t i = 0; i < rd->nh; i++) {
+		if (!rd->h[i].check)
+			continue;
+		etcd__range_request__init(&ranges[n]);
+		ranges[n].key = et_bin(rd->path, rd->pathlen);
+		ranges[n].range_end = et_bin(end, rd->pathlen);
+		ranges[n].sort_order = ETCD__RANGE_REQUEST__SORT_ORDER__ASCEND;
+		ranges[n].sort_target = ETCD__RANGE_REQUEST__SORT_TARGET__CREATE;
+		ranges[n].revision = rd->h[i].mod_rev;
+		etcd__request_op__init(&rops[n]);
+		rops[n].request_case = ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
+		rops[n].request_range = &ranges[n];
+		ops[n] = &rops[n];
+		n++;
+	}
+	etcd__txn_request__init(&txn);
+	txn.success = ops;
+	txn.n_success = n;
+	etcd_call(rd->r->cli, ETCD_TXN, &txn.base, on_read_checks, rd);
+	free(end);
+	free(ops);
+	free(rops);
+	free(ranges);
+}
+
+void
+et_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
+{
+	struct et *r = be->priv;
+	struct et_read *rd = xcalloc(1, sizeof(*rd));
+	Etcd__RangeRequest req;
+	char *end;
+	rd->r = r;
+	rd->cb = cb;
+	rd->arg = arg;
+	rd->path = et_key_path(r, key, keylen, &rd->pathlen);
+	TAILQ_INSERT_TAIL(&r->reads, rd, entry);
+	end = xmemdup(rd->path, rd->pathlen);
+	end[rd->pathlen - 1]++;
+	etcd__range_request__init(&req);
+	req.key = et_bin(rd->path, rd->pathlen);
+	req.range_end = et_bin(end, rd->pathlen);
+	req.sort_order = ETCD__RANGE_REQUEST__SORT_ORDER__ASCEND;
+	req.sort_target = ETCD__RANGE_REQUEST__SORT_TARGET__CREATE;
+	/* the client answers from the loop, also when etcd is down */
+	etcd_call(r->cli, ETCD_RANGE, &req.base, on_read_range, rd);
+	free(end);
+}
+
+void
+et_leader_destroy(struct et *r)
+{
+	struct et_read *rd;
+	while ((rd = TAILQ_FIRST(&r->reads)) != NULL)
+		read_answer(rd, "shutting down", true);
+}

@@ -1,0 +1,21 @@
+/*
+ * be_etcd_leader — leaders for observers on the etcd backend
+ * (be_etcd_leader.c), for be_etcd.c.
+ */
+#ifndef DLOCKD_BE_ETCD_LEADER_H
+#define DLOCKD_BE_ETCD_LEADER_H
+
+#include <stddef.h>
+
+#include "backend.h"
+
+struct et;
+
+/* The lock table's and observers' operations (struct backend_ops). */
+void et_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg);
+void et_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
+    void *arg);
+/* Shutting down (the client is gone): answer the reads left with BE_ERROR. */
+void et_leader_destroy(struct et *r);
+
+#endif
