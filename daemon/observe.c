@@ -86,6 +86,8 @@ struct obs_client {
 	bool now;			/* ... by obs_client_now: a read failing
 					 * ends it */
 	struct event *timer;		/* its WAIT; made when first needed */
+	uint64_t answered;		/* the revision its obs_client_now wait was
+					 * last answered with: not pushed again */
 	struct obs_follow_list follows;	/* keys followed */
 	TAILQ_ENTRY(obs_client) wentry;	/* on wk->waits */
 };
@@ -297,11 +299,15 @@ key_tell(struct obs *o, struct obs_key *k)
 				break;
 		if (c == NULL)
 			break;
+		if (c->now)
+			c->answered = st.revision;
 		wait_end(c);
 		c->cb(c->arg, OBS_CHANGED, k->name, k->len, &st);
 	}
+	/* a FOLLOW whose first state was just its answer is not pushed it */
 	TAILQ_FOREACH(f, &k->follows, kentry)
-		f->c->cb(f->c->arg, OBS_PUSH, k->name, k->len, &st);
+		if (f->c->answered != st.revision)
+			f->c->cb(f->c->arg, OBS_PUSH, k->name, k->len, &st);
 	key_unref(o, k);
 }
 
