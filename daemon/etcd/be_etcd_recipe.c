@@ -7,7 +7,8 @@
  * semaphores. A lock key K is the range of etcd keys "<prefix><K escaped>/"
  * (be_etcd_core.c); each holder or waiting head of a daemon's local queue has
  * one etcd key "<range><token>" in it, whose value is its kind ("x0"
- * exclusive, "s0" shared, "n<limit>" semaphore). The keys are ranked by
+ * exclusive, "s0" shared, "n<limit>" semaphore), with a CAMPAIGN's value
+ * after it (struct et_value). The keys are ranked by
  * create revision: an exclusive key holds when it is first, a shared one
  * when no key before it is exclusive (the read-write recipe), a semaphore's
  * when fewer than its limit are before it. An acquire is one Txn: put the
@@ -35,7 +36,8 @@
  * Handoff of an exclusive session lease to an exclusive session waiter:
  * first a read of the range; when the holder's key is alone there, no other
  * daemon waits, and the waiter takes the key over in place (a local
- * handoff: fence + 1, nothing written). Otherwise, and for the other kinds,
+ * handoff: fence + 1, nothing written; not for a CAMPAIGN nor an observed
+ * key, whose new term other daemons must see). Otherwise, and for the other kinds,
  * one Txn, guarded by the holder's create revision, deletes the holder's
  * key and puts the next local waiter's at the end of the range: it holds at
  * once when no other daemon's key waits, else the first of those holds (the
