@@ -188,7 +188,7 @@ rd_op_done(struct rd_op *op)
 /* Tell op's caller, once; a BE_OK lease lasts rquorum_valid of its TTL
  * from the call (the scripts ran after it and never shorten a lease). op
  * stays until rd_op_done frees it. */
-static void
+void
 rd_op_tell(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
 {
 	struct rd *r = op->r;
@@ -242,8 +242,8 @@ rd_op_fail_later(struct rd_op *op, enum be_status st)
  * args (NULL-terminated; rscript_key for the key itself). The caller owns the
  * call until it is sent or kept; rd_op_free frees it.
  */
-static struct rd_op *
-op_new(struct rd *r, enum rscript script, const struct be_lock *l, const char *member,
+struct rd_op *
+rd_op_new(struct rd *r, enum rscript script, const struct be_lock *l, const char *member,
     const char *keykinds, const char *const *args, be_cb *cb, void *arg)
 {
 	const char *all[RSCRIPT_ARGS + 1];
@@ -253,7 +253,8 @@ op_new(struct rd *r, enum rscript script, const struct be_lock *l, const char *m
 	for (size_t i = 0; args[i] != NULL && nargs < RSCRIPT_ARGS; i++)
 		all[nargs++] = args[i];
 	all[nargs] = NULL;
-	need = rscript_size(strlen(r->set->key_prefix), l->keylen, tags, keykinds, all);
+	need = rscript_size(strlen(r->set->key_prefix), l->keylen, tags, keykinds, all,
+	    l->valuelen);
 	struct rd_op *op = xmalloc(sizeof(*op) + r->ncalls * sizeof(struct rd_call) +
 	    l->keylen + need);
 	memset(op, 0, sizeof(*op) + r->ncalls * sizeof(struct rd_call));
@@ -270,7 +271,7 @@ op_new(struct rd *r, enum rscript script, const struct be_lock *l, const char *m
 	op->keylen = l->keylen;
 	op->ttl_ms = l->ttl_ms;
 	op->member = rscript_build(&op->args, op->buf + l->keylen, r->set->key_prefix, op->key,
-	    op->keylen, tags, keykinds, all);
+	    op->keylen, tags, keykinds, all, l->value, l->valuelen);
 	return op;
 }
 
@@ -280,7 +281,7 @@ rd_release_new(struct rd *r, const struct be_lock *l, const char *member, be_cb 
 {
 	/* the message is the key itself */
 	const char *args[] = { r->topo->channel(r, l->key, l->keylen, false), rscript_key, NULL };
-	return op_new(r, RS_RELEASE, l, member, "lw", args, cb, arg);
+	return rd_op_new(r, RS_RELEASE, l, member, "lwo", args, cb, arg);
 }
 
 /* ---- retries and yields -------------------------------------------------- */
@@ -402,8 +403,10 @@ answer_of(const struct rd_op *op, struct rd_call *c, const redisReply *rep, cons
 			c->maybe = true;
 			return RQ_FAILED;
 		}
-		if (v == 1)
+		if (v == 1) {
+			c->observed = reply_int(rep, 2, 0) == 1;
 			return RQ_OK;
+		}
 		if (op->script == RS_ACQUIRE && v == 0) {
 			c->busy_ms = reply_int(rep, 1, RD_RETRY_CAP_MS);
 			return RQ_BUSY;
@@ -417,6 +420,7 @@ answer_of(const struct rd_op *op, struct rd_call *c, const redisReply *rep, cons
 		return RQ_FAILED;
 	case RS_RELEASE:
 	case RS_RENEW:
+	case RS_PROCLAIM:
 		if (rep->type != REDIS_REPLY_INTEGER)
 			return RQ_FAILED;
 		if (rep->integer == 1)
@@ -485,6 +489,11 @@ rd_release_taken(struct rd *r, const struct rd_op *op, const char *member, bool 
 static void
 rd_granted(struct rd *r, struct rd_op *op)
 {
+	/* a key that some daemon observes goes through Redis at each grant,
+	 * so that its observers are told: no fences are delegated */
+	for (size_t i = 0; i < r->ncalls; i++)
+		if (op->calls[i].answer == RQ_OK && op->calls[i].observed)
+			op->fences = 1;
 	if (op->script == RS_TRANSFER || op->fences > 1)
 		deleg_granted(r, op, op->fence);
 	rd_op_tell(op, BE_OK, op->fence, NULL);
@@ -815,6 +824,12 @@ rd_on_reply(void *arg, const redisReply *rep, const char *why)
 		rd_op_done(op);
 		return;
 	}
+	if (op->script == RS_LOOK && !(r->topo->redirected != NULL && rep != NULL &&
+	    rep->type == REDIS_REPLY_ERROR && r->topo->redirected(r, op, rep))) {
+		rd_looked(r, c, rep, why);
+		rd_op_done(op);
+		return;
+	}
 	if (op->script == RS_RELEASE)
 		r->releases_inflight--;
 	if (r->topo->redirected != NULL && rep != NULL && rep->type == REDIS_REPLY_ERROR &&
@@ -866,9 +881,7 @@ rd_call_send(struct rd *r, struct rd_op *op, size_t i, struct rd_node *nd)
 	return 0;
 }
 
-/* Send op: the topology's calls, or (too few nodes up) a failure from the
- * loop, a release kept for later. */
-static void
+void
 rd_send(struct rd *r, struct rd_op *op)
 {
 	op->sent_ms = clock_ms();
@@ -929,8 +942,10 @@ rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	snprintf(mark, sizeof(mark), "%d", RD_MARK_MS);
 	snprintf(fences, sizeof(fences), "%u", n);
 	const char *args[] = { ttl, kind, limit, mark, fences,
-	    r->topo->channel(r, l->key, l->keylen, true), rscript_key, NULL };
-	struct rd_op *op = op_new(r, RS_ACQUIRE, l, member, "lfw", args, cb, arg);
+	    r->topo->channel(r, l->key, l->keylen, true), rscript_key,
+	    r->topo->channel(r, l->key, l->keylen, false), l->value != NULL ? "1" : "0",
+	    rscript_value, NULL };
+	struct rd_op *op = rd_op_new(r, RS_ACQUIRE, l, member, "lfwoe", args, cb, arg);
 	op->fences = n;
 	if (now < r->settle_until) {
 		/* the connection is back (a restart, a failover): the daemons'
@@ -978,7 +993,7 @@ rd_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	 * it can (not counted in the quorum) */
 	const char *args[] = { ttl, r->ncalls > 1 ? "1" : "0", limit, NULL };
 	r->nrenewals++;
-	rd_send(r, op_new(r, RS_RENEW, l, member, "l", args, cb, arg));
+	rd_send(r, rd_op_new(r, RS_RENEW, l, member, "l", args, cb, arg));
 }
 
 /* Hand from's lease to to: locally while the key's delegation allows
@@ -1007,10 +1022,10 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	snprintf(limit, sizeof(limit), "%lld", r->set->handoff_limit);
 	snprintf(fences, sizeof(fences), "%u", n);
 	const char *args[] = { fm, ttl, run, limit, r->topo->channel(r, to->key, to->keylen,
-	    false), rscript_key, fences, NULL };
-	struct rd_op *op = op_new(r, RS_TRANSFER, to, tm, "lfw", args, cb, arg);
+	    false), rscript_key, fences, to->value != NULL ? "1" : "0", rscript_value, NULL };
+	struct rd_op *op = rd_op_new(r, RS_TRANSFER, to, tm, "lfwoe", args, cb, arg);
 	op->fences = n;
-	op->from = op->args.argv[5];	/* numkeys, 3 keys, to, from */
+	op->from = op->args.argv[7];	/* numkeys, 5 keys, to, from */
 	rd_send(r, op);
 }
 
@@ -1083,6 +1098,7 @@ on_subscribed(void *arg)
 {
 	struct rd *r = ((struct rd_node *)arg)->r;
 	r->be->up.wakeup(r->be->up.arg, NULL, 0);
+	rd_watch_all(r);
 }
 
 /* A message: a key was released (its queue is woken unless this daemon
@@ -1101,6 +1117,7 @@ on_message(void *arg, const char *channel, size_t channellen, const char *key, s
 	r->nmessages++;
 	if (!yield_quiet(r, key, keylen))
 		r->be->up.wakeup(r->be->up.arg, key, keylen);
+	rd_watch_message(r, key, keylen);
 }
 
 const struct rnode_hooks rd_node_hooks = {
@@ -1214,6 +1231,7 @@ rd_init(struct backend *be, struct tls_client *tls, const struct rd_topo *topo)
 	TAILQ_INIT(&r->locals);
 	TAILQ_INIT(&r->cached);
 	r->delegs = hashtab_create(64);
+	r->watches = hashtab_create(16);
 	r->channellen = (size_t)snprintf(r->channel, sizeof(r->channel), "%sreleased",
 	    c->key_prefix);
 	r->wantedlen = (size_t)snprintf(r->wanted, sizeof(r->wanted), "%swanted",
@@ -1324,6 +1342,7 @@ rd_destroy(struct backend *be)
 		retry_free(r, rt);
 	deleg_free_all(r);
 	hashtab_destroy(r->delegs);
+	rd_watch_free(r);
 	later_destroy(r->later);
 	event_free(r->ev_cache);
 	if (r->dns != NULL)
@@ -1421,7 +1440,7 @@ be_redis_answer(struct backend *be, int script, const struct be_lock *l, unsigne
 		deleg_member(r, l, member);
 	else
 		rscript_member(l, member);
-	struct rd_op *op = op_new(r, (enum rscript)script, l, member, "l", none, cb, arg);
+	struct rd_op *op = rd_op_new(r, (enum rscript)script, l, member, "l", none, cb, arg);
 	op->fences = fences;
 	op->sent_ms = clock_ms();
 	if (op->script == RS_RELEASE)

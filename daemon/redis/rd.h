@@ -71,6 +71,8 @@ struct rd_call {
 	unsigned char answer;		/* enum rq_answer */
 	bool maybe;			/* failed, but may have taken the lease */
 	bool raising;			/* the fence's write-back is in flight */
+	bool observed;			/* RQ_OK acquire, transfer: some daemon
+					 * observes the key (its grants are told) */
 	long long busy_ms;		/* RQ_BUSY acquire: when the key may be free */
 	uint64_t fence;			/* RQ_OK acquire, transfer: its proposal */
 };
@@ -344,6 +346,8 @@ struct rd {
 	/* how rdeleg gives back a lease nobody here holds (the core's: a
 	 * release sent, or kept until it can be) */
 	void (*give_back)(struct rd *r, const struct be_lock *l, const char *member);
+	struct hashtab *watches;	/* struct rd_watch by key (rleader.c) */
+	uint64_t nlooks;		/* looks sent (LEADER, observers) */
 	bool draining;			/* shutting down: cache nothing */
 	bool destroying;		/* rd_destroy runs: keep nothing for later */
 };
@@ -380,6 +384,37 @@ void rd_node_init(struct rd *r, struct rd_node *nd, const struct rnode_conf *nc)
 /* Add nd to r->nodes. */
 void rd_node_add(struct rd *r, struct rd_node *nd);
 
+/* A new operation: a call of script with one key per letter of keykinds
+ * ('l' lock, 'f' fence, 'w' mark, 'o' observed mark, 'e' election record)
+ * named after l's key, then ARGV: member (kept as op->member), then args
+ * (NULL-terminated; rscript_key for the key, rscript_value for l's value).
+ * The caller owns it until it is sent (rd_send) or kept. */
+struct rd_op *rd_op_new(struct rd *r, enum rscript script, const struct be_lock *l,
+    const char *member, const char *keykinds, const char *const *args, be_cb *cb, void *arg);
+/* Send op: the topology's calls, or (too few nodes up) a failure from the
+ * loop, a release kept for later. */
+void rd_send(struct rd *r, struct rd_op *op);
+
+/* ---- leaders and observers (rleader.c) ---------------------------------- */
+
+/* backend_ops.proclaim, leader and watch of the backends of one call per
+ * operation (redis, Sentinel, redis-cluster). */
+void rd_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg);
+void rd_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
+    void *arg);
+void rd_watch(struct backend *be, const char *key, size_t keylen, int on);
+/* A look's call c answered rep (NULL: none will come, why says why): its
+ * caller is told, and a watched key's next look is armed. */
+void rd_looked(struct rd *r, struct rd_call *c, const struct redisReply *rep,
+    const char *why);
+/* A release message for key: its observers read it again. */
+void rd_watch_message(struct rd *r, const char *key, size_t keylen);
+/* Messages may have been missed, or a server is new: every observed key is
+ * read again (and marked observed there). */
+void rd_watch_all(struct rd *r);
+/* Free the watches (rd_destroy). */
+void rd_watch_free(struct rd *r);
+
 /* Call i of op to node nd (the script, with the replicas' WAIT unless it is
  * a release): 0 once it is out; -1 when nd is not up (nothing changed). */
 int rd_call_send(struct rd *r, struct rd_op *op, size_t i, struct rd_node *nd);
@@ -388,6 +423,8 @@ int rd_call_send(struct rd *r, struct rd_op *op, size_t i, struct rd_node *nd);
 void rd_keep_on(struct rd *r, const struct rd_op *op, size_t i);
 /* Fail op from the loop (never from inside the call that made it). */
 void rd_op_fail_later(struct rd_op *op, enum be_status st);
+/* Tell op's caller, once (op stays until its calls are answered). */
+void rd_op_tell(struct rd_op *op, enum be_status st, uint64_t fence, const char *why);
 /* Tell op's caller and free op (nothing of it is in flight). */
 void rd_op_complete(struct rd_op *op, enum be_status st, uint64_t fence, const char *why);
 /* Arm op's node timeout (several calls): what has not answered by then

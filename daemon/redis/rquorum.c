@@ -41,6 +41,7 @@ rquorum_decide(enum rscript script, const struct rq_vote *votes, size_t nvotes, 
 		return n[RQ_BUSY] > 0 ? RV_YIELDED : RV_ENDED;
 	case RS_RENEW:
 	case RS_RELEASE:
+	case RS_PROCLAIM:
 		return n[RQ_NOTOWNER] + n[RQ_BROUGHT] > t->minority ? RV_NOTOWNER : RV_FAILED;
 	default:
 		return RV_FAILED;

@@ -34,22 +34,45 @@
 #define LUA_RELEASED(mark, channel, key) \
 	"if redis.call('DEL', " #mark ") == 1 then " \
 	"  redis.call('PUBLISH', " #channel ", " #key ") end "
+/* watched(o): whether a daemon observes the key (its mark o, set by the
+ * look script); tell(o, channel, key): then publish key on channel, the
+ * daemons' release channel, so that its observers read it again */
+#define LUA_TELL "local function tell(o, ch, key) " \
+	"if redis.call('EXISTS', o) == 1 then redis.call('PUBLISH', ch, key) return 1 end " \
+	"return 0 end "
+/* record(e, o, member, f, has, value, ch, key): a grant of member with
+ * fence f: a CAMPAIGN's (has '1') is written in the election record e with
+ * its value; any grant is while the key is observed (then published). 1 |
+ * 0: whether it is observed */
+#define LUA_RECORD LUA_TELL \
+	"local function record(e, o, member, f, has, value, ch, key) " \
+	"local t = string.format('%.0f', f) " \
+	"if has == '1' then redis.call('HSET', e, 'm', member, 't', t, 'v', value) " \
+	"elseif redis.call('EXISTS', o) == 1 then " \
+	"  redis.call('HSET', e, 'm', member, 't', t) redis.call('HDEL', e, 'v') end " \
+	"return tell(o, ch, key) end "
 /* v = KEYS[1] as a string: the member when one exclusive lease holds it,
  * false when there is none, an error table when it is a sorted set */
 #define LUA_STRING "local v = redis.pcall('GET', KEYS[1]) "
 
 const char *const rscript_text[RS_COUNT] = {
-	/* acquire: KEYS lock, fence, mark; ARGV member, ttl, kind, limit, mark
-	 * ms, fences to reserve, wanted channel, key. {1, first fence} | {0, ms
-	 * to wait: the first lease to end} (the mark set, the key published on
-	 * the wanted channel) | {-1} (another kind) */
+	/* acquire: KEYS lock, fence, mark, observed mark, election record;
+	 * ARGV member, ttl, kind, limit, mark ms, fences to reserve, wanted
+	 * channel, key, release channel, has a value ('1'), the value. {1,
+	 * first fence, observed (record)} | {0, ms to wait: the first lease to
+	 * end} (the mark set, the key published on the wanted channel) | {-1}
+	 * (another kind) */
 	LUA_FENCE
+	LUA_RECORD
+	"local function grant(n) local f = fence(n) "
+	"  return {1, f, record(KEYS[5], KEYS[4], ARGV[1], f, ARGV[10], ARGV[11], "
+	"    ARGV[9], ARGV[8])} end "
 	"local want = ARGV[3] "
 	"local function busy(ms) redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) "
 	"  redis.call('PUBLISH', ARGV[7], ARGV[8]) "
 	"  return {0, ms} end "
 	"if want == 'x0' and redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then "
-	"  return {1, fence(tonumber(ARGV[6]))} end "
+	"  return grant(tonumber(ARGV[6])) end "
 	"if redis.call('TYPE', KEYS[1]).ok == 'string' then "
 	"  if string.sub(want, 1, 1) == 'n' then return {-1} end "
 	"  return busy(redis.call('PTTL', KEYS[1])) end "
@@ -67,23 +90,27 @@ const char *const rscript_text[RS_COUNT] = {
 	"end "
 	"if want == 'x0' then "
 	"  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
-	"  return {1, fence(tonumber(ARGV[6]))} end "
+	"  return grant(tonumber(ARGV[6])) end "
 	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
 	LUA_KEEP
-	"return {1, fence(1)}",
+	"return grant(1)",
 
-	/* release: KEYS lock, mark; ARGV member, channel, key. 1 | 0 (not ours).
-	 * An exclusive lease and the mark go in one DEL; a lease given back
-	 * but not confirmed (member .. '~', the renew script) goes too */
+	/* release: KEYS lock, mark, observed mark; ARGV member, channel, key.
+	 * 1 | 0 (not ours). An exclusive lease and the mark go in one DEL; a
+	 * lease given back but not confirmed (member .. '~', the renew script)
+	 * goes too. The key is published when a daemon waits or observes */
 	LUA_STRING
+	LUA_TELL
 	"if v == ARGV[1] or v == ARGV[1] .. '~' then "
 	"  if redis.call('DEL', KEYS[1], KEYS[2]) == 2 then "
-	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
+	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) "
+	"  else tell(KEYS[3], ARGV[2], ARGV[3]) end "
 	"  return 1 end "
 	"if type(v) == 'string' or "
 	"    redis.call('ZREM', KEYS[1], ARGV[1], ARGV[1] .. '~') < 1 then "
 	"  return 0 end "
-	LUA_RELEASED(KEYS[2], ARGV[2], ARGV[3])
+	"if redis.call('DEL', KEYS[2]) == 1 then redis.call('PUBLISH', ARGV[2], ARGV[3]) "
+	"else tell(KEYS[3], ARGV[2], ARGV[3]) end "
 	"return 1",
 
 	/* renew: KEYS lock; ARGV member, ttl, bring, limit. The lease lasts at
@@ -134,14 +161,16 @@ const char *const rscript_text[RS_COUNT] = {
 	LUA_KEEP
 	"return 2",
 
-	/* transfer (exclusive leases): KEYS lock, fence, mark; ARGV to, from,
-	 * ttl, handoffs in a row before this one, handoff limit, channel, key,
-	 * fences to reserve. When the run has reached the limit and another
+	/* transfer (exclusive leases): KEYS lock, fence, mark, observed mark,
+	 * election record; ARGV to, from, ttl, handoffs in a row before this
+	 * one, handoff limit, channel, key, fences to reserve, to has a value
+	 * ('1'), the value. When the run has reached the limit and another
 	 * daemon waits (the mark), from is released as by the release script
-	 * instead. {1, first fence} | {2} (released: yielded) | {0} (from's
-	 * lease had ended) */
+	 * instead. {1, first fence, observed} | {2} (released: yielded) | {0}
+	 * (from's lease had ended) */
 	LUA_FENCE
 	LUA_STRING
+	LUA_RECORD
 	"if v ~= ARGV[2] then return {0} end "
 	"if tonumber(ARGV[4]) >= tonumber(ARGV[5]) and "
 	"    redis.call('DEL', KEYS[3]) == 1 then "
@@ -150,7 +179,9 @@ const char *const rscript_text[RS_COUNT] = {
 	"  return {2} "
 	"end "
 	"redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3]) "
-	"return {1, fence(tonumber(ARGV[8]))}",
+	"local f = fence(tonumber(ARGV[8])) "
+	"return {1, f, record(KEYS[5], KEYS[4], ARGV[1], f, ARGV[9], ARGV[10], "
+	"  ARGV[6], ARGV[7])}",
 
 	/* confirm (a renewal confirmed by a quorum that held the lease all
 	 * along): KEYS lock; ARGV member. A lease given back by the renew
@@ -170,9 +201,68 @@ const char *const rscript_text[RS_COUNT] = {
 	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
 	"if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end "
 	"return 1",
+
+	/* proclaim: KEYS lock, election record, observed mark; ARGV member,
+	 * value, channel, key. The value of member's exclusive lease (a
+	 * CAMPAIGN's, recorded at its grant) becomes value. 1 | 0 (not ours,
+	 * or granted with no record) */
+	LUA_STRING
+	LUA_TELL
+	"if v ~= ARGV[1] and v ~= ARGV[1] .. '~' then return 0 end "
+	"if redis.call('HGET', KEYS[2], 'm') ~= ARGV[1] then return 0 end "
+	"redis.call('HSET', KEYS[2], 'v', ARGV[2]) "
+	"redis.call('HINCRBY', KEYS[2], 'p', 1) "
+	"tell(KEYS[3], ARGV[3], ARGV[4]) "
+	"return 1",
+
+	/* look: KEYS lock, fence, election record, observed mark; ARGV mark ms
+	 * (0: none), wanted channel, key. Who holds the key: {version, term,
+	 * kind or '', holders, value or false, ms until the first lease ends
+	 * (-1: none)}. The term is the recorded fence of the exclusive holder
+	 * (or of the last observed grant of shared leases), else the counter
+	 * (no fence given so far is above it). The version grows whenever a
+	 * look finds the state changed since the last look (TIME in us, or one
+	 * more), so every daemon reads the same version for the same state.
+	 * With a mark time, the key is marked observed for that long; marked
+	 * anew, the key is published on the wanted channel (a daemon that
+	 * keeps its lease cached gives it back, and its next grant is told) */
+	LUA_STRING
+	LUA_NOW
+	"local kind, holders, member, pttl = '', 0, '', -1 "
+	"if type(v) == 'string' then "
+	"  kind, holders, pttl = 'x0', 1, redis.call('PTTL', KEYS[1]) "
+	"  member = string.gsub(v, '~$', '') "
+	"elseif v then "
+	"  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) "
+	"  holders = redis.call('ZCARD', KEYS[1]) "
+	"  if holders > 0 then "
+	"    local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES') "
+	"    kind = string.sub(first[1], 1, string.find(first[1], ':', 1, true) - 1) "
+	"    pttl = tonumber(first[2]) - now end "
+	"end "
+	"local e = redis.call('HMGET', KEYS[3], 'm', 't', 'v', 'n', 's', 'p') "
+	"local term, value = 0, false "
+	"if holders > 0 and (kind ~= 'x0' or e[1] == member) and e[2] then "
+	"  term = tonumber(e[2]) "
+	"  if kind == 'x0' then value = e[3] end "
+	"elseif holders > 0 then term = tonumber(redis.call('GET', KEYS[2]) or '0') end "
+	"local s = kind .. ' ' .. holders .. ' ' .. string.format('%.0f', term) .. ' ' .. "
+	"  member .. ' ' .. (e[6] or '0') "
+	"local n = tonumber(e[4] or '0') "
+	"if s ~= e[5] then "
+	"  local us = tonumber(redis.call('TIME')[1]) * 1000000 "
+	"  n = math.max(n + 1, us) "
+	"  redis.call('HSET', KEYS[3], 'n', string.format('%.0f', n), 's', s) end "
+	"if ARGV[1] ~= '0' then "
+	"  if redis.call('SET', KEYS[4], '1', 'PX', ARGV[1], 'NX') then "
+	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) "
+	"  else redis.call('PEXPIRE', KEYS[4], ARGV[1]) end "
+	"end "
+	"return {n, term, kind, holders, value, pttl}",
 };
 
 const char rscript_key[] = "<key>";
+const char rscript_value[] = "<value>";
 
 const char *const *
 rscript_text_cluster(void)
@@ -222,27 +312,30 @@ rscript_member(const struct be_lock *l, char out[RSCRIPT_MEMBER_MAX])
 
 size_t
 rscript_size(size_t prefixlen, size_t keylen, bool tagged, const char *keykinds,
-    const char *const *args)
+    const char *const *args, size_t valuelen)
 {
 	size_t name = tagged ? RCLUSTER_ESCAPED_MAX(keylen) + 2 : keylen;
 	size_t need = strlen(keykinds) * (prefixlen + 2 + name + 1);
 	for (size_t i = 0; args[i] != NULL; i++)
-		if (args[i] != rscript_key)
+		if (args[i] == rscript_value)
+			need += valuelen + 1;
+		else if (args[i] != rscript_key)
 			need += strlen(args[i]) + 1;
 	return need;
 }
 
 const char *
 rscript_build(struct rscript_args *a, char *buf, const char *prefix, const char *key,
-    size_t keylen, bool tagged, const char *keykinds, const char *const *args)
+    size_t keylen, bool tagged, const char *keykinds, const char *const *args,
+    const char *value, size_t valuelen)
 {
-	static const char *const numkeys[] = { "0", "1", "2", "3" };
+	static const char *const numkeys[] = { "0", "1", "2", "3", "4", "5" };
 	size_t plen = strlen(prefix), nkeys = strlen(keykinds), nargs = 0;
 	const char *first = NULL;
 	char *p = buf;
 	while (args[nargs] != NULL)
 		nargs++;
-	assert(nkeys < 4 && 1 + nkeys + nargs <= RSCRIPT_ARGS);
+	assert(nkeys < 6 && 1 + nkeys + nargs <= RSCRIPT_ARGS);
 	a->argc = 0;
 	a->argv[a->argc] = numkeys[nkeys];
 	a->argvlen[a->argc++] = 1;
@@ -268,6 +361,16 @@ rscript_build(struct rscript_args *a, char *buf, const char *prefix, const char 
 		if (args[i] == rscript_key) {
 			a->argv[a->argc] = key;
 			a->argvlen[a->argc++] = keylen;
+			continue;
+		}
+		if (args[i] == rscript_value) {
+			/* binary-safe: copied with its length */
+			if (valuelen > 0)
+				memcpy(p, value, valuelen);
+			p[valuelen] = '\0';
+			a->argv[a->argc] = p;
+			a->argvlen[a->argc++] = valuelen;
+			p += valuelen + 1;
 			continue;
 		}
 		size_t n = strlen(args[i]);

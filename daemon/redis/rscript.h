@@ -7,8 +7,11 @@
  * key) holding "x0:<token>" and expiring at the lease's end; a key held
  * shared or as a semaphore is a sorted set there whose members are
  * "<kind>:<token>" (s0 shared, n<limit> semaphore) scored by the lease's end
- * in the server's clock. Its fence counter is "f:" + key (never expires) and
- * "w:" + key marks that some daemon waits for it. Each script is atomic:
+ * in the server's clock. Its fence counter is "f:" + key (never expires),
+ * "w:" + key marks that some daemon waits for it, "o:" + key that some
+ * daemon observes it, and the hash "e:" + key (never expires) records the
+ * fence and CAMPAIGN value of its last recorded grant and the version of
+ * its state that observers read (the look script). Each script is atomic:
  * expired members are pruned inside them and strings expire by themselves,
  * so the server's clock alone decides when a lease ends. A lease's end only
  * ever moves later until the lease is released. Fences are max(counter + 1,
@@ -26,9 +29,9 @@
 
 /* The scripts, in the order of rscript_text. */
 enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_CONFIRM, RS_RAISE,
-	RS_COUNT };
+	RS_PROCLAIM, RS_LOOK, RS_COUNT };
 
-#define RSCRIPT_ARGS 12			/* numkeys, keys and arguments of one call at most */
+#define RSCRIPT_ARGS 18			/* numkeys, keys and arguments of one call at most */
 #define RSCRIPT_MEMBER_MAX (TOKEN_LEN + 16) /* "<kind>:<token>" and its NUL */
 
 /* The commands of an ACL that lets a user call the scripts (with "~prefix*
@@ -36,7 +39,7 @@ enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_CONFIRM, RS_RAI
  * every command the scripts run, which Redis checks against the user too. */
 #define RSCRIPT_ACL "+ping +subscribe +eval +evalsha +script|load +get +set +del " \
 	"+type +pttl +pexpire +pexpireat +time +publish +zrange +zadd +zrem " \
-	"+zremrangebyscore +zcard +zscore"
+	"+zremrangebyscore +zcard +zscore +exists +hset +hget +hmget +hdel +hincrby"
 
 /* Each script's text; what each takes and answers is said above it in
  * rscript.c. */
@@ -51,6 +54,8 @@ const char *const *rscript_text_cluster(void);
 /* An argument of rscript_build that stands for the lock's key itself
  * (binary-safe): compared by address. */
 extern const char rscript_key[];
+/* One that stands for the value given to rscript_build (binary-safe). */
+extern const char rscript_value[];
 
 /* The arguments of one script call, after EVALSHA sha (or EVAL text):
  * numkeys, the keys, then ARGV. */
@@ -67,17 +72,19 @@ void rscript_member(const struct be_lock *l, char out[RSCRIPT_MEMBER_MAX]);
 
 /* Bytes rscript_build needs in its buffer for these keys and arguments. */
 size_t rscript_size(size_t prefixlen, size_t keylen, bool tagged, const char *keykinds,
-    const char *const *args);
+    const char *const *args, size_t valuelen);
 /*
  * Build into *a a call with one key per letter of keykinds, each named
- * prefix + letter + ":" + key ('l' lock, 'f' fence, 'w' mark; tagged, for a
+ * prefix + letter + ":" + key ('l' lock, 'f' fence, 'w' mark, 'o' observed
+ * mark, 'e' election record; tagged, for a
  * cluster: prefix + letter + ":{" + the key escaped + "}", rcluster.h), then the
- * arguments args (NULL-terminated; rscript_key for key itself), copied
+ * arguments args (NULL-terminated; rscript_key for key itself, rscript_value
+ * for value), copied
  * into buf (rscript_size bytes). key must outlive a. The copy of args[0]
  * (the member, by convention) is returned.
  */
 const char *rscript_build(struct rscript_args *a, char *buf, const char *prefix,
     const char *key, size_t keylen, bool tagged, const char *keykinds,
-    const char *const *args);
+    const char *const *args, const char *value, size_t valuelen);
 
 #endif

@@ -499,6 +499,13 @@ rs_create(struct backend *be)
 	.problem = rd_problem, \
 	.check = rd_check
 
+/* Leaders across daemons: where one call decides an operation (a quorum's
+ * nodes would each keep a version of their own: not redlock yet). */
+#define RD_LEADER_OPS \
+	.proclaim = rd_proclaim, \
+	.leader = rd_leader, \
+	.watch = rd_watch
+
 const struct backend_ops be_redis_ops = {
 	.name = "redis",
 	.settings = rd_settings_table,
@@ -507,6 +514,7 @@ const struct backend_ops be_redis_ops = {
 	.url_form = "redis://host:port",
 	.urls = rd_urls,
 	RD_OPS,
+	RD_LEADER_OPS,
 };
 
 /* Redlock: the same policy over several independent servers, a quorum
@@ -531,6 +539,7 @@ const struct backend_ops be_redis_cluster_ops = {
 	.url_form = "redis-cluster://host:port,...",
 	.urls = rc_urls,
 	RD_OPS,
+	RD_LEADER_OPS,
 };
 
 #ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */
