@@ -1087,6 +1087,7 @@ on_up(void *arg)
 		rd_settle(r, RD_SETTLE_MS);
 	nd->was_up = true;
 	r->be->up.expire(r->be->up.arg, NULL, 0);
+	rd_watch_all(r);
 	if (r->topo->up != NULL)
 		r->topo->up(r, nd);
 }

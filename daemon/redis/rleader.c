@@ -36,6 +36,7 @@
 #define RD_LOOK_EVERY_MS (RD_OBSERVE_MS / 3) /* a watched key's longest time
 					 * between looks (the mark renewed) */
 #define RD_EXPIRY_SLACK_MS 3		/* a look this long after a lease's end */
+#define RD_LOOK_RETRY_MS 1000		/* a watch's look that failed: again then */
 
 /* A key this daemon watches. */
 struct rd_watch {
@@ -52,8 +53,8 @@ struct rd_look {
 					 * watch's own look (key then says which) */
 	void *arg;
 	struct rd *r;			/* the backend */
-	size_t keylen;			/* a watch's look: its key */
-	char key[];
+	size_t keylen;			/* the key's length */
+	char key[];			/* the key looked at */
 };
 
 static struct rd_watch *
@@ -73,6 +74,8 @@ watch_find(const struct rd *r, const char *key, size_t keylen)
 
 /* ---- looks ---------------------------------------------------------------- */
 
+static void watch_arm(struct rd *r, const char *key, size_t keylen, long long ms);
+
 static void
 look_tell(struct rd_look *lk, const struct be_leader *l)
 {
@@ -90,23 +93,24 @@ look_tell(struct rd_look *lk, const struct be_leader *l)
 static void
 look_failed(void *arg, const struct be_reply *rep)
 {
+	struct rd_look *lk = arg;
 	struct be_leader l = { .status = BE_ERROR, .why = rep->why };
-	look_tell(arg, &l);
+	watch_arm(lk->r, lk->key, lk->keylen, RD_LOOK_RETRY_MS);
+	look_tell(lk, &l);
 }
 
 /* Look at key, for cb (NULL: key's watch). */
 static void
 look(struct rd *r, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
 {
-	struct rd_look *lk = xmalloc(sizeof(*lk) + (cb == NULL ? keylen : 0));
+	struct rd_look *lk = xmalloc(sizeof(*lk) + keylen);
 	struct be_lock l = { .key = key, .keylen = keylen };
 	char mark[24];
 	lk->cb = cb;
 	lk->arg = arg;
 	lk->r = r;
-	lk->keylen = cb == NULL ? keylen : 0;
-	if (cb == NULL)
-		memcpy(lk->key, key, keylen);
+	lk->keylen = keylen;
+	memcpy(lk->key, key, keylen);
 	/* a watched key is marked observed (again) by every look */
 	snprintf(mark, sizeof(mark), "%d", watch_find(r, key, keylen) != NULL ? RD_OBSERVE_MS : 0);
 	const char *args[] = { r->topo->channel(r, key, keylen, true), rscript_key, NULL };
@@ -149,7 +153,7 @@ rd_looked(struct rd *r, struct rd_call *c, const redisReply *rep, const char *wh
 			    buf, sizeof(buf));
 		else
 			snprintf(buf, sizeof(buf), "unexpected reply from redis");
-		watch_arm(r, op->key, op->keylen, RD_LOOK_EVERY_MS);
+		watch_arm(r, op->key, op->keylen, RD_LOOK_RETRY_MS);
 		rd_op_tell(op, BE_ERROR, 0, buf);
 		return;
 	}
