@@ -1357,6 +1357,9 @@ token_hold(const struct lt_key *k, const char *token)
 	return NULL;
 }
 
+static void proclaim_send(struct locktab *lt, struct lt_owner *o, struct lt_key *k,
+    struct lt_hold *h, const char *value, size_t valuelen, lt_done_cb *done, void *arg);
+
 /* A holding's CAMPAIGN value is now value (copied). */
 static void
 hold_set_value(struct locktab *lt, struct lt_hold *h, const char *value, size_t len)
@@ -1410,7 +1413,11 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 			return LT_E_MODE;
 		h->count++;
 		lt->stats.reentrant++;
-		if (req->value != NULL)	/* a CAMPAIGN again: its value is the new one */
+		if (req->value != NULL && !local_leases(lt) && lt->be->ops->proclaim != NULL)
+			/* a CAMPAIGN again: its value is the new one, in the
+			 * backend too, for other daemons' observers */
+			proclaim_send(lt, o, k, h, req->value, req->valuelen, NULL, NULL);
+		else if (req->value != NULL)
 			hold_set_value(lt, h, req->value, req->valuelen);
 		memcpy(g->token, h->terms.token, sizeof(g->token));
 		g->fence = h->fence;
@@ -1607,6 +1614,23 @@ on_proclaim(void *arg, const struct be_reply *r)
 	sync_timer(lt);
 }
 
+/* Store h's new value in the backend (its proclaim op); done (NULL: nobody)
+ * is told, and h takes the value once the backend has it. */
+static void
+proclaim_send(struct locktab *lt, struct lt_owner *o, struct lt_key *k, struct lt_hold *h,
+    const char *value, size_t valuelen, lt_done_cb *done, void *arg)
+{
+	struct lt_op *op = op_new(lt, OP_PROCLAIM, o, done, arg);
+	struct be_lock l = lease_of(lt, k, &h->terms, h->ttl_ms);
+	op->h = h;
+	h->ops++;
+	op->value = xmemdup(value, valuelen);
+	op->valuelen = valuelen;
+	l.value = op->value;
+	l.valuelen = valuelen;
+	lt->be->ops->proclaim(lt->be, &l, on_proclaim, op);
+}
+
 enum lt_status
 locktab_proclaim(struct lt_owner *o, const char *key, size_t keylen, const char *value,
     size_t valuelen, lt_done_cb *done, void *arg)
@@ -1626,15 +1650,7 @@ locktab_proclaim(struct lt_owner *o, const char *key, size_t keylen, const char 
 					hold_set_value(lt, h, value, valuelen);
 					return LT_OK;
 				}
-				struct lt_op *op = op_new(lt, OP_PROCLAIM, o, done, arg);
-				struct be_lock l = lease_of(lt, k, &h->terms, h->ttl_ms);
-				op->h = h;
-				h->ops++;
-				op->value = xmemdup(value, valuelen);
-				op->valuelen = valuelen;
-				l.value = op->value;
-				l.valuelen = valuelen;
-				lt->be->ops->proclaim(lt->be, &l, on_proclaim, op);
+				proclaim_send(lt, o, k, h, value, valuelen, done, arg);
 				return LT_PENDING;
 			}
 	return owner_lost(o, key, keylen, NULL) != NULL ? LT_E_LOST : LT_E_NOTHELD;
