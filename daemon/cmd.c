@@ -152,7 +152,8 @@ observe_ok(struct session *s, const char *what)
 	    ops->proclaim != NULL))
 		return true;
 	codec_reply_error(session_out(s), "ERR", "%s is not available on the %s backend yet: "
-	    "leaders and their changes are told on the memory backend only", what, ops->name);
+	    "leaders and their changes are told on the memory, redis, redis-cluster and "
+	    "etcd backends", what, ops->name);
 	return false;
 }
 

@@ -302,17 +302,18 @@ class TestObserve(DaemonTestCase):
         self.assertGreaterEqual(int(info["observe_keys"]), 1)
 
 
-class TestElectionNotYetAcrossDaemons(RedisTestCase):
-    """Until the redis backend tells other daemons' leaders, it says so
-    rather than answer from this daemon alone."""
+class TestElectionNotOnRedlock(RedisTestCase):
+    """Until the redlock backend tells other daemons' leaders (a quorum's
+    nodes would each keep a version of their own), it says so rather than
+    answer from this daemon alone."""
 
-    def test_redis_backend_refuses(self):
-        server = self.start_redis()
-        d = self.start_daemon(server)
+    def test_redlock_backend_refuses(self):
+        servers = self.start_nodes(3)
+        d = self.start_redlock_daemon(servers)
         c = self.conn(d)
         for args in (("CAMPAIGN", "k", "v"), ("LEADER", "k"), ("OBSERVE", "k"),
                      ("PROCLAIM", "k", "v")):
             reply = c.cmd(*args)
             self.assertIsInstance(reply, Err)
-            self.assertIn("memory backend only", reply)
+            self.assertIn("not available on the redlock backend", reply)
         self.assertEqual(c.cmd("PING"), "PONG")

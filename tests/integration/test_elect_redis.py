@@ -1,0 +1,135 @@
+"""Leader election across daemons on the redis backend: one Redis, a Redis
+Cluster and Sentinel's master (the tests are dlocktest.elect's); a leader's
+daemon killed (its lease runs out in Redis, unpublished: the observer's look
+at the lease's end sees it); local handoffs of a key another daemon
+observes, each told; the master killed under Sentinel.
+"""
+
+import time
+
+from dlocktest.cases import RedisTestCase
+from dlocktest.elect import ElectAcrossDaemons, ObserveUntil, state
+from dlocktest.env import SLOWDOWN, unique_key
+from dlocktest.proc import in_thread, results
+from dlocktest.resp import NULL, read_within
+from dlocktest.sentinel import SentinelDaemon, SentinelSetup
+
+TTL = 2000  # ms: the CAMPAIGN TTL of the killed daemon's leader
+# a shorter command timeout than the default lets TTLs of a few seconds in
+# (the shortest lease is 3 x command_timeout_ms)
+FAST = {"command_timeout_ms": 500}
+KILL_MARGIN = 1.0  # s after the TTL for B's observer to see the key free
+
+
+class TestElectRedis(ElectAcrossDaemons, RedisTestCase):
+    """Two daemons, A and B, on one Redis."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = cls.class_redis()
+        cls.a = cls.class_daemon(cls.redis, backend_conf=FAST)
+        cls.b = cls.class_daemon(cls.redis, backend_conf=FAST)
+
+    def test_local_handoffs_of_an_observed_key_told(self):
+        """A's holders hand the key on to A's waiters, which the backend
+        would do without Redis (a delegation of fences): while B observes
+        the key, each grant goes through Redis and B sees every term."""
+        key = unique_key()
+        obs = self.conn(self.b)
+        rev = state(obs.cmd("LEADER", key))["rev"]
+        holders = [self.conn(self.a) for _ in range(4)]
+        fences = [holders[0].cmd("LOCK", key)[1]]
+        for h in holders[1:]:
+            h.send(h.encode("LOCK", key, "WAIT", 10000))
+        self.wait_queued(self.a, key)
+        time.sleep(0.1)
+        for i, h in enumerate(holders[1:]):
+            holders[i].close()
+            g = read_within(h, 10)
+            self.assertIsInstance(g, list, g)
+            fences.append(g[1])
+        self.assertEqual(fences, sorted(set(fences)))
+        st, seen = self.observe_until(obs, key, rev, lambda s: s["term"] == fences[-1])
+        terms = [s["term"] for s in seen if s["kind"] != "free"]
+        self.assertEqual(terms, sorted(terms), seen)
+        self.assertTrue(set(terms) <= set(fences), (terms, fences))
+        info = self.a.info()
+        self.assertEqual(int(info["backend_local_handoffs_total"]), 0, info)
+
+    def test_campaign_again_changes_the_value_everywhere(self):
+        """A leader that campaigns again keeps its term and changes its
+        value, as PROCLAIM does: B sees the new value."""
+        key = unique_key()
+        ca, cb = self.conn(self.a), self.conn(self.b)
+        term = ca.cmd("CAMPAIGN", key, "v1")[1]
+        first = state(cb.cmd("OBSERVE", key))
+        self.assertEqual(ca.cmd("CAMPAIGN", key, "v2")[1], term)
+        st, _ = self.observe_until(cb, key, first["rev"], lambda s: s["value"] == b"v2")
+        self.assertEqual(st["term"], term)
+
+
+class TestElectCluster(ElectAcrossDaemons, RedisTestCase):
+    """Two daemons, A and B, on one Redis Cluster (keys in many slots)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cls.class_cluster()
+        cls.a = cls.class_cluster_daemon(cls.cluster, backend_conf=FAST)
+        cls.b = cls.class_cluster_daemon(cls.cluster, backend_conf=FAST)
+
+
+class TestElectSentinel(ElectAcrossDaemons, RedisTestCase):
+    """Two daemons, A and B, on Sentinel's master."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.setup = SentinelSetup().start()
+        cls.addClassCleanup(cls.setup.stop_checked)
+        cls.a = cls._sentinel_daemon()
+        cls.b = cls._sentinel_daemon()
+
+    @classmethod
+    def _sentinel_daemon(cls):
+        d = SentinelDaemon(cls.setup, "", backend_conf=FAST)
+        cls.addClassCleanup(d.stop_checked)
+        return d.start()
+
+
+class TestElectRedisKilled(ObserveUntil, RedisTestCase):
+
+    def test_killed_leader_seen_lost_on_b(self):
+        """A's daemon SIGKILLed: nothing tells Redis, its leader's lease
+        runs out at the TTL, and B's observer sees the key free then."""
+        server = self.start_redis()
+        a = self.start_daemon(server, backend_conf=FAST)
+        b = self.start_daemon(server, backend_conf=FAST)
+        key = unique_key()
+        term = self.killed_leader_seen_lost(a, b, key, TTL / 1000, KILL_MARGIN, "TTL", TTL)
+        # a standby on B leads now, with a higher term
+        g = self.conn(b).cmd("CAMPAIGN", key, "next", "WAIT", 5000)
+        self.assertGreater(g[1], term)
+
+    def test_observer_after_redis_restart(self):
+        """Redis restarted (without its data): B's observer is told the key
+        as the new Redis has it, and goes on seeing A's changes."""
+        server = self.start_redis()
+        a = self.start_daemon(server, backend_conf=FAST)
+        b = self.start_daemon(server, backend_conf=FAST)
+        key = unique_key()
+        obs = self.conn(b, timeout=40 * SLOWDOWN)
+        rev = state(obs.cmd("LEADER", key))["rev"]
+        call = in_thread(self.observe_until, obs, key, rev,
+                         lambda s: s["value"] == b"after", 20 * SLOWDOWN)
+        server.stop()
+        server.restart()
+        leader = self.conn(a)
+        deadline = time.monotonic() + 10 * SLOWDOWN
+        while True:
+            reply = leader.cmd("CAMPAIGN", key, "after", "WAIT", 1000)
+            if isinstance(reply, list) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertIsInstance(reply, list, reply)
+        st, _ = results([call], 30 * SLOWDOWN)[0]
+        self.assertEqual(st["term"], reply[1])
+        self.assertIsNot(reply, NULL)
