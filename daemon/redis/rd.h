@@ -347,7 +347,6 @@ struct rd {
 	 * release sent, or kept until it can be) */
 	void (*give_back)(struct rd *r, const struct be_lock *l, const char *member);
 	struct hashtab *watches;	/* struct rd_watch by key (rleader.c) */
-	uint64_t nlooks;		/* looks sent (LEADER, observers) */
 	bool draining;			/* shutting down: cache nothing */
 	bool destroying;		/* rd_destroy runs: keep nothing for later */
 };

@@ -114,7 +114,6 @@ look(struct rd *r, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
 	/* a watched key is marked observed (again) by every look */
 	snprintf(mark, sizeof(mark), "%d", watch_find(r, key, keylen) != NULL ? RD_OBSERVE_MS : 0);
 	const char *args[] = { r->topo->channel(r, key, keylen, true), rscript_key, NULL };
-	r->nlooks++;
 	rd_send(r, rd_op_new(r, RS_LOOK, &l, mark, "lfeo", args, look_failed, lk));
 }
 
