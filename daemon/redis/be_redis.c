@@ -1454,6 +1454,20 @@ be_redis_answer(struct backend *be, int script, const struct be_lock *l, unsigne
 }
 
 void
+be_redis_look_answer(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
+    void *arg, void *reply)
+{
+	struct rd *r = be->priv;
+	struct rd_op *op = rd_look_new(r, key, keylen, cb, arg);
+	op->sent_ms = clock_ms();
+	op->calls[0].node = r->nodes[0];
+	op->calls[0].answer = RQ_PENDING;
+	op->pending = 1;
+	rd_on_reply(&op->calls[0], reply, reply == NULL ? "the connection to redis was lost" :
+	    NULL);
+}
+
+void
 be_redis_unsolicited(struct backend *be, int sub, void *reply)
 {
 	struct rd *r = be->priv;

@@ -23,6 +23,10 @@ int be_redis_offline(struct backend *be);
  * connection went away. */
 void be_redis_answer(struct backend *be, int script, const struct be_lock *l,
     unsigned fences, be_cb *cb, void *arg, void *reply);
+/* Give it reply as Redis's answer to a look at key (LEADER, a watch), for
+ * cb: what it tells (NULL: the connection went away). */
+void be_redis_look_answer(struct backend *be, const char *key, size_t keylen,
+    be_leader_cb *cb, void *arg, void *reply);
 /* Give it reply as a reply on the subscriber link (sub: subscribe,
  * message), or (sub 0) as the answer to CONFIG GET maxmemory-policy. */
 void be_redis_unsolicited(struct backend *be, int sub, void *reply);

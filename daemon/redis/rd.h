@@ -402,6 +402,9 @@ void rd_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *a
 void rd_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
     void *arg);
 void rd_watch(struct backend *be, const char *key, size_t keylen, int on);
+/* A look at key for cb (NULL: its watch's own), not sent yet. */
+struct rd_op *rd_look_new(struct rd *r, const char *key, size_t keylen, be_leader_cb *cb,
+    void *arg);
 /* A look's call c answered rep (NULL: none will come, why says why): its
  * caller is told, and a watched key's next look is armed. */
 void rd_looked(struct rd *r, struct rd_call *c, const struct redisReply *rep,

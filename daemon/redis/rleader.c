@@ -103,6 +103,12 @@ look_failed(void *arg, const struct be_reply *rep)
 static void
 look(struct rd *r, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
 {
+	rd_send(r, rd_look_new(r, key, keylen, cb, arg));
+}
+
+struct rd_op *
+rd_look_new(struct rd *r, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
+{
 	struct rd_look *lk = xmalloc(sizeof(*lk) + keylen);
 	struct be_lock l = { .key = key, .keylen = keylen };
 	char mark[24];
@@ -114,7 +120,7 @@ look(struct rd *r, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
 	/* a watched key is marked observed (again) by every look */
 	snprintf(mark, sizeof(mark), "%d", watch_find(r, key, keylen) != NULL ? RD_OBSERVE_MS : 0);
 	const char *args[] = { r->topo->channel(r, key, keylen, true), rscript_key, NULL };
-	rd_send(r, rd_op_new(r, RS_LOOK, &l, mark, "lfeo", args, look_failed, lk));
+	return rd_op_new(r, RS_LOOK, &l, mark, "lfeo", args, look_failed, lk);
 }
 
 /* An element of a look's reply: an integer, or def. */

@@ -81,6 +81,18 @@ setup(void)
 }
 
 /* The callback of every operation: once, and what it may say. */
+/* A look's answer: arg counts the calls. */
+static void
+on_leader(void *arg, const struct be_leader *l)
+{
+	(*(unsigned *)arg)++;
+	FUZZ_CHECK(l->status == BE_OK || l->status == BE_ERROR);
+	if (l->status != BE_OK)
+		return;
+	FUZZ_CHECK(l->holders > 0 || (l->term == 0 && l->value == NULL));
+	FUZZ_CHECK(l->value == NULL || l->holders > 0);
+}
+
 static void
 on_done(void *arg, const struct be_reply *r)
 {
@@ -212,8 +224,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			i++;
 			break;
 		case 4:
-			if (reply != NULL)
+			if (b & 0x80) {
+				/* a look (LEADER): told once, a state that holds
+				 * together */
+				unsigned told = 0;
+				be_redis_look_answer(&be, keys[b >> 3 & 1], 2, on_leader, &told,
+				    reply);
+				FUZZ_CHECK(told == 1);
+			} else if (reply != NULL) {
 				be_redis_unsolicited(&be, 1, reply);
+			}
 			break;
 		case 5:
 			if (reply != NULL)
