@@ -39,6 +39,12 @@ var (
 	endpoint = flag.String("endpoint", "127.0.0.1:2379", "etcd client address")
 	prefix   = flag.String("prefix", "/bench-native-election", "election prefix")
 	rounds   = flag.Int("rounds", 100, "handovers to time")
+	// etcd sends a watch that starts at a past revision (the standby's, in
+	// waitDeletes) its events only once its sync loop, every 100 ms, has
+	// caught it up: a standby that has waited longer than that is what a
+	// failover meets
+	settle = flag.Duration("settle", 250*time.Millisecond,
+		"how long the standby waits before the leader goes")
 
 	sessionTTL int64 // s: the TTL etcd granted a session's lease
 )
@@ -114,6 +120,7 @@ func timeClose(resign bool) []float64 {
 		}
 		done := standby(next, "standby")
 		waitKeys(leader.cli, pfx, 2)
+		time.Sleep(*settle)
 		t0 := time.Now()
 		if resign {
 			if err := leader.el.Resign(context.Background()); err != nil {
@@ -150,6 +157,7 @@ func timeKill() []float64 {
 		next := join(pfx)
 		done := standby(next, "standby")
 		waitKeys(next.cli, pfx, 2)
+		time.Sleep(*settle)
 		t0 := time.Now()
 		child.Process.Signal(syscall.SIGKILL)
 		child.Wait()
