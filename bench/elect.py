@@ -346,25 +346,35 @@ def idle_memory(pair, prefix):
 
 
 class ServerOps:
-    """The operations a redis-server or etcd has been asked for so far:
-    redis-server's INFO commandstats calls (the counting INFO left out),
-    etcd's gRPC messages received (each request, keep-alive and watch
-    request on a stream; /metrics is no gRPC call)."""
+    """The operations a redis-server or etcd has been asked for so far, by
+    name: redis-server's INFO commandstats calls (the counting INFO left
+    out), etcd's gRPC messages received by method (each request, keep-alive
+    and watch request on a stream; /metrics is no gRPC call)."""
 
     def __init__(self, backend, server):
         self.backend = backend
         self.server = server
         self.conn = server.raw() if backend == "redis" else None
 
-    def count(self):
+    def counts(self):
+        """{command or gRPC method: count so far}."""
         if self.backend == "redis":
-            stats = commandstats(self.conn)
-            return sum(n for name, n in stats.items() if name != "info")
-        return int(EtcdServer.count(self.server.metrics(), "grpc_server_msg_received_total"))
+            return {name: n for name, n in commandstats(self.conn).items() if name != "info"}
+        out = {}
+        for (name, labels), v in self.server.metrics().items():
+            if name == "grpc_server_msg_received_total":
+                method = dict(labels).get("grpc_method", "?")
+                out[method] = out.get(method, 0) + int(v)
+        return out
 
     def close(self):
         if self.conn is not None:
             self.conn.close()
+
+
+def delta(c0, c1):
+    """The counts of c1 that grew since c0, by name."""
+    return {k: v - c0.get(k, 0) for k, v in sorted(c1.items()) if v != c0.get(k, 0)}
 
 
 def idle_cost(pair, prefix):
@@ -380,11 +390,12 @@ def idle_cost(pair, prefix):
     field = DAEMON_OPS[pair.backend]
 
     def window():
-        s0, d0, c0 = ops.count(), int(info(ctl[1])[field]), cpu_s(b.pid)
+        s0, d0, c0 = ops.counts(), int(info(ctl[1])[field]), cpu_s(b.pid)
         time.sleep(COST_WINDOW)
-        s1, d1, c1 = ops.count(), int(info(ctl[1])[field]), cpu_s(b.pid)
-        return ((s1 - s0) / COST_WINDOW, (d1 - d0) / COST_WINDOW,
-                100.0 * (c1 - c0) / COST_WINDOW)
+        s1, d1, c1 = ops.counts(), int(info(ctl[1])[field]), cpu_s(b.pid)
+        grown = delta(s0, s1)
+        return (sum(grown.values()) / COST_WINDOW, (d1 - d0) / COST_WINDOW,
+                100.0 * (c1 - c0) / COST_WINDOW, grown)
     try:
         for k in keys[::2]:
             c = a.raw()
@@ -408,6 +419,7 @@ def idle_cost(pair, prefix):
                 "backend_ops_per_s": held[0], "backend_ops_per_s_without": base[0],
                 "daemon_backend_ops_per_s": held[1],
                 "daemon_backend_ops_per_s_without": base[1],
+                "backend_ops_by_name": held[3], "backend_ops_by_name_without": base[3],
                 "window_s": COST_WINDOW}
     finally:
         close_hard(socks)

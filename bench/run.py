@@ -1974,8 +1974,10 @@ def main(argv):
     with open(os.path.join(outdir, "results.md"), "a") as f:
         f.write(elect.markdown(elect_recs))
     bad = [r for r in recs + elect_recs if "error" in r]
-    print("bench: %d runs in %.0f s (%d skipped, %d failed); results in %s"
-          % (len(recs), meta["elapsed_s"], sum(1 for r in recs if "skipped" in r), len(bad),
+    print("bench: %d runs and %d election runs in %.0f s (%d skipped, %d failed); "
+          "results in %s"
+          % (len(recs), len(elect_recs), meta["elapsed_s"],
+             sum(1 for r in recs + elect_recs if "skipped" in r), len(bad),
              os.path.relpath(outdir, os.getcwd())))
     return 1 if bad else 0
 
