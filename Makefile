@@ -71,9 +71,11 @@ DEB_CHECK := check redis-server redis-sentinel redis-tools etcd-server etcd-clie
 # time, into $(BUILD)/node); a Node installed otherwise (with its own npm) is kept.
 DEB_NODE   := $(if $(shell command -v node 2>/dev/null),,nodejs) \
               $(if $(shell command -v npm 2>/dev/null),,npm)
-# what make bench needs on top of building: the servers, the runner, the plots, and
-# openssl for the certificates of the redis-tls runs
-DEB_BENCH := redis-server etcd-server python3 python3-redis gnuplot-nox openssl
+# what make bench needs on top of building: the servers, the runner, the plots,
+# openssl for the certificates of the redis-tls runs, and Go with etcd's client for
+# etcd's own Election beside the election section's
+DEB_BENCH := redis-server etcd-server python3 python3-redis gnuplot-nox openssl \
+              golang-go golang-etcd-server-dev
 # what make check-compat needs on top of building: debootstrap makes the chroot
 # of the servers, the integration tests' runner wants the rest (etcd too)
 DEB_COMPAT := debootstrap check python3 python3-redis redis-tools etcd-server etcd-client openssl
