@@ -144,6 +144,39 @@ watch_arm(struct rd *r, const char *key, size_t keylen, long long ms)
 	evtimer_add(w->ev, &tv);
 }
 
+/*
+ * A watched key's leaders since it was observed, as the look found them in
+ * its record (hist: {version, term, value or nil} each, oldest first): those
+ * before the state read (version) are told first, in order, so that an
+ * observer sees every leader, even one that came and went between two
+ * reads; the observers drop what they have seen (observe.c orders by
+ * version).
+ */
+static void
+tell_history(struct rd *r, const char *key, size_t keylen, const redisReply *hist,
+    uint64_t version)
+{
+	if (hist->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = 0; i < hist->elements; i++) {
+		const redisReply *h = hist->element[i];
+		if (watch_find(r, key, keylen) == NULL)
+			return;	/* the last observer left */
+		if (h->type != REDIS_REPLY_ARRAY || h->elements < 3)
+			continue;
+		long long v = elem_int(h, 0, 0), term = elem_int(h, 1, 0);
+		if (v <= 0 || (uint64_t)v >= version || term <= 0)
+			continue;
+		struct be_leader l = { .status = BE_OK, .version = (uint64_t)v,
+			.term = (uint64_t)term, .mode = LOCK_EXCLUSIVE, .holders = 1 };
+		if (h->element[2]->type == REDIS_REPLY_STRING) {
+			l.value = h->element[2]->str;
+			l.valuelen = h->element[2]->len;
+		}
+		r->be->up.changed(r->be->up.arg, key, keylen, &l);
+	}
+}
+
 void
 rd_looked(struct rd *r, struct rd_call *c, const redisReply *rep, const char *why)
 {
@@ -179,6 +212,8 @@ rd_looked(struct rd *r, struct rd_call *c, const redisReply *rep, const char *wh
 	}
 	/* a lease that runs out is a change nobody publishes: looked at then */
 	watch_arm(r, op->key, op->keylen, pttl >= 0 ? pttl + RD_EXPIRY_SLACK_MS : -1);
+	if (rep->elements > 6)
+		tell_history(r, op->key, op->keylen, rep->element[6], l.version);
 	op->decided = true;
 	op->told = BE_OK;
 	look_tell(lk, &l);

@@ -42,15 +42,31 @@
 	"return 0 end "
 /* record(e, o, member, f, has, value, ch, key): a grant of member with
  * fence f: a CAMPAIGN's (has '1') is written in the election record e with
- * its value; any grant is while the key is observed (then published). 1 |
- * 0: whether it is observed */
-#define LUA_RECORD LUA_TELL \
+ * its value; any grant is while the key is observed (then published). An
+ * exclusive grant of an observed key is a new state: its version (as the
+ * look script numbers states) and the state itself are set, and it joins
+ * the record's history of the last RSCRIPT_HISTORY leaders (version, term,
+ * value), so that an observer that reads later still sees it. 1 | 0:
+ * whether it is observed */
+#define LUA_RECORD \
 	"local function record(e, o, member, f, has, value, ch, key) " \
 	"local t = string.format('%.0f', f) " \
+	"local obs = redis.call('EXISTS', o) == 1 " \
 	"if has == '1' then redis.call('HSET', e, 'm', member, 't', t, 'v', value) " \
-	"elseif redis.call('EXISTS', o) == 1 then " \
-	"  redis.call('HSET', e, 'm', member, 't', t) redis.call('HDEL', e, 'v') end " \
-	"return tell(o, ch, key) end "
+	"elseif obs then redis.call('HSET', e, 'm', member, 't', t) redis.call('HDEL', e, 'v') end " \
+	"if not obs then return 0 end " \
+	"if string.sub(member, 1, 3) == 'x0:' then " \
+	"  local st = redis.call('HMGET', e, 'n', 'p', 'h') " \
+	"  local n = string.format('%.0f', math.max(tonumber(st[1] or '0') + 1, " \
+	"    tonumber(redis.call('TIME')[1]) * 1000000)) " \
+	"  local h = st[3] and cmsgpack.unpack(st[3]) or {} " \
+	"  h[#h + 1] = {n, t, has == '1' and value or false} " \
+	"  while #h > " RSCRIPT_HISTORY_S " do table.remove(h, 1) end " \
+	"  redis.call('HSET', e, 'n', n, 's', 'x0 1 ' .. t .. ' ' .. member .. ' ' .. " \
+	"    (st[2] or '0'), 'h', cmsgpack.pack(h)) " \
+	"end " \
+	"redis.call('PUBLISH', ch, key) " \
+	"return 1 end "
 /* v = KEYS[1] as a string: the member when one exclusive lease holds it,
  * false when there is none, an error table when it is a sorted set */
 #define LUA_STRING "local v = redis.pcall('GET', KEYS[1]) "
@@ -218,7 +234,8 @@ const char *const rscript_text[RS_COUNT] = {
 	/* look: KEYS lock, fence, election record, observed mark; ARGV mark ms
 	 * (0: none), wanted channel, key. Who holds the key: {version, term,
 	 * kind or '', holders, value or false, ms until the first lease ends
-	 * (-1: none)}. The term is the recorded fence of the exclusive holder
+	 * (-1: none), the history: {{version, term, value or false}, ...} of
+	 * the last exclusive grants recorded while observed, oldest first}. The term is the recorded fence of the exclusive holder
 	 * (or of the last observed grant of shared leases), else the counter
 	 * (no fence given so far is above it). The version grows whenever a
 	 * look finds the state changed since the last look (TIME in us, or one
@@ -240,7 +257,7 @@ const char *const rscript_text[RS_COUNT] = {
 	"    kind = string.sub(first[1], 1, string.find(first[1], ':', 1, true) - 1) "
 	"    pttl = tonumber(first[2]) - now end "
 	"end "
-	"local e = redis.call('HMGET', KEYS[3], 'm', 't', 'v', 'n', 's', 'p') "
+	"local e = redis.call('HMGET', KEYS[3], 'm', 't', 'v', 'n', 's', 'p', 'h') "
 	"local term, value = 0, false "
 	"if holders > 0 and (kind ~= 'x0' or e[1] == member) and e[2] then "
 	"  term = tonumber(e[2]) "
@@ -258,7 +275,10 @@ const char *const rscript_text[RS_COUNT] = {
 	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) "
 	"  else redis.call('PEXPIRE', KEYS[4], ARGV[1]) end "
 	"end "
-	"return {n, term, kind, holders, value, pttl}",
+	"local hist = {} "
+	"if e[7] then for i, x in ipairs(cmsgpack.unpack(e[7])) do "
+	"  hist[i] = {tonumber(x[1]), tonumber(x[2]), x[3]} end end "
+	"return {n, term, kind, holders, value, pttl, hist}",
 };
 
 const char rscript_key[] = "<key>";

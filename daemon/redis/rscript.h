@@ -31,7 +31,9 @@
 enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_CONFIRM, RS_RAISE,
 	RS_PROCLAIM, RS_LOOK, RS_COUNT };
 
-#define RSCRIPT_ARGS 18			/* numkeys, keys and arguments of one call at most */
+#define RSCRIPT_ARGS 18
+#define RSCRIPT_HISTORY 4		/* leaders an election record remembers */
+#define RSCRIPT_HISTORY_S "4"		/* the same, for the scripts' text */			/* numkeys, keys and arguments of one call at most */
 #define RSCRIPT_MEMBER_MAX (TOKEN_LEN + 16) /* "<kind>:<token>" and its NUL */
 
 /* The commands of an ACL that lets a user call the scripts (with "~prefix*
