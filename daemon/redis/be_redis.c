@@ -824,16 +824,15 @@ rd_on_reply(void *arg, const redisReply *rep, const char *why)
 		rd_op_done(op);
 		return;
 	}
-	if (op->script == RS_LOOK && !(r->topo->redirected != NULL && rep != NULL &&
-	    rep->type == REDIS_REPLY_ERROR && r->topo->redirected(r, op, rep))) {
-		rd_looked(r, c, rep, why);
-		rd_op_done(op);
-		return;
-	}
 	if (op->script == RS_RELEASE)
 		r->releases_inflight--;
 	if (r->topo->redirected != NULL && rep != NULL && rep->type == REDIS_REPLY_ERROR &&
 	    r->topo->redirected(r, op, rep)) {
+		rd_op_done(op);
+		return;
+	}
+	if (op->script == RS_LOOK) {
+		rd_looked(r, c, rep, why);
 		rd_op_done(op);
 		return;
 	}
