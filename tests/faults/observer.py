@@ -11,9 +11,10 @@ hi]: the WAIT of each OBSERVE, ms), log, seed, io_timeout (s).
 Each connection is an epoch: it begins with LEADER key (the state now), then
 asks OBSERVE key AFTER r WAIT ms again and again, r the revision of the
 answer before (docs/protocol.md, OBSERVE). Revisions count the changes of a
-daemon's life (the memory backend): when the connection is lost (its daemon
-was killed and started again) the observer connects again and begins a new
-epoch from LEADER.
+daemon's life, as that daemon learnt of them (on a remote backend, through
+the backend, whichever daemon made them): when the connection is lost (its
+daemon was killed and started again) the observer connects again and begins
+a new epoch from LEADER.
 
 The log: one JSON object per line, written with a single write(), each with
 "t" (time.monotonic(), as the workers'), "o" (the observer id) and "ev":
@@ -24,6 +25,9 @@ The log: one JSON object per line, written with a single write(), each with
   none          n, sent, after: an OBSERVE whose WAIT ran out
   connect_fail  err
   conn_lost     n, err
+  backend       n, cmd, err: LEADER (or OBSERVE) answered -BACKEND (a
+                remote backend its daemon could not read: a fault); tried
+                again on a new connection
   bad           n, cmd, value: an answer that is not a state (an error)
   error         text (a traceback: the observer failed)
   exit
@@ -96,7 +100,11 @@ class Observer:
         st = state_of(r)
         if st is None:
             c.close()
-            self.log("bad", n=self.epoch, cmd="LEADER", value=repr(r)[:200])
+            if isinstance(r, resp.Err) and r.startswith("BACKEND"):
+                # a remote backend its daemon cannot read now (a fault)
+                self.log("backend", n=self.epoch, cmd="LEADER", err=str(r)[:200])
+            else:
+                self.log("bad", n=self.epoch, cmd="LEADER", value=repr(r)[:200])
             return False
         self.epoch += 1
         self.conn = c
@@ -122,7 +130,10 @@ class Observer:
         st = state_of(r)
         if st is None:
             # out of step with the daemon: begin again
-            self.log("bad", n=self.epoch, cmd="OBSERVE", value=repr(r)[:200])
+            if isinstance(r, resp.Err) and r.startswith("BACKEND"):
+                self.log("backend", n=self.epoch, cmd="OBSERVE", err=str(r)[:200])
+            else:
+                self.log("bad", n=self.epoch, cmd="OBSERVE", value=repr(r)[:200])
             self.hangup()
             return
         self.log("state", n=self.epoch, sent=sent, after=self.rev, **st)

@@ -131,7 +131,7 @@ from dlocktest.env import DLOCKD, PYTHON, WRAPPER, new_dir, subdir
 from dlocktest.proc import forget, install_signal_handlers, log_tail, reap, spawn, tracked
 from dlocktest.redis_server import RedisServer
 
-from faults import check, fenced
+from faults import check, check_elect, fenced
 from faults.observer import state_of
 from faults.topo_cluster import ClusterTopology
 from faults.topo_redlock import RedlockCacheTopology, RedlockTopology
@@ -167,7 +167,8 @@ TOPOLOGIES = with_elections({
     "split": SplitTopology,
 })
 SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemon_kill"),
-         ("memory-elect", "daemon_kill"), ("redis", "daemon_stop"), ("redis", "blackhole"),
+         ("memory-elect", "daemon_kill"), ("redis-elect", "daemon_kill"),
+         ("redis", "daemon_stop"), ("redis", "blackhole"),
          ("redis", "backend_stop"), ("redis", "backend_restart"),
          ("redis", "backend_restart_loss"), ("etcd", "daemon_stop"), ("etcd", "backend_stop"),
          ("etcd", "blackhole"),
@@ -583,8 +584,11 @@ class Scenario:
             observed = {"events": read_events([i["log"] for i in self.observers.values()]),
                         "observers": {o: {"daemon": i["daemon"], "key": i["key"]}
                                       for o, i in self.observers.items()},
-                        "final": final}
-        params = {"ttl": self.ttl, "margin_ms": self.margin_ms, "backend": self.backend,
+                        "final": final, "remote": self.topo.REMOTE, "scale": self.scale}
+        # an election twin is checked as its backend's topology is
+        store = self.backend[:-len("-elect")] if self.backend.endswith("-elect") \
+            else self.backend
+        params = {"ttl": self.ttl, "margin_ms": self.margin_ms, "backend": store,
                   "notice_bound": 0.5 * self.scale, "recovery_from": recovery_from,
                   "run_end": run_end or time.monotonic()}
         if not resource:
@@ -693,8 +697,19 @@ class Scenario:
         """Once the workers have stopped: the final LEADER states, asked
         again until every observer has had an OBSERVE sent after them answer
         empty (it has seen the last change) and they stay the same
-        (bounded)."""
+        (bounded). On a shared backend the daemons learn of the last
+        changes through it, and a lease of a killed worker or daemon runs
+        out by itself: first, until every daemon says every key is free
+        (bounded by the longest lease, 1.25 x the TTL, and a look's time)."""
         limit = (2.0 + 2 * 0.4) * self.scale
+        if self.topo.REMOTE:
+            deadline = time.monotonic() + 1.25 * self.ttl / 1000.0 + 3.0 * self.scale
+            while time.monotonic() < deadline:
+                states = self.leader_states()
+                if all(st is not None and st["kind"] == "free"
+                       for d in states.values() for st in d.values()):
+                    break
+                time.sleep(0.1)
         final = self.leader_states()
         for _ in range(3):
             asked = time.monotonic()
@@ -750,6 +765,7 @@ class Scenario:
             "name": self.name, "backend": self.backend, "fault": self.fault,
             "rounds": self.rounds, "ttl_ms": self.ttl, "margin_ms": self.margin_ms,
             "idle_timeout_ms": self.idle_ms, "seconds": round(res["seconds"], 1),
+            "scale": self.scale,
             "dir": self.dir,
             "counts": dict(c),
             "faults": self.faults,
@@ -926,6 +942,14 @@ def table(results):
                              r["name"], c.get("proclaims", 0), c.get("observer_epochs", 0),
                              c.get("observer_answers", 0), c.get("observer_nones", 0),
                              c.get("terms_checked", 0), c.get("final_states_checked", 0)))
+            if c.get("terms_short", 0) or c.get("terms_excused", 0):
+                lines.append("  %d shorter than %.0f ms (%d skipped), %d during a fault (%d "
+                             "skipped), %d -BACKEND answers to observers" % (
+                                 c.get("terms_short", 0),
+                                 check_elect.REMOTE_MIN_TERM * 1000 * r.get("scale", 1.0),
+                                 c.get("terms_short_skipped", 0), c.get("terms_excused", 0),
+                                 c.get("terms_excused_skipped", 0),
+                                 c.get("observer_backend_errors", 0)))
     return "\n".join(lines)
 
 

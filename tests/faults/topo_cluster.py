@@ -118,6 +118,7 @@ class ClusterTopology(Topology):
         "reshard": [("lock", "steps"), ("renew", "whole"), ("renew", "slow"),
                     ("prewrite", "steps")],
     }
+    DAEMONS = ("d0", "d1")
     # worker i takes key i mod 3
     LAYOUT = [("d0", "py2"), ("d0", "raw3push"), ("d0", "raw2"),
               ("d1", "raw3push"), ("d1", "py2"), ("d1", "raw3"),

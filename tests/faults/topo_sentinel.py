@@ -32,6 +32,7 @@ class SentinelTopology(Topology):
     # before only their margin is left, others are lost
     TTL = 4000
     LAYOUT = TWO_DAEMONS
+    DAEMONS = ("d0", "d1")
 
     def __init__(self, sc):
         super().__init__(sc)

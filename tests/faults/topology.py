@@ -14,8 +14,9 @@ This module holds the base and the topologies of a single store: memory
 catch), redis and redis-cache (two daemons on one redis-server, the second
 through a proxy), etcd and etcd-tls (two daemons on one etcd, the second
 through a proxy). topo_sentinel, topo_redlock and topo_cluster hold the
-others. elect_topology() makes the election twin of a topology (memory-elect):
-its workers campaign, and observers follow the keys.
+others. elect_topology() makes the election twin of a topology (memory-elect,
+redis-elect, etcd-elect, sentinel-elect, cluster-elect): its workers
+campaign, and observers on each daemon follow the keys.
 """
 
 import signal
@@ -63,10 +64,11 @@ BACKEND_CONF = {"connect_timeout_ms": 300, "command_timeout_ms": 300}
 # take a cached lease (the scenario prints how often)
 CACHE_CONF = {"lease_cache_ms": 20}
 # the backends whose topologies have an election twin, "<backend>-elect"
-# (elect_topology). The redis, redlock, cluster and etcd daemons answer
-# CAMPAIGN, LEADER and OBSERVE with -ERR ... memory backend only for now:
-# list them here once they tell other daemons' leaders too
-ELECT_BACKENDS = ["memory"]
+# (elect_topology), with every fault of theirs. On redis, Sentinel,
+# redis-cluster and etcd the daemons tell each other's leaders through the
+# backend; the redlock daemons answer CAMPAIGN, LEADER and OBSERVE with
+# -ERR ... memory backend only for now: list it here once they do
+ELECT_BACKENDS = ["memory", "redis", "etcd", "sentinel", "cluster"]
 # the shortest term of a worker in the election scenarios (ms): a term is at
 # most three changes of its key (the grant, a PROCLAIM, its end), and an
 # observer more than 8 changes behind may miss terms (check_elect.py)
@@ -137,6 +139,7 @@ class Topology:
     # the election scenarios
     OBSERVERS = ()
     HOLD_MIN_MS = 2           # the shortest hold of a worker
+    REMOTE = False            # election twins: the daemons share a backend
 
     def __init__(self, sc):
         self.sc = sc
@@ -218,8 +221,12 @@ def elect_topology(base):
     """The election twin of topology class base: the same servers, faults
     and daemons; its workers campaign but the last of base's LAYOUT, which
     locks (a leader and a plain holder share the key's queue); a RESP2 and
-    a RESP3 observer follow each key (on the daemons in turn); every term
-    lasts ELECT_HOLD_MIN_MS at least."""
+    a RESP3 observer follow each key (on the daemons in turn: with two
+    daemons, one on each, which sees the other's leaders through the
+    backend); every term lasts ELECT_HOLD_MIN_MS at least. REMOTE: whether
+    the daemons learn of changes through a shared backend (all but
+    memory), which check_elect.py needs to know what an observer must
+    see."""
 
     class ElectTopology(base):
         LAYOUT = ([(d, k, "campaign") for d, k in base.LAYOUT[:-1]] +
@@ -227,6 +234,7 @@ def elect_topology(base):
         OBSERVERS = [(base.DAEMONS[i % len(base.DAEMONS)], k)
                      for i, k in enumerate(("raw2", "raw3"))]
         HOLD_MIN_MS = ELECT_HOLD_MIN_MS
+        REMOTE = base is not Topology
 
     ElectTopology.__name__ = ElectTopology.__qualname__ = "Elect" + base.__name__
     return ElectTopology
