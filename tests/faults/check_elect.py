@@ -53,13 +53,14 @@ where the observer learns of changes:
   shorter than that round trip may be skipped (docs/backends/etcd.md). An
   observer on either daemon is asked for every term granted through either
   that lasted REMOTE_MIN_TERM s at least (from the grant's arrival to the
-  holder's RESIGN or loss), that no fault overlapped which may hide a
-  change from the observer's daemon or cut the term short in the backend
-  (a backend fault; a stop, kill or black hole of the observer's or the
-  holder's daemon: those terms are counted apart as excused), and past
-  whose end the epoch went on: a higher term, or an empty answer to an
-  OBSERVE sent REMOTE_LAG s after the term's end. Shorter terms are counted,
-  and so are those skipped.
+  holder's RESIGN or loss) away from every fault that may hide a change
+  from the observer's daemon or cut the term short in the backend (a
+  backend fault; a stop, kill or black hole of the observer's or the
+  holder's daemon), from the fault's start to REMOTE_RECOVERY s after its
+  end (other terms are counted apart as excused), and past whose end the
+  epoch went on: a higher term, or an empty answer to an OBSERVE sent
+  REMOTE_LAG s after the term's end. Shorter terms are counted, and so are
+  those skipped.
 
 A missed term is reported with the number of terms granted between the
 observer's two answers around it, to tell a lag from a lost change.
@@ -69,8 +70,10 @@ state each observer logged is the final LEADER answer of its daemon for its
 key ("final state"), and on a remote backend every daemon's final answer is
 the same state (value, term, kind, holders; revisions are each daemon's
 own). A PROCLAIM by a leader that was not told of a loss answers a revision
-("proclaim refused"). An observer's LEADER answered -BACKEND (its daemon
-could not read the key: a fault) is counted, not failed.
+("proclaim refused"); on a remote backend -BACKEND is an answer too while
+a fault that may keep its daemon from the backend is on (and
+REMOTE_RECOVERY s after). An observer's LEADER answered -BACKEND (its
+daemon could not read the key: a fault) is counted, not failed.
 """
 
 import collections
@@ -88,6 +91,10 @@ SHARED_STATE = ("term", "value", "kind", "holders")
 # (topology.ELECT_HOLD_MIN_MS), a look about a millisecond
 REMOTE_MIN_TERM = 0.1
 REMOTE_LAG = 0.3
+# how long after a fault's end a daemon may still miss changes (s, x the
+# scale): it connects again after a backoff, subscribes, then looks or
+# reads again; the sentinels or the cluster name the new master
+REMOTE_RECOVERY = 1.0
 # the faults that do not keep a daemon from learning of a change, nor cut a
 # term short in the backend: a worker killed (its term ends as it believes)
 # or stopped (its term lasts longer than it believes)
@@ -176,12 +183,23 @@ def check(holdings, events, workers, faults, observed, res):
     for e in events:
         if e["ev"] == "proclaim":
             counts["proclaims"] += 1
+            if remote and str(e.get("reply", "")).startswith("BACKEND") and \
+                    _backend_fault(e["sent"], faults, observed.get("scale", 1.0)):
+                counts["proclaims_backend"] += 1
+                continue
             if not str(e.get("reply", "")).isdigit():
                 res["failures"].append({
                     "kind": "proclaim refused", "worker": e["w"],
                     "text": "worker %s's PROCLAIM of %s in term %s sent at %.3f was answered "
                     "%s" % (e["w"], e.get("value"), e.get("fence"), e["sent"],
                             e.get("reply"))})
+
+
+def _backend_fault(t, faults, scale):
+    """Whether a fault that may keep a daemon from its backend (not a
+    worker's) was on at t, or ended REMOTE_RECOVERY s before."""
+    return any(f["kind"] not in FAULTS_OF_WORKERS and
+               f["start"] <= t <= f["end"] + REMOTE_RECOVERY * scale for f in faults)
 
 
 def _check_order(ep, res):
@@ -299,27 +317,41 @@ def _missed(o, ep, h, hs, why, res):
         "%.3f)%s%s" % (ep.brief(), h.fence, h.w, h.lock_sent, h.grant, why, around)})
 
 
-def _hides(f, h, daemon, lo, hi):
-    """Whether fault f, if it overlaps [lo, hi], may have hidden h's term
-    from the daemon's observers or cut it short in the backend."""
+def _hides(f, h, daemon):
+    """Whether fault f may hide h's term from the daemon's observers while
+    it lasts (and a while after), or cut it short in the backend."""
     if f["kind"] in FAULTS_OF_WORKERS:
-        return False
-    if f["start"] > hi or f["end"] < lo:
         return False
     if f["kind"] in FAULTS_OF_DAEMONS:
         return f["target"] in (daemon, h.daemon)
     return True   # the backend's servers, or the path to them all
 
 
+def _outside(lo, hi, windows):
+    """How much of [lo, hi] is outside every one of windows ((a, b)'s)."""
+    left, at = 0.0, lo
+    for a, b in sorted(windows):
+        if b <= at:
+            continue
+        if a >= hi:
+            break
+        left += max(0.0, a - at)
+        at = max(at, b)
+        if at >= hi:
+            return left
+    return left + max(0.0, hi - at)
+
+
 def _check_terms_seen_remote(eps, holdings, faults, observers, scale, res):
     """A remote backend: each epoch sees every term granted through any
-    daemon that lasted REMOTE_MIN_TERM and no fault touched, while it
-    observed."""
+    daemon that lasted REMOTE_MIN_TERM away from the faults that may hide
+    it, while it observed."""
     by_key = collections.defaultdict(list)
     for h in holdings:
         by_key[h.key].append(h)
     counts = res["counts"]
     min_term, lag = REMOTE_MIN_TERM * scale, REMOTE_LAG * scale
+    recovery = REMOTE_RECOVERY * scale
     for o, oeps in sorted(eps.items()):
         key = observers.get(o, {}).get("key")
         daemon = observers.get(o, {}).get("daemon")
@@ -336,15 +368,17 @@ def _check_terms_seen_remote(eps, holdings, faults, observers, scale, res):
                     counts["terms_short"] += 1
                     counts["terms_short_skipped"] += not seen
                     continue
-                hit = [f for f in faults if _hides(f, h, daemon, h.lock_sent, h.end + lag)]
-                if hit:
+                windows = [(f["start"], f["end"] + recovery) for f in faults
+                           if _hides(f, h, daemon)]
+                clear = _outside(h.grant, h.end, windows)
+                if clear < min_term:
                     counts["terms_excused"] += 1
                     counts["terms_excused_skipped"] += not seen
                     continue
                 counts["terms_checked"] += 1
                 if not seen:
-                    _missed(o, ep, h, by_key[key], " (on %s; it lasted %.3f s)"
-                            % (daemon, h.end - h.grant), res)
+                    _missed(o, ep, h, by_key[key], " (on %s; it lasted %.3f s, %.3f s of it "
+                            "away from any fault)" % (daemon, h.end - h.grant, clear), res)
 
 
 def _state(a):
