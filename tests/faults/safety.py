@@ -82,9 +82,13 @@ still LOCKs the same keys. Observer processes (observer.py, a RESP2 and a
 RESP3 one per key) loop on OBSERVE key AFTER rev WAIT ms on connections of
 their own, starting again from LEADER (a new epoch) when their daemon was
 killed; at the end each daemon is asked LEADER of each key.
-check_elect.py judges what they saw. The other backends get an election
-twin ("<backend>-elect") once they are listed in topology.ELECT_BACKENDS
-(their daemons answer -ERR ... memory backend only for now).
+check_elect.py judges what they saw. redis-elect, etcd-elect,
+sentinel-elect and cluster-elect are the same on those topologies, with
+all of their faults: leaders on both daemons, and on each key an observer
+on each daemon, which learns of the other daemon's leaders through the
+backend. A backend gets its twin ("<backend>-elect") when it is listed in
+topology.ELECT_BACKENDS (redlock is not: its daemons answer -ERR ...
+memory backend only for now).
 
 On etcd a session lock lives on its daemon's etcd lease
 (backend.lease_ttl_ms), not on a TTL of its own: the scenarios set that
@@ -101,11 +105,12 @@ topo_redlock.py and topo_cluster.py; this module runs the scenarios and
 check.py judges them.
 
 SHORT (tests/integration/test_safety.py, part of make check) runs one round of
-a representative subset (memory-elect/daemon_kill among them) in about a
-minute; LONG (make check-faults) every backend x fault, several rounds
-each. The sentinel, redlock and cluster scenarios are in LONG only; --only
+a representative subset (memory-elect/daemon_kill and
+redis-elect/daemon_kill among them) in about a minute and a half; LONG
+(make check-faults) every backend x fault, several rounds each. The
+sentinel, redlock, cluster and election scenarios are in LONG only; --only
 picks them in SHORT mode too (--only sentinel, --only redlock, --only
-cluster, --only memory-elect: one round of each). With
+cluster, --only=-elect, --only redis-elect: one round of each). With
 DLOCKD_WRAPPER set (valgrind) durations are scaled up and the faults whose
 timing would not survive are left out, which is printed. The run prints a
 table and the path of a JSON file with every result; the exit status is 0
@@ -980,7 +985,7 @@ def main(argv=None):
     g.add_argument("--long", dest="mode", action="store_const", const="long")
     ap.add_argument("--only", action="append", default=[],
                     help="run the scenarios whose name (backend/fault) contains this "
-                    "(in SHORT mode the sentinel, redlock and cluster ones too)")
+                    "(in SHORT mode the sentinel, redlock, cluster and election ones too)")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--out", help="directory for the logs and results.json")
