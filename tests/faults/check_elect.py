@@ -69,11 +69,12 @@ At the end, once the faults are over and the workers stopped, the last
 state each observer logged is the final LEADER answer of its daemon for its
 key ("final state"), and on a remote backend every daemon's final answer is
 the same state (value, term, kind, holders; revisions are each daemon's
-own). A PROCLAIM by a leader that was not told of a loss answers a revision
-("proclaim refused"); on a remote backend -BACKEND is an answer too while
-a fault that may keep its daemon from the backend is on (and
-REMOTE_RECOVERY s after). An observer's LEADER answered -BACKEND (its
-daemon could not read the key: a fault) is counted, not failed.
+own). A PROCLAIM by a leader that was not told of a loss answers a
+revision, or -LOST, which tells it ("proclaim refused"); on a remote
+backend -BACKEND is an answer too while a fault that may keep its daemon
+from the backend is on (and REMOTE_RECOVERY s after). An observer's LEADER
+answered -BACKEND (its daemon could not read the key: a fault) is counted,
+not failed.
 """
 
 import collections
@@ -186,6 +187,9 @@ def check(holdings, events, workers, faults, observed, res):
             if remote and str(e.get("reply", "")).startswith("BACKEND") and \
                     _backend_fault(e["sent"], faults, observed.get("scale", 1.0)):
                 counts["proclaims_backend"] += 1
+                continue
+            if str(e.get("reply", "")).startswith("LOST"):
+                counts["proclaims_lost"] += 1   # the term was lost: this tells it
                 continue
             if not str(e.get("reply", "")).isdigit():
                 res["failures"].append({

@@ -359,6 +359,13 @@ class Worker:
         self.log("proclaim_sent", value=value, fence=fence)
         r, sent = self.call("PROCLAIM", self.key, value)
         self.log("proclaim", value=value, sent=sent, reply=str(r)[:200], fence=fence)
+        if isinstance(r, resp.Err) and r.code == "LOST":
+            # the term was lost: PROCLAIM's own -LOST tells it (docs/protocol.md)
+            if not self.told:
+                self.told = True
+                self.log("told", how="lost_err", fence=fence, key=self.key, sent=sent,
+                         cmd="PROCLAIM", err=str(r)[:200])
+            raise Told()
 
     def hold(self, fence, t_grant, plan):
         sent = time.monotonic()
