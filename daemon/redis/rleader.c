@@ -43,6 +43,9 @@ struct rd_watch {
 	struct hashtab_node hnode;	/* in r->watches, keyed by key */
 	struct rd *r;			/* the backend */
 	struct event *ev;		/* its next look */
+	uint64_t seen;			/* the newest version a look of it found
+					 * (0: none yet): its observers know the
+					 * key's state that far */
 	size_t keylen;			/* the key's length */
 	char key[];			/* the key (binary-safe) */
 };
@@ -147,16 +150,23 @@ watch_arm(struct rd *r, const char *key, size_t keylen, long long ms)
 /*
  * A watched key's leaders since it was observed, as the look found them in
  * its record (hist: {version, term, value or nil} each, oldest first): those
- * before the state read (version) are told first, in order, so that an
- * observer sees every leader, even one that came and went between two
- * reads; the observers drop what they have seen (observe.c orders by
- * version).
+ * after the state its observers know (the watch's seen) and before the state
+ * read (version) are told first, in order, so that an observer sees every
+ * leader, even one that came and went between two reads. The first look of
+ * a watch tells none: its observers start from the state now, and an older
+ * leader would look like a term going back.
  */
 static void
 tell_history(struct rd *r, const char *key, size_t keylen, const redisReply *hist,
     uint64_t version)
 {
-	if (hist->type != REDIS_REPLY_ARRAY)
+	struct rd_watch *w = watch_find(r, key, keylen);
+	uint64_t seen = w != NULL ? w->seen : 0;
+	if (w == NULL)
+		return;
+	if (version > w->seen)
+		w->seen = version;
+	if (seen == 0 || hist == NULL || hist->type != REDIS_REPLY_ARRAY)
 		return;
 	for (size_t i = 0; i < hist->elements; i++) {
 		const redisReply *h = hist->element[i];
@@ -165,7 +175,7 @@ tell_history(struct rd *r, const char *key, size_t keylen, const redisReply *his
 		if (h->type != REDIS_REPLY_ARRAY || h->elements < 3)
 			continue;
 		long long v = elem_int(h, 0, 0), term = elem_int(h, 1, 0);
-		if (v <= 0 || (uint64_t)v >= version || term <= 0)
+		if (v <= 0 || (uint64_t)v <= seen || (uint64_t)v >= version || term <= 0)
 			continue;
 		struct be_leader l = { .status = BE_OK, .version = (uint64_t)v,
 			.term = (uint64_t)term, .mode = LOCK_EXCLUSIVE, .holders = 1 };
@@ -212,8 +222,8 @@ rd_looked(struct rd *r, struct rd_call *c, const redisReply *rep, const char *wh
 	}
 	/* a lease that runs out is a change nobody publishes: looked at then */
 	watch_arm(r, op->key, op->keylen, pttl >= 0 ? pttl + RD_EXPIRY_SLACK_MS : -1);
-	if (rep->elements > 6)
-		tell_history(r, op->key, op->keylen, rep->element[6], l.version);
+	tell_history(r, op->key, op->keylen, rep->elements > 6 ? rep->element[6] : NULL,
+	    l.version);
 	op->decided = true;
 	op->told = BE_OK;
 	look_tell(lk, &l);

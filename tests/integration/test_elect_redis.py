@@ -83,6 +83,25 @@ class TestElectRedis(ElectAcrossDaemons, RedisTestCase):
         revs = [g["rev"] for g in got]
         self.assertEqual(revs, sorted(set(revs)))
 
+    def test_a_new_observer_starts_from_now(self):
+        """Leaders come and go while B observes the key (so Redis keeps
+        their history); a daemon that has not observed the key before (A)
+        answers LEADER with the leader now, not an older one."""
+        key = unique_key()
+        self.conn(self.b).cmd("OBSERVE", key)   # the key is marked observed
+        a = self.conn(self.a)
+        for i in range(3):
+            a.cmd("CAMPAIGN", key, "v%d" % i)
+            self.assertEqual(a.cmd("RESIGN", key), 0)
+        term = a.cmd("CAMPAIGN", key, "now")[1]
+        st = state(self.conn(self.a).cmd("LEADER", key))
+        self.assertEqual((st["value"], st["term"]), (b"now", term))
+        f = self.conn(self.a)
+        self.hello3(f)
+        st = state(f.cmd("OBSERVE", key, "FOLLOW"))
+        self.assertEqual((st["value"], st["term"]), (b"now", term))
+        self.assertIsNone(read_within(f, 0.3))   # no older leader pushed after
+
     def test_campaign_again_changes_the_value_everywhere(self):
         """A leader that campaigns again keeps its term and changes its
         value, as PROCLAIM does: B sees the new value."""
