@@ -111,11 +111,14 @@ class Observed:
     """Observers' logs made by hand (faults/observer.py's events), and the
     final LEADER answer."""
 
-    def __init__(self):
+    def __init__(self, remote=False):
         self.events = []
         self.epochs = {}    # observer -> its epoch number
         self.revs = {}      # observer -> the revision of its last answer
         self.final = None
+        self.remote = remote    # the daemons share a backend (redis, etcd)
+        self.daemons = {}   # observer -> its daemon (default d0)
+        self.finals = {}    # daemon -> the final state, besides d0's
 
     def _ev(self, t, o, ev, **kw):
         kw.update(t=t, o=o, ev=ev, n=self.epochs[o])
@@ -143,9 +146,12 @@ class Observed:
         self._ev(t + wait, o, "none", sent=t, after=self.revs[o])
 
     def observed(self):
+        final = {"d0": {KEY: self.final}} if self.final else {}
+        final.update({d: {KEY: st} for d, st in self.finals.items()})
         return {"events": sorted(self.events, key=lambda e: e["t"]),
-                "observers": {o: {"daemon": "d0", "key": KEY} for o in self.epochs},
-                "final": {"d0": {KEY: self.final}} if self.final else {}}
+                "observers": {o: {"daemon": self.daemons.get(o, "d0"), "key": KEY}
+                              for o in self.epochs},
+                "final": final, "remote": self.remote}
 
 
 def elect_history(skip=None, term_back=False):
@@ -383,6 +389,47 @@ class TestChecker(unittest.TestCase):
         ob.events = [e for e in ob.events if e["t"] < 1.5]
         ob.final = None
         self.assertClean(h.check(observed=ob))
+
+    def test_remote_observer_on_the_other_daemon_asked_for_every_term(self):
+        """A shared backend: an observer on d1 is asked for the terms
+        granted through d0 too (each lasted 0.5 s, away from any fault)."""
+        h, _ = elect_history()
+        ob = Observed(remote=True)
+        ob.daemons["o2"] = "d1"
+        ob.epoch(0.5, "o2", 3)
+        for rev, (t, term, value) in enumerate([(1.03, 10, "w1"), (1.53, 11, "w2"),
+                                                (2.03, 12, None), (2.53, 0, None)], 4):
+            ob.answer(t, "o2", rev, term, value)
+        ob.none(2.6, "o2")
+        self.assertClean(h.check(observed=ob))
+        # without term 11: missed, though no worker of d1 held it
+        ob.events = [e for e in ob.events if e.get("term") != 11]
+        res = h.check(observed=ob)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["missed term"])
+        # a term lost in a backend fault (and the second after it) is excused
+        fault = {"kind": "backend_restart", "target": "backend", "start": 1.5, "end": 1.6}
+        res = h.check([fault], observed=ob)
+        self.assertEqual(res["violations"], [])
+        self.assertEqual(res["counts"]["terms_excused_skipped"], 1)
+
+    def test_remote_term_going_back_in_a_new_epoch_is_a_violation(self):
+        """A shared backend's terms are its fences: an observer that
+        connects again (here to the other daemon) never sees an older one."""
+        h, _ = elect_history()
+        ob = Observed(remote=True)
+        ob.epoch(0.5, "o1", 3)
+        ob.answer(1.52, "o1", 4, 11, "w2")
+        ob.epoch(1.6, "o1", 1, 10, "w1/1")
+        res = h.check(observed=ob)
+        self.assertIn("term went back", [v["kind"] for v in res["violations"]])
+
+    def test_remote_daemons_ending_on_different_states_is_a_failure(self):
+        h, ob = elect_history()
+        ob.remote = True
+        ob.finals["d1"] = Observed.state(2, 12)
+        res = h.check(observed=ob)
+        self.assertIn("the daemons' final LEADER answers", " ".join(
+            f["text"] for f in res["failures"] if f["kind"] == "final state"))
 
     def test_leader_value_of_another_is_a_violation(self):
         h, ob = elect_history()
