@@ -143,9 +143,11 @@ et_entry_free(struct et *r, struct et_entry *e)
 void
 et_value_parse(const void *p, size_t len, struct et_value *out)
 {
+	*out = (struct et_value){ .kind = '?' };
+	if (p == NULL || len == 0)
+		return;	/* an empty value (protobuf gives no bytes): no kind */
 	const char *s = p, *end = s + len, *eq = memchr(s, '=', len);
 	const char *kend = eq != NULL ? eq : end, *at = memchr(s, '@', (size_t)(kend - s));
-	*out = (struct et_value){ .kind = '?' };
 	if (eq != NULL) {
 		out->value = eq + 1;
 		out->valuelen = (size_t)(end - eq - 1);
