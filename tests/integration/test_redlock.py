@@ -385,6 +385,9 @@ class TestRedlockNodesDown(RedlockCase):
         c = self.conn(a)
         bound = node_timeout / 1000 + 1.0 * SLOWDOWN
         self.assertLess(bound, cmd_timeout / 1000)
+        # every node set up (its scripts loaded) before one is stopped: a
+        # node stopped while it connects is down after the connect timeout
+        self.wait_nodes(a, nodes, {0, 1, 2})
         k1 = unique_key("one")
         nodes[0].pause()
         try:
