@@ -940,11 +940,12 @@ rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	snprintf(limit, sizeof(limit), "%u", l->limit);
 	snprintf(mark, sizeof(mark), "%d", RD_MARK_MS);
 	snprintf(fences, sizeof(fences), "%u", n);
+	/* a CAMPAIGN's value last; other grants have none */
 	const char *args[] = { ttl, kind, limit, mark, fences,
 	    r->topo->channel(r, l->key, l->keylen, true), rscript_key,
-	    r->topo->channel(r, l->key, l->keylen, false), l->value != NULL ? "1" : "0",
-	    rscript_value, NULL };
-	struct rd_op *op = rd_op_new(r, RS_ACQUIRE, l, member, "lfwoe", args, cb, arg);
+	    r->topo->channel(r, l->key, l->keylen, false),
+	    l->value != NULL ? rscript_value : NULL, NULL };
+	struct rd_op *op = rd_op_new(r, RS_ACQUIRE, l, member, "lfwe", args, cb, arg);
 	op->fences = n;
 	if (now < r->settle_until) {
 		/* the connection is back (a restart, a failover): the daemons'
@@ -1021,10 +1022,10 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	snprintf(limit, sizeof(limit), "%lld", r->set->handoff_limit);
 	snprintf(fences, sizeof(fences), "%u", n);
 	const char *args[] = { fm, ttl, run, limit, r->topo->channel(r, to->key, to->keylen,
-	    false), rscript_key, fences, to->value != NULL ? "1" : "0", rscript_value, NULL };
-	struct rd_op *op = rd_op_new(r, RS_TRANSFER, to, tm, "lfwoe", args, cb, arg);
+	    false), rscript_key, fences, to->value != NULL ? rscript_value : NULL, NULL };
+	struct rd_op *op = rd_op_new(r, RS_TRANSFER, to, tm, "lfwe", args, cb, arg);
 	op->fences = n;
-	op->from = op->args.argv[7];	/* numkeys, 5 keys, to, from */
+	op->from = op->args.argv[6];	/* numkeys, 4 keys, to, from */
 	rd_send(r, op);
 }
 

@@ -245,7 +245,7 @@ rd_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	deleg_member(r, l, member);
 	const char *args[] = { rscript_value, r->topo->channel(r, l->key, l->keylen, false),
 	    rscript_key, NULL };
-	rd_send(r, rd_op_new(r, RS_PROCLAIM, l, member, "leo", args, cb, arg));
+	rd_send(r, rd_op_new(r, RS_PROCLAIM, l, member, "lef", args, cb, arg));
 }
 
 /* A watch's time for a look has come. */

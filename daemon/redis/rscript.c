@@ -17,42 +17,45 @@
 	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
 #define LUA_KEEP "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') " \
 	"redis.call('PEXPIREAT', KEYS[1], last[2]) "
+/* counter(s, ms): a fence counter's value s (false: none) read: the
+ * counter, and the time (ms, a string) its observed mark ends when that is
+ * after ms, else false. The value is the counter, then, while a daemon
+ * observes the key, a space and that time (the look script sets it): so a
+ * grant learns that the key is observed from the read that reserves its
+ * fence, and an unobserved key pays nothing for observers. A value of
+ * another form stops the script with an error */
+#define LUA_COUNTER "local function counter(s, ms) " \
+	"local c = tonumber(s or '0') if c then return c, false end " \
+	"local d, o = string.match(s, '^(%d+) (%d+)$') " \
+	"return tonumber(d), tonumber(o) > ms and o end "
 /* fence(n): reserve n fences of KEYS[2], the first returned: above the
- * counter and above the clock in us; the counter keeps the last. The clock
- * is ahead of the counter but after a burst of grants in one microsecond:
- * one SET ... GET then does it all */
-#define LUA_FENCE "local function fence(n) " \
+ * counter and above the clock in us; the counter keeps the last (and the
+ * observed mark while it lasts). Second result: whether the key is
+ * observed. The clock is ahead of the counter but after a burst of grants
+ * in one microsecond: one SET ... GET then does it all */
+#define LUA_FENCE LUA_COUNTER "local function fence(n) " \
 	"local t = redis.call('TIME') " \
 	"local us = tonumber(t[1]) * 1000000 + tonumber(t[2]) " \
-	"local old = tonumber(redis.call('SET', KEYS[2], " \
-	"  string.format('%.0f', us + n - 1), 'GET') or '0') " \
-	"if old < us then return us end " \
-	"redis.call('SET', KEYS[2], string.format('%.0f', old + n)) " \
-	"return old + 1 end "
-/* a lease of KEYS[1] was removed: if some daemon marked that it waits
- * (mark), delete the mark and publish key on channel */
-#define LUA_RELEASED(mark, channel, key) \
-	"if redis.call('DEL', " #mark ") == 1 then " \
-	"  redis.call('PUBLISH', " #channel ", " #key ") end "
-/* watched(o): whether a daemon observes the key (its mark o, set by the
- * look script); tell(o, channel, key): then publish key on channel, the
- * daemons' release channel, so that its observers read it again */
-#define LUA_TELL "local function tell(o, ch, key) " \
-	"if redis.call('EXISTS', o) == 1 then redis.call('PUBLISH', ch, key) return 1 end " \
-	"return 0 end "
-/* record(e, o, member, f, has, value, ch, key): a grant of member with
- * fence f: a CAMPAIGN's (has '1') is written in the election record e with
- * its value; any grant is while the key is observed (then published). An
- * exclusive grant of an observed key is a new state: its version (as the
- * look script numbers states) and the state itself are set, and it joins
- * the record's history of the last RSCRIPT_HISTORY leaders (version, term,
- * value), so that an observer that reads later still sees it. 1 | 0:
- * whether it is observed */
+	"local old, o = counter(redis.call('SET', KEYS[2], " \
+	"  string.format('%.0f', us + n - 1), 'GET'), math.floor(us / 1000)) " \
+	"if old < us and not o then return us, false end " \
+	"local f = old < us and us or old + 1 " \
+	"redis.call('SET', KEYS[2], string.format('%.0f', f + n - 1) .. (o and ' ' .. o or '')) " \
+	"return f, o ~= false end "
+/* record(e, member, f, obs, value, ch, key): a grant of member with fence
+ * f, called when it is a CAMPAIGN's (value not nil) or the key is observed
+ * (obs): a CAMPAIGN's is written in the election record e with its value;
+ * any grant of an observed key is too, and published on ch. An exclusive
+ * grant of an observed key is a new state: its version (as the look script
+ * numbers states) and the state itself are set, and it joins the record's
+ * history of the last RSCRIPT_HISTORY leaders (version, term, value), so
+ * that an observer that reads later still sees it. 1 | 0: whether it is
+ * observed */
 #define LUA_RECORD \
-	"local function record(e, o, member, f, has, value, ch, key) " \
+	"local function record(e, member, f, obs, value, ch, key) " \
 	"local t = string.format('%.0f', f) " \
-	"local obs = redis.call('EXISTS', o) == 1 " \
-	"if has == '1' then redis.call('HSET', e, 'm', member, 't', t, 'v', value) " \
+	"local has = value ~= nil " \
+	"if has then redis.call('HSET', e, 'm', member, 't', t, 'v', value) " \
 	"elseif obs then redis.call('HSET', e, 'm', member, 't', t) redis.call('HDEL', e, 'v') end " \
 	"if not obs then return 0 end " \
 	"if string.sub(member, 1, 3) == 'x0:' then " \
@@ -60,7 +63,7 @@
 	"  local n = string.format('%.0f', math.max(tonumber(st[1] or '0') + 1, " \
 	"    tonumber(redis.call('TIME')[1]) * 1000000)) " \
 	"  local h = st[3] and cmsgpack.unpack(st[3]) or {} " \
-	"  h[#h + 1] = {n, t, has == '1' and value or false} " \
+	"  h[#h + 1] = {n, t, has and value or false} " \
 	"  while #h > " RSCRIPT_HISTORY_S " do table.remove(h, 1) end " \
 	"  redis.call('HSET', e, 'n', n, 's', 'x0 1 ' .. t .. ' ' .. member .. ' ' .. " \
 	"    (st[2] or '0'), 'h', cmsgpack.pack(h)) " \
@@ -72,17 +75,17 @@
 #define LUA_STRING "local v = redis.pcall('GET', KEYS[1]) "
 
 const char *const rscript_text[RS_COUNT] = {
-	/* acquire: KEYS lock, fence, mark, observed mark, election record;
-	 * ARGV member, ttl, kind, limit, mark ms, fences to reserve, wanted
-	 * channel, key, release channel, has a value ('1'), the value. {1,
-	 * first fence, observed (record)} | {0, ms to wait: the first lease to
-	 * end} (the mark set, the key published on the wanted channel) | {-1}
+	/* acquire: KEYS lock, fence, mark, election record; ARGV member, ttl,
+	 * kind, limit, mark ms, fences to reserve, wanted channel, key, release
+	 * channel, and a CAMPAIGN's value (none for other grants). {1, first
+	 * fence, observed (record)} | {0, ms to wait: the first lease to end}
+	 * (the mark set, the key published on the wanted channel) | {-1}
 	 * (another kind) */
 	LUA_FENCE
 	LUA_RECORD
-	"local function grant(n) local f = fence(n) "
-	"  return {1, f, record(KEYS[5], KEYS[4], ARGV[1], f, ARGV[10], ARGV[11], "
-	"    ARGV[9], ARGV[8])} end "
+	"local function grant(n) local f, obs = fence(n) "
+	"  if not obs and ARGV[10] == nil then return {1, f, 0} end "
+	"  return {1, f, record(KEYS[4], ARGV[1], f, obs, ARGV[10], ARGV[9], ARGV[8])} end "
 	"local want = ARGV[3] "
 	"local function busy(ms) redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) "
 	"  redis.call('PUBLISH', ARGV[7], ARGV[8]) "
@@ -111,22 +114,23 @@ const char *const rscript_text[RS_COUNT] = {
 	LUA_KEEP
 	"return grant(1)",
 
-	/* release: KEYS lock, mark, observed mark; ARGV member, channel, key.
-	 * 1 | 0 (not ours). An exclusive lease and the mark go in one DEL; a
-	 * lease given back but not confirmed (member .. '~', the renew script)
-	 * goes too. The key is published when a daemon waits or observes */
+	/* release: KEYS lock, mark, observers' mark; ARGV member, channel,
+	 * key. 1 | 0 (not ours). An exclusive lease and the marks go in one
+	 * DEL; a lease given back but not confirmed (member .. '~', the renew
+	 * script) goes too. The key is published when a daemon waits or
+	 * observes (either mark was there): both marks are for the next
+	 * release only, set again by the waiters' acquire and the observers'
+	 * look that the message brings about */
 	LUA_STRING
-	LUA_TELL
 	"if v == ARGV[1] or v == ARGV[1] .. '~' then "
-	"  if redis.call('DEL', KEYS[1], KEYS[2]) == 2 then "
-	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) "
-	"  else tell(KEYS[3], ARGV[2], ARGV[3]) end "
+	"  if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) > 1 then "
+	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
 	"  return 1 end "
 	"if type(v) == 'string' or "
 	"    redis.call('ZREM', KEYS[1], ARGV[1], ARGV[1] .. '~') < 1 then "
 	"  return 0 end "
-	"if redis.call('DEL', KEYS[2]) == 1 then redis.call('PUBLISH', ARGV[2], ARGV[3]) "
-	"else tell(KEYS[3], ARGV[2], ARGV[3]) end "
+	"if redis.call('DEL', KEYS[2], KEYS[3]) > 0 then "
+	"  redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
 	"return 1",
 
 	/* renew: KEYS lock; ARGV member, ttl, bring, limit. The lease lasts at
@@ -177,10 +181,10 @@ const char *const rscript_text[RS_COUNT] = {
 	LUA_KEEP
 	"return 2",
 
-	/* transfer (exclusive leases): KEYS lock, fence, mark, observed mark,
-	 * election record; ARGV to, from, ttl, handoffs in a row before this
-	 * one, handoff limit, channel, key, fences to reserve, to has a value
-	 * ('1'), the value. When the run has reached the limit and another
+	/* transfer (exclusive leases): KEYS lock, fence, mark, election
+	 * record; ARGV to, from, ttl, handoffs in a row before this one, handoff
+	 * limit, channel, key, fences to reserve, and to's CAMPAIGN value (none
+	 * for other grants). When the run has reached the limit and another
 	 * daemon waits (the mark), from is released as by the release script
 	 * instead. {1, first fence, observed} | {2} (released: yielded) | {0}
 	 * (from's lease had ended) */
@@ -195,9 +199,9 @@ const char *const rscript_text[RS_COUNT] = {
 	"  return {2} "
 	"end "
 	"redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3]) "
-	"local f = fence(tonumber(ARGV[8])) "
-	"return {1, f, record(KEYS[5], KEYS[4], ARGV[1], f, ARGV[9], ARGV[10], "
-	"  ARGV[6], ARGV[7])}",
+	"local f, obs = fence(tonumber(ARGV[8])) "
+	"if not obs and ARGV[9] == nil then return {1, f, 0} end "
+	"return {1, f, record(KEYS[4], ARGV[1], f, obs, ARGV[9], ARGV[6], ARGV[7])}",
 
 	/* confirm (a renewal confirmed by a quorum that held the lease all
 	 * along): KEYS lock; ARGV member. A lease given back by the renew
@@ -213,37 +217,45 @@ const char *const rscript_text[RS_COUNT] = {
 	"return 1",
 
 	/* raise (a quorum's fence written back): KEYS fence; ARGV fence. The
-	 * counter becomes at least fence. 1 */
-	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
-	"if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end "
+	 * counter becomes at least fence (its observed mark kept). 1 */
+	LUA_COUNTER
+	"local s = redis.call('GET', KEYS[1]) "
+	"local c = counter(s, 0) "
+	"if c < tonumber(ARGV[1]) then "
+	"  redis.call('SET', KEYS[1], ARGV[1] .. (string.match(s or '', ' %d+$') or '')) end "
 	"return 1",
 
-	/* proclaim: KEYS lock, election record, observed mark; ARGV member,
-	 * value, channel, key. The value of member's exclusive lease (a
-	 * CAMPAIGN's, recorded at its grant) becomes value. 1 | 0 (not ours,
-	 * or granted with no record) */
+	/* proclaim: KEYS lock, election record, fence; ARGV member, value,
+	 * channel, key. The value of member's exclusive lease (a CAMPAIGN's,
+	 * recorded at its grant) becomes value, published when the key is
+	 * observed. 1 | 0 (not ours, or granted with no record) */
 	LUA_STRING
-	LUA_TELL
+	LUA_COUNTER
+	LUA_NOW
 	"if v ~= ARGV[1] and v ~= ARGV[1] .. '~' then return 0 end "
 	"if redis.call('HGET', KEYS[2], 'm') ~= ARGV[1] then return 0 end "
 	"redis.call('HSET', KEYS[2], 'v', ARGV[2]) "
 	"redis.call('HINCRBY', KEYS[2], 'p', 1) "
-	"tell(KEYS[3], ARGV[3], ARGV[4]) "
+	"local c, o = counter(redis.call('GET', KEYS[3]), now) "
+	"if o then redis.call('PUBLISH', ARGV[3], ARGV[4]) end "
 	"return 1",
 
 	/* look: KEYS lock, fence, election record, observed mark; ARGV mark ms
 	 * (0: none), wanted channel, key. Who holds the key: {version, term,
 	 * kind or '', holders, value or false, ms until the first lease ends
 	 * (-1: none), the history: {{version, term, value or false}, ...} of
-	 * the last exclusive grants recorded while observed, oldest first}. The term is the recorded fence of the exclusive holder
-	 * (or of the last observed grant of shared leases), else the counter
+	 * the last exclusive grants recorded while observed, oldest first}.
+	 * The term is the recorded fence of the exclusive holder (or of the last observed grant of shared leases), else the counter
 	 * (no fence given so far is above it). The version grows whenever a
 	 * look finds the state changed since the last look (TIME in us, or one
 	 * more), so every daemon reads the same version for the same state.
-	 * With a mark time, the key is marked observed for that long; marked
-	 * anew, the key is published on the wanted channel (a daemon that
-	 * keeps its lease cached gives it back, and its next grant is told) */
+	 * With a mark time, the key is marked observed for that long (in its
+	 * fence counter, for grants, and the observers' mark, for the next
+	 * release); marked anew, the key is published on the wanted channel (a
+	 * daemon that keeps its lease cached gives it back, and its next grant
+	 * is told) */
 	LUA_STRING
+	LUA_COUNTER
 	LUA_NOW
 	"local kind, holders, member, pttl = '', 0, '', -1 "
 	"if type(v) == 'string' then "
@@ -262,7 +274,9 @@ const char *const rscript_text[RS_COUNT] = {
 	"if holders > 0 and (kind ~= 'x0' or e[1] == member) and e[2] then "
 	"  term = tonumber(e[2]) "
 	"  if kind == 'x0' then value = e[3] end "
-	"elseif holders > 0 then term = tonumber(redis.call('GET', KEYS[2]) or '0') end "
+	"end "
+	"local c, o = counter(redis.call('GET', KEYS[2]), now) "
+	"if term == 0 and holders > 0 then term = c end "
 	"local s = kind .. ' ' .. holders .. ' ' .. string.format('%.0f', term) .. ' ' .. "
 	"  member .. ' ' .. (e[6] or '0') "
 	"local n = tonumber(e[4] or '0') "
@@ -271,9 +285,9 @@ const char *const rscript_text[RS_COUNT] = {
 	"  n = math.max(n + 1, us) "
 	"  redis.call('HSET', KEYS[3], 'n', string.format('%.0f', n), 's', s) end "
 	"if ARGV[1] ~= '0' then "
-	"  if redis.call('SET', KEYS[4], '1', 'PX', ARGV[1], 'NX') then "
-	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) "
-	"  else redis.call('PEXPIRE', KEYS[4], ARGV[1]) end "
+	"  redis.call('SET', KEYS[2], string.format('%.0f %.0f', c, now + tonumber(ARGV[1]))) "
+	"  redis.call('SET', KEYS[4], '1', 'PX', ARGV[1]) "
+	"  if not o then redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
 	"end "
 	"local hist = {} "
 	"if e[7] then for i, x in ipairs(cmsgpack.unpack(e[7])) do "

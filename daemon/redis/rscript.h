@@ -7,9 +7,11 @@
  * key) holding "x0:<token>" and expiring at the lease's end; a key held
  * shared or as a semaphore is a sorted set there whose members are
  * "<kind>:<token>" (s0 shared, n<limit> semaphore) scored by the lease's end
- * in the server's clock. Its fence counter is "f:" + key (never expires),
- * "w:" + key marks that some daemon waits for it, "o:" + key that some
- * daemon observes it, and the hash "e:" + key (never expires) records the
+ * in the server's clock. Its fence counter is "f:" + key (never expires;
+ * while daemons observe the key, followed by a space and the time in ms
+ * until which they do), "w:" + key marks that some daemon waits for it,
+ * "o:" + key that some daemon observes it (both marks are for the next
+ * release), and the hash "e:" + key (never expires) records the
  * fence and CAMPAIGN value of its last recorded grant and the version of
  * its state that observers read (the look script). Each script is atomic:
  * expired members are pruned inside them and strings expire by themselves,
@@ -31,9 +33,9 @@
 enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_CONFIRM, RS_RAISE,
 	RS_PROCLAIM, RS_LOOK, RS_COUNT };
 
-#define RSCRIPT_ARGS 18
+#define RSCRIPT_ARGS 18			/* numkeys, keys and arguments of one call at most */
 #define RSCRIPT_HISTORY 4		/* leaders an election record remembers */
-#define RSCRIPT_HISTORY_S "4"		/* the same, for the scripts' text */			/* numkeys, keys and arguments of one call at most */
+#define RSCRIPT_HISTORY_S "4"		/* the same, for the scripts' text */
 #define RSCRIPT_MEMBER_MAX (TOKEN_LEN + 16) /* "<kind>:<token>" and its NUL */
 
 /* The commands of an ACL that lets a user call the scripts (with "~prefix*
@@ -41,7 +43,7 @@ enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_CONFIRM, RS_RAI
  * every command the scripts run, which Redis checks against the user too. */
 #define RSCRIPT_ACL "+ping +subscribe +eval +evalsha +script|load +get +set +del " \
 	"+type +pttl +pexpire +pexpireat +time +publish +zrange +zadd +zrem " \
-	"+zremrangebyscore +zcard +zscore +exists +hset +hget +hmget +hdel +hincrby"
+	"+zremrangebyscore +zcard +zscore +hset +hget +hmget +hdel +hincrby"
 
 /* Each script's text; what each takes and answers is said above it in
  * rscript.c. */

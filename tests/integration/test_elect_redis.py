@@ -102,6 +102,54 @@ class TestElectRedis(ElectAcrossDaemons, RedisTestCase):
         self.assertEqual((st["value"], st["term"]), (b"now", term))
         self.assertIsNone(read_within(f, 0.3))   # no older leader pushed after
 
+    def test_observed_mark_in_the_fence_counter(self):
+        """A key nobody observes: its grants and releases publish nothing
+        and its fence counter is a number. Observed from B: the counter
+        carries the mark's end (the server's ms, about 60 s ahead), grants
+        keep it and still take fences above the counter, and each grant and
+        release on A is published; a release deletes the o: mark, which B's
+        look sets again."""
+        key = unique_key()
+        fkey, okey = "dlock:f:" + key, "dlock:o:" + key
+        sub = self.redis.client().pubsub()
+        sub.subscribe("dlock:released")
+        self.assertEqual(sub.get_message(timeout=2)["type"], "subscribe")
+
+        def messages(within):
+            got, end = [], time.monotonic() + within
+            while time.monotonic() < end:
+                m = sub.get_message(timeout=0.05)
+                if m is not None and m["type"] == "message":
+                    got.append(m["data"])
+            return got
+
+        a = self.conn(self.a)
+        f1 = a.cmd("LOCK", key)[1]
+        self.assertEqual(a.cmd("UNLOCK", key), 0)   # holds left
+        self.assertEqual(messages(0.3), [])
+        self.assertEqual(self.redis.cmd("GET", fkey), b"%d" % f1)
+
+        b = self.conn(self.b)
+        rev = state(b.cmd("OBSERVE", key))["rev"]
+        counter, until = self.redis.cmd("GET", fkey).split(b" ")
+        now = self.redis.cmd("TIME")
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        self.assertEqual(int(counter), f1)
+        self.assertAlmostEqual(int(until) - now_ms, 60000, delta=5000)
+        self.assertEqual(self.redis.cmd("EXISTS", okey), 1)
+        messages(0.3)   # the look's own publication on wanted is not here
+
+        f2 = a.cmd("LOCK", key)[1]
+        self.assertGreater(f2, f1)
+        counter2, until2 = self.redis.cmd("GET", fkey).split(b" ")
+        self.assertEqual(int(counter2), f2)     # the mark kept (or set again by B)
+        self.assertGreaterEqual(int(until2), int(until))
+        self.assertEqual(a.cmd("UNLOCK", key), 0)
+        self.assertEqual(messages(0.5), [key.encode(), key.encode()])
+        st, _ = self.observe_until(b, key, rev, lambda s: s["kind"] == "free")
+        self.assertEqual(self.redis.cmd("EXISTS", okey), 1)   # set again by B's look
+        sub.close()
+
     def test_campaign_again_changes_the_value_everywhere(self):
         """A leader that campaigns again keeps its term and changes its
         value, as PROCLAIM does: B sees the new value."""

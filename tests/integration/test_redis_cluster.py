@@ -31,7 +31,7 @@ from dlocktest.resp import NULL, Err, pairs, read_within
 # what a cluster needs on top of it (the slot map, ASK, the shard channels)
 BASE_COMMANDS = ("+ping +subscribe +eval +evalsha +script|load +get +set +del +type +pttl "
                  "+pexpire +pexpireat +time +publish +zrange +zadd +zrem "
-                 "+zremrangebyscore +zcard +zscore +exists +hset +hget +hmget +hdel +hincrby")
+                 "+zremrangebyscore +zcard +zscore +hset +hget +hmget +hdel +hincrby")
 CLUSTER_COMMANDS = "+cluster|slots +asking +ssubscribe +spublish"
 KEYS_ACL = "~dlock:* &dlock:*"
 

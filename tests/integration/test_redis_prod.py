@@ -20,7 +20,7 @@ from dlocktest.resp import Err
 MIN_ACL = ("~dlock:* &dlock:* +ping +subscribe +eval +evalsha +script|load "
            "+get +set +del +type +pttl +pexpire +pexpireat +time +publish "
            "+zrange +zadd +zrem +zremrangebyscore +zcard +zscore "
-           "+exists +hset +hget +hmget +hdel +hincrby")
+           "+hset +hget +hmget +hdel +hincrby")
 
 
 def tls_config(ca=None, cert=None, key=None, server_name=None, extra=""):
