@@ -95,6 +95,7 @@ et_key_put(struct et *r, struct et_key *k)
 	if (--k->refs > 0 || !TAILQ_EMPTY(&k->entries))
 		return;
 	hashtab_remove(r->keys, &k->node);
+	free(k->puts);
 	free(k->name);
 	free(k->path);
 	free(k);

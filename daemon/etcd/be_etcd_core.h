@@ -117,6 +117,11 @@ struct et_key {
 	size_t pathlen;
 	int64_t last_delete;		/* revision of the last delete seen in its range */
 	unsigned watched;		/* ops->watch on: 1 (it holds a reference then) */
+	int64_t *puts;			/* watched: revisions of the puts in its range
+					 * the watch brought, not read yet (owned) */
+	size_t nputs;
+	bool reading;			/* watched: a read of the watch's is out */
+	bool read_again;		/* and changes came since it was sent */
 	struct et_entry_list entries;	/* its etcd keys */
 	unsigned refs;			/* operations in flight that use it */
 };

@@ -24,6 +24,16 @@
  *
  * The version of a state read is the etcd revision of the read: every
  * change of the key in etcd, through any daemon, has a higher one after it.
+ *
+ * A key observed here is read again at each change the watch brings
+ * (be_etcd_watch.c), as the range was at the revision the watch has
+ * reached, together with the range at each put the watch brought since the
+ * last read: a put that made its key the first exclusive holder then (a
+ * grant, or a PROCLAIM) is a leader, told before the state, even if it had
+ * come and gone before the read. Reads of the watch's go one at a time per
+ * key, so their states are told in revision order. A leader is missed only
+ * when its revisions were compacted away before the read (the state is then
+ * read as it is now).
  */
 #include "be_etcd_core.h"
 #include "be_etcd_leader.h"
@@ -39,6 +49,7 @@
 #include "xmalloc.h"
 
 #define ET_READ_CHECKS 32	/* at most this many holders are checked */
+#define ET_READ_PUTS 64		/* a watched key's puts read at most, the last */
 
 /* ---- PROCLAIM -------------------------------------------------------------- */
 
@@ -140,6 +151,10 @@ struct et_read {
 	char *path;			/* the range (owned) */
 	size_t pathlen;
 	int64_t version;		/* the revision of the first read */
+	int64_t at;			/* read at this revision (0: now) */
+	struct et_key *k;		/* a read of the watch's: its key (a reference) */
+	int64_t *puts;			/* and the revisions of its puts read (owned) */
+	size_t nputs;
 	struct et_holder *h;		/* the holders read (owned) */
 	size_t nh;
 	TAILQ_ENTRY(et_read) entry;	/* on r->reads */
@@ -177,6 +192,7 @@ read_free(struct et_read *rd)
 		free(rd->h[i].val);
 	}
 	free(rd->h);
+	free(rd->puts);
 	free(rd->path);
 	free(rd);
 }
@@ -210,6 +226,19 @@ read_answer(struct et_read *rd, const char *why, bool failed)
 				l.valuelen = first->v.valuelen;
 			}
 		}
+	}
+	if (rd->k != NULL) {
+		struct et *r = rd->r;
+		struct et_key *k = rd->k;
+		/* failed: the observers read it as it is now */
+		if (k->watched && !r->destroying)
+			r->be->up.changed(r->be->up.arg, k->name, k->len, failed ? NULL : &l);
+		read_free(rd);
+		k->reading = false;
+		if (k->read_again && k->watched && !r->destroying)
+			et_leader_watched(r, k);
+		et_key_put(r, k);
+		return;
 	}
 	rd->cb(rd->arg, &l);
 	read_free(rd);
@@ -254,20 +283,13 @@ on_read_checks(void *arg, const struct etcd_result *res)
 	read_answer(rd, NULL, false);
 }
 
-/* The answer to the read of the range: its holders, then the checks of
- * those whose fence is their mod revision. */
+/* rd's range read, rr: its holders, then the checks of those whose fence
+ * is their mod revision. */
 static void
-on_read_range(void *arg, const struct etcd_result *res)
+read_holders(struct et_read *rd, const Etcd__RangeResponse *rr)
 {
-	struct et_read *rd = arg;
-	const Etcd__RangeResponse *rr = res->status == ETCD_OK ?
-	    (const Etcd__RangeResponse *)(const void *)res->msg : NULL;
 	size_t nchecks = 0;
-	if (rr == NULL) {
-		read_answer(rd, res->why != NULL ? res->why : "etcd is not reachable", true);
-		return;
-	}
-	rd->version = rr->header != NULL ? rr->header->revision : 0;
+	rd->version = rd->at > 0 ? rd->at : rr->header != NULL ? rr->header->revision : 0;
 	rd->h = xcalloc(rr->n_kvs > 0 ? rr->n_kvs : 1, sizeof(*rd->h));
 	for (size_t i = 0; i < rr->n_kvs; i++) {
 		const Etcd__KeyValue *kv = rr->kvs[i];
@@ -326,6 +348,130 @@ on_read_range(void *arg, const struct etcd_result *res)
 	free(ranges);
 }
 
+/* The answer to the read of the range. */
+static void
+on_read_range(void *arg, const struct etcd_result *res)
+{
+	struct et_read *rd = arg;
+	const Etcd__RangeResponse *rr = res->status == ETCD_OK ?
+	    (const Etcd__RangeResponse *)(const void *)res->msg : NULL;
+	if (rr == NULL) {
+		read_answer(rd, res->why != NULL ? res->why : "etcd is not reachable", true);
+		return;
+	}
+	read_holders(rd, rr);
+}
+
+/* rr, the range of rd's key as it was at rev, a put of it: if the put made
+ * its etcd key the first exclusive holder (a grant, or a PROCLAIM), tell
+ * the key's observers that leader. */
+static void
+tell_put(struct et_read *rd, const Etcd__RangeResponse *rr, int64_t rev)
+{
+	struct et *r = rd->r;
+	struct et_value v;
+	if (rr == NULL || rr->n_kvs == 0 || rr->kvs[0]->mod_revision != rev ||
+	    !rd->k->watched || r->destroying)
+		return;
+	et_value_parse(rr->kvs[0]->value.data, rr->kvs[0]->value.len, &v);
+	if (v.kind == 's' || v.kind == 'n')
+		return;
+	struct be_leader l = { .status = BE_OK, .version = (uint64_t)rev, .holders = 1,
+		.mode = LOCK_EXCLUSIVE, .value = v.value, .valuelen = v.valuelen,
+		.term = v.fence != 0 ? v.fence : (uint64_t)rev << ET_SEQ_BITS };
+	r->be->up.changed(r->be->up.arg, rd->k->name, rd->k->len, &l);
+}
+
+/* The answer to a read of the watch's: the puts' leaders, then the range
+ * at the watch's revision. */
+static void
+on_read_watched(void *arg, const struct etcd_result *res)
+{
+	struct et_read *rd = arg;
+	const Etcd__TxnResponse *t = res->status == ETCD_OK ?
+	    (const Etcd__TxnResponse *)(const void *)res->msg : NULL;
+	size_t n = t != NULL ? t->n_responses : 0;
+	const Etcd__RangeResponse **rr = xcalloc(n > 0 ? n : 1, sizeof(*rr));
+	for (size_t i = 0; i < n; i++)
+		if (t->responses[i]->response_case == ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE)
+			rr[i] = t->responses[i]->response_range;
+	if (n != rd->nputs + 1 || rr[n - 1] == NULL) {
+		free(rr);
+		/* compacted away, or etcd is not reachable: read as it is now */
+		read_answer(rd, res->why != NULL ? res->why : "no range in the answer", true);
+		return;
+	}
+	for (size_t i = 0; i < rd->nputs; i++)
+		tell_put(rd, rr[i], rd->puts[i]);
+	read_holders(rd, rr[n - 1]);
+	free(rr);
+}
+
+/* A range request of rd's key's range (end: its end, the caller's) at rev
+ * (0: now), into *req. */
+static void
+range_init(Etcd__RangeRequest *req, const struct et_read *rd, char *end, int64_t rev)
+{
+	etcd__range_request__init(req);
+	req->key = et_bin(rd->path, rd->pathlen);
+	req->range_end = et_bin(end, rd->pathlen);
+	req->sort_order = ETCD__RANGE_REQUEST__SORT_ORDER__ASCEND;
+	req->sort_target = ETCD__RANGE_REQUEST__SORT_TARGET__CREATE;
+	req->revision = rev;
+}
+
+void
+et_leader_watched(struct et *r, struct et_key *k)
+{
+	if (k->reading) {
+		k->read_again = true;
+		return;
+	}
+	struct et_read *rd = xcalloc(1, sizeof(*rd));
+	k->reading = true;
+	k->read_again = false;
+	k->refs++;
+	rd->r = r;
+	rd->k = k;
+	rd->path = xmemdup(k->path, k->pathlen);
+	rd->pathlen = k->pathlen;
+	rd->at = r->watch_rev;
+	/* the puts up to the watch's revision, the last ET_READ_PUTS */
+	rd->nputs = k->nputs > ET_READ_PUTS ? ET_READ_PUTS : k->nputs;
+	rd->puts = xcalloc(rd->nputs + 1, sizeof(*rd->puts));
+	if (rd->nputs > 0)
+		memcpy(rd->puts, k->puts + (k->nputs - rd->nputs), rd->nputs * sizeof(*rd->puts));
+	free(k->puts);
+	k->puts = NULL;
+	k->nputs = 0;
+	TAILQ_INSERT_TAIL(&r->reads, rd, entry);
+
+	size_t n = rd->nputs + 1;
+	Etcd__RangeRequest *ranges = xcalloc(n, sizeof(*ranges));
+	Etcd__RequestOp *rops = xcalloc(n, sizeof(*rops));
+	Etcd__RequestOp **ops = xcalloc(n, sizeof(*ops));
+	char *end = xmemdup(rd->path, rd->pathlen);
+	Etcd__TxnRequest txn;
+	end[rd->pathlen - 1]++;
+	for (size_t i = 0; i < n; i++) {
+		range_init(&ranges[i], rd, end, i < rd->nputs ? rd->puts[i] : rd->at);
+		if (i < rd->nputs)
+			ranges[i].limit = 1;	/* the first by create revision */
+		etcd__request_op__init(&rops[i]);
+		rops[i].request_case = ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
+		rops[i].request_range = &ranges[i];
+		ops[i] = &rops[i];
+	}
+	etcd__txn_request__init(&txn);
+	txn.success = ops;
+	txn.n_success = n;
+	etcd_call(r->cli, ETCD_TXN, &txn.base, on_read_watched, rd);
+	free(end);
+	free(ops);
+	free(rops);
+	free(ranges);
+}
+
 void
 et_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
 {
@@ -340,11 +486,7 @@ et_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb, 
 	TAILQ_INSERT_TAIL(&r->reads, rd, entry);
 	end = xmemdup(rd->path, rd->pathlen);
 	end[rd->pathlen - 1]++;
-	etcd__range_request__init(&req);
-	req.key = et_bin(rd->path, rd->pathlen);
-	req.range_end = et_bin(end, rd->pathlen);
-	req.sort_order = ETCD__RANGE_REQUEST__SORT_ORDER__ASCEND;
-	req.sort_target = ETCD__RANGE_REQUEST__SORT_TARGET__CREATE;
+	range_init(&req, rd, end, 0);
 	/* the client answers from the loop, also when etcd is down */
 	etcd_call(r->cli, ETCD_RANGE, &req.base, on_read_range, rd);
 	free(end);

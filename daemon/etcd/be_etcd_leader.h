@@ -15,6 +15,12 @@ struct et;
 void et_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg);
 void et_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
     void *arg);
+/* The watch brought changes of watched key k (their puts in k->puts): read
+ * k as the watch has it, and tell its observers every leader the puts
+ * made, in order, then the state (up.changed). One read at a time per key,
+ * the next sent when it is answered. */
+struct et_key;
+void et_leader_watched(struct et *r, struct et_key *k);
 /* Shutting down (the client is gone): answer the reads left with BE_ERROR. */
 void et_leader_destroy(struct et *r);
 

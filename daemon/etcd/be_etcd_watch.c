@@ -10,15 +10,18 @@
  * Acquires wait until the stream is created (et_ready), so that no delete
  * after their answer is missed.
  *
- * Keys observed (ops->watch, for observe.c) are told changed, with no state
- * (up.changed NULL: the observer reads it, be_etcd_leader.c), at each put or
- * delete in their range, and all of them each time the stream is created
- * (after a start while disconnected, a restart or a compaction: changes may
- * have been missed). While any key is observed the stream carries puts as
+ * Keys observed (ops->watch, for observe.c) are read again at each put or
+ * delete in their range, at the revision the stream has reached, with the
+ * revisions of the puts, so that every leader is told (et_leader_watched,
+ * be_etcd_leader.c); each time the stream is created (after a start while
+ * disconnected, a restart or a compaction: changes may have been missed)
+ * all of them are told changed with no state (up.changed NULL: the
+ * observer reads them as they are now). While any key is observed the stream carries puts as
  * well; it is started again, from where it stopped, when the first key is
  * observed and when the last one is not any more.
  */
 #include "be_etcd_core.h"
+#include "be_etcd_leader.h"
 #include "be_etcd_lease.h"
 #include "be_etcd_watch.h"
 
@@ -202,6 +205,9 @@ et_watch_key(struct backend *be, const char *key, size_t keylen, int on)
 		if (k == NULL || !k->watched)
 			return;
 		k->watched = 0;
+		free(k->puts);
+		k->puts = NULL;
+		k->nputs = 0;
 		r->nwatched--;
 		et_key_put(r, k);
 		if (r->nwatched > 0)
@@ -277,7 +283,8 @@ et_on_watch(void *arg, const Etcd__WatchResponse *res)
 		if (ev->kv->key.len == 0)
 			continue;
 		if (told != NULL) {
-			/* a change of an observed key's range, told once */
+			/* a change of an observed key's range: its puts kept,
+			 * the key read once */
 			const char *ekey = (const char *)ev->kv->key.data;
 			const char *slash = memrchr(ekey, '/', ev->kv->key.len);
 			struct et_key *k = slash != NULL ?
@@ -289,13 +296,25 @@ et_on_watch(void *arg, const Etcd__WatchResponse *res)
 				k->refs++;
 				told[ntold++] = k;
 			}
+			struct et_value v;
+			if (k != NULL && k->watched && ev->type == ETCD__EVENT__EVENT_TYPE__PUT &&
+			    (et_value_parse(ev->kv->value.data, ev->kv->value.len, &v),
+			    v.kind != 's' && v.kind != 'n')) {
+				/* an exclusive one: maybe a leader */
+				k->puts = xrealloc(k->puts, (k->nputs + 1) * sizeof(*k->puts));
+				k->puts[k->nputs++] = rev;
+			}
 		}
 		if (ev->type != ETCD__EVENT__EVENT_TYPE__DELETE)
 			continue;
 		watch_delete(r, (const char *)ev->kv->key.data, ev->kv->key.len, rev);
 	}
 	if (told != NULL) {
-		tell_changed(r, told, ntold);
+		for (size_t i = 0; i < ntold; i++) {
+			if (told[i]->watched && !r->destroying)
+				et_leader_watched(r, told[i]);
+			et_key_put(r, told[i]);
+		}
 		free(told);
 	}
 	if (res->n_events == 0 && head > r->watch_rev)

@@ -69,6 +69,33 @@ class ObserveUntil:
         self.assertEqual((st["value"], st["term"]), (None, 0))
         return term
 
+    def every_leader_followed(self, a, b, n):
+        """n leaders through daemon a, each taking the key and resigning in
+        one round trip: a RESP3 follower on b is pushed every leader's term
+        and value, in order, however short, and the last state, free."""
+        key = unique_key()
+        f = self.conn(b)
+        self.hello3(f)
+        self.assertEqual(state(f.cmd("OBSERVE", key, "FOLLOW"))["kind"], "free")
+        c = self.conn(a)
+        terms = []
+        for i in range(n):
+            # sent together: each reply comes before b can have read
+            c.send(c.encode("CAMPAIGN", key, "v%d" % i) + c.encode("RESIGN", key))
+            g = c.read()
+            self.assertIsInstance(g, list, g)
+            terms.append(g[1])
+            self.assertEqual(c.read(), 0)
+        got = []
+        while len([g for g in got if g["kind"] != "free"]) < n or got[-1]["kind"] != "free":
+            p = read_within(f, SEEN)
+            self.assertIsNotNone(p, "pushes so far: %s" % got)
+            got.append(state(p[2]))
+        leaders = [(g["term"], g["value"]) for g in got if g["kind"] != "free"]
+        self.assertEqual(leaders, [(t, b"v%d" % i) for i, t in enumerate(terms)], got)
+        revs = [g["rev"] for g in got]
+        self.assertEqual(revs, sorted(set(revs)))
+
 
 class ElectAcrossDaemons(ObserveUntil):
     """The tests, for a TestCase whose class has two daemons, a and b, on
