@@ -1,0 +1,150 @@
+/*
+ * rleader_quorum — who leads a key on redlock's nodes, combined from their
+ * looks (rleader_quorum.h).
+ */
+#include "rleader_quorum.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "xmalloc.h"
+
+static bool
+same_member(const struct rlq_node *a, const struct rlq_node *b)
+{
+	return a->member != NULL && b->member != NULL && a->memberlen == b->memberlen &&
+	    memcmp(a->member, b->member, a->memberlen) == 0;
+}
+
+/* The exclusive holder on a majority, if any: *out filled, true. */
+static bool
+exclusive(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_state *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct rlq_node *a = &nodes[i], *best = NULL;
+		size_t on = 0;
+		uint64_t first = 0;
+		bool same = true;
+		if (!a->answered || a->member == NULL || a->holders == 0)
+			continue;
+		for (size_t j = 0; j < n; j++) {
+			const struct rlq_node *b = &nodes[j];
+			if (!b->answered || !same_member(a, b))
+				continue;
+			on++;
+			if (on == 1)
+				first = b->term;
+			same = same && b->term == first;
+			if (b->term > out->term)
+				out->term = b->term;
+			if (b->proclaims >= 0 &&
+			    (best == NULL || b->proclaims > best->proclaims))
+				best = b;
+		}
+		if (on < quorum) {
+			out->term = 0;
+			continue;
+		}
+		out->kind = a->kind;
+		out->holders = 1;
+		out->settled = same;
+		if (best != NULL && best->value != NULL) {
+			out->value = best->value;
+			out->valuelen = best->valuelen;
+		}
+		return true;
+	}
+	return false;
+}
+
+static int
+by_holders_down(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Leases of one shared kind on a majority, if any: *out filled, true. */
+static bool
+shared(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_state *out)
+{
+	unsigned *counts = xcalloc(n, sizeof(*counts));
+	bool found = false;
+	for (size_t i = 0; i < n && !found; i++) {
+		const struct rlq_node *a = &nodes[i];
+		size_t on = 0;
+		uint64_t term = 0;
+		if (!a->answered || a->holders == 0 || a->member != NULL)
+			continue;
+		for (size_t j = 0; j < n; j++) {
+			const struct rlq_node *b = &nodes[j];
+			if (!b->answered || b->holders == 0 || b->member != NULL ||
+			    strcmp(a->kind, b->kind) != 0)
+				continue;
+			counts[on++] = b->holders;
+			if (b->term > term)
+				term = b->term;
+		}
+		if (on < quorum)
+			continue;
+		qsort(counts, on, sizeof(*counts), by_holders_down);
+		out->kind = a->kind;
+		out->holders = counts[quorum - 1];
+		out->term = term;
+		out->settled = true;
+		found = true;
+	}
+	free(counts);
+	return found;
+}
+
+int
+rlquorum_combine(const struct rlq_node *nodes, size_t n, size_t quorum,
+    struct rlq_state *out)
+{
+	*out = (struct rlq_state){ .kind = "", .pttl = -1, .settled = true };
+	for (size_t i = 0; i < n; i++) {
+		if (!nodes[i].answered)
+			continue;
+		out->answered++;
+		if (nodes[i].pttl >= 0 && (out->pttl < 0 || nodes[i].pttl < out->pttl))
+			out->pttl = nodes[i].pttl;
+	}
+	if (quorum == 0 || out->answered < quorum)
+		return -1;
+	if (!exclusive(nodes, n, quorum, out) && !shared(nodes, n, quorum, out)) {
+		out->kind = "";
+		out->holders = 0;
+		out->term = 0;
+	}
+	return 0;
+}
+
+static int
+by_term(const void *a, const void *b)
+{
+	uint64_t x = ((const struct rlq_past *)a)->term, y = ((const struct rlq_past *)b)->term;
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+size_t
+rlquorum_history(struct rlq_past *past, size_t n, uint64_t after, uint64_t before)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < n; i++)
+		if (past[i].term > after && (before == 0 || past[i].term < before))
+			past[kept++] = past[i];
+	qsort(past, kept, sizeof(*past), by_term);
+	n = kept;
+	kept = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (kept > 0 && past[kept - 1].term == past[i].term) {
+			/* the same leader on several nodes: a value any of them has */
+			if (past[kept - 1].value == NULL)
+				past[kept - 1] = past[i];
+			continue;
+		}
+		past[kept++] = past[i];
+	}
+	return kept;
+}
