@@ -151,9 +151,9 @@ observe_ok(struct session *s, const char *what)
 	if (ops->local_leases || (ops->leader != NULL && ops->watch != NULL &&
 	    ops->proclaim != NULL))
 		return true;
-	codec_reply_error(session_out(s), "ERR", "%s is not available on the %s backend yet: "
-	    "leaders and their changes are told on the memory, redis, redis-cluster and "
-	    "etcd backends", what, ops->name);
+	codec_reply_error(session_out(s), "ERR", "%s is not available on the %s backend: "
+	    "leaders and their changes are told on the memory, redis, redlock, "
+	    "redis-cluster and etcd backends", what, ops->name);
 	return false;
 }
 

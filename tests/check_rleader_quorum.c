@@ -133,7 +133,7 @@ START_TEST(shared_leases_on_a_majority)
 	ck_assert_int_eq(rlquorum_combine(n, 3, 2, &st), 0);
 	ck_assert_str_eq(st.kind, "s0");
 	ck_assert_uint_eq(st.holders, 2);	/* two nodes show 2 or more */
-	ck_assert_uint_eq(st.term, 60);
+	ck_assert_uint_eq(st.term, 50);		/* and 50 or more */
 	n[1] = shared_node("n3", 2, 60);
 	n[2] = free_node();
 	ck_assert_int_eq(rlquorum_combine(n, 3, 2, &st), 0);
@@ -147,23 +147,35 @@ START_TEST(history_in_order_each_once)
 	struct rlq_past p[] = {
 		{ 30, "c", 1 }, { 10, "a", 1 }, { 20, "b", 1 },	/* node 0 */
 		{ 20, "b", 1 }, { 30, "c", 1 }, { 40, "d", 1 },	/* node 1 */
+		{ 10, "a", 1 }, { 20, "b", 1 }, { 40, "d", 1 },	/* node 2 */
 	};
-	size_t n = rlquorum_history(p, 6, 10, 40);
+	size_t n = rlquorum_history(p, 9, 2, 10, 40);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_uint_eq(p[0].term, 20);
 	ck_assert_uint_eq(p[1].term, 30);
 }
 END_TEST
 
+START_TEST(history_on_a_minority_is_no_leader)
+{
+	/* node 1 recorded its own proposal, 25: its write-back is to come */
+	struct rlq_past p[] = { { 20, "b", 1 }, { 30, "c", 1 }, { 20, "b", 1 },
+		{ 25, "c", 1 } };
+	ck_assert_uint_eq(rlquorum_history(p, 4, 2, 0, 0), 1);
+	ck_assert_uint_eq(p[0].term, 20);
+}
+END_TEST
+
 START_TEST(history_before_a_free_key)
 {
-	struct rlq_past p[] = { { 30, "c", 1 }, { 20, NULL, 0 }, { 20, "b", 1 } };
-	size_t n = rlquorum_history(p, 3, 0, 0);
+	struct rlq_past p[] = { { 30, "c", 1 }, { 20, NULL, 0 }, { 20, "b", 1 },
+		{ 30, "c", 1 } };
+	size_t n = rlquorum_history(p, 4, 2, 0, 0);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_uint_eq(p[0].term, 20);
 	ck_assert_ptr_nonnull(p[0].value);
 	ck_assert_uint_eq(p[1].term, 30);
-	n = rlquorum_history(p, 2, 30, 0);
+	n = rlquorum_history(p, 2, 1, 30, 0);
 	ck_assert_uint_eq(n, 0);
 }
 END_TEST
@@ -177,6 +189,6 @@ main(void)
 	    minority_holder_is_free, term_is_the_largest_recorded, value_of_the_most_proclaims,
 	    too_few_answers, shared_leases_on_a_majority));
 	suite_case(s, "history", NULL, NULL, 0, SUITE_TESTS(history_in_order_each_once,
-	    history_before_a_free_key));
+	    history_on_a_minority_is_no_leader, history_before_a_free_key));
 	return suite_run(s);
 }

@@ -270,6 +270,7 @@ rd_op_new(struct rd *r, enum rscript script, const struct be_lock *l, const char
 	memcpy(op->key, l->key, l->keylen);
 	op->keylen = l->keylen;
 	op->ttl_ms = l->ttl_ms;
+	op->recorded = l->value != NULL && (script == RS_ACQUIRE || script == RS_TRANSFER);
 	op->member = rscript_build(&op->args, op->buf + l->keylen, r->set->key_prefix, op->key,
 	    op->keylen, tags, keykinds, all, l->value, l->valuelen);
 	return op;
@@ -540,7 +541,9 @@ on_late(evutil_socket_t fd, short what, void *arg)
 	}
 	if (op->decided)
 		return;
-	if (op->raising)
+	if (op->script == RS_LOOK)
+		rd_look_late(r, op);
+	else if (op->raising)
 		rd_raised(r, op, NULL, NULL);
 	else
 		rd_decide(r, op);
@@ -603,6 +606,19 @@ raise_check(struct rd *r, struct rd_op *op)
 	rd_op_tell(op, BE_ERROR, 0, op->why);
 }
 
+/* Send op's write-back to call c's node (counted in op->pending). */
+static void
+raise_on(struct rd *r, struct rd_op *op, struct rd_call *c)
+{
+	if (rnode_eval(c->node->node, RS_RAISE, (int)op->raise_argc, op->raise_argv,
+	    op->raise_argvlen, rd_on_reply, c) == 0) {
+		c->raising = true;
+		op->pending++;
+		c->node->ncalls++;
+		r->ncommands++;
+	}
+}
+
 /*
  * A quorum granted op (an acquire or a transfer). Its fence is the largest
  * that a node of the quorum proposed; a node that proposed less has a
@@ -616,11 +632,15 @@ static void
 rd_quorum_granted(struct rd *r, struct rd_op *op, uint64_t fence)
 {
 	size_t at = 0;
+	bool record = r->ncalls > 1 && op->recorded;
 	op->fence = fence;
-	for (size_t i = 0; i < r->ncalls; i++)
+	for (size_t i = 0; i < r->ncalls; i++) {
 		at += op->calls[i].answer == RQ_OK && op->calls[i].fence == fence;
+		record = record || (r->ncalls > 1 && op->calls[i].answer == RQ_OK &&
+		    op->calls[i].observed);
+	}
 	op->raise_need = at >= r->quorum ? 0 : r->quorum - at;
-	if (op->raise_need == 0) {
+	if (op->raise_need == 0 && !record) {
 		rd_granted(r, op);
 		return;
 	}
@@ -629,21 +649,26 @@ rd_quorum_granted(struct rd *r, struct rd_op *op, uint64_t fence)
 	    (unsigned long long)(fence + (op->fences > 0 ? op->fences : 1) - 1));
 	op->raise_argv[0] = "1";
 	op->raise_argvlen[0] = 1;
-	op->raise_argv[1] = op->args.argv[2];	/* the fence counter: keys "lfw" */
+	op->raise_argv[1] = op->args.argv[2];	/* the fence counter: keys "lfwe" */
 	op->raise_argvlen[1] = op->args.argvlen[2];
 	op->raise_argv[2] = op->raise;
 	op->raise_argvlen[2] = strlen(op->raise);
-	for (size_t i = 0; i < r->ncalls; i++) {
-		struct rd_call *c = &op->calls[i];
-		if (c->answer != RQ_OK || c->fence >= fence ||
-		    rnode_eval(c->node->node, RS_RAISE, 3, op->raise_argv, op->raise_argvlen,
-		    rd_on_reply, c) < 0)
-			continue;
-		c->raising = true;
-		op->pending++;
-		c->node->ncalls++;
-		r->ncommands++;
+	op->raise_argc = 3;
+	if (record) {
+		/* redlock, a grant observers read: each node of it that proposed
+		 * less (or grants late) records the quorum's fence as its term */
+		snprintf(op->term, sizeof(op->term), "%llu", (unsigned long long)fence);
+		const char *v[] = { "2", op->args.argv[2], op->args.argv[4],	/* "lfwe" */
+		    op->raise, op->member, op->term };
+		size_t vl[] = { 1, op->args.argvlen[2], op->args.argvlen[4], strlen(op->raise),
+		    strlen(op->member), strlen(op->term) };
+		memcpy(op->raise_argv, v, sizeof(v));
+		memcpy(op->raise_argvlen, vl, sizeof(vl));
+		op->raise_argc = 6;
 	}
+	for (size_t i = 0; i < r->ncalls; i++)
+		if (op->calls[i].answer == RQ_OK && op->calls[i].fence < fence)
+			raise_on(r, op, &op->calls[i]);
 	rd_late_arm(r, op);
 	raise_check(r, op);
 }
@@ -851,6 +876,9 @@ rd_on_reply(void *arg, const redisReply *rep, const char *why)
 			rd_keep_on(r, op, (size_t)(c - op->calls));
 	}
 	c->answer = (unsigned char)a;
+	if (a == RQ_OK && op->raise_argc > 3 && c->fence != op->fence && !r->destroying &&
+	    (op->raising || (op->decided && op->told == BE_OK)))
+		raise_on(r, op, c);	/* granted before: its record takes the term */
 	if (op->decided && op->told == BE_OK && op->script == RS_RENEW && a == RQ_BROUGHT &&
 	    !r->destroying)
 		confirm_on(op, (size_t)(c - op->calls));	/* renewed by a quorum before */

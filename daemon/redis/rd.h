@@ -103,8 +103,12 @@ struct rd_op {
 	size_t raise_need;		/* write-backs a quorum still needs */
 	uint64_t fence;			/* granted: its fence (the quorum's largest) */
 	char raise[24];			/* the last fence reserved, for the write-back */
-	const char *raise_argv[3];	/* the write-back's call */
-	size_t raise_argvlen[3];
+	char term[24];			/* ... and its fence, for a record's */
+	const char *raise_argv[6];	/* the write-back's call */
+	size_t raise_argvlen[6];
+	size_t raise_argc;		/* its length (6: with the election record) */
+	bool recorded;			/* acquire, transfer: a CAMPAIGN's (its
+					 * election record is written) */
 	struct event *ev_late;		/* several calls: the node timeout */
 	char why[200];			/* the first failure's reason */
 	struct rd_call *calls;		/* r->ncalls of them, after op */
@@ -347,6 +351,8 @@ struct rd {
 	 * release sent, or kept until it can be) */
 	void (*give_back)(struct rd *r, const struct be_lock *l, const char *member);
 	struct hashtab *watches;	/* struct rd_watch by key (rleader.c) */
+	uint64_t looks;			/* several nodes: looks sent, which number
+					 * the states they read (rleader.c) */
 	bool draining;			/* shutting down: cache nothing */
 	bool destroying;		/* rd_destroy runs: keep nothing for later */
 };
@@ -396,8 +402,8 @@ void rd_send(struct rd *r, struct rd_op *op);
 
 /* ---- leaders and observers (rleader.c) ---------------------------------- */
 
-/* backend_ops.proclaim, leader and watch of the backends of one call per
- * operation (redis, Sentinel, redis-cluster). */
+/* backend_ops.proclaim, leader and watch (redlock: a quorum read of the
+ * nodes' looks). */
 void rd_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg);
 void rd_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
     void *arg);
@@ -406,9 +412,13 @@ void rd_watch(struct backend *be, const char *key, size_t keylen, int on);
 struct rd_op *rd_look_new(struct rd *r, const char *key, size_t keylen, be_leader_cb *cb,
     void *arg);
 /* A look's call c answered rep (NULL: none will come, why says why): its
- * caller is told, and a watched key's next look is armed. */
+ * caller is told, and a watched key's next look is armed (several nodes:
+ * once every node answered, or the node timeout passed). */
 void rd_looked(struct rd *r, struct rd_call *c, const struct redisReply *rep,
     const char *why);
+/* Several nodes: look op's node timeout passed; it is decided by the nodes
+ * that answered. */
+void rd_look_late(struct rd *r, struct rd_op *op);
 /* A release message for key: its observers read it again. */
 void rd_watch_message(struct rd *r, const char *key, size_t keylen);
 /* Messages may have been missed, or a server is new: every observed key is

@@ -64,16 +64,23 @@ by_holders_down(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
+static int
+by_term_down(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
 /* Leases of one shared kind on a majority, if any: *out filled, true. */
 static bool
 shared(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_state *out)
 {
 	unsigned *counts = xcalloc(n, sizeof(*counts));
+	uint64_t *terms = xcalloc(n, sizeof(*terms));
 	bool found = false;
 	for (size_t i = 0; i < n && !found; i++) {
 		const struct rlq_node *a = &nodes[i];
 		size_t on = 0;
-		uint64_t term = 0;
 		if (!a->answered || a->holders == 0 || a->member != NULL)
 			continue;
 		for (size_t j = 0; j < n; j++) {
@@ -82,19 +89,26 @@ shared(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_state *
 			    strcmp(a->kind, b->kind) != 0)
 				continue;
 			counts[on++] = b->holders;
-			if (b->term > term)
-				term = b->term;
 		}
 		if (on < quorum)
 			continue;
 		qsort(counts, on, sizeof(*counts), by_holders_down);
 		out->kind = a->kind;
 		out->holders = counts[quorum - 1];
-		out->term = term;
+		/* the largest term a majority shows at least: a node that granted
+		 * after the quorum (its own larger fence) is not the grant's */
+		on = 0;
+		for (size_t j = 0; j < n; j++)
+			if (nodes[j].answered && nodes[j].holders > 0 && nodes[j].member == NULL &&
+			    strcmp(a->kind, nodes[j].kind) == 0)
+				terms[on++] = nodes[j].term;
+		qsort(terms, on, sizeof(*terms), by_term_down);
+		out->term = terms[quorum - 1];
 		out->settled = true;
 		found = true;
 	}
 	free(counts);
+	free(terms);
 	return found;
 }
 
@@ -128,7 +142,8 @@ by_term(const void *a, const void *b)
 }
 
 size_t
-rlquorum_history(struct rlq_past *past, size_t n, uint64_t after, uint64_t before)
+rlquorum_history(struct rlq_past *past, size_t n, size_t quorum, uint64_t after,
+    uint64_t before)
 {
 	size_t kept = 0;
 	for (size_t i = 0; i < n; i++)
@@ -137,14 +152,16 @@ rlquorum_history(struct rlq_past *past, size_t n, uint64_t after, uint64_t befor
 	qsort(past, kept, sizeof(*past), by_term);
 	n = kept;
 	kept = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (kept > 0 && past[kept - 1].term == past[i].term) {
-			/* the same leader on several nodes: a value any of them has */
-			if (past[kept - 1].value == NULL)
-				past[kept - 1] = past[i];
-			continue;
-		}
-		past[kept++] = past[i];
+	for (size_t i = 0, j; i < n; i = j) {
+		/* the same leader on several nodes: a value any of them has */
+		struct rlq_past one = past[i];
+		for (j = i + 1; j < n && past[j].term == one.term; j++)
+			if (one.value == NULL)
+				one = past[j];
+		/* on fewer than a majority: a node's own proposal, never the
+		 * term of a grant (its write-back did not reach the node) */
+		if (j - i >= quorum)
+			past[kept++] = one;
 	}
 	return kept;
 }

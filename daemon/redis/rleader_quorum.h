@@ -13,8 +13,8 @@
  *     missed the write-back recorded its own proposal, which is below F);
  *     its value is that of the node with the most PROCLAIMs of it;
  *   - else shared or semaphore leases of one kind on a majority: held so,
- *     by the number of leases that a majority of the nodes shows at least,
- *     with the largest term among them;
+ *     by the number of leases and with the term (the fence counter's) that
+ *     a majority of the nodes shows at least;
  *   - else free.
  * Fewer than a majority answering decides nothing.
  */
@@ -73,8 +73,10 @@ struct rlq_past {
 /* The leaders of a key's histories (every node's, in any order, n of
  * them) that an observer who saw up to term after has not been told, before
  * the state read (before: its term, 0 when the key is not held exclusively:
- * any later), in order of term, each term once: moved to the front of past.
- * Their number. */
-size_t rlquorum_history(struct rlq_past *past, size_t n, uint64_t after, uint64_t before);
+ * any later), in order of term, each term once and only a term that quorum
+ * nodes' histories hold (the grant's fence, written back; a term on fewer
+ * is a node's own proposal): moved to the front of past. Their number. */
+size_t rlquorum_history(struct rlq_past *past, size_t n, size_t quorum, uint64_t after,
+    uint64_t before);
 
 #endif

@@ -44,7 +44,9 @@
 	"return f, o ~= false end "
 /* record(e, member, f, obs, value, ch, key): a grant of member with fence
  * f, called when it is a CAMPAIGN's (value not nil) or the key is observed
- * (obs): a CAMPAIGN's is written in the election record e with its value;
+ * (obs): a CAMPAIGN's is written in the election record e with its value
+ * (its count of PROCLAIMs from 0: redlock reads the latest value from the
+ * node that counts most);
  * any grant of an observed key is too, and published on ch. An exclusive
  * grant of an observed key is a new state: its version (as the look script
  * numbers states) and the state itself are set, and it joins the record's
@@ -55,8 +57,9 @@
 	"local function record(e, member, f, obs, value, ch, key) " \
 	"local t = string.format('%.0f', f) " \
 	"local has = value ~= nil " \
-	"if has then redis.call('HSET', e, 'm', member, 't', t, 'v', value) " \
-	"elseif obs then redis.call('HSET', e, 'm', member, 't', t) redis.call('HDEL', e, 'v') end " \
+	"if has then redis.call('HSET', e, 'm', member, 't', t, 'v', value, 'p', '0') " \
+	"elseif obs then redis.call('HSET', e, 'm', member, 't', t, 'p', '0') " \
+	"  redis.call('HDEL', e, 'v') end " \
 	"if not obs then return 0 end " \
 	"if string.sub(member, 1, 3) == 'x0:' then " \
 	"  local st = redis.call('HMGET', e, 'n', 'p', 'h') " \
@@ -216,13 +219,29 @@ const char *const rscript_text[RS_COUNT] = {
 	"redis.call('ZADD', KEYS[1], s, ARGV[1]) "
 	"return 1",
 
-	/* raise (a quorum's fence written back): KEYS fence; ARGV fence. The
-	 * counter becomes at least fence (its observed mark kept). 1 */
+	/* raise (a quorum's fence written back): KEYS fence[, election
+	 * record]; ARGV fence[, member, term]. The counter becomes at least
+	 * fence (its observed mark kept). With a record (redlock, a grant that
+	 * is recorded): when it is member's, its term becomes term, the
+	 * quorum's fence, and so does that of its last leader in the history
+	 * when that was this grant (the node's own proposal). 1 */
 	LUA_COUNTER
 	"local s = redis.call('GET', KEYS[1]) "
 	"local c = counter(s, 0) "
 	"if c < tonumber(ARGV[1]) then "
 	"  redis.call('SET', KEYS[1], ARGV[1] .. (string.match(s or '', ' %d+$') or '')) end "
+	"if KEYS[2] and redis.call('HGET', KEYS[2], 'm') == ARGV[2] then "
+	"  local e = redis.call('HMGET', KEYS[2], 't', 'h') "
+	"  if e[1] ~= ARGV[3] then "
+	"    if e[2] then "
+	"      local h = cmsgpack.unpack(e[2]) "
+	"      if #h > 0 and h[#h][2] == e[1] then "
+	"        h[#h][2] = ARGV[3] "
+	"        redis.call('HSET', KEYS[2], 'h', cmsgpack.pack(h)) end "
+	"    end "
+	"    redis.call('HSET', KEYS[2], 't', ARGV[3]) "
+	"  end "
+	"end "
 	"return 1",
 
 	/* proclaim: KEYS lock, election record, fence; ARGV member, value,
@@ -244,7 +263,9 @@ const char *const rscript_text[RS_COUNT] = {
 	 * (0: none), wanted channel, key. Who holds the key: {version, term,
 	 * kind or '', holders, value or false, ms until the first lease ends
 	 * (-1: none), the history: {{version, term, value or false}, ...} of
-	 * the last exclusive grants recorded while observed, oldest first}.
+	 * the last exclusive grants recorded while observed, oldest first,
+	 * the exclusive lease's member or '', the PROCLAIMs of its record or -1
+	 * when the record is not the member's}.
 	 * The term is the recorded fence of the exclusive holder (or of the last observed grant of shared leases), else the counter
 	 * (no fence given so far is above it). The version grows whenever a
 	 * look finds the state changed since the last look (TIME in us, or one
@@ -292,7 +313,8 @@ const char *const rscript_text[RS_COUNT] = {
 	"local hist = {} "
 	"if e[7] then for i, x in ipairs(cmsgpack.unpack(e[7])) do "
 	"  hist[i] = {tonumber(x[1]), tonumber(x[2]), x[3]} end end "
-	"return {n, term, kind, holders, value, pttl, hist}",
+	"local p = (kind == 'x0' and e[1] == member) and tonumber(e[6] or '0') or -1 "
+	"return {n, term, kind, holders, value, pttl, hist, member, p}",
 };
 
 const char rscript_key[] = "<key>";

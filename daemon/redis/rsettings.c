@@ -499,8 +499,8 @@ rs_create(struct backend *be)
 	.problem = rd_problem, \
 	.check = rd_check
 
-/* Leaders across daemons: where one call decides an operation (a quorum's
- * nodes would each keep a version of their own: not redlock yet). */
+/* Leaders across daemons: one call's look, or redlock's quorum read of its
+ * nodes' looks, numbered by the daemon (rleader.c). */
 #define RD_LEADER_OPS \
 	.proclaim = rd_proclaim, \
 	.leader = rd_leader, \
@@ -527,6 +527,7 @@ const struct backend_ops be_redlock_ops = {
 	.url_form = "redlock://host:port,...",
 	.urls = rl_urls,
 	RD_OPS,
+	RD_LEADER_OPS,
 };
 
 /* Redis Cluster: the policy of one server per key, on its slot's master

@@ -4,8 +4,8 @@ follows) through another, which learns of them from the backend alone.
 
 ElectAcrossDaemons holds the tests; a test module makes a TestCase of it
 for each backend with two daemons of the class, a and b, on one backend
-(test_elect_etcd.py, test_elect_redis.py). Every test uses keys of its
-own.
+(test_elect_etcd.py, test_elect_redis.py, test_elect_redlock.py). Every
+test uses keys of its own.
 """
 
 import signal

@@ -33,12 +33,12 @@ TIMED_ONLY = {"test_redis_sentinel", "test_redis_dns"}
 # memory backend only (each backend's own suite runs its client).
 CHECKED_SETS = {
     "san": {"test_abuse", "test_daemon", "test_elect", "test_elect_etcd", "test_elect_redis",
-            "test_etcd",
+            "test_elect_redlock", "test_etcd",
             "test_etcd_tls", "test_leases", "test_locks", "test_metrics", "test_ops",
             "test_protocol", "test_redis", "test_redis_cluster", "test_redis_prod",
             "test_redlock", "test_scale", "test_tls"},
     "valgrind": {"test_abuse", "test_elect", "test_elect_etcd", "test_elect_redis",
-                 "test_etcd", "test_leases",
+                 "test_elect_redlock", "test_etcd", "test_leases",
                  "test_locks", "test_protocol", "test_redis", "test_redis_cluster",
                  "test_redlock", "test_tls"},
 }

@@ -7,7 +7,7 @@ import time
 
 import redis
 
-from dlocktest.cases import DaemonTestCase, RedisTestCase
+from dlocktest.cases import DaemonTestCase
 from dlocktest.env import unique_key
 from dlocktest.resp import NULL, TOKEN_RE, Err, Push, read_within
 
@@ -300,20 +300,3 @@ class TestObserve(DaemonTestCase):
         info = self.info()
         self.assertEqual(int(info["observe_follows"]), 1)
         self.assertGreaterEqual(int(info["observe_keys"]), 1)
-
-
-class TestElectionNotOnRedlock(RedisTestCase):
-    """Until the redlock backend tells other daemons' leaders (a quorum's
-    nodes would each keep a version of their own), it says so rather than
-    answer from this daemon alone."""
-
-    def test_redlock_backend_refuses(self):
-        servers = self.start_nodes(3)
-        d = self.start_redlock_daemon(servers)
-        c = self.conn(d)
-        for args in (("CAMPAIGN", "k", "v"), ("LEADER", "k"), ("OBSERVE", "k"),
-                     ("PROCLAIM", "k", "v")):
-            reply = c.cmd(*args)
-            self.assertIsInstance(reply, Err)
-            self.assertIn("not available on the redlock backend", reply)
-        self.assertEqual(c.cmd("PING"), "PONG")
