@@ -83,12 +83,12 @@ RESP3 one per key) loop on OBSERVE key AFTER rev WAIT ms on connections of
 their own, starting again from LEADER (a new epoch) when their daemon was
 killed; at the end each daemon is asked LEADER of each key.
 check_elect.py judges what they saw. redis-elect, etcd-elect,
-sentinel-elect and cluster-elect are the same on those topologies, with
-all of their faults: leaders on both daemons, and on each key an observer
-on each daemon, which learns of the other daemon's leaders through the
-backend. A backend gets its twin ("<backend>-elect") when it is listed in
-topology.ELECT_BACKENDS (redlock is not: its daemons answer -ERR ...
-memory backend only for now).
+sentinel-elect, cluster-elect and redlock-elect are the same on those
+topologies, with all of their faults: leaders on both daemons, and on each
+key an observer on each daemon, which learns of the other daemon's leaders
+through the backend (on redlock, a quorum read of the nodes). A backend
+gets its twin ("<backend>-elect") when it is listed in
+topology.ELECT_BACKENDS.
 
 On etcd a session lock lives on its daemon's etcd lease
 (backend.lease_ttl_ms), not on a TTL of its own: the scenarios set that

@@ -65,10 +65,9 @@ BACKEND_CONF = {"connect_timeout_ms": 300, "command_timeout_ms": 300}
 CACHE_CONF = {"lease_cache_ms": 20}
 # the backends whose topologies have an election twin, "<backend>-elect"
 # (elect_topology), with every fault of theirs. On redis, Sentinel,
-# redis-cluster and etcd the daemons tell each other's leaders through the
-# backend; the redlock daemons answer CAMPAIGN, LEADER and OBSERVE with
-# -ERR ... memory backend only for now: list it here once they do
-ELECT_BACKENDS = ["memory", "redis", "etcd", "sentinel", "cluster"]
+# redis-cluster, redlock and etcd the daemons tell each other's leaders
+# through the backend (redlock: a quorum read of the nodes)
+ELECT_BACKENDS = ["memory", "redis", "etcd", "sentinel", "cluster", "redlock"]
 # the shortest term of a worker in the election scenarios (ms): a term is at
 # most three changes of its key (the grant, a PROCLAIM, its end), and an
 # observer more than 8 changes behind may miss terms (check_elect.py)
