@@ -92,6 +92,25 @@ START_TEST(term_is_the_largest_recorded)
 }
 END_TEST
 
+START_TEST(term_of_the_holders_records)
+{
+	/* node 2 holds the lease too (given back by a renewal), but its record
+	 * is of another member's attempt: its counter moved on */
+	struct rlq_node n[3] = { held("x0:a", 100, "v", 1), held("x0:a", 100, "v", 1),
+		held("x0:a", 180, NULL, -1) };
+	struct rlq_state st;
+	expect(n, &st, "x0", 1, 100);
+	ck_assert(st.settled);
+	ck_assert_int_eq(memcmp(st.value, "v", 1), 0);
+	/* no record is the holder's (locked before it was observed): the
+	 * counter a majority is at least at */
+	n[0] = held("x0:a", 120, NULL, -1);
+	n[1] = held("x0:a", 110, NULL, -1);
+	expect(n, &st, "x0", 1, 120);
+	ck_assert_ptr_null(st.value);
+}
+END_TEST
+
 START_TEST(value_of_the_most_proclaims)
 {
 	/* node 1 missed the last PROCLAIM; node 2 never had the record */
@@ -186,7 +205,8 @@ main(void)
 	Suite *s = suite_create("rleader_quorum");
 
 	suite_case(s, "state", NULL, NULL, 0, SUITE_TESTS(majority_holder_leads,
-	    minority_holder_is_free, term_is_the_largest_recorded, value_of_the_most_proclaims,
+	    minority_holder_is_free, term_is_the_largest_recorded,
+	    term_of_the_holders_records, value_of_the_most_proclaims,
 	    too_few_answers, shared_leases_on_a_majority));
 	suite_case(s, "history", NULL, NULL, 0, SUITE_TESTS(history_in_order_each_once,
 	    history_on_a_minority_is_no_leader, history_before_a_free_key));

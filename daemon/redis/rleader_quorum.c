@@ -16,14 +16,34 @@ same_member(const struct rlq_node *a, const struct rlq_node *b)
 	    memcmp(a->member, b->member, a->memberlen) == 0;
 }
 
-/* The exclusive holder on a majority, if any: *out filled, true. */
+static int
+by_term_down(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The term that quorum of the on terms (sorted in place) are at least. */
+static uint64_t
+majority_term(uint64_t *terms, size_t on, size_t quorum)
+{
+	qsort(terms, on, sizeof(*terms), by_term_down);
+	return terms[quorum - 1];
+}
+
+/* The exclusive holder on a majority, if any: *out filled, true. Its term
+ * is the largest that a node whose record is the holder's gives; with no
+ * such node (a lock granted before the key was observed), the fence
+ * counter a majority of its nodes is at least at (a node's counter alone
+ * may have moved on with grants that no quorum made). */
 static bool
-exclusive(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_state *out)
+exclusive(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_state *out,
+    uint64_t *terms)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct rlq_node *a = &nodes[i], *best = NULL;
-		size_t on = 0;
-		uint64_t first = 0;
+		size_t on = 0, recorded = 0;
+		uint64_t first = 0, top = 0;
 		bool same = true;
 		if (!a->answered || a->member == NULL || a->holders == 0)
 			continue;
@@ -31,23 +51,23 @@ exclusive(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_stat
 			const struct rlq_node *b = &nodes[j];
 			if (!b->answered || !same_member(a, b))
 				continue;
-			on++;
-			if (on == 1)
+			terms[on++] = b->term;
+			if (b->proclaims < 0)
+				continue;	/* its record is another's */
+			if (recorded++ == 0)
 				first = b->term;
 			same = same && b->term == first;
-			if (b->term > out->term)
-				out->term = b->term;
-			if (b->proclaims >= 0 &&
-			    (best == NULL || b->proclaims > best->proclaims))
+			if (b->term > top)
+				top = b->term;
+			if (best == NULL || b->proclaims > best->proclaims)
 				best = b;
 		}
-		if (on < quorum) {
-			out->term = 0;
+		if (on < quorum)
 			continue;
-		}
 		out->kind = a->kind;
 		out->holders = 1;
 		out->settled = same;
+		out->term = recorded > 0 ? top : majority_term(terms, on, quorum);
 		if (best != NULL && best->value != NULL) {
 			out->value = best->value;
 			out->valuelen = best->valuelen;
@@ -64,19 +84,12 @@ by_holders_down(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static int
-by_term_down(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? 1 : x > y ? -1 : 0;
-}
-
 /* Leases of one shared kind on a majority, if any: *out filled, true. */
 static bool
-shared(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_state *out)
+shared(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_state *out,
+    uint64_t *terms)
 {
 	unsigned *counts = xcalloc(n, sizeof(*counts));
-	uint64_t *terms = xcalloc(n, sizeof(*terms));
 	bool found = false;
 	for (size_t i = 0; i < n && !found; i++) {
 		const struct rlq_node *a = &nodes[i];
@@ -102,13 +115,11 @@ shared(const struct rlq_node *nodes, size_t n, size_t quorum, struct rlq_state *
 			if (nodes[j].answered && nodes[j].holders > 0 && nodes[j].member == NULL &&
 			    strcmp(a->kind, nodes[j].kind) == 0)
 				terms[on++] = nodes[j].term;
-		qsort(terms, on, sizeof(*terms), by_term_down);
-		out->term = terms[quorum - 1];
+		out->term = majority_term(terms, on, quorum);
 		out->settled = true;
 		found = true;
 	}
 	free(counts);
-	free(terms);
 	return found;
 }
 
@@ -126,11 +137,13 @@ rlquorum_combine(const struct rlq_node *nodes, size_t n, size_t quorum,
 	}
 	if (quorum == 0 || out->answered < quorum)
 		return -1;
-	if (!exclusive(nodes, n, quorum, out) && !shared(nodes, n, quorum, out)) {
+	uint64_t *terms = xcalloc(n, sizeof(*terms));
+	if (!exclusive(nodes, n, quorum, out, terms) && !shared(nodes, n, quorum, out, terms)) {
 		out->kind = "";
 		out->holders = 0;
 		out->term = 0;
 	}
+	free(terms);
 	return 0;
 }
 

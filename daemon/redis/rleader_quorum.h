@@ -8,10 +8,12 @@
  * what a majority of the N nodes agrees on:
  *   - an exclusive holder: the member whose lease a majority of the nodes
  *     holds (two cannot: a grant needs the key free on a majority). Its
- *     term is the largest term those nodes record for it (the grant's fence
- *     F, written back to their records by the raise script; a node that
- *     missed the write-back recorded its own proposal, which is below F);
- *     its value is that of the node with the most PROCLAIMs of it;
+ *     term is the largest that those of them whose record is the holder's
+ *     give (the grant's fence F, written back to their records by the
+ *     raise script; a node that missed the write-back recorded its own
+ *     proposal, which is below F); with none, the fence counter a majority
+ *     of them is at least at. Its value is that of the node with the most
+ *     PROCLAIMs of it;
  *   - else shared or semaphore leases of one kind on a majority: held so,
  *     by the number of leases and with the term (the fence counter's) that
  *     a majority of the nodes shows at least;
