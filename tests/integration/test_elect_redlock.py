@@ -5,7 +5,8 @@ the fence the CAMPAIGN was granted with (the quorum's, written back to the
 nodes' records), not a node's own proposal; one node of three stopped
 (election and observers go on); a leader's daemon killed (its lease runs
 out on the nodes, unpublished: the observer's look at the lease's end sees
-it); a node that missed the grant (it joins after it).
+it); a node that missed the grant (it joins after it); a leader whose
+lease is gone told it lost its term.
 
 Run alone: BUILD=build sh tests/integration/run.sh -k test_elect_redlock
 """
@@ -144,6 +145,28 @@ class TestElectRedlockNodes(ObserveUntil, RedisTestCase):
         time.sleep(1.0 * SLOWDOWN)
         st = state(self.conn(b).cmd("LEADER", key))
         self.assertEqual((st["term"], st["value"], st["kind"]), (g[1], b"v", "exclusive"))
+
+    def test_leader_told_it_lost_its_term(self):
+        """The leader's lease gone from every node: A's next renewal finds
+        it ended, and the leader is told it lost its term (-LOST with the
+        term), as any holder of a lost lock is; B's observer sees the key
+        free."""
+        nodes, a, b = self.start()
+        key = unique_key()
+        leader = self.conn(a)
+        term = leader.cmd("CAMPAIGN", key, "v", "TTL", TTL)[1]
+        first = state(self.conn(b).cmd("OBSERVE", key))
+        self.assertEqual(first["term"], term)
+        for n in nodes:
+            n.cmd("DEL", "dlock:l:" + key)
+        lost = []
+        wait_until(lambda: lost.append(leader.cmd("PING")) or isinstance(lost[-1], Err),
+                   TTL / 1000 + 2, 0.05, "the leader to be told")
+        self.assertTrue(lost[-1].startswith("LOST"), lost[-1])
+        self.assertIn(str(term), lost[-1])
+        st, _ = self.observe_until(self.conn(b), key, first["rev"],
+                                   lambda s: s["kind"] == "free")
+        self.assertEqual(st["term"], 0)
 
     def test_killed_leader_seen_lost_on_b(self):
         """A's daemon SIGKILLed: nothing tells the nodes, its leader's lease
