@@ -501,7 +501,6 @@ rd_granted(struct rd *r, struct rd_op *op)
 }
 
 static void rd_decide(struct rd *r, struct rd_op *op);
-static void rd_on_reply(void *arg, const redisReply *rep, const char *why);
 static void rd_raised(struct rd *r, struct rd_op *op, struct rd_call *c, const redisReply *rep);
 
 /* ---- a quorum of several nodes ------------------------------------------ */
@@ -835,7 +834,7 @@ rd_decide(struct rd *r, struct rd_op *op)
 
 /* A node's reply to its call of an op (rep NULL: none will come, why says
  * why), or to the write-back of the op's fence. */
-static void
+void
 rd_on_reply(void *arg, const redisReply *rep, const char *why)
 {
 	struct rd_call *c = arg;
@@ -1453,52 +1452,3 @@ rd_pending(struct backend *be)
 	}
 	return r->releases_inflight + kept;
 }
-
-#ifdef DLOCKD_TEST_HOOKS	/* test and fuzz objects only (Makefile) */
-/* ---- for the fuzz harness (be_redis_internal.h) ---------------------------- */
-
-void
-be_redis_answer(struct backend *be, int script, const struct be_lock *l, unsigned fences,
-    be_cb *cb, void *arg, void *reply)
-{
-	struct rd *r = be->priv;
-	char member[RSCRIPT_MEMBER_MAX];
-	const char *none[] = { NULL };
-	assert(script >= 0 && script < RS_COUNT);
-	if (script == RS_RELEASE || script == RS_RENEW)
-		deleg_member(r, l, member);
-	else
-		rscript_member(l, member);
-	struct rd_op *op = rd_op_new(r, (enum rscript)script, l, member, "l", none, cb, arg);
-	op->fences = fences;
-	op->sent_ms = clock_ms();
-	if (op->script == RS_RELEASE)
-		r->releases_inflight++;
-	op->calls[0].node = r->nodes[0];
-	op->calls[0].answer = RQ_PENDING;
-	op->pending = 1;
-	rd_on_reply(&op->calls[0], reply, reply == NULL ? "the connection to redis was lost" :
-	    NULL);
-}
-
-void
-be_redis_look_answer(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
-    void *arg, void *reply)
-{
-	struct rd *r = be->priv;
-	struct rd_op *op = rd_look_new(r, key, keylen, cb, arg);
-	op->sent_ms = clock_ms();
-	op->calls[0].node = r->nodes[0];
-	op->calls[0].answer = RQ_PENDING;
-	op->pending = 1;
-	rd_on_reply(&op->calls[0], reply, reply == NULL ? "the connection to redis was lost" :
-	    NULL);
-}
-
-void
-be_redis_unsolicited(struct backend *be, int sub, void *reply)
-{
-	struct rd *r = be->priv;
-	rnode_unsolicited(r->nodes[0]->node, sub, reply);
-}
-#endif

@@ -399,6 +399,10 @@ struct rd_op *rd_op_new(struct rd *r, enum rscript script, const struct be_lock 
 /* Send op: the topology's calls, or (too few nodes up) a failure from the
  * loop, a release kept for later. */
 void rd_send(struct rd *r, struct rd_op *op);
+/* The answer rep (NULL: none will come, why says why) to a call of an
+ * operation's, arg its struct rd_call. */
+struct redisReply;
+void rd_on_reply(void *arg, const struct redisReply *rep, const char *why);
 
 /* ---- leaders and observers (rleader.c) ---------------------------------- */
 

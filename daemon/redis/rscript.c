@@ -265,9 +265,10 @@ const char *const rscript_text[RS_COUNT] = {
 	 * (-1: none), the history: {{version, term, value or false}, ...} of
 	 * the last exclusive grants recorded while observed, oldest first,
 	 * the exclusive lease's member or '', the PROCLAIMs of its record or -1
-	 * when the record is not the member's}.
-	 * The term is the recorded fence of the exclusive holder (or of the last observed grant of shared leases), else the counter
-	 * (no fence given so far is above it). The version grows whenever a
+	 * when the record is not the member's}. The term is the recorded
+	 * fence of the exclusive holder (or of the last observed grant of
+	 * shared leases), else the counter (no fence given so far is above
+	 * it). The version grows whenever a
 	 * look finds the state changed since the last look (TIME in us, or one
 	 * more), so every daemon reads the same version for the same state.
 	 * With a mark time, the key is marked observed for that long (in its

@@ -8,6 +8,7 @@
 #include "rd.h"
 #include "be_redis_internal.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -15,8 +16,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "num.h"
+#include "rnode.h"
 #include "tls.h"
 #include "xmalloc.h"
 
@@ -552,5 +555,52 @@ be_redis_offline(struct backend *be)
 	be->ops = &be_redis_ops;
 	(void)rd_init(be, NULL, &rd_topo_single);
 	return 0;
+}
+
+/* The answers the harness makes up, as the first node's: op, sent to it,
+ * answered reply (NULL: the connection was lost). */
+static void
+answer(struct rd *r, struct rd_op *op, void *reply)
+{
+	op->sent_ms = clock_ms();
+	op->calls[0].node = r->nodes[0];
+	op->calls[0].answer = RQ_PENDING;
+	op->pending = 1;
+	rd_on_reply(&op->calls[0], reply, reply == NULL ? "the connection to redis was lost" :
+	    NULL);
+}
+
+void
+be_redis_answer(struct backend *be, int script, const struct be_lock *l, unsigned fences,
+    be_cb *cb, void *arg, void *reply)
+{
+	struct rd *r = be->priv;
+	char member[RSCRIPT_MEMBER_MAX];
+	const char *none[] = { NULL };
+	assert(script >= 0 && script < RS_COUNT);
+	if (script == RS_RELEASE || script == RS_RENEW)
+		deleg_member(r, l, member);
+	else
+		rscript_member(l, member);
+	struct rd_op *op = rd_op_new(r, (enum rscript)script, l, member, "l", none, cb, arg);
+	op->fences = fences;
+	if (op->script == RS_RELEASE)
+		r->releases_inflight++;
+	answer(r, op, reply);
+}
+
+void
+be_redis_look_answer(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
+    void *arg, void *reply)
+{
+	struct rd *r = be->priv;
+	answer(r, rd_look_new(r, key, keylen, cb, arg), reply);
+}
+
+void
+be_redis_unsolicited(struct backend *be, int sub, void *reply)
+{
+	struct rd *r = be->priv;
+	rnode_unsolicited(r->nodes[0]->node, sub, reply);
 }
 #endif
