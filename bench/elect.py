@@ -1,8 +1,9 @@
 """The election section of the benchmark suite: bench/run.py runs it after the
 lock runs (ids BACKEND/elect/CASE, chosen with --only like the others).
 
-On the memory backend against one fresh dlockd, on redis and etcd against
-two, A and B, on one redis-server or etcd of the section's own (the leader's
+On the memory backend against one fresh dlockd, on redis, redlock and etcd
+against two, A and B, on one redis-server (redlock: REDLOCK_NODES) or etcd
+of the section's own (the leader's
 daemon is never the standby's or the observer's: what crosses is told by the
 backend alone):
 
@@ -10,10 +11,11 @@ backend alone):
                  standby's CAMPAIGN waits on another connection (on redis and
                  etcd on the other daemon, the leaders alternating between
                  A and B): the time from the close to the standby's grant
-  handover-kill  (redis, etcd) the leader's daemon is SIGKILLed while a
+  handover-kill  (redis, redlock, etcd) the leader's daemon is SIGKILLed while a
                  standby waits on the other: the time from the kill to the
                  grant, which the lease decides (a CAMPAIGN TTL of KILL_TTL_MS
-                 on redis, the daemon's backend.lease_ttl_ms on etcd)
+                 on redis and redlock, the daemon's backend.lease_ttl_ms
+                 on etcd)
   observe        an observer waits in OBSERVE key AFTER rev on a connection of
                  its own (on B); the leader (on A) sends PROCLAIM: the time
                  from the PROCLAIM sent to the observer's answer
@@ -22,11 +24,13 @@ backend alone):
   idle           memory: IDLE_OBSERVERS sessions each wait in OBSERVE on a key
                  of its own (and as many follow one with RESP3 pushes); over
                  IDLE_WINDOW s: the daemon's CPU, the backend's operations and
-                 the daemon's resident memory per observer. redis, etcd:
+                 the daemon's resident memory per observer. redis,
+                 redlock, etcd:
                  IDLE_OBSERVERS sessions on B follow COST_KEYS keys (half of
                  them led through A, half free); the server's operations over
                  COST_WINDOW s with them and, before they came, without them
-                 (redis-server's INFO commandstats calls, etcd's gRPC messages
+                 (redis-server's INFO commandstats calls, of every node on
+                 redlock, etcd's gRPC messages
                  received), B's own backend requests, B's CPU and resident
                  memory per observer
   native-handover, native-handover-resign, native-handover-kill
@@ -83,17 +87,21 @@ NATIVE_BIN = os.path.join(BUILD, "bench", "election")
 CASES = {
     "memory": ("handover", "observe", "observe-follow", "idle"),
     "redis": ("handover", "handover-kill", "observe", "observe-follow", "idle"),
+    "redlock": ("handover", "handover-kill", "observe", "observe-follow", "idle"),
     "etcd": ("handover", "handover-kill", "observe", "observe-follow", "idle",
              "native-handover", "native-handover-resign", "native-handover-kill"),
 }
 BACKENDS = tuple(CASES)
-NOT_YET = ("redlock (CAMPAIGN answers -ERR)", "redis-cluster (not in this section yet)")
+NOT_YET = ("redis-cluster (not in this section yet)",)
+REDLOCK_NODES = 3           # redis-servers of the redlock daemons
 # the daemons of handover-kill: a lease short enough to wait out (redis
 # takes no TTL under 3 x command_timeout_ms)
 KILL_CONF = {"redis": {"command_timeout_ms": KILL_TTL_MS // 4},
+             "redlock": {"command_timeout_ms": KILL_TTL_MS // 4},
              "etcd": {"lease_ttl_ms": KILL_TTL_MS}}
 # INFO's count of the requests a daemon sent its backend
 DAEMON_OPS = {"memory": "backend_ops_total", "redis": "backend_commands_total",
+              "redlock": "backend_commands_total",
               "etcd": "backend_requests_total"}
 
 
@@ -169,8 +177,8 @@ class Pair:
         """A dlockd on the pair's server (started; the caller stops it)."""
         config = "limits:\n  max_clients: %d\n" % (2 * IDLE_OBSERVERS + 100)
         kw = {"backend": self.backend, "unix": False, "backend_conf": backend_conf}
-        if self.backend == "redis":
-            kw["redis"] = self.server
+        if self.backend in ("redis", "redlock"):
+            kw["redis"] = self.server   # redlock: the list of nodes
         elif self.backend == "etcd":
             kw["etcd"] = self.server
         return Daemon(config, **kw).start()
@@ -228,7 +236,7 @@ def handover_kill(pair, key):
             a = pair.new_daemon(conf)
             try:
                 leader = a.raw()
-                ttl = ["TTL", KILL_TTL_MS] if pair.backend == "redis" else []
+                ttl = ["TTL", KILL_TTL_MS] if pair.backend != "etcd" else []
                 granted(leader.cmd("CAMPAIGN", key, "doomed-%d" % i, *ttl), "the leader")
                 standby = b.raw(timeout=KILL_TTL_MS / 1000.0 + 30)
                 standby.send(encode("CAMPAIGN", key, "standby-%d" % i, "WAIT", WAIT_MS))
@@ -354,12 +362,18 @@ class ServerOps:
     def __init__(self, backend, server):
         self.backend = backend
         self.server = server
-        self.conn = server.raw() if backend == "redis" else None
+        nodes = [server] if backend == "redis" else server if backend == "redlock" else []
+        self.conns = [n.raw() for n in nodes]
 
     def counts(self):
-        """{command or gRPC method: count so far}."""
-        if self.backend == "redis":
-            return {name: n for name, n in commandstats(self.conn).items() if name != "info"}
+        """{command or gRPC method: count so far} (redlock: of every node)."""
+        if self.conns:
+            out = {}
+            for conn in self.conns:
+                for name, n in commandstats(conn).items():
+                    if name != "info":
+                        out[name] = out.get(name, 0) + n
+            return out
         out = {}
         for (name, labels), v in self.server.metrics().items():
             if name == "grpc_server_msg_received_total":
@@ -368,8 +382,8 @@ class ServerOps:
         return out
 
     def close(self):
-        if self.conn is not None:
-            self.conn.close()
+        for conn in self.conns:
+            conn.close()
 
 
 def delta(c0, c1):
@@ -475,10 +489,20 @@ def native(pair, key, how):
     return rec
 
 
+class Nodes(list):
+    """The redis-servers of the redlock daemons."""
+
+    def stop(self):
+        for n in self:
+            n.stop()
+
+
 def start_server(backend):
     """The server of backend's daemons (None for memory)."""
     if backend == "redis":
         return RedisServer().start()
+    if backend == "redlock":
+        return Nodes(RedisServer().start() for _ in range(REDLOCK_NODES))
     if backend == "etcd":
         return EtcdServer().start()
     return None
@@ -584,20 +608,21 @@ def markdown(recs):
     if not recs:
         return ""
     lines = ["", "## Election and observing", "",
-             "Memory: one dlockd. redis, etcd: two dlockd, A and B, on one server; the "
+             "Memory: one dlockd. redis, redlock, etcd: two dlockd, A and B, on one "
+             "server (redlock: %d redis-servers); the "
              "standby and the observer are never on the leader's daemon. "
              "Handover: a leader's connection closes, a standby's waiting CAMPAIGN is "
              "granted. Handover-kill: the leader's daemon is SIGKILLed (lease %d ms: the "
-             "CAMPAIGN TTL on redis, backend.lease_ttl_ms on etcd). Observe: PROCLAIM sent "
+             "CAMPAIGN TTL on redis and redlock, backend.lease_ttl_ms on etcd). Observe: PROCLAIM sent "
              "until a waiting OBSERVE AFTER is answered; observe-follow: until the RESP3 "
              "push. Idle: on memory, observers waiting (OBSERVE AFTER) and following "
-             "(RESP3), the daemon left alone for %.0f s; on redis and etcd, %d RESP3 "
+             "(RESP3), the daemon left alone for %.0f s; on redis, redlock and etcd, %d RESP3 "
              "sessions following %d keys (half led), the server's operations (redis "
-             "commandstats calls, etcd gRPC messages received) over %.0f s with them and "
+             "commandstats calls, summed over redlock's nodes, etcd gRPC messages received) over %.0f s with them and "
              "without them. native-handover: etcd's own Election (clientv3/concurrency, "
              "default session) on the same etcd, after the leader's session is closed, "
              "after its Resign (-resign) or after its process is killed (-kill). Not measured: %s." %
-             (KILL_TTL_MS, IDLE_WINDOW, IDLE_OBSERVERS, COST_KEYS, COST_WINDOW,
+             (REDLOCK_NODES, KILL_TTL_MS, IDLE_WINDOW, IDLE_OBSERVERS, COST_KEYS, COST_WINDOW,
               ", ".join(NOT_YET)), "",
              "| run | result |", "|---|---|"]
     for r in recs:
