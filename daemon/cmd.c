@@ -21,6 +21,7 @@
 
 #include "backend.h"
 #include "clock.h"
+#include "cmd_int.h"
 #include "codec.h"
 #include "conf.h"
 #include "locktab.h"
@@ -34,8 +35,6 @@
 #define SEMAPHORE_MAX 1000000	/* largest LIMIT n */
 #define VALUE_MAX 1024		/* longest CAMPAIGN or PROCLAIM value */
 #define TTL_MIN_MS 10		/* shortest lease */
-
-typedef void cmd_fn(struct session *s, const struct codec_frame *f);
 
 /* X(id, name, min args, max args (-1: any), flags), names counted with the command. */
 #define COMMANDS(X) \
@@ -57,6 +56,11 @@ typedef void cmd_fn(struct session *s, const struct codec_frame *f);
 	X(leader, "LEADER", 2, 2, 0) \
 	X(observe, "OBSERVE", 2, 6, 0)
 
+/* The same, for the commands whose handlers live in cmd_multi.c. */
+#define COMMANDS_MULTI(X) \
+	X(lockall, "LOCKALL", 3, -1, 0) \
+	X(unlockall, "UNLOCKALL", 3, -1, 0)
+
 #define CMD_DECLARE(id, name, min, max, flags) static cmd_fn cmd_##id;
 COMMANDS(CMD_DECLARE)
 #undef CMD_DECLARE
@@ -74,6 +78,7 @@ static const struct cmd commands[] = {
 #define CMD_ENTRY(id, name, min, max, flags) \
 	{ name, sizeof(name) - 1, min, max, flags, cmd_##id },
 	COMMANDS(CMD_ENTRY)
+	COMMANDS_MULTI(CMD_ENTRY)
 #undef CMD_ENTRY
 };
 
@@ -86,8 +91,9 @@ arg_is(const struct codec_frame *f, size_t i, const char *word)
 }
 
 /* Parse argument i as a decimal integer in [min, max]. 0, or -1. */
-static int
-arg_int(const struct codec_frame *f, size_t i, long long min, long long max, long long *out)
+int
+cmd_arg_int(const struct codec_frame *f, size_t i, long long min, long long max,
+    long long *out)
 {
 	return num_parse(f->argv[i], f->argvlen[i], min, max, out) == NUM_OK ? 0 : -1;
 }
@@ -104,7 +110,7 @@ ttl_min(const struct session *s)
 static bool
 ttl_ok(struct session *s, const struct codec_frame *f, size_t i, long long *out)
 {
-	if (arg_int(f, i, ttl_min(s), s->hub->conf->max_ttl_ms, out) == 0)
+	if (cmd_arg_int(f, i, ttl_min(s), s->hub->conf->max_ttl_ms, out) == 0)
 		return true;
 	const struct backend_ops *ops = s->hub->be->ops;
 	if (ttl_min(s) > TTL_MIN_MS && ops->min_lease_rule != NULL)
@@ -118,8 +124,8 @@ ttl_ok(struct session *s, const struct codec_frame *f, size_t i, long long *out)
 }
 
 /* Check a key argument; replies and returns false when it is unusable. */
-static bool
-key_ok(struct session *s, const struct codec_frame *f, size_t i)
+bool
+cmd_key_ok(struct session *s, const struct codec_frame *f, size_t i)
 {
 	if (f->argvlen[i] == 0 || f->argvlen[i] > (size_t)s->hub->conf->max_key_bytes) {
 		codec_reply_error(session_out(s), "ERR", "key is empty or too long "
@@ -188,8 +194,8 @@ admin_ok(struct session *s, const char *what)
 }
 
 /* Reply with the error for a lock-table status. */
-static void
-reply_lt_error(struct session *s, enum lt_status st, bool by_token)
+void
+cmd_reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 {
 	struct evbuffer *out = session_out(s);
 	switch (st) {
@@ -240,8 +246,8 @@ reply_lt_error(struct session *s, enum lt_status st, bool by_token)
 }
 
 /* [token, fence, ttl_ms] */
-static void
-reply_grant(struct session *s, const struct lt_grant *g)
+void
+cmd_reply_grant(struct session *s, const struct lt_grant *g)
 {
 	struct evbuffer *out = session_out(s);
 	codec_reply_array(out, 3);
@@ -257,7 +263,7 @@ reply_outcome(struct session *s, enum lt_status st, const struct lt_grant *g,
     long long value, bool by_token)
 {
 	if (st == LT_OK && g != NULL)
-		reply_grant(s, g);
+		cmd_reply_grant(s, g);
 	else if (st == LT_OK)
 		codec_reply_int(session_out(s), value);
 	else if (st == LT_NOT_GRANTED)
@@ -266,7 +272,7 @@ reply_outcome(struct session *s, enum lt_status st, const struct lt_grant *g,
 		codec_reply_error(session_out(s), "ERR", "key is held by this session in %s "
 		    "mode; unlock it first", locktab_mode_name(g->mode));
 	else
-		reply_lt_error(s, st, by_token);
+		cmd_reply_lt_error(s, st, by_token);
 }
 
 /* The completion of a LOCK, UNLOCK or EXTEND that waited. */
@@ -337,7 +343,7 @@ cmd_hello(struct session *s, const struct codec_frame *f)
 	size_t i = 1, passlen = 0;
 
 	if (f->argc > 1) {
-		if (arg_int(f, 1, 0, 1000, &proto) != 0 || (proto != 2 && proto != 3)) {
+		if (cmd_arg_int(f, 1, 0, 1000, &proto) != 0 || (proto != 2 && proto != 3)) {
 			codec_reply_error(out, "NOPROTO", "unsupported protocol version");
 			return;
 		}
@@ -453,7 +459,7 @@ client_kill(struct session *s, const struct codec_frame *f)
 		    "CLIENT KILL ADDR ip:port");
 		return;
 	}
-	if (by_id && arg_int(f, 3, 1, INT64_MAX, &id) != 0) {
+	if (by_id && cmd_arg_int(f, 3, 1, INT64_MAX, &id) != 0) {
 		codec_reply_error(session_out(s), "ERR", "client-id should be greater than 0");
 		return;
 	}
@@ -533,27 +539,23 @@ cmd_client(struct session *s, const struct codec_frame *f)
 	}
 }
 
-/*
- * Parse the options of LOCK (from argument 2) or CAMPAIGN (from 3, with no
- * SHARED or LIMIT) into req, whose key, value and defaults are set; replies
- * and returns false when they are wrong.
- */
-static bool
-lock_options(struct session *s, const struct codec_frame *f, bool campaign,
-    struct lt_lock_req *req)
+/* See cmd_int.h. */
+bool
+cmd_lock_options(struct session *s, const struct codec_frame *f, size_t first,
+    bool campaign, const char *syntax, struct lt_lock_req *req)
 {
 	struct evbuffer *out = session_out(s);
 	bool has_ttl = false, has_wait = false, shared = false, has_limit = false;
 	long long v;
 
-	for (size_t i = campaign ? 3 : 2; i < f->argc; i++) {
+	for (size_t i = first; i < f->argc; i++) {
 		if (arg_is(f, i, "TTL") && !has_ttl && i + 1 < f->argc) {
 			if (!ttl_ok(s, f, ++i, &v))
 				return false;
 			req->ttl_ms = (uint64_t)v;
 			has_ttl = true;
 		} else if (arg_is(f, i, "WAIT") && !has_wait && i + 1 < f->argc) {
-			if (arg_int(f, ++i, 0, INT64_MAX / 2, &v) != 0) {
+			if (cmd_arg_int(f, ++i, 0, INT64_MAX / 2, &v) != 0) {
 				codec_reply_error(out, "ERR", "WAIT must be a number of ms, 0 or more");
 				return false;
 			}
@@ -564,7 +566,7 @@ lock_options(struct session *s, const struct codec_frame *f, bool campaign,
 			shared = true;
 		} else if (arg_is(f, i, "LIMIT") && !campaign && !shared && !has_limit &&
 		    i + 1 < f->argc) {
-			if (arg_int(f, ++i, 1, SEMAPHORE_MAX, &v) != 0) {
+			if (cmd_arg_int(f, ++i, 1, SEMAPHORE_MAX, &v) != 0) {
 				codec_reply_error(out, "ERR", "LIMIT must be 1 to %d", SEMAPHORE_MAX);
 				return false;
 			}
@@ -578,8 +580,7 @@ lock_options(struct session *s, const struct codec_frame *f, bool campaign,
 			    "[WAIT ms] [DETACH]");
 			return false;
 		} else {
-			codec_reply_error(out, "ERR", "syntax error: LOCK key [TTL ms] [WAIT ms] "
-			    "[SHARED | LIMIT n] [DETACH]");
+			codec_reply_error(out, "ERR", "syntax error: %s", syntax);
 			return false;
 		}
 	}
@@ -598,7 +599,7 @@ lock_or_campaign(struct session *s, const struct codec_frame *f, bool campaign)
 	    .mode = LOCK_EXCLUSIVE, .ttl_ms = (uint64_t)s->hub->conf->default_ttl_ms,
 	    .wait_ms = -1 };
 
-	if (!key_ok(s, f, 1))
+	if (!cmd_key_ok(s, f, 1))
 		return;
 	if (campaign) {
 		if (!value_ok(s, f, 2))
@@ -606,7 +607,8 @@ lock_or_campaign(struct session *s, const struct codec_frame *f, bool campaign)
 		req.value = f->argv[2];
 		req.valuelen = f->argvlen[2];
 	}
-	if (!lock_options(s, f, campaign, &req))
+	if (!cmd_lock_options(s, f, campaign ? 3 : 2, campaign, "LOCK key [TTL ms] "
+	    "[WAIT ms] [SHARED | LIMIT n] [DETACH]", &req))
 		return;
 	if (campaign && !observe_ok(s, "CAMPAIGN"))
 		return;
@@ -665,7 +667,7 @@ cmd_unlock(struct session *s, const struct codec_frame *f)
 {
 	const char *token = f->argc == 3 ? f->argv[2] : NULL;
 	long long remaining = 0;
-	if (!key_ok(s, f, 1))
+	if (!cmd_key_ok(s, f, 1))
 		return;
 	if (token != NULL && arg_is(f, 2, "FORCE")) {
 		unlock_force(s, f);
@@ -684,7 +686,7 @@ cmd_extend(struct session *s, const struct codec_frame *f)
 {
 	const char *token = f->argc == 4 ? f->argv[3] : NULL;
 	long long ms;
-	if (!key_ok(s, f, 1))
+	if (!cmd_key_ok(s, f, 1))
 		return;
 	if (!ttl_ok(s, f, 2, &ms))
 		return;
@@ -781,7 +783,7 @@ cmd_status(struct session *s, const struct codec_frame *f)
 	struct evbuffer *out = session_out(s);
 	struct lt_key_status ks;
 	bool full = f->argc == 3;
-	if (!key_ok(s, f, 1))
+	if (!cmd_key_ok(s, f, 1))
 		return;
 	if (full && !arg_is(f, 2, "FULL")) {
 		codec_reply_error(out, "ERR", "syntax error: STATUS key [FULL]");
@@ -811,9 +813,9 @@ static void
 cmd_validate(struct session *s, const struct codec_frame *f)
 {
 	long long fence;
-	if (!key_ok(s, f, 1))
+	if (!cmd_key_ok(s, f, 1))
 		return;
-	if (arg_int(f, 2, 0, INT64_MAX, &fence) != 0) {
+	if (cmd_arg_int(f, 2, 0, INT64_MAX, &fence) != 0) {
 		codec_reply_error(session_out(s), "ERR", "fence must be a number, 0 or more");
 		return;
 	}
@@ -882,6 +884,10 @@ cmd_info(struct session *s, const struct codec_frame *f)
 		evbuffer_add_printf(text, "%s:%llu\r\n", info_locks[i].name,
 		    (unsigned long long)v);
 	}
+#define INFO_MULTI(name, type, help) \
+	evbuffer_add_printf(text, #name ":%llu\r\n", (unsigned long long)hub->multi.name);
+	SESSION_MULTI_STATS(INFO_MULTI)
+#undef INFO_MULTI
 	obs_stats(hub->obs, &os);
 	evbuffer_add_printf(text, "\r\n# Observe\r\n");
 #define INFO_OBSERVE(field, name, type, help) \
@@ -934,7 +940,7 @@ proclaim_done(void *arg, enum lt_status st, const struct lt_grant *g, long long 
 		if (st == LT_OK)
 			codec_reply_int(session_out(s), s->pending_value);
 		else
-			reply_lt_error(s, st, false);
+			cmd_reply_lt_error(s, st, false);
 	}
 	session_resume(s);
 }
@@ -942,7 +948,7 @@ proclaim_done(void *arg, enum lt_status st, const struct lt_grant *g, long long 
 static void
 cmd_proclaim(struct session *s, const struct codec_frame *f)
 {
-	if (!key_ok(s, f, 1) || !value_ok(s, f, 2) || !observe_ok(s, "PROCLAIM"))
+	if (!cmd_key_ok(s, f, 1) || !value_ok(s, f, 2) || !observe_ok(s, "PROCLAIM"))
 		return;
 	s->pending_value = revision_now(s, f->argv[1], f->argvlen[1]);
 	enum lt_status r = locktab_proclaim(s->owner, f->argv[1], f->argvlen[1], f->argv[2],
@@ -957,7 +963,7 @@ cmd_proclaim(struct session *s, const struct codec_frame *f)
 		return;
 	}
 	if (r != LT_OK) {
-		reply_lt_error(s, r, false);
+		cmd_reply_lt_error(s, r, false);
 		return;
 	}
 	codec_reply_int(session_out(s), revision_now(s, f->argv[1], f->argvlen[1]));
@@ -975,7 +981,7 @@ static void
 cmd_leader(struct session *s, const struct codec_frame *f)
 {
 	struct obs_state st;
-	if (!key_ok(s, f, 1) || !observe_ok(s, "LEADER"))
+	if (!cmd_key_ok(s, f, 1) || !observe_ok(s, "LEADER"))
 		return;
 	if (obs_client_now(observer(s), f->argv[1], f->argvlen[1], &st))
 		reply_state(session_out(s), &st, s->proto);
@@ -1004,7 +1010,7 @@ observe_told(void *arg, enum obs_event ev, const char *key, size_t keylen,
 		if (ev == OBS_TIMEOUT)
 			codec_reply_null_array(out, s->proto);
 		else if (ev == OBS_ERROR)
-			reply_lt_error(s, LT_E_BACKEND, false);
+			cmd_reply_lt_error(s, LT_E_BACKEND, false);
 		else
 			reply_state(out, st, s->proto);
 	}
@@ -1050,7 +1056,7 @@ cmd_observe(struct session *s, const struct codec_frame *f)
 	bool has_after = false, has_wait = false;
 	long long after = 0, wait = -1;
 
-	if (!key_ok(s, f, 1) || !observe_ok(s, "OBSERVE"))
+	if (!cmd_key_ok(s, f, 1) || !observe_ok(s, "OBSERVE"))
 		return;
 	if (f->argc == 3 && (arg_is(f, 2, "FOLLOW") || arg_is(f, 2, "UNFOLLOW"))) {
 		observe_follow(s, f);
@@ -1058,13 +1064,13 @@ cmd_observe(struct session *s, const struct codec_frame *f)
 	}
 	for (size_t i = 2; i < f->argc; i++) {
 		if (arg_is(f, i, "AFTER") && !has_after && i + 1 < f->argc) {
-			if (arg_int(f, ++i, 0, INT64_MAX, &after) != 0) {
+			if (cmd_arg_int(f, ++i, 0, INT64_MAX, &after) != 0) {
 				codec_reply_error(out, "ERR", "AFTER must be a revision, 0 or more");
 				return;
 			}
 			has_after = true;
 		} else if (arg_is(f, i, "WAIT") && !has_wait && i + 1 < f->argc) {
-			if (arg_int(f, ++i, 0, INT64_MAX / 2, &wait) != 0) {
+			if (cmd_arg_int(f, ++i, 0, INT64_MAX / 2, &wait) != 0) {
 				codec_reply_error(out, "ERR", "WAIT must be a number of ms, 0 or more");
 				return;
 			}

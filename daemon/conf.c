@@ -128,6 +128,7 @@ static const struct conf_setting conf_table[] = {
 	INT("limits.max_waiters_per_key", max_waiters_per_key, 1, 2147483647, 10000, 1),
 	INT("limits.max_locks_per_session", max_locks_per_session, 1, 2147483647, 10000, 1),
 	INT("limits.max_keys", max_keys, 1, 2147483647, 1000000, 1),
+	INT("limits.max_lockall_keys", max_lockall_keys, 1, 1000, 64, 1),
 	INT("limits.max_output_bytes", max_output_bytes, 65536, 2147483647, 33554432, 1),
 	{ .name = "tls.listen", .type = CONF_TCPLIST, .off = OFF(tls_listen),
 	  .count = OFF(ntls_listen) },

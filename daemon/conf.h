@@ -150,6 +150,7 @@ struct conf {
 	long long max_request_bytes;	/* bytes in one request frame */
 	long long max_waiters_per_key;	/* queued LOCKs per key */
 	long long max_locks_per_session; /* held and queued locks per connection */
+	long long max_lockall_keys;	/* keys in one LOCKALL or UNLOCKALL */
 	long long max_keys;		/* keys with holders or waiters, in all */
 	long long max_output_bytes;	/* unsent reply bytes that close a session */
 

@@ -1331,6 +1331,15 @@ owner_lost(const struct lt_owner *o, const char *key, size_t keylen, const char 
 }
 
 int
+locktab_held(const struct lt_owner *o, const char *key, size_t keylen)
+{
+	const struct lt_hold *h = owner_hold(o, lt_key_find(o->lt, key, keylen));
+	if (h != NULL)
+		return (int)h->count;
+	return owner_lost(o, key, keylen, NULL) != NULL ? -1 : 0;
+}
+
+int
 locktab_forget_lost(struct lt_owner *o, const char *key, size_t keylen, uint64_t fence)
 {
 	struct lt_hold *h;

@@ -194,6 +194,9 @@ enum lt_status locktab_extend(struct lt_owner *o, const char *key, size_t keylen
 
 void locktab_status(struct locktab *lt, const char *key, size_t keylen,
     struct lt_key_status *out);
+/* The owner's hold count of key (not counting DETACH locks it took), or -1
+ * when its holding was lost and UNLOCK would say so, or 0. */
+int locktab_held(const struct lt_owner *o, const char *key, size_t keylen);
 /* 1 if fence is a current holding of key, else 0. */
 int locktab_validate(struct locktab *lt, const char *key, size_t keylen, uint64_t fence);
 

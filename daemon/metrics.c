@@ -200,11 +200,14 @@ metrics_write(struct metrics *m, struct evbuffer *out)
 	METRICS_WRITE(metric, counter, help, hub->counters.name)
 #define METRICS_LT(field, name, type, info, help) METRICS_WRITE(name, type, help, st.field)
 #define METRICS_OBS(field, name, type, help) METRICS_WRITE(name, type, help, os.field)
+#define METRICS_MULTI(name, type, help) METRICS_WRITE(name, type, help, hub->multi.name)
 	METRICS_SESSIONS(METRICS_WRITE)
 	SESSION_COUNTERS(METRICS_SESSION)
 	LT_STATS(METRICS_LT)
+	SESSION_MULTI_STATS(METRICS_MULTI)
 	OBS_STATS(METRICS_OBS)
 	METRICS_PROCESS(METRICS_WRITE)
+#undef METRICS_MULTI
 #undef METRICS_OBS
 #undef METRICS_LT
 #undef METRICS_SESSION

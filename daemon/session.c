@@ -253,10 +253,14 @@ on_resume(evutil_socket_t fd, short what, void *arg)
 	if (s->pending && !s->lost_push && !STAILQ_EMPTY(&s->notices) &&
 	    ((s->waiting_lock && locktab_owner_cancel(s->owner) > 0) ||
 	    (s->waiting_observe && obs_client_cancel(s->observer) > 0))) {
+		session_abort_fn *abort = s->abort;
 		s->pending = false;
 		s->waiting_lock = false;
 		s->waiting_observe = false;
+		s->abort = NULL;
 		s->last_active_ms = clock_ms();
+		if (abort != NULL)
+			abort(s->abort_arg, false);
 		if (!s->closing)
 			session_notice(s);
 	}
@@ -275,9 +279,17 @@ session_wait(struct session *s, enum session_wait how)
  * it, the reply leaves now; else the loop runs the session on (never from
  * here, inside a lock-table callback). */
 void
+session_wait_abort(struct session *s, session_abort_fn *fn, void *arg)
+{
+	s->abort = fn;
+	s->abort_arg = arg;
+}
+
+void
 session_resume(struct session *s)
 {
 	s->pending = false;
+	s->abort = NULL;
 	s->waiting_lock = false;
 	s->waiting_observe = false;
 	s->last_active_ms = clock_ms();
@@ -626,6 +638,8 @@ session_destroy(struct session *s)
 	 * reach this session again */
 	obs_client_destroy(s->observer);
 	locktab_owner_destroy(s->owner);
+	if (s->pending && s->abort != NULL)
+		s->abort(s->abort_arg, true);
 	conn_destroy(s->conn);
 	codec_destroy(s->codec);
 	event_free(s->ev_resume);

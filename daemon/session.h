@@ -85,6 +85,23 @@ struct session_counters {
 #undef SESSION_COUNTER_FIELD
 };
 
+/*
+ * X(name, type, help) for the numbers the command table keeps of LOCKALL
+ * (cmd_multi.c): its INFO field (# Locks, after the lock table's) and its
+ * name in /metrics after "dlockd_"; gauge (now) or counter (since the
+ * start); its HELP there.
+ */
+#define SESSION_MULTI_STATS(X) \
+	X(lockall_granted_total, counter, "LOCKALLs granted: every key of the set") \
+	X(lockall_not_granted_total, counter, "LOCKALLs not granted within their WAIT") \
+	X(lockall_errors_total, counter, "LOCKALLs answered with an error") \
+	X(lockall_waiting, gauge, "LOCKALLs taking their keys now")
+/* The LOCKALL numbers (SESSION_MULTI_STATS). */
+struct session_multi_stats {
+#define SESSION_MULTI_FIELD(name, type, help) uint64_t name;
+	SESSION_MULTI_STATS(SESSION_MULTI_FIELD)
+#undef SESSION_MULTI_FIELD
+};
 TAILQ_HEAD(session_list, session);
 
 /*
@@ -108,6 +125,7 @@ struct session_hub {
 	uint64_t count;			/* on all */
 	uint64_t next_id;		/* id of the next session */
 	struct session_counters counters; /* for INFO and /metrics */
+	struct session_multi_stats multi; /* the same, the command table's */
 };
 
 /* How a command that cannot answer at once waits (session_wait). */
@@ -117,6 +135,12 @@ enum session_wait {
 	SESSION_WAIT_OBSERVE	/* OBSERVE: for a change of a key */
 };
 
+/* The end of a waiting command that will never complete (session_wait_abort):
+ * its wait was withdrawn for a loss, which is its answer (gone false: what
+ * the command took is still the session's to give back), or the session is
+ * being destroyed (gone true: its owner already is, with its locks). arg is
+ * the command's. It writes no reply. */
+typedef void session_abort_fn(void *arg, bool gone);
 /* A lost lock whose -LOST reply is still to come. */
 struct lost_notice {
 	char *key;			/* the key (binary-safe copy) */
@@ -161,6 +185,9 @@ struct session {
 	bool waiting_observe;		/* the pending command is an OBSERVE */
 	long long pending_value;	/* the command table's, for the reply of
 					 * the command that waits */
+	session_abort_fn *abort;	/* the waiting command's end if it never
+					 * completes; NULL: none */
+	void *abort_arg;		/* its argument */
 	bool lost_push;			/* CLIENT LOSTPUSH ON: losses pushed too */
 	struct notice_list notices;	/* losses whose reply is due, oldest first */
 	uint64_t last_active_ms;	/* last input, or the end of the last wait */
@@ -203,6 +230,9 @@ void session_reconfigure(struct session *s);
  * (SESSION_WAIT_OBSERVE) of a session without pushes is withdrawn when a
  * lock of the session is lost, and the loss is its answer. */
 void session_wait(struct session *s, enum session_wait how);
+/* While the command waits, call fn(arg, gone) if it will never complete
+ * (session_abort_fn); session_resume() forgets it. */
+void session_wait_abort(struct session *s, session_abort_fn *fn, void *arg);
 /* A push was written to session_out(s): send it now (or close s if its
  * unsent output is over the limit). */
 void session_pushed(struct session *s);
