@@ -34,16 +34,17 @@ TIMED_ONLY = {"test_redis_sentinel", "test_redis_dns"}
 CHECKED_SETS = {
     "san": {"test_abuse", "test_daemon", "test_elect", "test_elect_etcd", "test_elect_redis",
             "test_elect_redlock", "test_etcd",
-            "test_etcd_tls", "test_leases", "test_locks", "test_metrics", "test_ops",
+            "test_etcd_tls", "test_leases", "test_lockall", "test_locks", "test_metrics", "test_ops",
             "test_protocol", "test_redis", "test_redis_cluster", "test_redis_prod",
             "test_redlock", "test_scale", "test_tls"},
     "valgrind": {"test_abuse", "test_elect", "test_elect_etcd", "test_elect_redis",
-                 "test_elect_redlock", "test_etcd", "test_leases",
+                 "test_elect_redlock", "test_etcd", "test_leases", "test_lockall",
                  "test_locks", "test_protocol", "test_redis", "test_redis_cluster",
                  "test_redlock", "test_tls"},
 }
 VALGRIND_LEFT_OUT = {"TestLocksRedis", "TestLocksRedlock", "TestLocksRedisCluster",
-                     "TestLocksEtcd", "TestElectCluster", "TestElectSentinel"}
+                     "TestLocksEtcd", "TestElectCluster", "TestElectSentinel",
+                     "TestLockAllSentinel", "TestLockAllCluster"}
 
 
 def only(suite, keep):
