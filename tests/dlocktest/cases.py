@@ -19,6 +19,7 @@ from .etcd_server import EtcdServer
 from .proc import free_port, in_thread, wait_until
 from .redis_server import RedisServer
 from .resp import NULL, TOKEN_RE, Err, Raw, pairs, parse_info, read_within
+from .sentinel import SentinelDaemon, SentinelSetup
 from .sessions import exclusion_across
 
 
@@ -307,6 +308,19 @@ class RedisTestCase(unittest.TestCase):
         list of RedisServers)."""
         return stopped_later(Daemon(config, backend="redlock", redis=list(servers), **kw),
                              cls.addClassCleanup)
+
+    @classmethod
+    def class_sentinel_daemons(cls, n, config="", **kw):
+        """A SentinelSetup for the class (cls.setup), and n dlockds of the
+        class on its master (SentinelDaemon's arguments), started."""
+        cls.setup = SentinelSetup().start()
+        cls.addClassCleanup(cls.setup.stop_checked)
+        daemons = []
+        for _ in range(n):
+            d = SentinelDaemon(cls.setup, config, **kw)
+            cls.addClassCleanup(d.stop_checked)
+            daemons.append(d.start())
+        return daemons
 
     # ---- per test ----
 

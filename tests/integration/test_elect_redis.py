@@ -12,7 +12,6 @@ from dlocktest.elect import ElectAcrossDaemons, ObserveUntil, state
 from dlocktest.env import SLOWDOWN, unique_key
 from dlocktest.proc import in_thread, results
 from dlocktest.resp import NULL, read_within
-from dlocktest.sentinel import SentinelDaemon, SentinelSetup
 
 TTL = 2000  # ms: the CAMPAIGN TTL of the killed daemon's leader
 # a shorter command timeout than the default lets TTLs of a few seconds in
@@ -155,16 +154,7 @@ class TestElectSentinel(ElectAcrossDaemons, RedisTestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.setup = SentinelSetup().start()
-        cls.addClassCleanup(cls.setup.stop_checked)
-        cls.a = cls._sentinel_daemon()
-        cls.b = cls._sentinel_daemon()
-
-    @classmethod
-    def _sentinel_daemon(cls):
-        d = SentinelDaemon(cls.setup, "", backend_conf=FAST)
-        cls.addClassCleanup(d.stop_checked)
-        return d.start()
+        cls.a, cls.b = cls.class_sentinel_daemons(2, backend_conf=FAST)
 
 
 class TestElectRedisKilled(ObserveUntil, RedisTestCase):

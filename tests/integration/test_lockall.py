@@ -9,7 +9,6 @@ from dlocktest.cluster import lock_keys
 from dlocktest.daemon import Daemon
 from dlocktest.env import unique_key
 from dlocktest.multi import IO, LockAllAcrossDaemons
-from dlocktest.sentinel import SentinelDaemon, SentinelSetup
 
 FAST = {"command_timeout_ms": 500}
 
@@ -39,16 +38,7 @@ class TestLockAllSentinel(LockAllAcrossDaemons, RedisTestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.setup = SentinelSetup().start()
-        cls.addClassCleanup(cls.setup.stop_checked)
-        cls.a = cls._sentinel_daemon()
-        cls.b = cls._sentinel_daemon()
-
-    @classmethod
-    def _sentinel_daemon(cls):
-        d = SentinelDaemon(cls.setup, "", backend_conf=FAST)
-        cls.addClassCleanup(d.stop_checked)
-        return d.start()
+        cls.a, cls.b = cls.class_sentinel_daemons(2, backend_conf=FAST)
 
 
 class TestLockAllRedlock(LockAllAcrossDaemons, RedisTestCase):
