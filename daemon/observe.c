@@ -59,6 +59,9 @@ struct obs_key {
 					 * newest state */
 	struct obs_read *reading;	/* remote: the read in flight, or NULL */
 	bool reread;			/* ... and another is wanted after it */
+	bool dirty;			/* remote: changed here since the read in
+					 * flight was sent; LEADER waits for the
+					 * read after it (read your own writes) */
 	struct obs *obs;		/* the registry */
 	struct obs_client_list waits;	/* clients waiting for a change */
 	struct obs_follow_list follows;	/* follows of it */
@@ -328,6 +331,27 @@ key_remote(struct obs *o, struct obs_key *k, const struct be_leader *l)
 	}
 }
 
+/* Answer the LEADERs of k waiting for a read after a change here, with
+ * k's newest state (when the read found nothing newer, nobody else does). */
+static void
+key_tell_now(struct obs_key *k)
+{
+	struct obs_client *c;
+	struct obs_state st;
+
+	while (k->n > 0) {
+		TAILQ_FOREACH(c, &k->waits, wentry)
+			if (c->now)
+				break;
+		if (c == NULL)
+			break;
+		entry_state(key_last(k), &st);
+		c->answered = st.revision;
+		wait_end(c);
+		c->cb(c->arg, OBS_CHANGED, k->name, k->len, &st);
+	}
+}
+
 /* The answer to a read of a remote key's state. */
 static void
 on_read(void *arg, const struct be_leader *l)
@@ -360,6 +384,9 @@ on_read(void *arg, const struct be_leader *l)
 	if (k->reread) {
 		k->reread = false;
 		key_read(o, k);
+	} else if (k->dirty) {
+		k->dirty = false;
+		key_tell_now(k);
 	}
 	key_unref(o, k);
 }
@@ -387,8 +414,14 @@ on_change(void *arg, const char *key, size_t keylen)
 	struct obs_key *k;
 	struct obs_state st;
 
-	if (o->remote)
+	if (o->remote) {
+		/* the backend tells the change; a LEADER here waits for it */
+		if (hashtab_count(o->keys) != 0 && (k = key_find(o, key, keylen)) != NULL) {
+			k->dirty = true;
+			key_read(o, k);
+		}
 		return;
+	}
 	o->revision++;
 	/* nobody asked about any key: no hashing on the lock path */
 	if (hashtab_count(o->keys) == 0)
@@ -559,7 +592,7 @@ obs_client_cancel(struct obs_client *c)
 int
 obs_client_now(struct obs_client *c, const char *key, size_t keylen, struct obs_state *out)
 {
-	if (obs_now(c->o, key, keylen, out))
+	if (obs_now(c->o, key, keylen, out) && !key_find(c->o, key, keylen)->dirty)
 		return 1;
 	obs_client_wait(c, key, keylen, 0, -1);	/* the first state will do */
 	c->now = true;

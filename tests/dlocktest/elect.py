@@ -151,6 +151,19 @@ class ElectAcrossDaemons(ObserveUntil):
         st = state(ca.cmd("LEADER", key))
         self.assertEqual((st["value"], st["term"]), (b"v2", term))
 
+    def test_leader_reads_its_own_proclaim(self):
+        """LEADER on A sent with A's PROCLAIM: the new value, though the
+        record A keeps of the key was read from the backend before."""
+        key = unique_key()
+        ca = self.conn(self.a)
+        term = ca.cmd("CAMPAIGN", key, "v1")[1]
+        self.assertEqual(state(ca.cmd("LEADER", key))["value"], b"v1")
+        for i in range(2, 6):
+            ca.send(ca.encode("PROCLAIM", key, "v%d" % i) + ca.encode("LEADER", key))
+            self.assertIsInstance(ca.read(), int)
+            st = state(ca.read())
+            self.assertEqual((st["value"], st["term"]), (b"v%d" % i, term))
+
     def test_proclaim_by_a_follower_is_refused(self):
         key = unique_key()
         self.conn(self.a).cmd("CAMPAIGN", key, "v1")
