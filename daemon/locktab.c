@@ -776,11 +776,14 @@ waiter_requeue(struct locktab *lt, struct lt_waiter *w)
 
 /* The backend answered w BE_BUSY: the key is taken beyond this process, or
  * the backend gave way to other daemons. The key's queue waits for the
- * backend's wakeup; w waits on as waiter_requeue says. */
+ * backend's wakeup; w waits on as waiter_requeue says. A try (WAIT 0) left
+ * no wait in the backend, which owes it no wakeup: the waiter behind it
+ * asks for itself. */
 static void
 waiter_busy(struct locktab *lt, struct lt_waiter *w)
 {
-	w->key->blocked = true;
+	if (!w->try_once)
+		w->key->blocked = true;
 	if (lt->closing)
 		waiter_fail(lt, w, LT_E_CLOSING);
 	else

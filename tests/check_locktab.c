@@ -824,6 +824,20 @@ START_TEST(wait0_free_key_busy)
 	ck_assert_uint_eq(fk.npend, 1);
 	fk_complete(BE_OK, 3);
 	assert_granted(&w4, 3);
+
+	/* a LOCK queued behind a try in flight is sent when the try is
+	 * refused: a backend owes no wakeup to a try, which left no wait in it
+	 * (etcd deletes a try's key) */
+	struct res t5, w5;
+	ck_assert_int_eq(lock(0, "n", EXCL, 0, 30000, 0, 0, &t5), LT_PENDING);
+	ck_assert_int_eq(lock(1, "n", EXCL, 0, 30000, WAIT_FOREVER, 0, &w5), LT_PENDING);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_complete(BE_BUSY, 0);
+	ck_assert_int_eq(t5.st, LT_NOT_GRANTED);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_expect(0, FK_ACQUIRE, "n");
+	fk_complete(BE_OK, 5);
+	assert_granted(&w5, 5);
 }
 END_TEST
 
