@@ -15,6 +15,12 @@
  * answer is nil or the error: never a part of the set. A set once granted is
  * a set of ordinary holdings (UNLOCK, EXTEND, losses: per key).
  *
+ * Before that, when no key has a holder or a waiter here, every key is
+ * tried at once, none waiting (WAIT 0): an uncontended set costs one round
+ * trip to the backend, not one per key. A try waits for nothing, so it
+ * cannot deadlock; if a key is taken elsewhere the keys had are given back
+ * and the keys are taken in order as above.
+ *
  * Lock-table callbacks must not call back into the table: a completion is
  * recorded, and the next key is asked for from the event loop.
  */
@@ -45,6 +51,7 @@ struct multi_key {
 	const char *name;		/* the key (in m's allocation) */
 	size_t len;			/* its length */
 	struct lt_grant g;		/* LOCKALL: its grant, once taken */
+	bool held;			/* LOCKALL: taken, and not given back */
 	enum lt_status st;		/* UNLOCKALL: its outcome */
 	long long remaining;		/* UNLOCKALL: the hold count left */
 };
@@ -62,6 +69,9 @@ struct multi {
 	struct multi_key **order;	/* the same, in the order they are taken */
 	size_t taken;			/* keys of order held so far */
 	enum lt_status st;		/* the last LOCK's outcome, to act on */
+	bool trying;			/* every key is being tried at once */
+	unsigned tries;			/* ... tries the backend has to answer */
+	enum lt_status try_err;		/* ... the first error of one, or LT_OK */
 	enum lt_status failed;		/* the outcome the answer tells once the
 					 * keys taken are given back */
 	enum lock_mode held_mode;	/* with LT_E_MODE: the mode held */
@@ -224,13 +234,17 @@ multi_give_back(struct multi *m, lt_done_cb *done)
 {
 	unsigned pending = 0;
 	long long remaining;
-	while (m->taken > 0) {
-		struct multi_key *k = m->order[--m->taken];
+	for (size_t i = m->n; i-- > 0;) {
+		struct multi_key *k = m->order[i];
+		if (!k->held)
+			continue;
+		k->held = false;
 		/* by token: a DETACH holding is not the session's own */
 		if (locktab_unlock(m->s->owner, k->name, k->len, k->g.token, &remaining, done,
 		    k) == LT_PENDING)
 			pending++;
 	}
+	m->taken = 0;
 	return pending;
 }
 
@@ -318,9 +332,88 @@ multi_step(struct multi *m)
 			multi_fail(m, st);
 			return;
 		}
+		k->held = true;
 		m->taken++;
 	}
 	multi_granted(m);
+}
+
+/* Every try is answered: the set, or the error, or (WAIT 0) nil, or the
+ * keys in order after giving back those had. */
+static void
+multi_tried_all(struct multi *m)
+{
+	size_t held = 0;
+	m->trying = false;
+	for (size_t i = 0; i < m->n; i++)
+		held += m->keys[i].held;
+	if (held == m->n)
+		multi_granted(m);
+	else if (m->try_err != LT_OK)
+		multi_fail(m, m->try_err);
+	else if (m->wait_ms == 0)
+		multi_fail(m, LT_NOT_GRANTED);
+	else {
+		(void)multi_give_back(m, NULL);
+		multi_step(m);
+	}
+}
+
+/* A try is answered: record it; after the last, go on from the loop. */
+static void
+multi_tried(void *arg, enum lt_status st, const struct lt_grant *g, long long value)
+{
+	struct multi_key *k = arg;
+	struct multi *m = k->m;
+	(void)value;
+	if (st == LT_OK) {
+		k->g = *g;
+		k->held = true;
+	} else if (st != LT_NOT_GRANTED && m->try_err == LT_OK) {
+		m->try_err = st;
+	}
+	if (--m->tries == 0)
+		event_active(m->ev, EV_TIMEOUT, 0);
+}
+
+/* Try every key at once with WAIT 0, when none has a holder or a waiter
+ * here (a key held here would be refused anyway). Returns false when it
+ * does not: the keys are to be taken in order. */
+static bool
+multi_try(struct multi *m)
+{
+	struct lt_key_status ks;
+	if (m->n < 2)
+		return false;
+	for (size_t i = 0; i < m->n; i++) {
+		locktab_status(m->s->hub->lt, m->keys[i].name, m->keys[i].len, &ks);
+		if (ks.holders > 0 || ks.waiters > 0)
+			return false;
+	}
+	m->trying = true;
+	m->try_err = LT_OK;
+	m->req.wait_ms = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		struct multi_key *k = m->order[i];
+		m->req.key = k->name;
+		m->req.keylen = k->len;
+		enum lt_status st = locktab_lock(m->s->owner, &m->req, &k->g, multi_tried, k);
+		if (st == LT_PENDING) {
+			m->tries++;
+		} else if (st == LT_OK) {
+			k->held = true;
+		} else {
+			if (st != LT_NOT_GRANTED)
+				m->try_err = st;
+			m->held_mode = k->g.mode;
+			break;	/* the set cannot be had this way: try no more */
+		}
+	}
+	if (m->tries == 0)
+		multi_tried_all(m);
+	else if (!m->waiting)
+		multi_wait(m, SESSION_WAIT_LOCK);
+	return true;
 }
 
 /* A LOCK that waited is done: record it, and go on from the loop. */
@@ -329,8 +422,10 @@ multi_locked(void *arg, enum lt_status st, const struct lt_grant *g, long long v
 {
 	struct multi_key *k = arg;
 	(void)value;
-	if (st == LT_OK)
+	if (st == LT_OK) {
 		k->g = *g;
+		k->held = true;
+	}
 	k->m->st = st;
 	event_active(k->m->ev, EV_TIMEOUT, 0);
 }
@@ -341,6 +436,10 @@ on_step(evutil_socket_t fd, short what, void *arg)
 	struct multi *m = arg;
 	(void)fd;
 	(void)what;
+	if (m->trying) {
+		multi_tried_all(m);
+		return;
+	}
 	if (m->st != LT_OK) {
 		multi_fail(m, m->st);
 		return;
@@ -359,7 +458,8 @@ multi_abort(void *arg, bool gone)
 		(void)multi_give_back(m, NULL);
 	if (!m->unlockall) {
 		m->s->hub->multi.lockall_waiting--;
-		m->s->hub->multi.lockall_errors_total++;
+		if (!gone)	/* answered by the loss */
+			m->s->hub->multi.lockall_errors_total++;
 	}
 	multi_free(m);
 }
@@ -391,7 +491,8 @@ cmd_lockall(struct session *s, const struct codec_frame *f)
 		m->deadline = locktab_now(s->hub->lt) + (uint64_t)m->wait_ms;
 	m->ev = event_new(s->hub->base, -1, 0, on_step, m);
 	s->hub->multi.lockall_waiting++;
-	multi_step(m);
+	if (!multi_try(m))
+		multi_step(m);
 }
 
 void

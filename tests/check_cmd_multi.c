@@ -335,6 +335,61 @@ START_TEST(test_backend_error_gives_back_first)
 }
 END_TEST
 
+/* The position of the pending operation of kind on key; fails if none. */
+static size_t
+pending_on(enum fk_kind kind, const char *key)
+{
+	for (size_t i = 0; i < fk.npend; i++) {
+		struct fk_op *op = fk_pending(i);
+		if (op->kind == kind && strcmp(op->key, key) == 0)
+			return i;
+	}
+	ck_abort_msg("no pending operation of kind %d on %s", (int)kind, key);
+	return 0;
+}
+
+/* Free keys are tried at once: one round trip for the set. One taken
+ * elsewhere: those had are given back, and the keys are taken in order. */
+START_TEST(test_tried_at_once_then_in_order)
+{
+	long long f[2];
+	int c = ts_client();
+	ts_send_str(c, "LOCKALL 2 b a WAIT 5000\r\n");
+	ts_pump();
+	ck_assert_uint_eq(fk.npend, 2);		/* both asked before any answer */
+	fk_complete_at(pending_on(FK_ACQUIRE, "a"), BE_OK, 7);
+	fk_complete_at(pending_on(FK_ACQUIRE, "b"), BE_BUSY, 0);
+	ts_pump();
+	ts_expect_nothing(c);
+	fk_complete_at(pending_on(FK_RELEASE, "a"), BE_OK, 0);
+	ts_pump();
+	fk_complete_at(pending_on(FK_ACQUIRE, "a"), BE_OK, 9);
+	ts_pump();
+	ck_assert_uint_eq(fk.npend, 1);		/* b only after a */
+	fk_complete_at(pending_on(FK_ACQUIRE, "b"), BE_OK, 10);
+	ts_pump();
+	expect_set(c, 2, f, NULL);
+	ck_assert_int_eq(f[0], 10);
+	ck_assert_int_eq(f[1], 9);
+	/* WAIT 0: the try is the only one */
+	int d = ts_client();
+	ts_send_str(d, "LOCKALL 2 x y WAIT 0\r\n");
+	ts_pump();
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_complete_at(pending_on(FK_ACQUIRE, "x"), BE_OK, 11);
+	fk_complete_at(pending_on(FK_ACQUIRE, "y"), BE_BUSY, 0);
+	ts_pump();
+	fk_complete_at(pending_on(FK_RELEASE, "x"), BE_OK, 0);
+	ts_pump();
+	ts_expect(d, "*-1\r\n");
+	ck_assert_uint_eq(fk.npend, 0);
+	close(d);
+	close(c);
+	ts_pump();
+	fk_drain();
+}
+END_TEST
+
 /* The session goes while its second key is in the backend: the first is
  * released, the second given back when it comes. */
 START_TEST(test_close_while_a_key_is_in_flight)
@@ -452,7 +507,8 @@ main(void)
 	    test_fifo_with_single_locks, test_reentrant_and_mode,
 	    test_counted_in_the_session_limit, test_close_while_waiting));
 	suite_case(s, "backend", ts_setup_fake, ts_teardown, 0,
-	    SUITE_TESTS(test_backend_error_gives_back_first, test_close_while_a_key_is_in_flight,
+	    SUITE_TESTS(test_backend_error_gives_back_first, test_tried_at_once_then_in_order,
+	    test_close_while_a_key_is_in_flight,
 	    test_loss_while_waiting_withdraws, test_loss_pushed_set_never_partly));
 	return suite_run(s);
 }
