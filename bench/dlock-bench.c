@@ -25,12 +25,24 @@
  *   ping         PING after PING (any RESP server): the request/reply ceiling
  *   hold         no server: each client sleeps the hold time in a loop (the
  *                hold-time limit of one key)
+ *   lockall      sets of keys (--set): LOCKALL n key... , hold, UNLOCKALL n
+ *                key... (all or none; a nil answer is counted, not an error)
+ *   lockseq      the same sets taken the way a client does without LOCKALL:
+ *                LOCK of each key in the set's order, hold, UNLOCK of each in
+ *                the reverse order
  *
  * Workloads (which key an acquisition takes):
  *   uncontended  client i always uses key i
  *   contended    every client uses key 0
  *   hot          each acquisition draws one of --keys keys from a Zipf
  *                distribution of exponent --zipf (key 0 the hottest)
+ * In the set modes a set of --set keys stands for the key: uncontended,
+ * client i's own keys; contended, the same keys for all; hot, distinct draws
+ * in the order drawn (--zipf 0: uniform). With --wait-ms the lock requests
+ * carry WAIT, and a request answered later than WAIT + --margin-ms, or not
+ * at all, is counted as stuck: after the window the clients finish what
+ * they started (no new set) so that every request gets its chance to be
+ * answered.
  *
  * Everything is in this file but the histogram (hist.c), the reply reader
  * (reply.c) and the direct-etcd mode's requests (etcd_direct.c); addresses
@@ -69,6 +81,8 @@
 #define MAX_WATCH	16
 #define MAX_CLIENTS	10000
 #define MAX_KEYS	10000000
+#define MAX_SET		16		/* keys of one set (lockall, lockseq) */
+#define MARGIN_MS	500		/* default --margin-ms */
 #define IN_SIZE		4096		/* a client's input buffer: replies are small */
 #define OUT_SIZE	1024		/* a client's output buffer: one request */
 #define RETRY_MS	10		/* pause after an error reply before trying again */
@@ -91,7 +105,9 @@
 	X(MODE_DIRECT, "direct") \
 	X(MODE_DIRECT_ETCD, "direct-etcd") \
 	X(MODE_PING, "ping") \
-	X(MODE_HOLD, "hold")
+	X(MODE_HOLD, "hold") \
+	X(MODE_LOCKALL, "lockall") \
+	X(MODE_LOCKSEQ, "lockseq")
 
 #define WORKLOADS(X) \
 	X(WL_UNCONTENDED, "uncontended") \
@@ -135,9 +151,19 @@ struct opts {
 	struct watch watch[MAX_WATCH];	/* processes whose CPU is reported */
 	int nwatch;
 	bool hist;			/* print the histogram's buckets */
+	int set_min, set_max;		/* set modes: keys per set (drawn between) */
+	bool wait_given;		/* lock requests carry WAIT wait_ms */
+	uint64_t wait_ms;		/* that WAIT */
+	uint64_t margin_ms;		/* an answer later than WAIT + this: stuck */
+	char **names;			/* --key-file: key n is names[n]; NULL:
+					 * prefix + n */
+	long nnames;			/* lines of the key file */
 };
 
-enum phase { PH_WARMUP, PH_MEASURE, PH_DONE };
+/* PH_DRAIN (set modes with WAIT): the window is over; clients finish the
+ * set they are in and start no other, so that every request is answered or
+ * known stuck. */
+enum phase { PH_WARMUP, PH_MEASURE, PH_DRAIN, PH_DONE };
 
 enum cstate {
 	CS_SETUP,		/* SCRIPT LOAD sent (direct modes); direct-etcd:
@@ -148,6 +174,7 @@ enum cstate {
 	CS_UNLOCKING,		/* UNLOCK or EVALSHA sent */
 	CS_PINGING,		/* PING sent */
 	CS_PAUSED,		/* after an error, waiting to start again */
+	CS_IDLE,		/* PH_DRAIN: its last set done, starts no other */
 	CS_DEAD			/* connection gone */
 };
 
@@ -185,6 +212,12 @@ struct client {
 	struct ed_call lcall;		/* the LeaseGrant or LeaseRevoke out */
 	struct ed_call kcall;		/* the LeaseKeepAlive out */
 	struct event *keepalive;	/* the next LeaseKeepAlive */
+	/* lockall, lockseq */
+	long set[MAX_SET];		/* the keys of the current set, in order */
+	int setlen;			/* how many */
+	int held;			/* of them held (lockseq: set[0 .. held-1]) */
+	uint64_t req_ns;		/* when the lock request out was sent */
+	bool stuck;			/* it has been counted as stuck */
 };
 
 /* One run. */
@@ -211,6 +244,17 @@ struct bench {
 	int revoking;			/* direct-etcd: revokes out at the end */
 	int waiting_at_end;		/* clients still waiting for a grant at t1 */
 	uint64_t longest_waiting_ns;	/* the longest wait among them so far */
+	/* lockall, lockseq */
+	struct hist cycle;		/* sets done in the window: from the first
+					 * request to the last release answered */
+	uint64_t not_granted;		/* nil answers (WAIT ran out) in the window */
+	uint64_t not_granted_total;	/* since the start */
+	uint64_t stuck;			/* requests unanswered after WAIT + margin */
+	uint64_t longest_answer_ns;	/* the longest any lock request went
+					 * unanswered (answered or not) */
+	int unanswered_at_end;		/* lock requests out when the run stopped */
+	int busy;			/* PH_DRAIN: clients not idle nor dead */
+	uint64_t t_end;			/* when the drain ended (t1 without one) */
 	char first_error[256];		/* the first of them */
 };
 
@@ -447,21 +491,63 @@ put_str(struct client *c, const char *s)
 }
 
 static void
-put_key(struct client *c)
-{
-	char key[200];
-	size_t plen = strlen(c->b->o->prefix);
-	if (plen + 20 > sizeof(key))
-		die("key prefix too long");
-	memcpy(key, c->b->o->prefix, plen);
-	put_bulk(c, key, plen + fmt_dec(key + plen, (unsigned long long)c->key));
-}
-
-static void
 put_num(struct client *c, unsigned long long v)
 {
 	char num[20];
 	put_bulk(c, num, fmt_dec(num, v));
+}
+
+/* Append the name of key n: line n of --key-file, or the prefix and n. */
+static void
+put_key_of(struct client *c, long n)
+{
+	const struct opts *o = c->b->o;
+	char key[200];
+	size_t plen = strlen(o->prefix);
+
+	if (o->names != NULL) {
+		put_str(c, o->names[n]);
+		return;
+	}
+	if (plen + 20 > sizeof(key))
+		die("key prefix too long");
+	memcpy(key, o->prefix, plen);
+	put_bulk(c, key, plen + fmt_dec(key + plen, (unsigned long long)n));
+}
+
+static void
+put_key(struct client *c)
+{
+	put_key_of(c, c->key);
+}
+
+/* Whether the mode takes sets of keys. */
+static bool
+set_mode(const struct opts *o)
+{
+	return o->mode == MODE_LOCKALL || o->mode == MODE_LOCKSEQ;
+}
+
+/* Arguments of the options every lock request carries: TTL, WAIT. */
+static int
+lock_opts_argc(const struct opts *o)
+{
+	return (o->ttl_ms ? 2 : 0) + (o->wait_given ? 2 : 0);
+}
+
+static void
+put_lock_opts(struct client *c)
+{
+	const struct opts *o = c->b->o;
+
+	if (o->ttl_ms) {
+		put_str(c, "TTL");
+		put_num(c, o->ttl_ms);
+	}
+	if (o->wait_given) {
+		put_str(c, "WAIT");
+		put_num(c, o->wait_ms);
+	}
 }
 
 static void client_dead(struct client *c, const char *why);
@@ -519,6 +605,34 @@ next_key(struct client *c)
 	return 0;
 }
 
+/* The keys of the next set: from set_min to set_max of them; uncontended,
+ * the client's own (client i: i * set_max + j); contended, keys 0, 1, ...;
+ * hot, distinct draws in the order drawn. */
+static void
+next_set(struct client *c)
+{
+	const struct opts *o = c->b->o;
+	int n = o->set_min;
+
+	if (o->set_max > o->set_min)
+		n += (int)(rng_next(&c->rng) % (uint64_t)(o->set_max - o->set_min + 1));
+	c->setlen = n;
+	for (int i = 0; i < n; i++) {
+		long k = i;
+		bool again = o->wl == WL_HOT;
+		if (o->wl == WL_UNCONTENDED)
+			k = (long)c->id * o->set_max + i;
+		while (again) {
+			k = next_key(c);
+			again = false;
+			for (int j = 0; j < i; j++)
+				again = again || c->set[j] == k;
+		}
+		c->set[i] = k;
+	}
+	c->held = 0;
+}
+
 static void on_ed_acquire(void *arg, enum ed_outcome out, int64_t value, const char *why);
 static void on_ed_release(void *arg, enum ed_outcome out, int64_t value, const char *why);
 
@@ -538,14 +652,21 @@ send_lock(struct client *c)
 		ed_acquire(b->ed, c->ekey, c->ekeylen, c->epathlen, c->lease, &c->call);
 		return;
 	}
-	if (o->mode == MODE_DLOCK) {
-		put_array(c, o->ttl_ms ? 4 : 2);
+	if (o->mode == MODE_DLOCK || o->mode == MODE_LOCKSEQ) {
+		put_array(c, 2 + lock_opts_argc(o));
 		put_str(c, "LOCK");
-		put_key(c);
-		if (o->ttl_ms) {
-			put_str(c, "TTL");
-			put_num(c, o->ttl_ms);
-		}
+		if (o->mode == MODE_LOCKSEQ)
+			put_key_of(c, c->set[c->held]);
+		else
+			put_key(c);
+		put_lock_opts(c);
+	} else if (o->mode == MODE_LOCKALL) {
+		put_array(c, 2 + c->setlen + lock_opts_argc(o));
+		put_str(c, "LOCKALL");
+		put_num(c, (unsigned long long)c->setlen);
+		for (int i = 0; i < c->setlen; i++)
+			put_key_of(c, c->set[i]);
+		put_lock_opts(c);
 	} else {
 		put_array(c, 6);
 		put_str(c, "SET");
@@ -558,6 +679,13 @@ send_lock(struct client *c)
 	if (b->phase == PH_MEASURE)
 		b->attempts++;
 	c->st = CS_LOCKING;
+	c->req_ns = now_ns();
+	c->stuck = false;
+	if (set_mode(o) && o->wait_given) {
+		/* the watchdog: on_timer counts the request stuck */
+		struct timeval tv = tv_ns((o->wait_ms + o->margin_ms) * NS_PER_MS);
+		evtimer_add(c->timer, &tv);
+	}
 	client_flush(c);
 }
 
@@ -572,13 +700,18 @@ send_ping(struct client *c)
 }
 
 static void client_pause(struct client *c);
+static void client_idle(struct client *c);
 
-/* Begin the next acquisition (or ping, or hold). */
+/* Begin the next acquisition (or ping, or hold, or set). */
 static void
 client_start(struct client *c)
 {
 	const struct opts *o = c->b->o;
 
+	if (c->b->phase == PH_DRAIN) {
+		client_idle(c);
+		return;
+	}
 	switch (o->mode) {
 	case MODE_PING:
 		send_ping(c);
@@ -598,6 +731,8 @@ client_start(struct client *c)
 		    (unsigned)c->id, (unsigned long long)c->seq);
 		break;
 	case MODE_DLOCK:
+	case MODE_LOCKALL:
+	case MODE_LOCKSEQ:
 	case MODE_COUNT:
 		break;
 	}
@@ -606,7 +741,10 @@ client_start(struct client *c)
 		return;
 	}
 	c->seq++;
-	c->key = next_key(c);
+	if (set_mode(o))
+		next_set(c);
+	else
+		c->key = next_key(c);
 	if (o->mode == MODE_DIRECT_ETCD) {
 		char key[200];
 		size_t plen = strlen(o->prefix);
@@ -647,10 +785,19 @@ send_unlock(struct client *c)
 		ed_release(c->b->ed, c->ekey, c->ekeylen, &c->call);
 		return;
 	}
-	if (o->mode == MODE_DLOCK) {
+	if (o->mode == MODE_DLOCK || o->mode == MODE_LOCKSEQ) {
 		put_array(c, 2);
 		put_str(c, "UNLOCK");
-		put_key(c);
+		if (o->mode == MODE_LOCKSEQ)
+			put_key_of(c, c->set[c->held - 1]);	/* the last taken first */
+		else
+			put_key(c);
+	} else if (o->mode == MODE_LOCKALL) {
+		put_array(c, 2 + c->setlen);
+		put_str(c, "UNLOCKALL");
+		put_num(c, (unsigned long long)c->setlen);
+		for (int i = 0; i < c->setlen; i++)
+			put_key_of(c, c->set[i]);
 	} else {
 		put_array(c, 5);
 		put_str(c, "EVALSHA");
@@ -687,6 +834,113 @@ client_pause(struct client *c)
 
 	c->st = CS_PAUSED;
 	evtimer_add(c->timer, &tv);
+}
+
+/* ---- lockall, lockseq: a set's answers ---- */
+
+static void drain_end(struct bench *b);
+static void describe(const struct reply *r, char *buf, size_t size);
+static void client_unexpected(struct client *c, const struct reply *r, const char *what);
+
+/* PH_DRAIN: the client's last set is done; the last one to get there ends
+ * the drain. */
+static void
+client_idle(struct client *c)
+{
+	c->st = CS_IDLE;
+	if (--c->b->busy == 0)
+		drain_end(c->b);
+}
+
+/* The lock request out has an answer (any): stop its watchdog, and note how
+ * long it went unanswered. */
+static void
+set_answered(struct client *c)
+{
+	struct bench *b = c->b;
+	const struct opts *o = b->o;
+	uint64_t d = now_ns() - c->req_ns;
+
+	if (o->wait_given)
+		evtimer_del(c->timer);
+	if (d > b->longest_answer_ns)
+		b->longest_answer_ns = d;
+	if (o->wait_given && !c->stuck && d > (o->wait_ms + o->margin_ms) * NS_PER_MS) {
+		c->stuck = true;	/* answered, but late */
+		b->stuck++;
+	}
+}
+
+/* The set was not had (a nil answer, or an error): lockseq releases what it
+ * took, then the client starts again after a pause. */
+static void
+set_abandon(struct client *c)
+{
+	if (c->b->o->mode == MODE_LOCKSEQ && c->held > 0) {
+		c->abandon = true;
+		send_unlock(c);
+	} else {
+		client_pause(c);
+	}
+}
+
+/* An answer to a set's lock request (LOCKALL, or one of lockseq's LOCKs). */
+static void
+set_lock_reply(struct client *c, const struct reply *r)
+{
+	struct bench *b = c->b;
+	const struct opts *o = b->o;
+
+	set_answered(c);
+	if (o->mode == MODE_LOCKALL && r->kind == REPLY_ARRAY && r->integer == c->setlen) {
+		c->held = c->setlen;
+		client_granted(c);
+	} else if (o->mode == MODE_LOCKSEQ && r->kind == REPLY_ARRAY && r->integer == 3) {
+		if (++c->held < c->setlen)
+			send_lock(c);
+		else
+			client_granted(c);
+	} else if (r->kind == REPLY_NULL) {
+		/* WAIT ran out: not an error, and a new set begins at once */
+		b->not_granted_total++;
+		if (b->phase == PH_MEASURE)
+			b->not_granted++;
+		if (o->mode == MODE_LOCKSEQ && c->held > 0)
+			set_abandon(c);
+		else
+			client_start(c);
+	} else {
+		char d[220];
+		describe(r, d, sizeof(d));
+		note_error(b, "%s got %s", o->mode == MODE_LOCKALL ? "LOCKALL" : "LOCK", d);
+		set_abandon(c);
+	}
+}
+
+/* An answer to a set's release (UNLOCKALL, or one of lockseq's UNLOCKs). */
+static void
+set_unlock_reply(struct client *c, const struct reply *r)
+{
+	struct bench *b = c->b;
+	bool all = b->o->mode == MODE_LOCKALL;
+
+	if (all ? r->kind != REPLY_ARRAY || r->integer != c->setlen : r->kind != REPLY_INTEGER) {
+		client_unexpected(c, r, all ? "UNLOCKALL" : "UNLOCK");
+		return;
+	}
+	c->held = all ? 0 : c->held - 1;
+	if (c->held > 0) {
+		send_unlock(c);
+		return;
+	}
+	if (c->abandon) {
+		c->abandon = false;
+		client_pause(c);
+		return;
+	}
+	if (b->phase == PH_MEASURE)
+		hist_record(&b->cycle, now_ns() - c->asked_ns);
+	client_start(c);
 }
 
 /* ---- direct-etcd: the outcomes of the calls ---- */
@@ -908,6 +1162,10 @@ client_reply(struct client *c, const struct reply *r)
 		client_start(c);
 		return;
 	case CS_LOCKING:
+		if (set_mode(o)) {
+			set_lock_reply(c, r);
+			return;
+		}
 		if (o->mode == MODE_DLOCK) {
 			if (r->kind == REPLY_ARRAY && r->integer == 3)
 				client_granted(c);
@@ -929,6 +1187,10 @@ client_reply(struct client *c, const struct reply *r)
 		}
 		return;
 	case CS_UNLOCKING:
+		if (set_mode(o)) {
+			set_unlock_reply(c, r);
+			return;
+		}
 		if (r->kind != REPLY_INTEGER) {
 			client_unexpected(c, r, o->mode == MODE_DLOCK ? "UNLOCK" : "EVALSHA");
 			return;
@@ -948,6 +1210,7 @@ client_reply(struct client *c, const struct reply *r)
 	case CS_POLLING:
 	case CS_HOLDING:
 	case CS_PAUSED:
+	case CS_IDLE:
 	case CS_DEAD: {
 		char d[220];
 		describe(r, d, sizeof(d));
@@ -966,12 +1229,15 @@ client_dead(struct client *c, const char *why)
 	if (c->b->phase != PH_DONE)
 		note_error(c->b, "client %d: connection to %s lost: %s", c->id,
 		    c->b->o->addrs[c->addr_ix].text, why);
+	bool was_busy = c->st != CS_IDLE;
 	c->st = CS_DEAD;
 	event_del(c->rd);
 	event_del(c->wr);
 	event_del(c->timer);
 	close(c->fd);
 	c->fd = -1;
+	if (c->b->phase == PH_DRAIN && was_busy && --c->b->busy == 0)
+		drain_end(c->b);
 	if (--c->b->alive == 0)
 		event_base_loopbreak(c->b->base);
 }
@@ -1051,8 +1317,15 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 			ed_send_grant(c);	/* the grant failed: ask again */
 		return;
 	case CS_LOCKING:
+		/* the watchdog of a set's request: WAIT + margin and no answer */
+		if (set_mode(c->b->o) && !c->stuck) {
+			c->stuck = true;
+			c->b->stuck++;
+		}
+		return;
 	case CS_UNLOCKING:
 	case CS_PINGING:
+	case CS_IDLE:
 	case CS_DEAD:
 		return;
 	}
@@ -1104,9 +1377,66 @@ on_phase(evutil_socket_t fd, short what, void *arg)
 			if (b->t1 - c->asked_ns > b->longest_waiting_ns)
 				b->longest_waiting_ns = b->t1 - c->asked_ns;
 		}
-		b->phase = PH_DONE;
-		event_base_loopbreak(b->base);
+		if (set_mode(b->o) && b->o->wait_given) {
+			/* the clients finish their sets; the drain ends when the
+			 * last is done, or when the longest a set may take has
+			 * passed */
+			uint64_t ms = (uint64_t)(b->o->mode == MODE_LOCKSEQ ? b->o->set_max : 1) *
+			    b->o->wait_ms + 2 * b->o->margin_ms;
+			struct timeval tv = tv_ns(ms * NS_PER_MS);
+			b->phase = PH_DRAIN;
+			b->busy = 0;
+			for (int i = 0; i < b->o->clients; i++)
+				b->busy += b->cl[i].st != CS_DEAD;
+			if (b->busy == 0) {
+				drain_end(b);
+				return;
+			}
+			evtimer_add(b->phase_timer, &tv);
+			return;
+		}
+		drain_end(b);
+		return;
 	}
+	if (b->phase == PH_DRAIN)
+		drain_end(b);
+}
+
+/* The run stops: the lock requests still out count as unanswered; after a
+ * drain (which waits for them longer than WAIT + margin) as stuck too, and
+ * so do the releases still out. */
+static void
+drain_end(struct bench *b)
+{
+	const struct opts *o = b->o;
+	bool drained = b->phase == PH_DRAIN;
+
+	b->t_end = now_ns();
+	for (int i = 0; i < o->clients; i++) {
+		struct client *c = &b->cl[i];
+		uint64_t d = b->t_end - c->req_ns;
+		if (!set_mode(o))
+			break;
+		if (c->st == CS_UNLOCKING && drained && o->wait_given) {
+			/* a release unanswered all the drain long: stuck too */
+			b->unanswered_at_end++;
+			b->stuck++;
+			continue;
+		}
+		if (c->st != CS_LOCKING)
+			continue;
+		b->unanswered_at_end++;
+		if (d > b->longest_answer_ns)
+			b->longest_answer_ns = d;
+		if (o->wait_given && !c->stuck &&
+		    (drained || d > (o->wait_ms + o->margin_ms) * NS_PER_MS)) {
+			c->stuck = true;
+			b->stuck++;
+		}
+	}
+	evtimer_del(b->phase_timer);
+	b->phase = PH_DONE;
+	event_base_loopbreak(b->base);
 }
 
 static void
@@ -1116,9 +1446,9 @@ on_sigint(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 
-	if (b->phase == PH_WARMUP)
-		on_phase(-1, 0, b);	/* an empty window */
-	on_phase(-1, 0, b);
+	/* from the warm-up: an empty window; a drain is cut short */
+	while (b->phase != PH_DONE)
+		on_phase(-1, 0, b);
 }
 
 /* A connected, non-blocking socket to a; exits on failure. */
@@ -1338,9 +1668,10 @@ bench_report(const struct bench *b)
 		printf(",\"label\":");
 		json_str(o->label);
 	}
+	int per = set_mode(o) ? o->set_max : 1;
 	printf(",\"clients\":%d,\"keys\":%d,\"zipf\":%.3f,\"hold_us\":%.1f", o->clients,
 	    o->mode == MODE_PING || o->mode == MODE_HOLD ? 0 : o->wl == WL_HOT ? o->keys :
-	    o->wl == WL_CONTENDED ? 1 : o->clients,
+	    o->wl == WL_CONTENDED ? per : o->clients * per,
 	    o->wl == WL_HOT ? o->zipf : 0.0, us(o->hold_ns));
 	if (o->mode == MODE_DIRECT || o->mode == MODE_DIRECT_POLL)
 		printf(",\"poll_ms\":%llu", (unsigned long long)o->poll_ms);
@@ -1351,7 +1682,7 @@ bench_report(const struct bench *b)
 	}
 	printf("],\"warmup_s\":%.3f,\"window_s\":%.4f", (double)o->warmup_ms / 1000.0, window);
 	printf(",\"unit\":\"%s\"", o->mode == MODE_PING ? "ping" : o->mode == MODE_HOLD ?
-	    "hold" : "acquisition");
+	    "hold" : set_mode(o) ? "set" : "acquisition");
 	printf(",\"ops\":%llu,\"ops_total\":%llu,\"rate\":%.1f", (unsigned long long)ops,
 	    (unsigned long long)total, window > 0 ? (double)ops / window : 0.0);
 	if (o->mode != MODE_PING && o->mode != MODE_HOLD)
@@ -1369,6 +1700,22 @@ bench_report(const struct bench *b)
 		starved += per_client[i] == 0;
 	printf(",\"waiting_at_end\":%d,\"longest_waiting_us\":%.1f,\"starved_clients\":%d",
 	    b->waiting_at_end, us(b->longest_waiting_ns), starved);
+	if (set_mode(o)) {
+		printf(",\"set_min\":%d,\"set_max\":%d", o->set_min, o->set_max);
+		if (o->wait_given)
+			printf(",\"wait_ms\":%llu", (unsigned long long)o->wait_ms);
+		else
+			printf(",\"wait_ms\":null");
+		printf(",\"margin_ms\":%llu,\"not_granted\":%llu,\"not_granted_total\":%llu,"
+		    "\"stuck\":%llu,\"longest_unanswered_us\":%.1f,\"unanswered_at_end\":%d,"
+		    "\"drain_s\":%.3f", (unsigned long long)o->margin_ms,
+		    (unsigned long long)b->not_granted, (unsigned long long)b->not_granted_total,
+		    (unsigned long long)b->stuck, us(b->longest_answer_ns), b->unanswered_at_end,
+		    (double)(b->t_end - b->t1) / 1e9);
+		printf(",\"cycle_us\":{\"n\":%llu,\"p50\":%.1f,\"p99\":%.1f,\"max\":%.1f}",
+		    (unsigned long long)b->cycle.n, us(hist_quantile(&b->cycle, 0.5)),
+		    us(hist_quantile(&b->cycle, 0.99)), us(b->cycle.max));
+	}
 	print_jain("jain_clients", jain(per_client, o->clients));
 	printf(",\"per_client\":[");
 	for (int i = 0; i < o->clients; i++)
@@ -1430,8 +1777,8 @@ usage(FILE *f)
 	    "Lock and unlock in a loop from many connections on one event loop, and print\n"
 	    "one JSON object with acquisitions/s, wait times, fairness and CPU.\n"
 	    "\n"
-	    "  -m, --mode MODE        dlock (default), direct-poll, direct, direct-etcd, ping\n"
-	    "                         or hold\n"
+	    "  -m, --mode MODE        dlock (default), direct-poll, direct, direct-etcd, ping,\n"
+	    "                         hold, lockall or lockseq\n"
 	    "  -w, --workload W       uncontended (default), contended or hot\n"
 	    "  -a, --addr ADDR        server, host:port or unix:/path (default 127.0.0.1:7480);\n"
 	    "                         repeat it and the clients go round-robin over them\n"
@@ -1453,6 +1800,12 @@ usage(FILE *f)
 	    "                         as cpu_us.NAME (repeatable)\n"
 	    "  -l, --label TEXT       copied into the JSON\n"
 	    "      --hist             add the wait histogram's buckets, [from_us, to_us, n]\n"
+	    "      --set N[-M]        lockall, lockseq: keys per set, or drawn from N to M\n"
+	    "                         (default 2; at most %d)\n"
+	    "      --wait-ms MS       dlock, lockall, lockseq: lock requests carry WAIT MS\n"
+	    "      --margin-ms MS     with --wait-ms in a set mode: a request answered later\n"
+	    "                         than WAIT + MS, or never, counts as stuck (default %d)\n"
+	    "      --key-file FILE    key n is line n of FILE (instead of prefix + n)\n"
 	    "  -h, --help             this text\n"
 	    "\n"
 	    "Modes: dlock sends LOCK key / UNLOCK key to dlockd; direct-poll is a client-side\n"
@@ -1461,12 +1814,16 @@ usage(FILE *f)
 	    "direct-etcd is dlockd's etcd recipe sent to etcd over gRPC, without contention\n"
 	    "(a lease per client; one Txn puts the key on it and reads the key's range, one\n"
 	    "Txn deletes it; all clients share one HTTP/2 connection); ping sends PING after PING; hold needs no server: each client sleeps the hold\n"
-	    "time in a loop. Workloads: uncontended (client i locks key i), contended (one\n"
-	    "key), hot (--keys keys drawn from a Zipf distribution).\n"
+	    "time in a loop; lockall takes a set of keys with LOCKALL n key... and releases it\n"
+	    "with UNLOCKALL, lockseq takes the same sets with a LOCK per key and releases them\n"
+	    "with an UNLOCK per key, the last taken first. Workloads: uncontended (client i\n"
+	    "locks key i; in set modes keys of its own), contended (one key, or one set), hot\n"
+	    "(--keys keys drawn from a Zipf distribution; sets of distinct draws, in the\n"
+	    "order drawn).\n"
 	    "\n"
 	    "Exit status: 0 when the run ended (errors are counted in the JSON), 1 when it\n"
 	    "could not run (a server refused the connection), 2 for a bad argument.\n",
-	    progname);
+	    progname, MAX_SET, MARGIN_MS);
 }
 
 static void bad_arg(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -1513,6 +1870,37 @@ name_arg(const char *opt, const char *s, const char *const *names, int n)
 	bad_arg("%s: unknown value '%s' (one of %s)", opt, s, all);
 }
 
+/* Read the key names of --key-file, one a line (empty lines too are names). */
+static void
+key_file(struct opts *o, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[200];
+	long cap = 0;
+
+	if (f == NULL)
+		bad_arg("--key-file '%s': %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f) != NULL) {
+		size_t n = strcspn(line, "\n");
+		if (line[n] != '\n' && !feof(f))
+			bad_arg("--key-file '%s': line %ld longer than %zu bytes", path,
+			    o->nnames + 1, sizeof(line) - 2);
+		line[n] = '\0';
+		if (o->nnames == cap) {
+			cap = cap ? 2 * cap : 64;
+			o->names = realloc(o->names, (size_t)cap * sizeof(char *));
+			if (o->names == NULL)
+				die("out of memory");
+		}
+		o->names[o->nnames] = strdup(line);
+		if (o->names[o->nnames++] == NULL)
+			die("out of memory");
+	}
+	fclose(f);
+	if (o->nnames == 0)
+		bad_arg("--key-file '%s': no names", path);
+}
+
 static void
 parse_args(int argc, char **argv, struct opts *o)
 {
@@ -1533,6 +1921,10 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "cpu", required_argument, NULL, 'C' },
 		{ "label", required_argument, NULL, 'l' },
 		{ "hist", no_argument, NULL, 1 },
+		{ "set", required_argument, NULL, 2 },
+		{ "wait-ms", required_argument, NULL, 3 },
+		{ "margin-ms", required_argument, NULL, 4 },
+		{ "key-file", required_argument, NULL, 5 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -1544,6 +1936,7 @@ parse_args(int argc, char **argv, struct opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->mode = MODE_DLOCK;
+	o->margin_ms = MARGIN_MS;
 	o->wl = WL_UNCONTENDED;
 	o->zipf = 1.1;
 	o->window_ms = 2000;
@@ -1631,6 +2024,31 @@ parse_args(int argc, char **argv, struct opts *o)
 		case 1:
 			o->hist = true;
 			break;
+		case 2: {
+			const char *dash = strchr(optarg, '-');
+			char lo[24];
+			if (dash == NULL) {
+				o->set_min = o->set_max = (int)int_arg("--set", optarg, 1, MAX_SET);
+				break;
+			}
+			if ((size_t)(dash - optarg) >= sizeof(lo))
+				bad_arg("--set: '%s' is not N or N-M", optarg);
+			memcpy(lo, optarg, (size_t)(dash - optarg));
+			lo[dash - optarg] = '\0';
+			o->set_min = (int)int_arg("--set", lo, 1, MAX_SET);
+			o->set_max = (int)int_arg("--set", dash + 1, o->set_min, MAX_SET);
+			break;
+		}
+		case 3:
+			o->wait_ms = (uint64_t)int_arg("--wait-ms", optarg, 0, 86400000);
+			o->wait_given = true;
+			break;
+		case 4:
+			o->margin_ms = (uint64_t)int_arg("--margin-ms", optarg, 0, 3600000);
+			break;
+		case 5:
+			key_file(o, optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -1662,8 +2080,22 @@ parse_args(int argc, char **argv, struct opts *o)
 		bad_arg("--mode hold needs --hold-us greater than 0");
 	if (o->mode == MODE_PING && (o->wl != WL_UNCONTENDED || hold_us > 0))
 		bad_arg("--mode ping takes neither a workload nor a hold time");
-	if (o->mode == MODE_DLOCK && !ttl_given)
+	if ((o->mode == MODE_DLOCK || set_mode(o)) && !ttl_given)
 		o->ttl_ms = 0;
+	if (o->set_max == 0)
+		o->set_min = o->set_max = 2;
+	else if (!set_mode(o))
+		bad_arg("--set is for the lockall and lockseq modes");
+	if (o->wait_given && o->mode != MODE_DLOCK && !set_mode(o))
+		bad_arg("--wait-ms is for the dlock, lockall and lockseq modes");
+	if (set_mode(o) && o->wl == WL_HOT && o->keys < o->set_max)
+		bad_arg("--keys %d cannot make sets of %d distinct keys", o->keys, o->set_max);
+	if (o->names != NULL) {
+		long need = o->wl == WL_HOT ? o->keys : (long)(o->wl == WL_CONTENDED ? 1 :
+		    o->clients) * (set_mode(o) ? o->set_max : 1);
+		if (o->nnames < need)
+			bad_arg("--key-file: %ld names, %ld needed", o->nnames, need);
+	}
 	if (o->naddrs == 0) {
 		const char *def = o->mode == MODE_DIRECT_ETCD ? "127.0.0.1:2379" : "127.0.0.1:7480";
 		if (addr_parse(def, ADDR_PORT_REQUIRED, &o->addrs[0], &why) < 0)
@@ -1709,12 +2141,9 @@ main(int argc, char **argv)
 		evtimer_add(b.phase_timer, &tv);
 	}
 	event_base_dispatch(b.base);
-	if (b.phase != PH_DONE) {
-		/* every client died before the window ended */
-		if (b.phase == PH_WARMUP)
-			on_phase(-1, 0, &b);
+	/* every client died before the run ended */
+	while (b.phase != PH_DONE)
 		on_phase(-1, 0, &b);
-	}
 	bench_report(&b);
 	if (b.ed != NULL)
 		ed_finish(&b);

@@ -124,6 +124,37 @@ class TestBench(RedisTestCase):
         j = self.run_json("--mode", "ping", "--addr", r.address(), "--clients", 2)
         self.assertEqual((j["unit"], j["errors"]), ("ping", 0))
 
+    def test_lockseq_sets(self):
+        d = self.memory_daemon()
+        before = int(d.info()["grants_total"])
+        j = self.run_json("--addr", d.addr(), "--mode", "lockseq", "--clients", 3)
+        self.assertEqual((j["unit"], j["keys"], j["set_min"], j["set_max"]), ("set", 6, 2, 2))
+        self.assertEqual(j["errors"], 0, j["first_error"])
+        self.assertIsNone(j["wait_ms"])
+        self.assertEqual((j["stuck"], j["not_granted"]), (0, 0))
+        c = j["cycle_us"]
+        self.assertGreater(c["n"], 0)
+        self.assertLessEqual(c["p50"], c["p99"])
+        self.assertLessEqual(c["p99"], c["max"])
+        self.assertGreaterEqual(c["p50"], j["wait_us"]["p50"])
+        # a LOCK per key: two grants of the daemon per set
+        self.assertGreaterEqual(int(d.info()["grants_total"]) - before, 2 * j["ops_total"])
+
+    def test_lockseq_crowd_waits(self):
+        """Random orders deadlock lockseq's LOCKs until WAIT runs out: nil
+        answers, not errors, and each request answered within WAIT plus the
+        margin; after the window the clients finish their sets."""
+        d = self.memory_daemon()
+        j = self.run_json("--addr", d.addr(), "--mode", "lockseq", "--workload", "hot",
+                          "--keys", 4, "--zipf", 0, "--set", "2-3", "--wait-ms", 50,
+                          "--margin-ms", 2000, "--hold-us", 500, "--clients", 6)
+        self.assertEqual((j["set_min"], j["set_max"], j["wait_ms"]), (2, 3, 50))
+        self.assertEqual(j["errors"], 0, j["first_error"])
+        self.assertEqual((j["stuck"], j["unanswered_at_end"]), (0, 0))
+        self.assertLess(j["longest_unanswered_us"], 2050 * 1000)
+        self.assertLess(j["drain_s"], 3 * 0.05 + 2 * 2.0 + 1)
+        self.assertGreaterEqual(j["not_granted_total"], j["not_granted"])
+
     def test_hold_limit(self):
         j = self.run_json("--mode", "hold", "--hold-us", 1000)
         self.assertEqual(j["addrs"], [])
@@ -142,6 +173,14 @@ class TestBench(RedisTestCase):
                            "direct is for the uncontended workload"),
                           (["--mode", "hold"], "--mode hold needs --hold-us"),
                           (["--keys", "10"], "--keys is for the hot workload"),
+                          (["--set", "2"], "--set is for the lockall and lockseq modes"),
+                          (["--mode", "lockall", "--set", "3-2"], "--set: 2 is out of range"),
+                          (["--mode", "lockall", "--set", "17"], "--set: 17 is out of range"),
+                          (["--mode", "ping", "--wait-ms", "5"],
+                           "--wait-ms is for the dlock, lockall and lockseq modes"),
+                          (["--mode", "lockall", "--workload", "hot", "--keys", "2",
+                            "--set", "3"], "--keys 2 cannot make sets of 3 distinct keys"),
+                          (["--key-file", "/nonexistent"], "--key-file '/nonexistent'"),
                           (["--cpu", "nopid"], "expected NAME=PID"),
                           (["--bogus"], "unknown option --bogus"),
                           (["--clients"], "needs a value"),
