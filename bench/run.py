@@ -59,6 +59,7 @@ from dlocktest.cluster import RedisCluster  # noqa: E402
 from dlocktest.conf import yaml_value  # noqa: E402
 from dlocktest.daemon import Daemon  # noqa: E402
 import elect  # noqa: E402  (bench/elect.py: the election section)
+import lockall  # noqa: E402  (bench/lockall.py: the LOCKALL section)
 from dlocktest.env import DLOCKD, ETCD, REDIS_SERVER, new_dir  # noqa: E402
 from dlocktest.etcd_server import EtcdServer  # noqa: E402
 from dlocktest.proc import (install_signal_handlers, raise_nofile, run_bytes,  # noqa: E402
@@ -1878,7 +1879,7 @@ def main(argv):
         ap.error("--window must be > 0 and --warmup >= 0")
 
     runs = plan()
-    elect_ids = elect.ids()
+    elect_ids = elect.ids() + lockall.ids()
     rx = None
     if args.only:
         try:
@@ -1951,6 +1952,8 @@ def main(argv):
     finally:
         servers.stop()
     elect_recs = elect.run(rx, log=lambda line: print("[elect] " + line, flush=True))
+    lockall_recs = lockall.run(rx, args.window, args.warmup, run_tool,
+                               log=lambda line: print("[lockall] " + line, flush=True))
     meta["elapsed_s"] = time.monotonic() - started
     meta["loadavg_after"] = loadavg()
     meta["skipped_servers"] = servers.failed
@@ -1968,13 +1971,15 @@ def main(argv):
         "redlock": redlock_comparison(by_id),
         "redis_cluster": cluster_comparison(by_id),
         "runs": recs,
-        "elect": elect_recs})
+        "elect": elect_recs,
+        "lockall": lockall_recs})
     plots = write_plots(outdir, recs)
     write_markdown(os.path.join(outdir, "results.md"), meta, recs, goal_rows, plots)
     with open(os.path.join(outdir, "results.md"), "a") as f:
-        f.write(elect.markdown(elect_recs))
+        f.write(elect.markdown(elect_recs) + lockall.markdown(lockall_recs))
+    elect_recs += lockall_recs
     bad = [r for r in recs + elect_recs if "error" in r]
-    print("bench: %d runs and %d election runs in %.0f s (%d skipped, %d failed); "
+    print("bench: %d runs and %d election and LOCKALL runs in %.0f s (%d skipped, %d failed); "
           "results in %s"
           % (len(recs), len(elect_recs), meta["elapsed_s"],
              sum(1 for r in recs + elect_recs if "skipped" in r), len(bad),
