@@ -140,6 +140,36 @@ class TestBench(RedisTestCase):
         # a LOCK per key: two grants of the daemon per set
         self.assertGreaterEqual(int(d.info()["grants_total"]) - before, 2 * j["ops_total"])
 
+    def test_lockall_sets(self):
+        d = self.memory_daemon()
+        before = int(d.info()["lockall_granted_total"])
+        j = self.run_json("--addr", d.addr(), "--mode", "lockall", "--clients", 2,
+                          "--set", 3, "--cpu", "dlockd=%d" % d.pid)
+        self.assertEqual((j["mode"], j["unit"], j["keys"]), ("lockall", "set", 6))
+        self.assertEqual(j["errors"], 0, j["first_error"])
+        # one request per set (give or take those the window's ends cut)
+        self.assertLessEqual(abs(j["lock_requests"] - j["ops"]), 2)
+        self.assertGreater(j["cycle_us"]["n"], 0)
+        # one LOCKALL per set
+        self.assertGreaterEqual(int(d.info()["lockall_granted_total"]) - before,
+                                j["ops_total"])
+
+    def test_lockall_crowd(self):
+        """Sets of distinct keys in random orders: LOCKALL takes them in one
+        order, so nobody is stuck, and every set is released."""
+        d1, d2 = self.memory_daemon(), self.memory_daemon()
+        j = self.run_json("--addr", d1.addr(), "--addr", d2.addr(), "--mode", "lockall",
+                          "--workload", "hot", "--keys", 5, "--zipf", 0, "--set", "2-3",
+                          "--wait-ms", 1000, "--margin-ms", 2000, "--hold-us", 200,
+                          "--clients", 6)
+        self.assertEqual(j["errors"], 0, j["first_error"])
+        self.assertEqual((j["stuck"], j["unanswered_at_end"]), (0, 0))
+        self.assertLess(j["longest_unanswered_us"], 3000 * 1000)
+        for d in (d1, d2):
+            info = d.info()
+            self.assertEqual(info["lockall_waiting"], "0")
+            self.assertEqual(info["locks_held"], "0")
+
     def test_lockseq_crowd_waits(self):
         """Random orders deadlock lockseq's LOCKs until WAIT runs out: nil
         answers, not errors, and each request answered within WAIT plus the
