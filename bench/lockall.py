@@ -1,6 +1,6 @@
 """The LOCKALL section of the benchmark suite: bench/run.py runs it after the
 election section (ids BACKEND/lockall/CASE, chosen with --only like the
-others; `--only lockall` runs them all, about two and a half minutes).
+others; `--only lockall` runs them all, about two minutes).
 
 On every backend (memory; redis; redlock on REDLOCK_NODES redis-servers;
 redis-cluster on a cluster of CLUSTER_MASTERS masters with a replica each;
@@ -260,11 +260,10 @@ def derive(rec, tool, before, after):
         "drain_s": tool["drain_s"], "wait_ms": tool["wait_ms"], "margin_ms": tool["margin_ms"],
         "errors": tool["errors"], "first_error": tool["first_error"],
         "tool_cpu_pct": tool["tool_cpu_pct"], "window_s": tool["window_s"]})
-    if before is not None and after is not None:
-        rec["daemon_counters"] = {k: None if after[k] is None or before[k] is None or
-                                  k == "lockall_waiting" else after[k] - before[k]
-                                  for k in LOCKALL_INFO}
-        rec["daemon_counters"]["lockall_waiting_after"] = after["lockall_waiting"]
+    # the counters over the run; the gauge as the run left it
+    rec["daemon_counters"] = {k: None if after[k] is None or before[k] is None else
+                              after[k] - before[k] for k in LOCKALL_INFO[:-1]}
+    rec["daemon_counters"]["lockall_waiting_after"] = after[LOCKALL_INFO[-1]]
 
 
 def run_one(store, rid, case, index, window, warmup, directory, run_tool):
