@@ -99,8 +99,9 @@ HOOK_SRC    := daemon/etcd/be_etcd_recipe.c daemon/redis/be_redis.c daemon/conf.
                daemon/hashtab.c daemon/redis/rnode.c daemon/redis/rsettings.c
 HOOK_OBJ    := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
 TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_OBJ)
-CLIENT_OBJ  := $(BUILD)/client/dlock.o $(BUILD)/client/dlock_elect.o $(COMMON_OBJ)
-CLIENT_PIC  := $(BUILD)/client/dlock.pic.o $(BUILD)/client/dlock_elect.pic.o $(COMMON_OBJ)
+CLIENT_SRC  := client/dlock.c client/dlock_elect.c client/dlock_multi.c
+CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/%.o) $(COMMON_OBJ)
+CLIENT_PIC  := $(CLIENT_SRC:%.c=$(BUILD)/%.pic.o) $(COMMON_OBJ)
 CLI_OBJ     := $(BUILD)/client/dlock_cli.o $(BUILD)/client/dlock_cli_elect.o
 # the benchmark's load generator: its own sources, the parsers of common/, and
 # for its direct-etcd mode the daemon's etcd client (daemon/etcd/etcd.c) with
@@ -328,7 +329,7 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"' -DDLOCKD_
                 -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 FUZZ_INC     := $(DAEMON_INC) -Iclient -Icommon -Itests -Itests/fuzz $(CFLAGS_DAEMON) $(CFLAGS_CHECK)
 FUZZ_LIBOBJ  := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)) \
-                $(COMMON_SRC) client/dlock.c client/dlock_elect.c tests/fake_backend.c) \
+                $(COMMON_SRC) $(CLIENT_SRC) tests/fake_backend.c) \
                 $(FUZZ_DIR)/obj/$(GEN_SRC:.c=.o)
 FUZZ_REPLAY  := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
 # make check and make unit build and run the replays with the unit suites

@@ -1190,18 +1190,10 @@ dlock_close(dlock_t *d)
 
 /* See dlock_internal.h. */
 int
-dlock_acquire(dlock_t *d, const char *cmd, const char *key, const void *value,
-    size_t valuelen, const struct dlock_lock_opts *opts, struct dlock_grant *out)
+dlock_opts_args(dlock_t *d, const struct dlock_lock_opts *opts, struct dlock_opt_args *oa)
 {
 	static const struct dlock_lock_opts defaults = DLOCK_LOCK_OPTS_INIT;
-	const char *argv[11];
-	size_t lens[11];
-	char ttl[24], wait[24], limit[24];
-	struct resp *v;
-	int argc = 0, vi = -1;
 
-	if (dlock_check_key(d, key) < 0)
-		return -1;
 	if (opts == NULL)
 		opts = &defaults;
 	if (opts->ttl_ms < 0) {
@@ -1224,53 +1216,82 @@ dlock_acquire(dlock_t *d, const char *cmd, const char *key, const void *value,
 		dlock_err_set(d, "ARG", "detach needs a ttl");
 		return -1;
 	}
-	argv[argc++] = cmd;
-	argv[argc++] = key;
-	if (value != NULL) {
-		vi = argc;
-		argv[argc++] = value;
-	}
+	oa->argc = 0;
+	oa->wait_ms = opts->wait_ms;
 	if (opts->ttl_ms > 0) {
-		snprintf(ttl, sizeof(ttl), "%lld", opts->ttl_ms);
-		argv[argc++] = "TTL";
-		argv[argc++] = ttl;
+		snprintf(oa->ttl, sizeof(oa->ttl), "%lld", opts->ttl_ms);
+		oa->argv[oa->argc++] = "TTL";
+		oa->argv[oa->argc++] = oa->ttl;
 	}
 	if (opts->wait_ms >= 0) {
-		snprintf(wait, sizeof(wait), "%lld", opts->wait_ms);
-		argv[argc++] = "WAIT";
-		argv[argc++] = wait;
+		snprintf(oa->wait, sizeof(oa->wait), "%lld", opts->wait_ms);
+		oa->argv[oa->argc++] = "WAIT";
+		oa->argv[oa->argc++] = oa->wait;
 	}
 	if (opts->shared) {
-		argv[argc++] = "SHARED";
+		oa->argv[oa->argc++] = "SHARED";
 	} else if (opts->limit > 0) {
-		snprintf(limit, sizeof(limit), "%d", opts->limit);
-		argv[argc++] = "LIMIT";
-		argv[argc++] = limit;
+		snprintf(oa->limit, sizeof(oa->limit), "%d", opts->limit);
+		oa->argv[oa->argc++] = "LIMIT";
+		oa->argv[oa->argc++] = oa->limit;
 	}
 	if (opts->detach)
-		argv[argc++] = "DETACH";
-	for (int i = 0; i < argc; i++)
-		lens[i] = i == vi ? valuelen : strlen(argv[i]);
+		oa->argv[oa->argc++] = "DETACH";
+	return 0;
+}
 
-	if ((v = dlock_call(d, opts->wait_ms, argc, argv, lens)) == NULL)
-		return -1;
-	if (v->type == RESP_NULL) {
-		dlock_resp_free(v);
-		return 0;
-	}
+/* See dlock_internal.h. */
+int
+dlock_grant_read(const struct resp *v, struct dlock_grant *out)
+{
 	/* the token is text (it goes back in UNLOCK and EXTEND): no NUL in it */
 	if (v->type != RESP_ARRAY || v->n < 3 ||
 	    v->elem[0]->type != RESP_BULK || v->elem[0]->len == 0 ||
 	    v->elem[0]->len >= sizeof(out->token) ||
 	    memchr(v->elem[0]->str, '\0', v->elem[0]->len) != NULL ||
 	    v->elem[1]->type != RESP_INT || v->elem[2]->type != RESP_INT)
-		return dlock_unexpected(d, cmd, v);
+		return -1;
 	if (out != NULL) {
 		memset(out, 0, sizeof(*out));
 		memcpy(out->token, v->elem[0]->str, v->elem[0]->len);
 		out->fence = v->elem[1]->integer;
 		out->ttl_ms = v->elem[2]->integer;
 	}
+	return 0;
+}
+
+/* See dlock_internal.h. */
+int
+dlock_acquire(dlock_t *d, const char *cmd, const char *key, const void *value,
+    size_t valuelen, const struct dlock_lock_opts *opts, struct dlock_grant *out)
+{
+	struct dlock_opt_args oa;
+	const char *argv[3 + DLOCK_OPT_ARGS_MAX];
+	size_t lens[3 + DLOCK_OPT_ARGS_MAX];
+	struct resp *v;
+	int argc = 0, vi = -1;
+
+	if (dlock_check_key(d, key) < 0 || dlock_opts_args(d, opts, &oa) < 0)
+		return -1;
+	argv[argc++] = cmd;
+	argv[argc++] = key;
+	if (value != NULL) {
+		vi = argc;
+		argv[argc++] = value;
+	}
+	for (int i = 0; i < oa.argc; i++)
+		argv[argc++] = oa.argv[i];
+	for (int i = 0; i < argc; i++)
+		lens[i] = i == vi ? valuelen : strlen(argv[i]);
+
+	if ((v = dlock_call(d, oa.wait_ms, argc, argv, lens)) == NULL)
+		return -1;
+	if (v->type == RESP_NULL) {
+		dlock_resp_free(v);
+		return 0;
+	}
+	if (dlock_grant_read(v, out) < 0)
+		return dlock_unexpected(d, cmd, v);
 	dlock_resp_free(v);
 	return 1;
 }

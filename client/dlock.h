@@ -165,6 +165,35 @@ DLOCK_EXPORT int dlock_ping(dlock_t *d);
 DLOCK_EXPORT char *dlock_info(dlock_t *d);
 
 /*
+ * Several keys at once (LOCKALL, UNLOCKALL): all of them or none.
+ *
+ * Lock keys[0..nkeys) with the same opts (as dlock_lock's; NULL: defaults)
+ * in one request: dlockd takes them in an order of its own, so that two
+ * callers naming the same keys in different orders cannot deadlock, and
+ * grants the set only whole. Returns 1 granted, with grants[i] (unless
+ * grants is NULL: nkeys entries) the grant of keys[i]; 0 not granted within
+ * wait_ms, and then nothing of the set is held or queued; -1 error
+ * (dlock_error), nothing held either: no keys or an empty one (ARG), a key
+ * named twice (ERR, from dlockd), more keys than dlockd allows
+ * (limits.max_lockall_keys, default 64: LIMIT), a dlockd too old for LOCKALL
+ * (ERR). The wait and the handle's timeout are as dlock_lock's. Each key of
+ * the set is then an ordinary holding: dlock_unlock, dlock_extend,
+ * dlock_validate work on it, and a loss is told per key (LOST,
+ * dlock_poll_lost) while the rest stays held. Reentrant as dlock_lock: a key
+ * this session holds already in the same mode is held once more.
+ */
+DLOCK_EXPORT int dlock_lockall(dlock_t *d, size_t nkeys, const char *const *keys,
+    const struct dlock_lock_opts *opts, struct dlock_grant *grants);
+/*
+ * Unlock keys[0..nkeys) once each in one request. 0 with the holds left of
+ * keys[i] (0: released) in remaining[i] (unless remaining is NULL: nkeys
+ * entries), or -1: when one key is not held by this session NOTHELD names
+ * it, and nothing is released; a key named twice: ERR.
+ */
+DLOCK_EXPORT int dlock_unlockall(dlock_t *d, size_t nkeys, const char *const *keys,
+    long long *remaining);
+
+/*
  * Elections (CAMPAIGN, PROCLAIM, RESIGN, LEADER, OBSERVE). A key's leader is
  * the session that holds it exclusively through CAMPAIGN; it has a value
  * (its address, say) that LEADER and OBSERVE tell everyone. The key's

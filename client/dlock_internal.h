@@ -5,8 +5,8 @@
  * reachable only by linking libdlock.a.
  *
  * dlock.c owns the connection and the RESP3 reader; the files of other
- * commands (dlock_elect.c) send a command with dlock_call() and read the
- * reply it returns.
+ * commands (dlock_elect.c, dlock_multi.c) send a command with dlock_call()
+ * and read the reply it returns.
  */
 #ifndef DLOCK_INTERNAL_H
 #define DLOCK_INTERNAL_H
@@ -70,6 +70,28 @@ long long dlock_call_int(dlock_t *d, const char *cmd, int argc, const char *cons
  */
 int dlock_acquire(dlock_t *d, const char *cmd, const char *key, const void *value,
     size_t valuelen, const struct dlock_lock_opts *opts, struct dlock_grant *out);
+/* The most words dlock_opts_args() gives: TTL ms WAIT ms LIMIT n DETACH. */
+#define DLOCK_OPT_ARGS_MAX 7
+
+/* The option words of a LOCK-like command, as dlock_opts_args() makes them. */
+struct dlock_opt_args {
+	const char *argv[DLOCK_OPT_ARGS_MAX];	/* the words (some point into the buffers) */
+	int argc;				/* how many */
+	long long wait_ms;			/* opts->wait_ms, for dlock_call() */
+	char ttl[24], wait[24], limit[24];	/* the numbers, as text */
+};
+
+/*
+ * Check opts (NULL: defaults) as dlock_lock() does and make its words
+ * [TTL ms] [WAIT ms] [SHARED | LIMIT n] [DETACH] into *oa, which must stay
+ * where it is while oa->argv is used. 0, or -1 with the error set (ARG).
+ */
+int dlock_opts_args(dlock_t *d, const struct dlock_lock_opts *opts, struct dlock_opt_args *oa);
+/*
+ * Read v, one LOCK answer [token, fence, ttl_ms], into *out (unless NULL).
+ * 0, or -1 when v has another shape (nothing set; v is not freed).
+ */
+int dlock_grant_read(const struct resp *v, struct dlock_grant *out);
 /* Free a reply and everything in it. NULL is allowed. */
 void dlock_resp_free(struct resp *v);
 /* Start a call on d with key: clear the last error and check d (NULL:

@@ -1,6 +1,7 @@
 /*
  * check_dlock — tests of libdlock's connection, replies, timeouts and lock
- * calls (client/dlock.c); its election calls have check_dlock_elect.
+ * calls (client/dlock.c, and LOCKALL and UNLOCKALL of client/dlock_multi.c);
+ * its election calls have check_dlock_elect.
  *
  * Two groups:
  *  - "reader": libdlock against a canned server started by the test itself
@@ -185,6 +186,64 @@ START_TEST(test_reader_replies)
 	ck_assert_int_eq(dlock_ping(d), -1);
 	df_assert_code(d, "PROTO");
 	ck_assert_msg(strstr(dlock_error(d), "bad integer") != NULL, "%s", dlock_error(d));
+	dlock_close(d);
+	df_canned_wait(&c);
+}
+END_TEST
+
+/* LOCKALL and UNLOCKALL: their requests, and replies of every shape. */
+START_TEST(test_reader_lockall)
+{
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
+		{ .expect = "*8\r\n$7\r\nLOCKALL\r\n$1\r\n2\r\n$1\r\na\r\n$2\r\nbb\r\n"
+		  "$3\r\nTTL\r\n$4\r\n5000\r\n$4\r\nWAIT\r\n$3\r\n100\r\n",
+		  .reply = "*2\r\n*3\r\n$32\r\n" DF_TOKEN32 "\r\n:7\r\n:5000\r\n"
+		  "*3\r\n$2\r\nt2\r\n:9\r\n:4999\r\n" },
+		{ .reply = "_\r\n" },						/* LOCKALL */
+		{ .reply = "*-1\r\n" },					/* LOCKALL (RESP2) */
+		{ .reply = "*1\r\n*3\r\n$2\r\nt1\r\n:7\r\n:5000\r\n" },	/* one short */
+		{ .reply = "*2\r\n*3\r\n$2\r\nt1\r\n:7\r\n:5000\r\n:1\r\n" },	/* no grant */
+		{ .reply = "-LIMIT too many keys\r\n" },				/* LOCKALL */
+		{ .expect = "*4\r\n$9\r\nUNLOCKALL\r\n$1\r\n2\r\n$1\r\na\r\n$2\r\nbb\r\n",
+		  .reply = "*2\r\n:0\r\n:1\r\n" },
+		{ .reply = "*2\r\n:0\r\n:-1\r\n" },				/* negative */
+		{ .reply = "-NOTHELD bb is not held by this session\r\n" },	/* UNLOCKALL */
+	};
+	static const char *const keys[] = { "a", "bb" };
+	const struct dlock_lock_opts o = df_opts(5000, 100, 0, 0, 0);
+	struct dlock_grant g[2];
+	long long left[2];
+	struct df_canned c;
+	char err[256];
+	dlock_t *d;
+
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 0, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_lockall(d, 2, keys, &o, g), 1);
+	ck_assert_str_eq(g[0].token, DF_TOKEN32);
+	ck_assert_int_eq(g[0].fence, 7);
+	ck_assert_int_eq(g[0].ttl_ms, 5000);
+	ck_assert_str_eq(g[1].token, "t2");
+	ck_assert_int_eq(g[1].fence, 9);
+	ck_assert_int_eq(g[1].ttl_ms, 4999);
+	ck_assert_int_eq(dlock_lockall(d, 2, keys, NULL, g), 0);
+	ck_assert_str_eq(dlock_error_code(d), "");
+	ck_assert_int_eq(dlock_lockall(d, 2, keys, NULL, NULL), 0);
+	ck_assert_int_eq(dlock_lockall(d, 2, keys, NULL, g), -1);
+	df_assert_code(d, "PROTO");
+	ck_assert_int_eq(dlock_lockall(d, 2, keys, NULL, g), -1);
+	df_assert_code(d, "PROTO");
+	ck_assert_int_eq(dlock_lockall(d, 2, keys, NULL, g), -1);
+	df_assert_code(d, "LIMIT");
+	ck_assert_int_eq(dlock_unlockall(d, 2, keys, left), 0);
+	ck_assert_int_eq(left[0], 0);
+	ck_assert_int_eq(left[1], 1);
+	ck_assert_int_eq(dlock_unlockall(d, 2, keys, left), -1);
+	df_assert_code(d, "PROTO");
+	ck_assert_int_eq(dlock_unlockall(d, 2, keys, NULL), -1);
+	df_assert_code(d, "NOTHELD");
 	dlock_close(d);
 	df_canned_wait(&c);
 }
@@ -1093,6 +1152,127 @@ START_TEST(test_close_releases)
 }
 END_TEST
 
+/* The keys name0 .. name<n-1> of this test, in keys[] (room in bufs). */
+static void
+multi_keys(char bufs[][128], const char **keys, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++) {
+		char part[64];
+
+		snprintf(part, sizeof(part), "%s%zu", name, i);
+		df_key(bufs[i], sizeof(bufs[i]), part);
+		keys[i] = bufs[i];
+	}
+}
+
+/* LOCKALL grants every key, each an ordinary holding; UNLOCKALL counts. */
+START_TEST(test_lockall_unlockall)
+{
+	struct dlock_grant g[3], one;
+	struct dlock_status st;
+	char bufs[3][128];
+	const char *keys[3];
+	long long left[3];
+	dlock_t *d = df_conn();
+
+	multi_keys(bufs, keys, 3, "all");
+	/* the first key held already: LOCKALL takes it once more */
+	ck_assert_int_eq(dlock_lock(d, keys[0], NULL, &one), 1);
+	ck_assert_int_eq(dlock_lockall(d, 3, keys, NULL, g), 1);
+	ck_assert_str_eq(g[0].token, one.token);
+	ck_assert_int_eq(g[0].fence, one.fence);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_gt(g[i].fence, 0);
+		ck_assert_int_gt(g[i].ttl_ms, 0);
+		ck_assert_int_eq(dlock_validate(d, keys[i], g[i].fence), 1);
+		ck_assert_int_eq(dlock_status(d, keys[i], &st), 0);
+		ck_assert_str_eq(st.mode, "exclusive");
+		ck_assert_int_eq(st.fence, g[i].fence);
+	}
+	ck_assert_str_ne(g[1].token, g[2].token);
+	ck_assert_int_eq(dlock_unlockall(d, 3, keys, left), 0);
+	ck_assert_int_eq(left[0], 1);
+	ck_assert_int_eq(left[1], 0);
+	ck_assert_int_eq(left[2], 0);
+	ck_assert_int_eq(dlock_status(d, keys[1], &st), 0);
+	ck_assert_str_eq(st.mode, "free");
+	/* nothing held of the set: NOTHELD, and the first key stays held */
+	ck_assert_int_eq(dlock_unlockall(d, 3, keys, NULL), -1);
+	df_assert_code(d, "NOTHELD");
+	ck_assert_int_eq(dlock_unlock(d, keys[0], NULL), 0);
+	dlock_close(d);
+}
+END_TEST
+
+/* A key held on another connection: not granted within WAIT, and nothing
+ * of the set is held meanwhile or after. */
+START_TEST(test_lockall_wait_not_granted)
+{
+	struct dlock_lock_opts o = df_opts(0, 0, 0, 0, 0);
+	struct dlock_grant g[2], h;
+	struct dlock_status st;
+	char bufs[2][128];
+	const char *keys[2];
+	dlock_t *a = df_conn(), *b = df_conn();
+	long long t0, dt;
+
+	multi_keys(bufs, keys, 2, "allwait");
+	ck_assert_int_eq(dlock_lock(a, keys[1], NULL, &h), 1);
+	ck_assert_int_eq(dlock_lockall(b, 2, keys, &o, g), 0);
+	ck_assert_str_eq(dlock_error_code(b), "");
+	o.wait_ms = 200;
+	t0 = (long long)clock_ms();
+	ck_assert_int_eq(dlock_lockall(b, 2, keys, &o, g), 0);
+	dt = (long long)clock_ms() - t0;
+	ck_assert_msg(dt >= 180 && dt < 5000, "WAIT 200 took %lld ms", dt);
+	ck_assert_int_eq(dlock_status(a, keys[0], &st), 0);
+	ck_assert_str_eq(st.mode, "free");
+	ck_assert_int_eq(st.waiters, 0);
+	/* the other connection may take the free key at once */
+	o.wait_ms = 0;
+	ck_assert_int_eq(dlock_lock(a, keys[0], &o, &h), 1);
+	ck_assert_int_eq(dlock_unlockall(a, 2, keys, NULL), 0);
+	ck_assert_int_eq(dlock_lockall(b, 2, keys, &o, g), 1);
+	ck_assert_int_eq(dlock_unlockall(b, 2, keys, NULL), 0);
+	dlock_close(a);
+	dlock_close(b);
+}
+END_TEST
+
+/* A key named twice, no keys, an empty key: errors, nothing held. */
+START_TEST(test_lockall_errors)
+{
+	struct dlock_grant g[2];
+	struct dlock_status st;
+	char bufs[1][128];
+	const char *keys[2], *bad[2];
+	dlock_t *d = df_conn();
+
+	multi_keys(bufs, keys, 1, "alldup");
+	keys[1] = keys[0];
+	ck_assert_int_eq(dlock_lockall(d, 2, keys, NULL, g), -1);
+	df_assert_code(d, "ERR");
+	ck_assert_int_eq(dlock_status(d, keys[0], &st), 0);
+	ck_assert_str_eq(st.mode, "free");
+	ck_assert_int_eq(dlock_unlockall(d, 2, keys, NULL), -1);
+	df_assert_code(d, "ERR");
+	ck_assert_int_eq(dlock_lockall(d, 0, keys, NULL, g), -1);
+	df_assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_lockall(d, 1, NULL, NULL, g), -1);
+	df_assert_code(d, "ARG");
+	bad[0] = keys[0];
+	bad[1] = "";
+	ck_assert_int_eq(dlock_lockall(d, 2, bad, NULL, g), -1);
+	df_assert_code(d, "ARG");
+	bad[1] = NULL;
+	ck_assert_int_eq(dlock_unlockall(d, 2, bad, NULL), -1);
+	df_assert_code(d, "ARG");
+	ck_assert_int_eq(dlock_lockall(NULL, 1, keys, NULL, g), -1);
+	ck_assert_int_eq(dlock_ping(d), 0);
+	dlock_close(d);
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
 	struct dlock_lock_opts o;
@@ -1148,7 +1328,7 @@ main(void)
 
 	suite_case(s, "reader", NULL, NULL, 30, SUITE_TESTS(test_connect_bad_address,
 	    test_connect_refused, test_reader_split_and_push, test_reader_replies,
-	    test_reader_status_full, test_reader_handshake_failures, test_reader_lost_notice,
+	    test_reader_lockall, test_reader_status_full, test_reader_handshake_failures, test_reader_lost_notice,
 	    test_reader_notice_after_push, test_call_timeout, test_call_timeout_whole_reply,
 	    test_lock_wait_timeout, test_unix_no_keepalive));
 	suite_case(s, "live", NULL, NULL, 30, SUITE_TESTS(test_ping_info, test_tcp_keepalive,
@@ -1157,6 +1337,7 @@ main(void)
 	    test_waiter_is_granted_on_release, test_shared, test_semaphore,
 	    test_detach_unlock_by_token, test_extend, test_status_fields, test_status_full,
 	    test_validate, test_notheld, test_binary_key, test_close_releases,
+	    test_lockall_unlockall, test_lockall_wait_not_granted, test_lockall_errors,
 	    test_bad_arguments));
 	return suite_run(s);
 }

@@ -1,7 +1,8 @@
 /*
  * reply — fuzz libdlock's reading of the daemon's replies (client/dlock.c:
  * its RESP3 reader, pushes, "LOST" notices, and each command's reading of
- * its reply; client/dlock_elect.c: the election calls).
+ * its reply; client/dlock_elect.c: the election calls; client/dlock_multi.c:
+ * the calls on several keys).
  *
  * The input is a few steering bytes, then the bytes "the daemon" sends. They
  * are written into one end of a socketpair, whose other end is handed to
@@ -9,7 +10,8 @@
  * then the steering bytes pick a series of calls (LOCK, UNLOCK, EXTEND,
  * STATUS, STATUS FULL, VALIDATE, PING, INFO, polls for lost locks; with bit
  * 4 of the first byte, CAMPAIGN, PROCLAIM, RESIGN, LEADER, OBSERVE and
- * polls), each reading its reply from those bytes until they run out. It checks that each
+ * polls; with bit 8, LOCKALL, UNLOCKALL and polls), each reading its reply
+ * from those bytes until they run out. It checks that each
  * call returns what its documentation allows, that every failure has an error
  * code and text, that a closed connection stays failed with the same error,
  * and that a lost lock polled comes with its key NUL-terminated. ASan and
@@ -51,6 +53,16 @@ poll_lost(dlock_t *d, unsigned b)
 	if (r == -1)
 		check_failed(d);
 	return r == -1 ? 2 : 0;
+}
+
+/* The end of a call that returned r (-1: failed, and it says why): 1 if it
+ * failed, else 0. */
+static int
+call_done(dlock_t *d, int r)
+{
+	if (r == -1)
+		check_failed(d);
+	return r == -1;
 }
 
 /* A state of a key as dlock_leader and dlock_observe return it. */
@@ -109,9 +121,40 @@ call_elect(dlock_t *d, unsigned b)
 	default:
 		return poll_lost(d, b);
 	}
-	if (r == -1)
-		check_failed(d);
-	return r == -1;
+	return call_done(d, r);
+}
+
+/* One call on several keys chosen by b. Returns as call() does. */
+static int
+call_multi(dlock_t *d, unsigned b)
+{
+	static const char *const keys[] = { "a", "b", "c" };
+	struct dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+	struct dlock_grant g[3];
+	long long left[3] = { -1, -1, -1 };
+	size_t n = 1 + (b >> 5) % 3;
+	int r;
+
+	switch (b % 3) {
+	case 0:
+		o.ttl_ms = (b & 16) ? 1000 : 0;
+		o.wait_ms = (b & 8) ? 0 : -1;
+		r = dlock_lockall(d, n, keys, &o, g);
+		FUZZ_CHECK(r == 1 || r == 0 || r == -1);
+		for (size_t i = 0; r == 1 && i < n; i++)
+			FUZZ_CHECK(g[i].token[0] != '\0' &&
+			    memchr(g[i].token, '\0', sizeof(g[i].token)));
+		break;
+	case 1:
+		r = dlock_unlockall(d, n, keys, left);
+		FUZZ_CHECK(r == 0 || r == -1);
+		for (size_t i = 0; r == 0 && i < n; i++)
+			FUZZ_CHECK(left[i] >= 0);
+		break;
+	default:
+		return poll_lost(d, b);
+	}
+	return call_done(d, r);
 }
 
 /* One call chosen by b. Returns 1 if it failed, 2 if it was a poll for lost
@@ -230,7 +273,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool dead = false;
 	code[0] = '\0';
 	for (unsigned i = 0; i < ncalls; i++) {
-		int r = (flags & 4) ? call_elect(d, calls[i]) : call(d, calls[i]);
+		int r = (flags & 8) ? call_multi(d, calls[i]) :
+		    (flags & 4) ? call_elect(d, calls[i]) : call(d, calls[i]);
 		if (dead) {
 			/* every call fails at once, with the same error */
 			FUZZ_CHECK(r != 0 && strcmp(dlock_error_code(d), code) == 0);
