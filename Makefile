@@ -102,7 +102,8 @@ TEST_LIB    := $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(DAEMON_LIB)) $(HOOK_O
 CLIENT_SRC  := client/dlock.c client/dlock_elect.c client/dlock_multi.c
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/%.o) $(COMMON_OBJ)
 CLIENT_PIC  := $(CLIENT_SRC:%.c=$(BUILD)/%.pic.o) $(COMMON_OBJ)
-CLI_OBJ     := $(BUILD)/client/dlock_cli.o $(BUILD)/client/dlock_cli_elect.o
+CLI_OBJ     := $(BUILD)/client/dlock_cli.o $(BUILD)/client/dlock_cli_elect.o \
+               $(BUILD)/client/dlock_cli_multi.o
 # the benchmark's load generator: its own sources, the parsers of common/, and
 # for its direct-etcd mode the daemon's etcd client (daemon/etcd/etcd.c) with
 # what it needs, taken by the linker from an archive of the daemon's modules

@@ -75,9 +75,12 @@ static const char help_text[] =
     "        is released when it ends. If the lock is lost or dlockd goes away, the\n"
     "        group gets SIGTERM, then SIGKILL after --kill-after MS (default 2000).\n"
     "        The options may also follow KEY (before --); -v tells on stderr whom\n"
-    "        it waits for and when it got the lock\n"
-    "  lock [-v] [--ttl MS] [--wait MS] [--shared | --limit N] KEY\n"
+    "        it waits for and when it got the lock. With -k KEY -k KEY... in place\n"
+    "        of KEY, hold every key (all or none) with DLOCK_KEYS=N and\n"
+    "        DLOCK_KEY_i, DLOCK_TOKEN_i, DLOCK_FENCE_i (i = 1..N, in order)\n"
+    "  lock [-v] [--ttl MS] [--wait MS] [--shared | --limit N] {KEY | -k KEY...}\n"
     "        take a detached lock (TTL default 60000 ms); prints token and fence\n"
+    "        (with -k: of every key, all or none, in order)\n"
     "  campaign [-v] [--ttl MS] [--wait MS] [--kill-after MS] KEY VALUE\n"
     "      -- COMMAND [ARGS...]\n"
     "        wait to lead KEY with VALUE (an address, say), then run COMMAND as run\n"
@@ -206,10 +209,28 @@ struct lock_args {
 	long long kill_after_ms;	/* run, campaign: --kill-after */
 	int verbose;			/* -v: tell on stderr whom it waits for */
 	int campaign;			/* 1: campaign (set before parsing) */
-	const char *key;		/* KEY */
+	const char *key;		/* KEY, or the one -k KEY; NULL when several */
+	const char **keys;		/* every key, in order: &key, or kbuf */
+	size_t nkeys;			/* how many; more than 1: LOCKALL */
+	const char **kbuf;		/* run, lock: the keys of -k (argv's), in order */
+	size_t nk;			/* how many */
+	const char *label;		/* KEY, or the keys, for messages */
+	char *label_buf;		/* the keys' label, when there are several */
+	struct dlock_grant *grants;	/* nkeys grants: &one, or allocated */
+	struct dlock_grant one;		/* the grant of one key */
 	const char *value;		/* campaign: VALUE */
 	int cmd;			/* run, campaign: index of COMMAND in argv */
 };
+
+/* Free what parse_lock_args allocated in a (kbuf, label_buf, grants). */
+static void
+lock_args_free(struct lock_args *a)
+{
+	free(a->kbuf);
+	free(a->label_buf);
+	if (a->grants != &a->one)
+		free(a->grants);
+}
 
 /*
  * Parse the option at argv[*i] of run, campaign or lock (run, campaign:
@@ -247,6 +268,16 @@ parse_lock_opt(const struct command *cmd, int argc, char **argv, int *i,
 			return usage_error(cmd, "--kill-after: not a number of milliseconds "
 			    "from 0 to %d: %s", KILL_AFTER_MAX_MS, val);
 		a->kill_after_ms = v;
+	} else if (!a->campaign && ((val = opt_value(argc, argv, i, "-k", &missing)) != NULL ||
+	    (val = opt_value(argc, argv, i, "--key", &missing)) != NULL ||
+	    (strncmp(arg, "-k", 2) == 0 && (val = arg + 2)[0] != '\0'))) {
+		if (*val == '\0')
+			return usage_error(cmd, "%s", "KEY is empty");
+		if (a->kbuf == NULL && (a->kbuf = calloc((size_t)argc, sizeof(*a->kbuf))) == NULL) {
+			fprintf(stderr, "dlock: %s\n", strerror(errno));
+			return EXIT_OSERR;
+		}
+		a->kbuf[a->nk++] = val;
 	} else if (strcmp(arg, "--shared") == 0) {
 		a->o.shared = 1;
 	} else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
@@ -265,8 +296,9 @@ parse_lock_opt(const struct command *cmd, int argc, char **argv, int *i,
  * VALUE; "--" before KEY or VALUE ends them, for one that starts with a
  * dash). For run and campaign, COMMAND follows the "--" after KEY (VALUE),
  * or starts at the first word after it that is not an option; everything
- * from there on is COMMAND's. 0, or the exit status of a usage error
- * (printed).
+ * from there on is COMMAND's. Several keys come with -k KEY each, in
+ * place of KEY. 0, or the exit status of a usage error (printed); either
+ * way lock_args_free(a) frees what it allocated.
  */
 static int
 parse_lock_args(const struct command *cmd, int argc, char **argv,
@@ -278,11 +310,11 @@ parse_lock_args(const struct command *cmd, int argc, char **argv,
 		const char *arg = argv[i];
 
 		if (strcmp(arg, "--") == 0 && !dashes &&
-		    (a->key == NULL || (a->campaign && a->value == NULL))) {
+		    ((a->key == NULL && a->nk == 0) || (a->campaign && a->value == NULL))) {
 			dashes = 1;	/* KEY (VALUE) next, whatever it looks like */
 			continue;
 		}
-		if (strcmp(arg, "--") == 0 && a->key != NULL) {
+		if (strcmp(arg, "--") == 0 && (a->key != NULL || a->nk > 0)) {
 			if (!is_run)
 				return usage_error(cmd, "unexpected argument %s", arg);
 			i++;
@@ -293,7 +325,7 @@ parse_lock_args(const struct command *cmd, int argc, char **argv,
 				return r;
 			continue;
 		}
-		if (a->key == NULL) {
+		if (a->key == NULL && a->nk == 0) {
 			a->key = arg;
 			dashes = 0;
 			continue;
@@ -307,25 +339,44 @@ parse_lock_args(const struct command *cmd, int argc, char **argv,
 			return usage_error(cmd, "unexpected argument %s", arg);
 		break;		/* COMMAND without "--" */
 	}
-	if (a->key == NULL)
+	if (a->key != NULL && a->nk > 0)
+		return usage_error(cmd, "%s", "KEY and -k KEY cannot be combined: give every "
+		    "key with -k");
+	if (a->nk == 1)
+		a->key = a->kbuf[0];	/* as KEY */
+	if (a->key == NULL && a->nk == 0)
 		return usage_error(cmd, "%s", "missing KEY");
-	if (*a->key == '\0')
+	if (a->key != NULL && *a->key == '\0')
 		return usage_error(cmd, "%s", "KEY is empty");
 	if (a->campaign && a->value == NULL)
 		return usage_error(cmd, "%s", "missing VALUE");
 	if (is_run && i >= argc)
-		return usage_error(cmd, "missing COMMAND (after KEY%s --)",
-		    a->campaign ? " VALUE" : "");
+		return usage_error(cmd, "missing COMMAND (after %s%s --)",
+		    a->nk > 0 ? "the keys" : "KEY", a->campaign ? " VALUE" : "");
 	if (a->campaign && (a->o.shared || a->o.limit > 0))
 		return usage_error(cmd, "%s", "a campaign is exclusive: no --shared or --limit");
 	if (a->o.shared && a->o.limit > 0)
 		return usage_error(cmd, "%s", "--shared and --limit cannot be combined");
 	a->cmd = i;
+	if (a->key != NULL) {
+		a->keys = &a->key;
+		a->nkeys = 1;
+		a->label = a->key;
+		a->grants = &a->one;
+		return 0;
+	}
+	a->keys = a->kbuf;
+	a->nkeys = a->nk;
+	if ((a->label = a->label_buf = keys_label(a->nk, a->kbuf)) == NULL ||
+	    (a->grants = calloc(a->nk, sizeof(*a->grants))) == NULL) {
+		fprintf(stderr, "dlock: %s\n", strerror(errno));
+		return EXIT_OSERR;
+	}
 	return 0;
 }
 
-/* Print the not-granted message for key. Returns 75. */
-static int
+/* See dlock_cli.h. */
+int
 not_granted(const char *key, long long wait_ms)
 {
 	if (wait_ms >= 0)
@@ -335,19 +386,15 @@ not_granted(const char *key, long long wait_ms)
 	return EXIT_TEMPFAIL;
 }
 
-/* Seconds since t0 (clock_ms), for messages. */
-static double
+/* See dlock_cli.h. */
+double
 secs_since(unsigned long long t0)
 {
 	return (double)(clock_ms() - t0) / 1000.0;
 }
 
-/*
- * Print on stderr who holds key and how many wait ahead: from STATUS key
- * FULL, or from plain STATUS when dlockd predates FULL. Says less when
- * dlockd does not answer (the LOCK that follows reports the failure).
- */
-static void
+/* See dlock_cli.h. */
+void
 describe_wait(dlock_t *d, const char *key)
 {
 	struct dlock_status_full f;
@@ -397,10 +444,11 @@ lock_or_campaign(dlock_t *d, const struct lock_args *a, const struct dlock_lock_
 }
 
 /*
- * Take a->key with a's options: dlock_lock's (dlock_campaign's) result.
- * With -v, say on stderr whom it waits for and when it got the lock: it
- * tries once, and when the key is taken describes its holders before it
- * queues for what is left of --wait.
+ * Take a->key (or every key of a->keys, g one grant each) with a's options:
+ * dlock_lock's (dlock_campaign's; several keys: take_all's) result. With
+ * -v, say on stderr whom it waits for and when it got the lock: it tries
+ * once, and when the key is taken describes its holders before it queues
+ * for what is left of --wait.
  */
 static int
 take_lock(dlock_t *d, const struct lock_args *a, struct dlock_grant *g)
@@ -409,6 +457,8 @@ take_lock(dlock_t *d, const struct lock_args *a, struct dlock_grant *g)
 	unsigned long long t0 = clock_ms();
 	int r;
 
+	if (a->nkeys > 1)
+		return take_all(d, a->nkeys, a->keys, &a->o, a->verbose, g);
 	if (!a->verbose)
 		return lock_or_campaign(d, a, &a->o, g);
 	o.wait_ms = 0;
@@ -434,7 +484,8 @@ take_lock(dlock_t *d, const struct lock_args *a, struct dlock_grant *g)
 /* What run knows while COMMAND runs. */
 struct run {
 	dlock_t *d;		/* the connection that holds the lock */
-	const char *key;	/* the key */
+	const char *key;	/* the key (the keys, for messages) */
+	int several;		/* 1: it holds several keys */
 	pid_t child;		/* COMMAND, leader of its own process group */
 	int sigr;		/* read end of the self-pipe */
 	int tty;		/* 1: the terminal (stdin) is handed to COMMAND's group */
@@ -585,13 +636,15 @@ run_stop(struct run *r, const char *why)
 static void
 run_check(struct run *r)
 {
-	char why[600];
+	char why[600], key[256];
 	long long fence = 0;
-	int n = dlock_poll_lost(r->d, NULL, 0, &fence);
+	int n = dlock_poll_lost(r->d, key, sizeof(key), &fence);
 
 	if (n == 0)
 		return;
-	if (n > 0)
+	if (n > 0 && r->several)
+		snprintf(why, sizeof(why), "the lock of %s was lost (fence %lld)", key, fence);
+	else if (n > 0)
 		snprintf(why, sizeof(why), "the lock was lost (fence %lld)", fence);
 	else
 		snprintf(why, sizeof(why), "%s; the lock is gone", dlock_error(r->d));
@@ -770,35 +823,43 @@ idle_timeout(dlock_t *d)
 }
 
 /*
- * dlock run [opts] KEY [opts] [--] COMMAND [ARGS...], and (campaign 1)
- * dlock campaign [opts] KEY VALUE [opts] [--] COMMAND [ARGS...]: the lock
- * (the lead) is held while COMMAND runs, then released (resigned).
+ * Release what run_holding holds: a's key (campaign: resign it) or keys.
+ * 0, or -1 (dlock_error says why).
  */
 static int
-run_holding(const struct command *cmd, int argc, char **argv, int campaign)
+release(dlock_t *d, const struct lock_args *a)
 {
-	struct lock_args a = { .o = DLOCK_LOCK_OPTS_INIT,
-	    .kill_after_ms = KILL_AFTER_DEFAULT_MS, .campaign = campaign };
+	if (a->nkeys > 1)
+		return dlock_unlockall(d, a->nkeys, a->keys, NULL);
+	if (a->campaign)
+		return dlock_resign(d, a->key) < 0 ? -1 : 0;
+	return dlock_unlock(d, a->key, NULL) < 0 ? -1 : 0;
+}
+
+/*
+ * Take what a asks for, run COMMAND (argv + a->cmd) while holding it, then
+ * release it: the body of run_holding. The exit status.
+ */
+static int
+run_locked(char **argv, const struct lock_args *a)
+{
 	struct run r;
-	struct dlock_grant g;
 	sigset_t block, oldmask;
-	char fence[24];
 	long long idle;
 	int i, n, status, p[2];
 	pid_t self = getpid();
 
-	if ((n = parse_lock_args(cmd, argc, argv, &a, 1)) != 0)
-		return n;
 	memset(&r, 0, sizeof(r));
-	r.kill_after_ms = a.kill_after_ms;
+	r.kill_after_ms = a->kill_after_ms;
 	r.kill_at = -1;
-	r.key = a.key;
-	i = a.cmd;
+	r.key = a->label;
+	r.several = a->nkeys > 1;
+	i = a->cmd;
 
 	if ((r.d = connect_or_report(&status)) == NULL)
 		return status;
-	if ((n = take_lock(r.d, &a, &g)) <= 0) {
-		status = n == 0 ? not_granted(r.key, a.o.wait_ms) : report(r.d);
+	if ((n = take_lock(r.d, a, a->grants)) <= 0) {
+		status = n == 0 ? not_granted(r.key, a->o.wait_ms) : report(r.d);
 		dlock_close(r.d);
 		return status;
 	}
@@ -816,9 +877,8 @@ run_holding(const struct command *cmd, int argc, char **argv, int campaign)
 	r.held = 1;
 	/* Interactive: COMMAND gets the terminal, and Control-Z works. */
 	r.tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
-	snprintf(fence, sizeof(fence), "%lld", g.fence);
-	if (setenv("DLOCK_KEY", r.key, 1) < 0 || setenv("DLOCK_TOKEN", g.token, 1) < 0 ||
-	    setenv("DLOCK_FENCE", fence, 1) < 0 || pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (keys_env(a->nkeys, a->keys, a->grants) < 0 ||
+	    pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
 		fprintf(stderr, "dlock: %s\n", strerror(errno));
 		dlock_close(r.d);
 		return EXIT_OSERR;
@@ -857,8 +917,7 @@ run_holding(const struct command *cmd, int argc, char **argv, int campaign)
 	close(p[1]);
 	selfpipe_w = -1;
 	(void)dlock_set_timeout(r.d, CALL_TIMEOUT_MS);
-	if (r.held && (campaign ? dlock_resign(r.d, r.key) :
-	    dlock_unlock(r.d, r.key, NULL)) < 0) {
+	if (r.held && release(r.d, a) < 0) {
 		/* The lock may have ended before the command did. */
 		fprintf(stderr, "dlock: %s: %s\n", r.key, dlock_error(r.d));
 		r.held = 0;
@@ -867,7 +926,26 @@ run_holding(const struct command *cmd, int argc, char **argv, int campaign)
 	return r.held ? status : EXIT_LOST;
 }
 
-/* dlock run [opts] KEY [opts] [--] COMMAND [ARGS...] */
+/*
+ * dlock run [opts] KEY [opts] [--] COMMAND [ARGS...] (or -k KEY... for
+ * several keys), and (campaign 1) dlock campaign [opts] KEY VALUE [opts]
+ * [--] COMMAND [ARGS...]: the lock (the keys, the lead) is held while
+ * COMMAND runs, then released (resigned).
+ */
+static int
+run_holding(const struct command *cmd, int argc, char **argv, int campaign)
+{
+	struct lock_args a = { .o = DLOCK_LOCK_OPTS_INIT,
+	    .kill_after_ms = KILL_AFTER_DEFAULT_MS, .campaign = campaign };
+	int status;
+
+	if ((status = parse_lock_args(cmd, argc, argv, &a, 1)) == 0)
+		status = run_locked(argv, &a);
+	lock_args_free(&a);
+	return status;
+}
+
+/* dlock run [opts] KEY|-k KEY... [opts] [--] COMMAND [ARGS...] */
 static int
 cmd_run(const struct command *cmd, int argc, char **argv)
 {
@@ -883,30 +961,35 @@ cmd_campaign(const struct command *cmd, int argc, char **argv)
 
 /* ---- the other commands ---- */
 
-/* dlock lock [opts] KEY [opts]: a detached lock; prints the token and the fence. */
+/*
+ * dlock lock [opts] KEY|-k KEY... [opts]: a detached lock (several keys:
+ * all or none); prints the token and the fence of each key, in order.
+ */
 static int
 cmd_lock(const struct command *cmd, int argc, char **argv)
 {
 	struct lock_args a = { .o = DLOCK_LOCK_OPTS_INIT };
-	struct dlock_grant g;
 	int r, status;
 	dlock_t *d;
 
-	if ((r = parse_lock_args(cmd, argc, argv, &a, 0)) != 0)
-		return r;
+	if ((status = parse_lock_args(cmd, argc, argv, &a, 0)) != 0)
+		goto out;
 	a.o.detach = 1;
 	if (a.o.ttl_ms == 0)
 		a.o.ttl_ms = DETACH_DEFAULT_TTL_MS;
 	if ((d = connect_or_report(&status)) == NULL)
-		return status;
-	r = take_lock(d, &a, &g);
+		goto out;
+	r = take_lock(d, &a, a.grants);
 	if (r > 0) {
-		printf("%s\n%lld\n", g.token, g.fence);
+		for (size_t k = 0; k < a.nkeys; k++)
+			printf("%s\n%lld\n", a.grants[k].token, a.grants[k].fence);
 		status = 0;
 	} else {
-		status = r == 0 ? not_granted(a.key, a.o.wait_ms) : report(d);
+		status = r == 0 ? not_granted(a.label, a.o.wait_ms) : report(d);
 	}
 	dlock_close(d);
+out:
+	lock_args_free(&a);
 	return status;
 }
 
@@ -1158,9 +1241,10 @@ call_ping(dlock_t *d, char **argv, long long num)
 }
 
 static const struct command commands[] = {
-	{ "run", "[-v] [--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] KEY "
-	  "-- COMMAND [ARGS...]", .run = cmd_run },
-	{ "lock", "[-v] [--ttl MS] [--wait MS] [--shared | --limit N] KEY", .run = cmd_lock },
+	{ "run", "[-v] [--ttl MS] [--wait MS] [--shared | --limit N] [--kill-after MS] "
+	  "{KEY | -k KEY...} -- COMMAND [ARGS...]", .run = cmd_run },
+	{ "lock", "[-v] [--ttl MS] [--wait MS] [--shared | --limit N] {KEY | -k KEY...}",
+	  .run = cmd_lock },
 	{ "campaign", "[-v] [--ttl MS] [--wait MS] [--kill-after MS] KEY VALUE "
 	  "-- COMMAND [ARGS...]", .run = cmd_campaign },
 	{ "leader", "[--json] KEY", .run = cmd_leader },

@@ -3,7 +3,9 @@
  * its table of subcommands, and the helpers that parse, connect and report
  * for every subcommand (dlock_cli.c). dlock_cli_elect.c holds the election
  * commands that only look (leader, observe); campaign runs a command as
- * "run" does, in dlock_cli.c.
+ * "run" does, in dlock_cli.c. dlock_cli_multi.c holds what run and lock do
+ * with several keys (-k KEY -k KEY...) and the keys' environment of run's
+ * COMMAND.
  */
 #ifndef DLOCK_CLI_H
 #define DLOCK_CLI_H
@@ -77,6 +79,40 @@ const char *opt_value(int argc, char **argv, int *i, const char *name, int *miss
 dlock_t *connect_or_report(int *status);
 /* Report d's last error on stderr; returns the exit status for it. */
 int report(const dlock_t *d);
+
+/* Print "dlock: WHAT: not granted within MS ms" (wait_ms -1: without
+ * "within") on stderr. Returns EXIT_TEMPFAIL. */
+int not_granted(const char *what, long long wait_ms);
+/* Seconds since t0 (clock_ms), for messages. */
+double secs_since(unsigned long long t0);
+/*
+ * Print on stderr who holds key and how many wait ahead: from STATUS key
+ * FULL, or from plain STATUS when dlockd predates FULL. Says less when
+ * dlockd does not answer (the LOCK that follows reports the failure).
+ */
+void describe_wait(dlock_t *d, const char *key);
+
+/*
+ * The keys[0..n) as one string for messages, "a, b, c". The caller owns
+ * it; NULL with errno set when out of memory.
+ */
+char *keys_label(size_t n, const char *const *keys);
+/*
+ * Take keys[0..n) with o, all or none (dlock_lockall; g gets n grants):
+ * its result. With verbose, as run -v for one key: try once, describe the
+ * holders of each key that is held, wait for what is left of o->wait_ms,
+ * and say when the keys were granted.
+ */
+int take_all(dlock_t *d, size_t n, const char *const *keys,
+    const struct dlock_lock_opts *o, int verbose, struct dlock_grant *g);
+/*
+ * Put the keys[0..n) and their grants g into the environment of run's
+ * COMMAND: one key, DLOCK_KEY, DLOCK_TOKEN, DLOCK_FENCE; several,
+ * DLOCK_KEYS (n) and DLOCK_KEY_i, DLOCK_TOKEN_i, DLOCK_FENCE_i for i 1..n.
+ * Those of the other form that COMMAND would inherit (a dlock run within
+ * another) are removed. 0, or -1 with errno set.
+ */
+int keys_env(size_t n, const char *const *keys, const struct dlock_grant *g);
 
 /* dlock leader KEY [--json] */
 int cmd_leader(const struct command *cmd, int argc, char **argv);

@@ -1,5 +1,5 @@
 """The tests' base classes: DaemonTestCase (one daemon of the class, on any
-backend), RedisTestCase and EtcdTestCase (servers and daemons a test or its
+backend), DlockCliCase (the same, driven with the dlock CLI), RedisTestCase and EtcdTestCase (servers and daemons a test or its
 class starts, stopped after it whatever happens), ConfigTestCase
 (configurations checked with dlockd -t); and what tests print (report)."""
 
@@ -13,10 +13,10 @@ import unittest
 import redis
 
 from .cluster import RedisCluster
-from .daemon import Daemon, run_dlockd
-from .env import new_dir, unique_key
+from .daemon import Daemon, run_dlock, run_dlockd
+from .env import DLOCK, new_dir, unique_key
 from .etcd_server import EtcdServer
-from .proc import free_port, in_thread, wait_until
+from .proc import free_port, in_thread, spawn, wait_until
 from .redis_server import RedisServer
 from .resp import NULL, TOKEN_RE, Err, Raw, pairs, parse_info, read_within
 from .sentinel import SentinelDaemon, SentinelSetup
@@ -237,6 +237,24 @@ class DaemonTestCase(unittest.TestCase):
                 self._info_conn = self.raw()
             conn = self._info_conn
         return parse_info(conn.cmd("INFO"))
+
+
+class DlockCliCase(DaemonTestCase):
+    """A DaemonTestCase that runs the dlock CLI against its daemon."""
+
+    def dlock(self, *args, env=None, timeout=10.0):
+        """Run dlock with args to its end: (status, stdout, stderr)."""
+        e = {"DLOCK_ADDR": self.daemon.addr(), "DLOCK_PASSWORD": ""}
+        e.update(env or {})
+        return run_dlock(args, env=e, timeout=timeout)
+
+    def popen(self, *args, **kw):
+        """Start dlock in the background (its pipes as asked in kw)."""
+        self.assertTrue(os.path.exists(DLOCK), "dlock binary missing: %s" % DLOCK)
+        env = dict(os.environ, DLOCK_ADDR=self.daemon.addr(), DLOCK_PASSWORD="")
+        env.update(kw.pop("env", {}))
+        return spawn([DLOCK] + [str(a) for a in args], env=env, **kw)
+
 
 # ---- tests with their own redis-server and daemons ----
 

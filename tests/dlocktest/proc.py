@@ -70,6 +70,15 @@ def reap(p, timeout=STOP_TIMEOUT):
     return rc
 
 
+def end_process(p, *pipes):
+    """Kill p if it still runs, reap it and close its pipes."""
+    if p.poll() is None:
+        p.kill()
+    reap(p)
+    for f in pipes:
+        f.close()
+
+
 def track_pid(pid):
     """Record a process that a child started (e.g. the command of `dlock
     run`) so that it is killed at exit too. Undo with untrack_pid."""

@@ -11,10 +11,11 @@ import threading
 import time
 import unittest
 
-from dlocktest.cases import DaemonTestCase, RedisTestCase
+from dlocktest.cases import DaemonTestCase, DlockCliCase, RedisTestCase
 from dlocktest.daemon import Daemon, run_dlock
 from dlocktest.env import DLOCK, PYTHON, SLOWDOWN, new_dir, unique_key
-from dlocktest.proc import kill_pid, read_line, reap, spawn, track_pid, wait_until
+from dlocktest.proc import (end_process, kill_pid, read_line, reap, spawn, track_pid,
+                            wait_until)
 from dlocktest.redis_server import redis_cli
 from dlocktest.resp import pairs
 
@@ -32,14 +33,6 @@ EX_LOST = 79
 
 ADMIN_PASSWORD = "tools admin"  # auth.admin_password of the daemons that need one
 
-
-def end_process(p, *pipes):
-    """Kill p if it still runs, reap it and close its pipes."""
-    if p.poll() is None:
-        p.kill()
-    reap(p)
-    for f in pipes:
-        f.close()
 
 class TestRedisCli(DaemonTestCase):
 
@@ -121,18 +114,7 @@ class TestRedisCli(DaemonTestCase):
         self.assertIn("process_id:%d" % self.daemon.pid, out)
 
 
-class TestDlockCli(DaemonTestCase):
-
-    def dlock(self, *args, env=None, timeout=10.0):
-        e = {"DLOCK_ADDR": self.daemon.addr(), "DLOCK_PASSWORD": ""}
-        e.update(env or {})
-        return run_dlock(args, env=e, timeout=timeout)
-
-    def popen(self, *args, **kw):
-        """Start dlock in the background (its pipes as asked in kw)."""
-        self.assertTrue(os.path.exists(DLOCK), "dlock binary missing: %s" % DLOCK)
-        env = dict(os.environ, DLOCK_ADDR=self.daemon.addr(), DLOCK_PASSWORD="")
-        return spawn([DLOCK] + [str(a) for a in args], env=env, **kw)
+class TestDlockCli(DlockCliCase):
 
     def test_ping_and_info(self):
         rc, out, err = self.dlock("ping")
