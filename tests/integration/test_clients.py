@@ -13,7 +13,10 @@ that the next command still tells the loss. And the leader-election examples
 and their observers: a second candidate waits while the first leads, then leads
 with a higher term; a leader whose lock an administrator breaks steps down
 (exit 3) while the next candidate leads; a leader whose connection is cut steps
-down without connecting again; an observer prints every change, in order."""
+down without connecting again; an observer prints every change, in order. And
+the examples that hold two keys at once (LOCKALL): they wait for a key held
+elsewhere, then hold both; one key held all through their WAIT leaves them
+neither; one key broken by an administrator stops them (exit 3)."""
 
 import json
 import os
@@ -52,8 +55,12 @@ ELECT_RUNS = (("elect.py", [PYTHON]),
 OBSERVE_RUNS = (("observe.py", [PYTHON]),
                 ("observe-ioredis.js", ["node"]),
                 ("observe-node-redis.js", ["node"]))
+# name, command line before KEY1 KEY2 STEPS
+LOCKALL_RUNS = (("lockall.py", [PYTHON]),
+                ("lockall-ioredis.js", ["node"]),
+                ("lockall-node-redis.js", ["node"]))
 # examples in docs/clients.md that the suite cannot run (no Go proxy, no Maven)
-NOT_RUN = ("lock.go", "Lock.java", "elect.go", "Elect.java")
+NOT_RUN = ("lock.go", "Lock.java", "elect.go", "Elect.java", "lockall.go", "LockAll.java")
 
 _npm_lock = threading.Lock()
 
@@ -192,7 +199,8 @@ class TestClientsPage(unittest.TestCase):
     def test_clients_md_has_each_example(self):
         with open(CLIENTS_MD) as f:
             blocks = re.findall(r"^```[a-z]+\n(.*?)^```$", f.read(), re.M | re.S)
-        for name in [n for n, _ in EXAMPLE_RUNS + ELECT_RUNS + OBSERVE_RUNS] + list(NOT_RUN):
+        runs = EXAMPLE_RUNS + ELECT_RUNS + OBSERVE_RUNS + LOCKALL_RUNS
+        for name in [n for n, _ in runs] + list(NOT_RUN):
             with open(os.path.join(EXAMPLES, name)) as f:
                 code = f.read()
             self.assertIn(code, blocks, "docs/clients.md has no code block equal to "
@@ -241,6 +249,7 @@ class TestExamples(ExampleMixin, DaemonTestCase):
         port = free_port()
         runs = [(name, argv, [1]) for name, argv in EXAMPLE_RUNS + OBSERVE_RUNS]
         runs += [(name, argv, ["v", 1]) for name, argv in ELECT_RUNS]
+        runs += [(name, argv, ["k2", 1]) for name, argv in LOCKALL_RUNS]
         for name, argv, args in runs:
             p = self.start_example(name, argv, port, unique_key(name), *args)
             line = read_line(p.stdout, 10 * SLOWDOWN)
@@ -269,6 +278,83 @@ class TestExamples(ExampleMixin, DaemonTestCase):
 
 
 ADMIN_PASSWORD = "examples admin"
+
+
+class TestLockAllExamples(ExampleMixin, DaemonTestCase):
+    """The examples that hold two keys at once (LOCKALL, a PING per step,
+    UNLOCKALL), run as written, each on keys of its own: they wait for a key
+    held elsewhere and then hold both with the fences dlockd reports, are
+    not granted either key when one stays held, and stop when one key is
+    lost."""
+
+    CONFIG = "auth:\n  admin_password: \"%s\"\n" % ADMIN_PASSWORD
+
+    def start_behind_holder(self, steps):
+        """Each example started on two keys of its own, the second held by
+        another session: (that session, {name: (key1, key2)}, {name: process})."""
+        holder = self.client()
+        keys = {name: (unique_key(name), unique_key(name)) for name, _ in LOCKALL_RUNS}
+        for name in keys:
+            holder.execute_command("LOCK", keys[name][1])
+        node_modules()
+        procs = {name: self.start_example(name, argv, self.daemon.port, *keys[name], steps)
+                 for name, argv in LOCKALL_RUNS}
+        return holder, keys, procs
+
+    def assertGotBoth(self, p, name, keys):
+        """The example printed that it holds both keys; returns their fences."""
+        line = read_line(p.stdout, 10 * SLOWDOWN)
+        m = re.match(r"^got %s fence (\d+), %s fence (\d+)\n$"
+                     % tuple(re.escape(k) for k in keys), line)
+        self.assertIsNotNone(m, "%s: %r %s" % (name, line, p.stderr.read1(4096) if
+                                                   p.poll() is not None else ""))
+        return int(m.group(1)), int(m.group(2))
+
+    def test_waits_for_both_then_done(self):
+        holder, keys, procs = self.start_behind_holder(2)
+        for name, p in procs.items():
+            self.wait_status(keys[name][1], "(%s queued)" % name, timeout=10 * SLOWDOWN,
+                             waiters=1)
+            self.assertIsNone(p.poll(), "%s ended while it waited" % name)
+            self.assertEqual(holder.execute_command("UNLOCK", keys[name][1]), 0)
+        for name, p in procs.items():
+            self.assertGotBoth(p, name, keys[name])
+            self.assertEqual(read_line(p.stdout, 5 * SLOWDOWN), "done\n", name)
+            self.assertEqual(reap(p), 0, name)
+            for key in keys[name]:
+                self.assertEqual(self.status(key)["mode"], b"free", name)
+
+    def test_not_granted_holds_neither(self):
+        holder, keys, procs = self.start_behind_holder(1)
+        for name, p in procs.items():
+            self.assertEqual(read_line(p.stdout, 10 * SLOWDOWN), "not granted\n", name)
+            self.assertEqual(reap(p, 10), 75, name)
+            first, second = (self.status(k) for k in keys[name])
+            self.assertEqual((first["mode"], first["waiters"]), (b"free", 0), name)
+            self.assertEqual((second["holders"], second["waiters"]), (1, 0), name)
+
+    def test_one_key_lost(self):
+        # an administrator breaks one of the two locks: the example's next
+        # PING is answered -LOST naming that key, and it stops (3); its
+        # session's end releases the other key
+        node_modules()
+        admin = self.client(username="admin", password=ADMIN_PASSWORD)
+        for name, argv in LOCKALL_RUNS:
+            keys = (unique_key(name), unique_key(name))
+            p = self.start_example(name, argv, self.daemon.port, *keys, 40)
+            fences = self.assertGotBoth(p, name, keys)
+            # held with the fences it printed, while it does its steps
+            for key, fence in zip(keys, fences):
+                st = self.status(key)
+                self.assertEqual((st["mode"], st["fence"]), (b"exclusive", fence), name)
+            self.assertEqual(admin.execute_command("UNLOCK", keys[1], "FORCE"), 1, name)
+            line = read_line(p.stdout, 5 * SLOWDOWN)
+            self.assertRegex(line, r"^lost: LOST %s %d the lock was broken by an "
+                             r"administrator \(session \d+\)\n$"
+                             % (re.escape(keys[1]), fences[1]), name)
+            self.assertEqual(reap(p, 10), 3, name)
+            self.assertEqual(p.stderr.read(), b"", name)
+            self.wait_status(keys[0], "(%s released)" % name, mode=b"free")
 
 
 class TestElectExamples(ExampleMixin, DaemonTestCase):
