@@ -86,8 +86,21 @@ class Holding:
                    self.end if self.end is not None else float("nan"), self.end_how))
 
 
+def grants_of(e, info):
+    """The grants of a grant event: [(key, fence, validity)]. A LOCKALL's
+    (a set worker's: "set" in e) are the entries of its answer that are
+    grants (partial_sets() judges whether they make the whole set)."""
+    if "set" in e:
+        return [(g["key"], g["fence"], g.get("validity")) for g in e["set"]
+                if g.get("fence") is not None]
+    return [(info.get("key"), e["fence"], e.get("validity"))]
+
+
 def holdings_of(events, workers, faults, run_end):
-    """The holdings of every worker, from its events (in time order).
+    """The holdings of every worker, from its events (in time order): one a
+    key of each grant, a LOCKALL's set giving one per key, each ending on
+    its own (a loss is told per key; an unlock, a closed connection or the
+    worker's death ends every one).
 
     workers: id -> {"daemon", "key", "kind"}; faults: list of fault dicts
     (kind, target, start, end); run_end: when the workers were stopped.
@@ -101,66 +114,80 @@ def holdings_of(events, workers, faults, run_end):
     for w, evs in by_worker.items():
         evs.sort(key=lambda e: e["t"])
         info = workers.get(w, {})
-        cur = None
-        past = {}
+        cur = {}     # key -> the holding of the worker's last grant
+        past = set()  # (key, fence) of its holdings
         lock_sent = None
+
+        def open_ones():
+            return [h for h in cur.values() if h.end is None]
+
         for e in evs:
             ev = e["ev"]
             if ev == "lock_sent":
                 lock_sent = e["t"]
             elif ev == "grant":
-                if cur is not None and cur.end is None:
+                for h in open_ones():
                     notes.append("worker %s: grant of fence %s while it still held fence %s"
-                                 % (w, e["fence"], cur.fence))
-                    cur.end, cur.end_how = e["t"], "regrant"
-                cur = Holding(w, info.get("daemon"), info.get("key"), e["fence"],
-                              lock_sent if lock_sent is not None else e["t"], e["t"],
-                              e.get("validity"), e.get("plan"))
-                out.append(cur)
-                past[cur.fence] = cur
+                                 % (w, e.get("fence"), h.fence))
+                    h.end, h.end_how = e["t"], "regrant"
+                cur = {}
+                for key, fence, validity in grants_of(e, info):
+                    h = Holding(w, info.get("daemon"), key, fence,
+                                lock_sent if lock_sent is not None else e["t"], e["t"],
+                                validity, e.get("plan"))
+                    cur[key] = h
+                    out.append(h)
+                    past.add((key, fence))
             elif ev == "told":
-                h = cur if cur is not None and (e.get("fence") is None or
-                                                e["fence"] == cur.fence) else None
-                if h is None and e.get("fence") in past:
-                    continue  # news of an earlier holding, already over
-                if h is None:
-                    if e.get("fence") is not None:
+                key, fence = e.get("key"), e.get("fence")
+                hs = [h for h in cur.values() if (key is None or h.key == key) and
+                      (fence is None or h.fence == fence)]
+                if not hs:
+                    if fence is not None and (key is None and
+                                              any(f == fence for _, f in past) or
+                                              (key, fence) in past):
+                        continue  # news of an earlier holding, already over
+                    if fence is not None:
                         notes.append("worker %s: told of the loss of fence %s, which it "
-                                     "never held" % (w, e.get("fence")))
+                                     "never held" % (w, fence))
                     continue
-                if h.end is None:
-                    h.end, h.end_how = e["t"], "told:" + e.get("how", "?")
-                if h.told_t is None:
-                    h.told_t = e["t"]
+                for h in hs:
+                    if h.end is None:
+                        h.end, h.end_how = e["t"], "told:" + e.get("how", "?")
+                    if h.told_t is None:
+                        h.told_t = e["t"]
             elif ev == "unlock_sent":
-                if cur is not None and cur.end is None:
-                    cur.end, cur.end_how = e["t"], "unlock"
-            elif cur is not None and e.get("fence") == cur.fence:
-                if ev == "read_ok":
-                    cur.read_t, cur.read_ok = e["t"], True
+                for h in open_ones():
+                    h.end, h.end_how = e["t"], "unlock"
+            elif e.get("fence") is not None:
+                h = cur.get(e.get("key") or info.get("key"))
+                if h is None or h.fence != e["fence"]:
+                    pass
+                elif ev == "read_ok":
+                    h.read_t, h.read_ok = e["t"], True
                 elif ev == "read_rejected":
-                    cur.read_t, cur.read_ok = e["t"], False
+                    h.read_t, h.read_ok = e["t"], False
                 elif ev == "write_sent":
-                    cur.write_sent, cur.write_tag = e["t"], e.get("tag")
+                    h.write_sent, h.write_tag = e["t"], e.get("tag")
                 elif ev in ("write_ok", "write_rejected"):
-                    cur.write_result = "ok" if ev == "write_ok" else "rejected"
-                    cur.write_t = e["t"]
+                    h.write_result = "ok" if ev == "write_ok" else "rejected"
+                    h.write_t = e["t"]
                 elif ev in ("extend", "proclaim"):
-                    cur.contacts.append((e["sent"], e["t"], ev.upper(), e.get("reply")))
-            if cur is not None and cur.end is None:
+                    h.contacts.append((e["sent"], e["t"], ev.upper(), e.get("reply")))
+            for h in open_ones():
                 if ev == "checkin":
-                    cur.contacts.append((e["sent"], e["t"], e.get("cmd"), e.get("reply")))
+                    h.contacts.append((e["sent"], e["t"], e.get("cmd"), e.get("reply")))
                 elif ev == "stall":
-                    cur.stalls.append((e["start"], e["start"] + e["gap"]))
-        if cur is not None and cur.end is None:
-            if w in deaths and deaths[w] >= cur.grant:
-                cur.end, cur.end_how = deaths[w], "death"
+                    h.stalls.append((e["start"], e["start"] + e["gap"]))
+        for h in open_ones():
+            if w in deaths and deaths[w] >= h.grant:
+                h.end, h.end_how = deaths[w], "death"
             else:
                 last = evs[-1]["t"] if evs else run_end
-                cur.end, cur.end_how = max(last, cur.grant), "run_end"
+                h.end, h.end_how = max(last, h.grant), "run_end"
                 if w not in deaths:
                     notes.append("worker %s: still held fence %s when its log ends"
-                                 % (w, cur.fence))
+                                 % (w, h.fence))
     return out, notes
 
 
@@ -236,6 +263,7 @@ def check(events, workers, faults, resource, params, observed=None):
         _check_overlaps(key, hs, faults, margin, params, res)
 
     _check_resource(events, workers, faults, resource, res)
+    _check_sets(events, workers, holdings, params, res)
     _check_validity(holdings, params, res)
     if params.get("backend") in ("redis", "redis-cache", "etcd", "etcd-tls", "redlock",
                                  "redlock-cache", "cluster"):
@@ -253,6 +281,13 @@ def check(events, workers, faults, resource, params, observed=None):
                 "text": "no grant after the last fault ended at %.3f" % rec})
     if not holdings:
         res["failures"].append({"kind": "no progress", "text": "no grant at all"})
+    if any(i.get("role") == "lockall" for i in workers.values()):
+        if rec is not None:
+            counts["set_grants_after_faults"] = sum(
+                1 for e in events if e["ev"] == "grant" and "set" in e and e["t"] > rec)
+        if not counts["set_grants"]:
+            res["failures"].append({"kind": "no progress", "text": "no set granted at all "
+                                    "(LOCKALL)"})
     counts["violations"] = len(res["violations"])
     res["holdings"] = len(holdings)
     res["_holdings"] = holdings
@@ -402,6 +437,96 @@ def _check_resource(events, workers, faults, resource, res):
                     "text": "write %s (fence %s) was acknowledged but is not in the "
                     "resource's log" % (tag, e.get("fence"))})
     counts["writes_acknowledged"] = len(acked)
+
+
+# the backends whose fences come from one counter for all keys: the fences
+# of one set differ. Elsewhere fences are per key (docs/protocol.md 7.7:
+# compare fences only within one key), and two keys' may meet
+ONE_COUNTER = ("memory",)
+
+
+def _check_sets(events, workers, holdings, params, res):
+    """A set is never granted partly. A LOCKALL's answer (a grant event with
+    "set") has exactly one grant per key asked, in the order asked, each
+    with a valid fence (an integer > 0) and a token of its own, the fences
+    distinct (where one counter makes them: ONE_COUNTER; elsewhere a
+    repeat is noted); after a null or an error answer the worker's LOCKS
+    lists no key of the set (its "probe"); and a worker reads and writes
+    only with the fences of a whole grant of its own (a LOCK's, or a whole
+    set's) of that key."""
+    counts = res["counts"]
+    whole = set()   # (worker, key, fence) of the whole grants
+    for e in events:
+        ev = e["ev"]
+        if ev == "grant" and "set" not in e:
+            whole.add((e["w"], workers.get(e["w"], {}).get("key"), e["fence"]))
+        elif ev == "grant":
+            counts["set_grants"] += 1
+            wrong = _set_wrong(e, params)
+            if not wrong:
+                whole.update((e["w"], g["key"], g["fence"]) for g in e["set"])
+                continue
+            if wrong == "the same fence for two keys":
+                res["suspicious"].append(
+                    "worker %s was granted the set %s with the same fence for two keys "
+                    "(fences are per key on %s): %s"
+                    % (e["w"], e.get("keys"), params.get("backend"), _fences(e)))
+                whole.update((e["w"], g["key"], g["fence"]) for g in e["set"])
+                continue
+            hs = [h for h in holdings if h.w == e["w"] and h.grant == e["t"]]
+            res["violations"].append({
+                "kind": "partial set", "holders": hs,
+                "text": "worker %s's LOCKALL of %s was answered %s: %s"
+                % (e["w"], e.get("keys"), _fences(e), wrong)})
+        elif ev in ("lock_null", "lock_err") and "keys" in e:
+            counts["set_nulls" if ev == "lock_null" else "set_errors"] += 1
+        elif ev == "probe":
+            counts["set_probes"] += 1
+            if e.get("held"):
+                res["violations"].append({
+                    "kind": "partial set",
+                    "text": "worker %s's LOCKALL of %s was not granted, but its session "
+                    "still held %s (LOCKS at %.3f)"
+                    % (e["w"], e.get("keys"), e["held"], e["t"])})
+    for e in events:
+        if e["ev"] not in ("read_ok", "read_rejected", "write_sent"):
+            continue
+        key = e.get("key") or workers.get(e["w"], {}).get("key")
+        if (e["w"], key, e.get("fence")) not in whole:
+            hs = [h for h in holdings if h.w == e["w"] and h.key == key and
+                  h.fence == e.get("fence")]
+            res["violations"].append({
+                "kind": "fence not granted", "key": key, "holders": hs,
+                "text": "worker %s used fence %s of %s (%s at %.3f), which it was not "
+                "granted in a whole LOCK or LOCKALL answer"
+                % (e["w"], e.get("fence"), key, e["ev"], e["t"])})
+
+
+def _set_wrong(e, params):
+    """What is wrong with the answer of a set grant event e, or None."""
+    keys, entries = e.get("keys") or [], e["set"]
+    if len(entries) != len(keys):
+        return "%d grant(s) for %d keys" % (len(entries), len(keys))
+    for i, g in enumerate(entries):
+        if g.get("fence") is None or g.get("key") != keys[i]:
+            return "entry %d (%s) is not a grant" % (i + 1, g.get("raw", g.get("key")))
+        f = g["fence"]
+        if not isinstance(f, int) or isinstance(f, bool) or f <= 0:
+            return "the fence of %s is %r" % (g["key"], f)
+    tokens = [g.get("token") for g in entries]
+    if len(set(tokens)) != len(tokens):
+        return "the same token for two keys"
+    fences = [g["fence"] for g in entries]
+    if len(set(fences)) != len(fences):
+        if params.get("backend") in ONE_COUNTER:
+            return "the same fence for two keys, from one counter"
+        return "the same fence for two keys"
+    return None
+
+
+def _fences(e):
+    return "[%s]" % ", ".join("%s: %s" % (g.get("key"), g.get("fence", g.get("raw")))
+                              for g in e["set"])
 
 
 def _check_validity(holdings, params, res):

@@ -90,6 +90,18 @@ through the backend (on redlock, a quorum read of the nodes). A backend
 gets its twin ("<backend>-elect") when it is listed in
 topology.ELECT_BACKENDS.
 
+Sets of keys: memory-multi is the memory topology with a pool of four keys,
+every other worker of its layout a set worker that takes 2 or 3 of them (a
+random subset in a random order) with one LOCKALL, reads and writes each
+key's counter with that key's fence and gives them back with UNLOCKALL; the
+others LOCK single keys of the same pool, so sets compete with single
+holders and with each other. redis-multi, redis-cache-multi, etcd-multi,
+sentinel-multi, redlock-multi and cluster-multi (its three keys, one on each
+master) are the same on those topologies, with all of their faults. A
+backend gets its twin ("<backend>-multi") when it is listed in
+topology.MULTI_BACKENDS. check.py applies its rules to every key of a set
+and checks that no set was granted in part.
+
 On etcd a session lock lives on its daemon's etcd lease
 (backend.lease_ttl_ms), not on a TTL of its own: the scenarios set that
 lease to the TTL they use, so that their durations (in multiples of the TTL)
@@ -106,11 +118,12 @@ check.py judges them.
 
 SHORT (tests/integration/test_safety.py, part of make check) runs one round of
 a representative subset (memory-elect/daemon_kill and
-redis-elect/daemon_kill among them) in about a minute and a half; LONG
-(make check-faults) every backend x fault, several rounds each. The
-sentinel, redlock, cluster and election scenarios are in LONG only; --only
-picks them in SHORT mode too (--only sentinel, --only redlock, --only
-cluster, --only=-elect, --only redis-elect: one round of each). With
+redis-elect/daemon_kill, memory-multi/daemon_kill and redis-multi/blackhole
+among them) in about a minute and a half; LONG (make check-faults) every
+backend x fault, several rounds each. The sentinel, redlock, cluster,
+election and other multi-key scenarios are in LONG only; --only picks them
+in SHORT mode too (--only sentinel, --only redlock, --only cluster,
+--only=-elect, --only redis-elect, --only=-multi: one round of each). With
 DLOCKD_WRAPPER set (valgrind) durations are scaled up and the faults whose
 timing would not survive are left out, which is printed. The run prints a
 table and the path of a JSON file with every result; the exit status is 0
@@ -141,25 +154,28 @@ from faults.observer import state_of
 from faults.topo_cluster import ClusterTopology
 from faults.topo_redlock import RedlockCacheTopology, RedlockTopology
 from faults.topo_sentinel import SentinelTopology
-from faults.topology import (CLIENT_FAULTS, ELECT_BACKENDS, EtcdTLSTopology, EtcdTopology,
-                             RedisCacheTopology, RedisTopology, SplitTopology, Topology,
-                             elect_topology, held, say)
+from faults.topology import (CLIENT_FAULTS, ELECT_BACKENDS, MULTI_BACKENDS, EtcdTLSTopology,
+                             EtcdTopology, RedisCacheTopology, RedisTopology, SplitTopology,
+                             Topology, elect_topology, held, multi_topology, say)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def with_elections(topologies):
-    """topologies, each of ELECT_BACKENDS followed by its election twin."""
+def with_twins(topologies):
+    """topologies, each of ELECT_BACKENDS followed by its election twin,
+    and each of MULTI_BACKENDS by its multi-key twin."""
     out = {}
     for name, cls in topologies.items():
         out[name] = cls
         if name in ELECT_BACKENDS:
             out[name + "-elect"] = elect_topology(cls)
+        if name in MULTI_BACKENDS:
+            out[name + "-multi"] = multi_topology(cls)
     return out
 
 
 # the topologies by backend name, in the order of LONG
-TOPOLOGIES = with_elections({
+TOPOLOGIES = with_twins({
     "memory": Topology,
     "redis": RedisTopology,
     "redis-cache": RedisCacheTopology,
@@ -176,11 +192,11 @@ SHORT = [("memory", "client_kill"), ("memory", "client_stop"), ("memory", "daemo
          ("redis", "daemon_stop"), ("redis", "blackhole"),
          ("redis", "backend_stop"), ("redis", "backend_restart"),
          ("redis", "backend_restart_loss"), ("etcd", "daemon_stop"), ("etcd", "backend_stop"),
-         ("etcd", "blackhole"),
+         ("etcd", "blackhole"), ("memory-multi", "daemon_kill"), ("redis-multi", "blackhole"),
          ("split", "none")]
 # what --only may pick in SHORT mode besides SHORT (one round each)
 ONLY_SHORT = [(b, f) for b in ["sentinel", "redlock", "redlock-cache", "cluster"] +
-              [e + "-elect" for e in ELECT_BACKENDS]
+              [e + "-elect" for e in ELECT_BACKENDS] + [m + "-multi" for m in MULTI_BACKENDS]
               for f in TOPOLOGIES[b].FAULTS if (b, f) not in SHORT]
 # Under a wrapper (valgrind) the daemon is slow: every duration and backend
 # timeout is scaled up (x3), with which all the SHORT faults keep their timing;
@@ -296,8 +312,10 @@ class Scenario:
         self.margin_ms = self.ttl * self.margin_pct // 100
         self.idle_ms = self.ttl * 2 if fault == "client_stop" else 0
         # two keys, so that more locks are granted in a given time (the
-        # cluster: one on each master, chosen once it runs)
-        self.keys = ["safety/%s/%s/%d" % (backend, fault, i) for i in range(2)]
+        # multi-key twins: a pool of KEYS; the cluster: one on each master,
+        # chosen once it runs)
+        self.keys = ["safety/%s/%s/%d" % (backend, fault, i)
+                     for i in range(self.topo.KEYS)]
         self.faults = []     # dicts: kind, target, start, end, aim, ...
         self.workers = {}    # id -> {"proc", "daemon", "kind", "role", "key", "log", "pid"}
         self.wseq = 0
@@ -332,9 +350,11 @@ class Scenario:
         return {
             "id": wid, "kind": kind, "daemon": daemon,
             "campaign": role == "campaign", "proclaim_frac": 0.3,
+            # a set worker: LOCKALL of 2 or 3 keys of the lock set
+            "lockall": role == "lockall", "pool": self.keys, "set_size": [2, 3],
             "daemon_port": self.daemons[daemon].port,
             "resource_port": self.resource.port,
-            "key": self.keys[self.wseq % len(self.keys)],
+            "key": self.keys[self.wseq % len(self.keys)] if role != "lockall" else None,
             "ttl": ttl,
             "wait": ttl, "log": os.path.join(self.dir, "%s.log" % wid),
             "seed": self.rng.randrange(1 << 30),
@@ -467,9 +487,14 @@ class Scenario:
         return due / 1000.0 - off
 
     def aimed_key(self, wid):
-        """The key of the worker a fault was aimed at, or one at random."""
-        if wid is not None:
+        """The key of the worker a fault was aimed at (a set worker: one of
+        its last set), or one at random."""
+        if wid is not None and self.workers[wid]["key"] is not None:
             return self.workers[wid]["key"]
+        if wid is not None:
+            for e in reversed(self.tail.events):
+                if e["w"] == wid and e.get("keys"):
+                    return self.rng.choice(e["keys"])
         return self.rng.choice(self.keys)
 
     def duration(self, spec):
@@ -590,9 +615,11 @@ class Scenario:
                         "observers": {o: {"daemon": i["daemon"], "key": i["key"]}
                                       for o, i in self.observers.items()},
                         "final": final, "remote": self.topo.REMOTE, "scale": self.scale}
-        # an election twin is checked as its backend's topology is
-        store = self.backend[:-len("-elect")] if self.backend.endswith("-elect") \
-            else self.backend
+        # an election or multi-key twin is checked as its backend's topology is
+        store = self.backend
+        for twin in ("-elect", "-multi"):
+            if store.endswith(twin):
+                store = store[:-len(twin)]
         params = {"ttl": self.ttl, "margin_ms": self.margin_ms, "backend": store,
                   "notice_bound": 0.5 * self.scale, "recovery_from": recovery_from,
                   "run_end": run_end or time.monotonic()}
@@ -937,25 +964,44 @@ def table(results):
                  "stalled holder or after a data")
     lines.append("loss; viol: violations; checks: the other checks (counter, fences, "
                  "notices, processes).")
-    elect = [r for r in results if "observer_epochs" in r["counts"]]
-    if elect:
-        lines.append("")
-        for r in elect:
-            c = r["counts"]
-            lines.append("%s: %d proclaims; observers: %d epochs, %d states, %d empty answers, "
-                         "%d (term, epoch) pairs checked, %d final states" % (
-                             r["name"], c.get("proclaims", 0), c.get("observer_epochs", 0),
-                             c.get("observer_answers", 0), c.get("observer_nones", 0),
-                             c.get("terms_checked", 0), c.get("final_states_checked", 0)))
-            if c.get("terms_short", 0) or c.get("terms_excused", 0):
-                lines.append("  %d shorter than %.0f ms (%d skipped), %d during a fault (%d "
-                             "skipped), %d -BACKEND answers to observers" % (
-                                 c.get("terms_short", 0),
-                                 check_elect.REMOTE_MIN_TERM * 1000 * r.get("scale", 1.0),
-                                 c.get("terms_short_skipped", 0), c.get("terms_excused", 0),
-                                 c.get("terms_excused_skipped", 0),
-                                 c.get("observer_backend_errors", 0)))
+    lines += _lines_of(results, "set_grants", _set_lines)
+    lines += _lines_of(results, "observer_epochs", _elect_lines)
     return "\n".join(lines)
+
+
+def _lines_of(results, counted, lines_of):
+    """The lines lines_of(r) gives of each result r whose counts have
+    counted, after an empty line (none if no result has it)."""
+    some = [r for r in results if counted in r["counts"]]
+    return [""] + [line for r in some for line in lines_of(r)] if some else []
+
+
+def _set_lines(r):
+    """What a multi-key scenario counted of its sets."""
+    c = r["counts"]
+    return ["%s: LOCKALL: %d sets granted (%d after the faults), %d not granted in time, "
+            "%d errors; %d LOCKS after those" % (
+                r["name"], c.get("set_grants", 0), c.get("set_grants_after_faults", 0),
+                c.get("set_nulls", 0), c.get("set_errors", 0), c.get("set_probes", 0))]
+
+
+def _elect_lines(r):
+    """What an election scenario counted of its leaders and observers."""
+    c = r["counts"]
+    out = ["%s: %d proclaims; observers: %d epochs, %d states, %d empty answers, "
+           "%d (term, epoch) pairs checked, %d final states" % (
+               r["name"], c.get("proclaims", 0), c.get("observer_epochs", 0),
+               c.get("observer_answers", 0), c.get("observer_nones", 0),
+               c.get("terms_checked", 0), c.get("final_states_checked", 0))]
+    if c.get("terms_short", 0) or c.get("terms_excused", 0):
+        out.append("  %d shorter than %.0f ms (%d skipped), %d during a fault (%d "
+                   "skipped), %d -BACKEND answers to observers" % (
+                       c.get("terms_short", 0),
+                       check_elect.REMOTE_MIN_TERM * 1000 * r.get("scale", 1.0),
+                       c.get("terms_short_skipped", 0), c.get("terms_excused", 0),
+                       c.get("terms_excused_skipped", 0),
+                       c.get("observer_backend_errors", 0)))
+    return out
 
 
 def report_problems(results):

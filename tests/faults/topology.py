@@ -16,7 +16,10 @@ through a proxy), etcd and etcd-tls (two daemons on one etcd, the second
 through a proxy). topo_sentinel, topo_redlock and topo_cluster hold the
 others. elect_topology() makes the election twin of a topology (memory-elect,
 redis-elect, etcd-elect, sentinel-elect, cluster-elect): its workers
-campaign, and observers on each daemon follow the keys.
+campaign, and observers on each daemon follow the keys. multi_topology()
+makes the multi-key twin (memory-multi, redis-multi, ...): half of its
+workers take sets of keys with LOCKALL, the others single keys of the same
+pool.
 """
 
 import signal
@@ -68,6 +71,12 @@ CACHE_CONF = {"lease_cache_ms": 20}
 # redis-cluster, redlock and etcd the daemons tell each other's leaders
 # through the backend (redlock: a quorum read of the nodes)
 ELECT_BACKENDS = ["memory", "redis", "etcd", "sentinel", "cluster", "redlock"]
+# the backends whose topologies have a multi-key twin, "<backend>-multi"
+# (multi_topology), with every fault of theirs
+MULTI_BACKENDS = ["memory", "redis", "redis-cache", "etcd", "sentinel", "redlock", "cluster"]
+# the pool of keys of a multi-key twin (the cluster: its three keys, one on
+# each master); each LOCKALL takes 2 or 3 of them
+MULTI_KEYS = 4
 # the shortest term of a worker in the election scenarios (ms): a term is at
 # most three changes of its key (the grant, a PROCLAIM, its end), and an
 # observer more than 8 changes behind may miss terms (check_elect.py)
@@ -138,6 +147,7 @@ class Topology:
     # the election scenarios
     OBSERVERS = ()
     HOLD_MIN_MS = 2           # the shortest hold of a worker
+    KEYS = 2                  # the keys of the lock set (a cluster picks its own)
     REMOTE = False            # election twins: the daemons share a backend
 
     def __init__(self, sc):
@@ -237,6 +247,23 @@ def elect_topology(base):
 
     ElectTopology.__name__ = ElectTopology.__qualname__ = "Elect" + base.__name__
     return ElectTopology
+
+
+def multi_topology(base):
+    """The multi-key twin of topology class base: the same servers, faults
+    and daemons, a pool of MULTI_KEYS keys; every other worker of base's
+    LAYOUT (the second, the fourth, ...) takes sets of 2 or 3 of them at
+    once with LOCKALL, the others lock single keys of the pool as in base,
+    so that a set competes with single holders of its keys and with other
+    sets."""
+
+    class MultiTopology(base):
+        LAYOUT = [tuple(e[:2]) + (("lockall",) if i % 2 else ("lock",))
+                  for i, e in enumerate(base.LAYOUT)]
+        KEYS = MULTI_KEYS
+
+    MultiTopology.__name__ = MultiTopology.__qualname__ = "Multi" + base.__name__
+    return MultiTopology
 
 
 class SplitTopology(Topology):

@@ -4,7 +4,11 @@ while, writes counter + 1 with its fence and unlocks, over and over, and logs
 every step to a file of its own. A campaign worker (the election scenarios)
 does the same as a leader: CAMPAIGN key <its id> in place of LOCK, its term
 as the fence, now and then a PROCLAIM of a new value while it leads, and
-RESIGN in place of UNLOCK.
+RESIGN in place of UNLOCK. A set worker (the multi-key scenarios) takes a set
+of 2 or 3 keys of the pool at once with one LOCKALL (a random subset in a
+random order), reads and writes each key's counter with that key's fence, and
+gives the set back with UNLOCKALL; after a null or an error it asks LOCKS
+whether any key of the set was left held (it must not be).
 
     python3 -m faults.worker CONFIG_JSON     (tests/ on PYTHONPATH)
 
@@ -13,7 +17,9 @@ kind, daemon, daemon_port, resource_port, key, ttl, wait, log, seed,
 hold_short / hold_long ([lo, hi] ms), long_frac, checkin_ms, extend_frac,
 prepare_ms ([lo, hi]: between the last check and the write), pause ([lo, hi]
 ms between two locks), io_timeout (s), campaign (bool), proclaim_frac (the
-share of terms in which a campaign worker proclaims once).
+share of terms in which a campaign worker proclaims once), lockall (bool: a
+set worker), pool (the keys a set worker draws its sets from), set_size
+([lo, hi] keys a set).
 
 Kinds of client:
   py2       redis-py (RESP2), told of a loss by the -LOST reply to a command
@@ -35,13 +41,20 @@ worker id) and "ev":
   start        pid, kind, daemon
   connected    a session is open (after HELLO 3 / CLIENT LOSTPUSH ON)
   connect_fail err
-  lock_sent    n (a sequence number), cmd (LOCK or CAMPAIGN)
-  grant        n, fence, validity, token, plan (ms it means to hold)
-  lock_null    n: not granted within WAIT
-  lock_err     n, err (-BACKEND: retried after a pause)
+  lock_sent    n (a sequence number), cmd (LOCK, CAMPAIGN or LOCKALL),
+               keys (LOCKALL: the keys asked, in the order sent)
+  grant        n, fence, validity, token, plan (ms it means to hold);
+               LOCKALL: keys (asked) and set, the answer's entries in
+               order, each {key, fence, validity, token} (key, fence None
+               where the entry is not a grant: the daemon answered part of
+               a set, and the worker hangs up)
+  lock_null    n: not granted within WAIT (LOCKALL: keys)
+  lock_err     n, err (-BACKEND: retried after a pause) (LOCKALL: keys)
+  probe        n, keys, held (the keys of keys that LOCKS lists), reply:
+               after a LOCKALL's null or error
   told         how (push, lost_err, closed, timeout), fence (None if not
-               said), sent (when the command whose reply told was sent),
-               cmd, err
+               said), key, sent (when the command whose reply told was
+               sent), cmd, err
   checkin      cmd, sent, reply: a command answered normally while holding
   extend_sent  ms, fence               extend  ms, sent, reply, fence
   proclaim_sent  value, fence          proclaim  value, sent, reply, fence
@@ -50,7 +63,11 @@ worker id) and "ev":
   abandon      fence, why: the holder was told before it wrote
   prepare      fence: checked that it still holds, writes after prepare_ms
   stall        start, gap: the worker itself ran late by gap s (descheduled)
-  unlock_sent  fence, cmd (UNLOCK or RESIGN)   unlock_reply   fence, reply
+  unlock_sent  fence, cmd (UNLOCK, RESIGN or UNLOCKALL: keys, fences)
+  unlock_reply fence, reply (UNLOCKALL: keys)
+
+Every event about one key's holding (read, write, extend, prepare, abandon,
+unlock) has its key too.
   conn_lost    where, err
   stray        value: a reply where none was expected
   error        text (a traceback: the worker failed)
@@ -78,6 +95,11 @@ class Told(Exception):
     """The session was told that its lock is lost, or the connection closed."""
 
 
+class AnswerError(Exception):
+    """The daemon answered what the protocol does not allow (a part of a
+    set): the worker closes the session."""
+
+
 class Worker:
     def __init__(self, cfg):
         self.cfg = cfg
@@ -90,13 +112,16 @@ class Worker:
         self.stop = False
         self.conn = None      # resp.Conn, or a redis.Redis for py2
         self.res = None       # resp.Conn to the resource
-        self.holding = None   # fence of the lock believed held
-        self.told = False     # told that holding is lost
+        self.held = {}        # key -> fence of each lock believed held
+        self.lost = set()     # keys of held told lost
+        self.told = False     # told that a lock of held is lost
         self.n = 0            # LOCKs sent
         self.writes = 0
         self.proclaims = 0    # PROCLAIMs sent
         # a leader's CAMPAIGN and RESIGN, or a holder's LOCK and UNLOCK
         self.campaign = bool(cfg.get("campaign"))
+        # a set holder's LOCKALL and UNLOCKALL
+        self.lockall = bool(cfg.get("lockall"))
 
     # ---- log ----
 
@@ -154,10 +179,13 @@ class Worker:
     def lost_connection(self, where, err, sent=None, cmd=None):
         """The session is gone: whatever it held is lost, and told now."""
         how = "timeout" if "imeout" in type(err).__name__ else "closed"
-        if self.holding is not None and not self.told:
+        if self.held and not self.told:
             self.told = True
-            self.log("told", how=how, fence=self.holding, sent=sent, cmd=cmd,
-                     err=repr(err)[:200])
+            for key, fence in self.held.items():
+                if key not in self.lost:
+                    self.log("told", how=how, fence=fence, key=key, sent=sent, cmd=cmd,
+                             err=repr(err)[:200])
+            self.lost.update(self.held)
         self.log("conn_lost", where=where, err=repr(err)[:200])
         self.hangup()
 
@@ -167,8 +195,7 @@ class Worker:
             fence = p[2]
             self.log("told", how="push", fence=fence, key=key,
                      err=(p[3].decode(errors="replace") if len(p) > 3 else ""))
-            if key == self.key and fence == self.holding:
-                self.told = True
+            self.lose(key, fence)
         else:
             self.log("stray", value=repr(p)[:200])
 
@@ -192,12 +219,19 @@ class Worker:
                 fence = int(m.group(2))
                 self.log("told", how="lost_err", fence=fence, key=m.group(1), sent=sent,
                          cmd=args[0], err=str(r)[:200])
-                if m.group(1) == self.key and fence == self.holding:
-                    self.told = True
+                if self.lose(m.group(1), fence):
                     raise Told()
                 # a loss of an earlier lock: the command was not run
                 return self.call(*args)
         return r, sent
+
+    def lose(self, key, fence):
+        """A loss of (key, fence) told: whether it is one of held's."""
+        if key not in self.held or self.held[key] != fence:
+            return False
+        self.told = True
+        self.lost.add(key)
+        return True
 
     def py2_call(self, *args):
         """A command through redis-py, its outcomes as resp's."""
@@ -247,47 +281,116 @@ class Worker:
             return self.rng.uniform(*self.cfg["hold_long"])
         return self.rng.uniform(*self.cfg["hold_short"])
 
+    def draw(self):
+        """A set worker's next set: 2 or 3 keys of the pool (set_size), a
+        random subset in a random order."""
+        lo, hi = self.cfg.get("set_size", (2, 3))
+        pool = self.cfg["pool"]
+        return self.rng.sample(pool, min(len(pool), self.rng.randint(lo, hi)))
+
     def round(self):
         if self.conn is None and not self.connect():
             time.sleep(self.rng.uniform(0.02, 0.06))
             return
         self.n += 1
         n = self.n
-        if self.campaign:
+        about = {}  # what the events of a LOCKALL add: its keys
+        if self.lockall:
+            keys = self.draw()
+            cmd = ("LOCKALL", len(keys)) + tuple(keys)
+            about["keys"] = keys
+        elif self.campaign:
+            keys = [self.key]
             cmd = ("CAMPAIGN", self.key, self.id)
         else:
+            keys = [self.key]
             cmd = ("LOCK", self.key)
-        self.log("lock_sent", n=n, cmd=cmd[0])
+        self.log("lock_sent", n=n, cmd=cmd[0], **about)
         try:
             r, sent = self.call(*cmd, "TTL", self.ttl, "WAIT", self.cfg["wait"])
         except Told:
             return
-        if r is None:
-            self.log("lock_null", n=n)
+        if r is None or isinstance(r, resp.Err):
+            if r is None:
+                self.log("lock_null", n=n, **about)
+            else:
+                self.log("lock_err", n=n, err=str(r)[:200], **about)
+            if self.lockall:
+                self.probe(n, keys)
+            if r is not None:
+                self.pause((20, 80))
             return
-        if isinstance(r, resp.Err):
-            self.log("lock_err", n=n, err=str(r)[:200])
-            self.pause((20, 80))
-            return
-        if not (isinstance(r, list) and len(r) == 3):
-            self.log("stray", value=repr(r)[:200])
-            self.hangup()
-            return
-        token, fence, validity = r
         plan = self.plan()
-        self.holding = fence
-        self.told = False
-        t_grant = time.monotonic()
-        self.log("grant", t=t_grant, n=n, fence=fence, validity=validity,
-                 token=token.decode() if isinstance(token, bytes) else token,
-                 plan=round(plan), sent=sent)
+        if self.lockall:
+            entries = [self.entry(keys[i] if i < len(keys) else None, e)
+                       for i, e in enumerate(r)] if isinstance(r, list) else []
+            grants = [(e["key"], e["fence"]) for e in entries if e["fence"] is not None]
+            t_grant = time.monotonic()
+            self.log("grant", t=t_grant, n=n, keys=keys, set=entries, plan=round(plan),
+                     sent=sent)
+            if len(grants) != len(keys) or len(entries) != len(keys):
+                # a part of a set: the worker writes nothing with it, and
+                # closes the session, which releases whatever it holds
+                self.held, self.lost, self.told = dict(grants), set(), False
+                self.lost_connection("lockall", AnswerError(
+                    "LOCKALL of %d keys answered %s" % (len(keys), repr(r)[:200])))
+                self.held = {}
+                return
+        else:
+            if not (isinstance(r, list) and len(r) == 3):
+                self.log("stray", value=repr(r)[:200])
+                self.hangup()
+                return
+            token, fence, validity = r
+            grants = [(self.key, fence)]
+            t_grant = time.monotonic()
+            self.log("grant", t=t_grant, n=n, fence=fence, validity=validity,
+                     token=token.decode() if isinstance(token, bytes) else token,
+                     plan=round(plan), sent=sent)
+        self.held, self.lost, self.told = dict(grants), set(), False
         try:
-            self.hold(fence, t_grant, plan)
+            self.hold(grants, t_grant, plan)
         except Told:
             pass
-        self.unlock(fence)
-        self.holding = None
-        self.told = False
+        if self.lockall:
+            self.unlock_set(grants)
+        else:
+            self.unlock(*grants[0])
+        self.held, self.lost, self.told = {}, set(), False
+
+    @staticmethod
+    def entry(key, e):
+        """One entry of a LOCKALL answer as the grant event logs it: {key,
+        fence, validity, token}, or {key: None, fence: None, raw} where it
+        is not LOCK's answer (or there is no key asked for it)."""
+        if (key is not None and isinstance(e, list) and len(e) == 3 and
+                isinstance(e[0], (bytes, str)) and
+                all(isinstance(v, int) and not isinstance(v, bool) for v in e[1:])):
+            token = e[0].decode(errors="replace") if isinstance(e[0], bytes) else e[0]
+            return {"key": key, "fence": e[1], "validity": e[2], "token": token}
+        return {"key": None, "fence": None, "raw": repr(e)[:100]}
+
+    def probe(self, n, keys):
+        """After a LOCKALL's null or error: LOCKS must list no key of the
+        set (nothing of it is held); a session that kept some is closed, so
+        that the next round starts with nothing held."""
+        try:
+            r, _ = self.call("LOCKS")
+        except Told:
+            return
+        held = []
+        if isinstance(r, list):
+            for e in r:
+                if isinstance(e, list) and e:
+                    k = e[0].decode(errors="replace") if isinstance(e[0], bytes) else e[0]
+                    if k in keys:
+                        held.append(k)
+            reply = "%d lock(s)" % len(r)
+        else:
+            reply = str(r)[:200]
+        self.log("probe", n=n, keys=keys, held=held, reply=reply)
+        if held:
+            self.hangup()
 
     def alive(self):
         """Whether the holding is still believed: for push workers, read the
@@ -309,10 +412,11 @@ class Worker:
         r, sent = self.call("PING")
         self.log("checkin", cmd="PING", sent=sent, reply=str(r)[:40])
 
-    def wait(self, until, fence, extend_at, proclaim_at):
+    def wait(self, until, grants, extend_at, proclaim_at):
         """Hold until the monotonic time until, checking in (or polling for
-        pushes) every checkin_ms, EXTEND once at extend_at and PROCLAIM once
-        at proclaim_at (each if not None). Raises Told."""
+        pushes) every checkin_ms, EXTEND one of grants ((key, fence)) once
+        at extend_at and PROCLAIM once at proclaim_at (each if not None).
+        Raises Told."""
         step = self.cfg["checkin_ms"] / 1000.0
         while True:
             now = time.monotonic()
@@ -339,18 +443,18 @@ class Worker:
                 t1 = time.monotonic()
             if extend_at is not None and t1 >= extend_at:
                 extend_at = None
-                self.extend(fence)
+                self.extend(*self.rng.choice(grants))
             elif proclaim_at is not None and t1 >= proclaim_at:
                 proclaim_at = None
-                self.proclaim(fence)
+                self.proclaim(grants[0][1])
             elif self.kind != "raw3push":
                 self.checkin()
 
-    def extend(self, fence):
+    def extend(self, key, fence):
         ms = self.rng.choice([self.ttl, self.ttl * 5 // 4, self.ttl])
-        self.log("extend_sent", ms=ms, fence=fence)
-        r, sent = self.call("EXTEND", self.key, ms)
-        self.log("extend", ms=ms, sent=sent, reply=str(r)[:200], fence=fence)
+        self.log("extend_sent", ms=ms, fence=fence, key=key)
+        r, sent = self.call("EXTEND", key, ms)
+        self.log("extend", ms=ms, sent=sent, reply=str(r)[:200], fence=fence, key=key)
 
     def proclaim(self, fence):
         """A new value for the term fence: the worker's id and a number."""
@@ -362,56 +466,94 @@ class Worker:
         if isinstance(r, resp.Err) and r.code == "LOST":
             # the term was lost: PROCLAIM's own -LOST tells it (docs/protocol.md)
             if not self.told:
-                self.told = True
+                self.lose(self.key, fence)
                 self.log("told", how="lost_err", fence=fence, key=self.key, sent=sent,
                          cmd="PROCLAIM", err=str(r)[:200])
             raise Told()
 
-    def hold(self, fence, t_grant, plan):
-        sent = time.monotonic()
-        r = self.res_call(*fenced.read_args(self.key, fence))
-        if isinstance(r, resp.Err):
-            self.log("read_rejected", fence=fence, err=str(r)[:200], sent=sent)
+    def hold(self, grants, t_grant, plan):
+        """Read each key's counter with its fence (grants: [(key, fence)]),
+        hold until plan ms after the grant, then write each counter + 1 with
+        its fence, checking before each write that the locks are still
+        held. Raises Told."""
+        reads = []
+        for key, fence in grants:
+            sent = time.monotonic()
+            r = self.res_call(*fenced.read_args(key, fence))
+            if isinstance(r, resp.Err):
+                self.log("read_rejected", fence=fence, key=key, err=str(r)[:200], sent=sent)
+                continue
+            self.log("read_ok", fence=fence, key=key, value=r, sent=sent)
+            reads.append((key, fence, r))
+        if not reads:
             return
-        value = r
-        self.log("read_ok", fence=fence, value=value, sent=sent)
         until = t_grant + plan / 1000.0
         extend_at = proclaim_at = None
         if self.rng.random() < self.cfg["extend_frac"]:
             extend_at = self.rng.uniform(t_grant, until)
         if self.campaign and self.rng.random() < self.cfg.get("proclaim_frac", 0):
             proclaim_at = self.rng.uniform(t_grant, until)
-        self.wait(until, fence, extend_at, proclaim_at)
-        # a step that needs the lock: make sure it is still held
-        if self.kind == "raw3push":
-            if not self.alive():
-                self.log("abandon", fence=fence, why="told before the write")
-                return
-        else:
-            self.checkin()
-        # the time a real client takes between its check and its write
-        self.log("prepare", fence=fence)
-        lo, hi = self.cfg.get("prepare_ms", (0, 0))
-        self.sleep(self.rng.uniform(lo, hi) / 1000.0)
-        self.writes += 1
-        tag = "%s:%d" % (self.id, self.writes)
-        self.log("write_sent", fence=fence, value=value + 1, tag=tag)
-        r = self.res_call(*fenced.write_args(self.key, fence, value + 1, tag))
-        if isinstance(r, resp.Err):
-            self.log("write_rejected", fence=fence, value=value + 1, tag=tag, err=str(r)[:200])
-        else:
-            self.log("write_ok", fence=fence, value=value + 1, tag=tag)
+        self.wait(until, grants, extend_at, proclaim_at)
+        for key, fence, value in reads:
+            # a step that needs the lock: make sure it is still held
+            if self.kind == "raw3push":
+                if not self.alive():
+                    self.log("abandon", fence=fence, key=key, why="told before the write")
+                    return
+            else:
+                self.checkin()
+            # the time a real client takes between its check and its write
+            self.log("prepare", fence=fence, key=key)
+            lo, hi = self.cfg.get("prepare_ms", (0, 0))
+            self.sleep(self.rng.uniform(lo, hi) / 1000.0)
+            self.writes += 1
+            tag = "%s:%d" % (self.id, self.writes)
+            self.log("write_sent", fence=fence, key=key, value=value + 1, tag=tag)
+            r = self.res_call(*fenced.write_args(key, fence, value + 1, tag))
+            if isinstance(r, resp.Err):
+                self.log("write_rejected", fence=fence, key=key, value=value + 1, tag=tag,
+                         err=str(r)[:200])
+            else:
+                self.log("write_ok", fence=fence, key=key, value=value + 1, tag=tag)
 
-    def unlock(self, fence):
+    def unlock(self, key, fence):
         if self.conn is None:
             return
         cmd = "RESIGN" if self.campaign else "UNLOCK"
-        self.log("unlock_sent", fence=fence, cmd=cmd)
+        self.log("unlock_sent", fence=fence, key=key, cmd=cmd)
         try:
-            r, _ = self.call(cmd, self.key)
+            r, _ = self.call(cmd, key)
         except Told:
             return
-        self.log("unlock_reply", fence=fence, reply=str(r)[:200])
+        self.log("unlock_reply", fence=fence, key=key, reply=str(r)[:200])
+
+    def unlock_set(self, grants):
+        """UNLOCKALL the keys of grants ((key, fence)) not told lost. A
+        -NOTHELD names a key the session no longer holds: again without it.
+        An answer that leaves it unsure what is still held closes the
+        session (which releases everything)."""
+        for _ in range(len(grants) + 2):
+            if self.conn is None:
+                return
+            keep = [(k, f) for k, f in grants if k not in self.lost]
+            if not keep:
+                return
+            keys = [k for k, _ in keep]
+            self.log("unlock_sent", cmd="UNLOCKALL", keys=keys, fences=[f for _, f in keep])
+            try:
+                r, _ = self.call("UNLOCKALL", len(keys), *keys)
+            except Told:
+                continue  # a loss told in its place: again without that key
+            self.log("unlock_reply", keys=keys, reply=str(r)[:200])
+            if isinstance(r, resp.Err) and r.code == "NOTHELD":
+                named = sorted((k for k in keys if k in r), key=len, reverse=True)
+                if named:
+                    self.lost.add(named[0])
+                    continue
+            if isinstance(r, list) and len(r) == len(keys):
+                return
+            break
+        self.hangup()
 
     def run(self):
         self.log("start", pid=os.getpid(), kind=self.kind, daemon=self.cfg["daemon"])

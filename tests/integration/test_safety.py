@@ -6,7 +6,11 @@ a lost update, and excuse an overlap only when a fault kept a holder from
 hearing of its loss. With leaders and observers (the election scenarios) it
 must report an observer that saw a revision or a term go back, missed a
 term, saw a leader's value that is not the leader's, or ended on another
-state than the final LEADER answer, and a refused PROCLAIM.
+state than the final LEADER answer, and a refused PROCLAIM. TestCheckerSets
+does the same with sets of keys (LOCKALL): each key of a set is judged with
+the single holders of that key, and a set granted in part (an answer short
+of a grant, a key left held after a null answer, a write with a fence of no
+whole grant) is reported.
 
 TestSafetyShort runs one round of a representative subset of backend x fault
 (see tests/faults/; `make check-faults` runs them all, several
@@ -30,6 +34,11 @@ PARAMS = {"ttl": TTL, "margin_ms": 240, "backend": "redis", "notice_bound": 0.5,
           "recovery_from": None, "run_end": 100.0}
 WORKERS = {"w1": {"daemon": "d0", "key": KEY}, "w2": {"daemon": "d1", "key": KEY},
            "w3": {"daemon": "d0", "key": KEY}}
+# the multi-key scenarios': set workers s1 (d0) and s2 (d1), the single
+# key holders w1 to w3 (of KEY) and w4 (of b)
+SET_WORKERS = dict(WORKERS, s1={"daemon": "d0", "key": None, "role": "lockall"},
+                   s2={"daemon": "d1", "key": None, "role": "lockall"},
+                   w4={"daemon": "d1", "key": "b"})
 # the election scenarios': one daemon, two leaders and a plain holder
 ELECT_WORKERS = {"w1": {"daemon": "d0", "key": KEY, "role": "campaign"},
                  "w2": {"daemon": "d0", "key": KEY, "role": "campaign"},
@@ -42,7 +51,8 @@ class History:
 
     def __init__(self):
         self.events = []
-        self.ops = []     # (t, w, fence, "read" | "write", forced outcome)
+        self.ops = []     # (t, w, key, fence, "read" | "write", forced outcome)
+        self.keys = [KEY]  # the keys of the resource
 
     def ev(self, t, w, ev, **kw):
         kw.update(t=t, w=w, ev=ev)
@@ -56,53 +66,80 @@ class History:
         self.ev(lock, w, "lock_sent", n=1)
         self.ev(grant, w, "grant", n=1, fence=fence, validity=TTL - 1, plan=10, sent=lock)
         if read is not None:
-            self.ops.append((read, w, fence, "read", None))
+            self.ops.append((read, w, KEY, fence, "read", None))
         if write is not None:
-            self.ops.append((write, w, fence, "write", accepted))
+            self.ops.append((write, w, KEY, fence, "write", accepted))
         if end_ev == "told":
             self.ev(end, w, "told", how=how, fence=fence)
         else:
             self.ev(end, w, end_ev, fence=fence)
 
+    def hold_set(self, w, grants, lock, grant, end, keys=None, read=None, write=None,
+                 end_ev="unlock_sent"):
+        """One LOCKALL by set worker w: sent at lock, answered at grant with
+        grants [(key, fence)] (keys: the keys asked, by default those of
+        grants), a fenced read of each key granted at read and a write at
+        write, and UNLOCKALL (or end_ev) at end."""
+        keys = keys or [k for k, _ in grants]
+        for k in keys:
+            if k not in self.keys:
+                self.keys.append(k)
+        self.ev(lock, w, "lock_sent", n=1, cmd="LOCKALL", keys=keys)
+        entries = [{"key": k, "fence": f, "validity": TTL - 1, "token": "%s/%s" % (k, f)}
+                   for k, f in grants]
+        self.ev(grant, w, "grant", n=1, keys=keys, set=entries, plan=10, sent=lock)
+        for k, f in grants:
+            if read is not None:
+                self.ops.append((read, w, k, f, "read", None))
+            if write is not None:
+                self.ops.append((write, w, k, f, "write", None))
+        self.ev(end, w, end_ev, cmd="UNLOCKALL", keys=[k for k, _ in grants],
+                fences=[f for _, f in grants])
+
     def play(self):
-        counter, max_fence, writes, stale = 0, 0, [], 0
+        """The resource's state of each key after the reads and writes."""
+        counter = {k: 0 for k in self.keys}
+        max_fence = {k: 0 for k in self.keys}
+        writes = {k: [] for k in self.keys}
+        stale = {k: 0 for k in self.keys}
         value = {}
         n = {}
-        for t, w, fence, op, forced in sorted(self.ops):
+        for t, w, key, fence, op, forced in sorted(self.ops):
             if op == "read":
-                if fence >= max_fence:
-                    max_fence = fence
-                    value[w, fence] = counter
-                    self.ev(t, w, "read_ok", fence=fence, value=counter, sent=t)
+                if fence >= max_fence[key]:
+                    max_fence[key] = fence
+                    value[w, key, fence] = counter[key]
+                    self.ev(t, w, "read_ok", fence=fence, key=key, value=counter[key], sent=t)
                 else:
-                    self.ev(t, w, "read_rejected", fence=fence, err="STALE", sent=t)
+                    self.ev(t, w, "read_rejected", fence=fence, key=key, err="STALE", sent=t)
                 continue
-            if (w, fence) not in value:
+            if (w, key, fence) not in value:
                 continue  # no write without a read
             n[w] = n.get(w, 0) + 1
             tag = "%s:%d" % (w, n[w])
-            v = value[w, fence] + 1
-            self.ev(t, w, "write_sent", fence=fence, value=v, tag=tag)
-            ok = fence >= max_fence if forced is None else forced
+            v = value[w, key, fence] + 1
+            self.ev(t, w, "write_sent", fence=fence, key=key, value=v, tag=tag)
+            ok = fence >= max_fence[key] if forced is None else forced
             if ok:
-                max_fence = max(max_fence, fence)
-                counter = v
-                writes.append((fence, v, tag))
-                self.ev(t + 0.001, w, "write_ok", fence=fence, value=v, tag=tag)
+                max_fence[key] = max(max_fence[key], fence)
+                counter[key] = v
+                writes[key].append((fence, v, tag))
+                self.ev(t + 0.001, w, "write_ok", fence=fence, key=key, value=v, tag=tag)
             else:
-                stale += 1
-                self.ev(t + 0.001, w, "write_rejected", fence=fence, value=v, tag=tag,
-                        err="STALE")
-        return {"counter": counter, "max_fence": max_fence, "writes": writes,
-                "stale_reads": 0, "stale_writes": stale}
+                stale[key] += 1
+                self.ev(t + 0.001, w, "write_rejected", fence=fence, key=key, value=v,
+                        tag=tag, err="STALE")
+        return {k: {"counter": counter[k], "max_fence": max_fence[k], "writes": writes[k],
+                    "stale_reads": 0, "stale_writes": stale[k]} for k in self.keys}
 
-    def check(self, faults=(), params=None, counter=None, observed=None):
+    def check(self, faults=(), params=None, counter=None, observed=None, workers=None):
         state = self.play()
         if counter is not None:
-            state["counter"] = counter
+            state[KEY]["counter"] = counter
         self.events.sort(key=lambda e: e["t"])
-        workers = WORKERS if observed is None else ELECT_WORKERS
-        return check.check(self.events, workers, list(faults), {KEY: state},
+        if workers is None:
+            workers = WORKERS if observed is None else ELECT_WORKERS
+        return check.check(self.events, workers, list(faults), state,
                            dict(PARAMS, **(params or {})),
                            observed.observed() if observed is not None else None)
 
@@ -457,6 +494,128 @@ class TestChecker(unittest.TestCase):
         h.hold("w2", 11, 1.2, 1.3, 2.0)
         kill = {"kind": "client_kill", "target": "w1", "start": 1.25, "end": 1.25}
         self.assertClean(h.check([kill]))
+
+
+class TestCheckerSets(unittest.TestCase):
+    """LOCKALL's sets: per-key rules on every key of a set, and a set never
+    granted partly."""
+
+    def assertClean(self, res):
+        self.assertEqual(res["violations"], [], res["violations"])
+        self.assertEqual(res["failures"], [], res["failures"])
+
+    def check(self, h, faults=(), params=None):
+        return h.check(faults, params=params, workers=SET_WORKERS)
+
+    def test_sets_and_single_holders_one_at_a_time_are_clean(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5, read=1.02, write=1.4)
+        h.hold_set("s1", [("b", 11), (KEY, 12)], 1.1, 1.51, 2.0, read=1.52, write=1.9)
+        h.hold("w2", 13, 1.6, 2.01, 2.5, read=2.02, write=2.4)
+        h.hold_set("s2", [("b", 14), ("c", 15)], 1.7, 2.01, 2.5, read=2.02, write=2.4)
+        res = self.check(h)
+        self.assertClean(res)
+        self.assertEqual(res["counts"]["grants"], 6)
+        self.assertEqual(res["counts"]["set_grants"], 2)
+        self.assertEqual(res["counts"]["writes_accepted"], 6)
+
+    def test_set_overlapping_a_single_holder_of_one_of_its_keys_is_a_violation(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5, read=1.02, write=1.4)
+        h.hold_set("s1", [("b", 11), (KEY, 12)], 1.1, 1.3, 2.0, read=1.31, write=1.9)
+        res = self.check(h)
+        self.assertEqual([(v["kind"], v["key"]) for v in res["violations"]],
+                         [("double grant", KEY)])
+
+    def test_loss_of_one_key_of_a_set_ends_that_key_only(self):
+        # s1 is told at 1.4 that it lost KEY (w2 is granted it at 1.45); it
+        # keeps b until its UNLOCKALL, and nobody else takes b meanwhile
+        h = History()
+        h.hold_set("s1", [("b", 10), (KEY, 11)], 1.0, 1.01, 2.0, read=1.02)
+        h.ev(1.4, "s1", "told", how="push", key=KEY, fence=11)
+        h.hold("w2", 12, 1.3, 1.45, 1.8, read=1.46, write=1.7)
+        self.assertClean(self.check(h))
+        # ... but a single holder granted b before the UNLOCKALL overlaps s1
+        h.hold("w4", 13, 1.3, 1.5, 1.9)
+        res = self.check(h)
+        self.assertEqual([(v["kind"], v["key"]) for v in res["violations"]],
+                         [("double grant", "b")])
+
+    def test_partial_grant_is_a_violation(self):
+        # LOCKALL of three keys answered with two grants
+        h = History()
+        h.hold_set("s1", [("b", 10), (KEY, 11)], 1.0, 1.01, 1.5, keys=["b", KEY, "c"])
+        res = self.check(h)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["partial set"])
+        self.assertIn("2 grant(s) for 3 keys", res["violations"][0]["text"])
+        self.assertEqual([x.brief()[:2] for x in res["violations"][0]["holders"]],
+                         ["s1", "s1"])
+        # a worker that writes with a fence of that part is caught too
+        h.ev(1.45, "s1", "write_sent", fence=10, key="b", value=1, tag="s1:9")
+        res = self.check(h)
+        self.assertEqual(sorted(v["kind"] for v in res["violations"]),
+                         ["fence not granted", "partial set"])
+
+    def test_entry_that_is_not_a_grant_is_a_violation(self):
+        h = History()
+        h.hold_set("s1", [("b", 10), (KEY, 11)], 1.0, 1.01, 1.5)
+        h.events[1]["set"][1] = {"key": None, "fence": None, "raw": "None"}
+        res = self.check(h)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["partial set"])
+        self.assertIn("entry 2", res["violations"][0]["text"])
+
+    def test_repeated_token_or_fence_in_a_set(self):
+        h = History()
+        h.hold_set("s1", [("b", 10), (KEY, 11)], 1.0, 1.01, 1.5)
+        h.events[1]["set"][1]["token"] = h.events[1]["set"][0]["token"]
+        res = self.check(h)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["partial set"])
+        # one counter for all keys (memory): two keys' fences differ
+        h = History()
+        h.hold_set("s1", [("b", 10), (KEY, 10)], 1.0, 1.01, 1.5)
+        res = self.check(h, params={"backend": "memory"})
+        self.assertEqual([v["kind"] for v in res["violations"]], ["partial set"])
+        # fences per key (redis): the same number on two keys is noted only
+        res = self.check(h, params={"backend": "redis"})
+        self.assertClean(res)
+        self.assertIn("same fence for two keys", " ".join(res["suspicious"]))
+
+    def test_key_held_after_a_null_answer_is_a_violation(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5, read=1.02, write=1.4)
+        h.hold_set("s2", [("b", 20), ("c", 21)], 1.6, 1.61, 1.8, read=1.62, write=1.7)
+        h.ev(1.1, "s1", "lock_sent", n=1, cmd="LOCKALL", keys=["b", KEY])
+        h.ev(1.3, "s1", "lock_null", n=1, keys=["b", KEY])
+        h.ev(1.31, "s1", "probe", n=1, keys=["b", KEY], held=[], reply="0 lock(s)")
+        probe = h.events[-1]
+        res = self.check(h)
+        self.assertClean(res)
+        self.assertEqual(res["counts"]["set_nulls"], 1)
+        probe["held"] = ["b"]
+        res = self.check(h)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["partial set"])
+        self.assertIn("still held ['b']", res["violations"][0]["text"])
+
+    def test_no_set_granted_is_a_failure(self):
+        h = History()
+        h.hold("w1", 10, 1.0, 1.01, 1.5, read=1.02, write=1.4)
+        h.ev(1.1, "s1", "lock_sent", n=1, cmd="LOCKALL", keys=["b", KEY])
+        h.ev(1.2, "s1", "lock_err", n=1, keys=["b", KEY], err="ERR unknown command")
+        res = self.check(h)
+        self.assertEqual([f["text"] for f in res["failures"]],
+                         ["no set granted at all (LOCKALL)"])
+        self.assertEqual(res["counts"]["set_errors"], 1)
+
+    def test_write_with_a_fence_of_no_whole_grant_is_a_violation(self):
+        # after an error answer s1 writes with a fence it was never granted
+        h = History()
+        h.ev(1.1, "s1", "lock_sent", n=1, cmd="LOCKALL", keys=["b", KEY])
+        h.ev(1.3, "s1", "lock_err", n=1, keys=["b", KEY], err="BACKEND down")
+        h.ev(1.31, "s1", "probe", n=1, keys=["b", KEY], held=[], reply="0 lock(s)")
+        h.ops.append((1.4, "s1", "b", 10, "read", None))
+        h.keys.append("b")
+        res = self.check(h)
+        self.assertEqual([v["kind"] for v in res["violations"]], ["fence not granted"])
 
 
 class TestSafetyShort(unittest.TestCase):
