@@ -138,6 +138,8 @@ def holdings_of(events, workers, faults, run_end):
                     cur[key] = h
                     out.append(h)
                     past.add((key, fence))
+            elif ev == "told" and e.get("waiting"):
+                continue  # a key of a LOCKALL not answered yet: never granted
             elif ev == "told":
                 key, fence = e.get("key"), e.get("fence")
                 hs = [h for h in cur.values() if (key is None or h.key == key) and
@@ -596,11 +598,12 @@ def _check_quorum_loss(holdings, events, workers, faults, params, res):
     the nodes while it lasts). On those daemons, from IN_FLIGHT s after it
     began until its end: a grant (a local handoff under a lease confirmed
     before the fault) never claims validity past the longest lease counted
-    from the fault's start; every LOCK error is -BACKEND. And no holding of
-    theirs that began before goes on, while the fault lasts, past its lease
-    counted from the fault's start (the last renewal that reached a majority
-    was sent before it) plus notice_bound: the TTL, or the longest EXTEND
-    answered before the fault. Each is told of the loss, or unlocked,
+    from the fault's start; every LOCK error is -BACKEND (a LOCKALL may
+    also answer -LOST: a key it took was lost while it waited for the
+    next). And no holding of theirs that began before goes on, while the
+    fault lasts, past its lease counted from the fault's start (the last
+    renewal that reached a majority was sent before it) plus notice_bound:
+    the TTL, or the longest EXTEND answered before the fault. Each is told of the loss, or unlocked,
     before."""
     scale = params.get("notice_bound", 0.5) / 0.5
     ttl = params["ttl"] / 1000.0
@@ -632,8 +635,11 @@ def _check_quorum_loss(holdings, events, workers, faults, params, res):
         for e in events:
             if (e["ev"] == "lock_err" and quiet_from < e["t"] < f["end"] and
                     workers.get(e["w"], {}).get("daemon") in lost):
+                err = str(e.get("err", ""))
+                if "keys" in e and err.startswith("LOST"):
+                    continue  # a key a LOCKALL took was lost while it waited
                 counts["backend_errors_without_quorum"] += 1
-                if not str(e.get("err", "")).startswith("BACKEND"):
+                if not err.startswith("BACKEND"):
                     res["failures"].append({
                         "kind": "not -BACKEND",
                         "text": "worker %s's LOCK failed with %r at %.3f while its daemon "

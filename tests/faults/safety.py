@@ -356,12 +356,16 @@ class Scenario:
             "resource_port": self.resource.port,
             "key": self.keys[self.wseq % len(self.keys)] if role != "lockall" else None,
             "ttl": ttl,
-            "wait": ttl, "log": os.path.join(self.dir, "%s.log" % wid),
+            # a LOCKALL holds the keys it took while it waits for the next
+            # one, and a set holds several: sets wait and hold for less, so
+            # that the others are not held up past the TTL behind them
+            "wait": ttl if role != "lockall" else ttl // 2,
+            "log": os.path.join(self.dir, "%s.log" % wid),
             "seed": self.rng.randrange(1 << 30),
             # short holds are well under the safety margin; long ones span
             # a renewal or two (every TTL/3) and check in, or read pushes
             "hold_short": [short_min, max(short_min * 2, 5, self.margin_ms // 3)],
-            "hold_long": [ttl // 3 + 100, ttl * 3 // 2],
+            "hold_long": [ttl // 3 + 100, ttl * 3 // 2 if role != "lockall" else ttl],
             "long_frac": 0.3 if push else 0.1,
             "checkin_ms": 25,
             "prepare_ms": [10, 40],

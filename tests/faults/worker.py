@@ -54,7 +54,9 @@ worker id) and "ev":
                after a LOCKALL's null or error
   told         how (push, lost_err, closed, timeout), fence (None if not
                said), key, sent (when the command whose reply told was
-               sent), cmd, err
+               sent), cmd, err; waiting: true on a push of the loss of a
+               key a LOCKALL took while it waited for a later one (the
+               LOCKALL then answers -LOST, logged as lock_err)
   checkin      cmd, sent, reply: a command answered normally while holding
   extend_sent  ms, fence               extend  ms, sent, reply, fence
   proclaim_sent  value, fence          proclaim  value, sent, reply, fence
@@ -115,6 +117,7 @@ class Worker:
         self.held = {}        # key -> fence of each lock believed held
         self.lost = set()     # keys of held told lost
         self.told = False     # told that a lock of held is lost
+        self.waiting = ()     # the keys of the LOCKALL awaiting its answer
         self.n = 0            # LOCKs sent
         self.writes = 0
         self.proclaims = 0    # PROCLAIMs sent
@@ -193,8 +196,11 @@ class Worker:
         if len(p) >= 3 and p[0] == b"lost":
             key = p[1].decode(errors="replace")
             fence = p[2]
+            # a key a LOCKALL took and lost while it waited for a later
+            # one: the LOCKALL will answer -LOST (docs/protocol.md, LOCKALL)
+            waiting = {"waiting": True} if key in self.waiting else {}
             self.log("told", how="push", fence=fence, key=key,
-                     err=(p[3].decode(errors="replace") if len(p) > 3 else ""))
+                     err=(p[3].decode(errors="replace") if len(p) > 3 else ""), **waiting)
             self.lose(key, fence)
         else:
             self.log("stray", value=repr(p)[:200])
@@ -215,6 +221,10 @@ class Worker:
             raise Told()
         if isinstance(r, resp.Err):
             m = NOTICE_RE.match(r)
+            if m and m.group(1) in self.waiting:
+                # LOCKALL's own answer: a key it took was lost while it
+                # waited for a later one, and it gave them all back
+                return r, sent
             if m:
                 fence = int(m.group(2))
                 self.log("told", how="lost_err", fence=fence, key=m.group(1), sent=sent,
@@ -306,10 +316,13 @@ class Worker:
             keys = [self.key]
             cmd = ("LOCK", self.key)
         self.log("lock_sent", n=n, cmd=cmd[0], **about)
+        self.waiting = keys if self.lockall else ()
         try:
             r, sent = self.call(*cmd, "TTL", self.ttl, "WAIT", self.cfg["wait"])
         except Told:
             return
+        finally:
+            self.waiting = ()
         if r is None or isinstance(r, resp.Err):
             if r is None:
                 self.log("lock_null", n=n, **about)

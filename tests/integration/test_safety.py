@@ -505,7 +505,7 @@ class TestCheckerSets(unittest.TestCase):
         self.assertEqual(res["failures"], [], res["failures"])
 
     def check(self, h, faults=(), params=None):
-        return h.check(faults, params=params, workers=SET_WORKERS)
+        return h.check(list(faults), params=params, workers=SET_WORKERS)
 
     def test_sets_and_single_holders_one_at_a_time_are_clean(self):
         h = History()
@@ -595,6 +595,22 @@ class TestCheckerSets(unittest.TestCase):
         res = self.check(h)
         self.assertEqual([v["kind"] for v in res["violations"]], ["partial set"])
         self.assertIn("still held ['b']", res["violations"][0]["text"])
+
+    def test_lockall_answered_lost_while_it_waited_is_clean(self):
+        # s1's LOCKALL took b, lost it while it waited for KEY (a push of
+        # a fence it was never granted), and answered -LOST: nothing held
+        lost = {"kind": "majority_lost", "target": "node1+node2", "start": 1.0, "end": 4.0,
+                "quorum_lost": ["d0"]}
+        h = History()
+        h.hold_set("s2", [("b", 20), ("c", 21)], 1.6, 1.61, 1.8, read=1.62, write=1.7)
+        h.ev(1.1, "s1", "lock_sent", n=1, cmd="LOCKALL", keys=["b", KEY])
+        h.ev(1.5, "s1", "told", how="push", key="b", fence=19, waiting=True)
+        h.ev(1.51, "s1", "lock_err", n=1, keys=["b", KEY], err="LOST b 19 no quorum")
+        h.ev(1.52, "s1", "probe", n=1, keys=["b", KEY], held=[], reply="0 lock(s)")
+        res = self.check(h, [lost], params={"backend": "redlock"})
+        self.assertClean(res)
+        self.assertEqual(res["suspicious"], [])
+        self.assertEqual(res["counts"]["set_errors"], 1)
 
     def test_no_set_granted_is_a_failure(self):
         h = History()
