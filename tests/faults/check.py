@@ -603,8 +603,8 @@ def _check_quorum_loss(holdings, events, workers, faults, params, res):
     next). And no holding of theirs that began before goes on, while the
     fault lasts, past its lease counted from the fault's start (the last
     renewal that reached a majority was sent before it) plus notice_bound:
-    the TTL, or the longest EXTEND answered before the fault. Each is told of the loss, or unlocked,
-    before."""
+    the TTL, or the longest EXTEND answered before the fault. Each is told
+    of the loss, or unlocked, before."""
     scale = params.get("notice_bound", 0.5) / 0.5
     ttl = params["ttl"] / 1000.0
     bound = params.get("notice_bound", 0.5)
