@@ -54,9 +54,12 @@ worker id) and "ev":
                after a LOCKALL's null or error
   told         how (push, lost_err, closed, timeout), fence (None if not
                said), key, sent (when the command whose reply told was
-               sent), cmd, err; waiting: true on a push of the loss of a
-               key a LOCKALL took while it waited for a later one (the
-               LOCKALL then answers -LOST, logged as lock_err)
+               sent), cmd, err; waiting: true on the loss of a key that a
+               LOCKALL took while it waited for a later one, and which was
+               never granted: a push, or the -LOST in place of the reply
+               to a later command when the LOCKALL answered null or an
+               error first (when the -LOST is its answer, it is logged as
+               lock_err)
   checkin      cmd, sent, reply: a command answered normally while holding
   extend_sent  ms, fence               extend  ms, sent, reply, fence
   proclaim_sent  value, fence          proclaim  value, sent, reply, fence
@@ -117,7 +120,8 @@ class Worker:
         self.held = {}        # key -> fence of each lock believed held
         self.lost = set()     # keys of held told lost
         self.told = False     # told that a lock of held is lost
-        self.waiting = ()     # the keys of the LOCKALL awaiting its answer
+        self.waiting = ()     # the keys of the last LOCKALL, if not granted
+        self.asking = False   # a LOCKALL awaits its answer
         self.n = 0            # LOCKs sent
         self.writes = 0
         self.proclaims = 0    # PROCLAIMs sent
@@ -198,7 +202,7 @@ class Worker:
             fence = p[2]
             # a key a LOCKALL took and lost while it waited for a later
             # one: the LOCKALL will answer -LOST (docs/protocol.md, LOCKALL)
-            waiting = {"waiting": True} if key in self.waiting else {}
+            waiting = {"waiting": True} if self.unanswered(key) else {}
             self.log("told", how="push", fence=fence, key=key,
                      err=(p[3].decode(errors="replace") if len(p) > 3 else ""), **waiting)
             self.lose(key, fence)
@@ -221,10 +225,15 @@ class Worker:
             raise Told()
         if isinstance(r, resp.Err):
             m = NOTICE_RE.match(r)
-            if m and m.group(1) in self.waiting:
-                # LOCKALL's own answer: a key it took was lost while it
-                # waited for a later one, and it gave them all back
-                return r, sent
+            if m and self.unanswered(m.group(1)):
+                if self.asking:
+                    # LOCKALL's own answer: a key it took was lost while it
+                    # waited for a later one, and it gave them all back
+                    return r, sent
+                # told after the LOCKALL's null or error answer
+                self.log("told", how="lost_err", fence=int(m.group(2)), key=m.group(1),
+                         sent=sent, cmd=args[0], err=str(r)[:200], waiting=True)
+                return self.call(*args)
             if m:
                 fence = int(m.group(2))
                 self.log("told", how="lost_err", fence=fence, key=m.group(1), sent=sent,
@@ -234,6 +243,10 @@ class Worker:
                 # a loss of an earlier lock: the command was not run
                 return self.call(*args)
         return r, sent
+
+    def unanswered(self, key):
+        """Whether key is one of the last LOCKALL's, not granted."""
+        return key in self.waiting and key not in self.held
 
     def lose(self, key, fence):
         """A loss of (key, fence) told: whether it is one of held's."""
@@ -317,12 +330,13 @@ class Worker:
             cmd = ("LOCK", self.key)
         self.log("lock_sent", n=n, cmd=cmd[0], **about)
         self.waiting = keys if self.lockall else ()
+        self.asking = True
         try:
             r, sent = self.call(*cmd, "TTL", self.ttl, "WAIT", self.cfg["wait"])
         except Told:
             return
         finally:
-            self.waiting = ()
+            self.asking = False
         if r is None or isinstance(r, resp.Err):
             if r is None:
                 self.log("lock_null", n=n, **about)
@@ -345,6 +359,7 @@ class Worker:
                 # a part of a set: the worker writes nothing with it, and
                 # closes the session, which releases whatever it holds
                 self.held, self.lost, self.told = dict(grants), set(), False
+                self.waiting = ()
                 self.lost_connection("lockall", AnswerError(
                     "LOCKALL of %d keys answered %s" % (len(keys), repr(r)[:200])))
                 self.held = {}
@@ -361,6 +376,7 @@ class Worker:
                      token=token.decode() if isinstance(token, bytes) else token,
                      plan=round(plan), sent=sent)
         self.held, self.lost, self.told = dict(grants), set(), False
+        self.waiting = ()
         try:
             self.hold(grants, t_grant, plan)
         except Told:
