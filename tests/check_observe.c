@@ -477,12 +477,37 @@ bl(const char *value, uint64_t term, uint64_t version)
 	return l;
 }
 
-/* Answer read i with l. */
+/* Answer read i with l (once). */
 static void
 answer(int i, struct be_leader l)
 {
 	ck_assert_int_lt(i, nreads);
-	reads[i].cb(reads[i].arg, &l);
+	ck_assert_ptr_nonnull(reads[i].cb);
+	be_leader_cb *cb = reads[i].cb;
+	reads[i].cb = NULL;
+	cb(reads[i].arg, &l);
+}
+
+/* The end of a test on the fake shared backend: the owners go (a release
+ * may have a key read again), the registry goes, and the reads still out
+ * are answered as a backend answers them when it is destroyed. */
+static void
+teardown_remote(void)
+{
+	for (int i = 0; i < NOWN; i++) {
+		locktab_owner_destroy(own[i]);
+		own[i] = NULL;
+	}
+	fk_drain();
+	obs_destroy(obs);
+	obs = NULL;
+	struct be_leader l = { .status = BE_ERROR, .why = "closing" };
+	for (int i = 0; i < nreads; i++)
+		if (reads[i].cb != NULL)
+			answer(i, l);
+	locktab_destroy(lt);
+	event_base_free(base);
+	fk_stop();
 }
 
 /* The backend tells of a change of key (l NULL: read it). */
@@ -611,10 +636,51 @@ START_TEST(remote_local_changes_not_counted)
 	answer(0, bl(NULL, 0, 1));
 	take(0, "k", "mine", false, 9);	/* the backend tells it, not the table */
 	ck_assert_int_eq(t.pushes, 1);
+	ck_assert_int_eq(nreads, 2);	/* but the change here has the key read again */
 	struct be_leader l = bl("mine", 9, 2);
 	tell("k", &l);
 	ck_assert_int_eq(t.pushes, 2);
 	ck_assert_str_eq(t.value, "mine");
+	answer(1, l);			/* the same version: nothing new */
+	ck_assert_int_eq(t.pushes, 2);
+	obs_client_destroy(c);
+}
+END_TEST
+
+/* A LEADER after a change through this daemon waits for the read that
+ * follows the change, though the record has a state (read your writes);
+ * a read already out when the change came is followed by another. */
+START_TEST(remote_leader_reads_own_change)
+{
+	struct told t = { 0 };
+	struct obs_client *c = obs_client_create(obs, on_told, &t);
+	struct obs_state st;
+	ck_assert_int_eq(obs_now(obs, "k", 1, &st), 0);
+	answer(0, bl(NULL, 0, 1));
+	ck_assert_int_eq(obs_now(obs, "k", 1, &st), 1);
+	take(0, "k", "mine", false, 9);
+	ck_assert_int_eq(nreads, 2);
+	ck_assert_int_eq(obs_client_now(c, "k", 1, &st), 0);	/* it waits */
+	take(1, "k2", "x", false, 10);				/* another key: no read */
+	ck_assert_int_eq(nreads, 2);
+	answer(1, bl("mine", 9, 2));
+	ck_assert_int_eq(t.changed, 1);
+	ck_assert_str_eq(t.value, "mine");
+	ck_assert_int_eq(obs_client_now(c, "k", 1, &st), 1);
+	/* a change while a read is out: LEADER waits for the one after it */
+	struct be_leader l = { .status = BE_OK };
+	tell("k", NULL);		/* a message: the key is read */
+	ck_assert_int_eq(nreads, 3);
+	give_up(0, "k");
+	ck_assert_int_eq(nreads, 3);	/* one read at a time */
+	ck_assert_int_eq(obs_client_now(c, "k", 1, &st), 0);
+	answer(2, bl("mine", 9, 3));	/* read before the release */
+	ck_assert_int_eq(t.changed, 1);	/* still waits: the read after comes */
+	ck_assert_int_eq(nreads, 4);
+	l.version = 4;
+	answer(3, l);
+	ck_assert_int_eq(t.changed, 2);
+	ck_assert_uint_eq(t.last.term, 0);
 	obs_client_destroy(c);
 }
 END_TEST
@@ -624,15 +690,13 @@ START_TEST(remote_record_gone_while_read)
 	struct obs_state st;
 	ck_assert_int_eq(obs_now(obs, "k", 1, &st), 0);
 	ck_assert_int_eq(nreads, 1);
-	be_leader_cb *cb = reads[0].cb;
-	void *arg = reads[0].arg;
 	/* the registry goes (shutdown) with the read in flight: its answer,
 	 * which the backend gives as it is destroyed, is dropped */
 	obs_destroy(obs);
 	obs = NULL;
 	ck_assert_int_eq(unwatched, 1);
 	struct be_leader l = { .status = BE_ERROR, .why = "closing" };
-	cb(arg, &l);
+	answer(0, l);
 }
 END_TEST
 
@@ -721,9 +785,10 @@ main(void)
 	suite_case(s, "history", setup, teardown, 0,
 	    SUITE_TESTS(history_gives_the_first_change_after, history_keeps_the_last_few,
 	    idle_records_are_bounded));
-	suite_case(s, "remote backend", setup_remote, teardown, 0,
+	suite_case(s, "remote backend", setup_remote, teardown_remote, 0,
 	    SUITE_TESTS(remote_leader_is_read_first, remote_changes_in_version_order,
 	    remote_unknown_change_is_read, remote_read_error, remote_read_error_tells_leader,
+	    remote_leader_reads_own_change,
 	    remote_local_changes_not_counted, remote_record_gone_while_read,
 	    remote_idle_records_unwatched, remote_proclaim_waits_for_the_backend,
 	    remote_campaign_value_goes_with_the_acquire));
