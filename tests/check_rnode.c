@@ -892,6 +892,38 @@ START_TEST(test_acknowledgement_lost_with_the_connection)
 }
 END_TEST
 
+/* Calls answered while a WAIT is in flight wait for that WAIT (sent after
+ * them, it covers what they wrote): WAITs never queue one behind another
+ * on the connection, each holding the calls behind it. */
+START_TEST(test_acknowledgement_shared)
+{
+	struct rnode *n = node_new("127.0.0.1", NULL, NULL, 0, false, 1000);
+	struct answer a = { 0 }, b = { 0 }, c = { 0 };
+	RUN_UNTIL(rnode_up(n));
+	fk->hold_wait = true;
+	ck_assert_int_eq(eval_acked(n, "x", &a), 0);
+	ck_assert_int_eq(eval_acked(n, "y", &b), 0);
+	ck_assert_int_eq(eval_acked(n, "z", &c), 0);
+	RUN_UNTIL(seen_count("WAIT") == 1);
+	settle(50);
+	ck_assert_int_eq(seen_count("WAIT"), 1);
+	ck_assert_int_eq(a.calls + b.calls + c.calls, 0);
+	fake_drop_all();
+	RUN_UNTIL(a.calls + b.calls + c.calls == 3);
+	ck_assert(a.none && b.none && c.none);
+	/* a call sent after the WAIT gets a WAIT of its own */
+	fk->hold_wait = false;
+	fk->acks = 1;
+	RUN_UNTIL(rnode_up(n));
+	struct answer d = { 0 };
+	ck_assert_int_eq(eval_acked(n, "w", &d), 0);
+	RUN_UNTIL(d.calls == 1);
+	ck_assert(!d.none);
+	ck_assert_str_eq(d.text, "w");
+	rnode_destroy(n);
+}
+END_TEST
+
 START_TEST(test_policy_warned)
 {
 	fk->policy = "allkeys-lru";
@@ -923,6 +955,6 @@ main(void)
 	suite_case(s, "failures", setup, teardown, 20,
 	    SUITE_TESTS(test_overdue_reply_drops_and_reconnects, test_connection_lost,
 	    test_readonly_reconnects, test_destroy_with_calls_in_flight,
-	    test_acknowledgement_lost_with_the_connection));
+	    test_acknowledgement_lost_with_the_connection, test_acknowledgement_shared));
 	return suite_run(s);
 }

@@ -80,9 +80,11 @@ struct rn_call {
 	const size_t *argvlen;
 	uint64_t sent_ms;		/* when it went out (clock_ms()) */
 	bool acked;			/* its reply waits for a WAIT (rnode_eval_acked) */
-	redisReply *held;		/* RK_WAIT: the call's reply, held until the
-					 * WAIT answers (cb, arg: the call's) */
-	TAILQ_ENTRY(rn_call) entry;	/* on its connection's inflight */
+	redisReply *held;		/* answered, on a WAIT's calls: its reply, held
+					 * until the WAIT answers */
+	TAILQ_ENTRY(rn_call) entry;	/* on its connection's inflight, or (answered,
+					 * held) on its WAIT's calls */
+	TAILQ_HEAD(, rn_call) calls;	/* RK_WAIT: the answered calls it covers */
 };
 TAILQ_HEAD(rn_call_list, rn_call);
 
@@ -238,6 +240,7 @@ call_add(struct rn_conn *c, enum rn_kind kind)
 	call->kind = kind;
 	call->script = SIZE_MAX;
 	call->sent_ms = clock_ms();
+	TAILQ_INIT(&call->calls);
 	TAILQ_INSERT_TAIL(&c->inflight, call, entry);
 	return call;
 }
@@ -650,20 +653,19 @@ on_kept_reply(struct rnode *n, struct rn_kept *k, const redisReply *rep)
 	}
 }
 
-/* The WAIT behind a call answered (held: the call's reply, kept until now):
- * hand the call its reply when enough replicas acknowledged it, else no
- * reply (the owner treats it as a call whose outcome is unknown). */
+/* The WAIT behind calls answered: hand each call the reply it holds when
+ * enough replicas acknowledged, else no reply (the owner treats it as a call
+ * whose outcome is unknown). The calls and w are freed by the caller. */
 static void
 wait_answer(struct rnode *n, struct rn_call *w, const redisReply *rep, const char *why)
 {
 	char buf[160];
-	if (rep != NULL && rep->type == REDIS_REPLY_INTEGER &&
-	    rep->integer >= n->conf.min_replicas_ack) {
+	bool ok = rep != NULL && rep->type == REDIS_REPLY_INTEGER &&
+	    rep->integer >= n->conf.min_replicas_ack;
+	if (ok) {
 		if (n->unacked_logged)
 			log_info("%s %s: replicas acknowledge again", n->conf.what, n->address);
 		n->unacked_logged = false;
-		if (w->cb != NULL)
-			w->cb(w->arg, w->held, NULL);
 	} else {
 		if (rep != NULL && rep->type == REDIS_REPLY_INTEGER)
 			snprintf(buf, sizeof(buf), "replica without acknowledgement (%lld of %lld "
@@ -674,20 +676,26 @@ wait_answer(struct rnode *n, struct rn_call *w, const redisReply *rep, const cha
 			    rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
 		else
 			snprintf(buf, sizeof(buf), "%s", why);
-		if (rep != NULL) {
-			n->nunacked++;
+		if (rep != NULL)
 			/* what rnode_problem says until a script succeeds */
 			snprintf(n->last_error, sizeof(n->last_error), "%s", buf);
-		}
 		if (rep != NULL && rep->type == REDIS_REPLY_INTEGER && !n->unacked_logged) {
 			n->unacked_logged = true;
 			log_warn("%s %s: %s", n->conf.what, n->address, buf);
 		}
-		if (w->cb != NULL)
-			w->cb(w->arg, NULL, buf);
 	}
-	freeReplyObject(w->held);
-	w->held = NULL;
+	/* a callback may send calls (another WAIT among them): w's calls are
+	 * taken off it one at a time */
+	struct rn_call *call;
+	while ((call = TAILQ_FIRST(&w->calls)) != NULL) {
+		TAILQ_REMOVE(&w->calls, call, entry);
+		if (!ok && rep != NULL)
+			n->nunacked++;
+		if (call->cb != NULL)
+			call->cb(call->arg, ok ? call->held : NULL, ok ? NULL : buf);
+		freeReplyObject(call->held);
+		free(call);
+	}
 }
 
 /* A reply to call, taken off c's list (rep NULL: none will come, why says
@@ -722,17 +730,27 @@ call_answer(struct rn_conn *c, struct rn_call *call, redisReply *rep, const char
 	}
 	if (call->acked && rep != NULL && rep->type != REDIS_REPLY_ERROR) {
 		/* the reply goes to the caller once replicas acknowledged what
-		 * the call wrote: WAIT is sent now, not with the call (Redis
-		 * 7.0 answers 0 to a WAIT that it read with the write) */
-		char reps[24], ms[24];
-		snprintf(reps, sizeof(reps), "%lld", n->conf.min_replicas_ack);
-		snprintf(ms, sizeof(ms), "%lld", n->conf.replica_ack_timeout_ms);
-		const char *w[] = { "WAIT", reps, ms, NULL };
-		struct rn_call *wait = conn_words(c, RK_WAIT, w);
-		wait->held = rep;
-		wait->cb = call->cb;
-		wait->arg = call->arg;
-		free(call);
+		 * the call wrote: WAIT is sent after the reply, not with the
+		 * call (Redis 7.0 answers 0 to a WAIT that it read with the
+		 * write). A WAIT still in flight was sent after this call (the
+		 * calls before it are answered) and so covers what it wrote:
+		 * the call waits for that one. One WAIT per call would queue
+		 * WAITs on the connection, each holding the calls behind it up
+		 * to replica_ack_timeout_ms, until those are overdue. */
+		struct rn_call *wait;
+		TAILQ_FOREACH(wait, &c->inflight, entry) {
+			if (wait->kind == RK_WAIT)
+				break;
+		}
+		if (wait == NULL) {
+			char reps[24], ms[24];
+			snprintf(reps, sizeof(reps), "%lld", n->conf.min_replicas_ack);
+			snprintf(ms, sizeof(ms), "%lld", n->conf.replica_ack_timeout_ms);
+			const char *w[] = { "WAIT", reps, ms, NULL };
+			wait = conn_words(c, RK_WAIT, w);
+		}
+		call->held = rep;
+		TAILQ_INSERT_TAIL(&wait->calls, call, entry);
 		return true;
 	}
 	switch (call->kind) {

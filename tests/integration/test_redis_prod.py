@@ -271,6 +271,29 @@ class TestReplicaAck(TLSCase):
         self.granted_soon(self.conn(d), unique_key("ack"),
                           "grants again once the replica is back")
 
+    def test_unacknowledged_calls_never_stack(self):
+        """With no replica at all, each call's WAIT runs out after
+        replica_ack_timeout_ms. Many calls at once share the WAITs instead
+        of queueing one behind another on the command connection until
+        the last replies are overdue: every caller reads the missing
+        acknowledgement, and the connection stays up."""
+        m = self.start_redis()
+        d = self.start_daemon(m, backend_conf={"min_replicas_ack": 1,
+                                                "replica_ack_timeout_ms": 300,
+                                                "command_timeout_ms": 1000})
+        conns = [self.conn(d) for _ in range(8)]
+        conns[0].cmd("PING")
+        for c in conns:
+            c.send(c.encode("LOCK", unique_key("stack"), "TTL", "3000", "WAIT", "0"))
+        for c in conns:
+            c.settimeout(10.0)
+            reply = c.read()
+            self.assertErr(reply, "BACKEND")
+            self.assertIn("replica without acknowledgement", reply)
+            self.assertNotIn("overdue", reply)
+        self.assertNotIn("overdue", d.log(200000))
+        self.assertIn("backend_reconnects_total:0", conns[0].cmd("INFO").decode())
+
     def granted_soon(self, conn, key, what):
         """conn's LOCK of key (TTL 3000) is granted within 10 s of tries."""
         wait_until(lambda: not isinstance(conn.cmd("LOCK", key, "TTL", "3000"), Err), 10.0,
