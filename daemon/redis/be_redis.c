@@ -141,9 +141,8 @@ rd_failed_plain(const struct rd *r, const struct rd_node *nd, const redisReply *
     const char *why, char *buf, size_t len)
 {
 	(void)r;
-	(void)nd;
 	(void)rep;
-	snprintf(buf, len, "%.130s", why);
+	snprintf(buf, len, "redis %.60s: %.130s", nd->addr, why);
 }
 
 const char *
@@ -1189,6 +1188,15 @@ rd_node_init(struct rd *r, struct rd_node *nd, const struct rnode_conf *nc)
 	nd->port = nc->port;
 	rd_addr(nd->addr, sizeof(nd->addr), nc->host, nc->port);
 	nd->node = rnode_create(r->be->base, r->dns, nc, &rd_node_hooks, nd);
+}
+
+void
+rd_node_move(struct rd_node *nd, const char *host, int port)
+{
+	snprintf(nd->host, sizeof(nd->host), "%s", host);
+	nd->port = port;
+	rd_addr(nd->addr, sizeof(nd->addr), host, port);
+	rnode_set_address(nd->node, host, port);
 }
 
 void

@@ -386,6 +386,9 @@ const char *rd_problem(struct backend *be, char *buf, size_t len);
 struct rnode_conf rd_node_conf(const struct rd *r, const char *what);
 /* Make nd's client of nc (not started), told through the core's hooks. */
 void rd_node_init(struct rd *r, struct rd_node *nd, const struct rnode_conf *nc);
+/* nd is at host:port from now on (a sentinel named a new master): its
+ * messages name it, and its connections go there. */
+void rd_node_move(struct rd_node *nd, const char *host, int port);
 /* Add nd to r->nodes. */
 void rd_node_add(struct rd *r, struct rd_node *nd);
 

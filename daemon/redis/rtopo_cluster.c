@@ -537,7 +537,7 @@ cluster_failed(const struct rd *r, const struct rd_node *nd, const redisReply *r
     const char *why, char *buf, size_t len)
 {
 	(void)r;
-	snprintf(buf, len, "%.60s: %.130s", nd->addr, rep != NULL &&
+	snprintf(buf, len, "redis-cluster node %.60s: %.130s", nd->addr, rep != NULL &&
 	    rep->type == REDIS_REPLY_ERROR ? rep->str : why);
 }
 

@@ -130,7 +130,7 @@ redlock_failed(const struct rd *r, const struct rd_node *nd, const struct redisR
 {
 	(void)r;
 	(void)rep;
-	snprintf(buf, len, "%.60s: %.130s", nd->addr, why);
+	snprintf(buf, len, "redlock node %.60s: %.130s", nd->addr, why);
 }
 
 /* Why the one server fails now. */

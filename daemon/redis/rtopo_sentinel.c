@@ -66,7 +66,7 @@ master_set(struct sn *sn, const char *host, const char *port, const char *from)
 	log_info("redis master '%s' is %s (%s)%s%s", sn->r->set->master_name, addr, from,
 	    sn->addr[0] != '\0' ? ", was " : "", sn->addr);
 	snprintf(sn->addr, sizeof(sn->addr), "%s", addr);
-	rnode_set_address(sn->master.node, host, (int)p);
+	rd_node_move(&sn->master, host, (int)p);
 }
 
 /* A sentinel's answer to SENTINEL get-master-addr-by-name. */

@@ -602,6 +602,43 @@ class TestSentinelBackend(SentinelCase):
         self.assertGranted(self.conn(a).cmd("LOCK", key))
         self.assertEqual(nc.cmd("EXISTS", lease_key(key)), 1)
 
+    # ---- a promoted master with no replica ----
+
+    def test_promoted_master_without_replica(self):
+        # min_replicas_ack 1, the master killed: the promoted replica has
+        # no replica of its own, so nothing it grants is acknowledged.
+        # Every caller reads that, naming the master the sentinels named
+        # (never the unused backend.address); the WAITs of many calls at
+        # once never make the calls behind them overdue
+        s = self.start_sentinels()
+        conf = dict(FAST, min_replicas_ack=1, replica_ack_timeout_ms=100)
+        a = self.start_sentinel_daemon(s, backend_conf=conf)
+        key = unique_key()
+        self.assertGranted(self.conn(a).cmd("LOCK", key, "TTL", "3000"))
+        replica = s.replica()
+        fo = self.failover_thread(s)
+        s.kill_master()
+        fo.result(3 * SENTINEL_BOUND + 5)
+        unacked = "redis %s: replica without acknowledgement" % replica.address()
+        wait_until(lambda: unacked in str(self.conn(a).cmd("LOCK", unique_key(), "WAIT", 0)),
+                   FAILOVER_BOUND + 5, 0.05, "LOCK to read that the new master's replicas "
+                   "do not acknowledge")
+        reconnects = a.info().get("backend_reconnects_total")
+        for _ in range(3):
+            conns = [self.conn(a) for _ in range(8)]
+            for c in conns:
+                c.send(c.encode("LOCK", unique_key(), "TTL", "3000", "WAIT", "0"))
+            for c in conns:
+                c.settimeout(REPLY_BOUND)
+                reply = c.read()
+                self.assertErr(reply, "BACKEND")
+                self.assertIn(unacked, reply)
+        self.assertEqual(a.info().get("backend_reconnects_total"), reconnects,
+                         "the command connection was dropped; log:\n%s" % a.log())
+        log = a.log(400000)
+        self.assertNotIn("overdue", log)
+        self.assertNotIn("127.0.0.1:6379", log)
+
     # ---- a sentinel killed ----
 
     def sentinel_of(self, setup, daemon):
