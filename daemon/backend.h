@@ -86,6 +86,11 @@ struct be_reply {
 	uint64_t fence;		/* acquire/transfer: the fence of the new holding */
 	uint64_t valid_ms;	/* acquire/transfer/renew BE_OK: see above */
 	const char *why;	/* BE_ERROR/BE_NOTOWNER: a sentence, or NULL */
+	int lasting;		/* BE_ERROR: 1 when trying again cannot help until
+				 * the configuration changes (authentication
+				 * refused, a certificate not verified, an ACL
+				 * that forbids the call); 0: the backend may
+				 * come back (unreachable, no reply, down) */
 };
 
 typedef void be_cb(void *arg, const struct be_reply *reply);

@@ -532,10 +532,17 @@ cmd_client(struct session *s, const struct codec_frame *f)
 			codec_reply_error(out, "ERR", "lost pushes need RESP3: send HELLO 3 first");
 		else
 			codec_reply_simple(out, "OK");
+	} else if (arg_is(f, 1, "SUSPENDPUSH") && f->argc == 3 &&
+	    (arg_is(f, 2, "ON") || arg_is(f, 2, "OFF"))) {
+		if (session_set_suspend_push(s, arg_is(f, 2, "ON")) != 0)
+			codec_reply_error(out, "ERR", "suspend pushes need RESP3: send HELLO 3 "
+			    "first");
+		else
+			codec_reply_simple(out, "OK");
 	} else {
 		codec_reply_error(out, "ERR", "unknown CLIENT subcommand or wrong number of "
 		    "arguments (ID, GETNAME, SETNAME name, SETINFO attr value, LIST, INFO, "
-		    "KILL ID id, KILL ADDR ip:port, LOSTPUSH ON|OFF)");
+		    "KILL ID id, KILL ADDR ip:port, LOSTPUSH ON|OFF, SUSPENDPUSH ON|OFF)");
 	}
 }
 
@@ -724,7 +731,7 @@ static void
 status_holder(void *arg, const struct lt_holder_info *h)
 {
 	struct status_list *l = arg;
-	codec_reply_map(l->buf, 9, l->s->proto);
+	codec_reply_map(l->buf, 10, l->s->proto);
 	status_who(l, h->owner_id);
 	codec_reply_cstr(l->buf, "mode");
 	codec_reply_cstr(l->buf, locktab_mode_name(h->mode));
@@ -738,6 +745,8 @@ status_holder(void *arg, const struct lt_holder_info *h)
 	codec_reply_int(l->buf, h->lease_ms);
 	codec_reply_cstr(l->buf, "detached");
 	codec_reply_int(l->buf, h->detached);
+	codec_reply_cstr(l->buf, "suspended");
+	codec_reply_int(l->buf, h->suspended);
 	l->n++;
 }
 

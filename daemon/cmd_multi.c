@@ -349,8 +349,8 @@ multi_tried_all(struct multi *m)
 		held += m->keys[i].held;
 	if (held == m->n)
 		multi_granted(m);
-	else if (m->try_err != LT_OK)
-		multi_fail(m, m->try_err);
+	else if (m->try_err != LT_OK && (m->try_err != LT_E_BACKEND || m->wait_ms == 0))
+		multi_fail(m, m->try_err);	/* a backend error: the WAIT waits it out */
 	else if (m->wait_ms == 0)
 		multi_fail(m, LT_NOT_GRANTED);
 	else {

@@ -60,6 +60,8 @@
 #define LT_IDLE_KEYS_MAX 4096	/* idle keys kept for their last fence */
 #define LT_BUCKETS 1024		/* the key table's first size */
 #define LT_RENEW_RETRY_MS 1000	/* longest pause before retrying a renewal */
+#define LT_WAIT_RETRY_MIN_MS 50	/* a waiter's first retry after a backend error */
+#define LT_WAIT_RETRY_MAX_MS 1000 /* its longest pause between retries */
 #define LT_RENEW_QUANTUM_MS 100	/* renewals due within one quantum go together */
 #define LT_LOSS_LOG_MS 1000	/* losses after a logged one are summed up this long */
 #define LT_SPARE_MAX 1024	/* spare waiters, holdings and operations kept each */
@@ -495,12 +497,32 @@ hold_maybe_free(struct locktab *lt, struct lt_hold *h)
 	pool_put(&lt->hold_pool, h);
 }
 
+/* h's renewals fail (suspended), or succeed again: count it, and tell its
+ * owner when tell (it stays held). */
+static void
+hold_suspend(struct locktab *lt, struct lt_hold *h, bool suspended, const char *reason,
+    bool tell)
+{
+	struct lt_owner *o = h->owner;
+	if (h->suspended == suspended || o == NULL)
+		return;
+	h->suspended = suspended;
+	if (suspended && o->nsuspended++ == 0)
+		lt->stats.suspended++;
+	else if (!suspended && --o->nsuspended == 0)
+		lt->stats.suspended--;
+	if (tell && o->suspend != NULL)
+		o->suspend(o->arg, h->key->name, h->key->len, h->fence, suspended,
+		    suspended ? reason : NULL);
+}
+
 /* Take an ACTIVE holding off its key, and a detached one off its creator. */
 static void
 hold_unlink_key(struct locktab *lt, struct lt_hold *h)
 {
 	struct lt_key *k = h->key;
 	assert(h->state == H_ACTIVE);
+	hold_suspend(lt, h, false, NULL, false);	/* what follows is told */
 	TAILQ_REMOVE(&k->holders, h, kentry);
 	k->nholders--;
 	if (h->terms.mode == LOCK_EXCLUSIVE)
@@ -774,6 +796,49 @@ waiter_requeue(struct locktab *lt, struct lt_waiter *w)
 	return true;
 }
 
+/* The backend answered about k (not an error): its queue waits no more
+ * for the backend to come back. */
+static void
+backend_answers(struct lt_key *k)
+{
+	k->backend_failing = false;
+	k->backend_retries = 0;
+}
+
+/*
+ * The backend failed w's try (QUEUED again) with r. A waiter with WAIT left
+ * waits through the outage: its key's queue is blocked until the backend's
+ * wakeup (it came back) or w's retry, backed off from LT_WAIT_RETRY_MIN_MS to
+ * LT_WAIT_RETRY_MAX_MS, and a WAIT that runs out meanwhile is answered
+ * -BACKEND. Whether w waits on; false for WAIT 0, a cancelled or expired
+ * waiter, a closing table, or an error that lasts (the configuration),
+ * which the caller answers at once.
+ */
+static bool
+waiter_wait_through(struct locktab *lt, struct lt_waiter *w, const struct be_reply *r)
+{
+	struct lt_key *k = w->key;
+	uint64_t now = locktab_now(lt), delay = LT_WAIT_RETRY_MIN_MS, at;
+	if (r->lasting || w->owner == NULL || w->try_once || lt->closing || w->deadline <= now)
+		return false;
+	for (unsigned i = 0; i < k->backend_retries && delay < LT_WAIT_RETRY_MAX_MS; i++)
+		delay *= 2;
+	if (delay > LT_WAIT_RETRY_MAX_MS)
+		delay = LT_WAIT_RETRY_MAX_MS;
+	/* the next try is a new lease: what the failed one may have left is
+	 * being given back under the old token, and must not take the new
+	 * one with it */
+	token_new(w->terms.token);
+	k->backend_retries++;
+	k->backend_failing = true;
+	k->blocked = true;
+	at = now + delay;
+	w->retrying = at < w->deadline;
+	timer_set(lt, &w->timer, w->retrying ? at : w->deadline);
+	lt->stats.backend_waits++;
+	return true;
+}
+
 /* The backend answered w BE_BUSY: the key is taken beyond this process, or
  * the backend gave way to other daemons. The key's queue waits for the
  * backend's wakeup; w waits on as waiter_requeue says. A try (WAIT 0) left
@@ -782,6 +847,7 @@ waiter_requeue(struct locktab *lt, struct lt_waiter *w)
 static void
 waiter_busy(struct locktab *lt, struct lt_waiter *w)
 {
+	backend_answers(w->key);
 	if (!w->try_once)
 		w->key->blocked = true;
 	if (lt->closing)
@@ -818,6 +884,7 @@ on_acquire(void *arg, const struct be_reply *r)
 	switch (r->status) {
 	case BE_OK:
 		k->handoffs = 0;	/* a new run of handoffs starts */
+		backend_answers(k);
 		waiter_granted(lt, w, r, sent_at);
 		break;
 	case BE_BUSY:
@@ -830,7 +897,8 @@ on_acquire(void *arg, const struct be_reply *r)
 		lt->stats.backend_errors++;
 		log_debug("backend could not lock '%s': %s",
 		    log_escape(kb, sizeof(kb), k->name, k->len, 0), r->why ? r->why : "error");
-		waiter_fail(lt, w, LT_E_BACKEND);
+		if (r->status == BE_NOTOWNER || !waiter_wait_through(lt, w, r))
+			waiter_fail(lt, w, LT_E_BACKEND);
 		break;
 	}
 	}
@@ -857,6 +925,7 @@ on_transfer(void *arg, const struct be_reply *r)
 	case BE_OK:
 		lt->stats.handoffs++;
 		k->handoffs++;
+		backend_answers(k);
 		if (log_min_level <= LOG_LEVEL_DEBUG) {
 			char kb[LOG_KEY_BUF];
 			log_debug("handoff key=%s from=%llu to=%llu fence=%llu",
@@ -888,7 +957,8 @@ on_transfer(void *arg, const struct be_reply *r)
 		lt->stats.backend_errors++;
 		release_quietly(lt, &l);
 		op_done(op, LT_E_BACKEND, NULL, 0);
-		waiter_fail(lt, w, LT_E_BACKEND);
+		if (!waiter_wait_through(lt, w, r))
+			waiter_fail(lt, w, LT_E_BACKEND);
 		break;
 	}
 	}
@@ -958,6 +1028,7 @@ on_lease(void *arg, const struct be_reply *r)
 			if (r->valid_ms > h->span)
 				h->span = r->valid_ms;
 			h->renew_at = renew_time(op->sent_at, h->expires - op->sent_at);
+			hold_suspend(lt, h, false, NULL, true);
 			break;
 		case BE_BUSY:
 		case BE_NOTOWNER:
@@ -969,6 +1040,8 @@ on_lease(void *arg, const struct be_reply *r)
 			lt->stats.backend_errors++;
 			if (op->kind == OP_RENEW) {
 				note_renewal(lt, false, r->why);
+				hold_suspend(lt, h, true, r->why != NULL ? r->why :
+				    "the backend failed", true);
 				if (retry > LT_RENEW_RETRY_MS)
 					retry = LT_RENEW_RETRY_MS;
 				h->renew_at = now + (retry ? retry : 1);
@@ -1032,6 +1105,7 @@ waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
 	struct lt_key *k = w->key;
 	struct lt_op *op = op_new(lt, from ? OP_TRANSFER : OP_ACQUIRE, o, done, arg);
 	timer_clear(lt, &w->timer);
+	w->retrying = false;
 	w->state = W_ACQUIRING;
 	k->nacquiring++;
 	if (w->terms.mode == LOCK_EXCLUSIVE)
@@ -1077,8 +1151,16 @@ waiter_expire(struct locktab *lt, struct lt_waiter *w)
 {
 	struct lt_key *k = w->key;
 	assert(w->state == W_QUEUED);
+	if (w->retrying) {
+		/* a retry after a backend error, its WAIT not over */
+		w->retrying = false;
+		timer_set(lt, &w->timer, w->deadline);
+		k->blocked = false;
+		pump(lt, k);
+		return;
+	}
 	key_ref(lt, k);
-	waiter_fail(lt, w, LT_NOT_GRANTED);
+	waiter_fail(lt, w, k->backend_failing ? LT_E_BACKEND : LT_NOT_GRANTED);
 	/* a waiter that left the head may let those behind it go */
 	pump(lt, k);
 	key_unref(lt, k);
@@ -1234,12 +1316,20 @@ locktab_owner_create(struct locktab *lt, uint64_t id, lt_lost_cb *lost, void *ar
 	o->lt = lt;
 	o->id = id;
 	o->lost = lost;
+	o->suspend = NULL;
+	o->nsuspended = 0;
 	o->arg = arg;
 	TAILQ_INIT(&o->holds);
 	TAILQ_INIT(&o->detached);
 	TAILQ_INIT(&o->waiters);
 	TAILQ_INIT(&o->ops);
 	return o;
+}
+
+void
+locktab_owner_on_suspend(struct lt_owner *o, lt_suspend_cb *suspend)
+{
+	o->suspend = suspend;
 }
 
 /* Withdraw every waiter of o without telling it. Returns how many. */
@@ -1447,6 +1537,8 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	if ((k == NULL || k->idle) && lt->limits.max_keys != 0 &&
 	    lt->stats.keys >= lt->limits.max_keys)
 		return LT_E_KEYS;
+	if (req->wait_ms == 0 && k != NULL && k->backend_failing && k->blocked)
+		return LT_E_BACKEND;	/* its queue waits for the backend */
 	if (req->wait_ms == 0 && k != NULL &&
 	    (!TAILQ_EMPTY(&k->waiters) || k->blocked ||
 	    !key_compatible(k, req->mode, req->limit))) {
@@ -1470,6 +1562,7 @@ locktab_lock(struct lt_owner *o, const struct lt_lock_req *req, struct lt_grant 
 	w->ttl_ms = req->ttl_ms;
 	w->detach = req->detach != 0;
 	w->try_once = req->wait_ms == 0;
+	w->retrying = false;
 	w->queued_at = locktab_now(lt);
 	w->deadline = req->wait_ms > 0 ? w->queued_at + (uint64_t)req->wait_ms : LT_NEVER;
 	w->state = W_QUEUED;

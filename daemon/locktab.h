@@ -113,7 +113,11 @@ struct lt_key_status {
 	X(late_grants, late_grants_total, counter, 11, \
 	    "grants not delivered: too little of the lease left") \
 	X(handoffs, handoffs_total, counter, 9, "releases handed straight to the next waiter") \
-	X(backend_errors, backend_errors_total, counter, 10, "backend operations that failed")
+	X(backend_errors, backend_errors_total, counter, 10, "backend operations that failed") \
+	X(backend_waits, backend_waits_total, counter, 12, \
+	    "LOCKs that waited on through a backend error, their WAIT not over") \
+	X(suspended, sessions_suspended, gauge, 13, \
+	    "sessions with a holding whose renewals fail now")
 
 /* The lock table's numbers for INFO and /metrics (LT_STATS). */
 struct lt_stats {
@@ -129,6 +133,12 @@ typedef void lt_done_cb(void *arg, enum lt_status st, const struct lt_grant *g,
 /* A holding of the owner was lost; strings valid during the call only. */
 typedef void lt_lost_cb(void *arg, const char *key, size_t keylen, uint64_t fence,
     const char *reason);
+/* The renewals of a holding of the owner fail (suspended 1: the first
+ * failed, with reason), or succeed again (0, reason NULL). The holding is
+ * still the owner's, as long as it is not lost; strings valid during the
+ * call only. */
+typedef void lt_suspend_cb(void *arg, const char *key, size_t keylen, uint64_t fence,
+    int suspended, const char *reason);
 /* The earliest deadline is now when (LT_NEVER: none). */
 typedef void lt_rearm_cb(void *arg, uint64_t when);
 /* The clock: milliseconds, monotonic. */
@@ -171,6 +181,9 @@ struct lt_owner *locktab_owner_create(struct locktab *lt, uint64_t id, lt_lost_c
 /* Destroy an owner: its waits are cancelled, its bound holdings released,
  * and none of its callbacks is called again. Detached holdings stay. */
 void locktab_owner_destroy(struct lt_owner *o);
+/* Tell o's suspend callback (NULL: none) of its holdings whose renewals
+ * start failing and succeed again; its argument is the lost callback's. */
+void locktab_owner_on_suspend(struct lt_owner *o, lt_suspend_cb *suspend);
 
 /*
  * LOCK. Returns LT_OK with *g set (reentrant), LT_NOT_GRANTED (WAIT 0 and the
@@ -251,6 +264,7 @@ struct lt_holder_info {
 	uint64_t held_ms;	/* since it was granted */
 	int64_t lease_ms;	/* validity left of its lease, as for a grant */
 	int detached;		/* 1: not bound to a session */
+	int suspended;		/* 1: its renewals fail now */
 };
 /* One waiter of a key, for STATUS FULL. */
 struct lt_waiter_info {

@@ -53,6 +53,8 @@ struct lt_waiter {
 	uint64_t queued_at;		/* when the LOCK was queued */
 	bool detach;			/* not bound to the owner once granted */
 	bool try_once;			/* WAIT 0 */
+	bool retrying;			/* its timer is a retry after a backend
+					 * error, not the end of its WAIT */
 	enum waiter_state state;	/* QUEUED or ACQUIRING */
 	lt_done_cb *done;		/* the LOCK's completion */
 	void *arg;			/* its argument */
@@ -85,6 +87,8 @@ struct lt_hold {
 	struct op_list lease_queue;	/* EXTENDs waiting for it, in order */
 	enum hold_state state;		/* ACTIVE, LOST or GONE */
 	bool tomb;			/* on key->tombs */
+	bool suspended;			/* its renewals fail (the owner was told
+					 * "suspended"), until one succeeds */
 	unsigned ops;			/* backend operations referring to it */
 	char *value;			/* CAMPAIGN: the leader's value (owned),
 					 * else NULL */
@@ -110,7 +114,12 @@ struct lt_key {
 	uint64_t last_fence;		/* last fence granted */
 	unsigned handoffs;		/* handoffs in a row since the last acquire
 					 * or release, told to the backend */
-	bool blocked;			/* backend said BUSY: wait for a wakeup */
+	bool blocked;			/* backend said BUSY: wait for a wakeup; or
+					 * it failed: wait for a wakeup or a retry */
+	bool backend_failing;		/* the backend's last answer about the key was
+					 * an error: the head retries, and a WAIT
+					 * that runs out is answered -BACKEND */
+	unsigned backend_retries;	/* retries since, for their backoff */
 	bool idle;			/* on lt->idle */
 	TAILQ_ENTRY(lt_key) ientry;	/* on lt->idle */
 	size_t len;			/* the name's length */
@@ -141,7 +150,9 @@ struct lt_owner {
 	struct locktab *lt;		/* the table */
 	uint64_t id;			/* for logs */
 	lt_lost_cb *lost;		/* told of lost holdings */
+	lt_suspend_cb *suspend;		/* told of suspended and resumed ones */
 	void *arg;			/* its argument */
+	unsigned nsuspended;		/* its holdings suspended */
 	struct hold_list holds;		/* bound holdings, ACTIVE and LOST */
 	struct hold_list detached;	/* ACTIVE detached holdings it took */
 	struct waiter_list waiters;	/* its waiting LOCKs */

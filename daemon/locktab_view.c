@@ -67,6 +67,7 @@ lt_hold_describe(const struct locktab *lt, const struct lt_hold *h, uint64_t now
 	out->held_ms = now > h->granted_at ? now - h->granted_at : 0;
 	out->lease_ms = (int64_t)lt_hold_left(lt, h, now);
 	out->detached = h->owner == NULL;
+	out->suspended = h->suspended;
 }
 
 void

@@ -325,10 +325,20 @@ void
 session_set_proto(struct session *s, int proto)
 {
 	s->proto = proto;
-	if (proto < 3 && s->lost_push) {
+	if (proto < 3 && (s->lost_push || s->suspend_push)) {
 		s->lost_push = false;	/* RESP2 has no pushes */
-		session_log(s, LOG_LEVEL_DEBUG, "back to RESP2, lost pushes off");
+		s->suspend_push = false;
+		session_log(s, LOG_LEVEL_DEBUG, "back to RESP2, pushes off");
 	}
+}
+
+int
+session_set_suspend_push(struct session *s, bool on)
+{
+	if (on && s->proto < 3)
+		return -1;
+	s->suspend_push = on;
+	return 0;
 }
 
 int
@@ -447,6 +457,26 @@ on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *r
 	}
 	if (s->pending && (s->waiting_lock || s->waiting_observe))
 		event_active(s->ev_resume, EV_TIMEOUT, 0);
+}
+
+/* The renewals of a holding of s fail (suspended) or succeed again
+ * (resumed): pushed to a session that asked (CLIENT SUSPENDPUSH ON), else
+ * seen in STATUS only. Called from inside the table. */
+static void
+on_suspend(void *arg, const char *key, size_t keylen, uint64_t fence, int suspended,
+    const char *reason)
+{
+	struct session *s = arg;
+	if (!s->suspend_push || s->closing)
+		return;
+	struct evbuffer *out = session_out(s);
+	codec_reply_push(out, suspended ? 4 : 3, 3);
+	codec_reply_cstr(out, suspended ? "suspended" : "resumed");
+	codec_reply_bulk(out, key, keylen);
+	codec_reply_int(out, (long long)fence);
+	if (suspended)
+		codec_reply_cstr(out, reason);
+	session_pushed(s);
 }
 
 /*
@@ -584,6 +614,7 @@ session_accept(struct session_hub *hub, evutil_socket_t fd, const char *peer,
 	s->last_active_ms = s->created_ms;
 	s->codec = codec_create((size_t)conf->max_request_bytes, SESSION_MAX_ARGS);
 	s->owner = locktab_owner_create(hub->lt, s->id, on_lost, s);
+	locktab_owner_on_suspend(s->owner, on_suspend);
 	s->ev_resume = event_new(hub->base, -1, 0, on_resume, s);
 	s->tls = tls != NULL;
 	s->conn = tls != NULL ? conn_create_tls(hub->base, fd, tls, s->peer, on_conn, s) :

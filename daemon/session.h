@@ -189,6 +189,8 @@ struct session {
 					 * completes; NULL: none */
 	void *abort_arg;		/* its argument */
 	bool lost_push;			/* CLIENT LOSTPUSH ON: losses pushed too */
+	bool suspend_push;		/* CLIENT SUSPENDPUSH ON: suspended and
+					 * resumed holdings pushed */
 	struct notice_list notices;	/* losses whose reply is due, oldest first */
 	uint64_t last_active_ms;	/* last input, or the end of the last wait */
 	struct event *ev_idle;		/* sessions.idle_timeout_ms, or NULL */
@@ -249,6 +251,10 @@ bool session_closing(const struct session *s);
 void session_set_proto(struct session *s, int proto);
 /* CLIENT LOSTPUSH ON|OFF: 0, or -1 (nothing changed) for ON without RESP3. */
 int session_set_lost_push(struct session *s, bool on)
+	__attribute__((warn_unused_result));
+/* CLIENT SUSPENDPUSH ON|OFF: 0, or -1 (nothing changed) for ON without
+ * RESP3. */
+int session_set_suspend_push(struct session *s, bool on)
 	__attribute__((warn_unused_result));
 /* Where replies go. */
 struct evbuffer *session_out(struct session *s);

@@ -159,7 +159,7 @@ START_TEST(test_client_subcommands)
 	ts_send_str(c, "CLIENT NOPE\r\n");
 	ts_expect(c, "-ERR unknown CLIENT subcommand or wrong number of arguments (ID, GETNAME, "
 	    "SETNAME name, SETINFO attr value, LIST, INFO, KILL ID id, KILL ADDR ip:port, "
-	    "LOSTPUSH ON|OFF)\r\n");
+	    "LOSTPUSH ON|OFF, SUSPENDPUSH ON|OFF)\r\n");
 	ts_send_str(c, "HELLO 4\r\n");
 	ts_expect(c, "-NOPROTO unsupported protocol version\r\n");
 	ts_send_str(c, "HELLO 2 SETNAME\r\n");

@@ -309,15 +309,28 @@ END_TEST
 
 /* ---- on the fake backend ------------------------------------------------- */
 
-/* The second key fails in the backend: the first is given back, and the
- * answer waits until the backend has it. */
+/* The second key fails in the backend, for good (a WAIT left would wait
+ * through an error that may pass): the first is given back, and the answer
+ * waits until the backend has it. */
 START_TEST(test_backend_error_gives_back_first)
 {
 	int c = ts_client();
+	fk.lasting = 1;
 	ts_send_str(c, "LOCKALL 2 b a\r\nPING\r\n");
 	ts_pump();
 	fk_expect(0, FK_ACQUIRE, "a");
 	fk_complete(BE_OK, 7);
+	ts_pump();
+	fk_expect(0, FK_ACQUIRE, "b");
+	fk_complete(BE_ERROR, 0);
+	ts_pump();
+	/* the try failed: a is given back and the keys are taken in order,
+	 * where b fails again */
+	fk_expect(0, FK_RELEASE, "a");
+	fk_complete(BE_OK, 0);
+	ts_pump();
+	fk_expect(0, FK_ACQUIRE, "a");
+	fk_complete(BE_OK, 8);
 	ts_pump();
 	fk_expect(0, FK_ACQUIRE, "b");
 	fk_complete(BE_ERROR, 0);

@@ -54,6 +54,9 @@ struct octx {
 	uint64_t lost_fence;		/* its fence */
 	uint64_t lost_clock;		/* the clock when it came */
 	char lost_reason[128];		/* its reason */
+	int nsuspended;			/* suspend callbacks: suspended */
+	int nresumed;			/* and resumed */
+	char suspend_reason[128];	/* the last suspended one's reason */
 };
 
 /* The outcome of one LOCK, UNLOCK or EXTEND. */
@@ -114,6 +117,26 @@ on_lost(void *arg, const char *key, size_t keylen, uint64_t fence, const char *r
 	snprintf(c->lost_reason, sizeof(c->lost_reason), "%s", reason);
 }
 
+/* The suspend callback of every owner of the tests. */
+static void
+on_suspend(void *arg, const char *key, size_t keylen, uint64_t fence, int suspended,
+    const char *reason)
+{
+	struct octx *c = arg;
+	(void)key;
+	(void)keylen;
+	(void)fence;
+	ck_assert_msg(!c->dead, "a suspend callback of a destroyed owner was called");
+	if (suspended) {
+		ck_assert_ptr_nonnull(reason);
+		c->nsuspended++;
+		snprintf(c->suspend_reason, sizeof(c->suspend_reason), "%s", reason);
+	} else {
+		ck_assert_ptr_null(reason);
+		c->nresumed++;
+	}
+}
+
 /* Create the table on be with limits, and the owners. */
 static void
 table_start(struct backend *be, const struct lt_limits *limits)
@@ -129,6 +152,7 @@ table_start(struct backend *be, const struct lt_limits *limits)
 	for (int i = 0; i < NOWN; i++) {
 		O[i].o = locktab_owner_create(lt, (uint64_t)i + 1, on_lost, &O[i]);
 		ck_assert_ptr_nonnull(O[i].o);
+		locktab_owner_on_suspend(O[i].o, on_suspend);
 	}
 }
 
@@ -922,6 +946,8 @@ END_TEST
 START_TEST(backend_error_on_acquire)
 {
 	struct res a, b, c;
+	/* an error that lasts (the configuration) is answered at once */
+	fk.lasting = 1;
 	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &a), LT_PENDING);
 	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, WAIT_FOREVER, 0, &b), LT_PENDING);
 	ck_assert_uint_eq(fk.npend, 1);
@@ -929,12 +955,14 @@ START_TEST(backend_error_on_acquire)
 	ck_assert_int_eq(a.calls, 1);
 	ck_assert_int_eq(a.st, LT_E_BACKEND);
 	ck_assert_uint_eq(stats().backend_errors, 1);
+	ck_assert_uint_eq(stats().backend_waits, 0);
 	/* the one behind it is tried next */
 	ck_assert_uint_eq(fk.npend, 1);
 	fk_expect(0, FK_ACQUIRE, "k");
 	fk_complete(BE_OK, 3);
 	assert_granted(&b, 3);
 	/* NOTOWNER on an acquire is a backend failure too */
+	fk.lasting = 0;
 	ck_assert_int_eq(lock(2, "n", EXCL, 0, 30000, WAIT_FOREVER, 0, &c), LT_PENDING);
 	fk_complete(BE_NOTOWNER, 0);
 	ck_assert_int_eq(c.calls, 1);
@@ -945,6 +973,127 @@ START_TEST(backend_error_on_acquire)
 	ck_assert_uint_eq(st.holds, 1);
 	ck_assert_uint_eq(st.waiters, 0);
 	ck_assert_uint_eq(status("n").holders, 0);
+}
+END_TEST
+
+/* A LOCK with WAIT left waits through a backend outage: the head of the
+ * queue tries again, backed off, and is granted once the backend answers;
+ * those behind it keep their places. */
+START_TEST(backend_error_waits_through)
+{
+	struct res a, b;
+	fk_now = 1000;
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, 10000, 0, &a), LT_PENDING);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, 10000, 0, &b), LT_PENDING);
+	char first[TOKEN_LEN + 1];
+	memcpy(first, fk_expect(0, FK_ACQUIRE, "k")->token, sizeof(first));
+	fk_complete(BE_ERROR, 0);
+	ck_assert_int_eq(a.calls + b.calls, 0);
+	ck_assert_uint_eq(fk.npend, 0);
+	ck_assert_uint_eq(stats().backend_waits, 1);
+	ck_assert_uint_eq(status("k").waiters, 2);
+	/* retries: 50, then 100, 200 ms later */
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1050);
+	fk_now = 1050;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 1);
+	/* a new lease: the failed one may be given back under its token */
+	ck_assert_str_ne(fk_expect(0, FK_ACQUIRE, "k")->token, first);
+	fk_complete(BE_ERROR, 0);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1150);
+	fk_now = 1150;
+	locktab_tick(lt);
+	fk_complete(BE_ERROR, 0);
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1350);
+	/* the backend came back and said so (a wakeup): tried at once */
+	fk_be.up.wakeup(fk_be.up.arg, NULL, 0);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_complete(BE_OK, 7);
+	assert_granted(&a, 7);
+	ck_assert_int_eq(b.calls, 0);
+	ck_assert_uint_eq(stats().backend_waits, 3);
+	/* the backoff starts again after an answer */
+	struct res u;
+	ck_assert_int_eq(unlock(0, "k", NULL, &u), LT_PENDING);
+	fk_complete(BE_ERROR, 0);	/* the transfer to b */
+	ck_assert_int_eq(b.calls, 0);
+	ck_assert_uint_eq(locktab_next_deadline(lt), fk_now + 50);
+}
+END_TEST
+
+/* Its WAIT runs out while the backend is down: -BACKEND, not nil, for the
+ * head and those behind it; WAIT 0 is answered at once. */
+START_TEST(backend_error_wait_runs_out)
+{
+	struct res a, b, c, d;
+	fk_now = 1000;
+	ck_assert_int_eq(lock(0, "k", EXCL, 0, 30000, 120, 0, &a), LT_PENDING);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 30000, 400, 0, &b), LT_PENDING);
+	fk_complete(BE_ERROR, 0);
+	/* WAIT 0 on the key while its queue waits for the backend */
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 30000, 0, 0, &c), LT_E_BACKEND);
+	/* WAIT 0 on another key: tried, and answered at once */
+	ck_assert_int_eq(lock(3, "m", EXCL, 0, 30000, 0, 0, &d), LT_PENDING);
+	fk_complete(BE_ERROR, 0);
+	ck_assert_int_eq(d.calls, 1);
+	ck_assert_int_eq(d.st, LT_E_BACKEND);
+	fk_now = 1050;
+	locktab_tick(lt);
+	fk_complete(BE_ERROR, 0);
+	/* the next retry would come after a's WAIT: a is answered then */
+	ck_assert_uint_eq(locktab_next_deadline(lt), 1120);
+	fk_now = 1120;
+	locktab_tick(lt);
+	ck_assert_int_eq(a.calls, 1);
+	ck_assert_int_eq(a.st, LT_E_BACKEND);
+	/* b, never tried, keeps waiting; its WAIT ends while the key is
+	 * still failing: -BACKEND */
+	ck_assert_int_eq(b.calls, 0);
+	fk_now = 1400;
+	locktab_tick(lt);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.st, LT_E_BACKEND);
+	ck_assert_uint_eq(stats().timeouts, 0);
+	ck_assert_uint_eq(status("k").waiters, 0);
+}
+END_TEST
+
+/* A holder whose renewals fail is told "suspended" at the first failure,
+ * once, and "resumed" when one succeeds; a loss after a suspension tells
+ * only the loss. */
+START_TEST(renewal_failures_suspend)
+{
+	struct res h, g;
+	fk_now = 10000;
+	hold(0, "k", EXCL, 0, 3000, 0, 1, &h);
+	hold(1, "m", EXCL, 0, 3000, 0, 2, &g);
+	fk_now = 11000;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_complete(BE_ERROR, 0);
+	ck_assert_int_eq(O[0].nsuspended, 1);
+	ck_assert_str_eq(O[0].suspend_reason, "the fake backend says so");
+	ck_assert_uint_eq(stats().suspended, 1);
+	fk_complete(BE_ERROR, 0);
+	ck_assert_uint_eq(stats().suspended, 2);
+	/* the retry fails too: told once */
+	fk_now = 11300;
+	locktab_tick(lt);
+	ck_assert_uint_eq(fk.npend, 2);
+	fk_complete(BE_ERROR, 0);
+	ck_assert_int_eq(O[0].nsuspended, 1);
+	ck_assert_int_eq(O[0].nresumed, 0);
+	/* then one succeeds: resumed */
+	fk_complete(BE_OK, 0);
+	ck_assert_int_eq(O[1].nresumed, 1);
+	ck_assert_uint_eq(stats().suspended, 1);
+	/* the other is lost: no resumed, the gauge is back to 0 */
+	fk_now = 12800;
+	locktab_tick(lt);
+	ck_assert_int_eq(O[0].nlost, 1);
+	ck_assert_int_eq(O[0].nresumed, 0);
+	ck_assert_uint_eq(stats().suspended, 0);
+	ck_assert_int_eq(O[1].nlost, 0);
 }
 END_TEST
 
@@ -1780,10 +1929,19 @@ START_TEST(transfer_error)
 	fk_complete(BE_ERROR, 0);
 	ck_assert_int_eq(u.calls, 1);
 	ck_assert_int_eq(u.st, LT_E_BACKEND);
-	ck_assert_int_eq(b.calls, 1);
-	ck_assert_int_eq(b.st, LT_E_BACKEND);
+	/* the old lease is released (it may be there); the waiter, its WAIT
+	 * not over, waits through the outage and acquires */
+	ck_assert_int_eq(b.calls, 0);
 	ck_assert_uint_eq(stats().backend_errors, 1);
-	ck_assert_uint_eq(status("k").waiters, 0);
+	ck_assert_uint_eq(status("k").waiters, 1);
+	ck_assert_uint_eq(fk.npend, 1);
+	fk_expect(0, FK_RELEASE, "k");
+	fk_complete(BE_OK, 0);
+	fk_now += 50;
+	locktab_tick(lt);
+	ck_assert_str_ne(fk_expect(0, FK_ACQUIRE, "k")->token, to);
+	fk_complete(BE_OK, 52);
+	assert_granted(&b, 52);
 }
 END_TEST
 
@@ -3494,6 +3652,7 @@ main(void)
 	    exclusive_timeout_lets_shared_run, semaphore_limit_fifo, semaphore_kind_mismatch,
 	    reentrant_lock_unlock, relock_other_mode, wait_timeout, wait0_held_key,
 	    wait0_free_key_busy, busy_then_wakeup, busy_wait_deadline, backend_error_on_acquire,
+	    backend_error_waits_through, backend_error_wait_runs_out, renewal_failures_suspend,
 	    destroy_while_acquiring, destroy_while_holding_transfer,
 	    destroyed_owner_never_called, detach_unlock_by_token, detach_survives_owner,
 	    unlock_not_held, extend_sets_ttl, renewal_every_third, renew_notowner_lost,

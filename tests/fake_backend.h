@@ -48,6 +48,7 @@ struct fake {
 	unsigned count[FK_NKINDS];	/* operations asked, by kind */
 	uint64_t fence;			/* last fence fk_drain() handed out */
 	uint64_t valid_cut;		/* BE_OK answers promise the TTL less this */
+	int lasting;			/* BE_ERROR answers say the error lasts */
 	bool disconnected;		/* its state is "disconnected" */
 };
 

@@ -173,6 +173,10 @@ on_grant(void *arg, const struct etcd_result *res)
 		log_info("etcd lease %llx granted, TTL %lld s", (unsigned long long)id,
 		    (long long)ttl);
 		et_lease_schedule(r, r->lease_ttl_ms / 3);
+		r->recipe.flush(r);
+		/* queues that wait for the backend to come back try again */
+		r->be->up.wakeup(r->be->up.arg, NULL, 0);
+		return;
 	} else if (res->status != ETCD_DOWN) {
 		log_warn("etcd did not grant a lease: %s", res->why != NULL ? res->why :
 		    g != NULL && g->error != NULL && *g->error != '\0' ? g->error :

@@ -154,6 +154,8 @@ struct etcd {
 	struct etcd_conn_list graveyard;/* failed, freed from the loop */
 	struct later *failing;		/* calls and news told from the loop */
 	bool up;			/* the last call that ended was answered */
+	bool refused;			/* down because etcd refused the settings
+					 * (authentication, a certificate) */
 	bool told_up;			/* what the state hook was told last */
 	struct later_item state_item;	/* tells the state hook from the loop */
 	char why_down[WHY_MAX + 160];	/* "<endpoint>: <reason>" */
@@ -250,6 +252,7 @@ ep_up(struct etcd *c, struct etcd_ep *ep)
 		return;
 	ep->state = EP_UP;
 	ep->why[0] = '\0';
+	c->refused = false;
 	log_info("etcd %s up (HTTP/2%s)", ep->text, c->tls != NULL ? " over TLS" : "");
 }
 
@@ -260,6 +263,9 @@ static void
 ep_down(struct etcd *c, struct etcd_ep *ep, const char *why)
 {
 	snprintf(c->why_down, sizeof(c->why_down), "%s: %s", ep->text, why);
+	/* a certificate either side refused, not a server gone */
+	c->refused = strncmp(why, "TLS: ", 5) == 0 && (strstr(why, "certificate") != NULL ||
+	    strstr(why, "alert") != NULL);
 	if (ep->state == EP_DOWN)
 		return;
 	ep->state = EP_DOWN;
@@ -525,6 +531,7 @@ auth_done(struct etcd_conn *conn, struct etcd_call *k, const struct etcd_result 
 	snprintf(why, sizeof(why), "authentication failed: %s", r->status == ETCD_OK ?
 	    "no token in the answer" : r->why);
 	ep_down(c, conn->ep, why);
+	c->refused = r->status == ETCD_FAILED;	/* etcd answered: the password */
 	state_set(c, false);
 	for (h = TAILQ_FIRST(&conn->held); h != NULL; h = next) {
 		next = TAILQ_NEXT(h, entry);
@@ -1106,6 +1113,12 @@ const char *
 etcd_why_down(const struct etcd *c)
 {
 	return c->up ? NULL : c->why_down;
+}
+
+bool
+etcd_refused(const struct etcd *c)
+{
+	return !c->up && c->refused;
 }
 
 const char *

@@ -137,6 +137,9 @@ bool etcd_up(const struct etcd *c);
 /* Why the client is down, for -BACKEND replies: a short reason
  * ("127.0.0.1:2379: connection refused"), or NULL when up. */
 const char *etcd_why_down(const struct etcd *c);
+/* Whether it is down because etcd refused its settings (the password, a
+ * certificate): waiting cannot cure that. */
+bool etcd_refused(const struct etcd *c);
 /* The endpoint calls go to now. */
 const char *etcd_endpoint(const struct etcd *c);
 /* Counters for INFO. */

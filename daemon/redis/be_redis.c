@@ -153,6 +153,22 @@ rd_channel_plain(const struct rd *r, const char *key, size_t keylen, bool wanted
 	return wanted ? r->wanted : r->channel;
 }
 
+/* Whether the backend is refused for its settings (rnode_refused), so
+ * that waiting cannot help: more nodes refused than a quorum can do
+ * without (redlock), else any (the nodes share their settings). */
+bool
+rd_refused(const struct rd *r)
+{
+	size_t n = 0;
+	if (r->destroying)
+		return false;	/* its nodes are going */
+	for (size_t i = 0; i < r->nnodes; i++)
+		n += r->nodes[i]->node != NULL && rnode_refused(r->nodes[i]->node);
+	if (n == 0)
+		return false;
+	return !r->topo->count_answers || n > r->nnodes - r->quorum;
+}
+
 /* Why the backend fails now, for a reply: a few words that hold no secret,
  * in buf; NULL when nothing is known to be wrong. */
 const char *
@@ -192,7 +208,7 @@ rd_op_tell(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
 {
 	struct rd *r = op->r;
 	struct be_reply rep = { st, fence, st == BE_OK ? rquorum_valid(op->ttl_ms, r->drift,
-	    r->drift_ms) : 0, why };
+	    r->drift_ms) : 0, why, st == BE_ERROR && rd_refused(r) };
 	assert(!op->decided);
 	op->decided = true;
 	op->told = st;
@@ -1113,6 +1129,8 @@ on_up(void *arg)
 		rd_settle(r, RD_SETTLE_MS);
 	nd->was_up = true;
 	r->be->up.expire(r->be->up.arg, NULL, 0);
+	/* queues that wait for the backend to come back try again now */
+	r->be->up.wakeup(r->be->up.arg, NULL, 0);
 	rd_watch_all(r);
 	if (r->topo->up != NULL)
 		r->topo->up(r, nd);

@@ -389,6 +389,9 @@ void rd_node_init(struct rd *r, struct rd_node *nd, const struct rnode_conf *nc)
 /* nd is at host:port from now on (a sentinel named a new master): its
  * messages name it, and its connections go there. */
 void rd_node_move(struct rd_node *nd, const char *host, int port);
+/* Whether its nodes are refused for their settings (rnode_refused), more
+ * than a quorum can do without: an error that waiting cannot cure. */
+bool rd_refused(const struct rd *r);
 /* Add nd to r->nodes. */
 void rd_node_add(struct rd *r, struct rd_node *nd);
 

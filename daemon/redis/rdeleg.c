@@ -156,11 +156,11 @@ on_local(struct later_item *it)
 	struct rd_local *lo = (struct rd_local *)(void *)((char *)it -
 	    offsetof(struct rd_local, later));
 	struct rd *r = lo->r;
-	struct be_reply rep = { BE_OK, lo->fence, lo->valid_ms, NULL };
+	struct be_reply rep = { BE_OK, lo->fence, lo->valid_ms, NULL, 0 };
 	if (r->destroying)
-		rep = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down" };
+		rep = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down", 0 };
 	else if (lo->grant && lo->d == NULL)
-		rep = (struct be_reply){ BE_NOTOWNER, 0, 0, "the lease had ended in redis" };
+		rep = (struct be_reply){ BE_NOTOWNER, 0, 0, "the lease had ended in redis", 0 };
 	TAILQ_REMOVE(&r->locals, lo, entry);
 	lo->cb(lo->arg, &rep);
 	free(lo);

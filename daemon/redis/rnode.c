@@ -146,6 +146,11 @@ struct rnode {
 	char problem[200];		/* why the command connection is not up */
 	uint64_t down_since;		/* since when (clock_ms()), 0: never up */
 	char last_error[200];		/* the error reply logged last, "" when fine */
+	bool refused;			/* the last connection was refused for its
+					 * settings (authentication, SELECT, a
+					 * certificate), until one is up */
+	bool acl_refused;		/* the last script failed for a missing
+					 * permission, until one runs */
 	char policy[32];		/* maxmemory-policy as last read */
 	char persist[32];		/* what a restart keeps, as last read
 					 * (on_persistence) */
@@ -404,9 +409,11 @@ note_error(struct rnode *n, const char *err)
 	if (n->conf.acl != NULL && (strncmp(err, "NOPERM", 6) == 0 ||
 	    strstr(err, "can't run this command") != NULL ||
 	    strstr(err, "no permissions to run") != NULL))
+	{
 		log_warn("%s %s answered an error: %s; the %s user needs at least the ACL "
 		    "'%s'", n->conf.what, n->address, err, n->conf.what, n->conf.acl);
-	else
+		n->acl_refused = true;
+	} else
 		log_warn("%s %s answered an error: %s", n->conf.what, n->address, err);
 	snprintf(n->last_error, sizeof(n->last_error), "%s", err);
 }
@@ -419,6 +426,7 @@ note_success(struct rnode *n)
 		return;
 	log_info("%s %s runs the scripts again", n->conf.what, n->address);
 	n->last_error[0] = '\0';
+	n->acl_refused = false;
 }
 
 /* Why a connection closed when the server gave no reason. */
@@ -553,6 +561,8 @@ conn_ready(struct rn_conn *c)
 {
 	struct rnode *n = c->n;
 	c->state = RN_READY;
+	if (!c->sub)
+		n->refused = false;
 	backoff_reset(&c->backoff);
 	if (c->ever_up)
 		c->reconnects++;
@@ -583,12 +593,14 @@ on_handshake(struct rn_conn *c, const struct rn_call *call, const redisReply *re
 	case RK_AUTH:
 		if (err) {
 			snprintf(why, sizeof(why), "authentication refused (%s)", rep->str);
+			n->refused = true;
 			conn_down(c, why);
 		}
 		break;
 	case RK_SELECT:
 		if (err) {
 			snprintf(why, sizeof(why), "SELECT %lld refused (%s)", n->conf.db, rep->str);
+			n->refused = true;
 			conn_down(c, why);
 		}
 		break;
@@ -624,6 +636,10 @@ on_handshake(struct rn_conn *c, const struct rn_call *call, const redisReply *re
 	case RK_HELLO:
 		if (err) {
 			snprintf(why, sizeof(why), "refused (%s)", rep->str);
+			/* NOAUTH, WRONGPASS; not LOADING, BUSY (it comes back) */
+			n->refused = strncmp(rep->str, "LOADING", 7) != 0 &&
+			    strncmp(rep->str, "BUSY", 4) != 0 &&
+			    strncmp(rep->str, "MASTERDOWN", 10) != 0;
 			conn_down(c, why);
 		} else if (!c->sub) {
 			conn_ready(c);
@@ -853,8 +869,12 @@ conn_failure(struct rn_conn *c, short what, char *buf, size_t len)
 {
 	struct rnode *n = c->n;
 	int err = EVUTIL_SOCKET_ERROR();
-	if (n->conf.tls != NULL && c->bev != NULL && tls_bev_failure(c->bev, buf, len) != NULL)
+	if (n->conf.tls != NULL && c->bev != NULL && tls_bev_failure(c->bev, buf, len) != NULL) {
+		/* a certificate either side refused, not a server gone */
+		if (!c->sub && (strstr(buf, "certificate") != NULL || strstr(buf, "alert") != NULL))
+			n->refused = true;
 		return buf;
+	}
 	if ((what & BEV_EVENT_ERROR) && err != 0) {
 		snprintf(buf, len, "%s", evutil_socket_error_to_string(err));
 		return buf;
@@ -1300,6 +1320,12 @@ rnode_uptime(const struct rnode *n, uint64_t now, uint64_t *ms)
 		return false;
 	*ms = n->uptime_ms + (now > n->uptime_at ? now - n->uptime_at : 0);
 	return true;
+}
+
+bool
+rnode_refused(const struct rnode *n)
+{
+	return n->refused || n->acl_refused;
 }
 
 const char *

@@ -143,6 +143,11 @@ bool rnode_uptime(const struct rnode *n, uint64_t now, uint64_t *ms);
  * last script that failed (a missing permission, READONLY...), until one
  * succeeds; else NULL. */
 const char *rnode_problem(const struct rnode *n, uint64_t *since);
+/* Whether n is refused for its settings, which only a change of them can
+ * cure: its last connection was refused (authentication, SELECT, a
+ * certificate) and none is up since, or its last script failed for a
+ * missing permission (ACL) and none ran since. */
+bool rnode_refused(const struct rnode *n);
 
 /* Call script (an index into conf->scripts) with argc arguments (numkeys,
  * the keys, the arguments): EVALSHA when the server has it, else EVAL. argv

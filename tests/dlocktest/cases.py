@@ -465,20 +465,51 @@ class RedisTestCase(unittest.TestCase):
         return wait_until(granted, limit, 0.02, "LOCK %s to be granted" % key)
 
     def assertRefusedWhileDown(self, daemon, conn, bound, what, within):
-        """While daemon's backend (what: its name) is down, LOCK in each of
-        its forms on conn is answered -BACKEND within bound s; INFO comes to
-        say backend_connected:0 (within `within` s), STATUS that the backend
-        is disconnected, and PING still answers."""
-        for opts in ((), ("WAIT", 5000), ("WAIT", 0), ("SHARED",), ("LIMIT", 3)):
+        """While daemon's backend (what: its name) is down, LOCK with WAIT 0
+        in each of its forms on conn is answered -BACKEND within bound s; a
+        LOCK with WAIT 600 waits its WAIT through the outage and is
+        answered -BACKEND after it; INFO comes to say backend_connected:0
+        (within `within` s), STATUS that the backend is disconnected, and
+        PING still answers. Returns a connection whose LOCK (no WAIT) waits
+        for the backend to come back (assertGrantedLater)."""
+        for opts in ((), ("SHARED",), ("LIMIT", 3)):
             t0 = time.monotonic()
-            reply = conn.cmd("LOCK", unique_key(), *opts)
+            reply = conn.cmd("LOCK", unique_key(), "WAIT", 0, *opts)
             took = time.monotonic() - t0
-            self.assertErr(reply, "BACKEND", "LOCK %s while %s is down: %r" % (opts, what, reply))
-            self.assertLess(took, bound, "-BACKEND came %.3f s after LOCK %s" % (took, opts))
+            self.assertErr(reply, "BACKEND", "LOCK WAIT 0 %s while %s is down: %r"
+                           % (opts, what, reply))
+            self.assertLess(took, bound, "-BACKEND came %.3f s after LOCK WAIT 0 %s"
+                            % (took, opts))
+        t0 = time.monotonic()
+        reply = conn.cmd("LOCK", unique_key(), "WAIT", 600)
+        took = time.monotonic() - t0
+        self.assertErr(reply, "BACKEND", "LOCK WAIT 600 while %s is down: %r" % (what, reply))
+        self.assertGreater(took, 0.55, "LOCK WAIT 600 answered %.3f s after it was sent, "
+                           "before its WAIT" % took)
+        self.assertLess(took, 0.6 + bound, "-BACKEND came %.3f s after LOCK WAIT 600" % took)
+        waiting = daemon.raw()
+        self._conns.append(waiting)
+        waiting.send(waiting.encode("LOCK", unique_key()))
+        self.assertIsNone(read_within(waiting, 1.0), "LOCK with no WAIT answered while "
+                          "%s is down" % what)
         wait_until(lambda: self.info(daemon)["backend_connected"] == "0", within, 0.02,
                    "INFO backend_connected:0")
         self.assertEqual(self.status(daemon, unique_key())["backend"], b"disconnected")
         self.assertEqual(conn.cmd("PING"), "PONG")
+        return waiting
+
+    def assertGrantedLater(self, waiting, limit):
+        """The LOCK sent on waiting (assertRefusedWhileDown's) is granted
+        within limit s."""
+        reply = read_within(waiting, limit)
+        self.assertIsNotNone(reply, "the LOCK that waited through the outage got no "
+                             "answer within %.1f s" % limit)
+        self.assertGranted(reply)
+        # released now, while the backend is up (not at the end of the
+        # test, when its server may be gone first)
+        self.assertEqual(waiting.cmd("PING"), "PONG")
+        waiting.close()
+        self._conns.remove(waiting)
 
     def assertLocksAgain(self, daemon, conn, limit, reconnects_before):
         """Once daemon's backend is back, LOCK on conn is granted within

@@ -723,13 +723,14 @@ class TestEtcdProcesses(EtcdCase):
         a = self.start_daemon(e, backend_conf=FAST)
         c = self.conn(a)
         before = int(self.info(a)["backend_reconnects_total"])
-        # stopped: no answer; LOCK answers -BACKEND after the request timeout
+        # stopped: no answer; LOCK WAIT 0 answers -BACKEND after the
+        # request timeout
         held = unique_key()
         self.assertGranted(c.cmd("LOCK", held))
         e.pause()
         try:
             t0 = time.monotonic()
-            reply = c.cmd("LOCK", unique_key())
+            reply = c.cmd("LOCK", unique_key(), "WAIT", 0)
             took = time.monotonic() - t0
             self.assertErr(reply, "BACKEND")
             self.assertLess(took, FAST["request_timeout_ms"] / 1000 + BACKEND_REPLY_SLACK,
@@ -743,10 +744,12 @@ class TestEtcdProcesses(EtcdCase):
             self.assertErr(reply, "BACKEND")
         # gone: refused at once
         self.assertIn(e.stop(), (0, -signal.SIGTERM))
-        self.assertRefusedWhileDown(
+        waiting = self.assertRefusedWhileDown(
             a, c, FAST["request_timeout_ms"] / 1000 + BACKEND_REPLY_SLACK, "etcd", 3)
-        # back on the same port and data: locks work again
+        # back on the same port and data: locks work again, and the LOCK
+        # that waited through the outage is granted
         e.start()
+        self.assertGrantedLater(waiting, RECONNECT_BOUND)
         self.assertLocksAgain(a, c, RECONNECT_BOUND, before)
 
     def test_endpoints_failover(self):

@@ -134,7 +134,7 @@ class TestOps(OpsCase, DaemonTestCase):
         self.assertEqual(raw[5], 2)
         self.assertEqual(len(hs), 2)
         self.assertEqual(list(hs[0]), ["session", "name", "addr", "mode", "fence", "count",
-                                       "held_ms", "lease_ms", "detached"])
+                                       "held_ms", "lease_ms", "detached", "suspended"])
         self.assertEqual(hs[0]["session"], a.client_id())
         self.assertEqual(hs[0]["name"], b"alpha")
         addr_a = "%s:%d" % a.connection._sock.getsockname()
@@ -145,6 +145,7 @@ class TestOps(OpsCase, DaemonTestCase):
         self.assertGreaterEqual(hs[0]["held_ms"], 0)
         self.assertEqual(hs[0]["lease_ms"], 20000)  # a session lease in this process
         self.assertEqual(hs[0]["detached"], 0)
+        self.assertEqual(hs[0]["suspended"], 0)
         self.assertEqual(hs[1]["session"], b.client_id())
         self.assertEqual(hs[1]["name"], b"beta")
         self.assertEqual(hs[1]["fence"], fb)

@@ -21,7 +21,7 @@ from dlocktest.cases import RedisTestCase, ms, report
 from dlocktest.env import SLOWDOWN, unique_key
 from dlocktest.proc import in_thread, results, sleep_until, wait_until
 from dlocktest.redis_server import RedisMonitor, RedisServer, commandstats, count_commands
-from dlocktest.resp import NULL, Err, Push, Raw, read_within
+from dlocktest.resp import NULL, Err, Push, Raw, pairs, read_within
 from dlocktest.sessions import grant_through_outage, read_pushes
 
 TTL = 2000  # ms: the short lease of the tests that wait for leases to run out
@@ -410,11 +410,12 @@ class TestRedisProcesses(RedisCase):
 
     def test_outage_with_queued_waiters(self):
         # Redis stopped past command_timeout_ms while waiters are queued on a
-        # key being released: the dropped connection fails the acquire in
-        # flight, the lock table starts the next waiter's at once, and none
-        # of that may touch the dead connection (the daemon must live). The
-        # release, and the acquire whose reply was lost, are settled once
-        # Redis is back, so the key is free again
+        # key being released: the dropped connection fails the handoff in
+        # flight, and none of that may touch the dead connection (the
+        # daemon must live). The waiters, their WAIT not over, wait through
+        # the outage and are granted one by one, in order, once Redis is
+        # back; the release, and the call whose reply was lost, are settled
+        # then, so the key is free again at the end
         r = self.start_redis()
         a = self.start_daemon(r, CONFIG_TTL, backend_conf=FAST)
         key = unique_key()
@@ -431,18 +432,73 @@ class TestRedisProcesses(RedisCase):
         try:
             h.close()           # the release and the head's acquire hang
             for w in ws:
-                rep = w.read()
-                self.assertIsInstance(rep, Err, rep)
-                self.assertTrue(rep.startswith("BACKEND"), rep)
+                self.assertIsNone(read_within(w, 0.3), "a waiter answered while Redis "
+                                  "does not answer")
+            wait_until(lambda: self.info(a).get("backend_connected") == "0", 5,
+                       what="the daemon to see Redis gone")
             self.assertTrue(a.running(), a.log())
         finally:
             r.resume()
-        wait_until(lambda: self.info(a).get("backend_connected") == "1", 10,
-                   what="the daemon to reconnect")
+        fences = []
+        for w in ws:
+            fences.append(self.assertGranted(w.read())[1])
+            self.assertEqual(w.cmd("UNLOCK", key), 0)
+        self.assertEqual(fences, sorted(fences))
+        self.assertGreater(int(self.info(a)["backend_waits_total"]), 0)
         c = self.conn(a)
         c.settimeout(30)
         self.assertGranted(c.cmd("LOCK", key, "WAIT", TTL + 5000))
         self.assertEqual(c.cmd("UNLOCK", key), 0)
+
+    def status_holder(self, daemon, key):
+        """The first holder of key in STATUS key FULL on daemon, a dict."""
+        return pairs(pairs(self.conn(daemon).cmd("STATUS", key, "FULL"))["holders"][0])
+
+    def test_suspended_then_resumed(self):
+        # Redis stopped (SIGSTOP) past a renewal, and back before the
+        # lease's margin: a holder that asked (CLIENT SUSPENDPUSH ON) is
+        # pushed "suspended" when the first renewal fails and "resumed"
+        # when one succeeds again, and is never told lost; STATUS FULL and
+        # INFO show the suspension meanwhile. A holder that did not ask is
+        # pushed nothing
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf=FAST)
+        h = self.conn(a)
+        self.hello3(h)
+        self.assertEqual(h.cmd("CLIENT", "SUSPENDPUSH", "ON"), "OK")
+        quiet = self.conn(a)
+        self.hello3(quiet)
+        key, other = unique_key("s"), unique_key("q")
+        fence = self.assertGranted(h.cmd("LOCK", key, "TTL", 6000))[1]
+        self.assertGranted(quiet.cmd("LOCK", other, "TTL", 6000))
+        t_lock = time.monotonic()
+        r.pause()
+        try:
+            push = read_within(h, 5.0)
+            t_suspended = time.monotonic()
+            self.assertIsInstance(push, Push, push)
+            self.assertEqual(push[:3], [b"suspended", key.encode(), fence])
+            self.assertIn(b"redis 127.0.0.1:%d" % r.port, push[3])
+            holder = self.status_holder(a, key)
+            self.assertEqual(holder["suspended"], 1)
+            self.assertEqual(self.info(a)["sessions_suspended"], "2")
+            self.assertIsNone(read_within(h, 0.3))
+        finally:
+            r.resume()
+        push = read_within(h, 4.0)
+        t_resumed = time.monotonic()
+        self.assertEqual(push, [b"resumed", key.encode(), fence])
+        report("suspended %.2f s after the LOCK (renewal at 2 s), resumed %.2f s after SIGCONT"
+               % (t_suspended - t_lock, t_resumed - t_suspended))
+        self.assertEqual(self.status_holder(a, key)["suspended"], 0)
+        wait_until(lambda: self.info(a)["sessions_suspended"] == "0", 3.0, 0.02,
+                   "INFO sessions_suspended:0")
+        self.assertEqual(h.cmd("PING"), "PONG")
+        self.assertEqual(quiet.cmd("PING"), "PONG")
+        self.assertEqual(h.cmd("UNLOCK", key), 0)
+        self.assertEqual(quiet.cmd("UNLOCK", other), 0)
+        # without RESP3 there are no pushes to ask for
+        self.assertErr(self.conn(a).cmd("CLIENT", "SUSPENDPUSH", "ON"), "ERR")
 
     def test_lost_before_redis_ttl(self):
         # redis-server stopped (SIGSTOP) past the lease: the holder is told
@@ -550,9 +606,11 @@ class TestRedisProcesses(RedisCase):
         c = self.conn(a)
         before = int(self.info(a)["backend_reconnects_total"])
         self.assertEqual(r.stop(), 0)
-        self.assertRefusedWhileDown(a, c, BACKEND_REPLY_BOUND, "Redis", 2)
-        # redis-server back on the same port: locks work again
+        waiting = self.assertRefusedWhileDown(a, c, BACKEND_REPLY_BOUND, "Redis", 2)
+        # redis-server back on the same port: locks work again, and the
+        # LOCK that waited through the outage is granted
         r2 = self.start_redis(port=r.port, directory=r.dir)
+        self.assertGrantedLater(waiting, RECONNECT_BOUND)
         self.assertLocksAgain(a, c, RECONNECT_BOUND, before)
         self.assertTrue(r2.running())
 
@@ -569,7 +627,7 @@ class TestRedisProcesses(RedisCase):
         r.pause()
         try:
             # a command that times out tells A that Redis is unreachable
-            probe.send(Raw.encode("LOCK", unique_key()))
+            probe.send(Raw.encode("LOCK", unique_key(), "WAIT", 0))
             reply = read_within(probe, 3.0 * SLOWDOWN)
             self.assertIsNotNone(reply, "LOCK hung while Redis does not answer")
             self.assertErr(reply, "BACKEND")

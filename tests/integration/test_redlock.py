@@ -253,13 +253,18 @@ class TestRedlockNodesDown(RedlockCase):
         self.assertEqual(c.cmd("UNLOCK", k3), 0)
 
     def check_disconnected(self, daemon, nodes, up, c):
-        """With fewer than a quorum of nodes up: every LOCK answers -BACKEND
-        at once, INFO backend_connected:0, STATUS "disconnected"."""
-        for opts in ((), ("WAIT", 5000), ("WAIT", 0), ("SHARED",), ("LIMIT", 3)):
-            self.assertBackendErrorSoon(c, unique_key(), *opts)
+        """With fewer than a quorum of nodes up: every LOCK WAIT 0 answers
+        -BACKEND at once, a LOCK with WAIT left waits it out (-BACKEND after
+        it), INFO backend_connected:0, STATUS "disconnected"."""
+        for opts in ((), ("SHARED",), ("LIMIT", 3)):
+            self.assertBackendErrorSoon(c, unique_key(), "WAIT", 0, *opts)
+        t0 = time.monotonic()
+        self.assertErr(c.cmd("LOCK", unique_key(), "WAIT", 500), "BACKEND")
+        self.assertGreater(time.monotonic() - t0, 0.45, "LOCK WAIT 500 answered before "
+                           "its WAIT")
         info = self.wait_nodes(daemon, nodes, up)
         # once the daemon knows: the reason names the nodes down
-        r = self.assertBackendErrorSoon(c, unique_key())
+        r = self.assertBackendErrorSoon(c, unique_key(), "WAIT", 0)
         self.assertIn("%d of %d nodes up, %d needed" % (len(up), len(nodes),
                                                          len(nodes) // 2 + 1), r)
         for i in set(range(len(nodes))) - set(up):
@@ -406,7 +411,7 @@ class TestRedlockNodesDown(RedlockCase):
             self.wait_nodes(a, nodes, {0, 2})
             k2 = unique_key("two")
             t0 = time.monotonic()
-            r = c.cmd("LOCK", k2, "WAIT", 5000)
+            r = c.cmd("LOCK", k2, "WAIT", 0)
             took2 = time.monotonic() - t0
             self.assertErr(r, "BACKEND", "LOCK with one node stopped and one dead: %r" % (r,))
             self.assertIn("redlock", r)
