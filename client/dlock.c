@@ -94,12 +94,13 @@ enum {
 	PARSE_OK = 1		/* a value was parsed */
 };
 
-/* A queued "lost" push. */
+/* A queued "lost" push, or "suspended" or "resumed" push. */
 struct lost {
 	struct lost *next;	/* next queued, or NULL */
 	char *key;		/* the key (NUL-terminated copy) */
 	size_t keylen;		/* its length */
 	long long fence;	/* the fence of the lost holding */
+	int suspended;		/* a state push: 1 suspended, 0 resumed */
 };
 
 /* How long one call may wait for the socket. */
@@ -121,6 +122,8 @@ struct dlock {
 	size_t wcap;		/* its size */
 	struct lost *lost_head;	/* queued "lost" pushes, oldest first */
 	struct lost **lost_tail; /* where the next one goes */
+	struct lost *state_head; /* queued "suspended" and "resumed" pushes */
+	struct lost **state_tail; /* where the next one goes */
 	unsigned long notices_due; /* losses pushed whose "LOST" reply (in place
 				 * of the next command's) is still to come */
 	char code[32];		/* code word of the last error, or "" */
@@ -569,8 +572,20 @@ conn_fill(dlock_t *d, const struct deadline *dl)
  * Queue the loss of key (keylen bytes) with fence for dlock_poll_lost(). 0,
  * or -1 (dead: losing track of a lost lock is not an option).
  */
+static int notice_add(dlock_t *d, struct lost ***tail, const char *key, size_t keylen,
+    long long fence, int suspended);
+
 static int
 lost_add(dlock_t *d, const char *key, size_t keylen, long long fence)
+{
+	return notice_add(d, &d->lost_tail, key, keylen, fence, 0);
+}
+
+/* Queue a notice of key (keylen bytes) with fence at *tail. 0, or -1
+ * (dead). */
+static int
+notice_add(dlock_t *d, struct lost ***tail, const char *key, size_t keylen,
+    long long fence, int suspended)
 {
 	struct lost *l;
 
@@ -583,22 +598,30 @@ lost_add(dlock_t *d, const char *key, size_t keylen, long long fence)
 	l->key[keylen] = '\0';
 	l->keylen = keylen;
 	l->fence = fence;
-	*d->lost_tail = l;
-	d->lost_tail = &l->next;
+	l->suspended = suspended;
+	**tail = l;
+	*tail = &l->next;
 	return 0;
 }
 
-/* Queue a "lost" push; other pushes are ignored. 0, or -1 (dead). */
+/* Queue a "lost", "suspended" or "resumed" push; other pushes are
+ * ignored. 0, or -1 (dead). */
 static int
 push_handle(dlock_t *d, const struct resp *v)
 {
 	const struct resp *k;
+	int state;
 
-	if (v->n < 3 || !resp_is(v->elem[0], "lost"))
+	if (v->n < 3)
 		return 0;
 	k = v->elem[1];
 	if ((k->type != RESP_BULK && k->type != RESP_SIMPLE) ||
 	    v->elem[2]->type != RESP_INT)
+		return 0;
+	state = resp_is(v->elem[0], "suspended") ? 1 : resp_is(v->elem[0], "resumed") ? 0 : -1;
+	if (state >= 0)
+		return notice_add(d, &d->state_tail, k->str, k->len, v->elem[2]->integer, state);
+	if (!resp_is(v->elem[0], "lost"))
 		return 0;
 	if (lost_add(d, k->str, k->len, v->elem[2]->integer) < 0)
 		return -1;
@@ -1045,6 +1068,7 @@ dlock_alloc(void)
 	d->rcap = RBUF_MIN;
 	d->timeout_ms = DLOCK_CALL_TIMEOUT_MS;
 	d->lost_tail = &d->lost_head;
+	d->state_tail = &d->state_head;
 	return d;
 }
 
@@ -1177,6 +1201,11 @@ dlock_close(dlock_t *d)
 		return;
 	close(d->fd);
 	for (l = d->lost_head; l != NULL; l = next) {
+		next = l->next;
+		free(l->key);
+		free(l);
+	}
+	for (l = d->state_head; l != NULL; l = next) {
 		next = l->next;
 		free(l->key);
 		free(l);
@@ -1642,14 +1671,17 @@ dlock_fd(const dlock_t *d)
 	return d != NULL ? d->fd : -1;
 }
 
-/* Pop the oldest queued "lost" push into key/fence. */
-static void
-lost_pop(dlock_t *d, char *key, size_t keylen, long long *fence)
+/* Pop the oldest notice of the queue at *head (its tail at *tail) into
+ * key/fence; its state. */
+static int
+notice_pop(struct lost **head, struct lost ***tail, char *key, size_t keylen,
+    long long *fence)
 {
-	struct lost *l = d->lost_head;
+	struct lost *l = *head;
+	int suspended = l->suspended;
 
-	if ((d->lost_head = l->next) == NULL)
-		d->lost_tail = &d->lost_head;
+	if ((*head = l->next) == NULL)
+		*tail = head;
 	if (key != NULL && keylen > 0) {
 		size_t n = l->keylen < keylen - 1 ? l->keylen : keylen - 1;
 
@@ -1660,28 +1692,35 @@ lost_pop(dlock_t *d, char *key, size_t keylen, long long *fence)
 		*fence = l->fence;
 	free(l->key);
 	free(l);
+	return suspended;
 }
 
-int
-dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence)
+/* Read whatever has arrived, without waiting: pushes are queued. */
+static void
+poll_pushes(dlock_t *d)
 {
 	struct resp *v;
 	int r;
 
-	if (d == NULL) {
-		errno = EINVAL;
-		return -1;
-	}
-	err_clear(d);
-	/* Read whatever has arrived, without waiting. */
 	while (!d->dead) {
 		while ((r = conn_take(d, &v)) == PARSE_OK)
 			dlock_resp_free(v);	/* no command is pending: not ours to keep */
 		if (r == PARSE_ERROR || conn_fill(d, NULL) <= 0)
 			break;
 	}
+}
+
+int
+dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence)
+{
+	if (d == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	err_clear(d);
+	poll_pushes(d);
 	if (d->lost_head != NULL) {
-		lost_pop(d, key, keylen, fence);
+		(void)notice_pop(&d->lost_head, &d->lost_tail, key, keylen, fence);
 		if (d->dead)
 			err_clear(d);
 		return 1;
@@ -1689,6 +1728,44 @@ dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence)
 	if (d->dead)
 		return err_repeat_dead(d);
 	return 0;
+}
+
+int
+dlock_suspend_notices(dlock_t *d, int on)
+{
+	const char *argv[3] = { "CLIENT", "SUSPENDPUSH", on ? "ON" : "OFF" };
+	struct resp *v;
+
+	if (d == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	err_clear(d);
+	if ((v = dlock_call(d, 0, 3, argv, NULL)) == NULL)
+		return -1;
+	if (!resp_is(v, "OK"))
+		return dlock_unexpected(d, "CLIENT SUSPENDPUSH", v);
+	dlock_resp_free(v);
+	return 0;
+}
+
+int
+dlock_poll_suspend(dlock_t *d, char *key, size_t keylen, long long *fence, int *suspended)
+{
+	int st;
+
+	if (d == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	err_clear(d);
+	poll_pushes(d);
+	if (d->state_head == NULL)
+		return d->dead ? err_repeat_dead(d) : 0;
+	st = notice_pop(&d->state_head, &d->state_tail, key, keylen, fence);
+	if (suspended != NULL)
+		*suspended = st;
+	return 1;
 }
 
 const char *

@@ -278,6 +278,20 @@ DLOCK_EXPORT int dlock_fd(const dlock_t *d);
 DLOCK_EXPORT int dlock_poll_lost(dlock_t *d, char *key, size_t keylen, long long *fence);
 
 /*
+ * Ask dlockd (on 1, off 0) to push "suspended" when the first renewal of a
+ * lock of this connection fails, and "resumed" when one succeeds again
+ * (CLIENT SUSPENDPUSH): the lock is in doubt meanwhile, still held until it
+ * is lost. 0, or -1 with the error set. dlock_poll_suspend() returns them
+ * as dlock_poll_lost() returns losses: 1 with key/fence filled and
+ * *suspended 1 (suspended) or 0 (resumed), 0 if none is pending, -1 when
+ * the connection failed. A loss is told by dlock_poll_lost() only; no
+ * "resumed" follows it.
+ */
+DLOCK_EXPORT int dlock_suspend_notices(dlock_t *d, int on);
+DLOCK_EXPORT int dlock_poll_suspend(dlock_t *d, char *key, size_t keylen, long long *fence,
+    int *suspended);
+
+/*
  * The error of d's last call ("" after a call that succeeded): the daemon's
  * reply ("NOTHELD key is not held ...") or a local reason ("connection closed
  * by dlockd", "dlockd did not answer within 10000 ms"). Once the connection

@@ -493,6 +493,7 @@ struct run {
 	long long ping_ms;	/* between keepalive PINGs; 0: none */
 	long long next_ping;	/* when the next PING is due (clock_ms) */
 	int held;		/* 1 while the lock is held: not lost, connection up */
+	int verbose;		/* -v: tell when the lock is in doubt, and back */
 	long long kill_at;	/* when the group gets SIGKILL (clock_ms); -1: not stopping */
 	int killed;		/* 1 once the group got SIGKILL */
 	int reaped;		/* 1 once COMMAND was waited for */
@@ -638,7 +639,13 @@ run_check(struct run *r)
 {
 	char why[600], key[256];
 	long long fence = 0;
-	int n = dlock_poll_lost(r->d, key, sizeof(key), &fence);
+	int n, suspended;
+
+	while (r->verbose && dlock_poll_suspend(r->d, key, sizeof(key), &fence, &suspended) > 0)
+		fprintf(stderr, suspended ? "dlock: %s: suspended: its renewals fail (fence %lld); "
+		    "held until it is lost\n" : "dlock: %s: resumed: renewed again (fence %lld)\n",
+		    key, fence);
+	n = dlock_poll_lost(r->d, key, sizeof(key), &fence);
 
 	if (n == 0)
 		return;
@@ -874,6 +881,10 @@ run_locked(char **argv, const struct lock_args *a)
 		r.next_ping = (long long)clock_ms() + r.ping_ms;
 		(void)dlock_set_timeout(r.d, r.ping_ms);
 	}
+	/* -v: told when the renewals fail and when they work again */
+	r.verbose = a->verbose;
+	if (r.verbose && dlock_suspend_notices(r.d, 1) < 0)
+		fprintf(stderr, "dlock: not told of suspended locks: %s\n", dlock_error(r.d));
 	r.held = 1;
 	/* Interactive: COMMAND gets the terminal, and Control-Z works. */
 	r.tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();

@@ -131,6 +131,47 @@ START_TEST(test_reader_split_and_push)
 }
 END_TEST
 
+/* dlock_suspend_notices sends CLIENT SUSPENDPUSH; "suspended" and
+ * "resumed" pushes are queued for dlock_poll_suspend, apart from losses. */
+START_TEST(test_reader_suspend_pushes)
+{
+	static const struct df_step steps[] = {
+		DF_HANDSHAKE(DF_HELLO_REPLY),
+		{ .reply = "+OK\r\n", .expect = "SUSPENDPUSH\r\n$2\r\nON" },
+		/* PING: pushes arrive first, then the reply */
+		{ .reply = ">4\r\n$9\r\nsuspended\r\n$1\r\nk\r\n:7\r\n$4\r\nslow\r\n"
+		  ">4\r\n$4\r\nlost\r\n$1\r\nj\r\n:8\r\n$4\r\ngone\r\n"
+		  ">3\r\n$7\r\nresumed\r\n$1\r\nk\r\n:7\r\n+PONG\r\n" },
+		{ .reply = "+OK\r\n", .expect = "SUSPENDPUSH\r\n$3\r\nOFF" },
+	};
+	struct df_canned c;
+	char key[8], err[256];
+	long long fence = 0;
+	int suspended = -1;
+	dlock_t *d;
+
+	df_canned_start(&c, steps, sizeof(steps) / sizeof(steps[0]), 1, 1);
+	d = dlock_connect(c.addr, NULL, err, sizeof(err));
+	ck_assert_msg(d != NULL, "%s", err);
+	ck_assert_int_eq(dlock_poll_suspend(d, key, sizeof(key), &fence, &suspended), 0);
+	ck_assert_int_eq(dlock_suspend_notices(d, 1), 0);
+	ck_assert_int_eq(dlock_ping(d), 0);
+	ck_assert_int_eq(dlock_poll_suspend(d, key, sizeof(key), &fence, &suspended), 1);
+	ck_assert_str_eq(key, "k");
+	ck_assert_int_eq(fence, 7);
+	ck_assert_int_eq(suspended, 1);
+	ck_assert_int_eq(dlock_poll_suspend(d, key, sizeof(key), &fence, &suspended), 1);
+	ck_assert_int_eq(suspended, 0);
+	ck_assert_int_eq(dlock_poll_suspend(d, key, sizeof(key), &fence, &suspended), 0);
+	/* the loss is told apart */
+	ck_assert_int_eq(dlock_poll_lost(d, key, sizeof(key), &fence), 1);
+	ck_assert_str_eq(key, "j");
+	ck_assert_int_eq(dlock_suspend_notices(d, 0), 0);
+	dlock_close(d);
+	df_canned_wait(&c);
+}
+END_TEST
+
 START_TEST(test_reader_replies)
 {
 	static const struct df_step steps[] = {
@@ -1327,7 +1368,8 @@ main(void)
 	Suite *s = suite_create("dlock");
 
 	suite_case(s, "reader", NULL, NULL, 30, SUITE_TESTS(test_connect_bad_address,
-	    test_connect_refused, test_reader_split_and_push, test_reader_replies,
+	    test_connect_refused, test_reader_split_and_push, test_reader_suspend_pushes,
+	    test_reader_replies,
 	    test_reader_lockall, test_reader_status_full, test_reader_handshake_failures, test_reader_lost_notice,
 	    test_reader_notice_after_push, test_call_timeout, test_call_timeout_whole_reply,
 	    test_lock_wait_timeout, test_unix_no_keepalive));

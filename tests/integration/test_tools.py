@@ -894,6 +894,33 @@ class TestDlockRunLost(RedisTestCase):
         finally:
             end_process(p, p.stdout, p.stderr)
 
+    def test_verbose_suspended_then_resumed(self):
+        # dlock run -v: Redis stopped past a renewal and back before the
+        # lease's margin: dlock says the lock is suspended, then resumed,
+        # and the command runs on
+        fast = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf=fast)
+        key = unique_key()
+        env = dict(os.environ, DLOCK_ADDR=a.addr(), DLOCK_PASSWORD="")
+        p = spawn([DLOCK, "run", "-v", "--ttl", "6000", key, "--", "sleep", "30"], env=env,
+                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            self.assertRegex(read_line(p.stderr), r"^dlock: got %s \(fence (\d+)\)"
+                             % re.escape(key))
+            r.pause()
+            try:
+                self.assertRegex(read_line(p.stderr, 6.0), r"^dlock: %s: suspended: its "
+                                 r"renewals fail \(fence \d+\); held until it is lost\n$"
+                                 % re.escape(key))
+            finally:
+                r.resume()
+            self.assertRegex(read_line(p.stderr, 4.0), r"^dlock: %s: resumed: renewed again "
+                             r"\(fence \d+\)\n$" % re.escape(key))
+            self.assertIsNone(p.poll(), "the command stopped")
+        finally:
+            end_process(p, p.stderr)
+
     def test_backend_down_exit_status(self):
         fast = {"connect_timeout_ms": 200, "command_timeout_ms": 300}
         r = self.start_redis()
