@@ -600,6 +600,42 @@ class TestRedisProcesses(RedisCase):
         self.assertGreaterEqual(int(info["lost_total"]), 1)
         self.assertGreaterEqual(int(info["backend_lost_total"]), 1)
 
+    def test_campaign_and_lockall_wait_through_restart(self):
+        # Redis stopped before they are sent, started again within their
+        # WAIT: a CAMPAIGN, a LOCKALL and LOCKs queued on one key are
+        # granted once it is back, the LOCKs in the order they came; with
+        # a wrong password (refused for good) a LOCK answers at once
+        r = self.start_redis()
+        a = self.start_daemon(r, backend_conf=FAST)
+        self.assertEqual(r.stop(), 0)
+        key, k1, k2 = unique_key("c"), unique_key("m1"), unique_key("m2")
+        queued = unique_key("q")
+        camp, multi = self.conn(a), self.conn(a)
+        camp.send(camp.encode("CAMPAIGN", key, "v", "WAIT", 15000))
+        multi.send(multi.encode("LOCKALL", 2, k1, k2, "WAIT", 15000))
+        ws = []
+        for _ in range(3):
+            w = self.conn(a)
+            w.send(w.encode("LOCK", queued, "WAIT", 15000))
+            ws.append(w)
+            self.wait_status(a, queued, waiters=len(ws))
+        for c in [camp, multi] + ws:
+            self.assertIsNone(read_within(c, 0.05))
+        time.sleep(1.0)
+        self.start_redis(port=r.port, directory=r.dir)
+        self.assertGranted(read_within(camp, RECONNECT_BOUND))
+        sets = read_within(multi, RECONNECT_BOUND)
+        self.assertIsInstance(sets, list, sets)
+        self.assertEqual(len(sets), 2)
+        fences = []
+        for w in ws:
+            fences.append(self.assertGranted(read_within(w, RECONNECT_BOUND))[1])
+            self.assertEqual(w.cmd("UNLOCK", queued), 0)
+        self.assertEqual(fences, sorted(fences))
+        self.assertEqual(camp.cmd("UNLOCK", key), 0)
+        self.assertIsInstance(multi.cmd("UNLOCKALL", 2, k1, k2), list)
+        self.assertGreater(int(self.info(a)["backend_waits_total"]), 0)
+
     def test_lock_while_redis_down(self):
         r = self.start_redis()
         a = self.start_daemon(r, backend_conf=FAST)

@@ -45,10 +45,11 @@ class TLSCase(RedisTestCase):
         self.assertNotIsInstance(token, Err, token)
         self.assertEqual(c.cmd("UNLOCK", key, token[0]), 0)
 
-    def refused(self, d, words, reason=True, most=2):
+    def refused(self, d, words, reason=True, most=2, lasting=True):
         """d never connects: LOCK answers -BACKEND, and the log says why
         (each of words) in one line, not one per attempt; so does the
-        reply (words[0]) when reason."""
+        reply (words[0]) when reason. When lasting (the settings refused,
+        which no wait cures), a LOCK with WAIT left answers at once too."""
         c = self.conn(d)
         wait_until(lambda: all(w in d.log(20000) for w in words), 5.0,
                    what="the log to say %r" % (words,))
@@ -56,6 +57,12 @@ class TLSCase(RedisTestCase):
         self.assertErr(reply, "BACKEND")
         if reason:  # the reply says why, as the log does
             self.assertIn(words[0], reply)
+        if lasting:
+            t0 = time.monotonic()
+            self.assertErr(c.cmd("LOCK", unique_key("tls"), "WAIT", "5000"), "BACKEND")
+            took = time.monotonic() - t0
+            self.assertLess(took, 1.0, "LOCK WAIT 5000 waited %.2f s though the backend "
+                            "refused the daemon's settings" % took)
         self.assertIn("backend_connected:0", c.cmd("INFO").decode())
         time.sleep(1.0)  # several attempts (backoff 100 ms, doubling)
         lines = [l for l in d.log(200000).splitlines() if words[0] in l]
@@ -93,7 +100,8 @@ class TestRedisTLS(TLSCase):
         d2.start(wait_backend=False)
         # (with TLS 1.3 the server's alert saying why may be lost when its
         # close beats it: at most one line more per connection then)
-        self.refused(d2, ["connection to 127.0.0.1", "down"], reason=False, most=4)
+        self.refused(d2, ["connection to 127.0.0.1", "down"], reason=False, most=4,
+                     lasting=False)
         log = d2.log(200000)
         self.assertTrue("alert certificate required" in log or
                         "closed during the handshake" in log, log)
@@ -201,6 +209,10 @@ class TestRedisACL(TLSCase):
         c = self.conn(d)
         for _ in range(5):
             self.assertErr(c.cmd("LOCK", unique_key("acl"), "SHARED", "WAIT", "0"), "BACKEND")
+        # a missing permission lasts: a WAIT is not spent on it
+        t0 = time.monotonic()
+        self.assertErr(c.cmd("LOCK", unique_key("acl"), "SHARED", "WAIT", "5000"), "BACKEND")
+        self.assertLess(time.monotonic() - t0, 1.0)
         log = d.log(200000)
         # Redis 7.0 does not say which command a script was refused (7.2
         # and later do): the line says what the user needs
