@@ -275,9 +275,8 @@ session_wait(struct session *s, enum session_wait how)
 	s->waiting_observe = how == SESSION_WAIT_OBSERVE;
 }
 
-/* The waiting command's reply is written. With no request buffered behind
- * it, the reply leaves now; else the loop runs the session on (never from
- * here, inside a lock-table callback). */
+/* fn(arg) ends the waiting command if the session goes before it
+ * completes (session.h). */
 void
 session_wait_abort(struct session *s, session_abort_fn *fn, void *arg)
 {
@@ -285,6 +284,9 @@ session_wait_abort(struct session *s, session_abort_fn *fn, void *arg)
 	s->abort_arg = arg;
 }
 
+/* The waiting command's reply is written. With no request buffered behind
+ * it, the reply leaves now; else the loop runs the session on (never from
+ * here, inside a lock-table callback). */
 void
 session_resume(struct session *s)
 {
