@@ -336,7 +336,10 @@ do_lock(struct m_owner *m, struct fuzz_in *in)
 		return;
 	m->busy = M_IDLE;
 	FUZZ_CHECK(st != LT_OK);
-	FUZZ_CHECK((st == LT_NOT_GRANTED && q.wait_ms == 0) || st == LT_E_KIND ||
+	/* WAIT 0: not granted, or -BACKEND when the key's queue waits for the
+	 * backend to come back */
+	FUZZ_CHECK(((st == LT_NOT_GRANTED || st == LT_E_BACKEND) && q.wait_ms == 0) ||
+	    st == LT_E_KIND ||
 	    st == LT_E_WAITERS || st == LT_E_LOCKS || st == LT_E_MODE ||
 	    (st == LT_E_KEYS && max_keys != 0));
 }
