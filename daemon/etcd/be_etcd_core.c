@@ -233,7 +233,8 @@ et_op_answer(struct et_op *op, enum be_status st, uint64_t fence, uint64_t valid
 	op->rep.status = st;
 	op->rep.fence = fence;
 	op->rep.valid_ms = st == BE_OK ? valid_ms : 0;
-	op->rep.lasting = st == BE_ERROR && etcd_refused(r->cli);
+	/* (the client is gone once et_destroy runs) */
+	op->rep.lasting = st == BE_ERROR && !r->destroying && etcd_refused(r->cli);
 	snprintf(op->why, sizeof(op->why), "%s", why != NULL ? why : "");
 	later_add(r->done, &op->done, on_done);
 }
