@@ -1423,6 +1423,11 @@ static const struct field holder_fields[] = {
 	FIELD(struct dlock_holder, FIELD_INT, lease_ms),
 	FIELD(struct dlock_holder, FIELD_BOOL, detached),
 };
+static const struct field daemon_fields[] = {
+	FIELD(struct dlock_holder_daemon, FIELD_STR, daemon),
+	FIELD(struct dlock_holder_daemon, FIELD_STR, host),
+	FIELD(struct dlock_holder_daemon, FIELD_STR, daemon_addr),
+};
 static const struct field waiter_fields[] = {
 	FIELD(struct dlock_waiter, FIELD_INT, session),
 	FIELD(struct dlock_waiter, FIELD_STR, name),
@@ -1561,14 +1566,20 @@ full_list(const struct resp *v, const char *name, const struct field *fields,
 	return 0;
 }
 
-int
-dlock_status_full(dlock_t *d, const char *key, struct dlock_status_full *out)
+/* STATUS key FULL into out and, when daemons is not NULL, the holders'
+ * daemons into *daemons. */
+static int
+status_full(dlock_t *d, const char *key, struct dlock_status_full *out,
+    struct dlock_holder_daemon **daemons)
 {
 	struct resp *v;
-	void *h, *w;
+	void *h, *w, *hd = NULL;
+	size_t nd;
 
 	if (out != NULL)
 		memset(out, 0, sizeof(*out));
+	if (daemons != NULL)
+		*daemons = NULL;
 	if ((v = status_call(d, key, 1, out != NULL ? &out->status : NULL)) == NULL)
 		return -1;
 	if (full_list(v, "holders", holder_fields,
@@ -1577,11 +1588,17 @@ dlock_status_full(dlock_t *d, const char *key, struct dlock_status_full *out)
 		return dlock_unexpected(d, "STATUS FULL", v);
 	if (full_list(v, "waiters", waiter_fields,
 	    sizeof(waiter_fields) / sizeof(waiter_fields[0]),
-	    sizeof(struct dlock_waiter), &w, &out->nwaiters) < 0) {
+	    sizeof(struct dlock_waiter), &w, &out->nwaiters) < 0 ||
+	    (daemons != NULL && full_list(v, "holders", daemon_fields,
+	    sizeof(daemon_fields) / sizeof(daemon_fields[0]),
+	    sizeof(struct dlock_holder_daemon), &hd, &nd) < 0)) {
 		free(h);
+		free(w);
 		out->nholders = 0;
 		return dlock_unexpected(d, "STATUS FULL", v);
 	}
+	if (daemons != NULL)
+		*daemons = hd;
 	out->holders = h;
 	out->waiters = w;
 	/* The lists may stand in the place of STATUS's counts. */
@@ -1591,6 +1608,19 @@ dlock_status_full(dlock_t *d, const char *key, struct dlock_status_full *out)
 		out->status.waiters = (long long)out->nwaiters;
 	dlock_resp_free(v);
 	return 0;
+}
+
+int
+dlock_status_full(dlock_t *d, const char *key, struct dlock_status_full *out)
+{
+	return status_full(d, key, out, NULL);
+}
+
+int
+dlock_status_fleet(dlock_t *d, const char *key, struct dlock_status_full *out,
+    struct dlock_holder_daemon **daemons)
+{
+	return status_full(d, key, out, daemons);
 }
 
 void

@@ -96,6 +96,14 @@ struct dlock_status_full {
 	size_t nwaiters;		/* how many */
 };
 
+/* The daemon a holding of STATUS key FULL is held through: on a shared
+ * backend, any daemon of the fleet ("" when not told). */
+struct dlock_holder_daemon {
+	char daemon[24];	/* its instance id (INFO's daemon_id) */
+	char host[72];		/* its host name */
+	char daemon_addr[136];	/* where its clients reach it */
+};
+
 /*
  * Connect to addr: "host:port", "[v6]:port", "host" (port 7480), "unix:/path"
  * or a path starting with '/'; NULL uses $DLOCK_ADDR, else 127.0.0.1:7480.
@@ -157,6 +165,13 @@ DLOCK_EXPORT int dlock_status(dlock_t *d, const char *key, struct dlock_status *
 DLOCK_EXPORT int dlock_status_full(dlock_t *d, const char *key,
     struct dlock_status_full *out);
 DLOCK_EXPORT void dlock_status_full_free(struct dlock_status_full *st);
+/*
+ * dlock_status_full, and in *daemons (out->nholders of them, in the order
+ * of out->holders; NULL when there is none) the daemon each holding is held
+ * through. Free *out with dlock_status_full_free and *daemons with free().
+ */
+DLOCK_EXPORT int dlock_status_fleet(dlock_t *d, const char *key,
+    struct dlock_status_full *out, struct dlock_holder_daemon **daemons);
 /* 1 if fence is a current holding of key, 0 if not, -1 on error. */
 DLOCK_EXPORT int dlock_validate(dlock_t *d, const char *key, long long fence);
 /* PING: 0 or -1. */

@@ -1092,28 +1092,28 @@ call_status(dlock_t *d, char **argv, long long num)
 	return 0;
 }
 
-#define TABLE_COLS 7		/* columns of the holders and waiters tables */
-#define TABLE_CELL 72		/* bytes of a cell */
+#define TABLE_COLS 8		/* columns of the holders table at most */
+#define TABLE_CELL 160		/* bytes of a cell */
 
 /* A row of a table. */
 struct table_row {
 	char cell[TABLE_COLS][TABLE_CELL];	/* its cells */
 };
 
-/* Print title, then rows[0] (the header) and the other n - 1 rows, each
- * column as wide as its widest cell. */
+/* Print title, then rows[0] (the header) and the other n - 1 rows, the
+ * first ncols columns, each as wide as its widest cell. */
 static void
-print_table(const char *title, const struct table_row *rows, size_t n)
+print_table(const char *title, const struct table_row *rows, size_t n, int ncols)
 {
 	int width[TABLE_COLS] = { 0 };
 	for (size_t r = 0; r < n; r++)
-		for (int c = 0; c < TABLE_COLS; c++)
+		for (int c = 0; c < ncols; c++)
 			if ((int)strlen(rows[r].cell[c]) > width[c])
 				width[c] = (int)strlen(rows[r].cell[c]);
 	printf("\n%s\n", title);
 	for (size_t r = 0; r < n; r++)
-		for (int c = 0; c < TABLE_COLS; c++) {
-			if (c + 1 < TABLE_COLS)
+		for (int c = 0; c < ncols; c++) {
+			if (c + 1 < ncols)
 				printf("%-*s  ", width[c], rows[r].cell[c]);
 			else
 				printf("%s\n", rows[r].cell[c]);
@@ -1121,13 +1121,13 @@ print_table(const char *title, const struct table_row *rows, size_t n)
 }
 
 /* Fill the cells of row r: the session, name, addr and mode columns and
- * three more; an empty text is shown as "-", control characters (a name is
+ * four more; an empty text is shown as "-", control characters (a name is
  * the client's choice) as "?". */
 static void
 table_set(struct table_row *r, long long session, const char *name, const char *addr,
-    const char *mode, const char *c4, const char *c5, const char *c6)
+    const char *mode, const char *c4, const char *c5, const char *c6, const char *c7)
 {
-	const char *text[TABLE_COLS] = { NULL, name, addr, mode, c4, c5, c6 };
+	const char *text[TABLE_COLS] = { NULL, name, addr, mode, c4, c5, c6, c7 };
 	snprintf(r->cell[0], TABLE_CELL, "%lld", session);
 	for (int c = 1; c < TABLE_COLS; c++) {
 		snprintf(r->cell[c], TABLE_CELL, "%s", *text[c] != '\0' ? text[c] : "-");
@@ -1147,42 +1147,51 @@ ms_cell(char *buf, size_t size, long long ms, const char *none)
 	return buf;
 }
 
-/* dlock status --verbose KEY: STATUS, then tables of its holders and waiters
- * on this dlockd. */
+/* dlock status --verbose KEY: STATUS, then tables of its holders (through
+ * any daemon of a shared backend, each with its daemon) and its waiters on
+ * this dlockd. */
 static int
 call_status_full(dlock_t *d, const char *key)
 {
 	struct dlock_status_full st;
-	char a[32], b[32], c[32];
-	if (dlock_status_full(d, key, &st) != 0)
+	struct dlock_holder_daemon *hd;
+	char a[32], b[32], c[32], e[sizeof(hd->daemon_addr) + sizeof(hd->host) + 1];
+	if (dlock_status_fleet(d, key, &st, &hd) != 0)
 		return -1;
 	print_status(&st.status);
 	size_t n = (st.nholders > st.nwaiters ? st.nholders : st.nwaiters) + 1;
 	struct table_row *rows = calloc(n, sizeof(*rows));
 	if (rows == NULL) {
 		dlock_status_full_free(&st);
+		free(hd);
 		fprintf(stderr, "dlock: out of memory\n");
 		return EXIT_OSERR;
 	}
-	table_set(&rows[0], 0, "NAME", "ADDR", "MODE", "FENCE", "HELD", "LEASE LEFT");
+	table_set(&rows[0], 0, "NAME", "ADDR", "MODE", "FENCE", "HELD", "LEASE LEFT", "DAEMON");
 	snprintf(rows[0].cell[0], TABLE_CELL, "SESSION");
 	for (size_t i = 0; i < st.nholders; i++) {
 		const struct dlock_holder *h = &st.holders[i];
 		snprintf(a, sizeof(a), "%lld%s", h->fence, h->detached ? " (detached)" : "");
+		/* the daemon: its address on its host */
+		if (hd != NULL && hd[i].daemon[0] != '\0')
+			snprintf(e, sizeof(e), "%s@%s", hd[i].daemon_addr, hd[i].host);
+		else
+			e[0] = '\0';
 		table_set(&rows[i + 1], h->session, h->name, h->addr, h->mode, a,
 		    ms_cell(b, sizeof(b), h->held_ms, "-"),
-		    ms_cell(c, sizeof(c), h->lease_ms, "-"));
+		    ms_cell(c, sizeof(c), h->lease_ms, "-"), e);
 	}
-	print_table("holders on this dlockd:", rows, st.nholders + 1);
-	table_set(&rows[0], 0, "NAME", "ADDR", "MODE", "WAITED", "WAIT LEFT", "DETACH");
+	print_table("holders, through any daemon:", rows, st.nholders + 1, 8);
+	free(hd);
+	table_set(&rows[0], 0, "NAME", "ADDR", "MODE", "WAITED", "WAIT LEFT", "DETACH", "");
 	snprintf(rows[0].cell[0], TABLE_CELL, "SESSION");
 	for (size_t i = 0; i < st.nwaiters; i++) {
 		const struct dlock_waiter *w = &st.waiters[i];
 		table_set(&rows[i + 1], w->session, w->name, w->addr, w->mode,
 		    ms_cell(a, sizeof(a), w->waited_ms, "-"),
-		    ms_cell(b, sizeof(b), w->wait_ms, "forever"), w->detach ? "yes" : "no");
+		    ms_cell(b, sizeof(b), w->wait_ms, "forever"), w->detach ? "yes" : "no", "");
 	}
-	print_table("waiters on this dlockd, in queue order:", rows, st.nwaiters + 1);
+	print_table("waiters on this dlockd, in queue order:", rows, st.nwaiters + 1, 7);
 	free(rows);
 	dlock_status_full_free(&st);
 	return 0;

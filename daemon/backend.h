@@ -59,6 +59,9 @@ struct be_lock {
 				 * backend with a leader op); NULL: a plain
 				 * lock, which has none */
 	size_t valuelen;	/* its length */
+	const char *who;	/* acquire, transfer's to: who takes the lease
+				 * (who.h), kept with it for other daemons'
+				 * STATUS (ops->holders); NULL: nobody told */
 };
 
 enum be_status {
@@ -114,6 +117,27 @@ struct be_leader {
 	const char *why;	/* BE_ERROR: a sentence, or NULL */
 };
 typedef void be_leader_cb(void *arg, const struct be_leader *l);
+
+/* One lease of a key as the backend keeps it, any daemon's (ops->holders). */
+struct be_holder {
+	enum lock_mode mode;	/* how it is held */
+	uint64_t fence;		/* the fence of its grant in the backend, 0:
+				 * unknown */
+	int64_t lease_ms;	/* what is left of it in the backend's clock,
+				 * -1: unknown */
+	const char *who;	/* be_lock.who of its grant (who.h), NULL: not
+				 * told */
+	size_t wholen;		/* its length */
+};
+
+/* The leases of a key (ops->holders); valid during the callback only. */
+struct be_holders {
+	enum be_status status;	/* BE_OK, or BE_ERROR (why) */
+	const char *why;	/* BE_ERROR: a sentence, or NULL */
+	size_t n;		/* how many leases */
+	const struct be_holder *h; /* them */
+};
+typedef void be_holders_cb(void *arg, const struct be_holders *hs);
 
 /* One form of the URLs a backend's -b takes, as dlockd -h shows it. */
 struct backend_url {
@@ -205,6 +229,11 @@ struct backend_ops {
 	    void *arg);
 	void (*watch)(struct backend *be, const char *key, size_t keylen, int on);
 	/* Append "name:value\r\n" lines about the backend for INFO. */
+	/* Optional (NULL: the lock table knows every holder, or nobody
+	 * else's is known): read every lease of key in the backend, this
+	 * daemon's too, with who took each (be_lock.who). */
+	void (*holders)(struct backend *be, const char *key, size_t keylen,
+	    be_holders_cb *cb, void *arg);
 	void (*info)(struct backend *be, struct evbuffer *out);
 	/* One word for STATUS: "local", "connected" or "disconnected". */
 	const char *(*state)(struct backend *be);

@@ -726,12 +726,29 @@ status_who(struct status_list *l, uint64_t id)
 	codec_reply_cstr(l->buf, c != NULL ? c->peer : "");
 }
 
+/* Write the daemon fields of a holder held through daemon id, on host,
+ * reached at addr (strings of their lengths) into l. */
+static void
+status_daemon(struct status_list *l, const char *id, size_t idlen, const char *host,
+    size_t hostlen, const char *addr, size_t addrlen)
+{
+	codec_reply_cstr(l->buf, "daemon");
+	codec_reply_bulk(l->buf, id, idlen);
+	codec_reply_cstr(l->buf, "host");
+	codec_reply_bulk(l->buf, host, hostlen);
+	codec_reply_cstr(l->buf, "daemon_addr");
+	codec_reply_bulk(l->buf, addr, addrlen);
+}
+
+#define STATUS_HOLDER_FIELDS 13		/* the fields of a holder's map */
+
 /* A holder's map (arg: status_full's pair of lists, holders first). */
 static void
 status_holder(void *arg, const struct lt_holder_info *h)
 {
 	struct status_list *l = arg;
-	codec_reply_map(l->buf, 10, l->s->proto);
+	const struct who_daemon *d = &l->s->hub->daemon;
+	codec_reply_map(l->buf, STATUS_HOLDER_FIELDS, l->s->proto);
 	status_who(l, h->owner_id);
 	codec_reply_cstr(l->buf, "mode");
 	codec_reply_cstr(l->buf, locktab_mode_name(h->mode));
@@ -747,6 +764,43 @@ status_holder(void *arg, const struct lt_holder_info *h)
 	codec_reply_int(l->buf, h->detached);
 	codec_reply_cstr(l->buf, "suspended");
 	codec_reply_int(l->buf, h->suspended);
+	status_daemon(l, d->id, strlen(d->id), d->host, strlen(d->host), d->addr,
+	    strlen(d->addr));
+	l->n++;
+}
+
+/* The map of h, a lease held through another daemon, as the backend keeps
+ * it (its description read as w, NULL when there is none). */
+static void
+status_remote(struct status_list *l, const struct be_holder *h, const struct who *w)
+{
+	uint64_t now = who_wall_ms(), since = w != NULL ? who_num(w, WHO_SINCE) : 0;
+	codec_reply_map(l->buf, STATUS_HOLDER_FIELDS, l->s->proto);
+	codec_reply_cstr(l->buf, "session");
+	codec_reply_int(l->buf, w != NULL ? (long long)who_num(w, WHO_SESSION) : 0);
+	codec_reply_cstr(l->buf, "name");
+	codec_reply_bulk(l->buf, w != NULL ? w->f[WHO_NAME] : "", w != NULL ? w->len[WHO_NAME] : 0);
+	codec_reply_cstr(l->buf, "addr");
+	codec_reply_bulk(l->buf, w != NULL ? w->f[WHO_ADDR] : "", w != NULL ? w->len[WHO_ADDR] : 0);
+	codec_reply_cstr(l->buf, "mode");
+	codec_reply_cstr(l->buf, locktab_mode_name(h->mode));
+	codec_reply_cstr(l->buf, "fence");
+	codec_reply_int(l->buf, (long long)h->fence);
+	codec_reply_cstr(l->buf, "count");
+	codec_reply_int(l->buf, 1);
+	codec_reply_cstr(l->buf, "held_ms");
+	codec_reply_int(l->buf, since != 0 && now > since ? (long long)(now - since) : 0);
+	codec_reply_cstr(l->buf, "lease_ms");
+	codec_reply_int(l->buf, h->lease_ms);
+	codec_reply_cstr(l->buf, "detached");
+	codec_reply_int(l->buf, w != NULL && who_num(w, WHO_DETACHED) == 1);
+	codec_reply_cstr(l->buf, "suspended");
+	codec_reply_int(l->buf, 0);
+	if (w != NULL)
+		status_daemon(l, w->f[WHO_DAEMON], w->len[WHO_DAEMON], w->f[WHO_HOST],
+		    w->len[WHO_HOST], w->f[WHO_DAEMON_ADDR], w->len[WHO_DAEMON_ADDR]);
+	else
+		status_daemon(l, "", 0, "", 0, "", 0);
 	l->n++;
 }
 
@@ -768,37 +822,41 @@ status_waiter(void *arg, const struct lt_waiter_info *w)
 	l->n++;
 }
 
-/* Add the holders and waiters fields of STATUS FULL for key argument 1. */
-static void
-status_full(struct session *s, const struct codec_frame *f)
+/* Whether h, a lease the backend keeps, is another daemon's (the lock
+ * table tells this daemon's own); its description read into *w (NULL when
+ * it has none). */
+static bool
+status_elsewhere(const struct session *s, const struct be_holder *h, struct who *w,
+    const struct who **wp)
 {
-	struct evbuffer *out = session_out(s);
-	struct status_list l[2] = { { s, evbuffer_new(), 0 }, { s, evbuffer_new(), 0 } };
-	locktab_key_walk(s->hub->lt, f->argv[1], f->argvlen[1], status_holder, status_waiter,
-	    l);
-	codec_reply_cstr(out, "holders");
-	codec_reply_array(out, l[0].n);
-	evbuffer_add_buffer(out, l[0].buf);
-	codec_reply_cstr(out, "waiters");
-	codec_reply_array(out, l[1].n);
-	evbuffer_add_buffer(out, l[1].buf);
-	evbuffer_free(l[0].buf);
-	evbuffer_free(l[1].buf);
+	*wp = h->who != NULL && who_parse(h->who, h->wholen, w) ? w : NULL;
+	return *wp == NULL || !who_is(*wp, &s->hub->daemon);
 }
 
+/* Answer STATUS key [FULL]: the lock table's holders and waiters, and the
+ * leases of other daemons that hs (NULL: none read) found in the backend. */
 static void
-cmd_status(struct session *s, const struct codec_frame *f)
+status_answer(struct session *s, const char *key, size_t keylen, bool full,
+    const struct be_holders *hs)
 {
 	struct evbuffer *out = session_out(s);
 	struct lt_key_status ks;
-	bool full = f->argc == 3;
-	if (!cmd_key_ok(s, f, 1))
-		return;
-	if (full && !arg_is(f, 2, "FULL")) {
-		codec_reply_error(out, "ERR", "syntax error: STATUS key [FULL]");
-		return;
+	struct who w;
+	const struct who *wp;
+	size_t nremote = 0;
+	locktab_status(s->hub->lt, key, keylen, &ks);
+	for (size_t i = 0; hs != NULL && i < hs->n; i++) {
+		const struct be_holder *h = &hs->h[i];
+		if (!status_elsewhere(s, h, &w, &wp))
+			continue;
+		if (nremote++ == 0 && ks.holders == 0) {
+			ks.mode = locktab_mode_name(h->mode);
+			ks.ttl_ms = h->mode == LOCK_EXCLUSIVE ? h->lease_ms : -1;
+		}
+		if (h->fence > ks.fence)
+			ks.fence = h->fence;
 	}
-	locktab_status(s->hub->lt, f->argv[1], f->argvlen[1], &ks);
+	ks.holders += (unsigned)nremote;
 	codec_reply_map(out, full ? 9 : 7, s->proto);
 	codec_reply_cstr(out, "mode");
 	codec_reply_cstr(out, ks.mode);
@@ -814,8 +872,83 @@ cmd_status(struct session *s, const struct codec_frame *f)
 	codec_reply_int(out, ks.limit);
 	codec_reply_cstr(out, "backend");
 	codec_reply_cstr(out, s->hub->be->ops->state(s->hub->be));
-	if (full)
-		status_full(s, f);
+	if (!full)
+		return;
+	struct status_list l[2] = { { s, evbuffer_new(), 0 }, { s, evbuffer_new(), 0 } };
+	locktab_key_walk(s->hub->lt, key, keylen, status_holder, status_waiter, l);
+	for (size_t i = 0; hs != NULL && i < hs->n; i++)
+		if (status_elsewhere(s, &hs->h[i], &w, &wp))
+			status_remote(&l[0], &hs->h[i], wp);
+	codec_reply_cstr(out, "holders");
+	codec_reply_array(out, l[0].n);
+	evbuffer_add_buffer(out, l[0].buf);
+	codec_reply_cstr(out, "waiters");
+	codec_reply_array(out, l[1].n);
+	evbuffer_add_buffer(out, l[1].buf);
+	evbuffer_free(l[0].buf);
+	evbuffer_free(l[1].buf);
+}
+
+/* A STATUS that reads the backend's leases. */
+struct status_read {
+	struct session *s;		/* who asked; NULL once it is gone */
+	bool full;			/* STATUS FULL */
+	size_t keylen;
+	char key[];
+};
+
+/* The session's STATUS will never be answered (session_abort_fn). */
+static void
+status_abort(void *arg, bool gone)
+{
+	struct status_read *st = arg;
+	(void)gone;
+	st->s = NULL;
+}
+
+/* The backend's leases of the key were read (or could not be: the lock
+ * table's view alone answers, as the backend field tells). */
+static void
+status_read_done(void *arg, const struct be_holders *hs)
+{
+	struct status_read *st = arg;
+	struct session *s = st->s;
+	if (s != NULL) {
+		if (hs->status != BE_OK)
+			log_debug("STATUS: the backend's leases were not read: %s",
+			    hs->why != NULL ? hs->why : "backend error");
+		if (!session_closing(s))
+			status_answer(s, st->key, st->keylen, st->full,
+			    hs->status == BE_OK ? hs : NULL);
+		session_resume(s);
+	}
+	free(st);
+}
+
+static void
+cmd_status(struct session *s, const struct codec_frame *f)
+{
+	struct backend *be = s->hub->be;
+	bool full = f->argc == 3;
+	if (!cmd_key_ok(s, f, 1))
+		return;
+	if (full && !arg_is(f, 2, "FULL")) {
+		codec_reply_error(session_out(s), "ERR", "syntax error: STATUS key [FULL]");
+		return;
+	}
+	if (be->ops->holders == NULL) {
+		status_answer(s, f->argv[1], f->argvlen[1], full, NULL);
+		return;
+	}
+	/* other daemons' leases are in the backend: one read of them */
+	struct status_read *st = xmalloc(sizeof(*st) + f->argvlen[1]);
+	st->s = s;
+	st->full = full;
+	st->keylen = f->argvlen[1];
+	memcpy(st->key, f->argv[1], f->argvlen[1]);
+	session_wait(s, SESSION_WAIT_BACKEND);
+	session_wait_abort(s, status_abort, st);
+	be->ops->holders(be, st->key, st->keylen, status_read_done, st);
 }
 
 static void
@@ -878,9 +1011,10 @@ cmd_info(struct session *s, const struct codec_frame *f)
 	(void)f;
 	locktab_stats(hub->lt, &st);
 	evbuffer_add_printf(text,
-	    "# Server\r\nversion:%s\r\nbackend:%s\r\nprocess_id:%ld\r\nuptime_seconds:%llu\r\n"
+	    "# Server\r\nversion:%s\r\nbackend:%s\r\nprocess_id:%ld\r\ndaemon_id:%s\r\n"
+	    "uptime_seconds:%llu\r\n"
 	    "\r\n# Clients\r\nconnected_clients:%llu\r\nsession_idle_timeout_ms:%lld\r\n",
-	    DLOCKD_VERSION, hub->be->ops->name, (long)getpid(),
+	    DLOCKD_VERSION, hub->be->ops->name, (long)getpid(), hub->daemon.id,
 	    (unsigned long long)((clock_ms() - hub->started_ms) / 1000),
 	    (unsigned long long)hub->count, hub->conf->idle_timeout_ms);
 #define INFO_COUNTER(name, metric, help) \

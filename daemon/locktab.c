@@ -55,6 +55,7 @@
 #include "log.h"
 #include "pool.h"
 #include "token.h"
+#include "who.h"
 #include "xmalloc.h"
 
 #define LT_IDLE_KEYS_MAX 4096	/* idle keys kept for their last fence */
@@ -1112,6 +1113,12 @@ waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
 		k->nexcl++;
 	op->w = w;
 	struct be_lock to = lease_of(lt, k, &w->terms, w->ttl_ms);
+	char who[WHO_MAX];
+	if (lt->describe != NULL && w->owner != NULL) {
+		lt->describe(lt->describe_arg, w->owner->id, w->ttl_ms, w->terms.detached, who,
+		    sizeof(who));
+		to.who = who;
+	}
 	to.value = w->value;
 	to.valuelen = w->valuelen;
 	to.try_once = w->try_once;
@@ -1909,5 +1916,12 @@ locktab_set_measure(struct locktab *lt, lt_measure_cb *cb, void *arg)
 {
 	lt->measure = cb;
 	lt->measure_arg = arg;
+}
+
+void
+locktab_set_describe(struct locktab *lt, lt_describe_fn *fn, void *arg)
+{
+	lt->describe = fn;
+	lt->describe_arg = arg;
 }
 

@@ -349,6 +349,13 @@ enum lt_measure {
 typedef void lt_measure_cb(void *arg, enum lt_measure what, uint64_t ms);
 /* Tell cb of every duration measured from now on; cb NULL: none. */
 void locktab_set_measure(struct locktab *lt, lt_measure_cb *cb, void *arg);
+/* Describe the holder of a lease that owner asks for (who.h) into buf
+ * (len bytes); its length. It must not call back into the table. */
+typedef size_t lt_describe_fn(void *arg, uint64_t owner_id, uint64_t ttl_ms, int detached,
+    char *buf, size_t len);
+/* Keep fn's description with every lease asked of the backend from now on
+ * (be_lock.who); fn NULL: none. */
+void locktab_set_describe(struct locktab *lt, lt_describe_fn *fn, void *arg);
 const char *locktab_mode_name(enum lock_mode mode);
 
 #endif

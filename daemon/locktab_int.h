@@ -184,6 +184,8 @@ struct locktab {
 	char loss_reason[128];		/* and why */
 	struct lt_stats stats;		/* counters */
 	lt_measure_cb *measure;		/* told of durations, or NULL */
+	lt_describe_fn *describe;	/* describes holders, or NULL */
+	void *describe_arg;		/* its argument */
 	lt_change_cb *change;		/* told of changes of keys, or NULL */
 	lt_remote_cb *remote;		/* told of the backend's, or NULL */
 	void *change_arg;		/* its argument */

@@ -179,6 +179,15 @@ server_listen_list(struct server *srv, char *const *list, size_t n, bool tls)
 	return 0;
 }
 
+/* The daemon's address in the leases it describes: its first listener. */
+static void
+server_named(struct server *srv)
+{
+	struct who_daemon *d = &srv->sessions.daemon;
+	if (srv->nlisteners > 0)
+		snprintf(d->addr, sizeof(d->addr), "%s", listener_name(srv->listeners[0]));
+}
+
 int
 server_listen(struct server *srv)
 {
@@ -188,6 +197,7 @@ server_listen(struct server *srv)
 	if (server_listen_list(srv, conf->listen, conf->nlisten, false) != 0 ||
 	    server_listen_list(srv, conf->tls_listen, conf->ntls_listen, true) != 0)
 		return -1;
+	server_named(srv);
 	if (conf->metrics.text[0] != '\0') {
 		srv->mx = metrics_create(&srv->sessions);
 		if (metrics_listen(srv->mx, &conf->metrics) != 0)
@@ -222,7 +232,10 @@ server_listen_fds(struct server *srv, int first, int n)
 	}
 	log_info("socket activation: %d socket%s from the service manager, in place of "
 	    "'listen'", n, n == 1 ? "" : "s");
-	return server_listen_list(srv, srv->conf->tls_listen, srv->conf->ntls_listen, true);
+	if (server_listen_list(srv, srv->conf->tls_listen, srv->conf->ntls_listen, true) != 0)
+		return -1;
+	server_named(srv);
+	return 0;
 }
 
 void

@@ -533,6 +533,15 @@ session_find(struct session_hub *hub, uint64_t id)
 	    offsetof(struct session, hnode)) : NULL;
 }
 
+size_t
+session_describe(void *arg, uint64_t id, uint64_t ttl_ms, int detached, char *buf, size_t len)
+{
+	struct session_hub *hub = arg;
+	struct session *s = session_find(hub, id);
+	return who_format(buf, len, &hub->daemon, id, s != NULL ? s->name : NULL,
+	    s != NULL ? s->peer : NULL, who_wall_ms(), ttl_ms, detached);
+}
+
 bool
 session_is_admin(const struct session *s)
 {
@@ -568,6 +577,8 @@ session_hub_init(struct session_hub *hub, struct event_base *base, const struct 
 	    .dispatch = dispatch, .started_ms = started_ms, .ids = hashtab_create(64),
 	    .obs = obs_create(base, lt, be) };
 	TAILQ_INIT(&hub->all);
+	who_daemon_init(&hub->daemon, NULL);
+	locktab_set_describe(lt, session_describe, hub);
 }
 
 void

@@ -33,6 +33,7 @@
 #include <event2/util.h>
 
 #include "hashtab.h"
+#include "who.h"
 
 #define SESSION_MAX_ARGS 1024		/* arguments in one request */
 #define SESSION_PIPELINE_FRAMES 16	/* request frames buffered behind a wait */
@@ -126,6 +127,7 @@ struct session_hub {
 	uint64_t next_id;		/* id of the next session */
 	struct session_counters counters; /* for INFO and /metrics */
 	struct session_multi_stats multi; /* the same, the command table's */
+	struct who_daemon daemon;	/* this daemon, as leases name it */
 };
 
 /* How a command that cannot answer at once waits (session_wait). */
@@ -221,6 +223,10 @@ void session_hub_fini(struct session_hub *hub);
  * connection with that context. Its requests go to hub->dispatch. */
 void session_accept(struct session_hub *hub, evutil_socket_t fd, const char *peer,
     const struct tls *tls);
+/* Describe a lease asked for by the session with owner id id (an
+ * lt_describe_fn; arg: the hub). */
+size_t session_describe(void *arg, uint64_t id, uint64_t ttl_ms, int detached, char *buf,
+    size_t len);
 /* Close a session at once: its waits are cancelled, its locks released. */
 void session_destroy(struct session *s);
 /* Apply the server's configuration anew after a reload: the idle timeout;

@@ -21,6 +21,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "backend.h"
+#include "be_etcd_core.h"
 #include "clock.h"
 #include "conf.h"
 #include "etcd.h"
@@ -441,11 +442,54 @@ START_TEST(test_backend_destroy_before_the_loop)
 }
 END_TEST
 
+/* An etcd key's value made and read back, who and a CAMPAIGN value in it
+ * (either may hold '=', '@', '~' or ':'), and the values of daemons that
+ * tell nobody, which read as before. */
+START_TEST(test_value_who_round_trip)
+{
+	struct et_value v;
+	size_t len;
+	char *s = et_value_make(LOCK_SEMAPHORE, 3, 12345, "w1\tid=@~:x", "v=a@~", 5, &len);
+	ck_assert_str_eq(s, "n3@12345~10:w1\tid=@~:x=v=a@~");
+	et_value_parse(s, len, &v);
+	ck_assert_int_eq(v.kind, 'n');
+	ck_assert_uint_eq(v.limit, 3);
+	ck_assert_uint_eq(v.fence, 12345);
+	ck_assert_uint_eq(v.wholen, 10);
+	ck_assert_int_eq(memcmp(v.who, "w1\tid=@~:x", 10), 0);
+	ck_assert_uint_eq(v.valuelen, 5);
+	ck_assert_int_eq(memcmp(v.value, "v=a@~", 5), 0);
+	free(s);
+	s = et_value_make(LOCK_SHARED, 0, 0, "w", NULL, 0, &len);
+	ck_assert_str_eq(s, "s0~1:w");
+	et_value_parse(s, len, &v);
+	ck_assert_int_eq(v.kind, 's');
+	ck_assert_ptr_null(v.value);
+	ck_assert_uint_eq(v.wholen, 1);
+	free(s);
+	/* without who: the values of before */
+	s = et_value_make(LOCK_EXCLUSIVE, 0, 7, NULL, "x", 1, &len);
+	ck_assert_str_eq(s, "x0@7=x");
+	et_value_parse(s, len, &v);
+	ck_assert_int_eq(v.kind, 'x');
+	ck_assert_uint_eq(v.fence, 7);
+	ck_assert_ptr_null(v.who);
+	ck_assert_uint_eq(v.valuelen, 1);
+	free(s);
+	/* a length past the end: no who, nothing read beyond */
+	et_value_parse("x0~99:ab", 8, &v);
+	ck_assert_int_eq(v.kind, 'x');
+	ck_assert_ptr_null(v.who);
+	ck_assert_ptr_null(v.value);
+}
+END_TEST
+
 int
 main(void)
 {
 	Suite *s = suite_create("be_etcd");
 
+	suite_case(s, "value", NULL, NULL, 0, SUITE_TESTS(test_value_who_round_trip));
 	suite_case(s, "backend", ef_setup, ef_teardown, 0,
 	    SUITE_TESTS(test_backend_late_lease_not_found_keeps_new_lease,
 	    test_backend_late_lease_not_found_on_one_lane,

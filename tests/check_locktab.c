@@ -1702,6 +1702,39 @@ alternate_handoffs(int n)
 	}
 }
 
+/* describe: "<owner> <ttl> <detached>" (an lt_describe_fn). */
+static size_t
+describe_test(void *arg, uint64_t id, uint64_t ttl_ms, int detached, char *buf, size_t len)
+{
+	(void)arg;
+	return (size_t)snprintf(buf, len, "%llu %llu %d", (unsigned long long)id,
+	    (unsigned long long)ttl_ms, detached);
+}
+
+/* The holder's description goes with each lease asked of the backend: an
+ * acquire's is its owner's, a transfer's the waiter's it goes to; none
+ * without a describe function, and none with a release or a renewal. */
+START_TEST(lease_described)
+{
+	struct res h, g, w, u;
+	hold(0, "k", EXCL, 0, 30000, 0, 5, &h);
+	ck_assert_str_eq(fk.ops[0].who, "");
+	release(0, "k");
+	locktab_set_describe(lt, describe_test, NULL);
+	ck_assert_int_eq(lock(1, "k", EXCL, 0, 7000, WAIT_FOREVER, 0, &g), LT_PENDING);
+	ck_assert_str_eq(fk_expect(0, FK_ACQUIRE, "k")->who, "2 7000 0");
+	fk_complete(BE_OK, 6);
+	ck_assert_int_eq(lock(2, "k", EXCL, 0, 9000, WAIT_FOREVER, 0, &w), LT_PENDING);
+	ck_assert_int_eq(unlock(1, "k", NULL, &u), LT_PENDING);
+	ck_assert_str_eq(fk_expect(0, FK_TRANSFER, "k")->who, "3 9000 0");
+	fk_complete(BE_OK, 7);
+	ck_assert_int_eq(w.st, LT_OK);
+	for (size_t i = 0; i < fk.nops; i++)
+		if (fk.ops[i].kind == FK_RELEASE || fk.ops[i].kind == FK_RENEW)
+			ck_assert_str_eq(fk.ops[i].who, "");
+}
+END_TEST
+
 START_TEST(handoffs_counted_and_passed)
 {
 	struct res u;
@@ -3657,7 +3690,8 @@ main(void)
 	    destroyed_owner_never_called, detach_unlock_by_token, detach_survives_owner,
 	    unlock_not_held, extend_sets_ttl, renewal_every_third, renew_notowner_lost,
 	    lost_then_relock, renew_error_until_margin, renew_unanswered_lost,
-	    extend_in_flight_when_lost, transfer_handoff, handoffs_counted_and_passed,
+	    extend_in_flight_when_lost, transfer_handoff, lease_described,
+	    handoffs_counted_and_passed,
 	    handoffs_reset_by_acquire, handoffs_reset_by_release, transfer_busy_gives_way,
 	    transfer_busy_wait_times_out, transfer_busy_while_closing, wakeup_all_keys,
 	    renewals_batched, transfer_notowner_acquires, transfer_error,

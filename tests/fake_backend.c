@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,8 @@ fk_record(enum fk_kind kind, const struct be_lock *l, be_cb *cb, void *arg)
 	memcpy(op->token, l->token, TOKEN_LEN + 1);
 	op->ttl_ms = l->ttl_ms;
 	op->handoffs = l->handoffs;
+	if (l->who != NULL)
+		snprintf(op->who, sizeof(op->who), "%s", l->who);
 	op->at = fk_now;
 	op->cb = cb;
 	op->arg = arg;
@@ -98,6 +101,7 @@ fk_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	FK_REQUIRE(to->handoffs == 0);
 	struct fk_op *op = fk_record(FK_TRANSFER, from, cb, arg);
 	memcpy(op->to, to->token, TOKEN_LEN + 1);
+	snprintf(op->who, sizeof(op->who), "%s", to->who != NULL ? to->who : "");
 	op->ttl_ms = to->ttl_ms;
 	op->mode = to->mode;
 }

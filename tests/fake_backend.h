@@ -33,6 +33,7 @@ struct fk_op {
 	char to[TOKEN_LEN + 1];		/* transfer: the new lease */
 	uint64_t ttl_ms;		/* lease asked for (transfer: the new one's) */
 	unsigned handoffs;		/* the be_lock's handoffs (transfer: from's) */
+	char who[64];			/* acquire, transfer: be_lock.who ("" none) */
 	uint64_t at;			/* the test clock when asked */
 	be_cb *cb;			/* the caller's completion */
 	void *arg;			/* and its argument */

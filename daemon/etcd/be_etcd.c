@@ -268,6 +268,7 @@ et_destroy(struct backend *be)
 			free(e->ekey);
 			free(e->wait_key);
 			free(e->value);
+			free(e->who);
 			free(e);
 		}
 		free(k->name);
@@ -405,6 +406,7 @@ const struct backend_ops be_etcd_ops = {
 	.proclaim = et_proclaim,
 	.leader = et_leader,
 	.watch = et_watch_key,
+	.holders = et_holders,
 	.info = et_info,
 	.state = et_state,
 	.pending = et_pending,

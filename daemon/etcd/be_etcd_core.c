@@ -135,6 +135,7 @@ et_entry_free(struct et *r, struct et_entry *e)
 	free(e->ekey);
 	free(e->wait_key);
 	free(e->value);
+	free(e->who);
 	free(e);
 	et_key_put(r, k);
 }
@@ -147,34 +148,45 @@ et_value_parse(const void *p, size_t len, struct et_value *out)
 	*out = (struct et_value){ .kind = '?' };
 	if (p == NULL || len == 0)
 		return;	/* an empty value (protobuf gives no bytes): no kind */
-	const char *s = p, *end = s + len, *eq = memchr(s, '=', len);
-	const char *kend = eq != NULL ? eq : end, *at = memchr(s, '@', (size_t)(kend - s));
-	if (eq != NULL) {
-		out->value = eq + 1;
-		out->valuelen = (size_t)(end - eq - 1);
-	}
-	if (at != NULL) {
-		for (const char *q = at + 1; q < kend && *q >= '0' && *q <= '9'; q++)
+	const char *s = p, *end = s + len, *q = s, *kend;
+	while (q < end && *q != '@' && *q != '~' && *q != '=')
+		q++;
+	kend = q;
+	if (q < end && *q == '@')
+		for (q++; q < end && *q >= '0' && *q <= '9'; q++)
 			out->fence = out->fence * 10 + (uint64_t)(*q - '0');
-		kend = at;
+	if (q < end && *q == '~') {
+		size_t n = 0;
+		for (q++; q < end && *q >= '0' && *q <= '9' && n < 1u << 20; q++)
+			n = n * 10 + (size_t)(*q - '0');
+		if (q < end && *q == ':' && (size_t)(end - q - 1) >= n) {
+			out->who = q + 1;
+			out->wholen = n;
+			q += 1 + n;
+		}
+	}
+	if (q < end && *q == '=') {
+		out->value = q + 1;
+		out->valuelen = (size_t)(end - q - 1);
 	}
 	if (kend - s == 2 && (s[0] == 'x' || s[0] == 's') && s[1] == '0') {
 		out->kind = s[0];
 	} else if (kend - s >= 2 && s[0] == 'n') {
 		unsigned lim = 0;
-		for (const char *q = s + 1; q < kend && *q >= '0' && *q <= '9' && lim < 1u << 24; q++)
-			lim = lim * 10 + (unsigned)(*q - '0');
+		for (const char *d = s + 1; d < kend && *d >= '0' && *d <= '9' && lim < 1u << 24; d++)
+			lim = lim * 10 + (unsigned)(*d - '0');
 		out->kind = 'n';
 		out->limit = lim;
 	}
 }
 
 char *
-et_value_make(enum lock_mode mode, unsigned limit, uint64_t fence, const char *value,
-    size_t valuelen, size_t *len)
+et_value_make(enum lock_mode mode, unsigned limit, uint64_t fence, const char *who,
+    const char *value, size_t valuelen, size_t *len)
 {
-	char head[64];
+	char head[96];
 	int n = 0;
+	size_t wl = who != NULL ? strlen(who) : 0;
 	char *out;
 	switch (mode) {
 	case LOCK_EXCLUSIVE: n = snprintf(head, sizeof(head), "x0"); break;
@@ -184,12 +196,16 @@ et_value_make(enum lock_mode mode, unsigned limit, uint64_t fence, const char *v
 	if (fence != 0)
 		n += snprintf(head + n, sizeof(head) - (size_t)n, "@%llu",
 		    (unsigned long long)fence);
-	*len = (size_t)n + (value != NULL ? 1 + valuelen : 0);
+	if (who != NULL)
+		n += snprintf(head + n, sizeof(head) - (size_t)n, "~%zu:", wl);
+	*len = (size_t)n + wl + (value != NULL ? 1 + valuelen : 0);
 	out = xmalloc(*len + 1);
 	memcpy(out, head, (size_t)n);
+	if (wl > 0)
+		memcpy(out + n, who, wl);
 	if (value != NULL) {
-		out[n] = '=';
-		memcpy(out + n + 1, value, valuelen);
+		out[(size_t)n + wl] = '=';
+		memcpy(out + n + wl + 1, value, valuelen);
 	}
 	out[*len] = '\0';
 	return out;
@@ -221,6 +237,7 @@ on_done(struct later_item *it)
 	et_key_put(r, op->k);
 	free(op->ekey);
 	free(op->value);
+	free(op->who);
 	free(op);
 }
 

@@ -104,6 +104,8 @@ struct et_entry {
 	char *value;			/* a CAMPAIGN's value as last put (owned), NULL
 					 * for a plain lock */
 	size_t valuelen;
+	char *who;			/* E_HELD: who took it (be_lock.who, owned),
+					 * NULL: not told */
 	TAILQ_ENTRY(et_entry) entry;	/* on k->entries */
 };
 TAILQ_HEAD(et_entry_list, et_entry);
@@ -153,6 +155,8 @@ struct et_op {
 	char *value;			/* acquire, transfer, proclaim: the CAMPAIGN
 					 * value to put (owned), NULL for none */
 	size_t valuelen;
+	char *who;			/* acquire, transfer: who takes it (be_lock.who,
+					 * owned), NULL: not told */
 	int64_t revoke;			/* EK_DELETE: a lease to revoke after, 0 none */
 	struct be_reply rep;		/* answered: the answer */
 	char why[160];			/* its sentence */
@@ -210,8 +214,10 @@ et_bin(const void *p, size_t len)
 
 /* An etcd key's value: its kind ("x0", "s0", "n<limit>"), then "@<fence>"
  * when the holder's fence is written (a put that is not its grant:
- * PROCLAIM, a DETACH lock moved to a longer lease), then "=<value>" for a
- * CAMPAIGN's value. A plain lock's key put at its grant is its kind alone. */
+ * PROCLAIM, a DETACH lock moved to a longer lease), then "~<length>:<who>"
+ * when the daemon tells who took it (be_lock.who), then "=<value>" for a
+ * CAMPAIGN's value. A plain lock's key put at its grant by a daemon that
+ * tells nobody is its kind alone. */
 struct et_value {
 	char kind;			/* 'x', 's' or 'n' ('?' unknown: exclusive) */
 	unsigned limit;			/* 'n': the semaphore's limit */
@@ -219,13 +225,17 @@ struct et_value {
 	const char *value;		/* the CAMPAIGN value (into the parsed
 					 * bytes), NULL none */
 	size_t valuelen;
+	const char *who;		/* who took it (into the parsed bytes), NULL
+					 * none */
+	size_t wholen;
 };
 /* Take apart an etcd key's value (len bytes at p). */
 void et_value_parse(const void *p, size_t len, struct et_value *out);
-/* The value to put for a lease of mode/limit with fence (0: none) and
- * value (NULL: none), in *len bytes; the caller frees it. */
-char *et_value_make(enum lock_mode mode, unsigned limit, uint64_t fence, const char *value,
-    size_t valuelen, size_t *len);
+/* The value to put for a lease of mode/limit with fence (0: none), taken by
+ * who (NULL: not told) and value (NULL: none), in *len bytes; the caller
+ * frees it. */
+char *et_value_make(enum lock_mode mode, unsigned limit, uint64_t fence, const char *who,
+    const char *value, size_t valuelen, size_t *len);
 
 /* The etcd range of lock key name (len bytes), "<prefix><escaped>/"; the
  * caller frees it. */

@@ -100,7 +100,7 @@ et_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	/* not a grant: the fence goes with the value; the key keeps its lease
 	 * (ignore_lease: a DETACH lock's may be changing on this lane) */
 	char *v = et_value_make(e->mode, e->limit, (uint64_t)e->grant_rev << ET_SEQ_BITS | e->seq,
-	    op->value, op->valuelen, &len);
+	    e->who, op->value, op->valuelen, &len);
 	Etcd__Compare cmp;
 	Etcd__Compare *cmps[] = { &cmp };
 	Etcd__PutRequest put;
@@ -147,6 +147,8 @@ struct et_holder {
 struct et_read {
 	struct et *r;
 	be_leader_cb *cb;
+	be_holders_cb *hcb;		/* a read of the holders (et_holders): its
+					 * caller, in place of cb */
 	void *arg;
 	char *path;			/* the range (owned) */
 	size_t pathlen;
@@ -197,6 +199,33 @@ read_free(struct et_read *rd)
 	free(rd);
 }
 
+/* The lock mode of a value's kind. */
+static enum lock_mode
+kind_mode(char kind)
+{
+	return kind == 's' ? LOCK_SHARED : kind == 'n' ? LOCK_SEMAPHORE : LOCK_EXCLUSIVE;
+}
+
+/* Tell a read of the holders its answer (why: failed) and free it. */
+static void
+holders_answer(struct et_read *rd, const char *why, bool failed)
+{
+	struct be_holders hs = { .status = failed ? BE_ERROR : BE_OK, .why = why };
+	struct be_holder *h = xcalloc(rd->nh + 1, sizeof(*h));
+	for (size_t i = 0; !failed && i < rd->nh; i++) {
+		const struct et_holder *x = &rd->h[i];
+		if (!x->granted)
+			continue;
+		/* the lease's end is the daemon's (its keepalives): not read */
+		h[hs.n++] = (struct be_holder){ .mode = kind_mode(x->v.kind), .fence = x->fence,
+		    .lease_ms = -1, .who = x->v.who, .wholen = x->v.wholen };
+	}
+	hs.h = h;
+	rd->hcb(rd->arg, &hs);
+	free(h);
+	read_free(rd);
+}
+
 /* Tell rd's answer (why NULL: the holders granted) and free it. */
 static void
 read_answer(struct et_read *rd, const char *why, bool failed)
@@ -204,6 +233,10 @@ read_answer(struct et_read *rd, const char *why, bool failed)
 	struct be_leader l = { .status = BE_OK, .version = (uint64_t)rd->version };
 	const struct et_holder *first = NULL;
 	TAILQ_REMOVE(&rd->r->reads, rd, entry);
+	if (rd->hcb != NULL) {
+		holders_answer(rd, why, failed);
+		return;
+	}
 	if (failed) {
 		l.status = BE_ERROR;
 		l.why = why;
@@ -219,8 +252,7 @@ read_answer(struct et_read *rd, const char *why, bool failed)
 				l.term = h->fence;
 		}
 		if (first != NULL) {
-			l.mode = first->v.kind == 's' ? LOCK_SHARED : first->v.kind == 'n' ?
-			    LOCK_SEMAPHORE : LOCK_EXCLUSIVE;
+			l.mode = kind_mode(first->v.kind);
 			if (l.mode == LOCK_EXCLUSIVE && first->v.value != NULL) {
 				l.value = first->v.value;
 				l.valuelen = first->v.valuelen;
@@ -307,7 +339,10 @@ read_holders(struct et_read *rd, const Etcd__RangeResponse *rr)
 			h->fence = h->v.fence;
 		} else {
 			h->fence = (uint64_t)kv->mod_revision << ET_SEQ_BITS;
-			h->check = nchecks < ET_READ_CHECKS;
+			/* a read of the holders is one round trip: a grant's
+			 * Txn puts its key, so the fence is the key's put
+			 * (local handoffs since not counted) */
+			h->check = rd->hcb == NULL && nchecks < ET_READ_CHECKS;
 			nchecks += h->check;
 		}
 	}
@@ -472,15 +507,17 @@ et_leader_watched(struct et *r, struct et_key *k)
 	free(ranges);
 }
 
-void
-et_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
+/* Read key's range for cb or hcb. */
+static void
+read_key(struct et *r, const char *key, size_t keylen, be_leader_cb *cb, be_holders_cb *hcb,
+    void *arg)
 {
-	struct et *r = be->priv;
 	struct et_read *rd = xcalloc(1, sizeof(*rd));
 	Etcd__RangeRequest req;
 	char *end;
 	rd->r = r;
 	rd->cb = cb;
+	rd->hcb = hcb;
 	rd->arg = arg;
 	rd->path = et_key_path(r, key, keylen, &rd->pathlen);
 	TAILQ_INSERT_TAIL(&r->reads, rd, entry);
@@ -490,6 +527,18 @@ et_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb, 
 	/* the client answers from the loop, also when etcd is down */
 	etcd_call(r->cli, ETCD_RANGE, &req.base, on_read_range, rd);
 	free(end);
+}
+
+void
+et_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb, void *arg)
+{
+	read_key(be->priv, key, keylen, cb, NULL, arg);
+}
+
+void
+et_holders(struct backend *be, const char *key, size_t keylen, be_holders_cb *cb, void *arg)
+{
+	read_key(be->priv, key, keylen, NULL, cb, arg);
 }
 
 void

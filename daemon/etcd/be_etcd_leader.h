@@ -13,6 +13,10 @@ struct et;
 
 /* The lock table's and observers' operations (struct backend_ops). */
 void et_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg);
+/* backend_ops.holders: the leases that hold key now, by the recipe's
+ * ranking, each with who took it (the value's "~" part). */
+void et_holders(struct backend *be, const char *key, size_t keylen, be_holders_cb *cb,
+    void *arg);
 void et_leader(struct backend *be, const char *key, size_t keylen, be_leader_cb *cb,
     void *arg);
 /* The watch brought changes of watched key k (their puts in k->puts): read

@@ -81,15 +81,16 @@ struct req_put {
 };
 
 /* p: the put of ekey on lease, with the value of a lease of mode/limit
- * (et_value_make: fence 0 at a grant; value NULL for a plain lock). */
+ * taken by who (et_value_make: fence 0 at a grant; who NULL: not told;
+ * value NULL for a plain lock). */
 static Etcd__RequestOp *
 req_put(struct req_put *p, const char *ekey, enum lock_mode mode, unsigned limit,
-    int64_t lease, uint64_t fence, const char *value, size_t valuelen)
+    int64_t lease, uint64_t fence, const char *who, const char *value, size_t valuelen)
 {
 	size_t len;
 	etcd__request_op__init(&p->op);
 	etcd__put_request__init(&p->put);
-	p->value = et_value_make(mode, limit, fence, value, valuelen, &len);
+	p->value = et_value_make(mode, limit, fence, who, value, valuelen, &len);
 	p->put.key = et_bin(ekey, strlen(ekey));
 	p->put.value = et_bin(p->value, len);
 	p->put.lease = lease;
@@ -434,6 +435,8 @@ entry_placed(struct et_op *op, struct et_entry *e, const Etcd__RangeResponse *ra
 	free(e->value);
 	e->value = op->value != NULL ? xmemdup(op->value, op->valuelen) : NULL;
 	e->valuelen = op->valuelen;
+	free(e->who);
+	e->who = op->who != NULL ? xstrdup(op->who) : NULL;
 	if (!holds && op->try_once) {
 		/* a try leaves nothing behind: its key goes before the answer */
 		struct req_delete d;
@@ -543,8 +546,8 @@ acquire_txn(struct et_op *op)
 	free(op->ekey);
 	op->ekey = xstrdup(e->ekey);
 	op->put_lease = op->detach ? op->lease : r->lease;
-	ops[0] = req_put(&put, e->ekey, op->mode, op->limit, op->put_lease, 0, op->value,
-	    op->valuelen);
+	ops[0] = req_put(&put, e->ekey, op->mode, op->limit, op->put_lease, 0, op->who,
+	    op->value, op->valuelen);
 	ops[1] = req_range(&range, op->k);
 	/* an exclusive try puts its key only into an empty range */
 	cmps[0] = cmp_created(&cmp, op->k->path, op->k->pathlen, range.end, op->k->pathlen, 0);
@@ -686,6 +689,8 @@ et_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 		op->value = xmemdup(l->value, l->valuelen);
 		op->valuelen = l->valuelen;
 	}
+	if (l->who != NULL)
+		op->who = xstrdup(l->who);
 	if (!etcd_up(r->cli)) {
 		et_op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
 		return;
@@ -789,7 +794,7 @@ renew_own_txn(struct et_op *op)
 	    e->create_rev) };
 	/* not a grant: the fence is written with the value (observers') */
 	Etcd__RequestOp *ops[] = { req_put(&put, e->ekey, e->mode, e->limit, op->lease,
-	    (uint64_t)e->grant_rev << ET_SEQ_BITS | e->seq, e->value, e->valuelen) };
+	    (uint64_t)e->grant_rev << ET_SEQ_BITS | e->seq, e->who, e->value, e->valuelen) };
 	op_txn(op, cmps, 1, ops, 1, on_renew_own_txn);
 	req_put_done(&put);
 }
@@ -904,7 +909,8 @@ transfer_txn(struct et_op *op)
 		Etcd__Compare cmp, *cmps[] = { cmp_created(&cmp, from->ekey, strlen(from->ekey),
 		    NULL, 0, from->create_rev) };
 		Etcd__RequestOp *ops[] = { req_delete(&d, from->ekey),
-		    req_put(&put, to->ekey, op->mode, op->limit, lease, 0, op->value, op->valuelen),
+		    req_put(&put, to->ekey, op->mode, op->limit, lease, 0, op->who, op->value,
+		    op->valuelen),
 		    req_range(&range, op->k) };
 		op_txn(op, cmps, 1, ops, 3, on_transfer_txn);
 		req_range_done(&range);
@@ -988,6 +994,8 @@ et_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 		op->value = xmemdup(to->value, to->valuelen);
 		op->valuelen = to->valuelen;
 	}
+	if (to->who != NULL)
+		op->who = xstrdup(to->who);
 	if (!etcd_up(r->cli) || (!op->detach && !et_lease_ok(r, op->t_call))) {
 		et_op_answer(op, BE_ERROR, 0, 0, "etcd is not reachable");
 		return;

@@ -297,7 +297,7 @@ rd_release_new(struct rd *r, const struct be_lock *l, const char *member, be_cb 
 {
 	/* the message is the key itself */
 	const char *args[] = { r->topo->channel(r, l->key, l->keylen, false), rscript_key, NULL };
-	return rd_op_new(r, RS_RELEASE, l, member, "lwo", args, cb, arg);
+	return rd_op_new(r, RS_RELEASE, l, member, "lwoi", args, cb, arg);
 }
 
 /* ---- retries and yields -------------------------------------------------- */
@@ -557,6 +557,8 @@ on_late(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (op->script == RS_LOOK)
 		rd_look_late(r, op);
+	else if (op->script == RS_WHO)
+		rd_who_late(r, op);
 	else if (op->raising)
 		rd_raised(r, op, NULL, NULL);
 	else
@@ -663,7 +665,7 @@ rd_quorum_granted(struct rd *r, struct rd_op *op, uint64_t fence)
 	    (unsigned long long)(fence + (op->fences > 0 ? op->fences : 1) - 1));
 	op->raise_argv[0] = "1";
 	op->raise_argvlen[0] = 1;
-	op->raise_argv[1] = op->args.argv[2];	/* the fence counter: keys "lfwe" */
+	op->raise_argv[1] = op->args.argv[2];	/* the fence counter: keys "lfwei" */
 	op->raise_argvlen[1] = op->args.argvlen[2];
 	op->raise_argv[2] = op->raise;
 	op->raise_argvlen[2] = strlen(op->raise);
@@ -672,7 +674,7 @@ rd_quorum_granted(struct rd *r, struct rd_op *op, uint64_t fence)
 		/* redlock, a grant observers read: each node of it that proposed
 		 * less (or grants late) records the quorum's fence as its term */
 		snprintf(op->term, sizeof(op->term), "%llu", (unsigned long long)fence);
-		const char *v[] = { "2", op->args.argv[2], op->args.argv[4],	/* "lfwe" */
+		const char *v[] = { "2", op->args.argv[2], op->args.argv[4],	/* "lfwei" */
 		    op->raise, op->member, op->term };
 		size_t vl[] = { 1, op->args.argvlen[2], op->args.argvlen[4], strlen(op->raise),
 		    strlen(op->member), strlen(op->term) };
@@ -711,8 +713,10 @@ rd_raised(struct rd *r, struct rd_op *op, struct rd_call *c, const redisReply *r
 static void
 confirm_on(const struct rd_op *op, size_t i)
 {
-	/* numkeys, the lock's key, the member: as in the renewal */
-	rnode_keep(op->calls[i].node->node, RS_CONFIRM, 3, op->args.argv, op->args.argvlen,
+	/* numkeys, the lock's key, the member (the renewal's keys are "li") */
+	const char *argv[] = { "1", op->args.argv[1], op->member };
+	size_t argvlen[] = { 1, op->args.argvlen[1], strlen(op->member) };
+	rnode_keep(op->calls[i].node->node, RS_CONFIRM, 3, argv, argvlen,
 	    clock_ms() + op->ttl_ms);
 }
 
@@ -875,6 +879,11 @@ rd_on_reply(void *arg, const redisReply *rep, const char *why)
 		rd_op_done(op);
 		return;
 	}
+	if (op->script == RS_WHO) {
+		rd_who_reply(r, c, rep, why);
+		rd_op_done(op);
+		return;
+	}
 	nd = c->node;
 	if (!op->late && rep != NULL)
 		rd_in_time(nd);
@@ -901,6 +910,28 @@ rd_on_reply(void *arg, const redisReply *rep, const char *why)
 	rd_op_done(op);
 }
 
+bool
+rd_read_answered(struct rd *r, struct rd_call *c, const redisReply *rep, const char *why,
+    bool ok)
+{
+	struct rd_op *op = c->op;
+	if (ok) {
+		c->answer = RQ_OK;
+	} else {
+		c->answer = RQ_FAILED;
+		c->node->nfailures++;
+		if (op->why[0] == '\0' && (rep == NULL || rep->type == REDIS_REPLY_ERROR))
+			r->topo->failed(r, c->node, rep, why != NULL ? why : "no reply from redis",
+			    op->why, sizeof(op->why));
+		else if (op->why[0] == '\0')
+			snprintf(op->why, sizeof(op->why), "unexpected reply from redis");
+	}
+	for (size_t i = 0; i < r->ncalls; i++)
+		if (op->calls[i].answer == RQ_PENDING)
+			return false;
+	return true;
+}
+
 /* ---- sending ------------------------------------------------------------- */
 
 int
@@ -908,8 +939,9 @@ rd_call_send(struct rd *r, struct rd_op *op, size_t i, struct rd_node *nd)
 {
 	struct rd_call *c = &op->calls[i];
 	/* a lease taken, renewed or handed over must reach the replicas asked
-	 * for before it counts; a release need not */
-	if ((op->script == RS_RELEASE ? rnode_eval : rnode_eval_acked)(nd->node, op->script,
+	 * for before it counts; a release or a read of the holders need not */
+	if ((op->script == RS_RELEASE || op->script == RS_WHO ? rnode_eval :
+	    rnode_eval_acked)(nd->node, op->script,
 	    op->args.argc, op->args.argv, op->args.argvlen, rd_on_reply, c) < 0)
 		return -1;
 	c->node = nd;
@@ -985,9 +1017,9 @@ rd_acquire(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	/* a CAMPAIGN's value last; other grants have none */
 	const char *args[] = { ttl, kind, limit, mark, fences,
 	    r->topo->channel(r, l->key, l->keylen, true), rscript_key,
-	    r->topo->channel(r, l->key, l->keylen, false),
+	    r->topo->channel(r, l->key, l->keylen, false), l->who != NULL ? l->who : "",
 	    l->value != NULL ? rscript_value : NULL, NULL };
-	struct rd_op *op = rd_op_new(r, RS_ACQUIRE, l, member, "lfwe", args, cb, arg);
+	struct rd_op *op = rd_op_new(r, RS_ACQUIRE, l, member, "lfwei", args, cb, arg);
 	op->fences = n;
 	if (now < r->settle_until) {
 		/* the connection is back (a restart, a failover): the daemons'
@@ -1035,7 +1067,7 @@ rd_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	 * it can (not counted in the quorum) */
 	const char *args[] = { ttl, r->ncalls > 1 ? "1" : "0", limit, NULL };
 	r->nrenewals++;
-	rd_send(r, rd_op_new(r, RS_RENEW, l, member, "l", args, cb, arg));
+	rd_send(r, rd_op_new(r, RS_RENEW, l, member, "li", args, cb, arg));
 }
 
 /* Hand from's lease to to: locally while the key's delegation allows
@@ -1064,10 +1096,11 @@ rd_transfer(struct backend *be, const struct be_lock *from, const struct be_lock
 	snprintf(limit, sizeof(limit), "%lld", r->set->handoff_limit);
 	snprintf(fences, sizeof(fences), "%u", n);
 	const char *args[] = { fm, ttl, run, limit, r->topo->channel(r, to->key, to->keylen,
-	    false), rscript_key, fences, to->value != NULL ? rscript_value : NULL, NULL };
-	struct rd_op *op = rd_op_new(r, RS_TRANSFER, to, tm, "lfwe", args, cb, arg);
+	    false), rscript_key, fences, to->who != NULL ? to->who : "",
+	    to->value != NULL ? rscript_value : NULL, NULL };
+	struct rd_op *op = rd_op_new(r, RS_TRANSFER, to, tm, "lfwei", args, cb, arg);
 	op->fences = n;
-	op->from = op->args.argv[6];	/* numkeys, 4 keys, to, from */
+	op->from = op->args.argv[7];	/* numkeys, 5 keys, to, from */
 	rd_send(r, op);
 }
 

@@ -429,6 +429,24 @@ void rd_looked(struct rd *r, struct rd_call *c, const struct redisReply *rep,
 /* Several nodes: look op's node timeout passed; it is decided by the nodes
  * that answered. */
 void rd_look_late(struct rd *r, struct rd_op *op);
+/* Call c of a read (a look, a holders read) answered rep (NULL: none will
+ * come, why says why), well formed when ok: counted as the node's answer,
+ * a failure's reason kept in the op. Whether every call has answered now. */
+bool rd_read_answered(struct rd *r, struct rd_call *c, const struct redisReply *rep,
+    const char *why, bool ok);
+
+/* ---- who holds a key (rwho.c) ------------------------------------------- */
+
+/* backend_ops.holders (redlock: the leases a quorum of nodes holds). */
+void rd_holders(struct backend *be, const char *key, size_t keylen, be_holders_cb *cb,
+    void *arg);
+/* A holders read's call c answered rep (NULL: none will come, why says
+ * why); its caller is told once every node answered. */
+void rd_who_reply(struct rd *r, struct rd_call *c, const struct redisReply *rep,
+    const char *why);
+/* Several nodes: the node timeout of holders read op passed. */
+void rd_who_late(struct rd *r, struct rd_op *op);
+
 /* A release message for key: its observers read it again. */
 void rd_watch_message(struct rd *r, const char *key, size_t keylen);
 /* Messages may have been missed, or a server is new: every observed key is

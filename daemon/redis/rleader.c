@@ -403,23 +403,12 @@ look_node(struct rd *r, struct rd_call *c, const redisReply *rep, const char *wh
 	struct rd_op *op = c->op;
 	if (op->decided)
 		return;	/* a late answer */
-	if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements < 9 ||
-	    rep->element[2]->type != REDIS_REPLY_STRING) {
-		c->answer = RQ_FAILED;
-		c->node->nfailures++;
-		if (op->why[0] == '\0' && (rep == NULL || rep->type == REDIS_REPLY_ERROR))
-			r->topo->failed(r, c->node, rep, why != NULL ? why : "no reply from redis",
-			    op->why, sizeof(op->why));
-		else if (op->why[0] == '\0')
-			snprintf(op->why, sizeof(op->why), "unexpected reply from redis");
-	} else {
-		c->answer = RQ_OK;
+	bool ok = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 9 &&
+	    rep->element[2]->type == REDIS_REPLY_STRING;
+	if (ok)
 		look_keep(op->arg, (size_t)(c - op->calls), rep);
-	}
-	for (size_t i = 0; i < r->ncalls; i++)
-		if (op->calls[i].answer == RQ_PENDING)
-			return;
-	look_decide(r, op);
+	if (rd_read_answered(r, c, rep, why, ok))
+		look_decide(r, op);
 }
 
 void

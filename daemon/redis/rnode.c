@@ -48,7 +48,7 @@
 #define RN_BACKOFF_MAX_MS 5000		/* longest reconnect delay */
 #define RN_WATCH_MS 100			/* how often timeouts are checked */
 #define RN_KEEP_RETRY_MS 1000		/* kept calls answered an error: again after */
-#define RN_SCRIPTS_MAX 8		/* scripts of one node at most */
+#define RN_SCRIPTS_MAX 12		/* scripts of one node at most */
 #define RN_ARGS_MAX 16			/* arguments of one call at most */
 
 struct rn_conn;

@@ -73,23 +73,42 @@
 	"end " \
 	"redis.call('PUBLISH', ch, key) " \
 	"return 1 end "
+/* who(i, member, f, w, ms, x, fresh): keep w (false or '': nothing to
+ * keep), who took member's lease with fence f, in i, the key's holders:
+ * for an exclusive lease (x) the string "member TAB fence TAB w", expiring
+ * with the lease (ms); for a shared one or a permit the field member of a
+ * hash, "fence TAB w", the hash lasting at least ms more. fresh: the key
+ * had no lease, so what i holds describes leases that ended. i of the
+ * other type (left by leases that ended) is replaced */
+#define LUA_WHO "local function who(i, member, f, w, ms, x, fresh) " \
+	"if not w or w == '' then return end " \
+	"local d = string.format('%.0f', f) .. '\\t' .. w " \
+	"if x then redis.call('SET', i, member .. '\\t' .. d, 'PX', ms) return end " \
+	"if fresh then redis.call('DEL', i) end " \
+	"local r = redis.pcall('HSET', i, member, d) " \
+	"if type(r) == 'table' and r.err then redis.call('DEL', i) " \
+	"  redis.call('HSET', i, member, d) end " \
+	"if redis.call('PTTL', i) < tonumber(ms) then redis.call('PEXPIRE', i, ms) end end "
 /* v = KEYS[1] as a string: the member when one exclusive lease holds it,
  * false when there is none, an error table when it is a sorted set */
 #define LUA_STRING "local v = redis.pcall('GET', KEYS[1]) "
 
 const char *const rscript_text[RS_COUNT] = {
-	/* acquire: KEYS lock, fence, mark, election record; ARGV member, ttl,
-	 * kind, limit, mark ms, fences to reserve, wanted channel, key, release
-	 * channel, and a CAMPAIGN's value (none for other grants). {1, first
+	/* acquire: KEYS lock, fence, mark, election record, holders; ARGV
+	 * member, ttl, kind, limit, mark ms, fences to reserve, wanted channel,
+	 * key, release channel, who takes it ('' if unknown; kept in the
+	 * holders' key), and a CAMPAIGN's value (none for other grants). {1, first
 	 * fence, observed (record)} | {0, ms to wait: the first lease to end}
 	 * (the mark set, the key published on the wanted channel) | {-1}
 	 * (another kind) */
 	LUA_FENCE
 	LUA_RECORD
-	"local function grant(n) local f, obs = fence(n) "
-	"  if not obs and ARGV[10] == nil then return {1, f, 0} end "
-	"  return {1, f, record(KEYS[4], ARGV[1], f, obs, ARGV[10], ARGV[9], ARGV[8])} end "
+	LUA_WHO
 	"local want = ARGV[3] "
+	"local function grant(n, fresh) local f, obs = fence(n) "
+	"  who(KEYS[5], ARGV[1], f, ARGV[10], ARGV[2], want == 'x0', fresh) "
+	"  if not obs and ARGV[11] == nil then return {1, f, 0} end "
+	"  return {1, f, record(KEYS[4], ARGV[1], f, obs, ARGV[11], ARGV[9], ARGV[8])} end "
 	"local function busy(ms) redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) "
 	"  redis.call('PUBLISH', ARGV[7], ARGV[8]) "
 	"  return {0, ms} end "
@@ -115,10 +134,11 @@ const char *const rscript_text[RS_COUNT] = {
 	"  return grant(tonumber(ARGV[6])) end "
 	"redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "
 	LUA_KEEP
-	"return grant(1)",
+	"return grant(1, n == 0)",
 
-	/* release: KEYS lock, mark, observers' mark; ARGV member, channel,
-	 * key. 1 | 0 (not ours). An exclusive lease and the marks go in one
+	/* release: KEYS lock, mark, observers' mark, holders; ARGV member,
+	 * channel, key. 1 | 0 (not ours). Its description goes from the
+	 * holders' key. An exclusive lease and the marks go in one
 	 * DEL; a lease given back but not confirmed (member .. '~', the renew
 	 * script) goes too. The key is published when a daemon waits or
 	 * observes (either mark was there): both marks are for the next
@@ -126,18 +146,21 @@ const char *const rscript_text[RS_COUNT] = {
 	 * look that the message brings about */
 	LUA_STRING
 	"if v == ARGV[1] or v == ARGV[1] .. '~' then "
+	"  redis.call('DEL', KEYS[4]) "
 	"  if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) > 1 then "
 	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
 	"  return 1 end "
 	"if type(v) == 'string' or "
 	"    redis.call('ZREM', KEYS[1], ARGV[1], ARGV[1] .. '~') < 1 then "
 	"  return 0 end "
+	"redis.pcall('HDEL', KEYS[4], ARGV[1]) "
 	"if redis.call('DEL', KEYS[2], KEYS[3]) > 0 then "
 	"  redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
 	"return 1",
 
-	/* renew: KEYS lock; ARGV member, ttl, bring, limit. The lease lasts at
-	 * least ttl from now; a later end is kept. 1 | 0 (not ours any more) |
+	/* renew: KEYS lock, holders; ARGV member, ttl, bring, limit. The lease
+	 * lasts at least ttl from now; a later end is kept, and the holders'
+	 * hash lasts as long. 1 | 0 (not ours any more) |
 	 * 2: the lease is there as given back but not confirmed (member ..
 	 * '~'), or it was not there, bring is '1' and the key's leases let it
 	 * in (a limit of 0: no limit): given back now, unconfirmed. A lease
@@ -147,9 +170,12 @@ const char *const rscript_text[RS_COUNT] = {
 	 * held it all along has confirmed it) */
 	LUA_STRING
 	"local m = ARGV[1] .. '~' "
+	"local function keep() local p = redis.call('PTTL', KEYS[2]) "
+	"  if p >= 0 and p < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end end "
 	"if v == ARGV[1] or v == m then "
 	"  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then "
-	"    redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+	"    redis.call('PEXPIRE', KEYS[1], ARGV[2]) "
+	"    redis.call('PEXPIRE', KEYS[2], ARGV[2]) end "
 	"  return v == m and 2 or 1 end "
 	"if type(v) == 'string' then return 0 end "
 	"local x = string.sub(ARGV[1], 1, 2) == 'x0' "
@@ -165,6 +191,7 @@ const char *const rscript_text[RS_COUNT] = {
 	"    if tonumber(s) < e then "
 	"      redis.call('ZADD', KEYS[1], e, member) "
 	LUA_KEEP
+	"      keep() "
 	"    end "
 	"    return i end "
 	"end "
@@ -185,26 +212,28 @@ const char *const rscript_text[RS_COUNT] = {
 	"return 2",
 
 	/* transfer (exclusive leases): KEYS lock, fence, mark, election
-	 * record; ARGV to, from, ttl, handoffs in a row before this one, handoff
-	 * limit, channel, key, fences to reserve, and to's CAMPAIGN value (none
-	 * for other grants). When the run has reached the limit and another
+	 * record, holders; ARGV to, from, ttl, handoffs in a row before this
+	 * one, handoff limit, channel, key, fences to reserve, who takes it (''
+	 * if unknown), and to's CAMPAIGN value (none for other grants). When the run has reached the limit and another
 	 * daemon waits (the mark), from is released as by the release script
 	 * instead. {1, first fence, observed} | {2} (released: yielded) | {0}
 	 * (from's lease had ended) */
 	LUA_FENCE
 	LUA_STRING
 	LUA_RECORD
+	LUA_WHO
 	"if v ~= ARGV[2] then return {0} end "
 	"if tonumber(ARGV[4]) >= tonumber(ARGV[5]) and "
 	"    redis.call('DEL', KEYS[3]) == 1 then "
-	"  redis.call('DEL', KEYS[1]) "
+	"  redis.call('DEL', KEYS[1], KEYS[5]) "
 	"  redis.call('PUBLISH', ARGV[6], ARGV[7]) "
 	"  return {2} "
 	"end "
 	"redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3]) "
 	"local f, obs = fence(tonumber(ARGV[8])) "
-	"if not obs and ARGV[9] == nil then return {1, f, 0} end "
-	"return {1, f, record(KEYS[4], ARGV[1], f, obs, ARGV[9], ARGV[6], ARGV[7])}",
+	"who(KEYS[5], ARGV[1], f, ARGV[9], ARGV[3], true, true) "
+	"if not obs and ARGV[10] == nil then return {1, f, 0} end "
+	"return {1, f, record(KEYS[4], ARGV[1], f, obs, ARGV[10], ARGV[6], ARGV[7])}",
 
 	/* confirm (a renewal confirmed by a quorum that held the lease all
 	 * along): KEYS lock; ARGV member. A lease given back by the renew
@@ -316,6 +345,31 @@ const char *const rscript_text[RS_COUNT] = {
 	"  hist[i] = {tonumber(x[1]), tonumber(x[2]), x[3]} end end "
 	"local p = (kind == 'x0' and e[1] == member) and tonumber(e[6] or '0') or -1 "
 	"return {n, term, kind, holders, value, pttl, hist, member, p}",
+
+	/* holders: KEYS lock, holders; ARGV unused. Every lease of the key
+	 * with what the holders' key says of it (who): {member, ms left, its
+	 * description (fence, a tab, who) or false, ...}; a lease given back
+	 * but not confirmed is named as its member */
+	LUA_STRING
+	"local out = {} "
+	"local function add(m, ms, d) "
+	"  out[#out + 1] = m out[#out + 1] = ms out[#out + 1] = d end "
+	"if type(v) == 'string' then "
+	"  local m = (string.gsub(v, '~$', '')) "
+	"  local s = redis.pcall('GET', KEYS[2]) "
+	"  local d = type(s) == 'string' and string.sub(s, 1, #m + 1) == m .. '\\t' and "
+	"    string.sub(s, #m + 2) "
+	"  add(m, redis.call('PTTL', KEYS[1]), d) "
+	"elseif v then "
+	LUA_NOW
+	"  local z = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') "
+	"  for i = 1, #z, 2 do local s = tonumber(z[i + 1]) "
+	"    if s > now then "
+	"      local m = (string.gsub(z[i], '~$', '')) "
+	"      local d = redis.pcall('HGET', KEYS[2], m) "
+	"      add(m, s - now, type(d) == 'string' and d) end end "
+	"end "
+	"return out",
 };
 
 const char rscript_key[] = "<key>";

@@ -9,8 +9,11 @@
  * "<kind>:<token>" (s0 shared, n<limit> semaphore) scored by the lease's end
  * in the server's clock. Its fence counter is "f:" + key (never expires;
  * while daemons observe the key, followed by a space and the time in ms
- * until which they do), "w:" + key marks that some daemon waits for it,
- * "o:" + key that some daemon observes it (both marks are for the next
+ * until which they do), "i:" + key says who took its leases (the daemon's
+ * description, be_lock.who: a string "member TAB fence TAB who" beside an
+ * exclusive lease, a hash of members to "fence TAB who" beside shared
+ * ones, expiring with the leases), "w:" + key marks that some daemon waits
+ * for it, "o:" + key that some daemon observes it (both marks are for the next
  * release), and the hash "e:" + key (never expires) records the
  * fence and CAMPAIGN value of its last recorded grant and the version of
  * its state that observers read (the look script). Each script is atomic:
@@ -31,7 +34,7 @@
 
 /* The scripts, in the order of rscript_text. */
 enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_CONFIRM, RS_RAISE,
-	RS_PROCLAIM, RS_LOOK, RS_COUNT };
+	RS_PROCLAIM, RS_LOOK, RS_WHO, RS_COUNT };
 
 #define RSCRIPT_ARGS 18			/* numkeys, keys and arguments of one call at most */
 #define RSCRIPT_HISTORY 4		/* leaders an election record remembers */

@@ -494,6 +494,7 @@ rs_create(struct backend *be)
 	.release = rd_release, \
 	.renew = rd_renew, \
 	.transfer = rd_transfer, \
+	.holders = rd_holders, \
 	.info = rd_info, \
 	.state = rd_state, \
 	.pending = rd_pending, \

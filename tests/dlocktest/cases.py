@@ -6,6 +6,7 @@ class starts, stopped after it whatever happens), ConfigTestCase
 import os
 import re
 import signal
+import socket
 import sys
 import time
 import unittest
@@ -270,6 +271,86 @@ class RedisTestCase(unittest.TestCase):
         """reply is an error reply with this code word."""
         self.assertIsInstance(reply, Err, msg or "not an error: %r" % (reply,))
         self.assertEqual(reply.code, code, msg or reply)
+
+    def fleet_status(self, daemon, key):
+        """STATUS key FULL on daemon: (its fields, the counts kept, its
+        holders as dicts)."""
+        raw = self.conn(daemon).cmd("STATUS", key, "FULL")
+        st = {}
+        for i in range(0, len(raw), 2):
+            st.setdefault(raw[i].decode(), raw[i + 1])
+        return st, [pairs(h) for h in raw[15]]
+
+    def assertFleetStatus(self, a, b, calls=None, exact_fence=True, lease_left=True):
+        """Daemons a and b share a backend: STATUS key [FULL] on either
+        tells a holder through a, with who holds it and through which
+        daemon (the other's once, its own from its lock table); shared
+        holders through both are both listed; a release is seen from b at
+        once. calls(), when given, counts the backend's calls: STATUS FULL
+        of a key held elsewhere costs one. exact_fence False (redlock):
+        another daemon's holder shows the largest fence a node recorded,
+        which may be above the grant's. lease_left False (etcd): what is
+        left of another daemon's lease is not known (-1)."""
+        key = unique_key()
+        ida, idb = a.info()["daemon_id"].encode(), b.info()["daemon_id"].encode()
+        self.assertNotEqual(ida, idb)
+        h = self.conn(a)
+        h.cmd("CLIENT", "SETNAME", "worker-1")
+        sid = h.cmd("CLIENT", "ID")
+        g = self.assertGranted(h.cmd("LOCK", key, "TTL", 30000))
+        sb = self.conn(b)
+        sb.cmd("PING")
+        before = calls() if calls is not None else 0
+        st = pairs(sb.cmd("STATUS", key, "FULL"))
+        if calls is not None:
+            self.assertEqual(calls() - before, 1, "backend calls of one STATUS FULL")
+        for d in (b, a):
+            st, hs = self.fleet_status(d, key)
+            self.assertEqual((st["mode"], st["holders"]), (b"exclusive", 1),
+                             "STATUS %s on %s" % (key, d.addr()))
+            remote = d is b and not exact_fence
+            self.assertGreaterEqual(st["fence"], g[1]) if remote else \
+                self.assertEqual(st["fence"], g[1])
+            if d is a or lease_left:
+                self.assertGreater(st["ttl_ms"], 0)
+                self.assertLessEqual(st["ttl_ms"], 30000 + 5000)
+            else:
+                self.assertEqual(st["ttl_ms"], -1)
+            self.assertEqual(len(hs), 1, hs)
+            x = hs[0]
+            self.assertEqual((x["session"], x["name"], x["mode"], x["detached"]),
+                             (sid, b"worker-1", b"exclusive", 0), x)
+            self.assertGreaterEqual(x["fence"], g[1]) if remote else \
+                self.assertEqual(x["fence"], g[1])
+            self.assertEqual(x["daemon"], ida, x)
+            self.assertEqual(x["daemon_addr"], a.addr().encode(), x)
+            self.assertEqual(x["host"], socket.gethostname().encode(), x)
+            self.assertRegex(x["addr"].decode(), r"^127\.0\.0\.1:\d+$")
+            self.assertGreaterEqual(x["held_ms"], 0)
+            self.assertLess(x["held_ms"], 30000)
+            if d is a or lease_left:
+                self.assertGreater(x["lease_ms"], 0)
+            else:
+                self.assertEqual(x["lease_ms"], -1)
+        self.assertEqual(pairs(sb.cmd("STATUS", key))["holders"], 1)
+        self.assertEqual(h.cmd("UNLOCK", key), 0)
+        for d in (b, a):
+            st, hs = self.fleet_status(d, key)
+            self.assertEqual((st["mode"], st["holders"], hs), (b"free", 0, []), d.addr())
+        # shared holders through both daemons: each daemon lists both
+        sa = self.assertGranted(h.cmd("LOCK", key, "SHARED"))
+        s2 = self.conn(b)
+        s2.cmd("CLIENT", "SETNAME", "worker-2")
+        sb2 = self.assertGranted(s2.cmd("LOCK", key, "SHARED"))
+        for d in (a, b):
+            st, hs = self.fleet_status(d, key)
+            self.assertEqual((st["mode"], st["holders"]), (b"shared", 2), d.addr())
+            got = sorted((x["daemon"], x["name"]) for x in hs)
+            self.assertEqual(got, sorted([(ida, b"worker-1"), (idb, b"worker-2")]))
+            if exact_fence:
+                self.assertEqual(sorted(x["fence"] for x in hs), sorted([sa[1], sb2[1]]))
+        self.assertEqual(h.cmd("UNLOCK", key), 0)
+        self.assertEqual(s2.cmd("UNLOCK", key), 0)
 
     def assertLostReplies(self, conn, fences):
         """The next len(fences) commands of conn (PINGs) are answered

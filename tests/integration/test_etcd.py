@@ -226,6 +226,14 @@ class TestEtcdDaemons(EtcdCase):
             self.assertTrue(d.running(), "a shared dlockd died:\n%s" % d.log())
         self.assertTrue(self.etcd.running(), "etcd died:\n%s" % self.etcd.log())
 
+    def test_status_from_another_daemon(self):
+        # the lease's end is each daemon's own (its keepalives): not told
+        def calls():
+            m = self.etcd.metrics()
+            return self.etcd.requests("Range", m) + self.etcd.requests("Txn", m)
+
+        self.assertFleetStatus(self.a, self.b, calls, lease_left=False)
+
     def test_mutual_exclusion_and_fences_across_daemons(self):
         key = unique_key()
         ca, cb = self.conn(self.a), self.conn(self.b)
@@ -465,7 +473,8 @@ class TestEtcdDaemons(EtcdCase):
 
     def test_etcd_keys_of_locks(self):
         # a lock is a key <prefix><escaped key>/<id> on the daemon's lease,
-        # its value the mode; gone as soon as it is released
+        # its value the mode and who took it ("~<length>:<who>"); gone as
+        # soon as it is released
         key = unique_key("a b/ü%")
         lease_a = self.lease_id(self.a)
         self.assertNotEqual(lease_a, 0)
@@ -479,7 +488,13 @@ class TestEtcdDaemons(EtcdCase):
         self.assertRegex(name[len(lock_prefix(key)):], rb"\A[^/]+\Z")
         self.assertEqual(rev << 16, g[1])
         self.assertEqual(lease, lease_a, "not on the daemon's lease")
-        self.assertEqual(value, b"x0", "the value of an exclusive lock's key")
+        kind, rest = value.split(b"~", 1)
+        self.assertEqual(kind, b"x0", "the value of an exclusive lock's key")
+        length, who = rest.split(b":", 1)
+        self.assertEqual(int(length), len(who), value)
+        fields = who.split(b"\t")
+        self.assertEqual(fields[:2], [b"w1", self.a.info()["daemon_id"].encode()], value)
+        self.assertEqual(int(fields[4]), c.cmd("CLIENT", "ID"))
         self.assertEqual(c.cmd("UNLOCK", key), 0)
         self.assertEqual(self.etcd_keys(self.etcd, key), [], "the key stays after UNLOCK")
         # shared holders and permits have a key each; a closed session's go
@@ -489,7 +504,7 @@ class TestEtcdDaemons(EtcdCase):
         keys = self.etcd_keys(self.etcd, key)
         self.assertEqual(len(keys), 2, keys)
         self.assertEqual({k[2] for k in keys}, {lease_a, self.lease_id(self.b)})
-        self.assertEqual([k[3] for k in keys], [b"s0", b"s0"])
+        self.assertEqual([k[3].split(b"~")[0] for k in keys], [b"s0", b"s0"])
         s1.close()
         self.wait_etcd_keys(self.etcd, key, 1, "(a closed session's lock)", timeout=1.0)
         s2.close()
@@ -510,7 +525,8 @@ class TestEtcdDaemons(EtcdCase):
         p1, p2 = self.conn(self.a), self.conn(self.b)
         g1 = self.assertGranted(p1.cmd("LOCK", key, "LIMIT", 3))
         g2 = self.assertGranted(p2.cmd("LOCK", key, "LIMIT", 3))
-        self.assertEqual([(k[1] << 16, k[3]) for k in self.etcd_keys(self.etcd, key)],
+        self.assertEqual([(k[1] << 16, k[3].split(b"~")[0])
+                          for k in self.etcd_keys(self.etcd, key)],
                          [(g1[1], b"n3"), (g2[1], b"n3")])
         self.assertEqual(p1.cmd("UNLOCK", key), 0)
         self.assertEqual([k[1] << 16 for k in self.etcd_keys(self.etcd, key)], [g2[1]])

@@ -6,6 +6,7 @@ dlock status --verbose."""
 import grp
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import unittest
@@ -134,7 +135,13 @@ class TestOps(OpsCase, DaemonTestCase):
         self.assertEqual(raw[5], 2)
         self.assertEqual(len(hs), 2)
         self.assertEqual(list(hs[0]), ["session", "name", "addr", "mode", "fence", "count",
-                                       "held_ms", "lease_ms", "detached", "suspended"])
+                                       "held_ms", "lease_ms", "detached", "suspended",
+                                       "daemon", "host", "daemon_addr"])
+        info = self.info()
+        self.assertEqual(hs[0]["daemon"], info["daemon_id"].encode())
+        self.assertRegex(info["daemon_id"], r"^[0-9a-f]{16}$")
+        self.assertEqual(hs[0]["host"], socket.gethostname().encode())
+        self.assertEqual(hs[0]["daemon_addr"], self.daemon.addr().encode())
         self.assertEqual(hs[0]["session"], a.client_id())
         self.assertEqual(hs[0]["name"], b"alpha")
         addr_a = "%s:%d" % a.connection._sock.getsockname()
@@ -399,7 +406,7 @@ class TestOps(OpsCase, DaemonTestCase):
         out = p.stdout
         self.assertIn("mode: exclusive", out)
         lines = out.splitlines()
-        hi = lines.index("holders on this dlockd:")
+        hi = lines.index("holders, through any daemon:")
         wi = lines.index("waiters on this dlockd, in queue order:")
         self.assertIn("SESSION", lines[hi + 1])
         self.assertIn("FENCE", lines[hi + 1])
@@ -408,6 +415,8 @@ class TestOps(OpsCase, DaemonTestCase):
         self.assertEqual(row[1], "worker-1")
         self.assertEqual(row[3], "exclusive")
         self.assertEqual(row[4], str(fence))
+        self.assertIn("DAEMON", lines[hi + 1])
+        self.assertEqual(row[-1], "%s@%s" % (self.daemon.addr(), socket.gethostname()))
         self.assertIn("WAITED", lines[wi + 1])
         row = lines[wi + 2].split()
         self.assertEqual(row[-1], "no")
@@ -493,8 +502,10 @@ class SharedBackendOps(OpsCase):
         h = self.conn(self.a)
         fence = self.assertGranted(h.cmd("LOCK", key, "TTL", 60000))[1]
         self.assertIsInstance(self.conn(self.b).cmd("LOCK", key, "WAIT", 0), Null)
-        # B lists only its own holders: none
-        self.assertEqual(self.full(key, self.b)["holders"], [])
+        # B lists A's holder, read from the backend
+        hs = [as_map(x) for x in self.full(key, self.b)["holders"]]
+        self.assertEqual([(x["fence"], x["daemon"]) for x in hs],
+                         [(fence, self.a.info()["daemon_id"].encode())])
         self.assertEqual(self.admin(self.b).cmd("UNLOCK", key, "FORCE"), 0)
         self.assertEqual(len(self.full(key, self.a)["holders"]), 1)
         self.assertEqual(self.admin(self.a).cmd("UNLOCK", key, "FORCE"), 1)

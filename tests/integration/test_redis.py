@@ -13,12 +13,14 @@ where only speed is measured, never where safety is.
 """
 
 import signal
+import socket
+import subprocess
 import threading
 import time
 
 from dlocktest import env
 from dlocktest.cases import RedisTestCase, ms, report
-from dlocktest.env import SLOWDOWN, unique_key
+from dlocktest.env import DLOCK, SLOWDOWN, unique_key
 from dlocktest.proc import in_thread, results, sleep_until, wait_until
 from dlocktest.redis_server import RedisMonitor, RedisServer, commandstats, count_commands
 from dlocktest.resp import NULL, Err, Push, Raw, pairs, read_within
@@ -82,6 +84,55 @@ class TestRedisTwoDaemons(RedisCase):
         for d in (self.a, self.b):
             self.assertTrue(d.running(), "a shared dlockd died:\n%s" % d.log())
         self.assertTrue(self.redis.running(), "the redis-server died:\n%s" % self.redis.log())
+
+    def test_status_from_another_daemon(self):
+        rc = self.redis_conn(self.redis)
+        self.assertFleetStatus(self.a, self.b, lambda: script_calls(rc) - 1)
+
+    def test_holders_key_follows_the_leases(self):
+        # "i:<key>" says who took the leases: a string beside an exclusive
+        # lease, expiring with it, a hash of members beside shared ones;
+        # each release takes its part away
+        key = unique_key()
+        rc = self.redis_conn(self.redis)
+        ik = "dlock:i:" + key
+        h = self.conn(self.a)
+        g = self.assertGranted(h.cmd("LOCK", key, "TTL", 30000))
+        self.assertEqual(rc.cmd("TYPE", ik), "string")
+        member, fence, desc = rc.cmd("GET", ik).split(b"\t", 2)
+        self.assertEqual((member[:3], int(fence)), (b"x0:", g[1]))
+        self.assertTrue(desc.startswith(b"w1\t" + self.a.info()["daemon_id"].encode()), desc)
+        # set with the lease in one script: they end together (read apart)
+        self.assertAlmostEqual(rc.cmd("PTTL", ik), rc.cmd("PTTL", "dlock:l:" + key), delta=100)
+        self.assertEqual(h.cmd("UNLOCK", key), 0)
+        self.assertEqual(rc.cmd("EXISTS", ik), 0)
+        s1, s2 = self.conn(self.a), self.conn(self.b)
+        self.assertGranted(s1.cmd("LOCK", key, "SHARED"))
+        self.assertGranted(s2.cmd("LOCK", key, "SHARED"))
+        self.assertEqual(rc.cmd("TYPE", ik), "hash")
+        self.assertEqual(rc.cmd("HLEN", ik), 2)
+        self.assertGreater(rc.cmd("PTTL", ik), 0)
+        self.assertEqual(s1.cmd("UNLOCK", key), 0)
+        self.assertEqual(rc.cmd("HLEN", ik), 1)
+        self.assertEqual(s2.cmd("UNLOCK", key), 0)
+        self.assertEqual(rc.cmd("EXISTS", ik), 0)
+
+    def test_dlock_status_from_another_daemon(self):
+        # dlock status -v on B names the holder through A, and A
+        key = unique_key()
+        h = self.conn(self.a)
+        h.cmd("CLIENT", "SETNAME", "job-7")
+        fence = self.assertGranted(h.cmd("LOCK", key))[1]
+        p = subprocess.run([DLOCK, "-a", self.b.addr(), "status", "--verbose", key],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("mode: exclusive", p.stdout)
+        lines = p.stdout.splitlines()
+        row = lines[lines.index("holders, through any daemon:") + 2].split()
+        self.assertEqual((row[1], row[3], row[4], row[-1]),
+                         ("job-7", "exclusive", str(fence),
+                          "%s@%s" % (self.a.addr(), socket.gethostname())))
+        self.assertEqual(h.cmd("UNLOCK", key), 0)
 
     def test_mutual_exclusion_across_daemons(self):
         fences = self.assertExclusive((self.a, self.b, self.a, self.b), unique_key(), 25, 60)

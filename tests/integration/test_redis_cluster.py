@@ -132,6 +132,9 @@ class TestClusterShared(ClusterCase):
         cls.a = cls.class_cluster_daemon(cls.cluster, config=backend_section(FAST))
         cls.b = cls.class_cluster_daemon(cls.cluster, backend_conf=dict(FAST, refresh_ms=1000))
 
+    def test_status_from_another_daemon(self):
+        self.assertFleetStatus(self.a, self.b)
+
     def test_keys_on_every_master_fences_info(self):
         c = self.cluster
         name = "spread"

@@ -273,6 +273,8 @@ class TestSentinelBackend(SentinelCase):
         a = self.start_sentinel_daemon(s, yaml=True, backend_conf=FAST)
         b = self.start_sentinel_daemon(s, yaml=True, backend_conf=dict(
             FAST, sentinels=",".join(s.sentinel_addrs())))
+        # who holds a key, seen from the other daemon through the master
+        self.assertFleetStatus(a, b)
         c = self.start_sentinel_daemon(s, backend_conf={"sentinel_password": "s-secret"})
         self.assertIn("sentinels: \"%s\"" % ",".join(s.sentinel_addrs()), b.config_text())
         key = unique_key()

@@ -150,6 +150,11 @@ class TestRedlockTwoDaemons(RedlockCase):
     def all_script_calls(self):
         return [script_calls(self.redis_conn(n)) for n in self.nodes]
 
+    def test_status_from_another_daemon(self):
+        # one read per node; a lease counts when a quorum holds it
+        self.assertFleetStatus(self.a, self.b, lambda: sum(self.all_script_calls()) // 3 - 1,
+                               exact_fence=False)
+
     def test_mutual_exclusion_across_daemons(self):
         fences = self.assertExclusive((self.a, self.b, self.a, self.b), unique_key(), 15, 90)
         self.assertClockFences(fences)
@@ -671,7 +676,8 @@ class TestRedlockNodesDown(RedlockCase):
                % (1000 * (t_r - sent), ttl, 1000 * (a_end - t_r), gb[1], ga[1]))
         self.assertLess(t_v, a_end)
         self.assertEqual(va, 1, "A no longer holds its lock: no overlap shown")
-        self.assertEqual(self.status(a, key)["holders"], 1)
+        # A's STATUS reads the nodes: its own holder, and B's on a quorum
+        self.assertEqual(self.status(a, key)["holders"], 2)
         self.assertEqual(self.nodes_with_lease(nodes, key), {0, 1, 2},
                          "A's lease on node 1, B's on nodes 0 and 2")
 
