@@ -162,6 +162,8 @@ rd_refused(const struct rd *r)
 	size_t n = 0;
 	if (r->destroying)
 		return false;	/* its nodes are going */
+	if (r->topo->refused != NULL && r->topo->refused(r))
+		return true;
 	for (size_t i = 0; i < r->nnodes; i++)
 		n += r->nodes[i]->node != NULL && rnode_refused(r->nodes[i]->node);
 	if (n == 0)

@@ -283,6 +283,9 @@ struct rd_topo {
 	void (*down)(struct rd *r, struct rd_node *nd);
 	/* Why the backend fails now (backend_ops.problem), or NULL. */
 	const char *(*problem)(const struct rd *r, char *buf, size_t len);
+	/* Optional: whether servers of the topology's own (the sentinels)
+	 * refuse the settings, so that waiting cannot help (rd_refused). */
+	bool (*refused)(const struct rd *r);
 	/* One word for STATUS (backend_ops.state). */
 	const char *(*state)(const struct rd *r);
 	/* INFO: backend_address's value into buf; whether operations can be

@@ -270,6 +270,20 @@ sentinels_up(const struct sn *sn)
 	return up;
 }
 
+/* No sentinel has named the master, and every sentinel refuses the
+ * daemon's settings (its password, its certificate): waiting cannot help. */
+static bool
+sentinel_refused(const struct rd *r)
+{
+	const struct sn *sn = r->tp;
+	if (sn->addr[0] != '\0' || sn->nsentinels == 0)
+		return false;
+	for (size_t i = 0; i < sn->nsentinels; i++)
+		if (sn->sentinels[i].node == NULL || !rnode_refused(sn->sentinels[i].node))
+			return false;
+	return true;
+}
+
 /* Why it fails now: no sentinel has named the master yet, or the master's
  * problem. */
 static const char *
@@ -279,6 +293,12 @@ sentinel_problem(const struct rd *r, char *buf, size_t len)
 	uint64_t since;
 	if (rnode_problem(sn->master.node, &since) == NULL)
 		return NULL;
+	if (sentinel_refused(r)) {
+		const char *why = rnode_problem(sn->sentinels[0].node, &since);
+		snprintf(buf, len, "redis: every sentinel refuses the daemon's settings "
+		    "(backend.sentinel_password, TLS): %s", why != NULL ? why : "refused");
+		return buf;
+	}
 	if (sn->addr[0] == '\0') {
 		snprintf(buf, len, "redis: no sentinel has told where master '%s' is yet "
 		    "(%zu of %zu sentinels reached)", r->set->master_name, sentinels_up(sn),
@@ -322,6 +342,7 @@ const struct rd_topo rd_topo_sentinel = {
 	.failed = rd_failed_plain,
 	.down = sentinel_down,
 	.problem = sentinel_problem,
+	.refused = sentinel_refused,
 	.state = rlist_state,
 	.address = rd_addr_connected,
 	.connected = rlist_connected,

@@ -290,6 +290,28 @@ class TestSentinelBackend(SentinelCase):
             self.assertEqual(conn.cmd("UNLOCK", key), 0)
         self.assertEqual(fences, sorted(set(fences)))
 
+    def test_sentinels_refusing_the_password_answer_at_once(self):
+        # every sentinel refuses backend.sentinel_password: waiting cannot
+        # help, so a LOCK with a long WAIT is answered -BACKEND at once,
+        # naming the refusal, as a refused master password is
+        s = self.start_sentinels(sentinel_password="s-secret")
+        d = SentinelDaemon(s, backend_conf={"sentinel_password": "wrong"})
+        self.addCleanup(d.stop_checked)
+        d.start(wait_backend=False)
+        c = self.conn(d)
+        # once every sentinel was asked (WAIT 0 answers at once anyway)
+        wait_until(lambda: "every sentinel refuses" in str(c.cmd("LOCK", unique_key(), "WAIT", 0)),
+                   5, 0.05, "the sentinels' refusal")
+        t = time.monotonic()
+        r = c.cmd("LOCK", unique_key(), "WAIT", 5000)
+        took = time.monotonic() - t
+        self.assertIsInstance(r, Err, r)
+        self.assertEqual(r.code, "BACKEND", r)
+        self.assertLess(took, 1.0 * SLOWDOWN, "a refused setting is answered at once")
+        self.assertIn("every sentinel refuses the daemon's settings", str(r))
+        report("sentinels refusing the password: -BACKEND after %.0f ms: %s"
+               % (1000 * took, r))
+
     # ---- the master killed ----
 
     def test_master_killed(self):
