@@ -139,6 +139,19 @@ struct be_holders {
 };
 typedef void be_holders_cb(void *arg, const struct be_holders *hs);
 
+/* A page of the keys held in the backend (ops->list); valid during the
+ * callback only. */
+struct be_list {
+	enum be_status status;	/* BE_OK, or BE_ERROR (why) */
+	const char *why;	/* BE_ERROR: a sentence, or NULL */
+	const char *next;	/* BE_OK: the cursor to go on from, "0" at the end */
+	size_t n;		/* keys on the page */
+	const char *const *keys; /* them (binary-safe) */
+	const size_t *lens;	/* their lengths */
+	int bad_cursor;		/* BE_ERROR: the cursor is not one of the backend's */
+};
+typedef void be_list_cb(void *arg, const struct be_list *l);
+
 /* One form of the URLs a backend's -b takes, as dlockd -h shows it. */
 struct backend_url {
 	const char *scheme;		/* what such a URL starts with (any case):
@@ -234,6 +247,15 @@ struct backend_ops {
 	 * daemon's too, with who took each (be_lock.who). */
 	void (*holders)(struct backend *be, const char *key, size_t keylen,
 	    be_holders_cb *cb, void *arg);
+	/* Optional (NULL: the lock table's keys are every key held): HELD, a
+	 * page of the keys held in the backend through any daemon, from
+	 * cursor ("0": the start; else a page's next), about count of them,
+	 * never a read that blocks the backend long (SCAN, a range with a
+	 * limit). A key held from the first page to the last is on one of
+	 * them at least; a key may be on more than one. BE_ERROR: a cursor
+	 * this backend did not make, or the backend failed. */
+	void (*list)(struct backend *be, const char *cursor, size_t count, be_list_cb *cb,
+	    void *arg);
 	void (*info)(struct backend *be, struct evbuffer *out);
 	/* One word for STATUS: "local", "connected" or "disconnected". */
 	const char *(*state)(struct backend *be);

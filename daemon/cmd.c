@@ -59,7 +59,8 @@
 /* The same, for the commands whose handlers live in cmd_multi.c. */
 #define COMMANDS_MULTI(X) \
 	X(lockall, "LOCKALL", 3, -1, 0) \
-	X(unlockall, "UNLOCKALL", 3, -1, 0)
+	X(unlockall, "UNLOCKALL", 3, -1, 0) \
+	X(held, "HELD", 2, 6, 0)
 
 #define CMD_DECLARE(id, name, min, max, flags) static cmd_fn cmd_##id;
 COMMANDS(CMD_DECLARE)

@@ -39,5 +39,7 @@ void cmd_reply_grant(struct session *s, const struct lt_grant *g);
 /* LOCKALL and UNLOCKALL (cmd_multi.c). */
 cmd_fn cmd_lockall;
 cmd_fn cmd_unlockall;
+/* HELD (cmd_held.c). */
+cmd_fn cmd_held;
 
 #endif

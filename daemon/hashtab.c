@@ -209,6 +209,31 @@ iter_seek(struct hashtab_iter *it, size_t b)
 	it->next = NULL;
 }
 
+/* The bits of v in reverse order. */
+static uint64_t
+rev64(uint64_t v)
+{
+	uint64_t r = 0;
+	for (int i = 0; i < 64; i++, v >>= 1)
+		r = r << 1 | (v & 1);
+	return r;
+}
+
+uint64_t
+hashtab_scan(const struct hashtab *t, uint64_t cursor, hashtab_scan_fn *fn, void *arg)
+{
+	uint64_t mask = (uint64_t)t->nbuckets - 1;
+	for (struct hashtab_node *n = t->buckets[cursor & mask]; n != NULL; n = n->next)
+		fn(arg, n);
+	/* the next bucket: the cursor's high bits (its low bits reversed)
+	 * counted up, so that the buckets a resize splits or merges are
+	 * visited once either way */
+	cursor |= ~mask;
+	cursor = rev64(cursor);
+	cursor++;
+	return rev64(cursor);
+}
+
 void
 hashtab_iter_init(struct hashtab_iter *it, const struct hashtab *t)
 {

@@ -63,6 +63,15 @@ void hashtab_iter_init(struct hashtab_iter *it, const struct hashtab *t);
 /* The next entry, or NULL when every entry has been visited. */
 struct hashtab_node *hashtab_next(struct hashtab_iter *it);
 
+/* Visit the entries of a few buckets of t, from cursor (0: the start), with
+ * fn(arg, n); the cursor to go on from, 0 when every bucket was visited.
+ * Between calls the table may change and resize: an entry that stays in it
+ * from the first call to the last is visited at least once, maybe more (the
+ * cursor counts the buckets' bits reversed, as Redis's SCAN does). fn must
+ * not insert or remove. */
+typedef void hashtab_scan_fn(void *arg, struct hashtab_node *n);
+uint64_t hashtab_scan(const struct hashtab *t, uint64_t cursor, hashtab_scan_fn *fn, void *arg);
+
 /* SipHash-2-4 of the len bytes at data under the 16-byte key k, as the
  * reference implementation computes it (read as a little-endian integer).
  * The table's own hash; given for tests. */

@@ -349,6 +349,14 @@ enum lt_measure {
 typedef void lt_measure_cb(void *arg, enum lt_measure what, uint64_t ms);
 /* Tell cb of every duration measured from now on; cb NULL: none. */
 void locktab_set_measure(struct locktab *lt, lt_measure_cb *cb, void *arg);
+/* A key's name (HELD). */
+typedef void lt_key_fn(void *arg, const char *key, size_t keylen);
+/* HELD on a table that knows every holder: the keys held now, from cursor
+ * (0: the start), about count of the table's slots at a time, each told to
+ * fn; the cursor to go on from, 0 when every key was seen. A key held from
+ * the first call to the last is told at least once (hashtab_scan). */
+uint64_t locktab_scan(struct locktab *lt, uint64_t cursor, size_t count, lt_key_fn *fn,
+    void *arg);
 /* Describe the holder of a lease that owner asks for (who.h) into buf
  * (len bytes); its length. It must not call back into the table. */
 typedef size_t lt_describe_fn(void *arg, uint64_t owner_id, uint64_t ttl_ms, int detached,

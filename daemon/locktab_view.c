@@ -180,3 +180,32 @@ locktab_leader(struct locktab *lt, const char *key, size_t keylen, struct lt_lea
 	lt_catch_up(lt);
 	locktab_leader_now(lt, key, keylen, out);
 }
+
+/* locktab_scan's walk: its callback. */
+struct scan_walk {
+	lt_key_fn *fn;
+	void *arg;
+};
+
+static void
+scan_visit(void *arg, struct hashtab_node *n)
+{
+	const struct scan_walk *w = arg;
+	const struct lt_key *k = (const struct lt_key *)(const void *)((const char *)n -
+	    offsetof(struct lt_key, hnode));
+	if (k->nholders > 0)
+		w->fn(w->arg, k->name, k->len);
+}
+
+uint64_t
+locktab_scan(struct locktab *lt, uint64_t cursor, size_t count, lt_key_fn *fn, void *arg)
+{
+	struct scan_walk w = { fn, arg };
+	lt_catch_up(lt);
+	for (size_t i = 0; i < (count > 0 ? count : 1); i++) {
+		cursor = hashtab_scan(lt->keys, cursor, scan_visit, &w);
+		if (cursor == 0)
+			break;
+	}
+	return cursor;
+}

@@ -263,6 +263,66 @@ START_TEST(iteration_visits_each_once)
 }
 END_TEST
 
+/* hashtab_scan's visit: count it. */
+static void
+scan_visit(void *arg, struct hashtab_node *n)
+{
+	(void)arg;
+	ent_of(n)->visits++;
+}
+
+/* A scan from start to end over a table that grows (every step inserts a
+ * few entries) or shrinks (entries removed, then an insert shrinks it)
+ * between steps: every entry in the table throughout is visited at least
+ * once; with no change, exactly once. */
+START_TEST(scan_survives_resizes)
+{
+	enum { N = 4000, FIRST = 600 };
+	struct ent *es = calloc(N, sizeof(*es));
+	ck_assert_ptr_nonnull(es);
+	for (int round = 0; round < 3; round++) {
+		struct hashtab *t = hashtab_create(16);
+		unsigned next = FIRST;
+		for (unsigned i = 0; i < N; i++) {
+			ent_key(&es[i], i, 4 + i % 11);
+			es[i].visits = 0;
+			es[i].in = false;
+		}
+		for (unsigned i = 0; i < FIRST; i++)
+			ent_insert(t, &es[i]);
+		size_t before = hashtab_buckets(t), steps = 0;
+		uint64_t c = 0;
+		do {
+			c = hashtab_scan(t, c, scan_visit, NULL);
+			steps++;
+			if (round == 1 && next < N) {
+				/* growing: the table doubles several times */
+				for (int k = 0; k < 8 && next < N; k++)
+					ent_insert(t, &es[next++]);
+			} else if (round == 2 && steps == 5) {
+				/* shrinking: most entries go, an insert shrinks it */
+				for (unsigned i = 100; i < FIRST; i++)
+					ent_remove(t, &es[i]);
+				ent_insert(t, &es[next++]);
+			}
+			REQUIRE(steps < 1000000);
+		} while (c != 0);
+		if (round == 1)
+			ck_assert_uint_gt(hashtab_buckets(t), before);
+		if (round == 2)
+			ck_assert_uint_lt(hashtab_buckets(t), before);
+		/* the first 100 were in throughout, in every round */
+		for (unsigned i = 0; i < (round == 2 ? 100u : (unsigned)FIRST); i++)
+			REQUIRE(es[i].visits >= 1);
+		if (round == 0)
+			for (unsigned i = 0; i < FIRST; i++)
+				REQUIRE(es[i].visits == 1);
+		hashtab_destroy(t);
+	}
+	free(es);
+}
+END_TEST
+
 /* The entry just returned may be removed (and freed) before the next call:
  * the rest are still visited once each. */
 START_TEST(remove_during_iteration)
@@ -440,6 +500,7 @@ main(void)
 
 	suite_case(s, "hashtab", NULL, NULL, 0, SUITE_TESTS(siphash_reference_vectors,
 	    insert_find_remove, binary_keys, growth_keeps_entries, shrinks_when_sparse,
-	    iteration_visits_each_once, remove_during_iteration, seed_per_table));
+	    iteration_visits_each_once, remove_during_iteration, scan_survives_resizes,
+	    seed_per_table));
 	return suite_run(s);
 }

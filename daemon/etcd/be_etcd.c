@@ -407,6 +407,7 @@ const struct backend_ops be_etcd_ops = {
 	.leader = et_leader,
 	.watch = et_watch_key,
 	.holders = et_holders,
+	.list = et_list,
 	.info = et_info,
 	.state = et_state,
 	.pending = et_pending,

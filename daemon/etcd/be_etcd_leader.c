@@ -45,6 +45,8 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include <event2/event.h>
+
 #include "etcd.h"
 #include "xmalloc.h"
 
@@ -149,6 +151,8 @@ struct et_read {
 	be_leader_cb *cb;
 	be_holders_cb *hcb;		/* a read of the holders (et_holders): its
 					 * caller, in place of cb */
+	be_list_cb *lcb;		/* a page of HELD (et_list): its caller */
+	size_t prefixlen;		/* ... the key prefix's length */
 	void *arg;
 	char *path;			/* the range (owned) */
 	size_t pathlen;
@@ -233,6 +237,12 @@ read_answer(struct et_read *rd, const char *why, bool failed)
 	struct be_leader l = { .status = BE_OK, .version = (uint64_t)rd->version };
 	const struct et_holder *first = NULL;
 	TAILQ_REMOVE(&rd->r->reads, rd, entry);
+	if (rd->lcb != NULL) {
+		struct be_list ls = { .status = BE_ERROR, .why = why };
+		rd->lcb(rd->arg, &ls);
+		read_free(rd);
+		return;
+	}
 	if (rd->hcb != NULL) {
 		holders_answer(rd, why, failed);
 		return;
@@ -383,6 +393,89 @@ read_holders(struct et_read *rd, const Etcd__RangeResponse *rr)
 	free(ranges);
 }
 
+/* The value of hex digit c, or -1. */
+static int
+hex_val(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+	    c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The lock key of etcd key kv (after the prefix, up to its '/', %XX
+ * unescaped) into out (as long as the etcd key at least); its length, or
+ * -1 when kv is not a lock's. *seglen: the escaped part's length. */
+static long
+list_name(const Etcd__KeyValue *kv, size_t prefixlen, char *out, size_t *seglen)
+{
+	const char *s = (const char *)kv->key.data + prefixlen;
+	size_t len = kv->key.len - prefixlen, n = 0;
+	const char *slash = memchr(s, '/', len);
+	if (kv->key.len < prefixlen || slash == NULL)
+		return -1;
+	*seglen = (size_t)(slash - s);
+	for (const char *p = s; p < slash; p++) {
+		if (*p != '%') {
+			out[n++] = *p;
+			continue;
+		}
+		int hi = p + 2 < slash ? hex_val(p[1]) : -1, lo = hi >= 0 ? hex_val(p[2]) : -1;
+		if (lo < 0)
+			return -1;
+		out[n++] = (char)(hi << 4 | lo);
+		p += 2;
+	}
+	return (long)n;
+}
+
+/* A page of HELD came (rr): its lock keys, each once, and the cursor: the
+ * end of the last one's range, in hex, when etcd has more. */
+static void
+list_page(struct et_read *rd, const Etcd__RangeResponse *rr)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t total = 0, n = 0, seg = 0, lastseg = 0;
+	const Etcd__KeyValue *last = NULL;
+	for (size_t i = 0; i < rr->n_kvs; i++)
+		total += rr->kvs[i]->key.len;
+	char *buf = xmalloc(total + 1), *next = NULL;
+	const char **keys = xcalloc(rr->n_kvs + 1, sizeof(*keys));
+	size_t *lens = xcalloc(rr->n_kvs + 1, sizeof(*lens));
+	total = 0;
+	for (size_t i = 0; i < rr->n_kvs; i++) {
+		long len = list_name(rr->kvs[i], rd->prefixlen, buf + total, &seg);
+		if (len < 0)
+			continue;
+		last = rr->kvs[i];
+		lastseg = seg;
+		if (n > 0 && lens[n - 1] == (size_t)len && memcmp(keys[n - 1], buf + total,
+		    (size_t)len) == 0)
+			continue;	/* another holder or waiter of the same key */
+		keys[n] = buf + total;
+		lens[n++] = (size_t)len;
+		total += (size_t)len;
+	}
+	if (rr->more && last != NULL) {
+		/* "<prefix><escaped>0": just after the range "<prefix><escaped>/" */
+		size_t klen = rd->prefixlen + lastseg + 1;
+		next = xmalloc(2 * klen + 1);
+		for (size_t i = 0; i < klen; i++) {
+			unsigned char c = i + 1 < klen ? last->key.data[i] : (unsigned char)'/' + 1;
+			next[2 * i] = hex[c >> 4];
+			next[2 * i + 1] = hex[c & 15];
+		}
+		next[2 * klen] = '\0';
+	}
+	struct be_list ls = { .status = BE_OK, .next = next != NULL ? next : "0", .n = n,
+		.keys = keys, .lens = lens };
+	TAILQ_REMOVE(&rd->r->reads, rd, entry);
+	rd->lcb(rd->arg, &ls);
+	free(next);
+	free(keys);
+	free(lens);
+	free(buf);
+	read_free(rd);
+}
+
 /* The answer to the read of the range. */
 static void
 on_read_range(void *arg, const struct etcd_result *res)
@@ -394,7 +487,10 @@ on_read_range(void *arg, const struct etcd_result *res)
 		read_answer(rd, res->why != NULL ? res->why : "etcd is not reachable", true);
 		return;
 	}
-	read_holders(rd, rr);
+	if (rd->lcb != NULL)
+		list_page(rd, rr);
+	else
+		read_holders(rd, rr);
 }
 
 /* rr, the range of rd's key as it was at rev, a put of it: if the put made
@@ -539,6 +635,71 @@ void
 et_holders(struct backend *be, const char *key, size_t keylen, be_holders_cb *cb, void *arg)
 {
 	read_key(be->priv, key, keylen, NULL, cb, arg);
+}
+
+/* A cursor that et_list did not make: answered from the loop. */
+static void
+list_refused(evutil_socket_t fd, short what, void *arg)
+{
+	struct et_read *rd = arg;
+	struct be_list ls = { .status = BE_ERROR, .why = "invalid cursor", .bad_cursor = 1 };
+	(void)fd;
+	(void)what;
+	rd->lcb(rd->arg, &ls);
+	read_free(rd);
+}
+
+void
+et_list(struct backend *be, const char *cursor, size_t count, be_list_cb *cb, void *arg)
+{
+	struct et *r = be->priv;
+	struct et_read *rd = xcalloc(1, sizeof(*rd));
+	size_t plen = strlen(r->set->key_prefix), clen = strlen(cursor);
+	Etcd__RangeRequest req;
+	rd->r = r;
+	rd->lcb = cb;
+	rd->arg = arg;
+	rd->prefixlen = plen;
+	/* from the prefix, or from the cursor: an etcd key under it, in hex */
+	if (strcmp(cursor, "0") == 0) {
+		rd->path = xmemdup(r->set->key_prefix, plen);
+		rd->pathlen = plen;
+	} else {
+		bool ok = clen % 2 == 0 && clen / 2 > plen;
+		rd->path = xmalloc(clen / 2 + 1);
+		rd->pathlen = clen / 2;
+		for (size_t i = 0; ok && i < rd->pathlen; i++) {
+			int hi = hex_val(cursor[2 * i]), lo = hex_val(cursor[2 * i + 1]);
+			ok = hi >= 0 && lo >= 0;
+			rd->path[i] = (char)(hi << 4 | lo);
+		}
+		if (!ok || memcmp(rd->path, r->set->key_prefix, plen) != 0) {
+			struct timeval now = { 0, 0 };
+			if (event_base_once(be->base, -1, EV_TIMEOUT, list_refused, rd, &now) != 0)
+				list_refused(-1, 0, rd);
+			return;
+		}
+	}
+	/* up to the end of the prefix's range */
+	char *end = xmalloc(plen + 1);
+	size_t endlen = plen;
+	memcpy(end, r->set->key_prefix, plen);
+	while (endlen > 0 && (unsigned char)end[endlen - 1] == 0xff)
+		endlen--;
+	if (endlen > 0) {
+		end[endlen - 1]++;
+	} else {
+		end[0] = '\0';	/* every key from the start on */
+		endlen = 1;
+	}
+	TAILQ_INSERT_TAIL(&r->reads, rd, entry);
+	etcd__range_request__init(&req);
+	req.key = et_bin(rd->path, rd->pathlen);
+	req.range_end = et_bin(end, endlen);
+	req.limit = (int64_t)count;
+	req.keys_only = 1;
+	etcd_call(r->cli, ETCD_RANGE, &req.base, on_read_range, rd);
+	free(end);
 }
 
 void

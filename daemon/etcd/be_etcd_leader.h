@@ -13,6 +13,9 @@ struct et;
 
 /* The lock table's and observers' operations (struct backend_ops). */
 void et_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg);
+/* backend_ops.list: a range of the prefix with a limit, each lock key
+ * with a holder or waiter in it once (it has a holder then). */
+void et_list(struct backend *be, const char *cursor, size_t count, be_list_cb *cb, void *arg);
 /* backend_ops.holders: the leases that hold key now, by the recipe's
  * ranking, each with who took it (the value's "~" part). */
 void et_holders(struct backend *be, const char *key, size_t keylen, be_holders_cb *cb,

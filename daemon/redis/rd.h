@@ -283,6 +283,8 @@ struct rd_topo {
 	void (*down)(struct rd *r, struct rd_node *nd);
 	/* Why the backend fails now (backend_ops.problem), or NULL. */
 	const char *(*problem)(const struct rd *r, char *buf, size_t len);
+	/* Optional: whether HELD lists nd's keys (NULL: every node's). */
+	bool (*lists)(const struct rd *r, const struct rd_node *nd);
 	/* Optional: whether servers of the topology's own (the sentinels)
 	 * refuse the settings, so that waiting cannot help (rd_refused). */
 	bool (*refused)(const struct rd *r);
@@ -437,6 +439,12 @@ void rd_look_late(struct rd *r, struct rd_op *op);
  * a failure's reason kept in the op. Whether every call has answered now. */
 bool rd_read_answered(struct rd *r, struct rd_call *c, const struct redisReply *rep,
     const char *why, bool ok);
+
+/* ---- the keys held (rheld.c) --------------------------------------------- */
+
+/* backend_ops.list: a SCAN page of one server's lock keys. */
+void rd_list(struct backend *be, const char *cursor, size_t count, be_list_cb *cb,
+    void *arg);
 
 /* ---- who holds a key (rwho.c) ------------------------------------------- */
 

@@ -647,6 +647,14 @@ cluster_info(struct rd *r, struct evbuffer *out)
 }
 
 /* A Redis Cluster's slot masters, one call per operation. */
+/* HELD lists the masters' keys: the nodes that own slots now. */
+static bool
+cluster_lists(const struct rd *r, const struct rd_node *nd)
+{
+	(void)r;
+	return cl_node_of(nd)->nslots > 0;
+}
+
 const struct rd_topo rd_topo_cluster = {
 	.name = "redis-cluster",
 	.hash_tags = true,
@@ -662,6 +670,7 @@ const struct rd_topo rd_topo_cluster = {
 	.up = cluster_up,
 	.down = cluster_down,
 	.problem = cluster_problem,
+	.lists = cluster_lists,
 	.state = cluster_state,
 	.address = rd_addr_list,
 	.connected = cluster_connected,

@@ -66,6 +66,59 @@ def hangup(conn):
         pass
 
 
+def held_pages(case, conn, pattern, count):
+    """Every page of HELD 0 MATCH pattern COUNT count on conn, to its end:
+    (the keys listed, in order, as str; how many pages)."""
+    keys, pages, cursor = [], 0, b"0"
+    while True:
+        r = conn.cmd("HELD", cursor, "MATCH", pattern, "COUNT", count)
+        case.assertIsInstance(r, list, r)
+        case.assertEqual(len(r), 2, r)
+        cursor, page = r
+        keys += [k.decode() for k in page]
+        pages += 1
+        case.assertLess(pages, 10000, "HELD never ends")
+        if cursor == b"0":
+            return keys, pages
+
+
+def check_held(case, a, b, n=40):
+    """HELD on b lists, page by page, every key held through a and b (a and
+    b: functions that make a connection to each daemon; the same daemon on
+    memory): the keys that match, each at least once, none that is not held;
+    released keys leave the listing; a cursor that is not one is refused."""
+    base = unique_key("held")
+    ca, cb = a(), b()
+    keys = ["%s/%d" % (base, i) for i in range(n)]
+    for i, k in enumerate(keys):
+        c = ca if i % 2 == 0 else cb
+        case.assertIsInstance(c.cmd("LOCK", k, "TTL", 60000), list)
+    case.assertIsInstance(ca.cmd("LOCK", base + "-other", "TTL", 60000), list)
+    listed, pages = held_pages(case, cb, base + "/*", 5)
+    case.assertEqual(set(listed), set(keys), "HELD: the keys held")
+    case.assertGreater(pages, 1, "HELD answered in one page")
+    everything, _ = held_pages(case, ca, base + "*", 1000)
+    case.assertEqual(set(everything), set(keys) | {base + "-other"})
+    case.assertEqual(set(held_pages(case, cb, base + "/1?", 1000)[0]),
+                     {"%s/%d" % (base, i) for i in range(10, 20)})
+    for i, k in enumerate(keys[:n // 2]):
+        c = ca if i % 2 == 0 else cb
+        case.assertEqual(c.cmd("UNLOCK", k), 0)
+    case.assertEqual(set(held_pages(case, cb, base + "/*", 1000)[0]), set(keys[n // 2:]))
+    for i, k in enumerate(keys[n // 2:]):
+        c = ca if (i + n // 2) % 2 == 0 else cb
+        case.assertEqual(c.cmd("UNLOCK", k), 0)
+    case.assertEqual(ca.cmd("UNLOCK", base + "-other"), 0)
+    case.assertEqual(held_pages(case, cb, base + "*", 1000)[0], [])
+    for bad in ("x", "1-", "-1", "zz", "99999999999999999999"):
+        r = cb.cmd("HELD", bad)
+        case.assertIsInstance(r, Err, (bad, r))
+        case.assertTrue(str(r).startswith("ERR invalid cursor"), (bad, r))
+    for args in (("COUNT", 0), ("COUNT", "x"), ("MATCH",), ("FOO", 1)):
+        case.assertIsInstance(cb.cmd("HELD", "0", *args), Err, args)
+    case.assertEqual(cb.cmd("PING"), "PONG")
+
+
 class DaemonTestCase(unittest.TestCase):
     """A test class sharing one daemon, started with CONFIG, among its tests.
 

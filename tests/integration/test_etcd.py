@@ -24,7 +24,7 @@ import unittest
 
 import redis
 
-from dlocktest.cases import ConfigTestCase, EtcdTestCase, ms, report
+from dlocktest.cases import ConfigTestCase, EtcdTestCase, check_held, ms, report
 from dlocktest.daemon import run_dlockd
 from dlocktest.env import SLOWDOWN, new_dir, unique_key
 from dlocktest.proc import free_port, in_thread, results, sleep_until, wait_until
@@ -225,6 +225,9 @@ class TestEtcdDaemons(EtcdCase):
         for d in (self.a, self.b, self.c):
             self.assertTrue(d.running(), "a shared dlockd died:\n%s" % d.log())
         self.assertTrue(self.etcd.running(), "etcd died:\n%s" % self.etcd.log())
+
+    def test_held_lists_every_daemon_s_keys(self):
+        check_held(self, lambda: self.conn(self.a), lambda: self.conn(self.b))
 
     def test_status_from_another_daemon(self):
         # the lease's end is each daemon's own (its keepalives): not told

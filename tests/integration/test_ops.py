@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import unittest
 
-from dlocktest.cases import DaemonTestCase, EtcdTestCase, RedisTestCase
+from dlocktest.cases import DaemonTestCase, EtcdTestCase, RedisTestCase, check_held
 from dlocktest.daemon import Daemon
 from dlocktest.env import DLOCK, PYTHON, unique_key
 from dlocktest.proc import wait_until
@@ -390,6 +390,9 @@ class TestOps(OpsCase, DaemonTestCase):
         self.assertIn(" admin=0", out)
 
     # ---- the CLI ----
+
+    def test_held_pages_the_lock_table(self):
+        check_held(self, self.raw, self.raw, n=300)
 
     def test_dlock_status_verbose(self):
         key = unique_key()

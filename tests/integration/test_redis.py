@@ -19,7 +19,7 @@ import threading
 import time
 
 from dlocktest import env
-from dlocktest.cases import RedisTestCase, ms, report
+from dlocktest.cases import RedisTestCase, check_held, ms, report
 from dlocktest.env import DLOCK, SLOWDOWN, unique_key
 from dlocktest.proc import in_thread, results, sleep_until, wait_until
 from dlocktest.redis_server import RedisMonitor, RedisServer, commandstats, count_commands
@@ -88,6 +88,9 @@ class TestRedisTwoDaemons(RedisCase):
     def test_status_from_another_daemon(self):
         rc = self.redis_conn(self.redis)
         self.assertFleetStatus(self.a, self.b, lambda: script_calls(rc) - 1)
+
+    def test_held_lists_every_daemon_s_keys(self):
+        check_held(self, lambda: self.conn(self.a), lambda: self.conn(self.b))
 
     def test_holders_key_follows_the_leases(self):
         # "i:<key>" says who took the leases: a string beside an exclusive

@@ -19,7 +19,7 @@ import unittest
 
 import redis
 
-from dlocktest.cases import RedisTestCase, report
+from dlocktest.cases import RedisTestCase, check_held, report
 from dlocktest.certs import shared_certs
 from dlocktest.cluster import lock_keys, slot_tag
 from dlocktest.conf import backend_section
@@ -134,6 +134,9 @@ class TestClusterShared(ClusterCase):
 
     def test_status_from_another_daemon(self):
         self.assertFleetStatus(self.a, self.b)
+
+    def test_held_lists_every_master_s_keys(self):
+        check_held(self, lambda: self.conn(self.a), lambda: self.conn(self.b), n=60)
 
     def test_keys_on_every_master_fences_info(self):
         c = self.cluster

@@ -27,7 +27,7 @@ import signal
 import time
 import unittest
 
-from dlocktest.cases import ConfigTestCase, RedisTestCase, report
+from dlocktest.cases import ConfigTestCase, RedisTestCase, check_held, report
 from dlocktest.daemon import redlock_url
 from dlocktest.env import SLOWDOWN, unique_key
 from dlocktest.proc import in_thread, sleep_until, wait_until
@@ -154,6 +154,9 @@ class TestRedlockTwoDaemons(RedlockCase):
         # one read per node; a lease counts when a quorum holds it
         self.assertFleetStatus(self.a, self.b, lambda: sum(self.all_script_calls()) // 3 - 1,
                                exact_fence=False)
+
+    def test_held_lists_every_daemon_s_keys(self):
+        check_held(self, lambda: self.conn(self.a), lambda: self.conn(self.b))
 
     def test_mutual_exclusion_across_daemons(self):
         fences = self.assertExclusive((self.a, self.b, self.a, self.b), unique_key(), 15, 90)

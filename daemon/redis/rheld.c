@@ -1,0 +1,216 @@
+/*
+ * rheld — HELD on the Redis backends (backend_ops.list): the lock keys in
+ * Redis, a SCAN page at a time.
+ *
+ * A held key is its lease's Redis key "<prefix>l:<key>" (a cluster's:
+ * "<prefix>l:{<key escaped>}"), which expires with its last lease. One HELD
+ * is one SCAN with MATCH "<prefix>l:*" and the caller's COUNT on one
+ * server: SCAN never blocks Redis longer than a few of its buckets, and its
+ * cursor survives the server's resizes (a key there throughout is seen at
+ * least once). The cursor given to the client is "<node>-<SCAN cursor>":
+ * the node's place in r->nodes and the server's own cursor. A cluster's
+ * masters are scanned one after the other (the topology's lists hook);
+ * redlock scans one node, the first up when the listing starts, so a key
+ * whose lease that node missed (it was down then) is not listed.
+ */
+#include "rd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <hiredis/hiredis.h>
+
+#include "num.h"
+#include "xmalloc.h"
+
+/* A HELD page in flight. */
+struct rd_held {
+	struct rd *r;
+	be_list_cb *cb;			/* whom to tell */
+	void *arg;
+	size_t node;			/* the node scanned, in r->nodes */
+	char why[256];			/* a failure before sending */
+};
+
+/* Whether node i's keys are listed (every node, unless the topology
+ * says; redlock: the one its cursor names). */
+static bool
+listed(const struct rd *r, size_t i)
+{
+	return r->topo->lists == NULL || r->topo->lists(r, r->nodes[i]);
+}
+
+/* The first node from i on whose keys are listed, or r->nnodes. */
+static size_t
+next_listed(const struct rd *r, size_t i)
+{
+	while (i < r->nnodes && !listed(r, i))
+		i++;
+	return i;
+}
+
+/* Tell h's caller of a failure (from the loop) and free h. */
+static void
+held_failed(evutil_socket_t fd, short what, void *arg)
+{
+	struct rd_held *h = arg;
+	struct be_list l = { .status = BE_ERROR, .why = h->why,
+		.bad_cursor = strcmp(h->why, "invalid cursor") == 0 };
+	(void)fd;
+	(void)what;
+	h->cb(h->arg, &l);
+	free(h);
+}
+
+static void
+held_fail(struct rd_held *h, const char *why)
+{
+	struct timeval now = { 0, 0 };
+	snprintf(h->why, sizeof(h->why), "%s", why);
+	if (event_base_once(h->r->be->base, -1, EV_TIMEOUT, held_failed, h, &now) != 0)
+		held_failed(-1, 0, h);
+}
+
+/* The lock key in a Redis key name (len bytes) after "<prefix>l:": as is,
+ * or a cluster's "{escaped}" unescaped, into out (len bytes at least); its
+ * length, or -1 when the name is not one of a lock. */
+static long
+lock_name(const struct rd *r, const char *name, size_t len, char *out)
+{
+	if (!r->topo->hash_tags) {
+		memcpy(out, name, len);
+		return (long)len;
+	}
+	if (len < 2 || name[0] != '{' || name[len - 1] != '}')
+		return -1;
+	size_t n = 0;
+	for (size_t i = 1; i + 1 < len; i++) {
+		if (name[i] == '%' && i + 2 < len - 1) {
+			char hex[3] = { name[i + 1], name[i + 2], '\0' };
+			char *end;
+			long v = strtol(hex, &end, 16);
+			if (*end != '\0')
+				return -1;
+			out[n++] = (char)v;
+			i += 2;
+		} else {
+			out[n++] = name[i];
+		}
+	}
+	return (long)n;
+}
+
+/* The SCAN's reply. */
+static void
+held_scanned(void *arg, const redisReply *rep, const char *why)
+{
+	struct rd_held *h = arg;
+	struct rd *r = h->r;
+	char next[48];
+	if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING ||
+	    rep->element[1]->type != REDIS_REPLY_ARRAY) {
+		char buf[512];
+		snprintf(buf, sizeof(buf), "%s node %s: %.150s", r->topo->name,
+		    h->node < r->nnodes ? r->nodes[h->node]->addr : "?",
+		    rep != NULL && rep->type == REDIS_REPLY_ERROR ? rep->str :
+		    why != NULL ? why : "unexpected reply to SCAN");
+		struct be_list l = { .status = BE_ERROR, .why = buf };
+		h->cb(h->arg, &l);
+		free(h);
+		return;
+	}
+	const redisReply *keys = rep->element[1];
+	size_t skip = strlen(r->set->key_prefix) + 2, n = 0;
+	const char **names = xcalloc(keys->elements + 1, sizeof(*names));
+	size_t *lens = xcalloc(keys->elements + 1, sizeof(*lens));
+	char *buf = NULL;
+	size_t total = 0;
+	for (size_t i = 0; i < keys->elements; i++)
+		if (keys->element[i]->type == REDIS_REPLY_STRING)
+			total += keys->element[i]->len;
+	buf = xmalloc(total + 1);
+	total = 0;
+	for (size_t i = 0; i < keys->elements; i++) {
+		const redisReply *k = keys->element[i];
+		long len;
+		if (k->type != REDIS_REPLY_STRING || k->len < skip ||
+		    (len = lock_name(r, k->str + skip, k->len - skip, buf + total)) < 0)
+			continue;
+		names[n] = buf + total;
+		lens[n++] = (size_t)len;
+		total += (size_t)len;
+	}
+	/* the server's cursor, or the next node's start, or the end */
+	if (strcmp(rep->element[0]->str, "0") != 0) {
+		snprintf(next, sizeof(next), "%zu-%.30s", h->node, rep->element[0]->str);
+	} else {
+		size_t j = r->topo->count_answers ? r->nnodes : next_listed(r, h->node + 1);
+		if (j < r->nnodes)
+			snprintf(next, sizeof(next), "%zu-0", j);
+		else
+			snprintf(next, sizeof(next), "0");
+	}
+	struct be_list l = { .status = BE_OK, .next = next, .n = n, .keys = names, .lens = lens };
+	h->cb(h->arg, &l);
+	free(buf);
+	free(names);
+	free(lens);
+	free(h);
+}
+
+void
+rd_list(struct backend *be, const char *cursor, size_t count, be_list_cb *cb, void *arg)
+{
+	struct rd *r = be->priv;
+	struct rd_held *h = xcalloc(1, sizeof(*h));
+	const char *scan = "0", *dash = strchr(cursor, '-');
+	long long node = 0, c;
+	h->r = r;
+	h->cb = cb;
+	h->arg = arg;
+	if (strcmp(cursor, "0") == 0) {
+		/* redlock: the first node up; others: the first listed */
+		if (r->topo->count_answers) {
+			while ((size_t)node < r->nnodes && !rnode_up(r->nodes[node]->node))
+				node++;
+		} else {
+			node = (long long)next_listed(r, 0);
+		}
+	} else if (dash == NULL ||
+	    num_parse(cursor, (size_t)(dash - cursor), 0, (long long)r->nnodes - 1, &node) !=
+	    NUM_OK || num_parse(dash + 1, strlen(dash + 1), 0, INT64_MAX, &c) != NUM_OK) {
+		held_fail(h, "invalid cursor");
+		return;
+	} else {
+		scan = dash + 1;
+	}
+	h->node = (size_t)node;
+	if (h->node >= r->nnodes) {
+		held_fail(h, "redis: no node is connected");
+		return;
+	}
+	struct rd_node *nd = r->nodes[h->node];
+	char countbuf[24], *match = xmalloc(2 * strlen(r->set->key_prefix) + 8);
+	char *p = match;
+	/* the prefix with SCAN's pattern characters escaped, then "l:*" */
+	for (const char *q = r->set->key_prefix; *q != '\0'; q++) {
+		if (strchr("*?[]\\", *q) != NULL)
+			*p++ = '\\';
+		*p++ = *q;
+	}
+	memcpy(p, "l:*", 4);
+	snprintf(countbuf, sizeof(countbuf), "%zu", count);
+	const char *argv[] = { "SCAN", scan, "MATCH", match, "COUNT", countbuf };
+	size_t argvlen[] = { 4, strlen(scan), 5, strlen(match), 5, strlen(countbuf) };
+	int rc = nd->node != NULL && rnode_up(nd->node) ?
+	    rnode_command(nd->node, 6, argv, argvlen, held_scanned, h) : -1;
+	free(match);
+	if (rc < 0) {
+		char buf[sizeof(h->why)];
+		snprintf(buf, sizeof(buf), "%s node %.150s: not connected", r->topo->name, nd->addr);
+		held_fail(h, buf);
+	}
+}
