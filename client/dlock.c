@@ -1636,6 +1636,72 @@ dlock_status_full_free(struct dlock_status_full *st)
 }
 
 int
+dlock_held(dlock_t *d, const char *cursor, const char *pattern, long long count,
+    struct dlock_held *out)
+{
+	const char *argv[6] = { "HELD", cursor };
+	char cbuf[24];
+	int argc = 2;
+	struct resp *v;
+
+	if (out == NULL || cursor == NULL) {
+		dlock_err_set(d, "ARG", "cursor or out is NULL");
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	if (pattern != NULL) {
+		argv[argc++] = "MATCH";
+		argv[argc++] = pattern;
+	}
+	if (count > 0) {
+		snprintf(cbuf, sizeof(cbuf), "%lld", count);
+		argv[argc++] = "COUNT";
+		argv[argc++] = cbuf;
+	}
+	if ((v = dlock_call(d, 0, argc, argv, NULL)) == NULL)
+		return -1;
+	if (v->type != RESP_ARRAY || v->n != 2 || v->elem[0]->type != RESP_BULK ||
+	    v->elem[0]->len >= sizeof(out->next) || v->elem[1]->type != RESP_ARRAY)
+		return dlock_unexpected(d, "HELD", v);
+	const struct resp *keys = v->elem[1];
+	for (size_t i = 0; i < keys->n; i++)
+		if (keys->elem[i]->type != RESP_BULK)
+			return dlock_unexpected(d, "HELD", v);
+	out->keys = calloc(keys->n + 1, sizeof(*out->keys));
+	out->lens = calloc(keys->n + 1, sizeof(*out->lens));
+	if (out->keys == NULL || out->lens == NULL) {
+		dlock_held_free(out);
+		dlock_resp_free(v);
+		dlock_err_set(d, "NOMEM", "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < keys->n; i++) {
+		/* the reply's copies are taken over */
+		out->keys[i] = keys->elem[i]->str;
+		out->lens[i] = keys->elem[i]->len;
+		keys->elem[i]->str = NULL;
+		out->n++;
+	}
+	memcpy(out->next, v->elem[0]->str, v->elem[0]->len + 1);
+	dlock_resp_free(v);
+	return 0;
+}
+
+void
+dlock_held_free(struct dlock_held *h)
+{
+	if (h == NULL)
+		return;
+	for (size_t i = 0; i < h->n; i++)
+		free(h->keys[i]);
+	free(h->keys);
+	free(h->lens);
+	h->keys = NULL;
+	h->lens = NULL;
+	h->n = 0;
+}
+
+int
 dlock_validate(dlock_t *d, const char *key, long long fence)
 {
 	char fbuf[24];

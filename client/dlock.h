@@ -96,6 +96,14 @@ struct dlock_status_full {
 	size_t nwaiters;		/* how many */
 };
 
+/* A page of HELD: keys held through any daemon (dlock_held_free frees it). */
+struct dlock_held {
+	char next[520];		/* the cursor of the next page; "0" after the last */
+	char **keys;		/* the keys of this page (NUL-terminated copies) */
+	size_t *lens;		/* their lengths (keys are binary-safe) */
+	size_t n;		/* how many */
+};
+
 /* The daemon a holding of STATUS key FULL is held through: on a shared
  * backend, any daemon of the fleet ("" when not told). */
 struct dlock_holder_daemon {
@@ -172,6 +180,15 @@ DLOCK_EXPORT void dlock_status_full_free(struct dlock_status_full *st);
  */
 DLOCK_EXPORT int dlock_status_fleet(dlock_t *d, const char *key,
     struct dlock_status_full *out, struct dlock_holder_daemon **daemons);
+/*
+ * HELD cursor [MATCH pattern] [COUNT count]: one page of the keys held
+ * through any daemon; cursor "0" starts, out->next "0" ends. pattern NULL:
+ * every key; count 0: the daemon's default. 0, or -1. Free *out with
+ * dlock_held_free (also after a failure: nothing to free then).
+ */
+DLOCK_EXPORT int dlock_held(dlock_t *d, const char *cursor, const char *pattern,
+    long long count, struct dlock_held *out);
+DLOCK_EXPORT void dlock_held_free(struct dlock_held *h);
 /* 1 if fence is a current holding of key, 0 if not, -1 on error. */
 DLOCK_EXPORT int dlock_validate(dlock_t *d, const char *key, long long fence);
 /* PING: 0 or -1. */

@@ -93,8 +93,11 @@ static const char help_text[] =
     "  unlock KEY TOKEN          release a lock by its token; prints holds left\n"
     "  extend KEY MS TOKEN       set the lease to MS from now; prints the new TTL\n"
     "  status [-v | --verbose] KEY\n"
-    "        show the state of KEY; --verbose adds its holders and waiters on this\n"
-    "        dlockd (session, name, address, mode, fence, times)\n"
+    "        show the state of KEY; --verbose adds its holders through any daemon\n"
+    "        and its waiters on this dlockd (session, name, address, mode, fence,\n"
+    "        times)\n"
+    "  held [--count N] [PATTERN]\n"
+    "        print every key held through any daemon (matching PATTERN), N a page\n"
     "  validate KEY FENCE        print 1 (exit 0) if FENCE holds KEY, else 0 (exit 1)\n"
     "  info                      show the server's INFO\n"
     "  ping                      check the connection; prints PONG\n"
@@ -173,6 +176,16 @@ report(const dlock_t *d)
 {
 	fprintf(stderr, "dlock: %s\n", dlock_error(d));
 	return code_status(dlock_error_code(d));
+}
+
+/* See dlock_cli.h. */
+int
+flushed(void)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	fprintf(stderr, "dlock: cannot write output: %s\n", strerror(errno));
+	return EXIT_IOERR;
 }
 
 /* See dlock_cli.h. */
@@ -1197,6 +1210,56 @@ call_status_full(dlock_t *d, const char *key)
 	return 0;
 }
 
+/* dlock held [--count N] [PATTERN]: every key held through any daemon,
+ * one per line (control characters as '?'), page after page. */
+static int
+cmd_held(const struct command *cmd, int argc, char **argv)
+{
+	const char *pattern = NULL, *val;
+	long long count = 1000;
+	int status = 0, missing = 0;
+	dlock_t *d;
+
+	for (int i = 1; i < argc; i++) {
+		if ((val = opt_value(argc, argv, &i, "--count", &missing)) != NULL) {
+			if (parse_num(val, 1, 10000, &count) != 0)
+				return usage_error(cmd, "--count: not a number from 1 to 10000: %s",
+				    val);
+		} else if (missing) {
+			return usage_error(cmd, "%s needs a value", argv[i]);
+		} else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+			return usage_error(cmd, "unknown option %s", argv[i]);
+		} else if (pattern == NULL) {
+			pattern = argv[i];
+		} else {
+			return usage_error(cmd, "one PATTERN at most");
+		}
+	}
+	if ((d = connect_or_report(&status)) == NULL)
+		return status;
+	struct dlock_held h;
+	char cursor[sizeof(h.next)] = "0";
+	do {
+		if (dlock_held(d, cursor, pattern, count, &h) != 0) {
+			status = report(d);
+			break;
+		}
+		for (size_t i = 0; i < h.n; i++) {
+			for (size_t j = 0; j < h.lens[i]; j++) {
+				unsigned char c = (unsigned char)h.keys[i][j];
+				putchar(c < 0x20 || c == 0x7f ? '?' : c);
+			}
+			putchar('\n');
+		}
+		memcpy(cursor, h.next, sizeof(cursor));
+		dlock_held_free(&h);
+		if ((status = flushed()) != 0)
+			break;
+	} while (strcmp(cursor, "0") != 0);
+	dlock_close(d);
+	return status;
+}
+
 /* dlock status [-v | --verbose] KEY */
 static int
 cmd_status(const struct command *cmd, int argc, char **argv)
@@ -1275,6 +1338,7 @@ static const struct command commands[] = {
 	  .call = call_extend },
 	{ "status", "[-v | --verbose] KEY", .run = cmd_status, .nargs = 1,
 	  .call = call_status },
+	{ "held", "[--count N] [PATTERN]", .run = cmd_held },
 	{ "validate", "KEY FENCE", .nargs = 2, .num_arg = 2, .num_min = LLONG_MIN,
 	  .num_max = LLONG_MAX, .num_what = "not a fence", .call = call_validate },
 	{ "info", "", .call = call_info },

@@ -79,6 +79,9 @@ const char *opt_value(int argc, char **argv, int *i, const char *name, int *miss
 dlock_t *connect_or_report(int *status);
 /* Report d's last error on stderr; returns the exit status for it. */
 int report(const dlock_t *d);
+/* The exit status after printing: 0, or EXIT_IOERR (said on stderr) when
+ * the output could not be written. */
+int flushed(void);
 
 /* Print "dlock: WHAT: not granted within MS ms" (wait_ms -1: without
  * "within") on stderr. Returns EXIT_TEMPFAIL. */

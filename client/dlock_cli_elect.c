@@ -170,19 +170,6 @@ print_who(const struct dlock_leader *l)
 	}
 }
 
-/*
- * The exit status after printing: 0, or EXIT_IOERR (said on stderr) when
- * the output could not be written.
- */
-static int
-flushed(void)
-{
-	if (fflush(stdout) == 0 && !ferror(stdout))
-		return 0;
-	fprintf(stderr, "dlock: cannot write output: %s\n", strerror(errno));
-	return EXIT_IOERR;
-}
-
 /* dlock leader [--json] KEY */
 int
 cmd_leader(const struct command *cmd, int argc, char **argv)

@@ -92,6 +92,27 @@ class TestRedisTwoDaemons(RedisCase):
     def test_held_lists_every_daemon_s_keys(self):
         check_held(self, lambda: self.conn(self.a), lambda: self.conn(self.b))
 
+    def test_dlock_held(self):
+        # dlock held on B prints every key held through A and B, one per
+        # line, page after page
+        base = unique_key("cli")
+        a, b = self.conn(self.a), self.conn(self.b)
+        keys = ["%s/%d" % (base, i) for i in range(12)]
+        for i, k in enumerate(keys):
+            self.assertGranted((a if i % 2 else b).cmd("LOCK", k))
+        p = subprocess.run([DLOCK, "-a", self.b.addr(), "held", "--count", "2", base + "/*"],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(sorted(set(p.stdout.split())), sorted(keys))
+        p = subprocess.run([DLOCK, "-a", self.b.addr(), "held", "--count", "0"],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(p.returncode, 64, p.stderr)
+        for i, k in enumerate(keys):
+            self.assertEqual((a if i % 2 else b).cmd("UNLOCK", k), 0)
+        p = subprocess.run([DLOCK, "-a", self.b.addr(), "held", base + "/*"],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual((p.returncode, p.stdout), (0, ""), p.stderr)
+
     def test_holders_key_follows_the_leases(self):
         # "i:<key>" says who took the leases: a string beside an exclusive
         # lease, expiring with it, a hash of members beside shared ones;
