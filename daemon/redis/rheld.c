@@ -3,11 +3,13 @@
  * Redis, a SCAN page at a time.
  *
  * A held key is its lease's Redis key "<prefix>l:<key>" (a cluster's:
- * "<prefix>l:{<key escaped>}"), which expires with its last lease. One HELD
- * is one SCAN with MATCH "<prefix>l:*" and the caller's COUNT on one
- * server: SCAN never blocks Redis longer than a few of its buckets, and its
- * cursor survives the server's resizes (a key there throughout is seen at
- * least once). The cursor given to the client is "<node>-<SCAN cursor>":
+ * "<prefix>l:{<key escaped>}"), which expires with its last lease. A HELD
+ * page is SCANs with MATCH "<prefix>l:*" on one server, one after the
+ * other, each of RD_SCAN_STEP at most, until they add up to the caller's
+ * COUNT or the server's keys end: a SCAN never blocks Redis longer than a
+ * few of its buckets, the other clients' calls run between two of them,
+ * and its cursor survives the server's resizes (a key there throughout is
+ * seen at least once). The cursor given to the client is "<node>-<SCAN cursor>":
  * the node's place in r->nodes and the server's own cursor. A cluster's
  * masters are scanned one after the other (the topology's lists hook);
  * redlock scans one node, the first up when the listing starts, so a key
@@ -25,14 +27,31 @@
 #include "num.h"
 #include "xmalloc.h"
 
+#define RD_SCAN_STEP 100		/* COUNT of one SCAN at most */
+
 /* A HELD page in flight. */
 struct rd_held {
 	struct rd *r;
 	be_list_cb *cb;			/* whom to tell */
 	void *arg;
 	size_t node;			/* the node scanned, in r->nodes */
+	size_t left;			/* COUNT still to scan for the page */
+	char *match;			/* the SCAN's pattern */
+	char *names;			/* the lock keys found so far, end to end */
+	size_t used, room;		/* bytes of names used and allocated */
+	size_t *lens;			/* each key's length */
+	size_t n, cap;			/* keys found, and room in lens */
 	char why[256];			/* a failure before sending */
 };
+
+static void
+held_free(struct rd_held *h)
+{
+	free(h->match);
+	free(h->names);
+	free(h->lens);
+	free(h);
+}
 
 /* Whether node i's keys are listed (every node, unless the topology
  * says; redlock: the one its cursor names). */
@@ -61,7 +80,7 @@ held_failed(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	h->cb(h->arg, &l);
-	free(h);
+	held_free(h);
 }
 
 static void
@@ -102,7 +121,52 @@ lock_name(const struct rd *r, const char *name, size_t len, char *out)
 	return (long)n;
 }
 
-/* The SCAN's reply. */
+static int held_send(struct rd_held *h, const char *scan);
+
+/* Keep the lock keys of a SCAN's reply (keys) in h. */
+static void
+held_keep(struct rd_held *h, const redisReply *keys)
+{
+	const struct rd *r = h->r;
+	size_t skip = strlen(r->set->key_prefix) + 2;
+	for (size_t i = 0; i < keys->elements; i++) {
+		const redisReply *k = keys->element[i];
+		long len;
+		if (k->type != REDIS_REPLY_STRING || k->len < skip)
+			continue;
+		if (h->used + k->len > h->room) {
+			h->room = 2 * (h->used + k->len);
+			h->names = xrealloc(h->names, h->room);
+		}
+		if (h->n == h->cap) {
+			h->cap = h->cap != 0 ? 2 * h->cap : 16;
+			h->lens = xreallocarray(h->lens, h->cap, sizeof(*h->lens));
+		}
+		if ((len = lock_name(r, k->str + skip, k->len - skip, h->names + h->used)) < 0)
+			continue;
+		h->lens[h->n++] = (size_t)len;
+		h->used += (size_t)len;
+	}
+}
+
+/* Tell h's caller the page, next its cursor, and free h. */
+static void
+held_tell(struct rd_held *h, const char *next)
+{
+	const char **keys = xcalloc(h->n + 1, sizeof(*keys));
+	size_t at = 0;
+	for (size_t i = 0; i < h->n; i++) {
+		keys[i] = h->names + at;
+		at += h->lens[i];
+	}
+	struct be_list l = { .status = BE_OK, .next = next, .n = h->n, .keys = keys,
+		.lens = h->lens };
+	h->cb(h->arg, &l);
+	free(keys);
+	held_free(h);
+}
+
+/* A SCAN's reply: more of the page, or its end. */
 static void
 held_scanned(void *arg, const redisReply *rep, const char *why)
 {
@@ -119,46 +183,41 @@ held_scanned(void *arg, const redisReply *rep, const char *why)
 		    why != NULL ? why : "unexpected reply to SCAN");
 		struct be_list l = { .status = BE_ERROR, .why = buf };
 		h->cb(h->arg, &l);
-		free(h);
+		held_free(h);
 		return;
 	}
-	const redisReply *keys = rep->element[1];
-	size_t skip = strlen(r->set->key_prefix) + 2, n = 0;
-	const char **names = xcalloc(keys->elements + 1, sizeof(*names));
-	size_t *lens = xcalloc(keys->elements + 1, sizeof(*lens));
-	char *buf = NULL;
-	size_t total = 0;
-	for (size_t i = 0; i < keys->elements; i++)
-		if (keys->element[i]->type == REDIS_REPLY_STRING)
-			total += keys->element[i]->len;
-	buf = xmalloc(total + 1);
-	total = 0;
-	for (size_t i = 0; i < keys->elements; i++) {
-		const redisReply *k = keys->element[i];
-		long len;
-		if (k->type != REDIS_REPLY_STRING || k->len < skip ||
-		    (len = lock_name(r, k->str + skip, k->len - skip, buf + total)) < 0)
-			continue;
-		names[n] = buf + total;
-		lens[n++] = (size_t)len;
-		total += (size_t)len;
-	}
-	/* the server's cursor, or the next node's start, or the end */
-	if (strcmp(rep->element[0]->str, "0") != 0) {
-		snprintf(next, sizeof(next), "%zu-%.30s", h->node, rep->element[0]->str);
+	held_keep(h, rep->element[1]);
+	const char *scan = rep->element[0]->str;
+	h->left -= h->left < RD_SCAN_STEP ? h->left : RD_SCAN_STEP;
+	if (strcmp(scan, "0") != 0 && strlen(scan) < 30) {
+		/* the server's keys go on: another step, or the next page */
+		if (h->left > 0 && !r->destroying && held_send(h, scan) == 0)
+			return;
+		snprintf(next, sizeof(next), "%zu-%s", h->node, scan);
 	} else {
+		/* the next node's start, or the end */
 		size_t j = r->topo->count_answers ? r->nnodes : next_listed(r, h->node + 1);
 		if (j < r->nnodes)
 			snprintf(next, sizeof(next), "%zu-0", j);
 		else
 			snprintf(next, sizeof(next), "0");
 	}
-	struct be_list l = { .status = BE_OK, .next = next, .n = n, .keys = names, .lens = lens };
-	h->cb(h->arg, &l);
-	free(buf);
-	free(names);
-	free(lens);
-	free(h);
+	held_tell(h, next);
+}
+
+/* Send h's next SCAN from the server's cursor scan: 0, or -1 (not up). */
+static int
+held_send(struct rd_held *h, const char *scan)
+{
+	struct rd_node *nd = h->r->nodes[h->node];
+	char countbuf[24];
+	snprintf(countbuf, sizeof(countbuf), "%zu", h->left < RD_SCAN_STEP ? h->left :
+	    (size_t)RD_SCAN_STEP);
+	const char *argv[] = { "SCAN", scan, "MATCH", h->match, "COUNT", countbuf };
+	size_t argvlen[] = { 4, strlen(scan), 5, strlen(h->match), 5, strlen(countbuf) };
+	if (nd->node == NULL || !rnode_up(nd->node))
+		return -1;
+	return rnode_command(nd->node, 6, argv, argvlen, held_scanned, h);
 }
 
 void
@@ -193,8 +252,7 @@ rd_list(struct backend *be, const char *cursor, size_t count, be_list_cb *cb, vo
 		return;
 	}
 	struct rd_node *nd = r->nodes[h->node];
-	char countbuf[24], *match = xmalloc(2 * strlen(r->set->key_prefix) + 8);
-	char *p = match;
+	char *p = h->match = xmalloc(2 * strlen(r->set->key_prefix) + 8);
 	/* the prefix with SCAN's pattern characters escaped, then "l:*" */
 	for (const char *q = r->set->key_prefix; *q != '\0'; q++) {
 		if (strchr("*?[]\\", *q) != NULL)
@@ -202,13 +260,8 @@ rd_list(struct backend *be, const char *cursor, size_t count, be_list_cb *cb, vo
 		*p++ = *q;
 	}
 	memcpy(p, "l:*", 4);
-	snprintf(countbuf, sizeof(countbuf), "%zu", count);
-	const char *argv[] = { "SCAN", scan, "MATCH", match, "COUNT", countbuf };
-	size_t argvlen[] = { 4, strlen(scan), 5, strlen(match), 5, strlen(countbuf) };
-	int rc = nd->node != NULL && rnode_up(nd->node) ?
-	    rnode_command(nd->node, 6, argv, argvlen, held_scanned, h) : -1;
-	free(match);
-	if (rc < 0) {
+	h->left = count > 0 ? count : 1;
+	if (held_send(h, scan) < 0) {
 		char buf[sizeof(h->why)];
 		snprintf(buf, sizeof(buf), "%s node %.150s: not connected", r->topo->name, nd->addr);
 		held_fail(h, buf);

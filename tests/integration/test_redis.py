@@ -90,7 +90,8 @@ class TestRedisTwoDaemons(RedisCase):
         self.assertFleetStatus(self.a, self.b, lambda: script_calls(rc) - 1)
 
     def test_held_lists_every_daemon_s_keys(self):
-        check_held(self, lambda: self.conn(self.a), lambda: self.conn(self.b))
+        # 300 keys: a page of COUNT 1000 is several SCANs of 100
+        check_held(self, lambda: self.conn(self.a), lambda: self.conn(self.b), n=300)
 
     def test_dlock_held(self):
         # dlock held on B prints every key held through A and B, one per
