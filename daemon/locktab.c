@@ -1114,7 +1114,8 @@ waiter_start(struct locktab *lt, struct lt_waiter *w, struct lt_hold *from,
 	op->w = w;
 	struct be_lock to = lease_of(lt, k, &w->terms, w->ttl_ms);
 	char who[WHO_MAX];
-	if (lt->describe != NULL && w->owner != NULL) {
+	/* only a backend other daemons read keeps it: none on memory's path */
+	if (lt->describe != NULL && w->owner != NULL && !local_leases(lt)) {
 		lt->describe(lt->describe_arg, w->owner->id, w->ttl_ms, w->terms.detached, who,
 		    sizeof(who));
 		to.who = who;

@@ -42,6 +42,7 @@ struct rd_held {
 	size_t *lens;			/* each key's length */
 	size_t n, cap;			/* keys found, and room in lens */
 	char why[256];			/* a failure before sending */
+	bool bad_cursor;		/* ... the cursor is not one of ours */
 };
 
 static void
@@ -75,8 +76,7 @@ static void
 held_failed(evutil_socket_t fd, short what, void *arg)
 {
 	struct rd_held *h = arg;
-	struct be_list l = { .status = BE_ERROR, .why = h->why,
-		.bad_cursor = strcmp(h->why, "invalid cursor") == 0 };
+	struct be_list l = { .status = BE_ERROR, .why = h->why, .bad_cursor = h->bad_cursor };
 	(void)fd;
 	(void)what;
 	h->cb(h->arg, &l);
@@ -241,6 +241,7 @@ rd_list(struct backend *be, const char *cursor, size_t count, be_list_cb *cb, vo
 	} else if (dash == NULL ||
 	    num_parse(cursor, (size_t)(dash - cursor), 0, (long long)r->nnodes - 1, &node) !=
 	    NUM_OK || num_parse(dash + 1, strlen(dash + 1), 0, INT64_MAX, &c) != NUM_OK) {
+		h->bad_cursor = true;
 		held_fail(h, "invalid cursor");
 		return;
 	} else {
