@@ -1,7 +1,8 @@
 /*
  * check_be_etcd — unit tests of the etcd backend (daemon/etcd/be_etcd*.c) on
  * a fake etcd: late answers about a lease or a key it has given up since,
- * and its destruction with operations in flight. Its recipe's decision on a
+ * an observed key read where the watch stream goes on from, and its
+ * destruction with operations in flight. Its recipe's decision on a
  * range is fuzzed (tests/fuzz/etcd.c); the rest is tested against real etcd
  * by the integration tests (tests/integration/test_etcd.py).
  *
@@ -301,6 +302,20 @@ watch_send_delete(struct fake_grpc_req *req, const char *key, int64_t rev, int64
 	gf_deliver();
 }
 
+/* kv, the etcd key ekey created and last put at rev with value, on lease. */
+static void
+kv_set(Etcd__KeyValue *kv, const char *ekey, int64_t rev, const char *value, int64_t lease)
+{
+	etcd__key_value__init(kv);
+	kv->key.data = (uint8_t *)(uintptr_t)ekey;
+	kv->key.len = strlen(ekey);
+	kv->create_revision = rev;
+	kv->mod_revision = rev;
+	kv->value.data = (uint8_t *)(uintptr_t)value;
+	kv->value.len = strlen(value);
+	kv->lease = lease;
+}
+
 /* A lock's etcd key holds at revision 20. The watch stream then reports a
  * delete of a key of the same name created at 12 (an older one: a waiter's
  * that went with a lost lease and was put again, replayed late by a stream
@@ -321,14 +336,7 @@ START_TEST(test_backend_late_delete_of_older_key_keeps_lock)
 
 	etcd__response_op__init(&op[0]);
 	etcd__response_op__init(&op[1]);
-	etcd__key_value__init(&kv);
-	kv.key.data = (uint8_t *)(uintptr_t)ekey;
-	kv.key.len = strlen(ekey);
-	kv.create_revision = 20;
-	kv.mod_revision = 20;
-	kv.value.data = (uint8_t *)(uintptr_t)"x0";
-	kv.value.len = 2;
-	kv.lease = 7;
+	kv_set(&kv, ekey, 20, "x0", 7);
 	range.header = ef_header(20);
 	range.kvs = kvs;
 	range.n_kvs = 1;
@@ -442,6 +450,160 @@ START_TEST(test_backend_destroy_before_the_loop)
 }
 END_TEST
 
+/* The backend's up.changed calls: how many, how many without a state, and
+ * the states told (version, term and value), the first CHANGED_MAX. */
+#define CHANGED_MAX 8
+static int nchanged, nchanged_unknown;
+static struct {
+	uint64_t version, term;
+	char value[32];
+} changed[CHANGED_MAX];
+
+static void
+be_changed(void *arg, const char *key, size_t keylen, const struct be_leader *l)
+{
+	(void)arg;
+	(void)key;
+	(void)keylen;
+	if (l == NULL) {
+		nchanged_unknown++;
+		return;
+	}
+	if (nchanged < CHANGED_MAX) {
+		changed[nchanged].version = l->version;
+		changed[nchanged].term = l->term;
+		snprintf(changed[nchanged].value, sizeof(changed[nchanged].value), "%.*s",
+		    (int)l->valuelen, l->value != NULL ? l->value : "");
+	}
+	nchanged++;
+}
+
+/* The revision of the last range of Txn request req, and how many it has. */
+static int64_t
+txn_last_range_rev(const struct fake_grpc_req *req, size_t *n)
+{
+	Etcd__TxnRequest *t = (Etcd__TxnRequest *)fake_grpc_req_msg(req,
+	    &etcd__txn_request__descriptor);
+	int64_t rev;
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_ge(t->n_success, 1);
+	ck_assert_int_eq(t->success[t->n_success - 1]->request_case,
+	    ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE);
+	rev = t->success[t->n_success - 1]->request_range->revision;
+	*n = t->n_success;
+	protobuf_c_message_free_unpacked(&t->base, NULL);
+	return rev;
+}
+
+/* Answer a read's Txn req of nranges ranges at rev: range i holds kv[i]
+ * (NULL: none). */
+static void
+reply_ranges(struct fake_grpc_req *req, size_t nranges, int64_t rev, Etcd__KeyValue **kv)
+{
+	Etcd__TxnResponse t = ETCD__TXN_RESPONSE__INIT;
+	Etcd__ResponseOp op[4], *ops[4];
+	Etcd__RangeResponse range[4];
+	ck_assert_uint_le(nranges, 4);
+	for (size_t i = 0; i < nranges; i++) {
+		etcd__range_response__init(&range[i]);
+		range[i].header = ef_header(rev);
+		range[i].kvs = kv[i] != NULL ? &kv[i] : NULL;
+		range[i].n_kvs = kv[i] != NULL;
+		range[i].count = kv[i] != NULL;
+		etcd__response_op__init(&op[i]);
+		op[i].response_case = ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE;
+		op[i].response_range = &range[i];
+		ops[i] = &op[i];
+	}
+	t.header = ef_header(rev);
+	t.succeeded = true;
+	t.responses = ops;
+	t.n_responses = nranges;
+	fake_grpc_reply(req, &t.base);
+}
+
+/* A key is observed: the watch stream goes on from revision 10 with puts.
+ * Before it is created, another daemon's leader comes and goes (a put at
+ * 12, a delete at 13; etcd is at 30 when the stream is created). The
+ * stream's creation reads the key at 10, where the stream goes on from,
+ * not as it is now: the put it replays then is told as a leader, at 12.
+ * A read of now (30) would pass it, and the leader's state, older than
+ * that read, would never be told. */
+START_TEST(test_backend_observed_key_read_where_the_watch_goes_on)
+{
+	static const char ekey[] = "dlock/k/" TOKEN_B;
+	Etcd__WatchResponse w;
+	Etcd__Event ev, *evp[1];
+	Etcd__KeyValue kv, held;
+	Etcd__KeyValue *none[1] = { NULL }, *put[2] = { &held, NULL };
+	struct fake_grpc_req *watch, *read;
+	struct conf *conf;
+	struct backend *be;
+	size_t n;
+
+	route_lease(7);
+	be = backend_of_fake(&conf);
+	be->up.changed = be_changed;
+	nchanged = nchanged_unknown = 0;
+	GF_RUN_UNTIL(be_info(be, "backend_watch_revision") == 10);
+	be->ops->watch(be, "k", 1, 1);
+	GF_RUN_UNTIL(fake_grpc_count(gf_fake, FG_WATCH) == 2);
+	watch = fake_grpc_last(gf_fake, FG_WATCH);
+	{
+		/* puts too, from where the deletes-only stream stopped */
+		Etcd__WatchRequest *wr = (Etcd__WatchRequest *)fake_grpc_req_msg(watch,
+		    &etcd__watch_request__descriptor);
+		ck_assert_ptr_nonnull(wr);
+		ck_assert_uint_eq(wr->create_request->n_filters, 0);
+		ck_assert_int_eq(wr->create_request->start_revision, 11);
+		protobuf_c_message_free_unpacked(&wr->base, NULL);
+	}
+	ef_watch_msg(&w, &ev, evp, &kv, 30, NULL);
+	fake_grpc_send_msg(watch, &w.base);
+	GF_RUN_UNTIL(fake_grpc_npending(gf_fake, FG_TXN) == 1);
+	read = fake_grpc_pending(gf_fake, FG_TXN);
+	GF_RUN_UNTIL(read->ended);
+	ck_assert_int_eq(txn_last_range_rev(read, &n), 10);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(nchanged_unknown, 0);
+
+	/* the replayed put of the leader, its delete */
+	ef_watch_msg(&w, &ev, evp, &kv, 12, ekey);
+	ev.type = ETCD__EVENT__EVENT_TYPE__PUT;
+	kv_set(&kv, ekey, 12, "x0=v0", 9);
+	fake_grpc_send_msg(watch, &w.base);
+	ef_watch_msg(&w, &ev, evp, &kv, 13, ekey);
+	fake_grpc_send_msg(watch, &w.base);
+	gf_settle(GF_SETTLE_MS);
+
+	/* the read at 10: free */
+	reply_ranges(read, 1, 30, none);
+	GF_RUN_UNTIL(nchanged == 1);
+	ck_assert_uint_eq(changed[0].version, 10);
+	ck_assert_uint_eq(changed[0].term, 0);
+
+	/* then the put's range at 12, and the key at 13 */
+	GF_RUN_UNTIL(fake_grpc_npending(gf_fake, FG_TXN) == 1);
+	read = fake_grpc_pending(gf_fake, FG_TXN);
+	GF_RUN_UNTIL(read->ended);
+	ck_assert_int_eq(txn_last_range_rev(read, &n), 13);
+	ck_assert_uint_eq(n, 2);
+	/* the first range (at 12) holds the leader, the last (13) none */
+	kv_set(&held, ekey, 12, "x0=v0", 9);
+	reply_ranges(read, 2, 30, put);
+	GF_RUN_UNTIL(nchanged == 3);
+	/* the leader was told (at 12), then the key free (at 13) */
+	ck_assert_uint_eq(changed[1].version, 12);
+	ck_assert_uint_eq(changed[1].term, (uint64_t)12 << 16);
+	ck_assert_str_eq(changed[1].value, "v0");
+	ck_assert_uint_eq(changed[2].version, 13);
+	ck_assert_uint_eq(changed[2].term, 0);
+	ck_assert_int_eq(nchanged_unknown, 0);
+	backend_destroy(be);
+	conf_destroy(conf);
+}
+END_TEST
+
 /* An etcd key's value made and read back, who and a CAMPAIGN value in it
  * (either may hold '=', '@', '~' or ':'), and the values of daemons that
  * tell nobody, which read as before. */
@@ -494,6 +656,7 @@ main(void)
 	    SUITE_TESTS(test_backend_late_lease_not_found_keeps_new_lease,
 	    test_backend_late_lease_not_found_on_one_lane,
 	    test_backend_late_delete_of_older_key_keeps_lock,
-	    test_backend_destroy_with_work_in_flight, test_backend_destroy_before_the_loop));
+	    test_backend_destroy_with_work_in_flight, test_backend_destroy_before_the_loop,
+	    test_backend_observed_key_read_where_the_watch_goes_on));
 	return gf_main(s);
 }

@@ -15,8 +15,9 @@
  * revisions of the puts, so that every leader is told (et_leader_watched,
  * be_etcd_leader.c); each time the stream is created (after a start while
  * disconnected, a restart or a compaction: changes may have been missed)
- * all of them are told changed with no state (up.changed NULL: the
- * observer reads them as they are now). While any key is observed the stream carries puts as
+ * all of them are read at the revision it starts from, never as they are
+ * now, which would pass the puts it replays: their leaders would read as
+ * older than that read and be dropped. While any key is observed the stream carries puts as
  * well; it is started again, from where it stopped, when the first key is
  * observed and when the last one is not any more.
  */
@@ -150,14 +151,14 @@ watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev)
 	}
 }
 
-/* Tell the observers of keys (n of them, a reference each, dropped here)
- * that they changed. */
+/* Read keys (n of them, a reference each, dropped here) for their
+ * observers at the watch's revision, with the puts seen so far. */
 static void
-tell_changed(struct et *r, struct et_key **keys, size_t n)
+read_watched(struct et *r, struct et_key **keys, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (keys[i]->watched && !r->destroying)
-			r->be->up.changed(r->be->up.arg, keys[i]->name, keys[i]->len, NULL);
+			et_leader_watched(r, keys[i]);
 		et_key_put(r, keys[i]);
 	}
 }
@@ -261,10 +262,14 @@ et_on_watch(void *arg, const Etcd__WatchResponse *res)
 		}
 		r->recipe.flush(r);
 		if (r->nwatched > 0) {
-			/* what observers were told may be old: they read again */
+			/* what observers were told may be old: each key is read
+			 * at the revision the stream goes on from. Not as it is
+			 * now: a read of now would pass the puts the stream is
+			 * about to replay, and their leaders would be dropped
+			 * as older than it */
 			size_t n;
 			struct et_key **keys = watched_keys(r, &n);
-			tell_changed(r, keys, n);
+			read_watched(r, keys, n);
 			free(keys);
 		}
 		return;
