@@ -94,6 +94,12 @@ struct be_reply {
 				 * refused, a certificate not verified, an ACL
 				 * that forbids the call); 0: the backend may
 				 * come back (unreachable, no reply, down) */
+	int forced;		/* renew BE_NOTOWNER: 1 when the lease was broken
+				 * by UNLOCK FORCE through another daemon (why
+				 * says by whom): the lock table tells its
+				 * holder, then releases it (a broken lease
+				 * blocks others until then) */
+	unsigned broken;	/* force BE_OK: the leases it broke */
 };
 
 typedef void be_cb(void *arg, const struct be_reply *reply);
@@ -256,6 +262,16 @@ struct backend_ops {
 	 * this backend did not make, or the backend failed. */
 	void (*list)(struct backend *be, const char *cursor, size_t count, be_list_cb *cb,
 	    void *arg);
+	/* Optional (NULL: a holder is broken only through its own daemon):
+	 * UNLOCK FORCE, every lease of key in the backend broken that another
+	 * daemon took (self: this daemon's instance id, as be_lock.who names
+	 * it; its own holders the lock table breaks); by: who breaks it, for
+	 * its holder's LOST. A broken lease still keeps others out until its
+	 * daemon has told its holder (its renewal answers BE_NOTOWNER, forced;
+	 * woken at once) and released it, or until it ends. BE_OK with
+	 * broken, or BE_ERROR. */
+	void (*force)(struct backend *be, const char *key, size_t keylen, const char *by,
+	    const char *self, be_cb *cb, void *arg);
 	void (*info)(struct backend *be, struct evbuffer *out);
 	/* One word for STATUS: "local", "connected" or "disconnected". */
 	const char *(*state)(struct backend *be);

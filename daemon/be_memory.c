@@ -60,12 +60,12 @@ mem_run(struct later_item *it)
 {
 	struct mem_op *op = (struct mem_op *)(void *)((char *)it - offsetof(struct mem_op, later));
 	struct mem *m = op->m;
-	struct be_reply r = { op->status, op->fence, op->valid_ms, NULL, 0 };
+	struct be_reply r = { .status = op->status, .fence = op->fence, .valid_ms = op->valid_ms };
 	be_cb *cb = op->cb;
 	void *arg = op->arg;
 
 	if (m->closing)
-		r = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down", 0 };
+		r = (struct be_reply){ .status = BE_ERROR, .why = "the backend is shutting down" };
 	else
 		m->nops++;
 	pool_put(&m->ops, op);	/* cb may take it again */

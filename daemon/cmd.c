@@ -650,11 +650,61 @@ force_entry(void *arg, const struct lt_holder_info *h)
 	    (unsigned long long)h->fence, h->detached ? " (detached)" : "");
 }
 
-/* UNLOCK key FORCE (admin only): break every holding of the key here. */
+/* An UNLOCK FORCE that breaks the leases of other daemons in the backend. */
+struct force_call {
+	struct session *s;		/* who asked; NULL once it is gone */
+	unsigned local;			/* holdings broken here */
+	size_t keylen;
+	char key[];
+};
+
+/* The session's UNLOCK FORCE will never be answered (session_abort_fn). */
+static void
+force_abort(void *arg, bool gone)
+{
+	struct force_call *fc = arg;
+	(void)gone;
+	fc->s = NULL;
+}
+
+/* The backend broke the other daemons' leases of the key (or failed):
+ * logged, and the holdings broken in all answered. */
+static void
+force_done(void *arg, const struct be_reply *r)
+{
+	struct force_call *fc = arg;
+	struct session *s = fc->s;
+	char kb[LOG_KEY_BUF];
+	log_escape(kb, sizeof(kb), fc->key, fc->keylen, 0);
+	if (r->status == BE_OK)
+		log_warn("UNLOCK FORCE of key '%s': %u lease%s of other daemons broken in the "
+		    "backend (their daemons tell their holders)", kb, r->broken,
+		    r->broken == 1 ? "" : "s");
+	else
+		log_warn("UNLOCK FORCE of key '%s': the leases of other daemons were not broken: "
+		    "%s", kb, r->why != NULL ? r->why : "backend error");
+	if (s != NULL) {
+		if (session_closing(s))
+			;
+		else if (r->status == BE_OK)
+			codec_reply_int(session_out(s), fc->local + r->broken);
+		else
+			codec_reply_error(session_out(s), "BACKEND", "%u holding%s broken here; "
+			    "those of other daemons were not: %s", fc->local,
+			    fc->local == 1 ? "" : "s", r->why != NULL ? r->why : "backend error");
+		session_resume(s);
+	}
+	free(fc);
+}
+
+/* UNLOCK key FORCE (admin only): break every holding of the key here, then,
+ * on a backend shared by daemons, every other daemon's lease of it. */
 static void
 unlock_force(struct session *s, const struct codec_frame *f)
 {
-	char reason[96], kb[LOG_KEY_BUF];
+	struct backend *be = s->hub->be;
+	const struct who_daemon *d = &s->hub->daemon;
+	char reason[96], kb[LOG_KEY_BUF], by[400];
 	if (!admin_ok(s, "UNLOCK FORCE"))
 		return;
 	snprintf(reason, sizeof(reason), "the lock was broken by an administrator "
@@ -667,7 +717,22 @@ unlock_force(struct session *s, const struct codec_frame *f)
 	    log_escape(kb, sizeof(kb), f->argv[1], f->argvlen[1], 0), n, n == 1 ? "" : "s",
 	    n > 0 ? ", fences " : "", (const char *)evbuffer_pullup(fences, -1));
 	evbuffer_free(fences);
-	codec_reply_int(session_out(s), n);
+	if (be->ops->force == NULL || be->ops->local_leases) {
+		codec_reply_int(session_out(s), n);
+		return;
+	}
+	/* the lock table's releases went first: what the backend breaks now
+	 * is other daemons' */
+	struct force_call *fc = xmalloc(sizeof(*fc) + f->argvlen[1]);
+	fc->s = s;
+	fc->local = n;
+	fc->keylen = f->argvlen[1];
+	memcpy(fc->key, f->argv[1], f->argvlen[1]);
+	snprintf(by, sizeof(by), "UNLOCK FORCE of session %llu (%s) through daemon %s (%s@%s)",
+	    (unsigned long long)s->id, s->peer, d->id, d->addr, d->host);
+	session_wait(s, SESSION_WAIT_BACKEND);
+	session_wait_abort(s, force_abort, fc);
+	be->ops->force(be, fc->key, fc->keylen, by, d->id, force_done, fc);
 }
 
 static void

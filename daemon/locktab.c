@@ -647,6 +647,24 @@ hold_lose(struct locktab *lt, struct lt_hold *h, const char *reason, bool gone)
 	key_unref(lt, k);
 }
 
+/* h's lease was broken by UNLOCK FORCE through another daemon (why: by
+ * whom): logged, whatever the rate of losses (an audit line), its holder
+ * told, and the broken lease released, which keeps the key from others
+ * until then. The release is sent in this same turn of the loop as the
+ * holder's LOST, before anything else is read. */
+static void
+hold_forced(struct locktab *lt, struct lt_hold *h, const char *why)
+{
+	char kb[LOG_KEY_BUF];
+	struct be_lock l = lease_of(lt, h->key, &h->terms, h->ttl_ms);
+	log_warn("UNLOCK FORCE through another daemon: key '%s' fence %llu of session %llu "
+	    "broken (%s)", log_escape(kb, sizeof(kb), h->key->name, h->key->len, 0),
+	    (unsigned long long)h->fence, (unsigned long long)h->owner_id,
+	    why != NULL ? why : "forced");
+	release_quietly(lt, &l);
+	hold_lose(lt, h, why != NULL ? why : "forced through another daemon", true);
+}
+
 /* A tombstone's time is over: the key is free of it. The lease is released
  * in case a renewal that was on its way when the holding was lost kept it. */
 static void
@@ -1033,8 +1051,11 @@ on_lease(void *arg, const struct be_reply *r)
 			break;
 		case BE_BUSY:
 		case BE_NOTOWNER:
-			hold_lose(lt, h, r->why ? r->why : "the lease is held by another owner",
-			    true);
+			if (r->status == BE_NOTOWNER && r->forced)
+				hold_forced(lt, h, r->why);
+			else
+				hold_lose(lt, h, r->why ? r->why :
+				    "the lease is held by another owner", true);
 			break;
 		case BE_ERROR: {
 			uint64_t retry = h->ttl_ms / 10;

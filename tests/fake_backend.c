@@ -177,8 +177,10 @@ fk_complete_at(size_t pos, enum be_status st, uint64_t fence)
 	be_cb *cb = fk.ops[i].cb;
 	void *arg = fk.ops[i].arg;
 	uint64_t valid = fk.ops[i].ttl_ms > fk.valid_cut ? fk.ops[i].ttl_ms - fk.valid_cut : 0;
-	struct be_reply r = { st, st == BE_OK ? fence : 0, st == BE_OK ? valid : 0,
-	    st == BE_OK ? NULL : "the fake backend says so", st == BE_ERROR && fk.lasting };
+	struct be_reply r = { .status = st, .fence = st == BE_OK ? fence : 0,
+	    .valid_ms = st == BE_OK ? valid : 0,
+	    .why = st == BE_OK ? NULL : "the fake backend says so",
+	    .lasting = st == BE_ERROR && fk.lasting };
 	cb(arg, &r);
 }
 

@@ -209,8 +209,14 @@ void
 rd_op_tell(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
 {
 	struct rd *r = op->r;
-	struct be_reply rep = { st, fence, st == BE_OK ? rquorum_valid(op->ttl_ms, r->drift,
-	    r->drift_ms) : 0, why, st == BE_ERROR && rd_refused(r) };
+	struct be_reply rep = { .status = st, .fence = fence,
+	    .valid_ms = st == BE_OK ? rquorum_valid(op->ttl_ms, r->drift, r->drift_ms) : 0,
+	    .why = why, .lasting = st == BE_ERROR && rd_refused(r),
+	    .forced = st == BE_NOTOWNER && op->forced };
+	if (op->script == RS_FORCE) {
+		rep.fence = 0;
+		rep.broken = (unsigned)fence;
+	}
 	assert(!op->decided);
 	op->decided = true;
 	op->told = st;
@@ -400,7 +406,7 @@ reply_fence(const redisReply *rep)
 /* What a node answered to a call of op: its rq_answer (and c's fence or
  * busy time); why, a failure's reason. */
 static enum rq_answer
-answer_of(const struct rd_op *op, struct rd_call *c, const redisReply *rep, const char **why)
+answer_of(struct rd_op *op, struct rd_call *c, const redisReply *rep, const char **why)
 {
 	long long v;
 	if (rep == NULL) {
@@ -436,8 +442,24 @@ answer_of(const struct rd_op *op, struct rd_call *c, const redisReply *rep, cons
 		if (op->script == RS_TRANSFER && v == 0)
 			return RQ_NOTOWNER;
 		return RQ_FAILED;
-	case RS_RELEASE:
+	case RS_FORCE:
+		if (rep->type != REDIS_REPLY_INTEGER || rep->integer < 0)
+			return RQ_FAILED;
+		c->fence = (uint64_t)rep->integer;	/* the leases it broke */
+		return RQ_OK;
 	case RS_RENEW:
+		if (rep->type == REDIS_REPLY_ARRAY && reply_int(rep, 0, -2) == 3) {
+			/* broken by UNLOCK FORCE: {3, who broke it} */
+			const redisReply *by = rep->elements > 1 ? rep->element[1] : NULL;
+			if (!op->forced)
+				snprintf(op->forced_by, sizeof(op->forced_by), "%.*s",
+				    by != NULL && by->type == REDIS_REPLY_STRING ? (int)by->len : 0,
+				    by != NULL && by->type == REDIS_REPLY_STRING ? by->str : "");
+			op->forced = true;
+			return RQ_NOTOWNER;
+		}
+		/* fall through */
+	case RS_RELEASE:
 	case RS_PROCLAIM:
 		if (rep->type != REDIS_REPLY_INTEGER)
 			return RQ_FAILED;
@@ -798,7 +820,7 @@ rd_decide(struct rd *r, struct rd_op *op)
 			deleg_renewed(r, op, BE_OK);
 			confirm_brought(r, op);
 		}
-		rd_op_tell(op, BE_OK, 0, NULL);
+		rd_op_tell(op, BE_OK, op->script == RS_FORCE ? t.fence : 0, NULL);
 		return;
 	default:
 		break;
@@ -844,6 +866,14 @@ rd_decide(struct rd *r, struct rd_op *op)
 		if (op->script == RS_RENEW)
 			deleg_renewed(r, op, BE_NOTOWNER);
 		r->nnotowner++;
+		if (op->forced) {
+			char why[sizeof(op->forced_by) + 64];
+			snprintf(why, sizeof(why), "forced by %s",
+			    op->forced_by[0] != '\0' ? op->forced_by :
+			    "UNLOCK FORCE through another daemon");
+			rd_op_tell(op, BE_NOTOWNER, 0, why);
+			break;
+		}
 		rd_op_tell(op, BE_NOTOWNER, 0, "redis holds the lease for another owner, or it ended");
 		break;
 	default:
@@ -1069,7 +1099,25 @@ rd_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	 * it can (not counted in the quorum) */
 	const char *args[] = { ttl, r->ncalls > 1 ? "1" : "0", limit, NULL };
 	r->nrenewals++;
-	rd_send(r, rd_op_new(r, RS_RENEW, l, member, "li", args, cb, arg));
+	rd_send(r, rd_op_new(r, RS_RENEW, l, member, "lib", args, cb, arg));
+}
+
+/* Break every lease of key in Redis (UNLOCK FORCE) but this daemon's (self:
+ * its instance id): each holder's daemon is woken by the message, tells its
+ * holder and releases the lease. */
+void
+rd_force(struct backend *be, const char *key, size_t keylen, const char *by,
+    const char *self, be_cb *cb, void *arg)
+{
+	struct rd *r = be->priv;
+	struct be_lock l = { .key = key, .keylen = keylen };
+	const char *args[] = { r->topo->channel(r, key, keylen, false),
+		r->topo->channel(r, key, keylen, true), rscript_key, by, self, NULL };
+	struct rd_op *op = rd_op_new(r, RS_FORCE, &l, "", "lbi", args, cb, arg);
+	/* the node timeout of several nodes is counted from a TTL: that of a
+	 * call that takes no lease is the command timeout */
+	op->ttl_ms = (uint64_t)r->set->command_timeout_ms * 10;
+	rd_send(r, op);
 }
 
 /* Hand from's lease to to: locally while the key's delegation allows
@@ -1195,8 +1243,12 @@ on_message(void *arg, const char *channel, size_t channellen, const char *key, s
 		return;
 	}
 	r->nmessages++;
-	if (!yield_quiet(r, key, keylen))
+	if (!yield_quiet(r, key, keylen)) {
 		r->be->up.wakeup(r->be->up.arg, key, keylen);
+		/* a lease of it here may have been broken (UNLOCK FORCE through
+		 * another daemon): its renewal tells, now */
+		r->be->up.expire(r->be->up.arg, key, keylen);
+	}
 	rd_watch_message(r, key, keylen);
 }
 

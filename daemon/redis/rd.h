@@ -111,6 +111,9 @@ struct rd_op {
 					 * election record is written) */
 	struct event *ev_late;		/* several calls: the node timeout */
 	char why[200];			/* the first failure's reason */
+	bool forced;			/* renew: a node said the lease was broken
+					 * (UNLOCK FORCE) ... */
+	char forced_by[200];		/* ... by whom, as the force's caller said */
 	struct rd_call *calls;		/* r->ncalls of them, after op */
 	char *buf;			/* the key and every argument: the rest of
 					 * op's allocation */
@@ -447,6 +450,10 @@ void rd_list(struct backend *be, const char *cursor, size_t count, be_list_cb *c
     void *arg);
 
 /* ---- who holds a key (rwho.c) ------------------------------------------- */
+
+/* backend_ops.force (be_redis.c): every lease of key broken. */
+void rd_force(struct backend *be, const char *key, size_t keylen, const char *by,
+    const char *self, be_cb *cb, void *arg);
 
 /* backend_ops.holders (redlock: the leases a quorum of nodes holds). */
 void rd_holders(struct backend *be, const char *key, size_t keylen, be_holders_cb *cb,

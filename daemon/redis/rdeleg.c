@@ -117,7 +117,9 @@ deleg_granted(struct rd *r, const struct rd_op *op, uint64_t fence)
 
 /* A renewal of op's key was decided (st): a delegated lease renewed lasts
  * longer; one that is gone ends its delegation, and the key's holdings are
- * renewed at once, so that the one that holds the key here now hears of it. */
+ * renewed at once, so that the one that holds the key here now hears of it;
+ * one broken by UNLOCK FORCE is released (its holder, which renewed it, is
+ * told next). */
 void
 deleg_renewed(struct rd *r, const struct rd_op *op, enum be_status st)
 {
@@ -127,6 +129,10 @@ deleg_renewed(struct rd *r, const struct rd_op *op, enum be_status st)
 		return;
 	if (st == BE_OK && end > d->lease_end) {
 		d->lease_end = end;
+	} else if (st == BE_NOTOWNER && op->forced) {
+		/* broken by UNLOCK FORCE: given back (the member is the
+		 * delegation's, which the holder's release would not name) */
+		deleg_release(r, d);
 	} else if (st == BE_NOTOWNER) {
 		deleg_drop(r, d);
 		r->be->up.expire(r->be->up.arg, op->key, op->keylen);
@@ -156,11 +162,11 @@ on_local(struct later_item *it)
 	struct rd_local *lo = (struct rd_local *)(void *)((char *)it -
 	    offsetof(struct rd_local, later));
 	struct rd *r = lo->r;
-	struct be_reply rep = { BE_OK, lo->fence, lo->valid_ms, NULL, 0 };
+	struct be_reply rep = { .status = BE_OK, .fence = lo->fence, .valid_ms = lo->valid_ms };
 	if (r->destroying)
-		rep = (struct be_reply){ BE_ERROR, 0, 0, "the backend is shutting down", 0 };
+		rep = (struct be_reply){ .status = BE_ERROR, .why = "the backend is shutting down" };
 	else if (lo->grant && lo->d == NULL)
-		rep = (struct be_reply){ BE_NOTOWNER, 0, 0, "the lease had ended in redis", 0 };
+		rep = (struct be_reply){ .status = BE_NOTOWNER, .why = "the lease had ended in redis" };
 	TAILQ_REMOVE(&r->locals, lo, entry);
 	lo->cb(lo->arg, &rep);
 	free(lo);

@@ -140,27 +140,31 @@ const char *const rscript_text[RS_COUNT] = {
 	 * channel, key. 1 | 0 (not ours). Its description goes from the
 	 * holders' key. An exclusive lease and the marks go in one
 	 * DEL; a lease given back but not confirmed (member .. '~', the renew
-	 * script) goes too. The key is published when a daemon waits or
+	 * script) goes too, and so does one broken (member .. '!', the force
+	 * script), which its holder's daemon gives back once it told it. The key is published when a daemon waits or
 	 * observes (either mark was there): both marks are for the next
 	 * release only, set again by the waiters' acquire and the observers'
 	 * look that the message brings about */
 	LUA_STRING
-	"if v == ARGV[1] or v == ARGV[1] .. '~' then "
+	"if v == ARGV[1] or v == ARGV[1] .. '~' or v == ARGV[1] .. '!' then "
 	"  redis.call('DEL', KEYS[4]) "
 	"  if redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) > 1 then "
 	"    redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
 	"  return 1 end "
 	"if type(v) == 'string' or "
-	"    redis.call('ZREM', KEYS[1], ARGV[1], ARGV[1] .. '~') < 1 then "
+	"    redis.call('ZREM', KEYS[1], ARGV[1], ARGV[1] .. '~', ARGV[1] .. '!') < 1 then "
 	"  return 0 end "
 	"redis.pcall('HDEL', KEYS[4], ARGV[1]) "
 	"if redis.call('DEL', KEYS[2], KEYS[3]) > 0 then "
 	"  redis.call('PUBLISH', ARGV[2], ARGV[3]) end "
 	"return 1",
 
-	/* renew: KEYS lock, holders; ARGV member, ttl, bring, limit. The lease
+	/* renew: KEYS lock, holders, broken; ARGV member, ttl, bring, limit.
+	 * The lease
 	 * lasts at least ttl from now; a later end is kept, and the holders'
 	 * hash lasts as long. 1 | 0 (not ours any more) |
+	 * {3, who broke it}: broken by the force script (member .. '!'): its
+	 * holder is told, then its daemon releases it |
 	 * 2: the lease is there as given back but not confirmed (member ..
 	 * '~'), or it was not there, bring is '1' and the key's leases let it
 	 * in (a limit of 0: no limit): given back now, unconfirmed. A lease
@@ -170,6 +174,9 @@ const char *const rscript_text[RS_COUNT] = {
 	 * held it all along has confirmed it) */
 	LUA_STRING
 	"local m = ARGV[1] .. '~' "
+	"if v == ARGV[1] .. '!' or (v and type(v) ~= 'string' and "
+	"    redis.call('ZSCORE', KEYS[1], ARGV[1] .. '!')) then "
+	"  return {3, redis.call('GET', KEYS[3]) or ''} end "
 	"local function keep() local p = redis.call('PTTL', KEYS[2]) "
 	"  if p >= 0 and p < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end end "
 	"if v == ARGV[1] or v == m then "
@@ -217,11 +224,15 @@ const char *const rscript_text[RS_COUNT] = {
 	 * if unknown), and to's CAMPAIGN value (none for other grants). When the run has reached the limit and another
 	 * daemon waits (the mark), from is released as by the release script
 	 * instead. {1, first fence, observed} | {2} (released: yielded) | {0}
-	 * (from's lease had ended) */
+	 * (from's lease had ended, or was broken: then it is released) */
 	LUA_FENCE
 	LUA_STRING
 	LUA_RECORD
 	LUA_WHO
+	"if v == ARGV[2] .. '!' then "
+	"  redis.call('DEL', KEYS[1], KEYS[5]) "
+	"  redis.call('PUBLISH', ARGV[6], ARGV[7]) "
+	"  return {0} end "
 	"if v ~= ARGV[2] then return {0} end "
 	"if tonumber(ARGV[4]) >= tonumber(ARGV[5]) and "
 	"    redis.call('DEL', KEYS[3]) == 1 then "
@@ -311,7 +322,7 @@ const char *const rscript_text[RS_COUNT] = {
 	"local kind, holders, member, pttl = '', 0, '', -1 "
 	"if type(v) == 'string' then "
 	"  kind, holders, pttl = 'x0', 1, redis.call('PTTL', KEYS[1]) "
-	"  member = string.gsub(v, '~$', '') "
+	"  member = string.gsub(v, '[~!]$', '') "
 	"elseif v then "
 	"  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) "
 	"  holders = redis.call('ZCARD', KEYS[1]) "
@@ -349,13 +360,13 @@ const char *const rscript_text[RS_COUNT] = {
 	/* holders: KEYS lock, holders; ARGV unused. Every lease of the key
 	 * with what the holders' key says of it (who): {member, ms left, its
 	 * description (fence, a tab, who) or false, ...}; a lease given back
-	 * but not confirmed is named as its member */
+	 * but not confirmed, or broken, is named as its member */
 	LUA_STRING
 	"local out = {} "
 	"local function add(m, ms, d) "
 	"  out[#out + 1] = m out[#out + 1] = ms out[#out + 1] = d end "
 	"if type(v) == 'string' then "
-	"  local m = (string.gsub(v, '~$', '')) "
+	"  local m = (string.gsub(v, '[~!]$', '')) "
 	"  local s = redis.pcall('GET', KEYS[2]) "
 	"  local d = type(s) == 'string' and string.sub(s, 1, #m + 1) == m .. '\\t' and "
 	"    string.sub(s, #m + 2) "
@@ -365,11 +376,53 @@ const char *const rscript_text[RS_COUNT] = {
 	"  local z = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') "
 	"  for i = 1, #z, 2 do local s = tonumber(z[i + 1]) "
 	"    if s > now then "
-	"      local m = (string.gsub(z[i], '~$', '')) "
+	"      local m = (string.gsub(z[i], '[~!]$', '')) "
 	"      local d = redis.pcall('HGET', KEYS[2], m) "
 	"      add(m, s - now, type(d) == 'string' and d) end end "
 	"end "
 	"return out",
+
+	/* force (UNLOCK FORCE through any daemon): KEYS lock, broken,
+	 * holders; ARGV unused, channel, wanted channel, key, who breaks it,
+	 * the instance id of the daemon that calls it. Every lease of the key is
+	 * broken (member .. '!', a lease given back but not confirmed too, its
+	 * end kept), but those the holders' key says the calling daemon took
+	 * (its lock table broke its own holders, and may have granted the
+	 * lease again since). A broken lease blocks others as the lease did
+	 * until its holder's daemon, woken by the message on both channels
+	 * (the holder's renewal, a cached lease's give-back), has told its
+	 * holder and released it, or until it ends. Who broke it is kept in
+	 * broken for as long as the longest lease, for the renewal's answer.
+	 * The leases broken now */
+	LUA_STRING
+	"local n, last = 0, 0 "
+	"local mine = '\tw1\t' .. ARGV[6] .. '\t' "
+	"local function ours(d) "
+	"  return type(d) == 'string' and string.find(d, mine, 1, true) ~= nil end "
+	"if type(v) == 'string' then "
+	"  local m = (string.gsub(v, '~$', '')) "
+	"  local d = redis.pcall('GET', KEYS[3]) "
+	"  if string.sub(v, -1) ~= '!' and not (ours(d) and "
+	"      string.sub(d, 1, #m + 1) == m .. '\t') then "
+	"    redis.call('SET', KEYS[1], m .. '!', 'KEEPTTL') "
+	"    n = 1 last = redis.call('PTTL', KEYS[1]) end "
+	"elseif v then "
+	LUA_NOW
+	"  local z = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') "
+	"  for i = 1, #z, 2 do local s = tonumber(z[i + 1]) "
+	"    local m = (string.gsub(z[i], '~$', '')) "
+	"    if s > now and string.sub(z[i], -1) ~= '!' and "
+	"        not ours(redis.pcall('HGET', KEYS[3], m)) then "
+	"      redis.call('ZREM', KEYS[1], z[i]) "
+	"      redis.call('ZADD', KEYS[1], s, m .. '!') "
+	"      n = n + 1 "
+	"      if s - now > last then last = s - now end end end "
+	"end "
+	"if n > 0 then "
+	"  if last > 0 then redis.call('SET', KEYS[2], ARGV[5], 'PX', last) end "
+	"  redis.call('PUBLISH', ARGV[2], ARGV[4]) "
+	"  redis.call('PUBLISH', ARGV[3], ARGV[4]) end "
+	"return n",
 };
 
 const char rscript_key[] = "<key>";

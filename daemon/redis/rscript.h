@@ -34,7 +34,7 @@
 
 /* The scripts, in the order of rscript_text. */
 enum rscript { RS_ACQUIRE, RS_RELEASE, RS_RENEW, RS_TRANSFER, RS_CONFIRM, RS_RAISE,
-	RS_PROCLAIM, RS_LOOK, RS_WHO, RS_COUNT };
+	RS_PROCLAIM, RS_LOOK, RS_WHO, RS_FORCE, RS_COUNT };
 
 #define RSCRIPT_ARGS 18			/* numkeys, keys and arguments of one call at most */
 #define RSCRIPT_HISTORY 4		/* leaders an election record remembers */

@@ -495,6 +495,7 @@ rs_create(struct backend *be)
 	.renew = rd_renew, \
 	.transfer = rd_transfer, \
 	.holders = rd_holders, \
+	.force = rd_force, \
 	.list = rd_list, \
 	.info = rd_info, \
 	.state = rd_state, \

@@ -6,12 +6,14 @@ dlock status --verbose."""
 import grp
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import unittest
 
-from dlocktest.cases import DaemonTestCase, EtcdTestCase, RedisTestCase, check_held
+from dlocktest.cases import (DaemonTestCase, EtcdTestCase, RedisTestCase, check_held,
+                             stopped_later)
 from dlocktest.daemon import Daemon
 from dlocktest.env import DLOCK, PYTHON, unique_key
 from dlocktest.proc import wait_until
@@ -501,24 +503,99 @@ class SharedBackendOps(OpsCase):
         self.assertEqual(w.cmd("UNLOCK", key), 0)
 
     def test_force_releases_the_lease(self):
+        """UNLOCK FORCE on the holder's own daemon releases the lease in
+        the backend at once, not after its TTL."""
         key = unique_key()
         h = self.conn(self.a)
         fence = self.assertGranted(h.cmd("LOCK", key, "TTL", 60000))[1]
         self.assertIsInstance(self.conn(self.b).cmd("LOCK", key, "WAIT", 0), Null)
         # B lists A's holder, read from the backend
         hs = [as_map(x) for x in self.full(key, self.b)["holders"]]
-        self.assertEqual([(x["fence"], x["daemon"]) for x in hs],
-                         [(fence, self.a.info()["daemon_id"].encode())])
-        self.assertEqual(self.admin(self.b).cmd("UNLOCK", key, "FORCE"), 0)
-        self.assertEqual(len(self.full(key, self.a)["holders"]), 1)
+        self.assertEqual([x["daemon"] for x in hs], [self.a.info()["daemon_id"].encode()])
+        # redlock: the largest fence a node recorded, maybe above the grant's
+        self.assertLessEqual(fence, hs[0]["fence"])
         self.assertEqual(self.admin(self.a).cmd("UNLOCK", key, "FORCE"), 1)
-        # the lease is gone from Redis at once, not after its 60 s
         g = self.assertGranted(self.conn(self.b).cmd("LOCK", key, "WAIT", 5000))
         self.assertGreater(g[1], fence)
         self.assertEqual(h.cmd("VALIDATE", key, fence).code, "LOST")
 
 
-class TestOpsRedis(SharedBackendOps, RedisTestCase):
+class ForceFromAnywhere:
+    """UNLOCK FORCE through a daemon other than the holder's (a mixin for a
+    SharedBackendOps class whose backend breaks leases across daemons):
+    the lease is broken in the backend, the holder's daemon tells its
+    holder at once (long before its renewal) with who broke it, releases
+    the lease, and only then can another take the key."""
+
+    def test_force_through_another_daemon(self):
+        key = unique_key()
+        h = self.conn(self.a)
+        self.hello3(h)
+        # a renewal every 20 s: told at once means the message woke it
+        fence = self.assertGranted(h.cmd("LOCK", key, "TTL", 60000))[1]
+        w = self.conn(self.b)
+        w.settimeout(30)
+        w.send(Raw.encode("LOCK", key, "WAIT", 20000))
+        self.wait_status(self.b, key, waiters=1)
+        adm = self.admin(self.b)
+        adm_id = adm.cmd("CLIENT", "ID")
+        self.assertEqual(adm.cmd("UNLOCK", key, "FORCE"), 1)
+        p = read_within(h, 5)
+        self.assertIsInstance(p, Push, "no lost push within 5 s of the force")
+        self.assertEqual(p[:3], [b"lost", key.encode(), fence])
+        why = p[3].decode()
+        self.assertIn("forced by UNLOCK FORCE of session %d" % adm_id, why)
+        self.assertIn(self.b.info()["daemon_id"], why)
+        # the waiter on B is granted: the lease was released, not left to
+        # its 60 s TTL
+        g = self.assertGranted(read_within(w, 5))
+        self.assertGreater(g[1], fence)
+        self.assertEqual(h.cmd("VALIDATE", key, fence).code, "LOST")
+        # an audit line on both daemons
+        wait_until(lambda: "UNLOCK FORCE through another daemon: key '%s' fence %d" %
+                   (key, fence) in self.a.log(20000), 5, 0.05, "the audit line on A")
+        self.assertIn("UNLOCK FORCE of key '%s': 1 lease of other daemons broken" % key,
+                      self.b.log(20000))
+        self.assertEqual(w.cmd("UNLOCK", key), 0)
+
+    def test_force_breaks_every_daemons_holders(self):
+        """Shared holders on both daemons: each broken, the answer counts
+        them all; a second FORCE finds nothing."""
+        key = unique_key()
+        ha, hb = self.conn(self.a), self.conn(self.b)
+        fa = self.assertGranted(ha.cmd("LOCK", key, "SHARED", "TTL", 60000))[1]
+        fb = self.assertGranted(hb.cmd("LOCK", key, "SHARED", "TTL", 60000))[1]
+        self.assertEqual(self.admin(self.b).cmd("UNLOCK", key, "FORCE"), 2)
+        wait_until(lambda: getattr(ha.cmd("VALIDATE", key, fa), "code", None) == "LOST",
+                   5, 0.05, "A's holder told")
+        self.assertEqual(hb.cmd("VALIDATE", key, fb).code, "LOST")
+        g = self.assertGranted(self.conn(self.a).cmd("LOCK", key, "WAIT", 5000))
+        self.assertGreater(g[1], max(fa, fb))
+        self.assertEqual(self.admin(self.a).cmd("UNLOCK", key, "FORCE"), 1)
+        self.assertEqual(self.admin(self.b).cmd("UNLOCK", key, "FORCE"), 0)
+
+    def test_broken_lease_blocks_until_its_daemon_let_go(self):
+        """A's daemon stopped (SIGSTOP) when the force comes: nobody is
+        granted the key while A has not told its holder, until the lease
+        ends; then the key is free."""
+        key = unique_key()
+        a = self.another_daemon()
+        h = self.conn(a)
+        fence = self.assertGranted(h.cmd("LOCK", key, "TTL", 6000))[1]
+        os.kill(a.pid, signal.SIGSTOP)
+        try:
+            self.assertEqual(self.admin(self.b).cmd("UNLOCK", key, "FORCE"), 1)
+            self.assertIsInstance(self.conn(self.b).cmd("LOCK", key, "WAIT", 0), Null)
+        finally:
+            os.kill(a.pid, signal.SIGCONT)
+        # A wakes: told, released
+        wait_until(lambda: getattr(h.cmd("VALIDATE", key, fence), "code", None) == "LOST",
+                   5, 0.05, "A's holder told")
+        g = self.assertGranted(self.conn(self.b).cmd("LOCK", key, "WAIT", 5000))
+        self.assertGreater(g[1], fence)
+
+
+class TestOpsRedis(ForceFromAnywhere, SharedBackendOps, RedisTestCase):
     """The redis backend."""
 
     @classmethod
@@ -526,6 +603,37 @@ class TestOpsRedis(SharedBackendOps, RedisTestCase):
         cls.redis = cls.class_redis()
         cls.a = cls.class_daemon(cls.redis, ADMIN_CONF)
         cls.b = cls.class_daemon(cls.redis, ADMIN_CONF)
+
+    def another_daemon(self):
+        return self.start_daemon(self.redis, ADMIN_CONF)
+
+
+class TestOpsRedlock(ForceFromAnywhere, SharedBackendOps, RedisTestCase):
+    """The redlock backend, three nodes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.nodes = cls.class_nodes(3)
+        cls.a = cls.class_redlock_daemon(cls.nodes, ADMIN_CONF)
+        cls.b = cls.class_redlock_daemon(cls.nodes, ADMIN_CONF)
+
+    def another_daemon(self):
+        return stopped_later(Daemon(ADMIN_CONF, backend="redlock", redis=list(self.nodes)),
+                             self.addCleanup)
+
+
+class TestOpsCluster(ForceFromAnywhere, SharedBackendOps, RedisTestCase):
+    """The redis-cluster backend."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cls.class_cluster()
+        cls.a = cls.class_cluster_daemon(cls.cluster, ADMIN_CONF)
+        cls.b = cls.class_cluster_daemon(cls.cluster, ADMIN_CONF)
+
+    def another_daemon(self):
+        return stopped_later(Daemon(ADMIN_CONF, backend="redis-cluster", redis=self.cluster),
+                             self.addCleanup)
 
 
 class TestOpsEtcd(SharedBackendOps, EtcdTestCase):
