@@ -649,20 +649,24 @@ hold_lose(struct locktab *lt, struct lt_hold *h, const char *reason, bool gone)
 
 /* h's lease was broken by UNLOCK FORCE through another daemon (why: by
  * whom): logged, whatever the rate of losses (an audit line), its holder
- * told, and the broken lease released, which keeps the key from others
- * until then. The release is sent in this same turn of the loop as the
- * holder's LOST, before anything else is read. */
+ * told, then the broken lease released (it keeps the key from others until
+ * then), in this same turn of the loop. */
 static void
 hold_forced(struct locktab *lt, struct lt_hold *h, const char *why)
 {
 	char kb[LOG_KEY_BUF];
-	struct be_lock l = lease_of(lt, h->key, &h->terms, h->ttl_ms);
+	struct lt_key *k = h->key;
+	struct lt_terms terms = h->terms;
+	uint64_t ttl_ms = h->ttl_ms;
 	log_warn("UNLOCK FORCE through another daemon: key '%s' fence %llu of session %llu "
-	    "broken (%s)", log_escape(kb, sizeof(kb), h->key->name, h->key->len, 0),
+	    "broken (%s)", log_escape(kb, sizeof(kb), k->name, k->len, 0),
 	    (unsigned long long)h->fence, (unsigned long long)h->owner_id,
 	    why != NULL ? why : "forced");
-	release_quietly(lt, &l);
+	key_ref(lt, k);		/* h may go with the loss; the key stays */
 	hold_lose(lt, h, why != NULL ? why : "forced through another daemon", true);
+	struct be_lock l = lease_of(lt, k, &terms, ttl_ms);
+	release_quietly(lt, &l);
+	key_unref(lt, k);
 }
 
 /* A tombstone's time is over: the key is free of it. The lease is released

@@ -1,8 +1,8 @@
 /*
  * check_be_etcd — unit tests of the etcd backend (daemon/etcd/be_etcd*.c) on
  * a fake etcd: late answers about a lease or a key it has given up since,
- * an observed key read where the watch stream goes on from, and its
- * destruction with operations in flight. Its recipe's decision on a
+ * the observers' changes when the watch stream goes on from where it
+ * stopped, and its destruction with operations in flight. Its recipe's decision on a
  * range is fuzzed (tests/fuzz/etcd.c); the rest is tested against real etcd
  * by the integration tests (tests/integration/test_etcd.py).
  *
@@ -524,18 +524,18 @@ reply_ranges(struct fake_grpc_req *req, size_t nranges, int64_t rev, Etcd__KeyVa
 
 /* A key is observed: the watch stream goes on from revision 10 with puts.
  * Before it is created, another daemon's leader comes and goes (a put at
- * 12, a delete at 13; etcd is at 30 when the stream is created). The
- * stream's creation reads the key at 10, where the stream goes on from,
- * not as it is now: the put it replays then is told as a leader, at 12.
- * A read of now (30) would pass it, and the leader's state, older than
- * that read, would never be told. */
-START_TEST(test_backend_observed_key_read_where_the_watch_goes_on)
+ * 12, a delete at 13; etcd is at 30 when the stream is created). Nothing
+ * was missed: the stream's creation tells the observers nothing (a read of
+ * now, at 30, would pass the put it replays, and the leader's state, older
+ * than that read, would never be told); the replayed put is read and told
+ * as a leader at 12, then the key free at 13. */
+START_TEST(test_backend_watch_going_on_tells_every_leader)
 {
 	static const char ekey[] = "dlock/k/" TOKEN_B;
 	Etcd__WatchResponse w;
 	Etcd__Event ev, *evp[1];
 	Etcd__KeyValue kv, held;
-	Etcd__KeyValue *none[1] = { NULL }, *put[2] = { &held, NULL };
+	Etcd__KeyValue *none[1] = { NULL }, *put[2] = { &held, &held };
 	struct fake_grpc_req *watch, *read;
 	struct conf *conf;
 	struct backend *be;
@@ -560,42 +560,41 @@ START_TEST(test_backend_observed_key_read_where_the_watch_goes_on)
 	}
 	ef_watch_msg(&w, &ev, evp, &kv, 30, NULL);
 	fake_grpc_send_msg(watch, &w.base);
-	GF_RUN_UNTIL(fake_grpc_npending(gf_fake, FG_TXN) == 1);
-	read = fake_grpc_pending(gf_fake, FG_TXN);
-	GF_RUN_UNTIL(read->ended);
-	ck_assert_int_eq(txn_last_range_rev(read, &n), 10);
-	ck_assert_uint_eq(n, 1);
+	gf_settle(GF_SETTLE_MS);
+	ck_assert_int_eq(fake_grpc_count(gf_fake, FG_TXN), 0);
+	ck_assert_int_eq(fake_grpc_count(gf_fake, FG_RANGE), 0);
+	ck_assert_int_eq(nchanged, 0);
 	ck_assert_int_eq(nchanged_unknown, 0);
 
 	/* the replayed put of the leader, its delete */
 	ef_watch_msg(&w, &ev, evp, &kv, 12, ekey);
 	ev.type = ETCD__EVENT__EVENT_TYPE__PUT;
-	kv_set(&kv, ekey, 12, "x0=v0", 9);
+	kv_set(&kv, ekey, 12, "x0@786432=v0", 9);
 	fake_grpc_send_msg(watch, &w.base);
 	ef_watch_msg(&w, &ev, evp, &kv, 13, ekey);
 	fake_grpc_send_msg(watch, &w.base);
-	gf_settle(GF_SETTLE_MS);
 
-	/* the read at 10: free */
-	reply_ranges(read, 1, 30, none);
-	GF_RUN_UNTIL(nchanged == 1);
-	ck_assert_uint_eq(changed[0].version, 10);
-	ck_assert_uint_eq(changed[0].term, 0);
+	/* the put's range at 12, and the key then */
+	GF_RUN_UNTIL(fake_grpc_npending(gf_fake, FG_TXN) == 1);
+	read = fake_grpc_pending(gf_fake, FG_TXN);
+	GF_RUN_UNTIL(read->ended);
+	ck_assert_int_eq(txn_last_range_rev(read, &n), 12);
+	ck_assert_uint_eq(n, 2);
+	kv_set(&held, ekey, 12, "x0@786432=v0", 9);
+	reply_ranges(read, 2, 30, put);
+	GF_RUN_UNTIL(nchanged == 2);
+	ck_assert_uint_eq(changed[0].version, 12);
+	ck_assert_uint_eq(changed[0].term, (uint64_t)12 << 16);
+	ck_assert_str_eq(changed[0].value, "v0");
 
-	/* then the put's range at 12, and the key at 13 */
+	/* then the key at 13: free */
 	GF_RUN_UNTIL(fake_grpc_npending(gf_fake, FG_TXN) == 1);
 	read = fake_grpc_pending(gf_fake, FG_TXN);
 	GF_RUN_UNTIL(read->ended);
 	ck_assert_int_eq(txn_last_range_rev(read, &n), 13);
-	ck_assert_uint_eq(n, 2);
-	/* the first range (at 12) holds the leader, the last (13) none */
-	kv_set(&held, ekey, 12, "x0=v0", 9);
-	reply_ranges(read, 2, 30, put);
+	ck_assert_uint_eq(n, 1);
+	reply_ranges(read, 1, 30, none);
 	GF_RUN_UNTIL(nchanged == 3);
-	/* the leader was told (at 12), then the key free (at 13) */
-	ck_assert_uint_eq(changed[1].version, 12);
-	ck_assert_uint_eq(changed[1].term, (uint64_t)12 << 16);
-	ck_assert_str_eq(changed[1].value, "v0");
 	ck_assert_uint_eq(changed[2].version, 13);
 	ck_assert_uint_eq(changed[2].term, 0);
 	ck_assert_int_eq(nchanged_unknown, 0);
@@ -605,8 +604,8 @@ START_TEST(test_backend_observed_key_read_where_the_watch_goes_on)
 END_TEST
 
 /* An etcd key's value made and read back, who and a CAMPAIGN value in it
- * (either may hold '=', '@', '~' or ':'), and the values of daemons that
- * tell nobody, which read as before. */
+ * (either may hold '=', '@', '~' or ':'), a value broken by UNLOCK FORCE,
+ * and the values of daemons that tell nobody, which read as before. */
 START_TEST(test_value_who_round_trip)
 {
 	struct et_value v;
@@ -638,6 +637,29 @@ START_TEST(test_value_who_round_trip)
 	ck_assert_ptr_null(v.who);
 	ck_assert_uint_eq(v.valuelen, 1);
 	free(s);
+	/* broken by UNLOCK FORCE: kind, fence, who and value kept, by added */
+	et_value_parse("s0~3:w\tx=v", 10, &v);
+	s = et_value_broken(&v, 99, "adm!~=", &len);
+	ck_assert_str_eq(s, "s0@99~3:w\tx!6:adm!~==v");
+	et_value_parse(s, len, &v);
+	ck_assert_int_eq(v.kind, 's');
+	ck_assert_uint_eq(v.fence, 99);
+	ck_assert_uint_eq(v.wholen, 3);
+	ck_assert_uint_eq(v.bylen, 6);
+	ck_assert_int_eq(memcmp(v.by, "adm!~=", 6), 0);
+	ck_assert_uint_eq(v.valuelen, 1);
+	ck_assert_int_eq(v.value[0], 'v');
+	free(s);
+	et_value_parse("n3", 2, &v);
+	s = et_value_broken(&v, 7, "b", &len);
+	ck_assert_str_eq(s, "n3@7!1:b");
+	et_value_parse(s, len, &v);
+	ck_assert_int_eq(v.kind, 'n');
+	ck_assert_uint_eq(v.limit, 3);
+	ck_assert_ptr_null(v.who);
+	ck_assert_ptr_null(v.value);
+	ck_assert_uint_eq(v.bylen, 1);
+	free(s);
 	/* a length past the end: no who, nothing read beyond */
 	et_value_parse("x0~99:ab", 8, &v);
 	ck_assert_int_eq(v.kind, 'x');
@@ -657,6 +679,6 @@ main(void)
 	    test_backend_late_lease_not_found_on_one_lane,
 	    test_backend_late_delete_of_older_key_keeps_lock,
 	    test_backend_destroy_with_work_in_flight, test_backend_destroy_before_the_loop,
-	    test_backend_observed_key_read_where_the_watch_goes_on));
+	    test_backend_watch_going_on_tells_every_leader));
 	return gf_main(s);
 }

@@ -15,6 +15,7 @@
  */
 #include "backend.h"
 #include "be_etcd_core.h"
+#include "be_etcd_force.h"
 #include "be_etcd_leader.h"
 #include "be_etcd_lease.h"
 #include "be_etcd_recipe.h"
@@ -269,6 +270,7 @@ et_destroy(struct backend *be)
 			free(e->wait_key);
 			free(e->value);
 			free(e->who);
+			free(e->forced_by);
 			free(e);
 		}
 		free(k->name);
@@ -408,6 +410,7 @@ const struct backend_ops be_etcd_ops = {
 	.watch = et_watch_key,
 	.holders = et_holders,
 	.list = et_list,
+	.force = et_force,
 	.info = et_info,
 	.state = et_state,
 	.pending = et_pending,

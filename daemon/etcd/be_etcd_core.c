@@ -136,11 +136,28 @@ et_entry_free(struct et *r, struct et_entry *e)
 	free(e->wait_key);
 	free(e->value);
 	free(e->who);
+	free(e->forced_by);
 	free(e);
 	et_key_put(r, k);
 }
 
 /* ---- values ---------------------------------------------------------------- */
+
+/* "<c><length>:<bytes>" at q (before end): *s and *len point to the bytes;
+ * where it ends (q itself when it is cut). */
+static const char *
+counted(const char *q, const char *end, const char **s, size_t *len)
+{
+	const char *at = q;
+	size_t n = 0;
+	for (q++; q < end && *q >= '0' && *q <= '9' && n < 1u << 20; q++)
+		n = n * 10 + (size_t)(*q - '0');
+	if (q >= end || *q != ':' || (size_t)(end - q - 1) < n)
+		return at;
+	*s = q + 1;
+	*len = n;
+	return q + 1 + n;
+}
 
 void
 et_value_parse(const void *p, size_t len, struct et_value *out)
@@ -155,16 +172,10 @@ et_value_parse(const void *p, size_t len, struct et_value *out)
 	if (q < end && *q == '@')
 		for (q++; q < end && *q >= '0' && *q <= '9'; q++)
 			out->fence = out->fence * 10 + (uint64_t)(*q - '0');
-	if (q < end && *q == '~') {
-		size_t n = 0;
-		for (q++; q < end && *q >= '0' && *q <= '9' && n < 1u << 20; q++)
-			n = n * 10 + (size_t)(*q - '0');
-		if (q < end && *q == ':' && (size_t)(end - q - 1) >= n) {
-			out->who = q + 1;
-			out->wholen = n;
-			q += 1 + n;
-		}
-	}
+	if (q < end && *q == '~')
+		q = counted(q, end, &out->who, &out->wholen);
+	if (q < end && *q == '!')
+		q = counted(q, end, &out->by, &out->bylen);
 	if (q < end && *q == '=') {
 		out->value = q + 1;
 		out->valuelen = (size_t)(end - q - 1);
@@ -209,6 +220,63 @@ et_value_make(enum lock_mode mode, unsigned limit, uint64_t fence, const char *w
 	}
 	out[*len] = '\0';
 	return out;
+}
+
+char *
+et_value_broken(const struct et_value *v, uint64_t fence, const char *by, size_t *len)
+{
+	char head[96];
+	size_t bl = strlen(by), n;
+	int k;
+	if (v->kind == 'n')
+		k = snprintf(head, sizeof(head), "n%u@%llu", v->limit, (unsigned long long)fence);
+	else
+		k = snprintf(head, sizeof(head), "%c0@%llu", v->kind == 's' ? 's' : 'x',
+		    (unsigned long long)fence);
+	n = (size_t)k;
+	*len = n + (v->who != NULL ? 24 + v->wholen : 0) + 24 + bl +
+	    (v->value != NULL ? 1 + v->valuelen : 0);
+	char *out = xmalloc(*len + 1), *p = out;
+	memcpy(p, head, n);
+	p += n;
+	if (v->who != NULL) {
+		p += sprintf(p, "~%zu:", v->wholen);
+		memcpy(p, v->who, v->wholen);
+		p += v->wholen;
+	}
+	p += sprintf(p, "!%zu:", bl);
+	memcpy(p, by, bl);
+	p += bl;
+	if (v->value != NULL) {
+		*p++ = '=';
+		memcpy(p, v->value, v->valuelen);
+		p += v->valuelen;
+	}
+	*p = '\0';
+	*len = (size_t)(p - out);
+	return out;
+}
+
+bool
+et_kv_holds(Etcd__KeyValue *const *kvs, size_t n, size_t i)
+{
+	struct et_value v, w;
+	if (i >= n)
+		return false;
+	et_value_parse(kvs[i]->value.data, kvs[i]->value.len, &v);
+	switch (v.kind) {
+	case 's':
+		for (size_t j = 0; j < i; j++) {
+			et_value_parse(kvs[j]->value.data, kvs[j]->value.len, &w);
+			if (w.kind != 's')
+				return false;
+		}
+		return true;
+	case 'n':
+		return i < v.limit;
+	default:
+		return i == 0;
+	}
 }
 
 /* ---- completing operations ------------------------------------------------ */

@@ -106,6 +106,9 @@ struct et_entry {
 	size_t valuelen;
 	char *who;			/* E_HELD: who took it (be_lock.who, owned),
 					 * NULL: not told */
+	char *forced_by;		/* E_HELD: its key was broken by UNLOCK FORCE
+					 * through another daemon, by whom (owned);
+					 * NULL: not */
 	TAILQ_ENTRY(et_entry) entry;	/* on k->entries */
 };
 TAILQ_HEAD(et_entry_list, et_entry);
@@ -124,12 +127,15 @@ struct et_key {
 	size_t nputs;
 	bool reading;			/* watched: a read of the watch's is out */
 	bool read_again;		/* and changes came since it was sent */
+	bool stale;			/* watched: a read of it for its observers
+					 * failed: read again when the watch is */
 	struct et_entry_list entries;	/* its etcd keys */
 	unsigned refs;			/* operations in flight that use it */
 };
 
 enum et_kind {
-	EK_ACQUIRE, EK_RELEASE, EK_RENEW, EK_TRANSFER, EK_DELETE, EK_WAKE, EK_PROCLAIM
+	EK_ACQUIRE, EK_RELEASE, EK_RENEW, EK_TRANSFER, EK_DELETE, EK_WAKE, EK_PROCLAIM,
+	EK_FORCE
 };
 
 /* An operation of the lock table, or one of the backend's own. */
@@ -156,10 +162,12 @@ struct et_op {
 					 * value to put (owned), NULL for none */
 	size_t valuelen;
 	char *who;			/* acquire, transfer: who takes it (be_lock.who,
-					 * owned), NULL: not told */
+					 * owned), NULL: not told; force: this
+					 * daemon's instance id */
+	unsigned tries;			/* force: reads of the range so far */
 	int64_t revoke;			/* EK_DELETE: a lease to revoke after, 0 none */
 	struct be_reply rep;		/* answered: the answer */
-	char why[160];			/* its sentence */
+	char why[256];			/* its sentence */
 	bool in_flight;			/* a request of it is out */
 	bool granting;			/* own_lease: a grant, not a keepalive, is out */
 	TAILQ_ENTRY(et_op) entry;	/* on r->ops, r->waiting or r->deferred */
@@ -189,6 +197,8 @@ struct et {
 	struct backoff watch_backoff;	/* pauses before starting it again */
 	struct event *ev_watch;		/* starts it again */
 	bool rewake;			/* wake every waiting key once it is */
+	bool watch_from_now;		/* the stream asked for no start revision:
+					 * changes before it may have been missed */
 	struct et_op_list ops;		/* operations with a request out */
 	struct et_op_list waiting;	/* acquires waiting for the lease and watch */
 	struct later *done;		/* answers to give from the loop */
@@ -228,9 +238,20 @@ struct et_value {
 	const char *who;		/* who took it (into the parsed bytes), NULL
 					 * none */
 	size_t wholen;
+	const char *by;			/* broken by UNLOCK FORCE through another
+					 * daemon: by whom (into the parsed bytes),
+					 * NULL: not broken */
+	size_t bylen;
 };
-/* Take apart an etcd key's value (len bytes at p). */
+/* Take apart an etcd key's value (len bytes at p):
+ * kind[@fence][~<length>:who][!<length>:by][=value]. */
 void et_value_parse(const void *p, size_t len, struct et_value *out);
+/* The value of a holder's key v (parsed) broken by by, with fence written
+ * (its own, or its grant's), in *len bytes; the caller frees it. */
+char *et_value_broken(const struct et_value *v, uint64_t fence, const char *by, size_t *len);
+/* Whether kvs[i] (n of them by create revision) holds, by the recipe's
+ * ranking. */
+bool et_kv_holds(Etcd__KeyValue *const *kvs, size_t n, size_t i);
 /* The value to put for a lease of mode/limit with fence (0: none), taken by
  * who (NULL: not told) and value (NULL: none), in *len bytes; the caller
  * frees it. */

@@ -71,10 +71,22 @@ on_proclaim_txn(void *arg, const struct etcd_result *res)
 			e->gone = true;	/* its next renewal tells the loss */
 		et_op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
 	} else {
+		const Etcd__PutResponse *pr = t->n_responses > 0 && t->responses[0]->response_case ==
+		    ETCD__RESPONSE_OP__RESPONSE_RESPONSE_PUT ? t->responses[0]->response_put : NULL;
+		struct et_value v = { .by = NULL };
+		if (pr != NULL && pr->prev_kv != NULL)
+			et_value_parse(pr->prev_kv->value.data, pr->prev_kv->value.len, &v);
 		if (e != NULL) {
 			free(e->value);
 			e->value = xmemdup(op->value, op->valuelen);
 			e->valuelen = op->valuelen;
+		}
+		if (e != NULL && v.by != NULL && e->forced_by == NULL && !op->r->destroying) {
+			/* the key was broken through another daemon just before
+			 * (the put wrote over it): its renewal tells the holder,
+			 * and the lease is released */
+			e->forced_by = xmemdup(v.by, v.bylen);
+			op->r->be->up.expire(op->r->be->up.arg, op->k->name, op->k->len);
 		}
 		et_op_answer(op, BE_OK, 0, 0, NULL);
 	}
@@ -93,6 +105,11 @@ et_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	if (e == NULL || e->state != E_HELD || e->gone || e->leaving ||
 	    e->mode != LOCK_EXCLUSIVE || (!e->own && e->lease != r->lease)) {
 		et_op_answer(op, BE_NOTOWNER, 0, 0, "the lock's etcd key is gone");
+		return;
+	}
+	if (e->forced_by != NULL) {
+		/* broken: its renewal tells the holder (woken already) */
+		et_op_answer(op, BE_NOTOWNER, 0, 0, "the lock was forced through another daemon");
 		return;
 	}
 	if (!etcd_up(r->cli)) {
@@ -119,6 +136,7 @@ et_proclaim(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	put.key = et_bin(e->ekey, strlen(e->ekey));
 	put.value = et_bin(v, len);
 	put.ignore_lease = 1;
+	put.prev_kv = 1;	/* broken meanwhile through another daemon? */
 	etcd__request_op__init(&rop);
 	rop.request_case = ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
 	rop.request_put = &put;
@@ -165,30 +183,6 @@ struct et_read {
 	size_t nh;
 	TAILQ_ENTRY(et_read) entry;	/* on r->reads */
 };
-
-/* Whether kvs[i] (n of them by create revision) holds, by the recipe's
- * ranking. */
-static bool
-kv_holds(Etcd__KeyValue *const *kvs, size_t n, size_t i)
-{
-	struct et_value v, w;
-	if (i >= n)
-		return false;
-	et_value_parse(kvs[i]->value.data, kvs[i]->value.len, &v);
-	switch (v.kind) {
-	case 's':
-		for (size_t j = 0; j < i; j++) {
-			et_value_parse(kvs[j]->value.data, kvs[j]->value.len, &w);
-			if (w.kind != 's')
-				return false;
-		}
-		return true;
-	case 'n':
-		return i < v.limit;
-	default:
-		return i == 0;
-	}
-}
 
 static void
 read_free(struct et_read *rd)
@@ -282,6 +276,13 @@ read_answer(struct et_read *rd, const char *why, bool failed)
 		et_key_put(r, k);
 		return;
 	}
+	if (failed) {
+		/* an observer's read: its key is read again once the watch is
+		 * created */
+		struct et_key *k = et_key_find_path(rd->r, rd->path, rd->pathlen);
+		if (k != NULL && k->watched)
+			k->stale = true;
+	}
 	rd->cb(rd->arg, &l);
 	read_free(rd);
 }
@@ -318,7 +319,7 @@ on_read_checks(void *arg, const struct etcd_result *res)
 			if (rr->kvs[j]->key.len == h->ekeylen &&
 			    memcmp(rr->kvs[j]->key.data, h->ekey, h->ekeylen) == 0) {
 				h->granted = rr->kvs[j]->mod_revision == h->mod_rev &&
-				    kv_holds(rr->kvs, rr->n_kvs, j);
+				    et_kv_holds(rr->kvs, rr->n_kvs, j);
 				break;
 			}
 	}
@@ -336,7 +337,7 @@ read_holders(struct et_read *rd, const Etcd__RangeResponse *rr)
 	for (size_t i = 0; i < rr->n_kvs; i++) {
 		const Etcd__KeyValue *kv = rr->kvs[i];
 		struct et_holder *h;
-		if (!kv_holds(rr->kvs, rr->n_kvs, i))
+		if (!et_kv_holds(rr->kvs, rr->n_kvs, i))
 			continue;
 		h = &rd->h[rd->nh++];
 		h->ekey = xmemdup(kv->key.data, kv->key.len);

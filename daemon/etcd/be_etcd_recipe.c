@@ -815,7 +815,15 @@ et_renew(struct backend *be, const struct be_lock *l, be_cb *cb, void *arg)
 	memcpy(op->token, l->token, TOKEN_LEN + 1);
 	op->ttl_ms = l->ttl_ms;
 	op->detach = e != NULL && e->own;
-	if (e == NULL || e->state != E_HELD || e->gone || (!e->own && e->lease != r->lease)) {
+	if (e != NULL && e->state == E_HELD && !e->gone && e->forced_by != NULL) {
+		/* broken by UNLOCK FORCE through another daemon: its holder is
+		 * told, then the lock table releases it (its key's delete) */
+		char why[sizeof(op->why)];
+		snprintf(why, sizeof(why), "forced by %s", e->forced_by);
+		op->rep.forced = 1;
+		et_op_answer(op, BE_NOTOWNER, 0, 0, why);
+	} else if (e == NULL || e->state != E_HELD || e->gone ||
+	    (!e->own && e->lease != r->lease)) {
 		/* the holding ends here: its entry goes (and its key, if any) */
 		const char *why = e != NULL && !e->own && e->lease != r->lease ?
 		    "the daemon's etcd lease was lost" : "the lock's etcd key is gone";
@@ -928,6 +936,7 @@ local_handoff_ok(const struct et_op *op, const struct et_entry *from)
 	return from != NULL && !op->detach && op->mode == LOCK_EXCLUSIVE &&
 	    op->value == NULL && from->value == NULL && op->k->watched == 0 &&
 	    from->state == E_HELD && from->mode == LOCK_EXCLUSIVE && !from->gone &&
+	    from->forced_by == NULL &&
 	    !from->leaving && !from->own && from->lease == op->r->lease &&
 	    from->seq + 1 < (1u << ET_SEQ_BITS);
 }

@@ -13,15 +13,18 @@
  * Keys observed (ops->watch, for observe.c) are read again at each put or
  * delete in their range, at the revision the stream has reached, with the
  * revisions of the puts, so that every leader is told (et_leader_watched,
- * be_etcd_leader.c); each time the stream is created (after a start while
- * disconnected, a restart or a compaction: changes may have been missed)
- * all of them are read at the revision it starts from, never as they are
- * now, which would pass the puts it replays: their leaders would read as
- * older than that read and be dropped. While any key is observed the stream carries puts as
+ * be_etcd_leader.c). When the stream is created from the present (a start
+ * while disconnected, a compaction: changes may have been missed) all of
+ * them are told changed with no state (up.changed NULL: the observer reads
+ * them as they are now); when it goes on from where it stopped, nothing is
+ * missed, and only the keys whose read for the observers failed are: a read
+ * of now would pass the puts it replays, whose leaders would then be
+ * dropped as older than that read. While any key is observed the stream carries puts as
  * well; it is started again, from where it stopped, when the first key is
  * observed and when the last one is not any more.
  */
 #include "be_etcd_core.h"
+#include "be_etcd_force.h"
 #include "be_etcd_leader.h"
 #include "be_etcd_lease.h"
 #include "be_etcd_watch.h"
@@ -80,6 +83,7 @@ et_watch_start(struct et *r)
 	}
 	if (r->watch_rev > 0)
 		req.start_revision = r->watch_rev + 1;
+	r->watch_from_now = r->watch_rev == 0;
 	r->watch_ready = false;
 	etcd_watch(r->cli, &req);
 	free(end);
@@ -151,14 +155,16 @@ watch_delete(struct et *r, const char *ekey, size_t len, int64_t rev)
 	}
 }
 
-/* Read keys (n of them, a reference each, dropped here) for their
- * observers at the watch's revision, with the puts seen so far. */
+/* Tell the observers of keys (n of them, a reference each, dropped here)
+ * that they changed: all of them (all), or those whose read failed. */
 static void
-read_watched(struct et *r, struct et_key **keys, size_t n)
+tell_changed(struct et *r, struct et_key **keys, size_t n, bool all)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (keys[i]->watched && !r->destroying)
-			et_leader_watched(r, keys[i]);
+		if (keys[i]->watched && !r->destroying && (all || keys[i]->stale)) {
+			keys[i]->stale = false;
+			r->be->up.changed(r->be->up.arg, keys[i]->name, keys[i]->len, NULL);
+		}
 		et_key_put(r, keys[i]);
 	}
 }
@@ -262,14 +268,14 @@ et_on_watch(void *arg, const Etcd__WatchResponse *res)
 		}
 		r->recipe.flush(r);
 		if (r->nwatched > 0) {
-			/* what observers were told may be old: each key is read
-			 * at the revision the stream goes on from. Not as it is
-			 * now: a read of now would pass the puts the stream is
-			 * about to replay, and their leaders would be dropped
-			 * as older than it */
+			/* from the present: what observers were told may be old,
+			 * they read again. Going on from where it stopped: every
+			 * change since comes, and a key read as it is now would
+			 * pass the puts it replays (their leaders dropped as
+			 * older than that read): only keys whose read failed */
 			size_t n;
 			struct et_key **keys = watched_keys(r, &n);
-			read_watched(r, keys, n);
+			tell_changed(r, keys, n, r->watch_from_now);
 			free(keys);
 		}
 		return;
@@ -312,6 +318,8 @@ et_on_watch(void *arg, const Etcd__WatchResponse *res)
 		}
 		if (ev->type != ETCD__EVENT__EVENT_TYPE__DELETE)
 			continue;
+		if (et_force_heard(r, (const char *)ev->kv->key.data, ev->kv->key.len))
+			continue;	/* a key's signal: its holders may be broken */
 		watch_delete(r, (const char *)ev->kv->key.data, ev->kv->key.len, rev);
 	}
 	if (told != NULL) {

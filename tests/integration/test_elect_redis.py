@@ -93,10 +93,12 @@ class TestElectRedis(ElectAcrossDaemons, RedisTestCase):
         self.assertEqual(sub.get_message(timeout=2)["type"], "subscribe")
 
         def messages(within):
+            # this key's: a key of an earlier test of the class may still be
+            # observed (its o: mark lasts 60 s) and published when it goes
             got, end = [], time.monotonic() + within
             while time.monotonic() < end:
                 m = sub.get_message(timeout=0.05)
-                if m is not None and m["type"] == "message":
+                if m is not None and m["type"] == "message" and m["data"] == key.encode():
                     got.append(m["data"])
             return got
 

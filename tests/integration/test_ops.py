@@ -1,7 +1,8 @@
 """Seeing and breaking locks: STATUS key FULL, CLIENT LIST / INFO / KILL,
 admin rights (AUTH admin, the Unix socket as root or in auth.admin_group)
-and UNLOCK key FORCE, on the memory and the redis backends; the CLI's
-dlock status --verbose."""
+and UNLOCK key FORCE, on the memory backend and on backends that daemons
+share (redis, redlock, redis-cluster, etcd), where it breaks the holders of
+every daemon; the CLI's dlock status --verbose."""
 
 import grp
 import os
@@ -636,7 +637,7 @@ class TestOpsCluster(ForceFromAnywhere, SharedBackendOps, RedisTestCase):
                              self.addCleanup)
 
 
-class TestOpsEtcd(SharedBackendOps, EtcdTestCase):
+class TestOpsEtcd(ForceFromAnywhere, SharedBackendOps, EtcdTestCase):
     """The etcd backend."""
 
     @classmethod
@@ -644,6 +645,9 @@ class TestOpsEtcd(SharedBackendOps, EtcdTestCase):
         cls.etcd = cls.class_etcd()
         cls.a = cls.class_daemon(cls.etcd, ADMIN_CONF)
         cls.b = cls.class_daemon(cls.etcd, ADMIN_CONF)
+
+    def another_daemon(self):
+        return self.start_daemon(self.etcd, ADMIN_CONF)
 
 
 if __name__ == "__main__":
