@@ -216,24 +216,19 @@ et_force(struct backend *be, const char *key, size_t keylen, const char *by,
 
 /* ---- the holder's daemon ------------------------------------------------- */
 
-/* A read of a key's range after its signal. */
-struct force_heard {
-	struct et *r;
-	struct et_key *k;		/* a reference */
-};
-
-/* The range read: this daemon's holders whose key is broken are marked,
- * and the lock table renews the key's holdings, which tells them. */
+/* The range read (op, an EK_FORCE op of the key that nobody waits for):
+ * this daemon's holders whose key is broken are marked, and the lock table
+ * renews the key's holdings, which tells them. */
 static void
 on_heard_range(void *arg, const struct etcd_result *res)
 {
-	struct force_heard *fh = arg;
-	struct et *r = fh->r;
-	struct et_key *k = fh->k;
+	struct et_op *op = arg;
+	struct et *r = op->r;
+	struct et_key *k = op->k;
 	const Etcd__RangeResponse *rr = res->status == ETCD_OK ?
 	    (const Etcd__RangeResponse *)(const void *)res->msg : NULL;
 	bool any = false;
-	free(fh);
+	et_op_landed(op);
 	if (rr == NULL && !r->destroying) {
 		char kb[LOG_KEY_BUF];
 		log_warn("etcd: lock '%s' may have been broken through another daemon, but its "
@@ -259,7 +254,7 @@ on_heard_range(void *arg, const struct etcd_result *res)
 	}
 	if (any && !r->destroying)
 		r->be->up.expire(r->be->up.arg, k->name, k->len);
-	et_key_put(r, k);
+	et_op_answer(op, rr != NULL ? BE_OK : BE_ERROR, 0, 0, NULL);
 }
 
 bool
@@ -279,17 +274,15 @@ et_force_heard(struct et *r, const char *ekey, size_t len)
 			if (e->state == E_HELD && !e->gone)
 				break;
 	if (e != NULL && !r->destroying) {
-		struct force_heard *fh = xmalloc(sizeof(*fh));
+		/* an op (nobody waits for it), so that shutting down frees it */
+		struct et_op *op = et_op_new(r, EK_FORCE, k->name, k->len, NULL, NULL);
 		Etcd__RangeRequest req;
 		char *end = xmemdup(path, len);
 		end[len - 1]++;
-		fh->r = r;
-		fh->k = k;
-		k->refs++;
 		etcd__range_request__init(&req);
 		req.key = et_bin(path, len);
 		req.range_end = et_bin(end, len);
-		etcd_call(r->cli, ETCD_RANGE, &req.base, on_heard_range, fh);
+		et_op_call(op, ETCD_RANGE, &req.base, on_heard_range);
 		free(end);
 	}
 	free(path);

@@ -190,6 +190,7 @@ rd_op_free(struct rd_op *op)
 		event_free(op->ev_late);
 	if (op->ev_again != NULL)
 		event_free(op->ev_again);
+	free(op->forced_by);
 	free(op);	/* its calls, key and arguments are in the same block */
 }
 
@@ -212,7 +213,7 @@ rd_op_tell(struct rd_op *op, enum be_status st, uint64_t fence, const char *why)
 	struct be_reply rep = { .status = st, .fence = fence,
 	    .valid_ms = st == BE_OK ? rquorum_valid(op->ttl_ms, r->drift, r->drift_ms) : 0,
 	    .why = why, .lasting = st == BE_ERROR && rd_refused(r),
-	    .forced = st == BE_NOTOWNER && op->forced };
+	    .forced = st == BE_NOTOWNER && op->forced_by != NULL };
 	if (op->script == RS_FORCE) {
 		rep.fence = 0;
 		rep.broken = (unsigned)fence;
@@ -451,11 +452,11 @@ answer_of(struct rd_op *op, struct rd_call *c, const redisReply *rep, const char
 		if (rep->type == REDIS_REPLY_ARRAY && reply_int(rep, 0, -2) == 3) {
 			/* broken by UNLOCK FORCE: {3, who broke it} */
 			const redisReply *by = rep->elements > 1 ? rep->element[1] : NULL;
-			if (!op->forced)
-				snprintf(op->forced_by, sizeof(op->forced_by), "%.*s",
-				    by != NULL && by->type == REDIS_REPLY_STRING ? (int)by->len : 0,
-				    by != NULL && by->type == REDIS_REPLY_STRING ? by->str : "");
-			op->forced = true;
+			bool named = by != NULL && by->type == REDIS_REPLY_STRING && by->len > 0;
+			if (op->forced_by == NULL && named)
+				op->forced_by = xasprintf("forced by %.*s", (int)by->len, by->str);
+			else if (op->forced_by == NULL)
+				op->forced_by = xstrdup("forced by UNLOCK FORCE through another daemon");
 			return RQ_NOTOWNER;
 		}
 		/* fall through */
@@ -866,12 +867,8 @@ rd_decide(struct rd *r, struct rd_op *op)
 		if (op->script == RS_RENEW)
 			deleg_renewed(r, op, BE_NOTOWNER);
 		r->nnotowner++;
-		if (op->forced) {
-			char why[sizeof(op->forced_by) + 64];
-			snprintf(why, sizeof(why), "forced by %s",
-			    op->forced_by[0] != '\0' ? op->forced_by :
-			    "UNLOCK FORCE through another daemon");
-			rd_op_tell(op, BE_NOTOWNER, 0, why);
+		if (op->forced_by != NULL) {
+			rd_op_tell(op, BE_NOTOWNER, 0, op->forced_by);
 			break;
 		}
 		rd_op_tell(op, BE_NOTOWNER, 0, "redis holds the lease for another owner, or it ended");

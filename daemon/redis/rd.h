@@ -111,9 +111,9 @@ struct rd_op {
 					 * election record is written) */
 	struct event *ev_late;		/* several calls: the node timeout */
 	char why[200];			/* the first failure's reason */
-	bool forced;			/* renew: a node said the lease was broken
-					 * (UNLOCK FORCE) ... */
-	char forced_by[200];		/* ... by whom, as the force's caller said */
+	char *forced_by;		/* renew: a node said the lease was broken
+					 * (UNLOCK FORCE), by whom (owned), NULL:
+					 * none did */
 	struct rd_call *calls;		/* r->ncalls of them, after op */
 	char *buf;			/* the key and every argument: the rest of
 					 * op's allocation */

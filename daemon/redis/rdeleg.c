@@ -129,7 +129,7 @@ deleg_renewed(struct rd *r, const struct rd_op *op, enum be_status st)
 		return;
 	if (st == BE_OK && end > d->lease_end) {
 		d->lease_end = end;
-	} else if (st == BE_NOTOWNER && op->forced) {
+	} else if (st == BE_NOTOWNER && op->forced_by != NULL) {
 		/* broken by UNLOCK FORCE: given back (the member is the
 		 * delegation's, which the holder's release would not name) */
 		deleg_release(r, d);
